@@ -1,0 +1,56 @@
+// The layer graph: a model spec with every shape worked out and every
+// variable named. Devices build their replicas from it; the optimizer,
+// checkpoints and (later) the parameter servers key everything on its
+// variable names, "<layer>/kernel" and "<layer>/bias".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/shape.h"
+
+namespace traind {
+
+// A variable in its canonical layout: row-major, dense kernels [in, out],
+// conv kernels [kh, kw, in, out] (TensorFlow's HWIO), biases [out].
+struct VariableSpec {
+  std::string name;
+  Shape shape;
+  InitializerSpec initializer;
+  int64_t fan_in = 0;   // for glorot/he
+  int64_t fan_out = 0;
+  bool trainable = true;
+  bool is_kernel = false;  // weight decay applies to kernels only
+  int layer = 0;           // index into LayerGraph::layers
+};
+
+struct LayerNode {
+  LayerSpec spec;
+  Shape input_shape;    // per example
+  Shape output_shape;   // per example
+  // For Conv2D and pooling with Same padding: TensorFlow's split, the odd
+  // extra pixel at the bottom/right. [top, left] and [bottom, right].
+  std::array<int64_t, 2> pad_begin{0, 0};
+  std::array<int64_t, 2> pad_end{0, 0};
+  std::vector<int> variables;  // indices into LayerGraph::variables: kernel, then bias
+};
+
+struct LayerGraph {
+  Shape input_shape;
+  std::vector<LayerNode> layers;
+  std::vector<VariableSpec> variables;
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  Shape output_shape;  // per example, the last layer's
+
+  int64_t parameterCount() const;
+};
+
+// Works out every layer's shapes and variables. Throws InputError naming the
+// layer, its spec location and both shapes when the chain cannot work (for
+// example a dense layer on an image without flatten, a window larger than its
+// input, softmax_cross_entropy on an output that is not a vector).
+LayerGraph buildLayerGraph(const ModelSpec& spec);
+
+}  // namespace traind

@@ -1,0 +1,139 @@
+// The model spec: what is trained, as read from a user's YAML file.
+// docs/model-spec.md is the reference of the file format; this header is its
+// in-memory form. loadModelSpec checks every field before anything runs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace traind {
+
+enum class LayerKind { Dense, Conv2D, MaxPool, AvgPool, Flatten, Dropout, Activation };
+enum class Activation { Linear, Relu, Tanh, Sigmoid };
+enum class Padding { Valid, Same };  // Same follows TensorFlow: out = ceil(in / stride)
+
+struct InitializerSpec {
+  enum class Kind { GlorotUniform, GlorotNormal, HeUniform, HeNormal, Zeros, Constant };
+  Kind kind = Kind::Zeros;
+  float value = 0.0f;  // Constant only
+};
+
+struct LayerSpec {
+  LayerKind kind = LayerKind::Dense;
+  std::string name;          // unique; defaults to "<kind>_<n>" (dense_1, conv2d_2, ...)
+  SourceLocation location;   // where the layer's entry starts in the spec
+  int64_t units = 0;         // Dense
+  int64_t filters = 0;       // Conv2D
+  std::array<int64_t, 2> window{0, 0};  // Conv2D kernel or pooling size, [height, width]
+  std::array<int64_t, 2> stride{1, 1};  // Conv2D and pooling; pooling defaults to its size
+  Padding padding = Padding::Valid;
+  Activation activation = Activation::Linear;  // fused into Dense/Conv2D, or the Activation layer
+  float rate = 0.0f;         // Dropout: fraction of units dropped while training
+  bool use_bias = true;
+  bool trainable = true;     // false freezes the layer's variables
+  InitializerSpec kernel_initializer{InitializerSpec::Kind::GlorotUniform, 0.0f};
+  InitializerSpec bias_initializer{InitializerSpec::Kind::Zeros, 0.0f};
+};
+
+enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
+
+struct OptimizerSpec {
+  enum class Kind { Sgd, Momentum, Adagrad, Adam };
+  Kind kind = Kind::Sgd;
+  float momentum = 0.9f;               // Momentum
+  bool nesterov = false;               // Momentum
+  float initial_accumulator = 0.1f;    // Adagrad
+  float beta1 = 0.9f;                  // Adam
+  float beta2 = 0.999f;                // Adam
+  float epsilon = 1e-7f;               // Adagrad and Adam (TensorFlow's default)
+  float weight_decay = 0.0f;           // L2 on kernels: grad += weight_decay * kernel
+};
+
+struct LearningRateSpec {
+  enum class Kind { Constant, ExponentialDecay };
+  Kind kind = Kind::Constant;
+  float initial = 0.01f;
+  int64_t decay_steps = 0;   // ExponentialDecay
+  float decay_rate = 1.0f;   // ExponentialDecay
+  bool staircase = false;    // ExponentialDecay
+};
+
+// A pair of MNIST-format IDX files, gzip-compressed or raw.
+struct IdxSource {
+  std::string images;
+  std::string labels;
+  int64_t limit = 0;  // use only the first `limit` examples; 0 = all
+};
+
+// n points, x uniform in [x_min, x_max], y = x^2 + N(0, noise_stddev^2).
+struct SyntheticRegressionSpec {
+  int64_t points = 1000;
+  float x_min = -1.0f;
+  float x_max = 1.0f;
+  float noise_stddev = 0.05f;
+};
+
+struct DataSpec {
+  enum class Kind { Idx, SyntheticRegression };
+  Kind kind = Kind::Idx;
+  IdxSource train;                      // Idx
+  std::optional<IdxSource> test;        // Idx, optional
+  SyntheticRegressionSpec synthetic;    // SyntheticRegression (its test set: points / 5)
+  int64_t batch_size = 32;
+  bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
+  int prefetch_batches = 4;             // batches read ahead on the input thread
+};
+
+struct TrainingSpec {
+  int64_t max_steps = 0;   // 0: from epochs
+  int64_t epochs = 0;      // 0: from max_steps; one of the two is set
+  int64_t log_every = 100;
+  int64_t eval_every = 0;  // 0: evaluate at the end only
+  int threads = 0;         // compute threads; 0: one per core
+};
+
+struct CheckpointSpec {
+  std::string dir;             // empty: no checkpoints
+  int64_t every_steps = 0;     // 0: not by steps
+  double every_seconds = 0.0;  // 0: not by time
+  int keep = 5;                // newest kept; older ones deleted
+};
+
+// Fine-tuning: copy the named layers' variables from another checkpoint.
+struct InitFromSpec {
+  std::string checkpoint;            // a checkpoint directory (its latest) or one checkpoint
+  std::vector<std::string> layers;   // layer names present in both models
+  SourceLocation location;
+};
+
+struct ModelSpec {
+  std::string path;     // the file it was read from
+  std::string name;     // defaults to the file's stem
+  uint64_t seed = 0;    // initialisers, shuffling and dropout derive from it
+  Shape input;          // per example: [features] or [height, width, channels]
+  std::vector<LayerSpec> layers;
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  OptimizerSpec optimizer;
+  LearningRateSpec learning_rate;
+  DataSpec data;
+  TrainingSpec training;
+  CheckpointSpec checkpoint;
+  std::optional<InitFromSpec> init_from;
+};
+
+// Reads and checks a spec. Relative data and checkpoint paths are resolved
+// against the spec file's directory. Throws InputError naming
+// file:line:column, the field and what was expected.
+ModelSpec loadModelSpec(const std::string& path);
+
+// A stable hash of everything that decides the variables' names and shapes
+// (input, layers, loss), as hex; checkpoints record it.
+std::string architectureHash(const ModelSpec& spec);
+
+}  // namespace traind

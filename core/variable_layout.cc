@@ -1,0 +1,70 @@
+#include "core/variable_layout.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/random.h"
+
+namespace traind {
+
+VariableLayout::VariableLayout(const std::vector<VariableSpec>& variables) {
+  int64_t offset = 0;
+  for (const VariableSpec& spec : variables) {
+    VariableView v;
+    v.name = spec.name;
+    v.shape = spec.shape;
+    v.offset = offset;
+    v.size = numElements(spec.shape);
+    v.trainable = spec.trainable;
+    v.is_kernel = spec.is_kernel;
+    offset += (v.size + kVariableAlignment - 1) / kVariableAlignment * kVariableAlignment;
+    views_.push_back(std::move(v));
+  }
+  total_size_ = offset;
+}
+
+const VariableView* VariableLayout::find(const std::string& name) const {
+  for (const VariableView& v : views_)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+void FlatBuffer::AlignedFree::operator()(float* p) const { std::free(p); }
+
+FlatBuffer::FlatBuffer(int64_t size) : size_(size) {
+  size_t bytes = (size_t(size) * sizeof(float) + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  data_.reset(p);
+}
+
+void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, uint64_t seed,
+                         FlatBuffer& parameters) {
+  for (size_t i = 0; i < graph.variables.size(); ++i) {
+    const VariableSpec& spec = graph.variables[i];
+    std::span<float> out = parameters.view(layout.views()[i]);
+    const double fan_in = double(spec.fan_in), fan_out = double(spec.fan_out);
+    using Kind = InitializerSpec::Kind;
+    const Kind kind = spec.initializer.kind;
+    if (kind == Kind::Zeros || kind == Kind::Constant) {
+      for (float& x : out) x = kind == Kind::Zeros ? 0.0f : spec.initializer.value;
+      continue;
+    }
+    // Keras' definitions: glorot scale 1/avg(fan_in, fan_out), he scale 2/fan_in;
+    // uniform limit sqrt(3*scale), normal stddev sqrt(scale) (not truncated).
+    const bool glorot = kind == Kind::GlorotUniform || kind == Kind::GlorotNormal;
+    const bool uniform = kind == Kind::GlorotUniform || kind == Kind::HeUniform;
+    const double scale = glorot ? 2.0 / (fan_in + fan_out) : 2.0 / fan_in;
+    Rng rng(hashCombine(seed, hashString(spec.name)));
+    for (float& x : out) {
+      x = uniform ? float((2.0 * rng.uniform() - 1.0) * std::sqrt(3.0 * scale))
+                  : float(rng.normal() * std::sqrt(scale));
+    }
+  }
+}
+
+}  // namespace traind

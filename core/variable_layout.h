@@ -1,0 +1,71 @@
+// Where each variable lives inside a flat buffer. Parameters, gradients and
+// every optimizer slot of a model share this one layout: one optimizer pass
+// over the whole buffer, one write per checkpoint, contiguous slices for
+// parameter-server shards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/layer_graph.h"
+
+namespace traind {
+
+struct VariableView {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0;  // in floats; a multiple of kVariableAlignment
+  int64_t size = 0;    // numElements(shape)
+  bool trainable = true;
+  bool is_kernel = false;
+};
+
+class VariableLayout {
+ public:
+  // Each variable starts on a 64-byte boundary so that devices can use it in place.
+  static constexpr int64_t kVariableAlignment = 16;
+
+  explicit VariableLayout(const std::vector<VariableSpec>& variables);
+
+  const std::vector<VariableView>& views() const { return views_; }
+  // nullptr when no variable has that name.
+  const VariableView* find(const std::string& name) const;
+  // Floats a flat buffer of this layout holds, padding included.
+  int64_t totalSize() const { return total_size_; }
+
+ private:
+  std::vector<VariableView> views_;
+  int64_t total_size_ = 0;
+};
+
+// A zero-initialised, 64-byte aligned float buffer that is never resized.
+class FlatBuffer {
+ public:
+  FlatBuffer() = default;
+  explicit FlatBuffer(int64_t size);
+
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+  int64_t size() const { return size_; }
+  std::span<float> view(const VariableView& v) { return {data() + v.offset, size_t(v.size)}; }
+  std::span<const float> view(const VariableView& v) const {
+    return {data() + v.offset, size_t(v.size)};
+  }
+
+ private:
+  struct AlignedFree {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float[], AlignedFree> data_;
+  int64_t size_ = 0;
+};
+
+// Fills every variable from its initializer. Deterministic in (seed, variable
+// name): adding a layer does not change the others' initial values.
+void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, uint64_t seed,
+                         FlatBuffer& parameters);
+
+}  // namespace traind

@@ -1,0 +1,14 @@
+// The CPU back end: every layer through oneDNN 2.6 primitives.
+#pragma once
+
+#include <memory>
+
+#include "devices/device.h"
+
+namespace traind {
+
+// threads: compute threads for oneDNN and the elementwise loops; 0 keeps
+// OpenMP's default (one per core).
+std::unique_ptr<Device> createCpuDevice(int threads);
+
+}  // namespace traind

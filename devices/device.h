@@ -1,0 +1,53 @@
+// The device interface: where a model replica runs. core knows nothing of
+// devices; a device builds a Replica from a LayerGraph for one batch size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/batch.h"
+#include "core/layer_graph.h"
+#include "core/variable_layout.h"
+
+namespace traind {
+
+struct StepResult {
+  double loss = 0.0;    // mean over the batch
+  int64_t correct = 0;  // classification: examples whose arg-max is the label
+};
+
+// One copy of the model on one device, built for a fixed batch size. Every
+// buffer and primitive is made in the constructor: a step allocates nothing.
+//
+// Parameters and gradients are flat buffers in the canonical layout of the
+// VariableLayout the replica was built with, owned by the caller; the same
+// pointers are passed every step, so a device may cache its own views of them.
+// A replica is used by one thread at a time.
+class Replica {
+ public:
+  virtual ~Replica() = default;
+
+  virtual int64_t batchSize() const = 0;
+
+  // Forward, loss, backward. Writes the batch-mean gradient of every
+  // trainable variable into `gradients` (frozen ones are left untouched).
+  // `step` seeds dropout: the same (parameters, batch, step) gives the same
+  // result.
+  virtual StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
+                               uint64_t step) = 0;
+
+  // Forward and loss only, dropout off.
+  virtual StepResult evaluate(const Batch& batch, const float* parameters) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  virtual std::unique_ptr<Replica> createReplica(const LayerGraph& graph,
+                                                 const VariableLayout& layout, int64_t batch_size,
+                                                 uint64_t seed) = 0;
+};
+
+}  // namespace traind
