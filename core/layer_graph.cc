@@ -1,0 +1,155 @@
+#include "core/layer_graph.h"
+
+#include <string>
+
+namespace traind {
+namespace {
+
+std::string kindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Dense: return "dense";
+    case LayerKind::Conv2D: return "conv2d";
+    case LayerKind::MaxPool: return "max_pool";
+    case LayerKind::AvgPool: return "avg_pool";
+    case LayerKind::Flatten: return "flatten";
+    case LayerKind::Dropout: return "dropout";
+    case LayerKind::Activation: return "activation";
+  }
+  return "?";
+}
+
+[[noreturn]] void shapeError(const LayerSpec& layer, const Shape& input, const std::string& what) {
+  throwInputError(layer.location, "layer '" + layer.name + "' (" + kindName(layer.kind) + ")",
+                  what + "; its input shape is " + shapeToString(input));
+}
+
+// One spatial dimension of a window op, TensorFlow's rules. Same: out =
+// ceil(in / stride), total padding max((out - 1) * stride + window - in, 0),
+// the smaller half before and the odd pixel after.
+struct WindowDim {
+  int64_t out, pad_begin, pad_end;
+};
+
+WindowDim windowDim(int64_t in, int64_t window, int64_t stride, Padding padding) {
+  if (padding == Padding::Valid) return {(in - window) / stride + 1, 0, 0};
+  const int64_t out = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>((out - 1) * stride + window - in, 0);
+  return {out, total / 2, total - total / 2};
+}
+
+VariableSpec variable(const LayerSpec& layer, int layer_index, const char* kind, Shape shape,
+                      const InitializerSpec& init, int64_t fan_in, int64_t fan_out) {
+  VariableSpec v;
+  v.name = layer.name + "/" + kind;
+  v.shape = std::move(shape);
+  v.initializer = init;
+  v.fan_in = fan_in;
+  v.fan_out = fan_out;
+  v.trainable = layer.trainable;
+  v.is_kernel = std::string(kind) == "kernel";
+  v.layer = layer_index;
+  return v;
+}
+
+}  // namespace
+
+int64_t LayerGraph::parameterCount() const {
+  int64_t n = 0;
+  for (const VariableSpec& v : variables) n += numElements(v.shape);
+  return n;
+}
+
+LayerGraph buildLayerGraph(const ModelSpec& spec) {
+  LayerGraph graph;
+  graph.input_shape = spec.input;
+  graph.loss = spec.loss;
+  Shape shape = spec.input;
+
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& layer = spec.layers[i];
+    LayerNode node;
+    node.spec = layer;
+    node.input_shape = shape;
+    const int index = int(i);
+
+    switch (layer.kind) {
+      case LayerKind::Dense: {
+        if (shape.size() != 1)
+          shapeError(layer, shape,
+                     "dense expects a vector per example (put a flatten layer before it)");
+        const int64_t in = shape[0];
+        node.variables.push_back(int(graph.variables.size()));
+        graph.variables.push_back(variable(layer, index, "kernel", {in, layer.units},
+                                           layer.kernel_initializer, in, layer.units));
+        if (layer.use_bias) {
+          node.variables.push_back(int(graph.variables.size()));
+          graph.variables.push_back(
+              variable(layer, index, "bias", {layer.units}, layer.bias_initializer, in, layer.units));
+        }
+        shape = {layer.units};
+        break;
+      }
+      case LayerKind::Conv2D:
+      case LayerKind::MaxPool:
+      case LayerKind::AvgPool: {
+        if (shape.size() != 3)
+          shapeError(layer, shape, "expected an image per example, shape [height, width, channels]");
+        Shape out(3);
+        for (int d = 0; d < 2; ++d) {
+          if (layer.padding == Padding::Valid && layer.window[d] > shape[d])
+            shapeError(layer, shape,
+                       "its window " + std::to_string(layer.window[0]) + "x" +
+                           std::to_string(layer.window[1]) +
+                           " does not fit in the input with padding: valid");
+          const WindowDim w = windowDim(shape[d], layer.window[d], layer.stride[d], layer.padding);
+          out[d] = w.out;
+          node.pad_begin[d] = w.pad_begin;
+          node.pad_end[d] = w.pad_end;
+        }
+        out[2] = shape[2];
+        if (layer.kind == LayerKind::Conv2D) {
+          const int64_t in_c = shape[2];
+          const int64_t area = layer.window[0] * layer.window[1];
+          out[2] = layer.filters;
+          node.variables.push_back(int(graph.variables.size()));
+          graph.variables.push_back(variable(layer, index, "kernel",
+                                             {layer.window[0], layer.window[1], in_c, layer.filters},
+                                             layer.kernel_initializer, area * in_c,
+                                             area * layer.filters));
+          if (layer.use_bias) {
+            node.variables.push_back(int(graph.variables.size()));
+            graph.variables.push_back(variable(layer, index, "bias", {layer.filters},
+                                               layer.bias_initializer, area * in_c,
+                                               area * layer.filters));
+          }
+        }
+        shape = out;
+        break;
+      }
+      case LayerKind::Flatten:
+        shape = {numElements(shape)};
+        break;
+      case LayerKind::Dropout:
+      case LayerKind::Activation:
+        break;
+    }
+    node.output_shape = shape;
+    graph.layers.push_back(std::move(node));
+  }
+
+  if (spec.layers.empty())
+    throwInputError(SourceLocation{spec.path}, "layers", "expected at least one layer");
+  const LayerSpec& last = spec.layers.back();
+  if (shape.size() != 1)
+    shapeError(last, graph.layers.back().input_shape,
+               "the last layer must give a vector per example for the loss, but gives " +
+                   shapeToString(shape));
+  if (spec.loss == LossKind::SoftmaxCrossEntropy && shape[0] < 2)
+    shapeError(last, graph.layers.back().input_shape,
+               "softmax_cross_entropy needs at least 2 outputs (one per class), got " +
+                   shapeToString(shape));
+  graph.output_shape = shape;
+  return graph;
+}
+
+}  // namespace traind

@@ -1,1 +1,120 @@
-int main() { return 0; }
+// traind: a node of a training cluster. For now the standalone role: the
+// whole training loop in one process.
+//
+//   traind --model configs/models/fashion_cnn.yaml [--max-steps N] ...
+//   traind check --model configs/models/fashion_cnn.yaml
+//
+// Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM), 2 bad
+// configuration or input, 1 runtime failure.
+#include <malloc.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "core/layer_graph.h"
+#include "daemon/logging.h"
+#include "daemon/model_check.h"
+#include "daemon/standalone.h"
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+void requestStop(int) { g_stop_requested.store(true); }
+
+// glibc returns big freed blocks to the kernel and faults them in again on
+// the next allocation; keep them (see ../shared/onednn-notes.md, Malloc).
+void keepFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+struct RunFlags {
+  std::string model;
+  std::optional<int64_t> max_steps, log_every, eval_every;
+  std::optional<std::string> checkpoint_dir;
+  std::optional<int> threads;
+  std::optional<uint64_t> seed;
+};
+
+void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
+  if (flags.max_steps) {
+    spec.training.max_steps = *flags.max_steps;
+    spec.training.epochs = 0;
+  }
+  if (flags.log_every) spec.training.log_every = *flags.log_every;
+  if (flags.eval_every) spec.training.eval_every = *flags.eval_every;
+  if (flags.checkpoint_dir) spec.checkpoint.dir = *flags.checkpoint_dir;
+  if (flags.threads) spec.training.threads = *flags.threads;
+  if (flags.seed) spec.seed = *flags.seed;
+}
+
+void addRunFlags(CLI::App& app, RunFlags& flags) {
+  app.add_option("--model,-m", flags.model, "model spec (YAML)")->required();
+  app.add_option("--max-steps", flags.max_steps,
+                 "train until this global step (overrides training.max_steps and epochs)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-every", flags.log_every, "log a line every N steps")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--eval-every", flags.eval_every, "evaluate on the test set every N steps")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint-dir", flags.checkpoint_dir,
+                 "where checkpoints are written and resumed from (overrides checkpoint.dir)");
+  app.add_option("--threads", flags.threads, "compute threads (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  keepFreedMemory();
+  traind::setupLogging();
+
+  CLI::App app{"traind: a distributed-training node (standalone mode: the whole loop in one process)"};
+  app.require_subcommand(0, 1);
+  RunFlags run_flags;
+  bool standalone = false;
+  addRunFlags(app, run_flags);
+  app.add_flag("--standalone", standalone,
+               "run the whole training loop in this process (the default without a cluster)");
+  CLI::App* check = app.add_subcommand("check", "validate a model spec and print its layer table");
+  std::string check_model;
+  check->add_option("--model,-m", check_model, "model spec (YAML)")->required();
+  // The run flags are required only when no subcommand is given.
+  app.get_option("--model")->required(false);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    if (check->parsed()) {
+      const traind::ModelSpec spec = traind::loadModelSpec(check_model);
+      std::fputs(traind::layerTable(spec, traind::buildLayerGraph(spec)).c_str(), stdout);
+      return 0;
+    }
+    if (run_flags.model.empty()) {
+      std::fputs("traind: --model is required (see traind --help)\n", stderr);
+      return 2;
+    }
+    traind::ModelSpec spec = traind::loadModelSpec(run_flags.model);
+    applyFlags(run_flags, spec);
+    std::signal(SIGINT, requestStop);
+    std::signal(SIGTERM, requestStop);
+    traind::runStandalone(spec, g_stop_requested);
+    return 0;
+  } catch (const traind::InputError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

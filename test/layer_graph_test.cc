@@ -1,0 +1,153 @@
+// Shape inference and variable naming, TensorFlow's padding rules included.
+#include "core/layer_graph.h"
+
+#include <catch2/catch.hpp>
+
+#include "core/variable_layout.h"
+
+using namespace traind;
+
+namespace {
+
+LayerSpec conv(const char* name, int64_t filters, int64_t k, int64_t s, Padding p) {
+  LayerSpec l;
+  l.kind = LayerKind::Conv2D;
+  l.name = name;
+  l.filters = filters;
+  l.window = {k, k};
+  l.stride = {s, s};
+  l.padding = p;
+  return l;
+}
+
+LayerSpec pool(const char* name, int64_t k, int64_t s, Padding p) {
+  LayerSpec l;
+  l.kind = LayerKind::MaxPool;
+  l.name = name;
+  l.window = {k, k};
+  l.stride = {s, s};
+  l.padding = p;
+  return l;
+}
+
+LayerSpec dense(const char* name, int64_t units) {
+  LayerSpec l;
+  l.kind = LayerKind::Dense;
+  l.name = name;
+  l.units = units;
+  return l;
+}
+
+LayerSpec flatten() {
+  LayerSpec l;
+  l.kind = LayerKind::Flatten;
+  l.name = "flatten_1";
+  return l;
+}
+
+ModelSpec fashionCnn() {
+  ModelSpec spec;
+  spec.path = "cnn.yaml";
+  spec.input = {28, 28, 1};
+  spec.layers = {conv("conv1", 32, 3, 1, Padding::Same), conv("conv2", 64, 3, 2, Padding::Same),
+                 pool("pool", 2, 2, Padding::Valid), flatten(), dense("hidden", 64),
+                 dense("logits", 10)};
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("fashion_cnn shapes and parameter count") {
+  const LayerGraph g = buildLayerGraph(fashionCnn());
+  REQUIRE(g.layers.size() == 6);
+  CHECK(g.layers[0].output_shape == Shape{28, 28, 32});
+  CHECK(g.layers[1].output_shape == Shape{14, 14, 64});
+  CHECK(g.layers[2].output_shape == Shape{7, 7, 64});
+  CHECK(g.layers[3].output_shape == Shape{3136});
+  CHECK(g.output_shape == Shape{10});
+  // conv1 320, conv2 18496, hidden 200768, logits 650
+  CHECK(g.parameterCount() == 320 + 18496 + 200768 + 650);
+  CHECK(g.variables[0].name == "conv1/kernel");
+  CHECK(g.variables[0].shape == Shape{3, 3, 1, 32});
+  CHECK(g.variables[1].name == "conv1/bias");
+  CHECK(g.variables[4].shape == Shape{3136, 64});
+  CHECK(g.variables[0].fan_in == 9);
+  CHECK(g.variables[0].fan_out == 9 * 32);
+}
+
+TEST_CASE("same padding follows TensorFlow: odd extra pixel at the bottom/right") {
+  ModelSpec spec;
+  spec.path = "p.yaml";
+  spec.input = {28, 28, 32};
+  spec.layers = {conv("c", 4, 3, 2, Padding::Same), flatten(), dense("d", 2)};
+  LayerGraph g = buildLayerGraph(spec);
+  // out = ceil(28 / 2) = 14; total pad = 13 * 2 + 3 - 28 = 1 -> 0 before, 1 after
+  CHECK(g.layers[0].output_shape == Shape{14, 14, 4});
+  CHECK(g.layers[0].pad_begin == std::array<int64_t, 2>{0, 0});
+  CHECK(g.layers[0].pad_end == std::array<int64_t, 2>{1, 1});
+
+  spec.input = {7, 5, 1};
+  spec.layers[0] = conv("c", 4, 3, 1, Padding::Same);
+  g = buildLayerGraph(spec);
+  CHECK(g.layers[0].output_shape == Shape{7, 5, 4});
+  CHECK(g.layers[0].pad_begin == std::array<int64_t, 2>{1, 1});
+  CHECK(g.layers[0].pad_end == std::array<int64_t, 2>{1, 1});
+
+  spec.layers[0] = conv("c", 4, 3, 2, Padding::Valid);
+  g = buildLayerGraph(spec);
+  CHECK(g.layers[0].output_shape == Shape{3, 2, 4});
+}
+
+TEST_CASE("a dense layer on an image names the layer, the fix and the shape") {
+  ModelSpec spec = fashionCnn();
+  spec.layers.erase(spec.layers.begin() + 3);  // no flatten
+  spec.layers[3].location = {"cnn.yaml", 9, 5};
+  try {
+    buildLayerGraph(spec);
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::Contains("cnn.yaml:9:5"));
+    CHECK_THAT(m, Catch::Contains("'hidden'"));
+    CHECK_THAT(m, Catch::Contains("flatten"));
+    CHECK_THAT(m, Catch::Contains("[7, 7, 64]"));
+  }
+}
+
+TEST_CASE("a window larger than a valid-padded input is refused") {
+  ModelSpec spec;
+  spec.path = "p.yaml";
+  spec.input = {2, 2, 1};
+  spec.layers = {pool("p", 3, 1, Padding::Valid), flatten(), dense("d", 2)};
+  CHECK_THROWS_WITH(buildLayerGraph(spec), Catch::Contains("does not fit"));
+}
+
+TEST_CASE("softmax cross-entropy needs a vector of at least two") {
+  ModelSpec spec;
+  spec.path = "p.yaml";
+  spec.input = {4};
+  spec.layers = {dense("d", 1)};
+  CHECK_THROWS_WITH(buildLayerGraph(spec), Catch::Contains("at least 2 outputs"));
+  spec.loss = LossKind::MeanSquaredError;
+  CHECK_NOTHROW(buildLayerGraph(spec));
+}
+
+TEST_CASE("variable layout aligns every variable and initialisers are seeded by name") {
+  const ModelSpec spec = fashionCnn();
+  const LayerGraph g = buildLayerGraph(spec);
+  VariableLayout layout(g.variables);
+  for (const VariableView& v : layout.views()) CHECK(v.offset % VariableLayout::kVariableAlignment == 0);
+  FlatBuffer a(layout.totalSize()), b(layout.totalSize());
+  initializeVariables(g, layout, 7, a);
+  initializeVariables(g, layout, 7, b);
+  const VariableView& k = *layout.find("hidden/kernel");
+  CHECK(std::equal(a.view(k).begin(), a.view(k).end(), b.view(k).begin()));
+  // glorot uniform limit sqrt(6 / (3136 + 64))
+  const float limit = std::sqrt(6.0f / 3200.0f);
+  float lo = 0, hi = 0;
+  for (float x : a.view(k)) lo = std::min(lo, x), hi = std::max(hi, x);
+  CHECK(lo >= -limit);
+  CHECK(hi <= limit);
+  CHECK(hi > 0.9f * limit);
+  for (float x : a.view(*layout.find("hidden/bias"))) CHECK(x == 0.0f);
+}

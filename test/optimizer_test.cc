@@ -1,0 +1,146 @@
+// Optimizer updates against values worked out by hand from TensorFlow's rules.
+#include "core/optimizer.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "core/learning_rate.h"
+
+using namespace traind;
+
+namespace {
+
+// One trainable kernel of two elements and one frozen bias.
+struct TwoVariables {
+  LayerGraph graph;
+  VariableLayout layout;
+  FlatBuffer params, grads;
+
+  TwoVariables() : graph(makeGraph()), layout(graph.variables), params(layout.totalSize()),
+                   grads(layout.totalSize()) {
+    float* p = params.data();
+    float* g = grads.data();
+    const VariableView& k = layout.views()[0];
+    const VariableView& b = layout.views()[1];
+    p[k.offset] = 1.0f;
+    p[k.offset + 1] = -2.0f;
+    g[k.offset] = 0.5f;
+    g[k.offset + 1] = -1.0f;
+    p[b.offset] = 3.0f;
+    g[b.offset] = 7.0f;
+  }
+  static LayerGraph makeGraph() {
+    LayerGraph g;
+    VariableSpec k;
+    k.name = "d/kernel";
+    k.shape = {1, 2};
+    k.is_kernel = true;
+    VariableSpec b;
+    b.name = "d/bias";
+    b.shape = {1};
+    b.trainable = false;
+    g.variables = {k, b};
+    return g;
+  }
+  float p(int i) const { return params.data()[layout.views()[0].offset + i]; }
+  float bias() const { return params.data()[layout.views()[1].offset]; }
+};
+
+}  // namespace
+
+TEST_CASE("sgd: p -= lr * g, frozen untouched") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Sgd;
+  Optimizer opt(spec, t.layout);
+  opt.apply(t.params, t.grads, 0.1f, 1);
+  CHECK(t.p(0) == Approx(0.95f));
+  CHECK(t.p(1) == Approx(-1.9f));
+  CHECK(t.bias() == 3.0f);
+  CHECK(opt.slotNames().empty());
+}
+
+TEST_CASE("sgd with weight decay on kernels") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Sgd;
+  spec.weight_decay = 0.1f;
+  Optimizer opt(spec, t.layout);
+  opt.apply(t.params, t.grads, 0.1f, 1);
+  // g' = 0.5 + 0.1 * 1 = 0.6 -> 1 - 0.06; g' = -1 + 0.1 * -2 = -1.2 -> -2 + 0.12
+  CHECK(t.p(0) == Approx(0.94f));
+  CHECK(t.p(1) == Approx(-1.88f));
+}
+
+TEST_CASE("momentum, two steps") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Momentum;
+  spec.momentum = 0.9f;
+  Optimizer opt(spec, t.layout);
+  opt.apply(t.params, t.grads, 0.1f, 1);  // a = 0.5;  p = 1 - 0.05 = 0.95
+  opt.apply(t.params, t.grads, 0.1f, 2);  // a = 0.95; p = 0.95 - 0.095 = 0.855
+  CHECK(t.p(0) == Approx(0.855f));
+  CHECK(opt.slot(0).data()[t.layout.views()[0].offset] == Approx(0.95f));
+  CHECK(opt.slotNames() == std::vector<std::string>{"momentum"});
+}
+
+TEST_CASE("nesterov momentum, two steps") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Momentum;
+  spec.momentum = 0.9f;
+  spec.nesterov = true;
+  Optimizer opt(spec, t.layout);
+  opt.apply(t.params, t.grads, 0.1f, 1);  // a = 0.5;  p = 1 - 0.1 * (0.5 + 0.45) = 0.905
+  opt.apply(t.params, t.grads, 0.1f, 2);  // a = 0.95; p = 0.905 - 0.1 * (0.5 + 0.855) = 0.7695
+  CHECK(t.p(0) == Approx(0.7695f));
+}
+
+TEST_CASE("adagrad, two steps") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Adagrad;
+  spec.initial_accumulator = 0.1f;
+  spec.epsilon = 0.0f;
+  Optimizer opt(spec, t.layout);
+  opt.apply(t.params, t.grads, 0.1f, 1);  // a = 0.35; p = 1 - 0.05 / sqrt(0.35)
+  const double p1 = 1.0 - 0.05 / std::sqrt(0.35);
+  CHECK(t.p(0) == Approx(p1));
+  opt.apply(t.params, t.grads, 0.1f, 2);  // a = 0.6
+  CHECK(t.p(0) == Approx(p1 - 0.05 / std::sqrt(0.6)));
+  CHECK(t.p(1) == Approx(-2.0 + 0.1 / std::sqrt(1.1) + 0.1 / std::sqrt(2.1)));
+}
+
+TEST_CASE("adam, two steps with bias correction") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Adam;
+  spec.epsilon = 1e-7f;
+  Optimizer opt(spec, t.layout);
+  opt.apply(t.params, t.grads, 0.01f, 1);
+  // t=1: m = 0.05, v = 0.00025; lr_t = 0.01 * sqrt(0.001) / 0.1; step = lr_t * m / sqrt(v) = 0.01
+  CHECK(t.p(0) == Approx(0.99f).epsilon(1e-5));
+  CHECK(t.p(1) == Approx(-1.99f).epsilon(1e-5));
+  opt.apply(t.params, t.grads, 0.01f, 2);
+  // t=2: m = 0.095, v = 0.00049975; lr_t = 0.01 * sqrt(1 - 0.999^2) / (1 - 0.81)
+  const double m = 0.095, v = 0.00049975;
+  const double lr_t = 0.01 * std::sqrt(1 - 0.999 * 0.999) / (1 - 0.81);
+  CHECK(t.p(0) == Approx(0.99 - lr_t * m / (std::sqrt(v) + 1e-7)).epsilon(1e-5));
+  CHECK(opt.slotNames() == std::vector<std::string>{"m", "v"});
+}
+
+TEST_CASE("exponential decay, smooth and staircase") {
+  LearningRateSpec lr;
+  lr.kind = LearningRateSpec::Kind::ExponentialDecay;
+  lr.initial = 0.1f;
+  lr.decay_steps = 100;
+  lr.decay_rate = 0.5f;
+  CHECK(learningRateAt(lr, 0) == Approx(0.1f));
+  CHECK(learningRateAt(lr, 150) == Approx(0.1 * std::pow(0.5, 1.5)));
+  lr.staircase = true;
+  CHECK(learningRateAt(lr, 150) == Approx(0.05f));
+  CHECK(learningRateAt(lr, 200) == Approx(0.025f));
+  lr.kind = LearningRateSpec::Kind::Constant;
+  CHECK(learningRateAt(lr, 1000) == Approx(0.1f));
+}

@@ -1,0 +1,163 @@
+// Integration tests of the standalone role: the real traind binary trains the
+// example specs on a slice of Fashion-MNIST, resumes, fine-tunes and refuses
+// bad input.
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "core/checkpoint.h"
+#include "core/safetensors.h"
+#include "test/traind_process.h"
+
+using namespace traind;
+using namespace traind::testing;
+
+namespace {
+
+// The value after "<key> = " in the final "done:" line.
+double summaryValue(const std::string& output, const std::string& key) {
+  const size_t done = output.rfind("done: ");
+  REQUIRE(done != std::string::npos);
+  const std::string line = output.substr(done, output.find('\n', done) - done);
+  std::smatch m;
+  REQUIRE(std::regex_search(line, m, std::regex(key + " = ([0-9.eE+-]+)")));
+  return std::stod(m[1]);
+}
+
+// "step N, loss = X ..." lines, in order.
+std::vector<std::string> lossLines(const std::string& output) {
+  std::vector<std::string> lines;
+  const std::regex pattern("step [0-9]+, loss = [0-9.]+");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), pattern);
+       it != std::sregex_iterator(); ++it)
+    lines.push_back(it->str());
+  return lines;
+}
+
+std::vector<float> readTensor(const std::filesystem::path& checkpoint_dir, const std::string& name) {
+  const std::filesystem::path ckpt = resolveCheckpoint(checkpoint_dir);
+  SafetensorsReader reader(ckpt / readManifest(ckpt).tensors_file);
+  std::vector<float> values(size_t(numElements(reader.shape(name))));
+  reader.read(name, reader.shape(name), values);
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("fashion_mlp learns on a slice") {
+  const auto dir = freshTempDir("mlp");
+  const ProcessResult r = runTraind("--model configs/models/fashion_mlp.yaml --max-steps 300 "
+                                    "--threads 1 --log-every 100 --checkpoint-dir " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(lossLines(r.output).size() == 3);
+  CHECK(summaryValue(r.output, "test accuracy") > 0.70);
+  CHECK(findLatestCheckpoint(dir).has_value());
+}
+
+TEST_CASE("fashion_cnn learns on a slice") {
+  const auto dir = freshTempDir("cnn");
+  const ProcessResult r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps 100 "
+                                    "--threads 1 --checkpoint-dir " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(summaryValue(r.output, "test accuracy") > 0.65);
+}
+
+TEST_CASE("regression fits y = x^2") {
+  const auto dir = freshTempDir("regression");
+  const ProcessResult r = runTraind("--model configs/models/regression.yaml --threads 1 "
+                                    "--checkpoint-dir " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // The noise alone has variance 0.0025.
+  CHECK(summaryValue(r.output, "test loss") < 0.01);
+}
+
+TEST_CASE("a resumed run continues exactly as an uninterrupted one") {
+  // Adam (slots in the checkpoint), dropout (masks from the step) and
+  // shuffling (order from the epoch) must all continue where they stopped.
+  const auto dir = freshTempDir("resume");
+  std::string spec = readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  spec = replaceAll(spec, "- {type: dense, name: logits",
+                    "- {type: dropout, rate: 0.3}\n  - {type: dense, name: logits");
+  writeFile(dir / "spec.yaml", spec);
+  const std::string common = "--model " + (dir / "spec.yaml").string() +
+                             " --threads 1 --log-every 10 --eval-every 0 --seed 5 ";
+  const ProcessResult whole =
+      runTraind(common + "--max-steps 80 --checkpoint-dir " + (dir / "whole").string());
+  const ProcessResult first =
+      runTraind(common + "--max-steps 40 --checkpoint-dir " + (dir / "parts").string());
+  const ProcessResult second =
+      runTraind(common + "--max-steps 80 --checkpoint-dir " + (dir / "parts").string());
+  INFO(whole.output + first.output + second.output);
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  CHECK_THAT(second.output, Catch::Contains("at global step 40"));
+  std::vector<std::string> parts = lossLines(first.output);
+  for (const std::string& line : lossLines(second.output)) parts.push_back(line);
+  CHECK(parts == lossLines(whole.output));
+  CHECK(readTensor(dir / "parts", "hidden1/kernel") == readTensor(dir / "whole", "hidden1/kernel"));
+}
+
+TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint") {
+  const auto dir = freshTempDir("finetune");
+  const ProcessResult base = runTraind("--model configs/models/fashion_base.yaml --max-steps 200 "
+                                       "--threads 1 --eval-every 0 --checkpoint-dir " +
+                                       (dir / "base").string());
+  INFO(base.output);
+  REQUIRE(base.exit_code == 0);
+  std::string spec =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_finetune.yaml");
+  spec = replaceAll(spec, "/tmp/traind/fashion_base", (dir / "base").string());
+  REQUIRE(spec.find((dir / "base").string()) != std::string::npos);
+  writeFile(dir / "finetune.yaml", spec);
+  const ProcessResult tuned = runTraind("--model " + (dir / "finetune.yaml").string() +
+                                        " --max-steps 200 --threads 1 --eval-every 0 "
+                                        "--checkpoint-dir " + (dir / "tuned").string());
+  INFO(tuned.output);
+  REQUIRE(tuned.exit_code == 0);
+  CHECK(summaryValue(tuned.output, "test accuracy") > 0.7);
+  for (const char* name : {"hidden1/kernel", "hidden2/bias", "hidden3/kernel"})
+    CHECK(readTensor(dir / "tuned", name) == readTensor(dir / "base", name));
+  CHECK(readTensor(dir / "tuned", "hidden4/kernel").size() == 50 * 20);
+}
+
+TEST_CASE("traind check prints the layer table") {
+  const ProcessResult r = runTraind("check --model configs/models/fashion_cnn.yaml");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("conv2"));
+  CHECK_THAT(r.output, Catch::Contains("[14, 14, 64]"));
+  CHECK_THAT(r.output, Catch::Contains("220234"));
+}
+
+TEST_CASE("bad input exits 2 with the file, line and field") {
+  const auto dir = freshTempDir("bad");
+  std::string spec = readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_cnn.yaml");
+  writeFile(dir / "bad.yaml", replaceAll(spec, "filters: 64", "filters: -3"));
+  ProcessResult r = runTraind("--model " + (dir / "bad.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("bad.yaml:"));
+  CHECK_THAT(r.output, Catch::Contains("filters"));
+  CHECK_THAT(r.output, Catch::Contains("-3"));
+
+  r = runTraind("--model " + (dir / "missing.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("missing.yaml"));
+
+  r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps -4");
+  CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("a checkpoint of another architecture is refused") {
+  const auto dir = freshTempDir("other");
+  REQUIRE(runTraind("--model configs/models/fashion_base.yaml --max-steps 10 --threads 1 "
+                    "--eval-every 0 --checkpoint-dir " + dir.string()).exit_code == 0);
+  const ProcessResult r = runTraind("--model configs/models/fashion_mlp.yaml --max-steps 10 "
+                                    "--threads 1 --checkpoint-dir " + dir.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("another architecture"));
+}

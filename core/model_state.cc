@@ -1,0 +1,88 @@
+#include "core/model_state.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "core/safetensors.h"
+
+namespace traind {
+namespace {
+
+std::string utcNow() {
+  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
+
+ModelState::ModelState(const ModelSpec& spec, const LayerGraph& graph)
+    : spec_(spec),
+      graph_(graph),
+      layout_(graph.variables),
+      parameters_(layout_.totalSize()),
+      optimizer_(spec.optimizer, layout_) {}
+
+void ModelState::initialize() {
+  initializeVariables(graph_, layout_, spec_.seed, parameters_);
+  global_step_ = 0;
+  if (spec_.init_from) initFrom(*spec_.init_from);
+}
+
+void ModelState::initFrom(const InitFromSpec& init_from) {
+  const std::filesystem::path checkpoint = resolveCheckpoint(init_from.checkpoint);
+  const CheckpointManifest manifest = readManifest(checkpoint);
+  SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  for (const std::string& layer : init_from.layers) {
+    bool found = false;
+    for (const VariableView& v : layout_.views()) {
+      if (v.name.compare(0, layer.size() + 1, layer + "/") != 0) continue;
+      found = true;
+      if (!reader.contains(v.name))
+        throwInputError(init_from.location, "init_from.layers",
+                        "checkpoint " + checkpoint.string() + " has no tensor '" + v.name + "'");
+      reader.read(v.name, v.shape, parameters_.view(v));
+    }
+    if (!found)
+      throwInputError(init_from.location, "init_from.layers",
+                      "layer '" + layer + "' has no variables in this model");
+  }
+}
+
+void ModelState::restore(const std::filesystem::path& checkpoint) {
+  const CheckpointManifest manifest = readManifest(checkpoint);
+  const std::string hash = architectureHash(spec_);
+  if (manifest.architecture_hash != hash)
+    throw InputError(checkpoint.string() + ": the checkpoint is of another architecture (hash " +
+                     manifest.architecture_hash + ", this spec's is " + hash +
+                     "); point checkpoint.dir elsewhere or use init_from to reuse layers");
+  SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  for (const VariableView& v : layout_.views()) {
+    reader.read(v.name, v.shape, parameters_.view(v));
+    for (size_t s = 0; s < optimizer_.slotNames().size(); ++s)
+      reader.read(v.name + "/" + optimizer_.slotNames()[s], v.shape,
+                  optimizer_.slot(s).view(v));
+  }
+  global_step_ = manifest.global_step;
+}
+
+std::filesystem::path ModelState::save(const std::filesystem::path& dir, int keep) const {
+  std::vector<TensorRef> tensors;
+  for (const VariableView& v : layout_.views()) {
+    tensors.push_back({v.name, v.shape, parameters_.data() + v.offset});
+    for (size_t s = 0; s < optimizer_.slotNames().size(); ++s)
+      tensors.push_back({v.name + "/" + optimizer_.slotNames()[s], v.shape,
+                         optimizer_.slot(s).data() + v.offset});
+  }
+  CheckpointManifest manifest;
+  manifest.global_step = global_step_;
+  manifest.model_name = spec_.name;
+  manifest.architecture_hash = architectureHash(spec_);
+  manifest.created = utcNow();
+  return saveCheckpoint(dir, manifest, tensors, keep);
+}
+
+}  // namespace traind

@@ -1,0 +1,50 @@
+// What training changes, in one place: the parameters, the optimizer's slots
+// and the global step, with their checkpoint form. Tensors in a checkpoint
+// are named "<variable>" for parameters and "<variable>/<slot>" for slots.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "core/checkpoint.h"
+#include "core/layer_graph.h"
+#include "core/optimizer.h"
+#include "core/variable_layout.h"
+
+namespace traind {
+
+class ModelState {
+ public:
+  ModelState(const ModelSpec& spec, const LayerGraph& graph);
+
+  const VariableLayout& layout() const { return layout_; }
+  FlatBuffer& parameters() { return parameters_; }
+  const FlatBuffer& parameters() const { return parameters_; }
+  Optimizer& optimizer() { return optimizer_; }
+  int64_t globalStep() const { return global_step_; }
+  void setGlobalStep(int64_t step) { global_step_ = step; }
+
+  // Fresh start: every variable from its initializer, then the spec's
+  // init_from layers (fine-tuning) copied from their checkpoint.
+  void initialize();
+
+  // Resumes from a checkpoint of this same architecture: parameters, slots
+  // and global step. InputError if the checkpoint belongs to another
+  // architecture or lacks a tensor.
+  void restore(const std::filesystem::path& checkpoint);
+
+  // Writes a checkpoint into `dir` at the current global step.
+  std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
+
+ private:
+  void initFrom(const InitFromSpec& init_from);
+
+  const ModelSpec& spec_;
+  const LayerGraph& graph_;
+  VariableLayout layout_;
+  FlatBuffer parameters_;
+  Optimizer optimizer_;
+  int64_t global_step_ = 0;
+};
+
+}  // namespace traind

@@ -1,0 +1,42 @@
+// Optimizers over flat buffers. The update rules are TensorFlow's:
+//   sgd       p -= lr * g
+//   momentum  a = m * a + g;  p -= lr * a            (nesterov: p -= lr * (g + m * a))
+//   adagrad   a += g^2;       p -= lr * g / (sqrt(a) + eps)        (a starts at initial_accumulator)
+//   adam      m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//             p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+// with g += weight_decay * p first for kernels (L2). Frozen variables are
+// never touched. A parameter server applies the same rules to its shard.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/variable_layout.h"
+
+namespace traind {
+
+class Optimizer {
+ public:
+  Optimizer(const OptimizerSpec& spec, const VariableLayout& layout);
+
+  // Slot names as they appear in checkpoints, "<variable>/<slot>":
+  // momentum: "momentum"; adagrad: "accumulator"; adam: "m", "v"; sgd: none.
+  const std::vector<std::string>& slotNames() const { return slot_names_; }
+  FlatBuffer& slot(size_t i) { return slots_[i]; }
+  const FlatBuffer& slot(size_t i) const { return slots_[i]; }
+
+  // One update of every trainable variable. `update` is this update's
+  // 1-based number (Adam's t); in standalone training it is global_step + 1.
+  void apply(FlatBuffer& parameters, const FlatBuffer& gradients, float learning_rate,
+             int64_t update);
+
+ private:
+  OptimizerSpec spec_;
+  const VariableLayout& layout_;
+  std::vector<std::string> slot_names_;
+  std::vector<FlatBuffer> slots_;
+};
+
+}  // namespace traind

@@ -1,0 +1,34 @@
+#include "daemon/evaluation.h"
+
+#include <algorithm>
+
+namespace traind {
+
+Evaluator::Evaluator(Device& device, const LayerGraph& graph, const VariableLayout& layout,
+                     const Dataset& data, int64_t batch_size, uint64_t seed)
+    : data_(data) {
+  const int64_t batch = std::min(batch_size, data.size);
+  full_ = device.createReplica(graph, layout, batch, seed);
+  if (const int64_t rest = data.size % batch; rest != 0)
+    tail_ = device.createReplica(graph, layout, rest, seed);
+}
+
+EvalResult Evaluator::evaluate(const float* parameters) {
+  EvalResult result;
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < data_.size;) {
+    Replica& replica = data_.size - begin >= full_->batchSize() ? *full_ : *tail_;
+    const int64_t n = replica.batchSize();
+    const StepResult r = replica.evaluate(sliceBatch(data_, begin, n), parameters);
+    loss_sum += r.loss * double(n);
+    correct += r.correct;
+    begin += n;
+  }
+  result.examples = data_.size;
+  result.loss = loss_sum / double(data_.size);
+  result.accuracy = double(correct) / double(data_.size);
+  return result;
+}
+
+}  // namespace traind

@@ -1,0 +1,32 @@
+// Evaluation of the current parameters on a whole data set, in order.
+#pragma once
+
+#include <memory>
+
+#include "core/dataset.h"
+#include "devices/device.h"
+
+namespace traind {
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the examples
+  double accuracy = 0.0;  // classification only
+  int64_t examples = 0;
+};
+
+class Evaluator {
+ public:
+  // Replicas for full batches and for the last partial one are made here,
+  // once; evaluate() allocates nothing.
+  Evaluator(Device& device, const LayerGraph& graph, const VariableLayout& layout,
+            const Dataset& data, int64_t batch_size, uint64_t seed);
+
+  EvalResult evaluate(const float* parameters);
+
+ private:
+  const Dataset& data_;
+  std::unique_ptr<Replica> full_;
+  std::unique_ptr<Replica> tail_;  // null when the batch size divides the data set
+};
+
+}  // namespace traind

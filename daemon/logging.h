@@ -1,0 +1,20 @@
+// Logging set-up for traind and trainctl: spdlog to stderr, and in a
+// terminal one live progress line that log lines scroll above.
+#pragma once
+
+#include <string>
+
+namespace traind {
+
+void setupLogging();
+
+// True when stderr is a terminal (progress lines are shown only there).
+bool progressEnabled();
+
+// Replaces the live progress line; a no-op when stderr is not a terminal.
+void showProgress(const std::string& text);
+
+// Removes the live progress line (before the final summary).
+void clearProgress();
+
+}  // namespace traind

@@ -1,0 +1,29 @@
+// The standalone role: the whole training loop in one process, no network.
+// It is what users try first and the baseline of every distributed figure.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "core/model_spec.h"
+
+namespace traind {
+
+struct TrainingSummary {
+  int64_t global_step = 0;   // where training ended
+  int64_t steps_run = 0;     // steps this process ran
+  double seconds = 0.0;      // wall time of those steps
+  bool stopped = false;      // ended early by a stop request
+  std::optional<double> test_loss;
+  std::optional<double> test_accuracy;
+};
+
+// Trains `spec` to its end: restores the latest checkpoint of
+// spec.checkpoint.dir if there is one (else initialises, with init_from),
+// logs every log_every steps, evaluates every eval_every steps and at the
+// end, checkpoints every every_steps steps / every_seconds seconds and at the
+// end. When `stop_requested` becomes true it checkpoints and returns early.
+TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested);
+
+}  // namespace traind

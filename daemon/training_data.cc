@@ -1,0 +1,61 @@
+#include "daemon/training_data.h"
+
+#include <algorithm>
+
+#include "core/random.h"
+
+namespace traind {
+namespace {
+
+void checkFits(const ModelSpec& spec, const LayerGraph& graph, const Dataset& data,
+               const std::string& field) {
+  const SourceLocation where{spec.path};
+  if (numElements(data.example_shape) != numElements(graph.input_shape))
+    throwInputError(where, field,
+                    "examples of shape " + shapeToString(data.example_shape) +
+                        " do not fit the model's input " + shapeToString(graph.input_shape));
+  const int64_t outputs = graph.output_shape[0];
+  if (graph.loss == LossKind::SoftmaxCrossEntropy) {
+    if (data.labels.empty())
+      throwInputError(where, field,
+                      "softmax_cross_entropy needs class labels, but this data set has "
+                      "regression targets (use loss: mse)");
+    if (data.num_classes > outputs)
+      throwInputError(where, field,
+                      "labels go up to " + std::to_string(data.num_classes - 1) +
+                          " but the last layer has only " + std::to_string(outputs) + " outputs");
+  } else {
+    if (data.targets.empty())
+      throwInputError(where, field,
+                      "mse needs regression targets, but this data set has class labels "
+                      "(use loss: softmax_cross_entropy)");
+    if (outputs != 1)
+      throwInputError(where, field,
+                      "the regression targets have 1 value per example but the last layer "
+                      "has " + std::to_string(outputs) + " outputs");
+  }
+}
+
+}  // namespace
+
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
+  TrainingData data;
+  if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
+    data.train = makeSyntheticRegression(spec.data.synthetic, spec.seed);
+    SyntheticRegressionSpec test = spec.data.synthetic;
+    test.points = std::max<int64_t>(1, spec.data.synthetic.points / 5);
+    data.test = makeSyntheticRegression(test, hashCombine(spec.seed, 1));
+  } else {
+    data.train = loadIdxDataset(spec.data.train);
+    if (spec.data.test) data.test = loadIdxDataset(*spec.data.test);
+  }
+  checkFits(spec, graph, data.train, "data.train");
+  if (data.test) checkFits(spec, graph, *data.test, "data.test");
+  if (data.train.size < spec.data.batch_size)
+    throwInputError(SourceLocation{spec.path}, "data.batch_size",
+                    "expected at most the training set's " + std::to_string(data.train.size) +
+                        " examples, got " + std::to_string(spec.data.batch_size));
+  return data;
+}
+
+}  // namespace traind

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what traind's build, tests and demo need on Debian bookworm, and
+# nothing when it is all there already. Run as root (or with sudo available).
+#   scripts/setup.sh          build + test + demo dependencies
+#   scripts/setup.sh --bench  also the PyTorch peer for bench/
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libasio-dev capnproto libcapnp-dev libdnnl-dev libyaml-cpp-dev libspdlog-dev
+  catch2 libcli11-dev libsystemd-dev zlib1g-dev
+  dataset-fashion-mnist
+  python3 python3-numpy python3-pip
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  # Debian's torch 1.13 runs dense layers on the reference BLAS unless
+  # OpenBLAS is there; the OpenMP build, since the pthread one fights torch's threads.
+  packages+=(python3-torch libopenblas0-openmp)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The safetensors interoperability test reads traind's checkpoints with the
+# reference Python implementation; python3 on PATH may be another interpreter
+# than Debian's, so install it for that one.
+if ! python3 -c "import safetensors, numpy" 2>/dev/null; then
+  python3 -m pip install -q safetensors numpy 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages safetensors numpy
+fi
