@@ -1,5 +1,7 @@
 #include "core/optimizer.h"
 
+#include <omp.h>
+
 #include <cmath>
 
 namespace traind {
@@ -19,59 +21,84 @@ Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
   }
 }
 
+namespace {
+
+// Adam's bias correction folded into the step size, as TensorFlow does.
+float adamStepSize(const OptimizerSpec& s, float lr, int64_t update) {
+  return float(lr * std::sqrt(1.0 - std::pow(double(s.beta2), double(update))) /
+               (1.0 - std::pow(double(s.beta1), double(update))));
+}
+
+// The update rule on n elements; a and b are the slots (null when unused).
+void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, float* b,
+                    int64_t n, float lr, float adam_lr, float wd) {
+  switch (s.kind) {
+    case OptimizerSpec::Kind::Sgd:
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      break;
+    case OptimizerSpec::Kind::Momentum:
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + wd * p[i];
+        a[i] = s.momentum * a[i] + gi;
+        p[i] -= s.nesterov ? lr * (gi + s.momentum * a[i]) : lr * a[i];
+      }
+      break;
+    case OptimizerSpec::Kind::Adagrad:
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + wd * p[i];
+        a[i] += gi * gi;
+        p[i] -= lr * gi / (std::sqrt(a[i]) + s.epsilon);
+      }
+      break;
+    case OptimizerSpec::Kind::Adam:
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + wd * p[i];
+        a[i] = s.beta1 * a[i] + (1.0f - s.beta1) * gi;
+        b[i] = s.beta2 * b[i] + (1.0f - s.beta2) * gi * gi;
+        p[i] -= adam_lr * a[i] / (std::sqrt(b[i]) + s.epsilon);
+      }
+      break;
+  }
+}
+
+}  // namespace
+
 void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float learning_rate,
                       int64_t update) {
-  const OptimizerSpec s = spec_;
-  const float lr = learning_rate;
-  // Adam's bias correction folded into the step size, as TensorFlow does.
-  const float adam_lr = float(lr * std::sqrt(1.0 - std::pow(double(s.beta2), double(update))) /
-                              (1.0 - std::pow(double(s.beta1), double(update))));
+  const float adam_lr = adamStepSize(spec_, learning_rate, update);
   float* slot0 = slots_.size() > 0 ? slots_[0].data() : nullptr;
   float* slot1 = slots_.size() > 1 ? slots_[1].data() : nullptr;
-
-  // One parallel region for the whole buffer: variables are split over the
-  // threads in turn, with no barrier between them.
+  // One parallel region for the whole buffer, each variable split evenly
+  // over the threads, no barrier between variables.
 #pragma omp parallel
-  for (const VariableView& v : layout_.views()) {
-    if (!v.trainable) continue;
-    float* p = parameters.data() + v.offset;
-    const float* g = gradients.data() + v.offset;
-    float* a = slot0 ? slot0 + v.offset : nullptr;
-    float* b = slot1 ? slot1 + v.offset : nullptr;
-    const float wd = v.is_kernel ? s.weight_decay : 0.0f;
-    const int64_t n = v.size;
-    switch (s.kind) {
-      case OptimizerSpec::Kind::Sgd:
-#pragma omp for simd schedule(static) nowait
-        for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
-        break;
-      case OptimizerSpec::Kind::Momentum:
-#pragma omp for simd schedule(static) nowait
-        for (int64_t i = 0; i < n; ++i) {
-          const float gi = g[i] + wd * p[i];
-          a[i] = s.momentum * a[i] + gi;
-          p[i] -= s.nesterov ? lr * (gi + s.momentum * a[i]) : lr * a[i];
-        }
-        break;
-      case OptimizerSpec::Kind::Adagrad:
-#pragma omp for simd schedule(static) nowait
-        for (int64_t i = 0; i < n; ++i) {
-          const float gi = g[i] + wd * p[i];
-          a[i] += gi * gi;
-          p[i] -= lr * gi / (std::sqrt(a[i]) + s.epsilon);
-        }
-        break;
-      case OptimizerSpec::Kind::Adam:
-#pragma omp for simd schedule(static) nowait
-        for (int64_t i = 0; i < n; ++i) {
-          const float gi = g[i] + wd * p[i];
-          a[i] = s.beta1 * a[i] + (1.0f - s.beta1) * gi;
-          b[i] = s.beta2 * b[i] + (1.0f - s.beta2) * gi * gi;
-          p[i] -= adam_lr * a[i] / (std::sqrt(b[i]) + s.epsilon);
-        }
-        break;
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    for (const VariableView& v : layout_.views()) {
+      if (!v.trainable) continue;
+      const int64_t begin = v.offset + v.size * thread / threads;
+      const int64_t end = v.offset + v.size * (thread + 1) / threads;
+      updateElements(spec_, parameters.data() + begin, gradients.data() + begin,
+                     slot0 ? slot0 + begin : nullptr, slot1 ? slot1 + begin : nullptr,
+                     end - begin, learning_rate, adam_lr,
+                     v.is_kernel ? spec_.weight_decay : 0.0f);
     }
   }
+}
+
+void Optimizer::applyRange(FlatBuffer& parameters, size_t variable, int64_t offset,
+                           int64_t count, const float* gradients, float learning_rate,
+                           int64_t update) {
+  const VariableView& v = layout_.views()[variable];
+  if (!v.trainable) return;
+  float* slot0 = slots_.size() > 0 ? slots_[0].data() + offset : nullptr;
+  float* slot1 = slots_.size() > 1 ? slots_[1].data() + offset : nullptr;
+  updateElements(spec_, parameters.data() + offset, gradients, slot0, slot1, count,
+                 learning_rate, adamStepSize(spec_, learning_rate, update),
+                 v.is_kernel ? spec_.weight_decay : 0.0f);
 }
 
 }  // namespace traind

@@ -1,0 +1,104 @@
+#include "core/placement.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace traind {
+
+Placement placeVariables(const VariableLayout& layout, int num_shards) {
+  const std::vector<VariableView>& views = layout.views();
+  int64_t total = 0;
+  for (const VariableView& v : views) total += v.size;
+  const int64_t even_share = (total + num_shards - 1) / num_shards;
+
+  std::vector<VariablePiece> pieces;
+  for (size_t i = 0; i < views.size(); ++i) {
+    const VariableView& v = views[i];
+    const int64_t rows = v.shape.empty() ? 1 : v.shape[0];
+    const int64_t row_size = rows > 0 ? v.size / rows : 0;
+    const int64_t slices = (num_shards > 1 && v.size > even_share && rows >= num_shards)
+                               ? num_shards : 1;
+    for (int64_t s = 0; s < slices; ++s) {
+      VariablePiece p;
+      p.variable = int(i);
+      p.row_begin = rows * s / slices;
+      p.row_end = rows * (s + 1) / slices;
+      p.layout_offset = v.offset + p.row_begin * row_size;
+      p.size = (p.row_end - p.row_begin) * row_size;
+      if (v.shape.empty()) p.size = v.size;
+      pieces.push_back(p);
+    }
+  }
+
+  // Largest first; ties in layout order, so the answer is the same everywhere.
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return pieces[a].size > pieces[b].size; });
+
+  Placement placement;
+  placement.shards.resize(size_t(num_shards));
+  std::vector<int> owner(pieces.size());
+  for (size_t i : order) {
+    size_t least = 0;
+    for (size_t s = 1; s < placement.shards.size(); ++s)
+      if (placement.shards[s].size < placement.shards[least].size) least = s;
+    owner[i] = int(least);
+    placement.shards[least].size += pieces[i].size;
+  }
+  for (ShardPlan& shard : placement.shards) shard.size = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ShardPlan& shard = placement.shards[size_t(owner[i])];
+    VariablePiece p = pieces[i];
+    p.shard_offset = shard.size;
+    shard.size += (p.size + VariableLayout::kVariableAlignment - 1) /
+                  VariableLayout::kVariableAlignment * VariableLayout::kVariableAlignment;
+    shard.pieces.push_back(p);
+  }
+  return placement;
+}
+
+std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats) {
+  std::vector<ShardChunk> chunks;
+  for (size_t i = 0; i < shard.pieces.size(); ++i) {
+    const VariablePiece& p = shard.pieces[i];
+    for (int64_t begin = 0; begin < p.size; begin += max_floats)
+      chunks.push_back({int(i), p.shard_offset + begin, p.layout_offset + begin,
+                        std::min(max_floats, p.size - begin)});
+  }
+  return chunks;
+}
+
+std::vector<VariableSpec> shardVariables(const LayerGraph& graph, const VariableLayout& layout,
+                                         const ShardPlan& shard) {
+  std::vector<VariableSpec> variables;
+  for (const VariablePiece& p : shard.pieces) {
+    VariableSpec v = graph.variables[size_t(p.variable)];
+    const VariableView& view = layout.views()[size_t(p.variable)];
+    if (p.size != view.size) {
+      v.name += fmt::format(":rows={}..{}", p.row_begin, p.row_end);
+      v.shape[0] = p.row_end - p.row_begin;
+    }
+    variables.push_back(std::move(v));
+  }
+  return variables;
+}
+
+std::string describePlacement(const VariableLayout& layout, const Placement& placement) {
+  std::string out;
+  for (size_t s = 0; s < placement.shards.size(); ++s) {
+    const ShardPlan& shard = placement.shards[s];
+    out += fmt::format("ps {}: {} floats ({:.2f} MiB)\n", s, shard.size,
+                       double(shard.size) * 4.0 / (1 << 20));
+    for (const VariablePiece& p : shard.pieces) {
+      const VariableView& v = layout.views()[size_t(p.variable)];
+      const bool whole = p.size == v.size;
+      out += fmt::format("  {}{} ({} floats)\n", v.name,
+                         whole ? "" : fmt::format(" rows {}..{}", p.row_begin, p.row_end), p.size);
+    }
+  }
+  return out;
+}
+
+}  // namespace traind

@@ -1,0 +1,64 @@
+// Placement of variables on parameter-server shards: a pure function of the
+// variable layout and the number of shards, so every node computes the same
+// answer with no coordination.
+//
+// Greedy by size, as TensorFlow's GreedyLoadBalancingStrategy: largest first
+// onto the least-loaded shard. A variable bigger than an even share of the
+// whole model (total / shards) is first cut into row slices, one per shard,
+// as TensorFlow's partitioned variables, so that one big dense kernel does
+// not make one shard the bottleneck. Row slices of a row-major variable are
+// contiguous, so every piece is one contiguous range of a worker's flat
+// buffer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/variable_layout.h"
+
+namespace traind {
+
+struct VariablePiece {
+  int variable = 0;           // index into VariableLayout::views()
+  int64_t row_begin = 0;      // rows [row_begin, row_end) of dimension 0
+  int64_t row_end = 0;
+  int64_t layout_offset = 0;  // where the piece starts in a flat buffer of the layout
+  int64_t size = 0;           // floats
+  int64_t shard_offset = 0;   // where it starts in its shard's own flat buffer, aligned as in
+                              // a VariableLayout
+};
+
+struct ShardPlan {
+  std::vector<VariablePiece> pieces;  // in layout order
+  int64_t size = 0;                   // floats the shard holds
+};
+
+struct Placement {
+  std::vector<ShardPlan> shards;
+};
+
+Placement placeVariables(const VariableLayout& layout, int num_shards);
+
+// One unit of transfer and of sync aggregation: a range of one piece.
+struct ShardChunk {
+  int piece = 0;              // index into ShardPlan::pieces
+  int64_t shard_offset = 0;   // in the shard's flat buffer
+  int64_t layout_offset = 0;  // in a worker's flat buffer
+  int64_t size = 0;           // floats, at most max_floats
+};
+
+// The shard's pieces cut into chunks of at most max_floats, in order. Every
+// node computes the same list; a chunk never spans two pieces.
+std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats);
+
+// The variables a shard holds, one per piece ("hidden1/kernel" or
+// "hidden1/kernel:rows=0..392"), so that a VariableLayout of them has the
+// pieces' shard offsets and an Optimizer can run over the shard.
+std::vector<VariableSpec> shardVariables(const LayerGraph& graph, const VariableLayout& layout,
+                                         const ShardPlan& shard);
+
+// "ps 0: hidden1/kernel rows 0..392 (117600 floats), ..." one line per piece.
+std::string describePlacement(const VariableLayout& layout, const Placement& placement);
+
+}  // namespace traind

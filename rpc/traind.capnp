@@ -1,0 +1,50 @@
+@0xf32e4759335ddfdb;
+# The wire between traind nodes: a worker (or the chief) and one parameter
+# server shard. Tensors travel as Data blobs of little-endian float32,
+# addressed by offsets in floats into the shard's flat buffer, in chunks of
+# at most 1 MiB (core/placement.h, chunkShard), so no message nears Cap'n
+# Proto's traversal limit and small calls never wait behind huge ones.
+# Every call is checked before it touches state (known chunk, right length,
+# right step); a call that fails a check fails with a message saying why.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("traind::wire");
+
+struct ShardStatus {
+  ready @0 :Bool;         # the chief has initialised or restored the shard
+  globalStep @1 :Int64;
+  stopping @2 :Bool;      # the job is done; the shard exits soon
+}
+
+interface ParameterShard {
+  hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32)
+      -> (status :ShardStatus);
+  # Checks that the peer trains the same architecture and talks to the shard
+  # it thinks it does.
+
+  status @1 () -> (status :ShardStatus);
+
+  initialize @2 (slot :UInt32, offset :UInt64, data :Data) -> ();
+  # The chief writes one chunk of the parameters (slot 0) or of optimizer
+  # slot k (slot k + 1) before markReady.
+
+  markReady @3 (globalStep :Int64) -> ();
+  # Initialisation is complete: serve pulls from this global step on.
+
+  push @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data)
+      -> (accepted :Bool);
+  # One chunk of a gradient computed from the parameters of global step
+  # `step`. accepted is false when the shard dropped it as stale.
+
+  pull @5 (minStep :Int64, offset :UInt64, length :UInt64)
+      -> (globalStep :Int64, data :Data);
+  # Parameters [offset, offset + length) once the shard's global step has
+  # reached minStep (sync training waits here for the next step).
+
+  readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
+      -> (globalStep :Int64, data :Data);
+  # Parameters (slot 0) or an optimizer slot, for the chief's checkpoints.
+
+  stop @7 () -> ();
+  # The job is done: the shard answers, then exits cleanly.
+}
