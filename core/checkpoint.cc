@@ -1,0 +1,282 @@
+#include "core/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include "core/error.h"
+#include "core/json.h"
+
+namespace traind {
+namespace {
+
+namespace fs = std::filesystem;
+namespace layout = checkpoint_format;
+
+// A manifest is a few hundred bytes and `latest` a line; anything much larger
+// is not one, and is not read into memory.
+constexpr uintmax_t kMaxSmallFileBytes = 1 << 20;
+
+[[noreturn]] void throwErrno(int error, const std::string& what, const fs::path& path) {
+  throw std::system_error(error, std::generic_category(), what + " " + path.string());
+}
+
+void syncPath(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) throwErrno(errno, "cannot open to fsync", path);
+  const int status = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (status != 0) throwErrno(error, "cannot fsync", path);
+}
+
+// Creates (or truncates) `path`, writes `text` and fsyncs it.
+void writeSyncedFile(const fs::path& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throwErrno(errno, "cannot create", path);
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throwErrno(error, "cannot write", path);
+    }
+    written += size_t(n);
+  }
+  const int status = ::fsync(fd);
+  const int error = errno;
+  if (::close(fd) != 0 || status != 0)
+    throwErrno(status != 0 ? error : errno, "cannot write", path);
+}
+
+void renameOrThrow(const fs::path& from, const fs::path& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throwErrno(errno, "cannot rename " + from.string() + " to", to);
+}
+
+std::string readSmallFile(const fs::path& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw InputError(path.string() + ": cannot read: " + ec.message());
+  if (size > kMaxSmallFileBytes)
+    throw InputError(path.string() + ": " + std::to_string(size) + " bytes is too large for a " +
+                     std::string(path.filename()));
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw InputError(path.string() + ": cannot read");
+  return text.str();
+}
+
+// A name that stays inside the directory it is looked up in.
+bool isPlainFileName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+std::string manifestJson(const CheckpointManifest& m) {
+  return "{\n  \"format_version\": " + std::to_string(layout::kFormatVersion) +
+         ",\n  \"global_step\": " + std::to_string(m.global_step) +
+         ",\n  \"model_name\": " + jsonQuote(m.model_name) +
+         ",\n  \"architecture_hash\": " + jsonQuote(m.architecture_hash) +
+         ",\n  \"created\": " + jsonQuote(m.created) +
+         ",\n  \"tensors_file\": " + jsonQuote(m.tensors_file) + "\n}\n";
+}
+
+// The step of a checkpoint directory's name, nullopt for other names.
+std::optional<int64_t> stepOfDirName(const std::string& name) {
+  const size_t prefix = layout::kDirPrefix.size();
+  if (name.size() < prefix + layout::kStepDigits ||
+      name.compare(0, prefix, layout::kDirPrefix) != 0)
+    return std::nullopt;
+  int64_t step = 0;
+  for (size_t i = prefix; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return std::nullopt;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+// Deletes leftovers of interrupted saves and all but the newest `keep`
+// checkpoints other than `current`. Failing to delete an old checkpoint does
+// not make the new one any less saved, so such failures are left for the
+// next save to retry rather than reported as a failed save.
+void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current) {
+  std::vector<fs::path> leftovers;
+  std::vector<std::pair<int64_t, fs::path>> checkpoints;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(layout::kTempPrefix)) {
+      leftovers.push_back(entry.path());
+    } else if (const std::optional<int64_t> step = stepOfDirName(name);
+               step && name != current && entry.is_directory(ec)) {
+      checkpoints.emplace_back(*step, entry.path());
+    }
+  }
+  if (keep > 0 && checkpoints.size() >= size_t(keep)) {
+    std::sort(checkpoints.begin(), checkpoints.end(), std::greater<>());
+    // `current` is one of the `keep` kept.
+    for (size_t i = size_t(keep) - 1; i < checkpoints.size(); ++i)
+      leftovers.push_back(checkpoints[i].second);
+  }
+  for (const fs::path& path : leftovers) fs::remove_all(path, ec);
+}
+
+void checkComplete(const fs::path& checkpoint) {
+  const CheckpointManifest manifest = readManifest(checkpoint);
+  std::error_code ec;
+  if (!fs::is_regular_file(checkpoint / manifest.tensors_file, ec))
+    throw InputError(checkpoint.string() + ": incomplete checkpoint: no " + manifest.tensors_file);
+}
+
+}  // namespace
+
+std::string checkpointDirName(int64_t global_step) {
+  std::string digits = std::to_string(global_step);
+  if (digits.size() < size_t(layout::kStepDigits))
+    digits.insert(0, size_t(layout::kStepDigits) - digits.size(), '0');
+  return std::string(layout::kDirPrefix) + digits;
+}
+
+fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
+                        const std::vector<TensorRef>& tensors, int keep) {
+  if (manifest.global_step < 0)
+    throw std::invalid_argument("saveCheckpoint: global step " +
+                                std::to_string(manifest.global_step));
+  if (!isPlainFileName(manifest.tensors_file) || manifest.tensors_file == layout::kManifestFile)
+    throw std::invalid_argument("saveCheckpoint: tensors_file '" + manifest.tensors_file + "'");
+
+  fs::create_directories(dir);
+  const std::string name = checkpointDirName(manifest.global_step);
+  const std::string pid = std::to_string(::getpid());
+  const fs::path temp = dir / (std::string(layout::kTempPrefix) + name + "." + pid);
+  fs::remove_all(temp);
+  fs::create_directory(temp);
+  try {
+    writeSafetensors(temp / manifest.tensors_file, tensors,
+                     {{"global_step", std::to_string(manifest.global_step)},
+                      {"model_name", manifest.model_name},
+                      {"architecture_hash", manifest.architecture_hash}});
+    syncPath(temp / manifest.tensors_file, false);
+    writeSyncedFile(temp / layout::kManifestFile, manifestJson(manifest));
+    syncPath(temp, true);
+  } catch (...) {
+    // Most likely a full disk: give the space back now rather than at the next save.
+    std::error_code ec;
+    fs::remove_all(temp, ec);
+    throw;
+  }
+
+  const fs::path checkpoint = dir / name;
+  if (!fs::exists(checkpoint)) {
+    renameOrThrow(temp, checkpoint);
+  } else {
+    // This step was saved before (say, periodically and again at shutdown),
+    // and `latest` may name it: replace its files one at a time, tensors
+    // first, so that its manifest always names a complete tensors file.
+    renameOrThrow(temp / manifest.tensors_file, checkpoint / manifest.tensors_file);
+    renameOrThrow(temp / layout::kManifestFile, checkpoint / layout::kManifestFile);
+    syncPath(checkpoint, true);
+    fs::remove_all(temp);
+  }
+  syncPath(dir, true);
+
+  const fs::path latest_temp = dir / (std::string(layout::kTempPrefix) + "latest." + pid);
+  writeSyncedFile(latest_temp, name + "\n");
+  renameOrThrow(latest_temp, dir / layout::kLatestFile);
+  syncPath(dir, true);
+
+  pruneCheckpoints(dir, keep, name);
+  return checkpoint;
+}
+
+std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path latest = dir / layout::kLatestFile;
+  if (!fs::is_directory(dir, ec) || !fs::exists(latest, ec)) return std::nullopt;
+  std::string name = readSmallFile(latest);
+  while (!name.empty() && std::isspace(uint8_t(name.back()))) name.pop_back();
+  if (!isPlainFileName(name))
+    throw InputError(latest.string() + ": expected the name of a checkpoint directory, got '" +
+                     name + "'");
+  const fs::path checkpoint = dir / name;
+  if (!fs::is_directory(checkpoint, ec))
+    throw InputError(latest.string() + " names " + name + ", which does not exist");
+  checkComplete(checkpoint);
+  return checkpoint;
+}
+
+fs::path resolveCheckpoint(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    throw InputError(path.string() + ": no such checkpoint or checkpoint directory");
+  if (fs::exists(path / layout::kManifestFile, ec)) {
+    checkComplete(path);
+    return path;
+  }
+  if (fs::exists(path / layout::kLatestFile, ec)) return *findLatestCheckpoint(path);
+  throw InputError(path.string() + ": neither a checkpoint (no " +
+                   std::string(layout::kManifestFile) + ") nor a checkpoint directory (no " +
+                   std::string(layout::kLatestFile) + " file)");
+}
+
+CheckpointManifest readManifest(const fs::path& checkpoint) {
+  const fs::path path = checkpoint / layout::kManifestFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw InputError(checkpoint.string() + ": incomplete checkpoint: no " +
+                     std::string(layout::kManifestFile));
+  const JsonValue root = parseJson(readSmallFile(path), path.string());
+  const SourceLocation where{path.string()};
+  if (root.type != JsonValue::Type::Object)
+    throwInputError(where, "",
+                    "expected a JSON object, got " + std::string(jsonTypeName(root.type)));
+
+  auto field = [&](std::string_view key, JsonValue::Type type) -> const JsonValue& {
+    const JsonValue* value = root.find(key);
+    if (!value) throwInputError(where, key, "missing");
+    if (value->type != type)
+      throwInputError(where, key,
+                      "expected " + std::string(jsonTypeName(type)) + ", got " +
+                          std::string(jsonTypeName(value->type)));
+    return *value;
+  };
+  auto integer = [&](std::string_view key) {
+    const JsonValue& value = field(key, JsonValue::Type::Number);
+    const std::optional<int64_t> n = value.asInt64();
+    if (!n || *n < 0)
+      throwInputError(where, key, "expected a non-negative integer, got " + value.text);
+    return *n;
+  };
+
+  const int64_t version = integer("format_version");
+  if (version != layout::kFormatVersion)
+    throwInputError(where, "format_version",
+                    "expected " + std::to_string(layout::kFormatVersion) + ", got " +
+                        std::to_string(version) + " (written by another traind version)");
+  CheckpointManifest manifest;
+  manifest.global_step = integer("global_step");
+  manifest.model_name = field("model_name", JsonValue::Type::String).text;
+  manifest.architecture_hash = field("architecture_hash", JsonValue::Type::String).text;
+  manifest.created = field("created", JsonValue::Type::String).text;
+  manifest.tensors_file = field("tensors_file", JsonValue::Type::String).text;
+  if (!isPlainFileName(manifest.tensors_file))
+    throwInputError(
+        where, "tensors_file",
+        "expected a file name in the checkpoint directory, got '" + manifest.tensors_file + "'");
+  return manifest;
+}
+
+}  // namespace traind

@@ -1,0 +1,217 @@
+#include "core/dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace traind {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw InputError(path + ": " + what);
+}
+
+std::string hex32(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", value);
+  return text;
+}
+
+struct GzCloser {
+  void operator()(gzFile_s* file) const { gzclose(file); }
+};
+
+// One IDX file, read to its end. gzread reads gzip and raw files alike
+// (zlib's transparent mode), choosing by the magic bytes.
+class IdxFile {
+ public:
+  // `kind` names the items in messages: "images" or "labels".
+  IdxFile(const std::string& path, uint32_t magic, std::string kind)
+      : path_(path), kind_(std::move(kind)) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) fail(path_, "is a directory, not an IDX file");
+    errno = 0;
+    file_.reset(gzopen(path.c_str(), "rb"));
+    if (!file_) fail(path_, std::string("cannot open: ") + std::strerror(errno ? errno : ENOMEM));
+    gzbuffer(file_.get(), 1 << 18);
+
+    const size_t rank = magic & 0xff;
+    const size_t header_bytes = 4 + 4 * rank;
+    std::array<uint8_t, 4 + 4 * 255> header;
+    const size_t got = read(header.data(), header_bytes);
+    if (const std::string error = gzipError(); got < header_bytes && !error.empty())
+      fail(path_, "corrupt gzip stream: " + error);
+    if (got < 4 || (got < header_bytes && bigEndian(header.data()) == magic))
+      fail(path_, "file ends after " + std::to_string(got) + " bytes, inside its " +
+                      std::to_string(header_bytes) + "-byte IDX header");
+    const uint32_t found = bigEndian(header.data());
+    if (found != magic) {
+      std::string what =
+          "expected IDX magic " + hex32(magic) + " (" + kind_ + "), got " + hex32(found);
+      if (found == idx_format::kImagesMagic) what += " (an images file)";
+      if (found == idx_format::kLabelsMagic) what += " (a labels file)";
+      fail(path_, what);
+    }
+    for (size_t i = 0; i < rank; ++i) dims_.push_back(bigEndian(header.data() + 4 + 4 * i));
+    if (std::count(dims_.begin(), dims_.end(), 0u) != 0)
+      fail(path_, "header declares " + declared());
+  }
+
+  const std::vector<uint32_t>& dims() const { return dims_; }
+
+  // Reads the bytes of the first `keep` items, then the rest of the file,
+  // counting, to check that the file holds exactly what its header declares.
+  std::vector<uint8_t> readItems(int64_t keep) {
+    uint64_t item_bytes = 1;
+    for (size_t i = 1; i < dims_.size(); ++i) item_bytes *= dims_[i];  // < 2^64: dims are u32
+    const unsigned __int128 declared_bytes = (unsigned __int128)(dims_[0]) * item_bytes;
+    const uint64_t keep_bytes = uint64_t(keep) * item_bytes;
+
+    // Grown as data arrives, so a header that lies about its size costs no memory.
+    std::vector<uint8_t> items;
+    uint64_t total = 0;
+    while (total < keep_bytes) {
+      if (total == items.size())
+        items.resize(std::min<uint64_t>(keep_bytes, std::max<uint64_t>(2 * total, 1 << 20)));
+      const size_t got = read(items.data() + total, items.size() - total);
+      total += got;
+      if (got == 0) break;
+    }
+    items.resize(total);
+    std::vector<uint8_t> rest(1 << 20);
+    while (size_t got = read(rest.data(), rest.size())) total += got;
+
+    // A stream cut short (Z_BUF_ERROR) still counts what it held; after
+    // other gzip errors the count is not to be trusted.
+    int gz_status = Z_OK;
+    gzerror(file_.get(), &gz_status);
+    if (gz_status != Z_OK && gz_status != Z_BUF_ERROR)
+      fail(path_, "corrupt gzip stream: " + gzipError());
+    if (total != declared_bytes) {
+      std::string what = "header declares " + declared() + " but the file holds " +
+                         std::to_string(total) + " bytes of " +
+                         (kind_ == "images" ? "pixels" : "labels");
+      if (gz_status != Z_OK) what += " (gzip: " + gzipError() + ")";
+      fail(path_, what);
+    }
+    if (gz_status != Z_OK) fail(path_, "corrupt gzip stream: " + gzipError());
+    return items;
+  }
+
+ private:
+  static uint32_t bigEndian(const uint8_t* p) {
+    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+  }
+
+  // "60000 images of 28x28", "60000 labels"
+  std::string declared() const {
+    std::string text = std::to_string(dims_[0]) + " " + kind_;
+    for (size_t i = 1; i < dims_.size(); ++i)
+      text += (i == 1 ? " of " : "x") + std::to_string(dims_[i]);
+    return text;
+  }
+
+  // zlib's message for the stream's error, "" when there is none.
+  std::string gzipError() const {
+    int status = Z_OK;
+    std::string message = gzerror(file_.get(), &status);
+    if (status == Z_OK) return "";
+    if (status == Z_ERRNO) return std::strerror(errno);
+    // zlib puts the path in front; the caller does too.
+    if (message.starts_with(path_ + ": ")) message.erase(0, path_.size() + 2);
+    return message;
+  }
+
+  // Up to `bytes` bytes; fewer only at the end of the file or on a gzip error
+  // (which gzerror then reports).
+  size_t read(uint8_t* dst, size_t bytes) {
+    size_t total = 0;
+    while (total < bytes) {
+      const unsigned chunk = unsigned(std::min<size_t>(bytes - total, INT_MAX));
+      const int got = gzread(file_.get(), dst + total, chunk);
+      if (got <= 0) break;
+      total += size_t(got);
+    }
+    return total;
+  }
+
+  std::string path_;
+  std::string kind_;
+  std::unique_ptr<gzFile_s, GzCloser> file_;
+  std::vector<uint32_t> dims_;
+};
+
+}  // namespace
+
+Dataset loadIdxDataset(const IdxSource& source) {
+  // Each file is checked whole before the two are compared: a count that
+  // differs is more often a damaged file than a mismatched pair.
+  IdxFile images(source.images, idx_format::kImagesMagic, "images");
+  const int64_t count = images.dims()[0];
+  const int64_t keep = source.limit > 0 ? std::min(source.limit, count) : count;
+  const std::vector<uint8_t> pixels = images.readItems(keep);
+  IdxFile labels(source.labels, idx_format::kLabelsMagic, "labels");
+  const std::vector<uint8_t> classes = labels.readItems(std::min<int64_t>(keep, labels.dims()[0]));
+  if (labels.dims()[0] != images.dims()[0])
+    throw InputError(source.images + ": " + std::to_string(count) + " images but " + source.labels +
+                     ": " + std::to_string(labels.dims()[0]) + " labels; the counts must match");
+
+  Dataset data;
+  data.size = keep;
+  data.example_shape = {images.dims()[1], images.dims()[2], 1};
+  std::array<float, 256> scaled;
+  for (int v = 0; v < 256; ++v) scaled[v] = float(v) / 255.0f;
+  data.inputs.resize(pixels.size());
+  std::transform(pixels.begin(), pixels.end(), data.inputs.begin(),
+                 [&scaled](uint8_t v) { return scaled[v]; });
+  data.labels.assign(classes.begin(), classes.end());
+  data.num_classes = 1 + *std::max_element(classes.begin(), classes.end());
+  return data;
+}
+
+Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t seed) {
+  if (spec.points <= 0 || !(spec.x_min <= spec.x_max) || !(spec.noise_stddev >= 0.0f))
+    throw std::invalid_argument("makeSyntheticRegression: invalid spec");
+  Dataset data;
+  data.example_shape = {1};
+  data.size = spec.points;
+  data.inputs.resize(spec.points);
+  data.targets.resize(spec.points);
+  Rng rng(seed);
+  const double range = double(spec.x_max) - double(spec.x_min);
+  for (int64_t i = 0; i < spec.points; ++i) {
+    const double x = spec.x_min + range * rng.uniform();
+    data.inputs[i] = float(x);
+    data.targets[i] = float(x * x + spec.noise_stddev * rng.normal());
+  }
+  return data;
+}
+
+Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0 || begin + count > data.size)
+    throw std::out_of_range("sliceBatch: examples [" + std::to_string(begin) + ", " +
+                            std::to_string(begin + count) + ") of a data set of " +
+                            std::to_string(data.size));
+  const int64_t example = numElements(data.example_shape);
+  Batch batch;
+  batch.size = count;
+  batch.inputs = data.inputs.data() + begin * example;
+  if (!data.labels.empty()) batch.labels = data.labels.data() + begin;
+  if (!data.targets.empty()) batch.targets = data.targets.data() + begin;
+  return batch;
+}
+
+}  // namespace traind

@@ -1,0 +1,109 @@
+#include "core/input_pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "core/random.h"
+
+namespace traind {
+namespace {
+
+int64_t checkedStepsPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
+                             int prefetch_batches) {
+  if (batch_size <= 0 || batch_size > data.size || first_step < 0 || prefetch_batches < 0)
+    throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
+                                " for a data set of " + std::to_string(data.size) +
+                                " examples, first step " + std::to_string(first_step) +
+                                ", prefetch " + std::to_string(prefetch_batches));
+  return data.size / batch_size;
+}
+
+}  // namespace
+
+InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
+                             int64_t first_step, int prefetch_batches)
+    : data_(data),
+      batch_size_(batch_size),
+      shuffle_(shuffle),
+      seed_(seed),
+      first_step_(first_step),
+      steps_per_epoch_(checkedStepsPerEpoch(data, batch_size, first_step, prefetch_batches)),
+      example_floats_(numElements(data.example_shape)),
+      target_floats_(data.targets.empty() ? 0 : int64_t(data.targets.size()) / data.size),
+      slots_(size_t(prefetch_batches) + 1),
+      permutation_(size_t(data.size)) {
+  for (Slot& slot : slots_) {
+    slot.inputs.resize(size_t(batch_size * example_floats_));
+    if (!data.labels.empty()) slot.labels.resize(size_t(batch_size));
+    slot.targets.resize(size_t(batch_size * target_floats_));
+    slot.batch.size = batch_size;
+    slot.batch.inputs = slot.inputs.data();
+    slot.batch.labels = slot.labels.empty() ? nullptr : slot.labels.data();
+    slot.batch.targets = slot.targets.empty() ? nullptr : slot.targets.data();
+  }
+  thread_ = std::thread([this] { produce(); });
+}
+
+InputPipeline::~InputPipeline() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  slot_free_.notify_all();
+  thread_.join();
+}
+
+const Batch& InputPipeline::next() {
+  std::unique_lock lock(mutex_);
+  released_ = handed_out_;  // the caller is done with the batch of its previous call
+  slot_free_.notify_one();
+  batch_ready_.wait(lock, [this] { return produced_ > handed_out_; });
+  return slots_[size_t(handed_out_++ % int64_t(slots_.size()))].batch;
+}
+
+void InputPipeline::produce() {
+  const int64_t ring = int64_t(slots_.size());
+  for (int64_t i = 0;; ++i) {
+    {
+      std::unique_lock lock(mutex_);
+      slot_free_.wait(lock, [&] { return stopping_ || i < released_ + ring; });
+      if (stopping_) return;
+    }
+    fill(slots_[size_t(i % ring)], first_step_ + i);
+    {
+      std::lock_guard lock(mutex_);
+      produced_ = i + 1;
+    }
+    batch_ready_.notify_one();
+  }
+}
+
+void InputPipeline::fill(Slot& slot, int64_t step) {
+  const int64_t epoch = step / steps_per_epoch_;
+  if (epoch != permutation_epoch_) {
+    std::iota(permutation_.begin(), permutation_.end(), int64_t(0));
+    if (shuffle_) {
+      Rng rng(hashCombine(seed_, uint64_t(epoch)));
+      for (size_t i = permutation_.size() - 1; i > 0; --i)
+        std::swap(permutation_[i], permutation_[rng.below(i + 1)]);
+    }
+    permutation_epoch_ = epoch;
+  }
+  const int64_t* order = permutation_.data() + (step % steps_per_epoch_) * batch_size_;
+  for (int64_t j = 0; j < batch_size_; ++j) {
+    const int64_t example = order[j];
+    std::memcpy(slot.inputs.data() + j * example_floats_,
+                data_.inputs.data() + example * example_floats_,
+                size_t(example_floats_) * sizeof(float));
+    if (!slot.labels.empty()) slot.labels[size_t(j)] = data_.labels[size_t(example)];
+    if (target_floats_ > 0)
+      std::memcpy(slot.targets.data() + j * target_floats_,
+                  data_.targets.data() + example * target_floats_,
+                  size_t(target_floats_) * sizeof(float));
+  }
+}
+
+}  // namespace traind

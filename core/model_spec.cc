@@ -1,0 +1,479 @@
+#include "core/model_spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/random.h"
+#include "core/yaml_fields.h"
+
+namespace traind {
+
+using namespace yaml_fields;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sizes (units, filters, windows, input dimensions) stay below 2^31 so that
+// products of two of them cannot overflow int64 in later shape arithmetic.
+constexpr int64_t kMaxDimension = INT32_MAX;
+
+std::string formatNumber(float value) {
+  char text[32];
+  return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
+}
+
+// ---------------------------------------------------------------------------
+// Layers: one read function per type, and the table from type names to them.
+
+std::array<int64_t, 2> readWindow(const Field& field) {
+  if (field.node.IsSequence()) {
+    std::vector<Field> items = listItems(field, "");
+    if (items.size() != 2) failExpected(field, "a positive integer or [height, width]");
+    return {readInt(items[0], 1, kMaxDimension), readInt(items[1], 1, kMaxDimension)};
+  }
+  if (!field.node.IsScalar()) failExpected(field, "a positive integer or [height, width]");
+  const int64_t size = readInt(field, 1, kMaxDimension);
+  return {size, size};
+}
+
+Activation readActivation(const Field& field) {
+  return readChoice<Activation>(field, {{"relu", Activation::Relu},
+                                        {"tanh", Activation::Tanh},
+                                        {"sigmoid", Activation::Sigmoid},
+                                        {"linear", Activation::Linear}});
+}
+
+Padding readPadding(const Field& field) {
+  return readChoice<Padding>(field, {{"valid", Padding::Valid}, {"same", Padding::Same}});
+}
+
+InitializerSpec readInitializer(const Field& field) {
+  using Kind = InitializerSpec::Kind;
+  if (field.node.IsMap()) {
+    Mapping fields(field);
+    fields.allowOnly({"constant"}, "a constant initializer");
+    return {Kind::Constant, readFloat(fields.get("constant"), "a number", isAnyNumber)};
+  }
+  constexpr std::string_view kExpected =
+      "one of glorot_uniform, glorot_normal, he_uniform, he_normal, zeros or {constant: <number>}";
+  if (field.node.IsScalar() && !isQuoted(field.node)) {
+    for (const auto& [word, kind] : Choices<Kind>{{"glorot_uniform", Kind::GlorotUniform},
+                                                  {"glorot_normal", Kind::GlorotNormal},
+                                                  {"he_uniform", Kind::HeUniform},
+                                                  {"he_normal", Kind::HeNormal},
+                                                  {"zeros", Kind::Zeros}}) {
+      if (field.node.Scalar() == word) return {kind, 0.0f};
+    }
+  }
+  failExpected(field, kExpected);
+}
+
+// The fields shared by the layers that own variables (dense, conv2d).
+void readVariableOptions(const Mapping& fields, LayerSpec& layer) {
+  if (auto f = fields.find("activation")) layer.activation = readActivation(*f);
+  if (auto f = fields.find("use_bias")) layer.use_bias = readBool(*f);
+  if (auto f = fields.find("trainable")) layer.trainable = readBool(*f);
+  if (auto f = fields.find("kernel_initializer")) layer.kernel_initializer = readInitializer(*f);
+  if (auto f = fields.find("bias_initializer")) layer.bias_initializer = readInitializer(*f);
+}
+
+void readDenseLayer(const Mapping& fields, LayerSpec& layer) {
+  layer.units = readInt(fields.get("units"), 1, kMaxDimension);
+  readVariableOptions(fields, layer);
+}
+
+void readConv2DLayer(const Mapping& fields, LayerSpec& layer) {
+  layer.filters = readInt(fields.get("filters"), 1, kMaxDimension);
+  layer.window = readWindow(fields.get("kernel"));
+  if (auto f = fields.find("stride")) layer.stride = readWindow(*f);
+  if (auto f = fields.find("padding")) layer.padding = readPadding(*f);
+  readVariableOptions(fields, layer);
+}
+
+void readPoolLayer(const Mapping& fields, LayerSpec& layer) {
+  layer.window = readWindow(fields.get("size"));
+  layer.stride = layer.window;
+  if (auto f = fields.find("stride")) layer.stride = readWindow(*f);
+  if (auto f = fields.find("padding")) layer.padding = readPadding(*f);
+}
+
+void readFlattenLayer(const Mapping&, LayerSpec&) {}
+
+void readDropoutLayer(const Mapping& fields, LayerSpec& layer) {
+  layer.rate = readFloat(fields.get("rate"), "a number in [0, 1)", isFraction);
+}
+
+void readActivationLayer(const Mapping& fields, LayerSpec& layer) {
+  layer.activation = readActivation(fields.get("activation"));
+}
+
+struct LayerType {
+  std::string_view name;
+  LayerKind kind;
+  std::vector<std::string_view> fields;  // all of them, "type" and "name" included
+  void (*read)(const Mapping& fields, LayerSpec& layer);
+};
+
+const std::vector<LayerType>& layerTypes() {
+  static const std::vector<LayerType> types = {
+      {"dense",
+       LayerKind::Dense,
+       {"type", "name", "units", "activation", "use_bias", "trainable", "kernel_initializer",
+        "bias_initializer"},
+       readDenseLayer},
+      {"conv2d",
+       LayerKind::Conv2D,
+       {"type", "name", "filters", "kernel", "stride", "padding", "activation", "use_bias",
+        "trainable", "kernel_initializer", "bias_initializer"},
+       readConv2DLayer},
+      {"max_pool",
+       LayerKind::MaxPool,
+       {"type", "name", "size", "stride", "padding"},
+       readPoolLayer},
+      {"avg_pool",
+       LayerKind::AvgPool,
+       {"type", "name", "size", "stride", "padding"},
+       readPoolLayer},
+      {"flatten", LayerKind::Flatten, {"type", "name"}, readFlattenLayer},
+      {"dropout", LayerKind::Dropout, {"type", "name", "rate"}, readDropoutLayer},
+      {"activation", LayerKind::Activation, {"type", "name", "activation"}, readActivationLayer},
+  };
+  return types;
+}
+
+const LayerType& layerType(LayerKind kind) {
+  for (const LayerType& type : layerTypes())
+    if (type.kind == kind) return type;
+  throw std::logic_error("layer kind missing from layerTypes()");
+}
+
+bool hasVariables(LayerKind kind) { return kind == LayerKind::Dense || kind == LayerKind::Conv2D; }
+
+LayerSpec readLayer(const Field& field) {
+  Mapping fields(field);
+  std::vector<std::string_view> type_names;
+  for (const LayerType& type : layerTypes()) type_names.push_back(type.name);
+
+  const std::optional<Field> type_field = fields.find("type");
+  if (!type_field) {
+    // A misspelt "type" reads better as an unknown field than as a missing one.
+    std::vector<std::string_view> any_layer_field;
+    for (const LayerType& type : layerTypes())
+      for (std::string_view name : type.fields)
+        if (std::find(any_layer_field.begin(), any_layer_field.end(), name) ==
+            any_layer_field.end()) {
+          any_layer_field.push_back(name);
+        }
+    fields.allowOnly(any_layer_field, "a layer");
+    fail(field, "missing field 'type' (one of " + joined(type_names) + ")");
+  }
+  const LayerType* type = nullptr;
+  for (const LayerType& candidate : layerTypes())
+    if (type_field->node.IsScalar() && type_field->node.Scalar() == candidate.name)
+      type = &candidate;
+  if (!type) failExpected(*type_field, "one of " + joined(type_names));
+
+  fields.allowOnly(type->fields, "a " + std::string(type->name) + " layer");
+  LayerSpec layer;
+  layer.kind = type->kind;
+  layer.location = field.where;
+  if (auto f = fields.find("name")) layer.name = readName(*f);
+  type->read(fields, layer);
+  return layer;
+}
+
+std::vector<LayerSpec> readLayers(const Field& field) {
+  const std::vector<Field> items = listItems(field, "a list of layers");
+  if (items.empty()) failExpected(field, "a non-empty list of layers");
+  std::vector<LayerSpec> layers;
+  for (const Field& item : items) layers.push_back(readLayer(item));
+
+  // Default names count every layer of the same type, named or not, so the
+  // third dense layer is dense_3 whatever the others are called.
+  std::vector<int> count(layerTypes().size(), 0);
+  for (LayerSpec& layer : layers) {
+    const LayerType& type = layerType(layer.kind);
+    const int n = ++count[&type - layerTypes().data()];
+    if (layer.name.empty()) layer.name = std::string(type.name) + "_" + std::to_string(n);
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (layers[i].name != layers[j].name) continue;
+      fail(items[i], "duplicate layer name " + quoted(layers[i].name) + " (layers[" +
+                         std::to_string(j) + "] at line " +
+                         std::to_string(layers[j].location.line) + " has it too)");
+    }
+  }
+  return layers;
+}
+
+// ---------------------------------------------------------------------------
+// The other sections.
+
+Shape readInput(const Field& field) {
+  constexpr std::string_view kExpected = "[features] or [height, width, channels]";
+  if (!field.node.IsSequence() || (field.node.size() != 1 && field.node.size() != 3))
+    failExpected(field, kExpected);
+  Shape shape;
+  for (const Field& item : listItems(field, kExpected))
+    shape.push_back(readInt(item, 1, kMaxDimension));
+  return shape;
+}
+
+LearningRateSpec readLearningRate(const Field& field) {
+  LearningRateSpec rate;
+  if (!field.node.IsMap()) {
+    rate.initial =
+        readFloat(field, "a positive number or a schedule {initial: ..., decay: ...}", isPositive);
+    return rate;
+  }
+  Mapping fields(field);
+  fields.allowOnly({"initial", "decay", "decay_steps", "decay_rate", "staircase"},
+                   "a learning-rate schedule");
+  rate.initial = readFloat(fields.get("initial"), "a positive number", isPositive);
+  const std::optional<Field> decay = fields.find("decay");
+  if (!decay) {
+    for (std::string_view key : {"decay_steps", "decay_rate", "staircase"})
+      if (auto f = fields.find(key)) fail(*f, "only meaningful with decay: exponential");
+    return rate;
+  }
+  rate.kind = readChoice<LearningRateSpec::Kind>(
+      *decay, {{"exponential", LearningRateSpec::Kind::ExponentialDecay}});
+  rate.decay_steps = readInt(fields.get("decay_steps", "required with decay: exponential"), 1);
+  rate.decay_rate = readFloat(fields.get("decay_rate", "required with decay: exponential"),
+                              "a positive number", isPositive);
+  if (auto f = fields.find("staircase")) rate.staircase = readBool(*f);
+  return rate;
+}
+
+void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpec& rate) {
+  using Kind = OptimizerSpec::Kind;
+  Mapping fields(field);
+  const std::vector<std::string_view> common = {"type", "learning_rate", "weight_decay"};
+  if (!fields.find("type")) {
+    fields.allowOnly({"type", "learning_rate", "weight_decay", "momentum", "nesterov",
+                      "initial_accumulator", "beta1", "beta2", "epsilon"},
+                     "an optimizer");
+  }
+  const Field type = fields.get("type", "one of sgd, momentum, adagrad, adam");
+  optimizer.kind = readChoice<Kind>(type, {{"sgd", Kind::Sgd},
+                                           {"momentum", Kind::Momentum},
+                                           {"adagrad", Kind::Adagrad},
+                                           {"adam", Kind::Adam}});
+  std::vector<std::string_view> known = common;
+  switch (optimizer.kind) {
+    case Kind::Sgd:
+      break;
+    case Kind::Momentum:
+      known.insert(known.end(), {"momentum", "nesterov"});
+      break;
+    case Kind::Adagrad:
+      known.insert(known.end(), {"initial_accumulator", "epsilon"});
+      break;
+    case Kind::Adam:
+      known.insert(known.end(), {"beta1", "beta2", "epsilon"});
+      break;
+  }
+  fields.allowOnly(known, "the " + type.node.Scalar() + " optimizer");
+
+  rate = readLearningRate(fields.get("learning_rate"));
+  if (auto f = fields.find("weight_decay"))
+    optimizer.weight_decay = readFloat(*f, "a non-negative number", isNonNegative);
+  if (auto f = fields.find("momentum"))
+    optimizer.momentum = readFloat(*f, "a number in [0, 1)", isFraction);
+  if (auto f = fields.find("nesterov")) optimizer.nesterov = readBool(*f);
+  if (auto f = fields.find("initial_accumulator"))
+    optimizer.initial_accumulator = readFloat(*f, "a positive number", isPositive);
+  if (auto f = fields.find("beta1"))
+    optimizer.beta1 = readFloat(*f, "a number in [0, 1)", isFraction);
+  if (auto f = fields.find("beta2"))
+    optimizer.beta2 = readFloat(*f, "a number in [0, 1)", isFraction);
+  if (auto f = fields.find("epsilon"))
+    optimizer.epsilon = readFloat(*f, "a positive number", isPositive);
+}
+
+IdxSource readIdxSource(const Field& field, const fs::path& spec_dir) {
+  Mapping fields(field);
+  fields.allowOnly({"images", "labels", "limit"}, "an IDX data set");
+  IdxSource source;
+  source.images = readExistingFile(fields.get("images"), spec_dir);
+  source.labels = readExistingFile(fields.get("labels"), spec_dir);
+  if (auto f = fields.find("limit")) source.limit = readInt(*f, 0);
+  return source;
+}
+
+// The test set has points / 5 points, so fewer than 5 would leave it empty;
+// the cap keeps a typo from asking for terabytes.
+constexpr int64_t kMinSyntheticPoints = 5;
+constexpr int64_t kMaxSyntheticPoints = 100'000'000;
+
+SyntheticRegressionSpec readSynthetic(const Field& field) {
+  Mapping fields(field);
+  fields.allowOnly({"type", "points", "x_min", "x_max", "noise_stddev"}, "a synthetic data set");
+  readChoice<DataSpec::Kind>(fields.get("type", "regression"),
+                             {{"regression", DataSpec::Kind::SyntheticRegression}});
+  SyntheticRegressionSpec synthetic;
+  if (auto f = fields.find("points"))
+    synthetic.points = readInt(*f, kMinSyntheticPoints, kMaxSyntheticPoints);
+  if (auto f = fields.find("x_min")) synthetic.x_min = readFloat(*f, "a number", isAnyNumber);
+  if (auto f = fields.find("x_max")) synthetic.x_max = readFloat(*f, "a number", isAnyNumber);
+  if (synthetic.x_max <= synthetic.x_min) {
+    const std::optional<Field> x_max = fields.find("x_max");
+    fail(x_max ? *x_max : fields.field(),
+         "expected x_max greater than x_min, got x_min = " + formatNumber(synthetic.x_min) +
+             " and x_max = " + formatNumber(synthetic.x_max));
+  }
+  if (auto f = fields.find("noise_stddev"))
+    synthetic.noise_stddev = readFloat(*f, "a non-negative number", isNonNegative);
+  return synthetic;
+}
+
+DataSpec readData(const Field& field, const fs::path& spec_dir) {
+  Mapping fields(field);
+  fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches"},
+                   "the data section");
+  DataSpec data;
+  const std::optional<Field> train = fields.find("train");
+  const std::optional<Field> synthetic = fields.find("synthetic");
+  if (train && synthetic)
+    fail(*synthetic, "expected either data.train or data.synthetic, got both");
+  if (!train && !synthetic) fail(field, "expected data.train or data.synthetic, got neither");
+  if (train) {
+    data.kind = DataSpec::Kind::Idx;
+    data.train = readIdxSource(*train, spec_dir);
+    if (auto f = fields.find("test")) data.test = readIdxSource(*f, spec_dir);
+  } else {
+    data.kind = DataSpec::Kind::SyntheticRegression;
+    data.synthetic = readSynthetic(*synthetic);
+    if (auto f = fields.find("test"))
+      fail(*f, "only allowed with data.train (synthetic data makes its own test set)");
+  }
+  if (auto f = fields.find("batch_size")) data.batch_size = readInt(*f, 1, kMaxDimension);
+  if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
+  if (auto f = fields.find("prefetch_batches")) data.prefetch_batches = int(readInt(*f, 1, 1024));
+  return data;
+}
+
+TrainingSpec readTraining(const Field& field) {
+  Mapping fields(field);
+  fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "threads"},
+                   "the training section");
+  TrainingSpec training;
+  const std::optional<Field> epochs = fields.find("epochs");
+  const std::optional<Field> max_steps = fields.find("max_steps");
+  if (epochs && max_steps) fail(*max_steps, "expected either epochs or max_steps, got both");
+  if (!epochs && !max_steps) fail(field, "expected epochs or max_steps, got neither");
+  if (epochs) training.epochs = readInt(*epochs, 1);
+  if (max_steps) training.max_steps = readInt(*max_steps, 1);
+  if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
+  if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
+  if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, 1024));
+  return training;
+}
+
+InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
+                          const std::vector<LayerSpec>& layers) {
+  Mapping fields(field);
+  fields.allowOnly({"checkpoint", "layers"}, "the init_from section");
+  InitFromSpec init;
+  init.location = field.where;
+  init.checkpoint = resolvePath(fields.get("checkpoint"), spec_dir);
+  const Field names = fields.get("layers");
+  const std::vector<Field> items = listItems(names, "a list of layer names");
+  if (items.empty()) failExpected(names, "a non-empty list of layer names");
+  for (const Field& item : items) {
+    const auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) {
+      return item.node.IsScalar() && l.name == item.node.Scalar();
+    });
+    if (layer == layers.end() || !hasVariables(layer->kind))
+      failExpected(item, "the name of a dense or conv2d layer of this spec");
+    if (std::find(init.layers.begin(), init.layers.end(), layer->name) != init.layers.end())
+      fail(item, "layer " + quoted(layer->name) + " is listed twice");
+    init.layers.push_back(layer->name);
+  }
+  return init;
+}
+
+void hashInto(uint64_t& h, uint64_t value) { h = hashCombine(h, value); }
+void hashInto(uint64_t& h, std::string_view text) { h = hashCombine(h, hashString(text)); }
+
+}  // namespace
+
+ModelSpec loadModelSpec(const std::string& path) {
+  const YAML::Node root = loadYamlFile(path, "model spec");
+  std::error_code error;
+  const fs::path spec_dir = fs::absolute(path, error).parent_path();
+
+  Mapping fields(rootField(root, path));
+  fields.allowOnly({"name", "seed", "input", "layers", "loss", "optimizer", "data", "training",
+                    "checkpoint", "init_from"},
+                   "a model spec");
+
+  ModelSpec spec;
+  spec.path = path;
+  spec.name = fs::path(path).stem().string();
+  if (auto f = fields.find("name")) spec.name = readName(*f);
+  if (auto f = fields.find("seed")) spec.seed = uint64_t(readInt(*f, 0));
+  spec.input = readInput(fields.get("input"));
+  spec.layers = readLayers(fields.get("layers"));
+  if (auto f = fields.find("loss")) {
+    spec.loss = readChoice<LossKind>(*f, {{"softmax_cross_entropy", LossKind::SoftmaxCrossEntropy},
+                                          {"mse", LossKind::MeanSquaredError}});
+  }
+  readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
+  spec.data = readData(fields.get("data"), spec_dir);
+  spec.training = readTraining(fields.get("training"));
+  if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
+  if (auto f = fields.find("init_from")) spec.init_from = readInitFrom(*f, spec_dir, spec.layers);
+  return spec;
+}
+
+std::string architectureHash(const ModelSpec& spec) {
+  // Type names rather than enum values are hashed, so reordering an enum
+  // does not orphan existing checkpoints. Activations, dropout rates,
+  // initialisers and trainable flags decide no shape and are left out.
+  uint64_t h = hashString("traind.architecture.v1");
+  hashInto(h, uint64_t(spec.input.size()));
+  for (int64_t d : spec.input) hashInto(h, uint64_t(d));
+  hashInto(h, uint64_t(spec.layers.size()));
+  for (const LayerSpec& layer : spec.layers) {
+    hashInto(h, layerType(layer.kind).name);
+    hashInto(h, layer.name);
+    switch (layer.kind) {
+      case LayerKind::Dense:
+        hashInto(h, uint64_t(layer.units));
+        hashInto(h, uint64_t(layer.use_bias));
+        break;
+      case LayerKind::Conv2D:
+        hashInto(h, uint64_t(layer.filters));
+        hashInto(h, uint64_t(layer.use_bias));
+        [[fallthrough]];
+      case LayerKind::MaxPool:
+      case LayerKind::AvgPool:
+        for (int64_t v : layer.window) hashInto(h, uint64_t(v));
+        for (int64_t v : layer.stride) hashInto(h, uint64_t(v));
+        hashInto(h, layer.padding == Padding::Same ? "same" : "valid");
+        break;
+      case LayerKind::Flatten:
+      case LayerKind::Dropout:
+      case LayerKind::Activation:
+        break;
+    }
+  }
+  hashInto(h, spec.loss == LossKind::SoftmaxCrossEntropy ? "softmax_cross_entropy" : "mse");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+  return hex;
+}
+
+}  // namespace traind

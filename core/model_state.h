@@ -21,6 +21,7 @@ class ModelState {
   FlatBuffer& parameters() { return parameters_; }
   const FlatBuffer& parameters() const { return parameters_; }
   Optimizer& optimizer() { return optimizer_; }
+  const Optimizer& optimizer() const { return optimizer_; }
   int64_t globalStep() const { return global_step_; }
   void setGlobalStep(int64_t step) { global_step_ = step; }
 

@@ -11,6 +11,8 @@
 namespace traind {
 namespace {
 
+constexpr const char* kTimeAndLevel = "%Y-%m-%d %H:%M:%S.%e %l ";
+
 // Writes log lines to stderr; when a progress line is showing, erases it
 // first and draws it again below the new line.
 class TerminalSink : public spdlog::sinks::base_sink<std::mutex> {
@@ -50,8 +52,12 @@ void setupLogging() {
   auto sink = std::make_shared<TerminalSink>();
   terminalSink() = sink;
   auto logger = std::make_shared<spdlog::logger>("traind", sink);
-  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  logger->set_pattern(std::string(kTimeAndLevel) + "%v");
   spdlog::set_default_logger(logger);
+}
+
+void setLogPrefix(const std::string& prefix) {
+  spdlog::default_logger()->set_pattern(std::string(kTimeAndLevel) + "[" + prefix + "] %v");
 }
 
 void showProgress(const std::string& text) {

@@ -8,6 +8,10 @@ namespace traind {
 
 void setupLogging();
 
+// Puts "[prefix] " before every line ("[worker 1] ..."), so the logs of a
+// cluster's nodes can be told apart when they share a terminal.
+void setLogPrefix(const std::string& prefix);
+
 // True when stderr is a terminal (progress lines are shown only there).
 bool progressEnabled();
 

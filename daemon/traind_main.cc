@@ -1,8 +1,13 @@
-// traind: a node of a training cluster. For now the standalone role: the
-// whole training loop in one process.
+// traind: a node of a training cluster, or the whole training loop in one
+// process.
 //
-//   traind --model configs/models/fashion_cnn.yaml [--max-steps N] ...
+//   traind --model configs/models/fashion_cnn.yaml [--max-steps N] ...      (standalone)
+//   traind --cluster c.yaml --model m.yaml --job ps --task 0                (a ps task)
+//   traind --cluster c.yaml --model m.yaml --job worker --task 0            (the chief)
 //   traind check --model configs/models/fashion_cnn.yaml
+//
+// TRAIND_JOB and TRAIND_TASK stand in for --job and --task (containers,
+// templated systemd units).
 //
 // Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM), 2 bad
 // configuration or input, 1 runtime failure.
@@ -14,7 +19,9 @@
 #include <csignal>
 #include <cstdio>
 
+#include "core/cluster_spec.h"
 #include "core/layer_graph.h"
+#include "daemon/cluster_roles.h"
 #include "daemon/logging.h"
 #include "daemon/model_check.h"
 #include "daemon/standalone.h"
@@ -38,6 +45,9 @@ struct RunFlags {
   std::optional<std::string> checkpoint_dir;
   std::optional<int> threads;
   std::optional<uint64_t> seed;
+  std::string cluster;
+  std::string job;
+  std::optional<int> task;
 };
 
 void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
@@ -66,6 +76,13 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--threads", flags.threads, "compute threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout");
+  app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");
+  app.add_option("--job", flags.job, "this node's job in the cluster: ps or worker")
+      ->envname("TRAIND_JOB")
+      ->check(CLI::IsMember({"ps", "worker"}));
+  app.add_option("--task", flags.task, "this node's index within its job (worker 0 is the chief)")
+      ->envname("TRAIND_TASK")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace
@@ -105,10 +122,28 @@ int main(int argc, char** argv) {
       return 2;
     }
     traind::ModelSpec spec = traind::loadModelSpec(run_flags.model);
+    std::optional<traind::ClusterSpec> cluster;
+    if (!run_flags.cluster.empty()) {
+      if (standalone) throw traind::InputError("--standalone and --cluster exclude each other");
+      cluster = traind::loadClusterSpec(run_flags.cluster);
+      if (run_flags.job.empty() || !run_flags.task)
+        throw traind::InputError("--cluster needs --job (ps or worker) and --task N "
+                                 "(or TRAIND_JOB and TRAIND_TASK)");
+      traind::checkTask(*cluster, run_flags.job, *run_flags.task);
+      if (cluster->checkpoint) spec.checkpoint = *cluster->checkpoint;
+    }
     applyFlags(run_flags, spec);
     std::signal(SIGINT, requestStop);
     std::signal(SIGTERM, requestStop);
-    traind::runStandalone(spec, g_stop_requested);
+    if (!cluster) {
+      traind::runStandalone(spec, g_stop_requested);
+    } else if (run_flags.job == "ps") {
+      traind::setLogPrefix(fmt::format("ps {}", *run_flags.task));
+      traind::runParameterServer(spec, *cluster, *run_flags.task, g_stop_requested);
+    } else {
+      traind::setLogPrefix(fmt::format("worker {}", *run_flags.task));
+      traind::runWorker(spec, *cluster, *run_flags.task, g_stop_requested);
+    }
     return 0;
   } catch (const traind::InputError& e) {
     spdlog::error("{}", e.what());

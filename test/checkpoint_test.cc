@@ -1,0 +1,398 @@
+#include "core/checkpoint.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "core/safetensors.h"
+#include "test/temp_dir.h"
+
+namespace traind {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeFile(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A safetensors file from its parts, for files our writer would never make.
+std::string safetensorsBytes(const std::string& header, const std::string& data,
+                             uint64_t declared_header_size) {
+  std::string bytes(reinterpret_cast<const char*>(&declared_header_size), 8);
+  return bytes + header + data;
+}
+
+std::string safetensorsBytes(const std::string& header, const std::string& data) {
+  return safetensorsBytes(header, data, header.size());
+}
+
+std::string floatBytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+std::vector<float> iota(size_t n, float start) {
+  std::vector<float> values(n);
+  std::iota(values.begin(), values.end(), start);
+  return values;
+}
+
+// A small model's tensors: a kernel, a bias, a scalar and an empty one.
+struct SampleTensors {
+  std::vector<float> kernel = iota(12, 0.5f);
+  std::vector<float> bias = iota(4, -2.0f);
+  float scalar = 3.25f;
+  std::vector<TensorRef> refs() const {
+    return {{"dense/kernel", {3, 4}, kernel.data()},
+            {"dense/bias", {4}, bias.data()},
+            {"step_scale", {}, &scalar},
+            {"empty", {0, 5}, nullptr}};
+  }
+};
+
+CheckpointManifest manifestAt(int64_t step) {
+  CheckpointManifest manifest;
+  manifest.global_step = step;
+  manifest.model_name = "mnist \"mlp\"";
+  manifest.architecture_hash = "0123abcd";
+  manifest.created = "2024-05-01T12:00:00Z";
+  return manifest;
+}
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("the JSON reader takes JSON and only JSON", "[json]") {
+  const JsonValue v = parseJson(
+      " {\"a\": [1, -2.5e3, true, false, null], \"s\": \"q\\\"\\\\\\/\\n\\u00e9\\ud83d\\ude00\","
+      " \"o\": {}} ",
+      "t.json");
+  REQUIRE(v.type == JsonValue::Type::Object);
+  const JsonValue& a = *v.find("a");
+  REQUIRE(a.items.size() == 5);
+  CHECK(a.items[0].asInt64() == 1);
+  CHECK(a.items[1].text == "-2.5e3");
+  CHECK(!a.items[1].asInt64());
+  CHECK(a.items[2].boolean);
+  CHECK(a.items[4].type == JsonValue::Type::Null);
+  CHECK(v.find("s")->text == "q\"\\/\n\xc3\xa9\xf0\x9f\x98\x80");
+  CHECK(v.find("o")->members.empty());
+  CHECK(v.find("missing") == nullptr);
+  CHECK(!parseJson("99999999999999999999", "t").asInt64());
+  CHECK(parseJson(jsonQuote("a\"b\\c\n\x01"), "t").text == "a\"b\\c\n\x01");
+
+  auto error = [](const std::string& text) {
+    try {
+      parseJson(text, "t.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error("{\"a\": 1,\n \"a\": 2}") == "t.json:2:2: invalid JSON: duplicate key \"a\"");
+  CHECK(error("{\"a\" 1}") ==
+        "t.json:1:6: invalid JSON: expected ':' after an object key, got '1'");
+  CHECK(error("[1, 2") ==
+        "t.json:1:6: invalid JSON: expected ']' or ',' in an array, got end of text");
+  CHECK(error("[01]") == "t.json:1:3: invalid JSON: numbers may not have leading zeros");
+  CHECK(error("{} x") == "t.json:1:4: invalid JSON: unexpected 'x' after the JSON value");
+  CHECK(error("[tru]") == "t.json:1:2: invalid JSON: expected a value, got 't'");
+  CHECK(error("\"a\tb\"") ==
+        "t.json:1:3: invalid JSON: control character byte 0x09 inside a string");
+  CHECK(error("\"\\ud800\"") ==
+        "t.json:1:8: invalid JSON: unpaired UTF-16 high surrogate in \\u escape");
+  CHECK(error(std::string(100, '[')) == "t.json:1:66: invalid JSON: nested deeper than 64 levels");
+  CHECK(error("") == "t.json:1:1: invalid JSON: expected a value, got end of text");
+}
+
+TEST_CASE("safetensors files round-trip tensors and metadata", "[safetensors]") {
+  TempDir dir;
+  const SampleTensors sample;
+  writeSafetensors(dir / "m.safetensors", sample.refs(), {{"format", "np"}, {"note", "\"q\""}});
+
+  const std::string bytes = readFile(dir / "m.safetensors");
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  CHECK((8 + header_size) % 8 == 0);
+  CHECK(bytes.size() == 8 + header_size + (12 + 4 + 1) * 4);
+
+  const SafetensorsReader reader(dir / "m.safetensors");
+  CHECK(reader.names() ==
+        std::vector<std::string>{"dense/bias", "dense/kernel", "empty", "step_scale"});
+  CHECK(reader.metadata() ==
+        std::map<std::string, std::string>{{"format", "np"}, {"note", "\"q\""}});
+  CHECK(reader.contains("dense/kernel"));
+  CHECK(!reader.contains("dense"));
+  CHECK(reader.shape("dense/kernel") == Shape{3, 4});
+  CHECK(reader.shape("step_scale") == Shape{});
+  CHECK(reader.shape("empty") == Shape{0, 5});
+
+  std::vector<float> kernel(12), bias(4);
+  float scalar = 0;
+  reader.read("dense/kernel", {3, 4}, kernel);
+  reader.read("dense/bias", {4}, bias);
+  reader.read("step_scale", {}, std::span<float>(&scalar, 1));
+  reader.read("empty", {0, 5}, {});
+  CHECK(kernel == sample.kernel);
+  CHECK(bias == sample.bias);
+  CHECK(scalar == 3.25f);
+
+  const std::string file = (dir / "m.safetensors").string();
+  CHECK_THROWS_MATCHES(
+      reader.read("dense/kernel", {4, 3}, kernel), InputError,
+      Catch::Message(file + ": tensor 'dense/kernel': expected shape [4, 3], found [3, 4]"));
+  CHECK_THROWS_MATCHES(reader.read("dense/gamma", {4}, bias), InputError,
+                       Catch::Message(file + ": no tensor 'dense/gamma'"));
+  CHECK_THROWS_MATCHES(reader.shape("x"), InputError, Catch::Message(file + ": no tensor 'x'"));
+  CHECK_THROWS_AS(reader.read("dense/bias", {4}, kernel), std::invalid_argument);
+
+  writeSafetensors(dir / "plain.safetensors", {}, {});
+  CHECK(readFile(dir / "plain.safetensors").substr(8) == "{}      ");
+  CHECK(SafetensorsReader(dir / "plain.safetensors").names().empty());
+  CHECK_THROWS_AS(writeSafetensors(dir / "dup", {{"a", {1}, &scalar}, {"a", {1}, &scalar}}, {}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("corrupt safetensors files are rejected naming the file and the fault", "[safetensors]") {
+  TempDir dir;
+  const std::string path = (dir / "bad.safetensors").string();
+  auto open = [&](const std::string& bytes) {
+    writeFile(path, bytes);
+    return SafetensorsReader(path);
+  };
+  auto rejects = [&](const std::string& bytes, const std::string& message) {
+    CHECK_THROWS_MATCHES(open(bytes), InputError, Catch::Message(path + ": " + message));
+  };
+  const std::string six = floatBytes({1, 2, 3, 4, 5, 6});
+  const std::string good = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
+  REQUIRE(open(safetensorsBytes(good, six)).shape("w") == Shape{2, 3});
+
+  SECTION("missing or truncated") {
+    CHECK_THROWS_MATCHES(SafetensorsReader(dir / "none"), InputError,
+                         Catch::Message((dir / "none").string() + ": cannot open: no such file"));
+    rejects(std::string("\x10\0\0", 3),
+            "file is 3 bytes, too short for a safetensors header (8-byte size, then JSON)");
+    const std::string whole = safetensorsBytes(good, six);
+    rejects(whole.substr(0, 40), "header size 57 exceeds the 32 bytes that follow it");
+    rejects(whole.substr(0, whole.size() - 4),
+            "tensor 'w': data_offsets [0, 24] reach beyond the 20-byte data section");
+  }
+  SECTION("a header size that lies") {
+    rejects(safetensorsBytes(good, six, 1000),
+            "header size 1000 exceeds the 81 bytes that follow it");
+    rejects(safetensorsBytes(good, six, ~uint64_t(0)),
+            "header size 18446744073709551615 exceeds the limit of 100000000 bytes");
+  }
+  SECTION("bad JSON") {
+    CHECK_THROWS_MATCHES(
+        open(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",}}", "")), InputError,
+        Catch::Message(path + " (JSON header):1:21: invalid JSON: expected a string key, got '}'"));
+    rejects(safetensorsBytes("[1]", ""), "header: expected a JSON object, got an array");
+    rejects(safetensorsBytes("{\"__metadata__\":{\"k\":1}}", ""),
+            "__metadata__.k: expected a string, got a number");
+  }
+  SECTION("unsupported dtype") {
+    rejects(safetensorsBytes("{\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+                             floatBytes({0})),
+            "tensor 'h': dtype F16 is not supported (traind reads F32 only)");
+  }
+  SECTION("bad shapes and offsets") {
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,24]}}",
+                             six),
+            "tensor 'w': shape: expected non-negative integers, got -3");
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3]}}", six),
+            "tensor 'w': expected the fields dtype, shape and data_offsets");
+    rejects(
+        safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0]}}", six),
+        "tensor 'w': data_offsets: expected [begin, end], two non-negative integers");
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[24,0]}}",
+                             six),
+            "tensor 'w': data_offsets [24, 0] end before they begin");
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[4,28]}}",
+                             six),
+            "tensor 'w': data_offsets [4, 28] reach beyond the 24-byte data section");
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,24]}}",
+                             six),
+            "tensor 'w': shape [2, 2] needs 16 bytes of F32 but data_offsets [0, 24] span 24");
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],"
+                             "\"data_offsets\":[0,0]}}",
+                             ""),
+            "tensor 'w': shape [4611686018427387904, 4] needs more than 2^64 bytes of F32 but "
+            "data_offsets [0, 0] span 0");
+    rejects(safetensorsBytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
+                             six),
+            "tensors 'a' and 'b' overlap (data_offsets [0, 16] and [12, 20])");
+  }
+}
+
+TEST_CASE("a checkpoint is saved with its manifest and named by latest", "[checkpoint]") {
+  TempDir dir;
+  const SampleTensors sample;
+  const fs::path checkpoints = dir / "run" / "checkpoints";  // created on the first save
+  CHECK(!findLatestCheckpoint(checkpoints));
+
+  const fs::path saved = saveCheckpoint(checkpoints, manifestAt(1200), sample.refs(), 5);
+  CHECK(saved == checkpoints / "ckpt-0000001200");
+  CHECK(checkpointDirName(12345678901) == "ckpt-12345678901");
+  CHECK(readFile(checkpoints / "latest") == "ckpt-0000001200\n");
+  CHECK(entries(checkpoints) == std::vector<std::string>{"ckpt-0000001200", "latest"});
+  CHECK(entries(saved) == std::vector<std::string>{"manifest.json", "model.safetensors"});
+  CHECK(findLatestCheckpoint(checkpoints) == saved);
+  CHECK(resolveCheckpoint(checkpoints) == saved);
+  CHECK(resolveCheckpoint(saved) == saved);
+
+  const CheckpointManifest manifest = readManifest(saved);
+  CHECK(manifest.global_step == 1200);
+  CHECK(manifest.model_name == "mnist \"mlp\"");
+  CHECK(manifest.architecture_hash == "0123abcd");
+  CHECK(manifest.created == "2024-05-01T12:00:00Z");
+  CHECK(manifest.tensors_file == "model.safetensors");
+
+  const SafetensorsReader reader(saved / "model.safetensors");
+  std::vector<float> kernel(12);
+  reader.read("dense/kernel", {3, 4}, kernel);
+  CHECK(kernel == sample.kernel);
+  CHECK(reader.metadata().at("global_step") == "1200");
+}
+
+TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[checkpoint]") {
+  TempDir dir;
+  const SampleTensors sample;
+  const fs::path checkpoints = dir / "checkpoints";
+  for (int64_t step : {100, 200, 300})
+    saveCheckpoint(checkpoints, manifestAt(step), sample.refs(), 2);
+  CHECK(entries(checkpoints) ==
+        std::vector<std::string>{"ckpt-0000000200", "ckpt-0000000300", "latest"});
+  CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000300");
+
+  SECTION("a crash mid-save leaves a temp dir that is ignored, then removed") {
+    fs::create_directories(checkpoints / ".tmp-ckpt-0000000400.999");
+    writeFile(checkpoints / ".tmp-ckpt-0000000400.999" / "model.safetensors", "half");
+    writeFile(checkpoints / ".tmp-latest.999", "ckpt-00000");
+    CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000300");
+    saveCheckpoint(checkpoints, manifestAt(500), sample.refs(), 2);
+    CHECK(entries(checkpoints) ==
+          std::vector<std::string>{"ckpt-0000000300", "ckpt-0000000500", "latest"});
+  }
+  SECTION("keep <= 0 keeps them all") {
+    saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 0);
+    CHECK(entries(checkpoints).size() == 4);
+  }
+  SECTION("the checkpoint just written is kept even when older by step") {
+    saveCheckpoint(checkpoints, manifestAt(50), sample.refs(), 2);
+    CHECK(entries(checkpoints) ==
+          std::vector<std::string>{"ckpt-0000000050", "ckpt-0000000300", "latest"});
+    CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000050");
+  }
+  SECTION("saving a step again replaces it in place") {
+    SampleTensors changed;
+    changed.kernel[0] = 42.0f;
+    CheckpointManifest manifest = manifestAt(300);
+    manifest.created = "2024-05-02T00:00:00Z";
+    saveCheckpoint(checkpoints, manifest, changed.refs(), 2);
+    CHECK(entries(checkpoints) ==
+          std::vector<std::string>{"ckpt-0000000200", "ckpt-0000000300", "latest"});
+    CHECK(readManifest(checkpoints / "ckpt-0000000300").created == "2024-05-02T00:00:00Z");
+    std::vector<float> kernel(12);
+    SafetensorsReader(checkpoints / "ckpt-0000000300" / "model.safetensors")
+        .read("dense/kernel", {3, 4}, kernel);
+    CHECK(kernel[0] == 42.0f);
+  }
+}
+
+TEST_CASE("a latest that names a missing or incomplete checkpoint is an error", "[checkpoint]") {
+  TempDir dir;
+  const SampleTensors sample;
+  const fs::path checkpoints = dir / "checkpoints";
+  const fs::path saved = saveCheckpoint(checkpoints, manifestAt(7), sample.refs(), 3);
+  const std::string latest = (checkpoints / "latest").string();
+
+  SECTION("missing") {
+    fs::remove_all(saved);
+    CHECK_THROWS_MATCHES(findLatestCheckpoint(checkpoints), InputError,
+                         Catch::Message(latest + " names ckpt-0000000007, which does not exist"));
+  }
+  SECTION("no manifest") {
+    fs::remove(saved / "manifest.json");
+    CHECK_THROWS_MATCHES(
+        findLatestCheckpoint(checkpoints), InputError,
+        Catch::Message(saved.string() + ": incomplete checkpoint: no manifest.json"));
+  }
+  SECTION("no tensors") {
+    fs::remove(saved / "model.safetensors");
+    CHECK_THROWS_MATCHES(
+        resolveCheckpoint(saved), InputError,
+        Catch::Message(saved.string() + ": incomplete checkpoint: no model.safetensors"));
+  }
+  SECTION("a path instead of a name") {
+    writeFile(checkpoints / "latest", "../../etc\n");
+    CHECK_THROWS_MATCHES(
+        findLatestCheckpoint(checkpoints), InputError,
+        Catch::Message(latest + ": expected the name of a checkpoint directory, got '../../etc'"));
+  }
+  SECTION("no latest, no checkpoint") {
+    fs::remove(checkpoints / "latest");
+    CHECK(!findLatestCheckpoint(checkpoints));
+    CHECK_THROWS_MATCHES(
+        resolveCheckpoint(checkpoints), InputError,
+        Catch::Message(checkpoints.string() + ": neither a checkpoint (no manifest.json) nor a "
+                                              "checkpoint directory (no latest file)"));
+    CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "elsewhere"), InputError,
+                         Catch::Message((dir / "elsewhere").string() +
+                                        ": no such checkpoint or checkpoint directory"));
+  }
+}
+
+TEST_CASE("readManifest checks every field", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = (dir / "manifest.json").string();
+  auto rejects = [&](const std::string& json, const std::string& message) {
+    writeFile(path, json);
+    CHECK_THROWS_MATCHES(readManifest(dir.path()), InputError,
+                         Catch::Message(path + ": " + message));
+  };
+  const std::string tail =
+      "\"model_name\": \"m\", \"architecture_hash\": \"h\", \"created\": \"c\", "
+      "\"tensors_file\": \"model.safetensors\"}";
+  writeFile(path, "{\"format_version\": 1, \"global_step\": 5, " + tail);
+  CHECK(readManifest(dir.path()).global_step == 5);
+
+  rejects("{\"format_version\": 1, \"global_step\": \"5\", " + tail,
+          "global_step: expected a number, got a string");
+  rejects("{\"format_version\": 1, \"global_step\": -5, " + tail,
+          "global_step: expected a non-negative integer, got -5");
+  rejects("{\"format_version\": 1, \"global_step\": 5.5, " + tail,
+          "global_step: expected a non-negative integer, got 5.5");
+  rejects("{\"format_version\": 2, \"global_step\": 5, " + tail,
+          "format_version: expected 1, got 2 (written by another traind version)");
+  rejects("{\"format_version\": 1, " + tail, "global_step: missing");
+  rejects(
+      "{\"format_version\": 1, \"global_step\": 5, \"model_name\": [], "
+      "\"architecture_hash\": \"h\", \"created\": \"c\", \"tensors_file\": \"m\"}",
+      "model_name: expected a string, got an array");
+  rejects(
+      "{\"format_version\": 1, \"global_step\": 5, \"model_name\": \"m\", "
+      "\"architecture_hash\": \"h\", \"created\": \"c\", \"tensors_file\": \"../x\"}",
+      "tensors_file: expected a file name in the checkpoint directory, got '../x'");
+  rejects("[]", "expected a JSON object, got an array");
+  writeFile(path, "{\"format_version\": 1,\n  \"global_step\": 5,\n}");
+  CHECK_THROWS_MATCHES(readManifest(dir.path()), InputError,
+                       Catch::Message(path + ":3:1: invalid JSON: expected a string key, got '}'"));
+}
+
+}  // namespace traind

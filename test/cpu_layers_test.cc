@@ -1,0 +1,665 @@
+// The CPU back end, layer by layer: every layer kind and both losses through
+// a numeric gradient check (trainStep's gradients against central
+// differences of the loss), and the forward pass against a naive NHWC
+// reference written from TensorFlow's definitions (SAME padding, pooling,
+// flatten order, dropout masks).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/layer_graph.h"
+#include "core/random.h"
+#include "core/variable_layout.h"
+#include "devices/cpu/cpu_device.h"
+
+namespace traind {
+namespace {
+
+// ---- building models in code ----
+
+LayerSpec dense(int64_t units, Activation activation = Activation::Linear) {
+  LayerSpec l;
+  l.kind = LayerKind::Dense;
+  l.units = units;
+  l.activation = activation;
+  return l;
+}
+
+LayerSpec conv2d(int64_t filters, int64_t window, int64_t stride, Padding padding,
+                 Activation activation = Activation::Tanh) {
+  LayerSpec l;
+  l.kind = LayerKind::Conv2D;
+  l.filters = filters;
+  l.window = {window, window};
+  l.stride = {stride, stride};
+  l.padding = padding;
+  l.activation = activation;
+  return l;
+}
+
+LayerSpec pooling(LayerKind kind, int64_t window, int64_t stride, Padding padding) {
+  LayerSpec l;
+  l.kind = kind;
+  l.window = {window, window};
+  l.stride = {stride, stride};
+  l.padding = padding;
+  return l;
+}
+
+LayerSpec flatten() {
+  LayerSpec l;
+  l.kind = LayerKind::Flatten;
+  return l;
+}
+
+LayerSpec dropout(float rate) {
+  LayerSpec l;
+  l.kind = LayerKind::Dropout;
+  l.rate = rate;
+  return l;
+}
+
+LayerSpec activation(Activation activation) {
+  LayerSpec l;
+  l.kind = LayerKind::Activation;
+  l.activation = activation;
+  return l;
+}
+
+LayerSpec frozen(LayerSpec l) {
+  l.trainable = false;
+  return l;
+}
+
+LayerSpec withoutBias(LayerSpec l) {
+  l.use_bias = false;
+  return l;
+}
+
+ModelSpec modelSpec(Shape input, std::vector<LayerSpec> layers,
+                    LossKind loss = LossKind::SoftmaxCrossEntropy) {
+  ModelSpec spec;
+  spec.name = "test";
+  spec.seed = 5;
+  spec.input = std::move(input);
+  spec.loss = loss;
+  for (size_t i = 0; i < layers.size(); ++i) layers[i].name = "layer" + std::to_string(i);
+  spec.layers = std::move(layers);
+  return spec;
+}
+
+Device& cpuDevice() {
+  static const std::unique_ptr<Device> device = createCpuDevice(2);
+  return *device;
+}
+
+constexpr uint64_t kReplicaSeed = 99;
+
+// A model with initialised parameters (biases too, so that no unit starts
+// exactly at a relu kink) and a replica for one batch size.
+struct TestModel {
+  ModelSpec spec;
+  LayerGraph graph;
+  VariableLayout layout;
+  FlatBuffer parameters;
+  std::unique_ptr<Replica> replica;
+
+  TestModel(ModelSpec model_spec, int64_t batch_size)
+      : spec(std::move(model_spec)),
+        graph(buildLayerGraph(spec)),
+        layout(graph.variables),
+        parameters(layout.totalSize()) {
+    initializeVariables(graph, layout, spec.seed, parameters);
+    Rng rng(17);
+    for (int64_t i = 0; i < parameters.size(); ++i)
+      parameters.data()[i] += float(0.2 * (rng.uniform() - 0.5));
+    replica = cpuDevice().createReplica(graph, layout, batch_size, kReplicaSeed);
+  }
+
+  const VariableView& variable(const std::string& name) const {
+    const VariableView* v = layout.find(name);
+    REQUIRE(v != nullptr);
+    return *v;
+  }
+};
+
+// Inputs uniform in [-1, 1], labels and targets at random.
+struct TestBatch {
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  std::vector<float> targets;
+
+  TestBatch(const LayerGraph& graph, int64_t size, uint64_t seed) {
+    Rng rng(seed);
+    inputs.resize(size_t(size * numElements(graph.input_shape)));
+    for (float& x : inputs) x = float(2.0 * rng.uniform() - 1.0);
+    const int64_t outputs = numElements(graph.output_shape);
+    for (int64_t i = 0; i < size; ++i) labels.push_back(int32_t(rng.below(uint64_t(outputs))));
+    targets.resize(size_t(size * outputs));
+    for (float& t : targets) t = float(2.0 * rng.uniform() - 1.0);
+  }
+
+  Batch batch() const {
+    return {int64_t(labels.size()), inputs.data(), labels.data(), targets.data()};
+  }
+};
+
+// ---- the numeric gradient check ----
+
+struct GradientCheck {
+  // Central differences with each step in turn until one agrees: a max
+  // pooling window whose two largest inputs are closer than a step breaks
+  // the difference quotient of that step (and with many windows some always
+  // are), while float rounding grows as the step shrinks.
+  std::vector<double> epsilons{1e-2};
+  int samples_per_variable = 24;  // every element of smaller variables
+  double abs_tolerance = 5e-4;
+  double rel_tolerance = 2e-2;
+  // Dropout: differentiate trainStep's loss at this step (the mask is fixed
+  // for a step) instead of evaluate's.
+  bool through_train_step = false;
+  uint64_t step = 3;
+};
+
+// Compares trainStep's gradient of every trainable variable (or a random
+// sample of its elements) with central differences of the loss, and checks
+// that frozen variables' gradients are left untouched.
+void checkGradients(TestModel& model, const GradientCheck& check = {}) {
+  const TestBatch data(model.graph, model.replica->batchSize(), 23);
+  const Batch batch = data.batch();
+  const float untouched = std::numeric_limits<float>::quiet_NaN();
+  FlatBuffer gradients(model.layout.totalSize());
+  std::fill_n(gradients.data(), gradients.size(), untouched);
+  model.replica->trainStep(batch, model.parameters.data(), gradients.data(), check.step);
+
+  FlatBuffer scratch(model.layout.totalSize());
+  auto loss = [&] {
+    return check.through_train_step
+               ? model.replica
+                     ->trainStep(batch, model.parameters.data(), scratch.data(), check.step)
+                     .loss
+               : model.replica->evaluate(batch, model.parameters.data()).loss;
+  };
+  Rng rng(31);
+  int checked = 0, trainable = 0;
+  for (const VariableView& v : model.layout.views()) {
+    const std::span<const float> grad = std::as_const(gradients).view(v);
+    if (!v.trainable) {
+      INFO("frozen variable " << v.name);
+      CHECK(std::all_of(grad.begin(), grad.end(), [](float g) { return std::isnan(g); }));
+      continue;
+    }
+    ++trainable;
+    std::vector<int64_t> indices;
+    if (v.size <= check.samples_per_variable) {
+      for (int64_t i = 0; i < v.size; ++i) indices.push_back(i);
+    } else {
+      for (int k = 0; k < check.samples_per_variable; ++k)
+        indices.push_back(int64_t(rng.below(uint64_t(v.size))));
+    }
+    for (int64_t i : indices) {
+      float& p = model.parameters.data()[v.offset + i];
+      const float saved = p;
+      const double analytic = grad[size_t(i)];
+      double numeric = 0.0;
+      bool agrees = false;
+      for (double epsilon : check.epsilons) {
+        p = saved + float(epsilon);
+        const double plus = loss();
+        p = saved - float(epsilon);
+        const double minus = loss();
+        p = saved;
+        numeric = (plus - minus) / (2.0 * epsilon);
+        agrees = std::abs(analytic - numeric) <=
+                 check.abs_tolerance + check.rel_tolerance * std::abs(numeric);
+        if (agrees) break;
+      }
+      INFO(v.name << "[" << i << "]: trainStep " << analytic << ", numeric " << numeric);
+      CHECK(agrees);
+      ++checked;
+    }
+  }
+  CHECK(checked >= trainable);
+}
+
+// ---- a naive NHWC reference of the forward pass, in double ----
+
+struct Image {
+  int64_t h = 0, w = 0, c = 0;
+  std::vector<double> v;  // [h, w, c] row-major; a vector is h = w = 1
+  double& at(int64_t y, int64_t x, int64_t k) { return v[size_t((y * w + x) * c + k)]; }
+};
+
+double activate(Activation a, double x) {
+  switch (a) {
+    case Activation::Linear:
+      return x;
+    case Activation::Relu:
+      return x > 0 ? x : 0;
+    case Activation::Tanh:
+      return std::tanh(x);
+    case Activation::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+  }
+  return x;
+}
+
+// TensorFlow: SAME gives ceil(in / stride) outputs and pads
+// max((out - 1) * stride + window - in, 0), the smaller half first.
+void outputAndPad(int64_t in, int64_t window, int64_t stride, Padding padding, int64_t& out,
+                  int64_t& pad_begin) {
+  if (padding == Padding::Valid) {
+    out = (in - window) / stride + 1;
+    pad_begin = 0;
+    return;
+  }
+  out = (in + stride - 1) / stride;
+  pad_begin = std::max<int64_t>((out - 1) * stride + window - in, 0) / 2;
+}
+
+std::vector<double> referenceForward(const TestModel& model, const float* example) {
+  const Shape& in_shape = model.spec.input;
+  Image x;
+  if (in_shape.size() == 3) {
+    x = {in_shape[0], in_shape[1], in_shape[2], {}};
+  } else {
+    x = {1, 1, in_shape[0], {}};
+  }
+  x.v.assign(example, example + x.h * x.w * x.c);
+  const float* p = model.parameters.data();
+  for (const LayerSpec& l : model.spec.layers) {
+    const VariableView* kernel = model.layout.find(l.name + "/kernel");
+    const VariableView* bias = model.layout.find(l.name + "/bias");
+    Image y;
+    switch (l.kind) {
+      case LayerKind::Conv2D:
+      case LayerKind::MaxPool:
+      case LayerKind::AvgPool: {
+        int64_t pad_top, pad_left;
+        outputAndPad(x.h, l.window[0], l.stride[0], l.padding, y.h, pad_top);
+        outputAndPad(x.w, l.window[1], l.stride[1], l.padding, y.w, pad_left);
+        y.c = l.kind == LayerKind::Conv2D ? l.filters : x.c;
+        y.v.assign(size_t(y.h * y.w * y.c), 0.0);
+        for (int64_t oy = 0; oy < y.h; ++oy)
+          for (int64_t ox = 0; ox < y.w; ++ox)
+            for (int64_t o = 0; o < y.c; ++o) {
+              double sum = 0, max = -1e300;
+              int64_t count = 0;
+              for (int64_t ky = 0; ky < l.window[0]; ++ky)
+                for (int64_t kx = 0; kx < l.window[1]; ++kx) {
+                  const int64_t iy = oy * l.stride[0] + ky - pad_top;
+                  const int64_t ix = ox * l.stride[1] + kx - pad_left;
+                  if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) continue;
+                  ++count;
+                  if (l.kind == LayerKind::Conv2D) {
+                    for (int64_t i = 0; i < x.c; ++i)
+                      sum += x.at(iy, ix, i) *
+                             p[kernel->offset + ((ky * l.window[1] + kx) * x.c + i) * y.c + o];
+                  } else {
+                    sum += x.at(iy, ix, o);
+                    max = std::max(max, x.at(iy, ix, o));
+                  }
+                }
+              double& out = y.at(oy, ox, o);
+              if (l.kind == LayerKind::Conv2D)
+                out = activate(l.activation, sum + (bias ? p[bias->offset + o] : 0.0));
+              else
+                out = l.kind == LayerKind::MaxPool ? max : sum / double(count);
+            }
+        break;
+      }
+      case LayerKind::Dense: {
+        y = {1, 1, l.units, std::vector<double>(size_t(l.units))};
+        const int64_t in = x.h * x.w * x.c;
+        for (int64_t o = 0; o < l.units; ++o) {
+          double sum = bias ? p[bias->offset + o] : 0.0;
+          for (int64_t i = 0; i < in; ++i)
+            sum += x.v[size_t(i)] * p[kernel->offset + i * l.units + o];
+          y.v[size_t(o)] = activate(l.activation, sum);
+        }
+        break;
+      }
+      case LayerKind::Flatten:
+        y = {1, 1, x.h * x.w * x.c, x.v};
+        break;
+      case LayerKind::Dropout:
+        y = x;
+        break;  // evaluation
+      case LayerKind::Activation:
+        y = x;
+        for (double& e : y.v) e = activate(l.activation, e);
+        break;
+    }
+    x = std::move(y);
+  }
+  return x.v;
+}
+
+// Checks evaluate's forward pass against the reference: with the
+// reference's outputs as mean-squared-error targets the loss is ~0, and any
+// element computed differently (order, padding, averaging) makes it positive.
+void checkAgainstReference(TestModel& model, int64_t batch_size) {
+  REQUIRE(model.spec.loss == LossKind::MeanSquaredError);
+  TestBatch data(model.graph, batch_size, 41);
+  const int64_t in = numElements(model.graph.input_shape);
+  const int64_t out = numElements(model.graph.output_shape);
+  double scale = 0.0;
+  for (int64_t n = 0; n < batch_size; ++n) {
+    const std::vector<double> y = referenceForward(model, data.inputs.data() + n * in);
+    REQUIRE(int64_t(y.size()) == out);
+    for (int64_t k = 0; k < out; ++k) {
+      data.targets[size_t(n * out + k)] = float(y[size_t(k)]);
+      scale += y[size_t(k)] * y[size_t(k)];
+    }
+  }
+  const double loss = model.replica->evaluate(data.batch(), model.parameters.data()).loss;
+  INFO("mean squared difference from the reference " << loss << ", mean square "
+                                                     << scale / double(batch_size * out));
+  CHECK(scale > 0.0);
+  CHECK(loss <= 1e-10 * (1.0 + scale / double(batch_size * out)));
+}
+
+}  // namespace
+
+// ---- gradient checks, one layer kind at a time ----
+
+TEST_CASE("dense with fused activations, softmax cross-entropy") {
+  TestModel model(modelSpec({6}, {dense(7, Activation::Tanh), dense(5, Activation::Sigmoid),
+                                  dense(5, Activation::Relu), dense(4)}),
+                  3);
+  checkGradients(model);
+}
+
+TEST_CASE("dense without bias, mean squared error") {
+  TestModel model(modelSpec({5}, {withoutBias(dense(6, Activation::Tanh)), dense(3)},
+                            LossKind::MeanSquaredError),
+                  4);
+  checkGradients(model);
+}
+
+TEST_CASE("conv2d: same and valid padding, stride 1 and 2, odd sizes") {
+  for (Padding padding : {Padding::Same, Padding::Valid}) {
+    for (int64_t stride : {1, 2}) {
+      DYNAMIC_SECTION((padding == Padding::Same ? "same" : "valid") << " stride " << stride) {
+        // Two convolutions so that the first one's gradient goes through the
+        // second's backward-data; 17 filters make blocked formats pad channels.
+        TestModel model(modelSpec({7, 5, 2}, {conv2d(3, 3, 1, padding),
+                                              conv2d(17, 3, stride, padding, Activation::Sigmoid),
+                                              flatten(), dense(3)}),
+                        2);
+        checkGradients(model);
+      }
+    }
+  }
+}
+
+TEST_CASE("conv2d without bias, mean squared error") {
+  TestModel model(
+      modelSpec({5, 6, 3}, {withoutBias(conv2d(4, 2, 2, Padding::Same)), flatten(), dense(2)},
+                LossKind::MeanSquaredError),
+      3);
+  checkGradients(model);
+}
+
+TEST_CASE("pooling: max and average, same and valid padding, stride 1 and 2") {
+  for (LayerKind kind : {LayerKind::MaxPool, LayerKind::AvgPool}) {
+    for (Padding padding : {Padding::Same, Padding::Valid}) {
+      for (int64_t stride : {1, 2}) {
+        DYNAMIC_SECTION((kind == LayerKind::MaxPool ? "max" : "avg")
+                        << (padding == Padding::Same ? " same" : " valid") << " stride "
+                        << stride) {
+          // The convolution before the pooling has its kernel gradient
+          // checked through the pooling's backward.
+          TestModel model(
+              modelSpec({7, 5, 2}, {conv2d(5, 3, 1, Padding::Same, Activation::Linear),
+                                    pooling(kind, 3, stride, padding), flatten(), dense(3)}),
+              2);
+          GradientCheck check;
+          check.epsilons = {2e-3, 5e-4, 2e-4};
+          check.abs_tolerance = 1e-3;
+          checkGradients(model, check);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("activation layers on vectors and images") {
+  SECTION("vectors") {
+    TestModel model(
+        modelSpec({6}, {dense(6), activation(Activation::Tanh), dense(5),
+                        activation(Activation::Sigmoid), dense(5), activation(Activation::Relu),
+                        activation(Activation::Linear), dense(3)}),
+        3);
+    checkGradients(model);
+  }
+  SECTION("images") {
+    TestModel model(modelSpec({5, 4, 2}, {conv2d(6, 3, 1, Padding::Same, Activation::Linear),
+                                          activation(Activation::Sigmoid), flatten(), dense(3)}),
+                    2);
+    checkGradients(model);
+  }
+}
+
+TEST_CASE("dropout: gradients through the mask of one step") {
+  GradientCheck check;
+  check.through_train_step = true;
+  SECTION("vectors") {
+    TestModel model(modelSpec({6}, {dense(12, Activation::Tanh), dropout(0.5f), dense(3)}), 3);
+    checkGradients(model, check);
+  }
+  SECTION("images in a blocked format") {
+    TestModel model(
+        modelSpec({4, 3, 2}, {conv2d(17, 3, 1, Padding::Same), dropout(0.3f), flatten(), dense(3)}),
+        2);
+    checkGradients(model, check);
+  }
+}
+
+TEST_CASE("frozen layers get no gradient and pass gradients through") {
+  SECTION("a frozen prefix") {
+    TestModel model(modelSpec({5, 5, 2}, {frozen(conv2d(4, 3, 1, Padding::Same)),
+                                          pooling(LayerKind::MaxPool, 2, 2, Padding::Same),
+                                          flatten(), dense(3)}),
+                    2);
+    checkGradients(model);
+  }
+  SECTION("a frozen layer in the middle") {
+    TestModel model(
+        modelSpec({6}, {dense(5, Activation::Tanh), frozen(dense(5, Activation::Tanh)), dense(3)}),
+        3);
+    checkGradients(model);
+  }
+  SECTION("everything frozen") {
+    TestModel model(modelSpec({4}, {frozen(dense(3))}), 2);
+    checkGradients(model);
+  }
+}
+
+// ---- forward semantics ----
+
+TEST_CASE("SAME padding puts the odd pixel at the bottom and the right") {
+  // 4x4 ones, a 3x3 kernel of ones, stride 2: 2x2 outputs over a 5x5 padded
+  // input. Padding after gives windows of 9, 6, 6 and 4 ones; padding before
+  // would give 4, 6, 6, 9.
+  ModelSpec spec =
+      modelSpec({4, 4, 1}, {conv2d(1, 3, 2, Padding::Same, Activation::Linear), flatten()},
+                LossKind::MeanSquaredError);
+  spec.layers[0].kernel_initializer = {InitializerSpec::Kind::Constant, 1.0f};
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  FlatBuffer parameters(layout.totalSize());
+  initializeVariables(graph, layout, 1, parameters);
+  const auto replica = cpuDevice().createReplica(graph, layout, 1, kReplicaSeed);
+  const std::vector<float> ones(16, 1.0f);
+  const std::vector<float> expected{9, 6, 6, 4};
+  CHECK(replica->evaluate({1, ones.data(), nullptr, expected.data()}, parameters.data()).loss ==
+        Approx(0.0).margin(1e-12));
+  const std::vector<float> padded_before{4, 6, 6, 9};
+  CHECK(
+      replica->evaluate({1, ones.data(), nullptr, padded_before.data()}, parameters.data()).loss ==
+      Approx(12.5));
+}
+
+TEST_CASE("SAME pooling: maxima and averages over the real pixels only") {
+  // 3x3 input 1..9; 2x2 windows, stride 2: padding one row and column after.
+  const std::vector<float> input{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (LayerKind kind : {LayerKind::MaxPool, LayerKind::AvgPool}) {
+    const ModelSpec spec = modelSpec({3, 3, 1}, {pooling(kind, 2, 2, Padding::Same), flatten()},
+                                     LossKind::MeanSquaredError);
+    const LayerGraph graph = buildLayerGraph(spec);
+    const VariableLayout layout(graph.variables);
+    FlatBuffer parameters(layout.totalSize());
+    const auto replica = cpuDevice().createReplica(graph, layout, 1, kReplicaSeed);
+    const std::vector<float> expected = kind == LayerKind::MaxPool
+                                            ? std::vector<float>{5, 6, 8, 9}
+                                            : std::vector<float>{3, 4.5f, 7.5f, 9};
+    CHECK(replica->evaluate({1, input.data(), nullptr, expected.data()}, parameters.data()).loss ==
+          Approx(0.0).margin(1e-12));
+  }
+}
+
+TEST_CASE("forward pass matches a naive NHWC reference") {
+  SECTION("convolutions, blocked formats, flatten in (h, w, c) order") {
+    TestModel model(modelSpec({5, 4, 3},
+                              {conv2d(20, 3, 2, Padding::Same),
+                               conv2d(9, 2, 1, Padding::Valid, Activation::Relu), flatten(),
+                               dense(4, Activation::Sigmoid), dense(3)},
+                              LossKind::MeanSquaredError),
+                    3);
+    checkAgainstReference(model, 3);
+  }
+  SECTION("flatten straight on the input") {
+    TestModel model(modelSpec({4, 3, 2}, {flatten(), dense(5, Activation::Tanh), dense(2)},
+                              LossKind::MeanSquaredError),
+                    3);
+    checkAgainstReference(model, 3);
+    checkGradients(model);
+  }
+  SECTION("flatten of a vector") {
+    TestModel model(modelSpec({6}, {dense(4, Activation::Tanh), flatten(), dense(3)},
+                              LossKind::MeanSquaredError),
+                    2);
+    checkAgainstReference(model, 2);
+    checkGradients(model);
+  }
+  SECTION("pooling and activation layers") {
+    TestModel model(
+        modelSpec(
+            {7, 6, 2},
+            {conv2d(16, 3, 1, Padding::Same, Activation::Linear),
+             pooling(LayerKind::MaxPool, 3, 2, Padding::Same), activation(Activation::Tanh),
+             pooling(LayerKind::AvgPool, 2, 1, Padding::Same), dropout(0.5f), flatten(), dense(3)},
+            LossKind::MeanSquaredError),
+        2);
+    checkAgainstReference(model, 2);
+  }
+}
+
+TEST_CASE("dropout masks follow the documented formula in canonical order") {
+  // A 1x1 convolution with an identity kernel, then dropout as the last
+  // layer: with zero targets the training loss is the mean of
+  // (x[i] * mask[i])^2, i in NHWC order, which only the right mask gives.
+  const int64_t batch_size = 2, h = 3, w = 2, c = 17;
+  const float rate = 0.4f;
+  ModelSpec spec = modelSpec(
+      {h, w, c}, {conv2d(c, 1, 1, Padding::Valid, Activation::Linear), dropout(rate), flatten()},
+      LossKind::MeanSquaredError);
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  FlatBuffer parameters(layout.totalSize()), gradients(layout.totalSize());
+  const VariableView& kernel = *layout.find("layer0/kernel");
+  for (int64_t i = 0; i < c; ++i) parameters.data()[kernel.offset + i * c + i] = 1.0f;
+  const auto replica = cpuDevice().createReplica(graph, layout, batch_size, kReplicaSeed);
+  const TestBatch data(graph, batch_size, 5);
+  const std::vector<float> zeros(data.targets.size(), 0.0f);
+  const Batch batch{batch_size, data.inputs.data(), nullptr, zeros.data()};
+
+  const uint64_t step = 12;
+  const int dropout_layer = 1;
+  const uint64_t stream = hashCombine(kReplicaSeed, hashCombine(step, dropout_layer));
+  double expected = 0.0;
+  int64_t dropped = 0;
+  for (size_t i = 0; i < data.inputs.size(); ++i) {
+    const bool drop = uniformFloat(stream, i) < rate;
+    dropped += drop;
+    const double y = drop ? 0.0 : double(data.inputs[i]) / (1.0 - rate);
+    expected += y * y;
+  }
+  expected /= double(data.inputs.size());
+  CHECK(dropped > 0);
+  CHECK(dropped < int64_t(data.inputs.size()));
+  CHECK(replica->trainStep(batch, parameters.data(), gradients.data(), step).loss ==
+        Approx(expected).epsilon(1e-5));
+  // The same step gives the same mask; evaluation applies none.
+  CHECK(replica->trainStep(batch, parameters.data(), gradients.data(), step).loss ==
+        Approx(expected).epsilon(1e-5));
+  double no_dropout = 0.0;
+  for (float x : data.inputs) no_dropout += double(x) * double(x);
+  CHECK(replica->evaluate(batch, parameters.data()).loss ==
+        Approx(no_dropout / double(data.inputs.size())).epsilon(1e-5));
+}
+
+// ---- the step contract ----
+
+TEST_CASE("a train step is deterministic and agrees with evaluate") {
+  TestModel model(
+      modelSpec({6, 6, 1}, {conv2d(8, 3, 1, Padding::Same, Activation::Relu),
+                            pooling(LayerKind::MaxPool, 2, 2, Padding::Valid), flatten(),
+                            dense(10, Activation::Relu), dropout(0.2f), dense(4)}),
+      5);
+  const TestBatch data(model.graph, 5, 8);
+  FlatBuffer first(model.layout.totalSize()), second(model.layout.totalSize());
+  const StepResult a =
+      model.replica->trainStep(data.batch(), model.parameters.data(), first.data(), 7);
+  const StepResult b =
+      model.replica->trainStep(data.batch(), model.parameters.data(), second.data(), 7);
+  CHECK(a.loss == b.loss);
+  CHECK(a.correct == b.correct);
+  CHECK(std::equal(first.data(), first.data() + first.size(), second.data()));
+  const StepResult other_step =
+      model.replica->trainStep(data.batch(), model.parameters.data(), second.data(), 8);
+  CHECK(other_step.loss != a.loss);  // another dropout mask
+
+  // Without dropout the training loss is evaluate's.
+  TestModel plain(modelSpec({5}, {dense(4, Activation::Tanh), dense(3)}), 4);
+  const TestBatch plain_data(plain.graph, 4, 9);
+  FlatBuffer gradients(plain.layout.totalSize());
+  const StepResult trained =
+      plain.replica->trainStep(plain_data.batch(), plain.parameters.data(), gradients.data(), 0);
+  const StepResult evaluated = plain.replica->evaluate(plain_data.batch(), plain.parameters.data());
+  CHECK(trained.loss == evaluated.loss);
+  CHECK(trained.correct == evaluated.correct);
+}
+
+TEST_CASE("softmax cross-entropy: stable for large logits, counts arg-max hits") {
+  // A frozen identity dense layer passes the inputs through as logits.
+  ModelSpec spec = modelSpec({3}, {frozen(dense(3))});
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  FlatBuffer parameters(layout.totalSize());
+  const VariableView& kernel = *layout.find("layer0/kernel");
+  for (int i = 0; i < 3; ++i) parameters.data()[kernel.offset + i * 3 + i] = 1.0f;
+  const auto replica = cpuDevice().createReplica(graph, layout, 2, kReplicaSeed);
+  const std::vector<float> logits{1000.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const std::vector<int32_t> labels{0, 2};
+  const StepResult r =
+      replica->evaluate({2, logits.data(), labels.data(), nullptr}, parameters.data());
+  // Example 0: log(1 + 2e-1000) ~ 0; example 1: log 3.
+  CHECK(r.loss == Approx(std::log(3.0) / 2.0));
+  CHECK(r.correct == 1);  // example 1's arg-max is its first element, 0, not 2
+
+  const std::vector<int32_t> bad_labels{0, 3};
+  CHECK_THROWS_AS(
+      replica->evaluate({2, logits.data(), bad_labels.data(), nullptr}, parameters.data()),
+      InputError);
+}
+
+}  // namespace traind

@@ -1,0 +1,390 @@
+#include "core/dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "core/input_pipeline.h"
+#include "test/temp_dir.h"
+
+using Catch::Matchers::EndsWith;
+using Catch::Matchers::Equals;
+using Catch::Matchers::StartsWith;
+
+namespace traind {
+namespace {
+
+const std::string kFashion = "/usr/share/datasets/fashion-mnist/";
+
+std::string idxBytes(uint32_t magic, const std::vector<uint32_t>& dims,
+                     const std::vector<uint8_t>& elements) {
+  std::string bytes;
+  auto put = [&bytes](uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) bytes += char((v >> shift) & 0xff);
+  };
+  put(magic);
+  for (uint32_t d : dims) put(d);
+  bytes.append(elements.begin(), elements.end());
+  return bytes;
+}
+
+void writeRaw(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+void writeGzip(const std::filesystem::path& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  REQUIRE(gzwrite(file, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
+  REQUIRE(gzclose(file) == Z_OK);
+}
+
+std::string readRaw(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Three 2x2 images whose pixels are 0, 51, ..., 255 and labels 2, 0, 1.
+const std::vector<uint8_t> kPixels = {0, 51, 102, 153, 204, 255, 0, 51, 102, 153, 204, 255};
+const std::string kImages = idxBytes(idx_format::kImagesMagic, {3, 2, 2}, kPixels);
+const std::string kLabels = idxBytes(idx_format::kLabelsMagic, {3}, {2, 0, 1});
+
+// Examples whose inputs say which they are: example i is {i, -i}, label i % 7,
+// target 10 i.
+Dataset indexedDataset(int64_t n) {
+  Dataset data;
+  data.example_shape = {2};
+  data.size = n;
+  for (int64_t i = 0; i < n; ++i) {
+    data.inputs.push_back(float(i));
+    data.inputs.push_back(-float(i));
+    data.labels.push_back(int32_t(i % 7));
+    data.targets.push_back(10.0f * float(i));
+  }
+  data.num_classes = 7;
+  return data;
+}
+
+// The example indices of a batch of an indexedDataset, checking that inputs,
+// labels and targets travelled together.
+std::vector<int64_t> exampleIndices(const Batch& batch) {
+  std::vector<int64_t> indices;
+  for (int64_t j = 0; j < batch.size; ++j) {
+    const int64_t i = int64_t(batch.inputs[2 * j]);
+    REQUIRE(batch.inputs[2 * j + 1] == -float(i));
+    REQUIRE(batch.labels[j] == int32_t(i % 7));
+    REQUIRE(batch.targets[j] == 10.0f * float(i));
+    indices.push_back(i);
+  }
+  return indices;
+}
+
+std::vector<std::vector<int64_t>> readSteps(const Dataset& data, int64_t batch_size, bool shuffle,
+                                            uint64_t seed, int64_t first_step, int64_t steps,
+                                            int prefetch = 3) {
+  InputPipeline pipeline(data, batch_size, shuffle, seed, first_step, prefetch);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t s = 0; s < steps; ++s) batches.push_back(exampleIndices(pipeline.next()));
+  return batches;
+}
+
+}  // namespace
+
+TEST_CASE("Fashion-MNIST's training set loads whole, in well under a second", "[dataset][idx]") {
+  const auto start = std::chrono::steady_clock::now();
+  const Dataset data = loadIdxDataset(
+      {kFashion + "train-images-idx3-ubyte.gz", kFashion + "train-labels-idx1-ubyte.gz", 0});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WARN("loaded 60000 Fashion-MNIST examples in " << seconds << " s");
+  CHECK(seconds < 2.0);  // ~0.25 s here; slack for a loaded machine
+
+  REQUIRE(data.size == 60000);
+  REQUIRE(data.example_shape == Shape{28, 28, 1});
+  REQUIRE(data.inputs.size() == size_t(60000 * 28 * 28));
+  REQUIRE(data.labels.size() == 60000);
+  REQUIRE(data.targets.empty());
+  REQUIRE(data.num_classes == 10);
+  std::vector<int> per_class(10);
+  for (int32_t label : data.labels) {
+    REQUIRE(label >= 0);
+    REQUIRE(label < 10);
+    ++per_class[label];
+  }
+  CHECK(per_class == std::vector<int>(10, 6000));
+  const auto [lo, hi] = std::minmax_element(data.inputs.begin(), data.inputs.end());
+  CHECK(*lo == 0.0f);
+  CHECK(*hi == 1.0f);
+  const double mean =
+      std::accumulate(data.inputs.begin(), data.inputs.end(), 0.0) / double(data.inputs.size());
+  CHECK(mean == Approx(72.94 / 255).epsilon(0.01));  // Fashion-MNIST's known pixel mean
+}
+
+TEST_CASE("limit keeps the first examples of the test set", "[dataset][idx]") {
+  const IdxSource source{kFashion + "t10k-images-idx3-ubyte.gz",
+                         kFashion + "t10k-labels-idx1-ubyte.gz", 0};
+  const Dataset all = loadIdxDataset(source);
+  REQUIRE(all.size == 10000);
+  IdxSource limited = source;
+  limited.limit = 100;
+  const Dataset first = loadIdxDataset(limited);
+  REQUIRE(first.size == 100);
+  REQUIRE(first.inputs.size() == size_t(100 * 784));
+  CHECK(std::equal(first.inputs.begin(), first.inputs.end(), all.inputs.begin()));
+  CHECK(std::equal(first.labels.begin(), first.labels.end(), all.labels.begin()));
+  limited.limit = 20000;  // more than the files hold: all of them
+  CHECK(loadIdxDataset(limited).size == 10000);
+}
+
+TEST_CASE("raw and gzip IDX files load alike, told apart by content, not name", "[dataset][idx]") {
+  TempDir dir;
+  writeRaw(dir / "images.raw", kImages);
+  writeRaw(dir / "labels.raw", kLabels);
+  writeGzip(dir / "images.gz", kImages);
+  writeGzip(dir / "labels.gz", kLabels);
+  // Misleading names: gzip content named .idx, raw content named .gz.
+  writeGzip(dir / "images.idx", kImages);
+  writeRaw(dir / "labels-raw.gz", kLabels);
+
+  for (const auto& [images, labels] :
+       std::vector<std::pair<std::string, std::string>>{{"images.raw", "labels.raw"},
+                                                        {"images.gz", "labels.gz"},
+                                                        {"images.idx", "labels-raw.gz"}}) {
+    INFO(images << " + " << labels);
+    const Dataset data = loadIdxDataset({dir / images, dir / labels, 0});
+    REQUIRE(data.size == 3);
+    REQUIRE(data.example_shape == Shape{2, 2, 1});
+    REQUIRE(data.inputs.size() == 12);
+    for (size_t i = 0; i < kPixels.size(); ++i) CHECK(data.inputs[i] == float(kPixels[i]) / 255.0f);
+    CHECK(data.inputs[5] == 1.0f);
+    CHECK(data.labels == std::vector<int32_t>{2, 0, 1});
+    CHECK(data.num_classes == 3);
+  }
+}
+
+TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[dataset][idx]") {
+  TempDir dir;
+  const std::string images = dir / "images";
+  const std::string labels = dir / "labels";
+  writeRaw(labels, kLabels);
+  auto loadWithImages = [&](const std::string& bytes) {
+    writeRaw(images, bytes);
+    return loadIdxDataset({images, labels, 0});
+  };
+
+  SECTION("truncated pixels") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(kImages.substr(0, kImages.size() - 2)), InputError,
+        Catch::Message(images +
+                       ": header declares 3 images of 2x2 but the file holds 10 bytes of pixels"));
+  }
+  SECTION("more pixels than the header declares") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(kImages + "x"), InputError,
+        Catch::Message(images +
+                       ": header declares 3 images of 2x2 but the file holds 13 bytes of pixels"));
+  }
+  SECTION("a header that claims far more than the file holds") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(idxBytes(idx_format::kImagesMagic, {60000, 28, 28}, {1, 2, 3})), InputError,
+        Catch::Message(
+            images +
+            ": header declares 60000 images of 28x28 but the file holds 3 bytes of pixels"));
+  }
+  SECTION("a labels file given as images") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(kLabels), InputError,
+        Catch::Message(images +
+                       ": expected IDX magic 0x00000803 (images), got 0x00000801 (a labels file)"));
+  }
+  SECTION("not an IDX file") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages("PK\x03\x04 a zip archive"), InputError,
+        Catch::Message(images + ": expected IDX magic 0x00000803 (images), got 0x504b0304"));
+  }
+  SECTION("float elements") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(idxBytes(0x00000d03, {1, 1, 1}, {0, 0, 0, 0})), InputError,
+        Catch::Message(images + ": expected IDX magic 0x00000803 (images), got 0x00000d03"));
+  }
+  SECTION("a file that ends inside its header") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(kImages.substr(0, 10)), InputError,
+        Catch::Message(images + ": file ends after 10 bytes, inside its 16-byte IDX header"));
+    CHECK_THROWS_MATCHES(
+        loadWithImages(""), InputError,
+        Catch::Message(images + ": file ends after 0 bytes, inside its 16-byte IDX header"));
+  }
+  SECTION("no images") {
+    CHECK_THROWS_MATCHES(loadWithImages(idxBytes(idx_format::kImagesMagic, {0, 2, 2}, {})),
+                         InputError, Catch::Message(images + ": header declares 0 images of 2x2"));
+  }
+  SECTION("image and label counts differ") {
+    writeRaw(labels, idxBytes(idx_format::kLabelsMagic, {2}, {0, 1}));
+    CHECK_THROWS_MATCHES(
+        loadWithImages(kImages), InputError,
+        Catch::Message(images + ": 3 images but " + labels + ": 2 labels; the counts must match"));
+  }
+  SECTION("a missing file") {
+    CHECK_THROWS_MATCHES(
+        loadIdxDataset({dir / "nope", labels, 0}), InputError,
+        Catch::Message((dir / "nope").string() + ": cannot open: No such file or directory"));
+  }
+  SECTION("a directory") {
+    CHECK_THROWS_MATCHES(loadIdxDataset({dir.path(), labels, 0}), InputError,
+                         Catch::Message(dir.path().string() + ": is a directory, not an IDX file"));
+  }
+  SECTION("a truncated gzip file") {
+    const std::string gz = readRaw(kFashion + "t10k-labels-idx1-ubyte.gz");
+    writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
+    writeRaw(labels, gz.substr(0, gz.size() / 2));
+    CHECK_THROWS_MATCHES(
+        loadIdxDataset({images, labels, 0}), InputError,
+        Catch::Matchers::Predicate<std::exception>([&](const std::exception& e) {
+          const std::string m = e.what();
+          return m.starts_with(labels + ": header declares 10000 labels but the file holds ") &&
+                 m.ends_with(" bytes of labels (gzip: unexpected end of file)");
+        }));
+  }
+  SECTION("a gzip file with a wrong checksum") {
+    std::string gz = readRaw(kFashion + "t10k-labels-idx1-ubyte.gz");
+    gz[gz.size() - 6] ^= 0x55;  // the CRC-32 in the trailer
+    writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
+    writeRaw(labels, gz);
+    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 0}), InputError,
+                         Catch::Message(labels + ": corrupt gzip stream: incorrect data check"));
+  }
+}
+
+TEST_CASE("synthetic regression data is y = x^2 + noise, fixed by the seed", "[dataset]") {
+  const SyntheticRegressionSpec spec{5000, -2.0f, 3.0f, 0.1f};
+  const Dataset data = makeSyntheticRegression(spec, 42);
+  REQUIRE(data.size == 5000);
+  REQUIRE(data.example_shape == Shape{1});
+  REQUIRE(data.inputs.size() == 5000);
+  REQUIRE(data.targets.size() == 5000);
+  REQUIRE(data.labels.empty());
+  REQUIRE(data.num_classes == 0);
+  double sum = 0, sum_squares = 0;
+  for (int64_t i = 0; i < data.size; ++i) {
+    const float x = data.inputs[i];
+    REQUIRE(x >= -2.0f);
+    REQUIRE(x <= 3.0f);
+    const double noise = data.targets[i] - double(x) * x;
+    sum += noise;
+    sum_squares += noise * noise;
+  }
+  CHECK(std::abs(sum / 5000) < 0.01);
+  CHECK(std::sqrt(sum_squares / 5000) == Approx(0.1).epsilon(0.05));
+  const auto [lo, hi] = std::minmax_element(data.inputs.begin(), data.inputs.end());
+  CHECK(*lo < -1.99f);
+  CHECK(*hi > 2.99f);
+
+  const Dataset again = makeSyntheticRegression(spec, 42);
+  CHECK(again.inputs == data.inputs);
+  CHECK(again.targets == data.targets);
+  CHECK(makeSyntheticRegression(spec, 43).inputs != data.inputs);
+}
+
+TEST_CASE("sliceBatch points into the data set", "[dataset]") {
+  const Dataset data = indexedDataset(10);
+  const Batch batch = sliceBatch(data, 4, 3);
+  CHECK(batch.size == 3);
+  CHECK(batch.inputs == data.inputs.data() + 8);
+  CHECK(batch.labels == data.labels.data() + 4);
+  CHECK(batch.targets == data.targets.data() + 4);
+  CHECK(exampleIndices(batch) == std::vector<int64_t>{4, 5, 6});
+  CHECK(sliceBatch(data, 10, 0).size == 0);
+  CHECK_THROWS_AS(sliceBatch(data, 8, 3), std::out_of_range);
+  CHECK_THROWS_AS(sliceBatch(data, -1, 1), std::out_of_range);
+
+  const Dataset regression = makeSyntheticRegression({}, 1);
+  CHECK(sliceBatch(regression, 0, 2).labels == nullptr);
+}
+
+TEST_CASE("without shuffle the pipeline goes in order and drops partial batches", "[pipeline]") {
+  const Dataset data = indexedDataset(10);
+  const auto batches = readSteps(data, 3, false, 7, 0, 7);
+  const std::vector<std::vector<int64_t>> expected = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {0, 1, 2},
+                                                      {3, 4, 5}, {6, 7, 8}, {0, 1, 2}};
+  CHECK(batches == expected);
+  CHECK(InputPipeline(data, 3, false, 7, 0, 1).stepsPerEpoch() == 3);
+}
+
+TEST_CASE("each shuffled epoch is a new permutation of the data set", "[pipeline]") {
+  const Dataset data = indexedDataset(103);  // 10 batches of 10 a epoch, 3 dropped
+  const auto batches = readSteps(data, 10, true, 7, 0, 30);
+  std::vector<std::vector<int64_t>> epochs(3);
+  for (size_t s = 0; s < batches.size(); ++s)
+    epochs[s / 10].insert(epochs[s / 10].end(), batches[s].begin(), batches[s].end());
+  for (const std::vector<int64_t>& epoch : epochs) {
+    REQUIRE(epoch.size() == 100);
+    REQUIRE(std::set<int64_t>(epoch.begin(), epoch.end()).size() == 100);  // no repeats
+    CHECK(!std::is_sorted(epoch.begin(), epoch.end()));
+  }
+  CHECK(epochs[0] != epochs[1]);
+  CHECK(epochs[1] != epochs[2]);
+  CHECK(readSteps(data, 10, true, 7, 0, 30) == batches);  // same seed, same order
+  CHECK(readSteps(data, 10, true, 8, 0, 10) !=
+        std::vector<std::vector<int64_t>>(batches.begin(), batches.begin() + 10));
+}
+
+TEST_CASE("a pipeline started at step s yields what an uninterrupted one did", "[pipeline]") {
+  const Dataset data = indexedDataset(57);
+  for (const bool shuffle : {true, false}) {
+    const auto uninterrupted = readSteps(data, 8, shuffle, 99, 0, 40);
+    for (const int64_t resume : {1, 6, 7, 13, 27}) {
+      INFO("shuffle " << shuffle << ", resumed at step " << resume);
+      const auto resumed = readSteps(data, 8, shuffle, 99, resume, 40 - resume);
+      CHECK(resumed ==
+            std::vector<std::vector<int64_t>>(uninterrupted.begin() + resume, uninterrupted.end()));
+    }
+  }
+}
+
+TEST_CASE("a batch stays intact while the pipeline reads ahead", "[pipeline]") {
+  const Dataset data = indexedDataset(64);
+  InputPipeline pipeline(data, 4, true, 5, 0, 2);
+  for (int step = 0; step < 40; ++step) {
+    const Batch& batch = pipeline.next();
+    const std::vector<int64_t> before = exampleIndices(batch);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the reader fills the ring
+    CHECK(exampleIndices(batch) == before);
+  }
+}
+
+TEST_CASE("the pipeline shuts down cleanly wherever the consumer stops", "[pipeline]") {
+  const Dataset data = indexedDataset(64);
+  { InputPipeline unused(data, 4, true, 5, 0, 4); }
+  {
+    InputPipeline once(data, 4, true, 5, 0, 4);
+    once.next();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the ring is full, reader waits
+  }
+  {
+    InputPipeline no_read_ahead(data, 4, false, 5, 3, 0);
+    CHECK(exampleIndices(no_read_ahead.next()) == std::vector<int64_t>{12, 13, 14, 15});
+    CHECK(exampleIndices(no_read_ahead.next()) == std::vector<int64_t>{16, 17, 18, 19});
+  }
+  CHECK_THROWS_AS(InputPipeline(data, 65, true, 5, 0, 4), std::invalid_argument);
+  CHECK_THROWS_AS(InputPipeline(data, 0, true, 5, 0, 4), std::invalid_argument);
+}
+
+TEST_CASE("regression batches carry targets and no labels", "[pipeline]") {
+  const Dataset data = makeSyntheticRegression({20, -1.0f, 1.0f, 0.0f}, 3);
+  InputPipeline pipeline(data, 5, false, 1, 0, 2);
+  const Batch& batch = pipeline.next();
+  CHECK(batch.labels == nullptr);
+  REQUIRE(batch.targets != nullptr);
+  for (int j = 0; j < 5; ++j) CHECK(batch.targets[j] == Approx(batch.inputs[j] * batch.inputs[j]));
+}
+
+}  // namespace traind

@@ -1,0 +1,722 @@
+#include "core/model_spec.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using namespace traind;
+
+namespace {
+
+// A fresh directory per test case, removed at its end.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() / ("traind_model_spec_test_" + std::to_string(getpid()) +
+                                         "_" + std::to_string(++counter));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+
+  const fs::path& path() const { return path_; }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path file = path_ / name;
+    fs::create_directories(file.parent_path());
+    std::ofstream(file, std::ios::binary) << text;
+    return file.string();
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string loadError(const std::string& path) {
+  try {
+    loadModelSpec(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("loading " << path << " did not throw InputError");
+  return {};
+}
+
+// The smallest valid spec; error tests write their own variations of it.
+const std::string kMinimal =
+    "input: [4]\n"
+    "layers:\n"
+    "  - {type: dense, units: 3}\n"
+    "optimizer: {type: sgd, learning_rate: 0.1}\n"
+    "data:\n"
+    "  synthetic: {type: regression}\n"
+    "  batch_size: 8\n"
+    "training: {max_steps: 10}\n";
+
+std::string configPath(const std::string& name) {
+  return std::string(TRAIND_SOURCE_DIR) + "/configs/models/" + name;
+}
+
+// Writes kMinimal with `from` replaced by `to` as variant.yaml.
+std::string writeVariant(const TempDir& dir, const std::string& from, const std::string& to) {
+  std::string text = kMinimal;
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  return dir.write("variant.yaml", text);
+}
+
+std::string errorWith(const TempDir& dir, const std::string& from, const std::string& to) {
+  return loadError(writeVariant(dir, from, to));
+}
+
+ModelSpec loadVariant(const TempDir& dir, const std::string& from, const std::string& to) {
+  return loadModelSpec(writeVariant(dir, from, to));
+}
+
+}  // namespace
+
+TEST_CASE("every example config loads", "[model_spec]") {
+  for (const char* name : {"fashion_mlp.yaml", "fashion_cnn.yaml", "fashion_base.yaml",
+                           "fashion_finetune.yaml", "regression.yaml"}) {
+    INFO(name);
+    REQUIRE_NOTHROW(loadModelSpec(configPath(name)));
+  }
+}
+
+TEST_CASE("fashion_cnn.yaml reads as written", "[model_spec]") {
+  const ModelSpec spec = loadModelSpec(configPath("fashion_cnn.yaml"));
+  CHECK(spec.name == "fashion_cnn");
+  CHECK(spec.seed == 42);
+  CHECK(spec.input == Shape{28, 28, 1});
+  REQUIRE(spec.layers.size() == 6);
+  const LayerSpec& conv2 = spec.layers[1];
+  CHECK(conv2.kind == LayerKind::Conv2D);
+  CHECK(conv2.name == "conv2");
+  CHECK(conv2.filters == 64);
+  CHECK(conv2.window == std::array<int64_t, 2>{3, 3});
+  CHECK(conv2.stride == std::array<int64_t, 2>{2, 2});
+  CHECK(conv2.padding == Padding::Same);
+  CHECK(conv2.activation == Activation::Relu);
+  CHECK(conv2.location.line == 8);
+  CHECK(conv2.location.column == 5);
+  CHECK(spec.layers[2].kind == LayerKind::MaxPool);
+  CHECK(spec.layers[2].name == "pool");
+  CHECK(spec.layers[3].name == "flatten_1");
+  CHECK(spec.layers[5].name == "logits");
+  CHECK(spec.layers[5].activation == Activation::Linear);
+  CHECK(spec.loss == LossKind::SoftmaxCrossEntropy);
+  CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Adam);
+  CHECK(spec.learning_rate.kind == LearningRateSpec::Kind::Constant);
+  CHECK(spec.learning_rate.initial == 0.001f);
+  CHECK(spec.data.kind == DataSpec::Kind::Idx);
+  CHECK(spec.data.train.images == "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+  REQUIRE(spec.data.test);
+  CHECK(spec.data.test->labels == "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
+  CHECK(spec.data.batch_size == 100);
+  CHECK(spec.training.epochs == 10);
+  CHECK(spec.training.max_steps == 0);
+  CHECK(spec.checkpoint.dir == "/tmp/traind/fashion_cnn");
+  CHECK(!spec.init_from);
+}
+
+TEST_CASE("fashion_finetune.yaml freezes and reuses the base layers", "[model_spec]") {
+  const ModelSpec spec = loadModelSpec(configPath("fashion_finetune.yaml"));
+  REQUIRE(spec.init_from);
+  CHECK(spec.init_from->checkpoint == "/tmp/traind/fashion_base");
+  CHECK(spec.init_from->layers == std::vector<std::string>{"hidden1", "hidden2", "hidden3"});
+  for (const LayerSpec& layer : spec.layers) {
+    INFO(layer.name);
+    const bool base = layer.name == "hidden1" || layer.name == "hidden2" || layer.name == "hidden3";
+    CHECK(layer.trainable == !base);
+  }
+  CHECK(spec.layers[4].name == "hidden4");
+  CHECK(spec.layers[4].units == 20);
+}
+
+TEST_CASE("regression.yaml uses synthetic data and max_steps", "[model_spec]") {
+  const ModelSpec spec = loadModelSpec(configPath("regression.yaml"));
+  CHECK(spec.loss == LossKind::MeanSquaredError);
+  CHECK(spec.data.kind == DataSpec::Kind::SyntheticRegression);
+  CHECK(spec.data.synthetic.points == 1000);
+  CHECK(spec.data.synthetic.x_min == -1.0f);
+  CHECK(spec.data.synthetic.x_max == 1.0f);
+  CHECK(spec.data.synthetic.noise_stddev == 0.05f);
+  CHECK(spec.data.batch_size == 32);
+  CHECK(spec.training.max_steps == 2000);
+  CHECK(spec.training.epochs == 0);
+  CHECK(spec.checkpoint.dir.empty());
+}
+
+TEST_CASE("omitted fields take their documented defaults", "[model_spec]") {
+  TempDir dir;
+  const ModelSpec spec = loadModelSpec(dir.write("my_model.yaml",
+                                                 "input: [8, 8, 2]\n"
+                                                 "layers:\n"
+                                                 "  - {type: conv2d, filters: 4, kernel: [3, 2]}\n"
+                                                 "  - {type: avg_pool, size: [2, 3]}\n"
+                                                 "  - {type: flatten}\n"
+                                                 "  - {type: dense, name: middle, units: 5}\n"
+                                                 "  - {type: dropout, rate: 0.25}\n"
+                                                 "  - {type: dense, units: 2}\n"
+                                                 "  - {type: activation, activation: sigmoid}\n"
+                                                 "optimizer: {type: momentum, learning_rate: 0.5}\n"
+                                                 "data:\n"
+                                                 "  synthetic: {type: regression}\n"
+                                                 "training: {epochs: 1}\n"));
+  CHECK(spec.name == "my_model");
+  CHECK(spec.seed == 0);
+  CHECK(spec.loss == LossKind::SoftmaxCrossEntropy);
+
+  const LayerSpec& conv = spec.layers[0];
+  CHECK(conv.name == "conv2d_1");
+  CHECK(conv.window == std::array<int64_t, 2>{3, 2});
+  CHECK(conv.stride == std::array<int64_t, 2>{1, 1});
+  CHECK(conv.padding == Padding::Valid);
+  CHECK(conv.activation == Activation::Linear);
+  CHECK(conv.use_bias);
+  CHECK(conv.trainable);
+  CHECK(conv.kernel_initializer.kind == InitializerSpec::Kind::GlorotUniform);
+  CHECK(conv.bias_initializer.kind == InitializerSpec::Kind::Zeros);
+
+  const LayerSpec& pool = spec.layers[1];
+  CHECK(pool.name == "avg_pool_1");
+  CHECK(pool.stride == std::array<int64_t, 2>{2, 3});  // the size
+  CHECK(pool.padding == Padding::Valid);
+
+  CHECK(spec.layers[2].name == "flatten_1");
+  CHECK(spec.layers[3].name == "middle");
+  CHECK(spec.layers[4].name == "dropout_1");
+  CHECK(spec.layers[4].rate == 0.25f);
+  CHECK(spec.layers[5].name == "dense_2");  // counts the named dense layer too
+  CHECK(spec.layers[6].name == "activation_1");
+  CHECK(spec.layers[6].activation == Activation::Sigmoid);
+
+  CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Momentum);
+  CHECK(spec.optimizer.momentum == 0.9f);
+  CHECK(!spec.optimizer.nesterov);
+  CHECK(spec.optimizer.weight_decay == 0.0f);
+  CHECK(spec.learning_rate.kind == LearningRateSpec::Kind::Constant);
+  CHECK(spec.learning_rate.initial == 0.5f);
+
+  CHECK(spec.data.synthetic.points == 1000);
+  CHECK(spec.data.synthetic.x_min == -1.0f);
+  CHECK(spec.data.synthetic.x_max == 1.0f);
+  CHECK(spec.data.synthetic.noise_stddev == 0.05f);
+  CHECK(spec.data.batch_size == 32);
+  CHECK(spec.data.shuffle);
+  CHECK(spec.data.prefetch_batches == 4);
+  CHECK(spec.training.log_every == 100);
+  CHECK(spec.training.eval_every == 0);
+  CHECK(spec.training.threads == 0);
+  CHECK(spec.checkpoint.dir.empty());
+  CHECK(spec.checkpoint.keep == 5);
+  CHECK(!spec.init_from);
+}
+
+TEST_CASE("every optional field is read", "[model_spec]") {
+  TempDir dir;
+  const ModelSpec spec = loadModelSpec(dir.write(
+      "full.yaml",
+      "name: full-model.v2\n"
+      "seed: 9223372036854775807\n"
+      "input: [6, 6, 1]\n"
+      "layers:\n"
+      "  - type: conv2d\n"
+      "    filters: 2\n"
+      "    kernel: 3\n"
+      "    stride: [1, 2]\n"
+      "    padding: same\n"
+      "    activation: tanh\n"
+      "    use_bias: false\n"
+      "    trainable: false\n"
+      "    kernel_initializer: he_normal\n"
+      "    bias_initializer: {constant: 0.1}\n"
+      "  - {type: max_pool, size: 2, stride: 1, padding: same}\n"
+      "  - {type: flatten}\n"
+      "  - {type: dense, units: 1, kernel_initializer: glorot_normal, "
+      "bias_initializer: he_uniform}\n"
+      "loss: mse\n"
+      "optimizer:\n"
+      "  type: adam\n"
+      "  learning_rate: {initial: 0.1, decay: exponential, decay_steps: 1000, "
+      "decay_rate: 0.96, staircase: true}\n"
+      "  weight_decay: 0.0005\n"
+      "  beta1: 0.8\n"
+      "  beta2: 0.99\n"
+      "  epsilon: 1e-8\n"
+      "data:\n"
+      "  synthetic: {type: regression, points: 50, x_min: -2, x_max: 3.5, noise_stddev: 0}\n"
+      "  batch_size: 10\n"
+      "  shuffle: false\n"
+      "  prefetch_batches: 2\n"
+      "training: {max_steps: 7, log_every: 1, eval_every: 3, threads: 2}\n"
+      "checkpoint: {dir: /tmp/x, every_steps: 5, every_seconds: 1.5, keep: 2}\n"));
+  CHECK(spec.name == "full-model.v2");
+  CHECK(spec.seed == 9223372036854775807ull);
+  const LayerSpec& conv = spec.layers[0];
+  CHECK(conv.stride == std::array<int64_t, 2>{1, 2});
+  CHECK(conv.padding == Padding::Same);
+  CHECK(conv.activation == Activation::Tanh);
+  CHECK(!conv.use_bias);
+  CHECK(!conv.trainable);
+  CHECK(conv.kernel_initializer.kind == InitializerSpec::Kind::HeNormal);
+  CHECK(conv.bias_initializer.kind == InitializerSpec::Kind::Constant);
+  CHECK(conv.bias_initializer.value == 0.1f);
+  CHECK(spec.layers[1].stride == std::array<int64_t, 2>{1, 1});
+  CHECK(spec.layers[1].padding == Padding::Same);
+  CHECK(spec.layers[3].kernel_initializer.kind == InitializerSpec::Kind::GlorotNormal);
+  CHECK(spec.layers[3].bias_initializer.kind == InitializerSpec::Kind::HeUniform);
+  CHECK(spec.loss == LossKind::MeanSquaredError);
+  CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Adam);
+  CHECK(spec.optimizer.weight_decay == 0.0005f);
+  CHECK(spec.optimizer.beta1 == 0.8f);
+  CHECK(spec.optimizer.beta2 == 0.99f);
+  CHECK(spec.optimizer.epsilon == 1e-8f);
+  CHECK(spec.learning_rate.kind == LearningRateSpec::Kind::ExponentialDecay);
+  CHECK(spec.learning_rate.initial == 0.1f);
+  CHECK(spec.learning_rate.decay_steps == 1000);
+  CHECK(spec.learning_rate.decay_rate == 0.96f);
+  CHECK(spec.learning_rate.staircase);
+  CHECK(spec.data.synthetic.points == 50);
+  CHECK(spec.data.synthetic.x_min == -2.0f);
+  CHECK(spec.data.synthetic.x_max == 3.5f);
+  CHECK(spec.data.synthetic.noise_stddev == 0.0f);
+  CHECK(!spec.data.shuffle);
+  CHECK(spec.data.prefetch_batches == 2);
+  CHECK(spec.training.max_steps == 7);
+  CHECK(spec.training.log_every == 1);
+  CHECK(spec.training.eval_every == 3);
+  CHECK(spec.training.threads == 2);
+  CHECK(spec.checkpoint.dir == "/tmp/x");
+  CHECK(spec.checkpoint.every_steps == 5);
+  CHECK(spec.checkpoint.every_seconds == 1.5);
+  CHECK(spec.checkpoint.keep == 2);
+}
+
+TEST_CASE("momentum and adagrad options", "[model_spec]") {
+  TempDir dir;
+  std::string text = kMinimal;
+  text.replace(text.find("{type: sgd"), std::string("{type: sgd, learning_rate: 0.1}").size(),
+               "{type: momentum, learning_rate: 0.1, momentum: 0.5, nesterov: true}");
+  ModelSpec spec = loadModelSpec(dir.write("m.yaml", text));
+  CHECK(spec.optimizer.momentum == 0.5f);
+  CHECK(spec.optimizer.nesterov);
+
+  text = kMinimal;
+  text.replace(text.find("{type: sgd"), std::string("{type: sgd, learning_rate: 0.1}").size(),
+               "{type: adagrad, learning_rate: 0.1, initial_accumulator: 0.2, epsilon: 0.001}");
+  spec = loadModelSpec(dir.write("a.yaml", text));
+  CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Adagrad);
+  CHECK(spec.optimizer.initial_accumulator == 0.2f);
+  CHECK(spec.optimizer.epsilon == 0.001f);
+}
+
+TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train-images", "x");
+  dir.write("data/train-labels", "x");
+  dir.write("data/test-images", "x");
+  const std::string spec_path = dir.write(
+      "specs/model.yaml",
+      "input: [4]\n"
+      "layers: [{type: dense, name: out, units: 2}]\n"
+      "optimizer: {type: sgd, learning_rate: 0.1}\n"
+      "data:\n"
+      "  train: {images: ../data/train-images, labels: ../data/./train-labels, limit: 10}\n"
+      "  test:\n"
+      "    images: ../data/test-images\n"
+      "    labels: " +
+          (dir.path() / "data/train-labels").string() +
+          "\n"
+          "  batch_size: 2\n"
+          "training: {epochs: 1}\n"
+          "checkpoint: {dir: ckpt}\n"
+          "init_from: {checkpoint: ../base, layers: [out]}\n");
+  const fs::path root = fs::weakly_canonical(dir.path());
+  const ModelSpec spec = loadModelSpec(spec_path);
+  CHECK(spec.path == spec_path);
+  CHECK(spec.data.train.images == (root / "data/train-images").string());
+  CHECK(spec.data.train.labels == (root / "data/train-labels").string());
+  CHECK(spec.data.train.limit == 10);
+  REQUIRE(spec.data.test);
+  CHECK(spec.data.test->images == (root / "data/test-images").string());
+  CHECK(spec.data.test->labels == (dir.path() / "data/train-labels").string());  // kept
+  CHECK(spec.checkpoint.dir == (root / "specs/ckpt").string());
+  REQUIRE(spec.init_from);
+  CHECK(spec.init_from->checkpoint == (root / "base").string());
+  CHECK(spec.init_from->layers == std::vector<std::string>{"out"});
+}
+
+TEST_CASE("a relative spec path resolves from the working directory", "[model_spec]") {
+  TempDir dir;
+  dir.write("images", "x");
+  dir.write("labels", "x");
+  const std::string body =
+      "input: [4]\n"
+      "layers: [{type: dense, units: 2}]\n"
+      "optimizer: {type: sgd, learning_rate: 0.1}\n"
+      "data: {train: {images: images, labels: labels}, batch_size: 2}\n"
+      "training: {epochs: 1}\n";
+  dir.write("sub/spec.yaml", body);
+  const fs::path previous = fs::current_path();
+  fs::current_path(dir.path());
+  ModelSpec spec;
+  std::string message;
+  try {
+    spec = loadModelSpec("sub/spec.yaml");
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  fs::current_path(previous);
+  // Data relative to sub/, which has none: the message names the resolved path.
+  CHECK(message == "sub/spec.yaml:4:24: data.train.images: expected an existing file, got '" +
+                       (fs::weakly_canonical(dir.path()) / "sub/images").string() +
+                       "' (no such file)");
+}
+
+TEST_CASE("a missing data file names the field and the resolved path", "[model_spec]") {
+  TempDir dir;
+  dir.write("labels.gz", "x");
+  const std::string path = dir.write("spec.yaml",
+                                     "input: [4]\n"
+                                     "layers: [{type: dense, units: 2}]\n"
+                                     "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                                     "data:\n"
+                                     "  train:\n"
+                                     "    images: missing/images.gz\n"
+                                     "    labels: labels.gz\n"
+                                     "  batch_size: 2\n"
+                                     "training: {epochs: 1}\n");
+  const fs::path root = fs::weakly_canonical(dir.path());
+  CHECK(loadError(path) == path + ":6:13: data.train.images: expected an existing file, got '" +
+                               (root / "missing/images.gz").string() + "' (no such file)");
+
+  dir.write("spec2.yaml",
+            "input: [4]\n"
+            "layers: [{type: dense, units: 2}]\n"
+            "optimizer: {type: sgd, learning_rate: 0.1}\n"
+            "data: {train: {images: labels.gz, labels: .}, batch_size: 2}\n"
+            "training: {epochs: 1}\n");
+  CHECK(loadError((dir.path() / "spec2.yaml").string()) ==
+        (dir.path() / "spec2.yaml").string() +
+            ":4:43: data.train.labels: expected an existing file, got '" + root.string() +
+            "/' (a directory)");
+}
+
+TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {
+  TempDir dir;
+  const std::string path = dir.write("cnn.yaml",
+                                     "input: [28, 28, 1]\n"
+                                     "layers:\n"
+                                     "  - {type: conv2d, filters: 8, kernel: 3}\n"
+                                     "  - {type: conv2d, filters: 8, kernel: -3}\n");
+  CHECK(loadError(path) == path + ":4:40: layers[1].kernel: expected a positive integer, got -3");
+}
+
+TEST_CASE("an unknown field suggests the closest known one", "[model_spec]") {
+  TempDir dir;
+  const std::string path = dir.write("spec.yaml",
+                                     "input: [4]\n"
+                                     "layers:\n"
+                                     "  - {type: dense, units: 3}\n"
+                                     "  - {type: dense, units: 3}\n"
+                                     "  - type: dense\n"
+                                     "    unit: 10\n");
+  CHECK(loadError(path) == path + ":6:5: layers[2]: unknown field 'unit' (did you mean 'units'?)");
+}
+
+TEST_CASE("an unknown field with no near match lists the known ones", "[model_spec]") {
+  TempDir dir;
+  std::string path = dir.write("a.yaml", kMinimal + "learning_rate: 0.1\n");
+  CHECK(loadError(path) ==
+        path +
+            ":9:1: unknown field 'learning_rate' (the fields of a model spec are name, seed, "
+            "input, layers, loss, optimizer, data, training, checkpoint, init_from)");
+
+  // A field of another layer type is unknown here.
+  path = dir.write("b.yaml",
+                   "input: [4, 4, 1]\n"
+                   "layers:\n"
+                   "  - {type: max_pool, size: 2, units: 3}\n");
+  CHECK(loadError(path) == path +
+                               ":3:31: layers[0]: unknown field 'units' (the fields of a max_pool "
+                               "layer are type, name, size, stride, padding)");
+
+  // And an option of another optimizer.
+  path = dir.write("c.yaml",
+                   "input: [4]\n"
+                   "layers: [{type: dense, units: 3}]\n"
+                   "optimizer:\n"
+                   "  type: adam\n"
+                   "  learning_rate: 0.1\n"
+                   "  nesterov: true\n");
+  CHECK(loadError(path) ==
+        path +
+            ":6:3: optimizer: unknown field 'nesterov' (the fields of the adam optimizer are "
+            "type, learning_rate, weight_decay, beta1, beta2, epsilon)");
+
+  // A misspelt "type" is reported as such, not as a missing type.
+  path = dir.write("d.yaml",
+                   "input: [4]\n"
+                   "layers: [{tpye: dense, units: 3}]\n");
+  CHECK(loadError(path) == path + ":2:11: layers[0]: unknown field 'tpye' (did you mean 'type'?)");
+}
+
+TEST_CASE("a value outside its choices lists them", "[model_spec]") {
+  TempDir dir;
+  std::string text = kMinimal;
+  text.replace(text.find("sgd"), 3, "adamw");
+  std::string path = dir.write("opt.yaml", text);
+  CHECK(loadError(path) ==
+        path + ":4:19: optimizer.type: expected one of sgd, momentum, adagrad, adam, got 'adamw'");
+
+  path = dir.write("act.yaml",
+                   "input: [4]\n"
+                   "layers: [{type: dense, units: 3, activation: Relu}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:46: layers[0].activation: expected one of relu, tanh, sigmoid, "
+                               "linear, got 'Relu'");
+
+  path = dir.write("type.yaml",
+                   "input: [4]\n"
+                   "layers: [{type: lstm, units: 3}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:17: layers[0].type: expected one of dense, conv2d, max_pool, "
+                               "avg_pool, flatten, dropout, activation, got 'lstm'");
+
+  path = dir.write("init.yaml",
+                   "input: [4]\n"
+                   "layers: [{type: dense, units: 3, kernel_initializer: uniform}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:54: layers[0].kernel_initializer: expected one of "
+                               "glorot_uniform, glorot_normal, he_uniform, he_normal, zeros or "
+                               "{constant: <number>}, got 'uniform'");
+}
+
+TEST_CASE("YAML syntax errors carry their position", "[model_spec]") {
+  TempDir dir;
+  const std::string path = dir.write("bad.yaml",
+                                     "input: [4]\n"
+                                     "layers:\n"
+                                     "  - {type: dense, units: 3\n"
+                                     "optimizer: {type: sgd}\n");
+  const std::string message = loadError(path);
+  INFO(message);
+  CHECK(message.rfind(path + ":4:", 0) == 0);
+  CHECK(message.find("invalid YAML: ") != std::string::npos);
+}
+
+TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
+  TempDir dir;
+  const std::string missing = (dir.path() / "nope.yaml").string();
+  CHECK(loadError(missing) == missing + ": cannot read the model spec: No such file or directory");
+  CHECK(loadError(dir.path().string()) ==
+        dir.path().string() + ": cannot read the model spec: it is a directory");
+  const std::string empty = dir.write("empty.yaml", "");
+  CHECK(loadError(empty) == empty + ": expected a mapping of fields, got an empty value");
+  const std::string list = dir.write("list.yaml", "- 1\n- 2\n");
+  CHECK(loadError(list) == list + ":1:1: expected a mapping of fields, got a list");
+  const std::string huge = dir.write("huge.yaml", std::string(2 << 20, '#'));
+  CHECK(loadError(huge) ==
+        huge + ": expected a model spec of at most 1048576 bytes, got 2097152 bytes");
+}
+
+TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
+  TempDir dir;
+  std::string path = dir.write("a.yaml",
+                               "input: [4]\n"
+                               "layers:\n"
+                               "  - type: dense\n"
+                               "    activation: relu\n");
+  CHECK(loadError(path) == path + ":3:5: layers[0]: missing field 'units'");
+
+  path = dir.write("b.yaml",
+                   "input: [4]\n"
+                   "layers:\n"
+                   "  - type: dense\n"
+                   "    units:\n"
+                   "    activation: relu\n");
+  CHECK(loadError(path) ==
+        path + ":4:5: layers[0].units: expected a positive integer, got an empty value");
+
+  path = dir.write("c.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\ninput: [5]\n");
+  CHECK(loadError(path) == path + ":3:1: duplicate field 'input' (first given at line 1)");
+
+  path = dir.write("d.yaml", "layers: [{type: dense, units: 3}]\n");
+  CHECK(loadError(path) == path + ":1:1: missing field 'input'");
+
+  path = dir.write("e.yaml", "input: [4]\nlayers: [{units: 3}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:10: layers[0]: missing field 'type' (one of dense, conv2d, "
+                               "max_pool, avg_pool, flatten, dropout, activation)");
+
+  path = dir.write("f.yaml", "input: [4]\nlayers: [{type: dense, units: \"3\"}]\n");
+  CHECK(loadError(path) ==
+        path + ":2:31: layers[0].units: expected a positive integer, got the quoted string '3'");
+
+  path = dir.write("g.yaml", "input: [4]\nlayers: [{type: dense, units: 2.5}]\n");
+  CHECK(loadError(path) == path + ":2:31: layers[0].units: expected a positive integer, got 2.5");
+
+  path =
+      dir.write("h.yaml", "input: [4]\nlayers: [{type: conv2d, filters: 1, kernel: [3, 3, 3]}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:45: layers[0].kernel: expected a positive integer or [height, "
+                               "width], got a list");
+
+  path = dir.write("i.yaml", "input: [4]\nlayers: [{type: dense, units: 3000000000}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:31: layers[0].units: expected a positive integer of at most "
+                               "2147483647, got 3000000000");
+}
+
+TEST_CASE("a runaway field name is cut short in the message", "[model_spec]") {
+  TempDir dir;
+  const std::string path = dir.write("long.yaml", kMinimal + std::string(1000, 'x') + ": 1\n");
+  CHECK(loadError(path) == path + ":9:1: unknown field '" + std::string(57, 'x') +
+                               "...' (the fields of a model spec are name, seed, input, layers, "
+                               "loss, optimizer, data, training, checkpoint, init_from)");
+}
+
+TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
+  TempDir dir;
+  std::string path = dir.write("a.yaml",
+                               "input: [4]\n"
+                               "layers:\n"
+                               "  - {type: dense, name: hidden, units: 3}\n"
+                               "  - {type: dense, name: hidden, units: 3}\n");
+  CHECK(loadError(path) ==
+        path + ":4:5: layers[1]: duplicate layer name 'hidden' (layers[0] at line 3 has it too)");
+
+  path = dir.write("b.yaml",
+                   "input: [4]\n"
+                   "layers:\n"
+                   "  - {type: dense, name: dense_2, units: 3}\n"
+                   "  - {type: dense, units: 3}\n");
+  CHECK(loadError(path) ==
+        path + ":4:5: layers[1]: duplicate layer name 'dense_2' (layers[0] at line 3 has it too)");
+
+  path = dir.write("c.yaml", "input: [4]\nlayers: [{type: dense, name: conv/1, units: 3}]\n");
+  CHECK(loadError(path) == path +
+                               ":2:30: layers[0].name: expected a name of letters, digits, '_', "
+                               "'-' and '.', got 'conv/1'");
+}
+
+TEST_CASE("range checks that need no shapes", "[model_spec]") {
+  TempDir dir;
+  const std::string path = (dir.path() / "variant.yaml").string();
+  CHECK(errorWith(dir, "{type: dense, units: 3}", "{type: dropout, rate: 1}") ==
+        path + ":3:27: layers[0].rate: expected a number in [0, 1), got 1");
+  CHECK(errorWith(dir, "batch_size: 8", "batch_size: 0") ==
+        path + ":7:15: data.batch_size: expected a positive integer, got 0");
+  CHECK(errorWith(dir, "learning_rate: 0.1", "learning_rate: -0.1") ==
+        path +
+            ":4:39: optimizer.learning_rate: expected a positive number or a schedule {initial: "
+            "..., decay: ...}, got -0.1");
+  CHECK(errorWith(dir, "type: sgd", "type: adam, beta1: 1.0") ==
+        path + ":4:32: optimizer.beta1: expected a number in [0, 1), got 1.0");
+  CHECK(errorWith(dir, "type: sgd", "type: sgd, weight_decay: -1") ==
+        path + ":4:38: optimizer.weight_decay: expected a non-negative number, got -1");
+  CHECK(errorWith(dir, "learning_rate: 0.1", "learning_rate: {initial: 0.1, decay: exponential}") ==
+        path +
+            ":4:39: optimizer.learning_rate: missing field 'decay_steps' (required with decay: "
+            "exponential)");
+  CHECK(errorWith(dir, "learning_rate: 0.1", "learning_rate: {initial: 0.1, decay_rate: 0.5}") ==
+        path +
+            ":4:66: optimizer.learning_rate.decay_rate: only meaningful with decay: exponential");
+  CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {max_steps: 10, epochs: 2}") ==
+        path + ":8:23: training.max_steps: expected either epochs or max_steps, got both");
+  CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {log_every: 10}") ==
+        path + ":8:11: training: expected epochs or max_steps, got neither");
+  CHECK(errorWith(dir, "training: {max_steps: 10}",
+                  "training: {max_steps: 10}\ncheckpoint: {dir: x, keep: 0}") ==
+        path + ":9:28: checkpoint.keep: expected a positive integer, got 0");
+  CHECK(errorWith(dir, "input: [4]", "input: [4, 4]") ==
+        path + ":1:8: input: expected [features] or [height, width, channels], got a list");
+  CHECK(errorWith(dir, "input: [4]", "input: [4, 0, 1]") ==
+        path + ":1:12: input[1]: expected a positive integer, got 0");
+  CHECK(errorWith(dir, "{type: regression}", "{type: regression, x_min: 1, x_max: 1}") ==
+        path +
+            ":6:50: data.synthetic.x_max: expected x_max greater than x_min, got x_min = 1 and "
+            "x_max = 1");
+  CHECK(errorWith(dir, "  synthetic: {type: regression}\n",
+                  "  synthetic: {type: regression}\n  train: {images: a, labels: b}\n") ==
+        path + ":6:14: data.synthetic: expected either data.train or data.synthetic, got both");
+  CHECK(errorWith(dir, "{type: regression}", "{type: classification}") ==
+        path + ":6:21: data.synthetic.type: expected one of regression, got 'classification'");
+  CHECK(errorWith(dir, "batch_size: 8", "batch_size: 8\n  shuffle: yes") ==
+        path + ":8:12: data.shuffle: expected true or false, got 'yes'");
+}
+
+TEST_CASE("init_from names layers of this spec that have variables", "[model_spec]") {
+  TempDir dir;
+  const std::string path = (dir.path() / "variant.yaml").string();
+  const std::string layers = "  - {type: dense, units: 3}\n";
+  const std::string two_layers =
+      "  - {type: dense, name: hidden, units: 3}\n  - {type: dropout, rate: 0.5}\n";
+  CHECK(errorWith(dir, layers, two_layers + "init_from: {checkpoint: base, layers: []}\n") ==
+        path + ":5:39: init_from.layers: expected a non-empty list of layer names, got a list");
+  CHECK(errorWith(dir, layers, two_layers + "init_from: {checkpoint: base, layers: [hiden]}\n") ==
+        path +
+            ":5:40: init_from.layers[0]: expected the name of a dense or conv2d layer of this "
+            "spec, got 'hiden'");
+  CHECK(
+      errorWith(dir, layers, two_layers + "init_from: {checkpoint: base, layers: [dropout_1]}\n") ==
+      path +
+          ":5:40: init_from.layers[0]: expected the name of a dense or conv2d layer of this "
+          "spec, got 'dropout_1'");
+  CHECK(errorWith(dir, layers,
+                  two_layers + "init_from: {checkpoint: base, layers: [hidden, hidden]}\n") ==
+        path + ":5:48: init_from.layers[1]: layer 'hidden' is listed twice");
+  CHECK(errorWith(dir, layers, two_layers + "init_from: {layers: [hidden]}\n") ==
+        path + ":5:12: init_from: missing field 'checkpoint'");
+}
+
+TEST_CASE("architectureHash covers what decides variable shapes, and only that", "[model_spec]") {
+  TempDir dir;
+  const std::string base = architectureHash(loadModelSpec(dir.write("a.yaml", kMinimal)));
+  CHECK(base.size() == 16);
+  CHECK(base.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(architectureHash(loadModelSpec(dir.write("b.yaml", kMinimal))) == base);
+
+  // Pinned, so that a change to the hash (which orphans every checkpoint's
+  // recorded hash) is deliberate.
+  CHECK(architectureHash(loadModelSpec(configPath("regression.yaml"))) == "a0b486ae9f2a1e1d");
+
+  const std::string layer = "{type: dense, units: 3}";
+  // Unchanged by training choices and by fields that decide no shape.
+  CHECK(architectureHash(loadVariant(dir, "learning_rate: 0.1", "learning_rate: 0.5")) == base);
+  CHECK(architectureHash(loadVariant(dir, "type: sgd", "type: adam")) == base);
+  CHECK(architectureHash(loadVariant(dir, "batch_size: 8", "batch_size: 16")) == base);
+  CHECK(architectureHash(loadVariant(dir, layer,
+                                     "{type: dense, units: 3, activation: relu, trainable: "
+                                     "false, kernel_initializer: zeros}")) == base);
+  CHECK(architectureHash(loadVariant(dir, layer, "{type: dense, name: dense_1, units: 3}")) ==
+        base);
+  // Changed by the input, any layer's shape-deciding fields, names and the loss.
+  CHECK(architectureHash(loadVariant(dir, layer, "{type: dense, units: 4}")) != base);
+  CHECK(architectureHash(loadVariant(dir, layer, "{type: dense, units: 3, use_bias: false}")) !=
+        base);
+  CHECK(architectureHash(loadVariant(dir, layer, "{type: dense, name: out, units: 3}")) != base);
+  CHECK(architectureHash(loadVariant(dir, "input: [4]", "input: [5]")) != base);
+  CHECK(architectureHash(loadVariant(dir, "input: [4]", "input: [4]\nloss: mse")) != base);
+
+  const ModelSpec cnn = loadModelSpec(configPath("fashion_cnn.yaml"));
+  ModelSpec changed = cnn;
+  changed.layers[0].window = {5, 5};
+  CHECK(architectureHash(changed) != architectureHash(cnn));
+  changed = cnn;
+  changed.layers[1].stride = {1, 1};
+  CHECK(architectureHash(changed) != architectureHash(cnn));
+  changed = cnn;
+  changed.layers[2].padding = Padding::Same;
+  CHECK(architectureHash(changed) != architectureHash(cnn));
+  changed = cnn;
+  changed.layers[1].activation = Activation::Tanh;
+  CHECK(architectureHash(changed) == architectureHash(cnn));
+}

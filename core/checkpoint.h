@@ -1,0 +1,72 @@
+// Checkpoints: a directory per saved step, written so that it is complete or
+// absent, and a `latest` pointer, as TensorFlow's Saver keeps them.
+//
+//   <dir>/latest                       "ckpt-0000001200\n"
+//   <dir>/ckpt-0000001200/model.safetensors
+//   <dir>/ckpt-0000001200/manifest.json
+//
+// One writer per directory (the chief). manifest.json:
+//   {"format_version": 1, "global_step": 1200, "model_name": "mnist_mlp",
+//    "architecture_hash": "...", "created": "2024-05-01T12:00:00Z",
+//    "tensors_file": "model.safetensors"}
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/safetensors.h"
+
+namespace traind {
+
+namespace checkpoint_format {
+inline constexpr std::string_view kLatestFile = "latest";
+inline constexpr std::string_view kManifestFile = "manifest.json";
+inline constexpr std::string_view kDirPrefix = "ckpt-";  // then the step, zero-padded
+inline constexpr int kStepDigits = 10;
+// Entries being written; a crash can leave one behind, the next save removes it.
+inline constexpr std::string_view kTempPrefix = ".tmp-";
+inline constexpr int64_t kFormatVersion = 1;
+}  // namespace checkpoint_format
+
+struct CheckpointManifest {
+  int64_t global_step = 0;
+  std::string model_name;
+  std::string architecture_hash;
+  std::string created;  // ISO 8601 UTC
+  std::string tensors_file = "model.safetensors";
+};
+
+// "ckpt-0000001200"
+std::string checkpointDirName(int64_t global_step);
+
+// Writes <dir>/ckpt-<step, 10 digits>/{model.safetensors, manifest.json},
+// atomically: write into a temp dir in <dir>, fsync files and dir, rename into
+// place, then replace <dir>/latest (a small text file holding the checkpoint
+// dir's name) via temp file + fsync + rename. Then deletes all but the newest
+// `keep` checkpoints (by step; never the one just written; keep <= 0 keeps
+// all) and leftovers of interrupted saves. A crash at any point leaves
+// either the old or the new latest, complete. Saving a step that already has
+// a checkpoint replaces its files one by one, each by an atomic rename, so
+// that it stays complete throughout. Returns the checkpoint's path.
+// std::system_error / std::filesystem::filesystem_error when the disk refuses.
+std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
+                                     const CheckpointManifest& manifest,
+                                     const std::vector<TensorRef>& tensors, int keep);
+
+// The checkpoint <dir>/latest names, or nullopt if there is none (no dir or no
+// latest file). InputError if latest names a missing or incomplete checkpoint.
+std::optional<std::filesystem::path> findLatestCheckpoint(const std::filesystem::path& dir);
+
+// Accepts either a checkpoint directory or a checkpoints dir with a `latest`
+// (resolves it). InputError if it is neither, or the checkpoint is incomplete.
+std::filesystem::path resolveCheckpoint(const std::filesystem::path& path);
+
+// Reads <checkpoint>/manifest.json. InputError naming the file and the field
+// if it is missing, not JSON, or a field is absent or of the wrong type.
+CheckpointManifest readManifest(const std::filesystem::path& checkpoint);
+
+}  // namespace traind

@@ -1,0 +1,193 @@
+#include "core/cluster_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <filesystem>
+#include <map>
+#include <string_view>
+#include <utility>
+
+#include "core/yaml_fields.h"
+
+namespace traind {
+
+using namespace yaml_fields;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool isHostNameCharacter(char c) {
+  return std::isalnum(uint8_t(c)) || c == '-' || c == '.' || c == '_';
+}
+
+// The inside of "[...]": hex groups, colons and dots (an IPv4 tail), and
+// an optional zone ("%eth0") for link-local addresses.
+bool isIpv6Address(std::string_view text) {
+  const size_t percent = text.find('%');
+  const std::string_view address = text.substr(0, percent);
+  const bool address_ok = address.find(':') != std::string_view::npos &&
+                          std::all_of(address.begin(), address.end(), [](char c) {
+                            return std::isxdigit(uint8_t(c)) || c == ':' || c == '.';
+                          });
+  if (percent == std::string_view::npos) return address_ok;
+  const std::string_view zone = text.substr(percent + 1);
+  return address_ok && !zone.empty() && std::all_of(zone.begin(), zone.end(), isHostNameCharacter);
+}
+
+// "host:port" or "[ipv6]:port". Names are not resolved here: a name that
+// does not resolve is a connection failure later, reported with its address.
+HostPort readAddress(const Field& field) {
+  if (!field.node.IsScalar()) {
+    // `[::1]:2222` unquoted is YAML for a list or a mapping.
+    failExpected(field, "host:port (an IPv6 address goes in quotes, as \"[::1]:2222\")");
+  }
+  const std::string& text = field.node.Scalar();
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      failExpected(field, "[ipv6]:port");
+    host = std::string_view(text).substr(1, close - 1);
+    port = std::string_view(text).substr(close + 2);
+    if (!isIpv6Address(host)) failExpected(field, "[ipv6]:port with an IPv6 address in brackets");
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string::npos) failExpected(field, "host:port");
+    host = std::string_view(text).substr(0, colon);
+    port = std::string_view(text).substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      failExpected(field, "host:port with an IPv6 host in brackets, as \"[::1]:2222\"");
+    if (host.empty()) failExpected(field, "host:port with a non-empty host");
+    if (!std::all_of(host.begin(), host.end(), isHostNameCharacter))
+      failExpected(field, "host:port with a host of letters, digits, '-', '.' and '_'");
+  }
+  int value = 0;
+  const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
+  const bool all_digits = !port.empty() && std::all_of(port.begin(), port.end(), [](char c) {
+    return std::isdigit(uint8_t(c));
+  });
+  if (!all_digits || error != std::errc() || end != port.data() + port.size() || value < 1 ||
+      value > 65535) {
+    failExpected(field, "host:port with a port in 1..65535");
+  }
+  return HostPort{std::string(host), uint16_t(value), field.where};
+}
+
+std::vector<HostPort> readJob(const Field& field) {
+  const std::vector<Field> items = listItems(field, "a list of host:port addresses");
+  if (items.empty())
+    fail(field, "expected a non-empty list of host:port addresses, got an empty list");
+  std::vector<HostPort> tasks;
+  tasks.reserve(items.size());
+  for (const Field& item : items) tasks.push_back(readAddress(item));
+  return tasks;
+}
+
+// Two tasks on one address cannot both listen there. Host names are compared
+// without case; different spellings of one host (a name and its address) are
+// not detected, since nothing is resolved here.
+void checkDistinctAddresses(const ClusterSpec& spec) {
+  std::map<std::string, std::string> first_at;  // address -> "cluster.ps[0] at line 2, column 9"
+  for (const auto& [job, tasks] : {std::pair{"ps", &spec.ps}, std::pair{"worker", &spec.worker}}) {
+    for (size_t i = 0; i < tasks->size(); ++i) {
+      const HostPort& address = (*tasks)[i];
+      std::string key = address.toString();
+      std::transform(key.begin(), key.end(), key.begin(),
+                     [](char c) { return char(std::tolower(uint8_t(c))); });
+      const std::string path = "cluster." + std::string(job) + "[" + std::to_string(i) + "]";
+      const auto [seen, inserted] =
+          first_at.try_emplace(key, path + " at line " + std::to_string(address.location.line) +
+                                        ", column " + std::to_string(address.location.column));
+      if (!inserted) {
+        throwInputError(
+            address.location, path,
+            "duplicate address " + address.toString() + " (" + seen->second + " has it too)");
+      }
+    }
+  }
+}
+
+// Sets the mode and its fields; without the section, async with the
+// defaults. Sync counts default to the number of workers.
+void readTraining(const std::optional<Field>& section, ClusterSpec& spec) {
+  const int workers = int(spec.worker.size());
+  spec.replicas_to_aggregate = workers;
+  spec.total_num_replicas = workers;
+  if (!section) return;
+  Mapping fields(*section);
+  fields.allowOnly({"mode", "replicas_to_aggregate", "total_num_replicas", "max_staleness"},
+                   "the training section");
+  if (auto f = fields.find("mode")) {
+    spec.mode = readChoice<TrainingMode>(
+        *f, {{"async", TrainingMode::Async}, {"sync", TrainingMode::Sync}});
+  }
+  if (spec.mode == TrainingMode::Async) {
+    for (std::string_view key : {"replicas_to_aggregate", "total_num_replicas"})
+      if (auto f = fields.find(key)) fail(*f, "only meaningful with mode: sync");
+    if (auto f = fields.find("max_staleness")) spec.max_staleness = readInt(*f, 0);
+    return;
+  }
+  if (auto f = fields.find("max_staleness")) fail(*f, "only meaningful with mode: async");
+  const std::string worker_count = std::to_string(workers);
+  if (auto f = fields.find("total_num_replicas")) {
+    if (readInt(*f, 1, INT_MAX) != workers) {
+      fail(*f, "expected " + worker_count + " (the number of workers), got " + describe(f->node));
+    }
+  }
+  if (auto f = fields.find("replicas_to_aggregate")) {
+    spec.replicas_to_aggregate = int(readInt(*f, 1, INT_MAX));
+    if (spec.replicas_to_aggregate > spec.total_num_replicas) {
+      fail(*f, "expected at most total_num_replicas (" + worker_count +
+                   ", the number of workers), got " + describe(f->node));
+    }
+  }
+}
+
+}  // namespace
+
+std::string HostPort::toString() const {
+  const std::string port_text = std::to_string(port);
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + port_text;
+  return host + ":" + port_text;
+}
+
+ClusterSpec loadClusterSpec(const std::string& path) {
+  const YAML::Node root = loadYamlFile(path, "cluster spec");
+  std::error_code error;
+  const fs::path spec_dir = fs::absolute(path, error).parent_path();
+
+  Mapping fields(rootField(root, path));
+  fields.allowOnly({"cluster", "training", "checkpoint"}, "a cluster spec");
+
+  ClusterSpec spec;
+  spec.path = path;
+  Mapping cluster(fields.get("cluster"));
+  cluster.allowOnly({"ps", "worker"}, "the cluster section");
+  spec.ps = readJob(cluster.get("ps"));
+  spec.worker = readJob(cluster.get("worker"));
+  checkDistinctAddresses(spec);
+  readTraining(fields.find("training"), spec);
+  if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
+  return spec;
+}
+
+void checkTask(const ClusterSpec& cluster, const std::string& job, int task) {
+  const std::vector<HostPort>* tasks = job == "ps"       ? &cluster.ps
+                                       : job == "worker" ? &cluster.worker
+                                                         : nullptr;
+  if (!tasks) throw InputError("--job " + quoted(job) + ": expected ps or worker");
+  const int count = int(tasks->size());
+  if (task >= 0 && task < count) return;
+  const std::string range =
+      count == 1 ? "task (0)" : "tasks (0.." + std::to_string(count - 1) + ")";
+  std::string what = "--task " + std::to_string(task) + ": the cluster has " +
+                     std::to_string(count) + " " + job + " " + range;
+  if (!cluster.path.empty()) what += " in " + cluster.path;
+  throw InputError(what);
+}
+
+}  // namespace traind

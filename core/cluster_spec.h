@@ -1,0 +1,58 @@
+// The cluster spec: where the nodes of a job are and how they train
+// together. Every node reads the same file; docs/cluster-spec.md is the
+// reference of its format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/model_spec.h"
+
+namespace traind {
+
+struct HostPort {
+  std::string host;  // a name or an IPv4/IPv6 address
+  uint16_t port = 0;
+  SourceLocation location;
+
+  std::string toString() const;  // "host:port", IPv6 in brackets
+};
+
+enum class TrainingMode { Async, Sync };
+
+struct ClusterSpec {
+  std::string path;
+  std::vector<HostPort> ps;      // at least one
+  std::vector<HostPort> worker;  // at least one; worker 0 is the chief
+  TrainingMode mode = TrainingMode::Async;
+  // Sync: a step applies the average of the first replicas_to_aggregate
+  // gradients of that step; later ones for that step are dropped as stale.
+  // total_num_replicas is always the number of workers, so
+  // replicas_to_aggregate < number of workers gives backup workers. Both
+  // default to the number of workers (also in async mode, where they are
+  // not used).
+  int replicas_to_aggregate = 0;
+  int total_num_replicas = 0;
+  // Async: a gradient more than max_staleness steps behind the shard's
+  // global step is dropped (0: never).
+  int64_t max_staleness = 0;
+  // Overrides the model spec's checkpoint section when present.
+  std::optional<CheckpointSpec> checkpoint;
+};
+
+// Reads and checks a cluster spec: addresses parse, none is repeated, sync
+// counts are consistent (1 <= replicas_to_aggregate <= total_num_replicas,
+// total_num_replicas == number of workers), fields of the other mode are
+// absent. A relative checkpoint dir is resolved against the file's
+// directory. Throws InputError naming file:line:column and the field.
+ClusterSpec loadClusterSpec(const std::string& path);
+
+// Throws InputError unless `job` is "ps" or "worker" and 0 <= task < that
+// job's number of tasks ("--task 3: the cluster has 2 worker tasks (0..1)
+// in cluster.yaml"): the check of a node's --job and --task.
+void checkTask(const ClusterSpec& cluster, const std::string& job, int task);
+
+}  // namespace traind

@@ -1,0 +1,51 @@
+// Data sets, held whole in memory: MNIST-format IDX files (Fashion-MNIST,
+// MNIST) and the synthetic regression problem. Examples are contiguous, so a
+// batch of consecutive examples is a view, and the input pipeline copies
+// shuffled examples with one memcpy each.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/model_spec.h"
+#include "core/shape.h"
+
+namespace traind {
+
+// The IDX format (yann.lecun.com/exdb/mnist): a big-endian u32 magic
+// 0x0000TTRR (TT the element type, RR the number of dimensions), RR big-endian
+// u32 dimensions, then the elements row-major. traind reads unsigned bytes.
+namespace idx_format {
+inline constexpr uint32_t kImagesMagic = 0x00000803;  // u8, dims [n, height, width]
+inline constexpr uint32_t kLabelsMagic = 0x00000801;  // u8, dims [n]
+}  // namespace idx_format
+
+struct Dataset {
+  // [28, 28, 1] for IDX images (HWC; IDX rank-3 files get channel 1), [1] for synthetic
+  Shape example_shape;
+  int64_t size = 0;             // examples
+  std::vector<float> inputs;    // size * numElements(example_shape); pixels scaled to [0, 1]
+  std::vector<int32_t> labels;  // classification, else empty
+  std::vector<float> targets;   // regression [size, 1], else empty
+  int num_classes = 0;          // max label + 1 (classification), 0 for regression
+};
+
+// Reads an images file and a labels file, each gzip-compressed (recognised by
+// its magic bytes 1f 8b, not by its name) or raw. Checks magic, dimensions,
+// that each file holds exactly the bytes its header declares, and that the
+// counts match; `limit` > 0 keeps only the first `limit` examples (all of
+// them when the files hold fewer). InputError naming the file and what is
+// wrong. Memory grows with what the files really hold, never with what a
+// header claims.
+Dataset loadIdxDataset(const IdxSource& source);
+
+// spec.points examples: x uniform in [x_min, x_max], y = x^2 + N(0, sd^2).
+// Deterministic in `seed`; callers pass different seeds for train and test.
+Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t seed);
+
+// Examples [begin, begin + count) as a Batch pointing into the data set (no
+// copy). std::out_of_range if the range is not inside the data set.
+Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count);
+
+}  // namespace traind

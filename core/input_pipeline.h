@@ -1,0 +1,86 @@
+// The input pipeline: batches for consecutive global steps, read ahead on a
+// background thread so that the next batch is ready when a step ends.
+//
+// The batch of step s is a pure function of (data, batch_size, shuffle, seed,
+// s): epoch e = s / stepsPerEpoch() visits the examples in the permutation
+// drawn from Rng(hashCombine(seed, e)) (Fisher-Yates; the identity without
+// shuffle), step s takes the (s % stepsPerEpoch())-th batch_size examples of
+// it, and the last partial batch of an epoch is dropped. So a run resumed
+// from a checkpoint at step s sees exactly what an uninterrupted one saw.
+//
+//   InputPipeline input(data, 32, /*shuffle=*/true, seed, state.globalStep(), 4);
+//   while (...) { const Batch& batch = input.next(); ... }
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/dataset.h"
+
+namespace traind {
+
+class InputPipeline {
+ public:
+  // Starts reading at global step `first_step`, keeping up to
+  // `prefetch_batches` batches ready beyond the one the consumer holds.
+  // `data` must outlive the pipeline. std::invalid_argument unless
+  // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0.
+  InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
+                int64_t first_step, int prefetch_batches);
+  // Stops and joins the thread, also when the consumer stopped mid-way.
+  ~InputPipeline();
+
+  InputPipeline(const InputPipeline&) = delete;
+  InputPipeline& operator=(const InputPipeline&) = delete;
+
+  // The batch of the next step; blocks until it is ready. Valid until the
+  // next call. One consumer thread.
+  const Batch& next();
+
+  int64_t stepsPerEpoch() const { return steps_per_epoch_; }
+
+ private:
+  // A preallocated batch buffer; the ring of them is all the pipeline allocates.
+  struct Slot {
+    std::vector<float> inputs;
+    std::vector<int32_t> labels;
+    std::vector<float> targets;
+    Batch batch;  // points into the vectors above
+  };
+
+  void produce();
+  void fill(Slot& slot, int64_t step);
+
+  const Dataset& data_;
+  const int64_t batch_size_;
+  const bool shuffle_;
+  const uint64_t seed_;
+  const int64_t first_step_;
+  const int64_t steps_per_epoch_;
+  const int64_t example_floats_;
+  const int64_t target_floats_;
+
+  std::vector<Slot> slots_;
+  // Producer thread only: the order of the examples in permutation_epoch_.
+  std::vector<int64_t> permutation_;
+  int64_t permutation_epoch_ = -1;
+
+  // Batches are numbered from first_step_. Batch i lives in slots_[i % size]
+  // and may be filled once batch i - size is released, so the producer never
+  // writes the slot the consumer holds.
+  std::mutex mutex_;
+  std::condition_variable batch_ready_;
+  std::condition_variable slot_free_;
+  int64_t produced_ = 0;    // batches filled
+  int64_t handed_out_ = 0;  // batches returned by next()
+  int64_t released_ = 0;    // batches the consumer is done with
+  bool stopping_ = false;
+
+  std::thread thread_;  // last: starts after everything it uses exists
+};
+
+}  // namespace traind

@@ -1,0 +1,136 @@
+#include "core/parameter_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/learning_rate.h"
+
+namespace traind {
+
+ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
+                               const ClusterSpec& cluster, int shard_index)
+    : spec_(spec),
+      cluster_(cluster),
+      shard_index_(shard_index),
+      plan_(placeVariables(VariableLayout(graph.variables), int(cluster.ps.size()))
+                .shards[size_t(shard_index)]),
+      variables_(shardVariables(graph, VariableLayout(graph.variables), plan_)),
+      layout_(variables_),
+      chunks_(chunkShard(plan_, kChunkFloats)),
+      parameters_(layout_.totalSize()),
+      optimizer_(spec.optimizer, layout_) {
+  for (const ShardChunk& c : chunks_) chunk_variable_.push_back(size_t(c.piece));
+  const size_t workers = cluster.worker.size();
+  chunk_updates_.assign(chunks_.size(), 0);
+  chunks_from_worker_.assign(workers, 0);
+  if (cluster.mode == TrainingMode::Sync) {
+    sums_ = FlatBuffer(layout_.totalSize());
+    contributions_.assign(chunks_.size(), 0);
+    contributed_step_.assign(chunks_.size(), std::vector<int64_t>(workers, -1));
+  }
+}
+
+size_t ParameterShard::chunkAt(int64_t offset, int64_t size) const {
+  auto it = std::lower_bound(chunks_.begin(), chunks_.end(), offset,
+                             [](const ShardChunk& c, int64_t o) { return c.shard_offset < o; });
+  if (it == chunks_.end() || it->shard_offset != offset)
+    throw ProtocolError(fmt::format("ps {}: no chunk starts at offset {}", shard_index_, offset));
+  if (it->size != size)
+    throw ProtocolError(fmt::format("ps {}: the chunk at offset {} holds {} floats, got {}",
+                                    shard_index_, offset, it->size, size));
+  return size_t(it - chunks_.begin());
+}
+
+FlatBuffer& ParameterShard::buffer(uint32_t slot) {
+  return const_cast<FlatBuffer&>(static_cast<const ParameterShard&>(*this).buffer(slot));
+}
+
+const FlatBuffer& ParameterShard::buffer(uint32_t slot) const {
+  if (slot == 0) return parameters_;
+  if (slot > optimizer_.slotNames().size())
+    throw ProtocolError(fmt::format("ps {}: no slot {} (the optimizer has {})", shard_index_,
+                                    slot, optimizer_.slotNames().size()));
+  return optimizer_.slot(slot - 1);
+}
+
+void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const float> values) {
+  chunkAt(offset, int64_t(values.size()));
+  std::memcpy(buffer(slot).data() + offset, values.data(), values.size_bytes());
+}
+
+void ParameterShard::markReady(int64_t global_step) {
+  if (global_step < 0)
+    throw ProtocolError(fmt::format("ps {}: global step {} is negative", shard_index_, global_step));
+  global_step_ = global_step;
+  std::fill(chunk_updates_.begin(), chunk_updates_.end(), global_step);
+  ready_ = true;
+}
+
+void ParameterShard::read(uint32_t slot, int64_t offset, std::span<float> out) const {
+  if (offset < 0 || int64_t(out.size()) > size() || offset > size() - int64_t(out.size()))
+    throw ProtocolError(fmt::format("ps {}: range [{}, {}) is outside the shard's {} floats",
+                                    shard_index_, offset, offset + int64_t(out.size()), size()));
+  std::memcpy(out.data(), buffer(slot).data() + offset, out.size_bytes());
+}
+
+void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t update) {
+  const ShardChunk& c = chunks_[chunk];
+  optimizer_.applyRange(parameters_, chunk_variable_[chunk], c.shard_offset, c.size, gradient,
+                        learningRateAt(spec_.learning_rate, global_step_), update);
+}
+
+bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
+                          std::span<const float> gradient) {
+  if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
+  if (worker >= cluster_.worker.size())
+    throw ProtocolError(fmt::format("ps {}: no worker {} in a cluster of {}", shard_index_, worker,
+                                    cluster_.worker.size()));
+  if (step > global_step_)
+    throw ProtocolError(fmt::format("ps {}: a gradient of step {} from worker {}, but the global "
+                                    "step is only {}", shard_index_, step, worker, global_step_));
+  const size_t chunk = chunkAt(offset, int64_t(gradient.size()));
+
+  if (cluster_.mode == TrainingMode::Async) {
+    const bool stale = cluster_.max_staleness > 0 && global_step_ - step > cluster_.max_staleness;
+    if (stale)
+      ++stale_dropped_;
+    else
+      applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk]);
+    if (++chunks_from_worker_[worker] == int64_t(chunks_.size())) {
+      chunks_from_worker_[worker] = 0;
+      ++global_step_;
+    }
+    return !stale;
+  }
+
+  // sync: the first replicas_to_aggregate gradients of this step count.
+  if (step < global_step_ || contributions_[chunk] >= cluster_.replicas_to_aggregate) {
+    ++stale_dropped_;
+    return false;
+  }
+  if (contributed_step_[chunk][worker] == step)
+    throw ProtocolError(fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
+                                    shard_index_, worker, offset, step));
+  contributed_step_[chunk][worker] = step;
+  const ShardChunk& c = chunks_[chunk];
+  float* sum = sums_.data() + c.shard_offset;
+  if (contributions_[chunk] == 0)
+    std::memcpy(sum, gradient.data(), gradient.size_bytes());
+  else
+    for (int64_t i = 0; i < c.size; ++i) sum[i] += gradient[size_t(i)];
+  if (++contributions_[chunk] == cluster_.replicas_to_aggregate) {
+    const float scale = 1.0f / float(cluster_.replicas_to_aggregate);
+    for (int64_t i = 0; i < c.size; ++i) sum[i] *= scale;
+    applyChunk(chunk, sum, global_step_ + 1);
+    if (++chunks_applied_ == chunks_.size()) {
+      chunks_applied_ = 0;
+      std::fill(contributions_.begin(), contributions_.end(), 0);
+      ++global_step_;
+    }
+  }
+  return true;
+}
+
+}  // namespace traind

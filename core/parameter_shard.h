@@ -1,0 +1,94 @@
+// One parameter server's shard: its slice of the parameters, their
+// optimizer slots, the global step, and the rules that decide what a
+// gradient chunk does to them (design §5). No sockets here: rpc/ wraps it.
+//
+// async: each chunk is applied as it arrives (a chunk more than
+//   max_staleness steps old is dropped when max_staleness > 0). A worker's
+//   push is complete when all its chunks came; each complete push advances
+//   the global step by one.
+// sync (SyncReplicasOptimizer): each chunk takes the first
+//   replicas_to_aggregate gradients computed at the current global step,
+//   averages them and applies once, like TensorFlow's per-variable
+//   accumulators; later or older ones are dropped as stale. When every chunk
+//   has been applied the global step advances.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/layer_graph.h"
+#include "core/optimizer.h"
+#include "core/placement.h"
+
+namespace traind {
+
+// A peer broke the protocol (unknown chunk, wrong length, a step from the
+// future, a duplicate): the call fails with this message and nothing changes.
+class ProtocolError : public std::runtime_error {
+ public:
+  explicit ProtocolError(const std::string& message) : std::runtime_error(message) {}
+};
+
+class ParameterShard {
+ public:
+  static constexpr int64_t kChunkFloats = 256 * 1024;  // 1 MiB of float32
+
+  ParameterShard(const ModelSpec& spec, const LayerGraph& graph, const ClusterSpec& cluster,
+                 int shard_index);
+
+  int shardIndex() const { return shard_index_; }
+  int64_t size() const { return layout_.totalSize(); }
+  const ShardPlan& plan() const { return plan_; }
+  const std::vector<ShardChunk>& chunks() const { return chunks_; }
+  // Slots a checkpoint holds besides the parameters (Optimizer::slotNames).
+  const std::vector<std::string>& slotNames() const { return optimizer_.slotNames(); }
+
+  bool ready() const { return ready_; }
+  int64_t globalStep() const { return global_step_; }
+  int64_t staleDropped() const { return stale_dropped_; }
+
+  // The chief's initialisation: slot 0 the parameters, k + 1 optimizer slot k.
+  void initialize(uint32_t slot, int64_t offset, std::span<const float> values);
+  void markReady(int64_t global_step);
+
+  // Returns false when the chunk was dropped as stale. Throws ProtocolError.
+  bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient);
+
+  // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.
+  void read(uint32_t slot, int64_t offset, std::span<float> out) const;
+
+ private:
+  size_t chunkAt(int64_t offset, int64_t size) const;
+  FlatBuffer& buffer(uint32_t slot);
+  const FlatBuffer& buffer(uint32_t slot) const;
+  void applyChunk(size_t chunk, const float* gradient, int64_t update);
+
+  const ModelSpec& spec_;
+  ClusterSpec cluster_;
+  int shard_index_;
+  ShardPlan plan_;
+  std::vector<VariableSpec> variables_;
+  VariableLayout layout_;
+  std::vector<ShardChunk> chunks_;
+  std::vector<size_t> chunk_variable_;  // chunk -> index into layout_.views()
+  FlatBuffer parameters_;
+  Optimizer optimizer_;
+  bool ready_ = false;
+  int64_t global_step_ = 0;
+  int64_t stale_dropped_ = 0;
+
+  // async
+  std::vector<int64_t> chunk_updates_;        // Adam's t, per chunk
+  std::vector<int64_t> chunks_from_worker_;   // chunks of the current push, per worker
+
+  // sync
+  FlatBuffer sums_;                           // running sums, shard-sized
+  std::vector<int> contributions_;            // per chunk, this step
+  std::vector<std::vector<int64_t>> contributed_step_;  // per chunk, per worker
+  size_t chunks_applied_ = 0;
+};
+
+}  // namespace traind

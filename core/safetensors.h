@@ -1,0 +1,90 @@
+// safetensors (huggingface/safetensors), the tensor file of a checkpoint:
+// the format's constants and its reader and writer in one place, so what one
+// writes is what the other accepts, and PyTorch, NumPy and the safetensors
+// library read our checkpoints.
+//
+// Layout:
+//   u64 little-endian N | N bytes of JSON header | data
+// The header is an object: an optional "__metadata__" object of string
+// values, and per tensor {"dtype":"F32","shape":[...],"data_offsets":[b,e]},
+// byte offsets into the data section, which follows the header (padded with
+// spaces so that the data starts 8-byte aligned) and holds the tensors
+// row-major and little-endian.
+//
+// traind stores float32 only; the reader rejects other dtypes by name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace traind {
+
+namespace safetensors_format {
+inline constexpr size_t kHeaderSizeBytes = 8;           // the u64 before the JSON header
+inline constexpr size_t kDataAlignment = 8;             // the data section starts on it
+inline constexpr uint64_t kMaxHeaderBytes = 100000000;  // the safetensors library's own limit
+inline constexpr std::string_view kMetadataKey = "__metadata__";
+inline constexpr std::string_view kFloat32 = "F32";
+}  // namespace safetensors_format
+
+struct TensorRef {
+  std::string name;
+  Shape shape;
+  const float* data;  // numElements(shape) floats
+};
+
+// Writes `tensors` in the given order, with `metadata` as "__metadata__"
+// (left out when empty). A plain write: callers that need the file complete
+// or absent write it under a temporary name, fsync and rename it.
+// std::invalid_argument on duplicate or reserved names; std::system_error
+// when the file cannot be written.
+void writeSafetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
+                      const std::map<std::string, std::string>& metadata);
+
+// Reads a whole safetensors file into memory and validates it on open, so a
+// corrupt file fails before anything uses it: header size against the file
+// size (a lying header cannot cause a large allocation), JSON syntax, F32
+// only, shapes, offsets within the data section and not overlapping, and
+// each tensor's byte length equal to its shape's.
+class SafetensorsReader {
+ public:
+  // InputError naming the file and what is wrong when it is missing or corrupt.
+  explicit SafetensorsReader(const std::filesystem::path& path);
+
+  // Tensor names, sorted.
+  std::vector<std::string> names() const;
+  bool contains(const std::string& name) const;
+  // InputError if absent.
+  const Shape& shape(const std::string& name) const;
+  // Copies the tensor into dst (numElements(expected) floats). InputError
+  // naming the file and the tensor if it is absent or its shape is not
+  // `expected`.
+  void read(const std::string& name, const Shape& expected, std::span<float> dst) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  struct Entry {
+    Shape shape;
+    uint64_t begin = 0;  // byte offsets into data_
+    uint64_t end = 0;
+  };
+
+  const Entry& entry(const std::string& name) const;
+
+  std::filesystem::path path_;
+  std::map<std::string, Entry> tensors_;
+  std::map<std::string, std::string> metadata_;
+  std::unique_ptr<std::byte[]> data_;  // the data section
+  uint64_t data_size_ = 0;
+};
+
+}  // namespace traind

@@ -1,0 +1,318 @@
+#include "core/yaml_fields.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace traind::yaml_fields {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A spec is a page of YAML; a file far larger than that is not one, and is
+// refused before it is read into memory.
+constexpr std::uintmax_t kMaxSpecBytes = 1 << 20;
+
+std::string childPath(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+bool parseInt(std::string_view text, int64_t& value) {
+  if (text.size() > 1 && text[0] == '+' && std::isdigit(uint8_t(text[1]))) text.remove_prefix(1);
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, value);
+  return !text.empty() && error == std::errc() && stop == end;
+}
+
+bool parseNumber(std::string_view text, double& value) {
+  if (text.size() > 1 && text[0] == '+' && text[1] != '-') text.remove_prefix(1);
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, value);
+  return !text.empty() && error == std::errc() && stop == end;
+}
+
+// Edits (insert, delete, substitute, swap two neighbours) from a to b,
+// ignoring case: the optimal-string-alignment distance.
+size_t editDistance(std::string_view a, std::string_view b) {
+  auto same = [](char x, char y) { return std::tolower(uint8_t(x)) == std::tolower(uint8_t(y)); };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
+      if (i > 1 && j > 1 && same(a[i - 1], b[j - 2]) && same(a[i - 2], b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The known word closest to `word`, when it is close enough to be a typo.
+std::optional<std::string_view> closestWord(std::string_view word,
+                                            const std::vector<std::string_view>& known) {
+  if (word.size() > 64) return std::nullopt;  // no field name is that long
+  const size_t allowed = std::clamp<size_t>(word.size() / 3, 1, 3);
+  std::optional<std::string_view> best;
+  size_t best_distance = allowed + 1;
+  for (std::string_view candidate : known) {
+    const size_t d = editDistance(word, candidate);
+    if (d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+bool isNameCharacter(char c) {
+  return std::isalnum(uint8_t(c)) || c == '_' || c == '-' || c == '.';
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Files and fields.
+
+YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
+  const SourceLocation file{path, 0, 0};
+  const std::string cannot_read = "cannot read the " + std::string(kind) + ": ";
+  std::error_code error;
+  if (fs::is_directory(path, error)) throwInputError(file, "", cannot_read + "it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throwInputError(file, "", cannot_read + std::strerror(errno));
+  const std::uintmax_t size = fs::file_size(path, error);
+  if (!error && size > kMaxSpecBytes) {
+    throwInputError(file, "",
+                    "expected a " + std::string(kind) + " of at most " +
+                        std::to_string(kMaxSpecBytes) + " bytes, got " + std::to_string(size) +
+                        " bytes");
+  }
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    const SourceLocation where =
+        e.mark.is_null() ? file : SourceLocation{path, e.mark.line + 1, e.mark.column + 1};
+    throwInputError(where, "", "invalid YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throwInputError(file, "", std::string("invalid YAML: ") + e.what());
+  }
+}
+
+Field rootField(const YAML::Node& root, const std::string& path) {
+  return Field{root, "", locate(root, SourceLocation{path, 0, 0})};
+}
+
+SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback) {
+  const YAML::Mark mark = node.Mark();
+  if (node.IsNull() || mark.is_null() || mark.line < 0) return fallback;
+  return {fallback.file, mark.line + 1, mark.column + 1};
+}
+
+// ---------------------------------------------------------------------------
+// Errors.
+
+void fail(const Field& field, std::string_view what) {
+  throwInputError(field.where, field.path, what);
+}
+
+void failExpected(const Field& field, std::string_view expected) {
+  fail(field, "expected " + std::string(expected) + ", got " + describe(field.node));
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "an empty value";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      break;
+  }
+  const std::string& text = node.Scalar();
+  if (isQuoted(node)) return "the quoted string " + quoted(text);
+  double number;
+  if (parseNumber(text, number)) return text;  // a number is short
+  return quoted(text);
+}
+
+std::string quoted(std::string text) {
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return "'" + text + "'";
+}
+
+std::string joined(const std::vector<std::string_view>& words) {
+  std::string s;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i) s += ", ";
+    s += words[i];
+  }
+  return s;
+}
+
+bool isQuoted(const YAML::Node& node) { return node.Tag() == "!"; }
+
+// ---------------------------------------------------------------------------
+// Mappings and lists.
+
+Mapping::Mapping(Field field) : field_(std::move(field)) {
+  if (!field_.node.IsMap()) failExpected(field_, "a mapping of fields");
+  for (const auto& entry : field_.node) {
+    const YAML::Node& key = entry.first;
+    Field key_field{key, field_.path, locate(key, field_.where)};
+    if (!key.IsScalar()) failExpected(key_field, "a field name");
+    const std::string name = key.Scalar();
+    for (const Entry& seen : entries_) {
+      if (seen.key == name) {
+        fail(key_field, "duplicate field " + quoted(name) + " (first given at line " +
+                            std::to_string(seen.key_where.line) + ")");
+      }
+    }
+    entries_.push_back(
+        {name, key_field.where,
+         Field{entry.second, childPath(field_.path, name), locate(entry.second, key_field.where)}});
+  }
+}
+
+void Mapping::allowOnly(const std::vector<std::string_view>& known, std::string_view owner) const {
+  for (const Entry& entry : entries_) {
+    if (std::find(known.begin(), known.end(), entry.key) != known.end()) continue;
+    std::string what = "unknown field " + quoted(entry.key);
+    if (auto suggestion = closestWord(entry.key, known)) {
+      what += " (did you mean '" + std::string(*suggestion) + "'?)";
+    } else {
+      what += " (the fields of " + std::string(owner) + " are " + joined(known) + ")";
+    }
+    throwInputError(entry.key_where, field_.path, what);
+  }
+}
+
+std::optional<Field> Mapping::find(std::string_view key) const {
+  for (const Entry& entry : entries_)
+    if (entry.key == key) return entry.value;
+  return std::nullopt;
+}
+
+Field Mapping::get(std::string_view key, std::string_view why) const {
+  if (auto value = find(key)) return *value;
+  std::string what = "missing field '" + std::string(key) + "'";
+  if (!why.empty()) what += " (" + std::string(why) + ")";
+  fail(field_, what);
+}
+
+std::vector<Field> listItems(const Field& field, std::string_view expected) {
+  if (!field.node.IsSequence()) failExpected(field, expected);
+  std::vector<Field> items;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const YAML::Node item = field.node[i];
+    items.push_back({item, field.path + "[" + std::to_string(i) + "]", locate(item, field.where)});
+  }
+  return items;
+}
+
+// ---------------------------------------------------------------------------
+// Scalars.
+
+int64_t readInt(const Field& field, int64_t min, int64_t max) {
+  std::string expected = min == 1   ? "a positive integer"
+                         : min == 0 ? "a non-negative integer"
+                                    : "an integer of at least " + std::to_string(min);
+  int64_t value = 0;
+  if (!field.node.IsScalar() || isQuoted(field.node) || !parseInt(field.node.Scalar(), value) ||
+      value < min) {
+    failExpected(field, expected);
+  }
+  if (value > max) failExpected(field, expected + " of at most " + std::to_string(max));
+  return value;
+}
+
+bool isPositive(double x) { return x > 0; }
+bool isNonNegative(double x) { return x >= 0; }
+bool isFraction(double x) { return x >= 0 && x < 1; }
+bool isAnyNumber(double) { return true; }
+
+double readNumber(const Field& field, std::string_view expected, bool (*ok)(double)) {
+  double value = 0;
+  if (!field.node.IsScalar() || isQuoted(field.node) || !parseNumber(field.node.Scalar(), value) ||
+      !std::isfinite(value) || !ok(value)) {
+    failExpected(field, expected);
+  }
+  return value;
+}
+
+float readFloat(const Field& field, std::string_view expected, bool (*ok)(double)) {
+  const double value = readNumber(field, expected, isAnyNumber);
+  const float narrowed = float(value);
+  if (!std::isfinite(narrowed) || !ok(narrowed)) failExpected(field, expected);
+  return narrowed;
+}
+
+bool readBool(const Field& field) {
+  if (field.node.IsScalar() && !isQuoted(field.node)) {
+    const std::string& s = field.node.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE") return true;
+    if (s == "false" || s == "False" || s == "FALSE") return false;
+  }
+  failExpected(field, "true or false");
+}
+
+std::string readName(const Field& field) {
+  if (field.node.IsScalar()) {
+    const std::string& s = field.node.Scalar();
+    if (!s.empty() && std::all_of(s.begin(), s.end(), isNameCharacter)) return s;
+  }
+  failExpected(field, "a name of letters, digits, '_', '-' and '.'");
+}
+
+std::string readText(const Field& field, std::string_view expected) {
+  if (!field.node.IsScalar() || field.node.Scalar().empty()) failExpected(field, expected);
+  return field.node.Scalar();
+}
+
+std::string resolvePath(const Field& field, const fs::path& spec_dir) {
+  const fs::path path = readText(field, "a path");
+  if (path.is_absolute()) return path.string();
+  return (spec_dir / path).lexically_normal().string();
+}
+
+std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
+  const std::string path = resolvePath(field, spec_dir);
+  const std::string expected = "an existing file, got '" + path + "'";
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (status.type() == fs::file_type::not_found)
+    fail(field, "expected " + expected + " (no such file)");
+  if (error) fail(field, "expected " + expected + " (cannot be read: " + error.message() + ")");
+  if (fs::is_directory(status)) fail(field, "expected " + expected + " (a directory)");
+  std::ifstream probe(path, std::ios::binary);
+  if (!probe)
+    fail(field, "expected " + expected + " (cannot be read: " + std::strerror(errno) + ")");
+  return path;
+}
+
+// ---------------------------------------------------------------------------
+// Sections both specs have.
+
+CheckpointSpec readCheckpoint(const Field& field, const fs::path& spec_dir) {
+  Mapping fields(field);
+  fields.allowOnly({"dir", "every_steps", "every_seconds", "keep"}, "the checkpoint section");
+  CheckpointSpec checkpoint;
+  checkpoint.dir = resolvePath(fields.get("dir"), spec_dir);
+  if (auto f = fields.find("every_steps")) checkpoint.every_steps = readInt(*f, 0);
+  if (auto f = fields.find("every_seconds"))
+    checkpoint.every_seconds = readNumber(*f, "a non-negative number", isNonNegative);
+  if (auto f = fields.find("keep")) checkpoint.keep = int(readInt(*f, 1, INT_MAX));
+  return checkpoint;
+}
+
+}  // namespace traind::yaml_fields

@@ -1,0 +1,24 @@
+// The roles of a cluster node (design §1): a ps task serves its shard of the
+// parameters; a worker task trains on its share of the data against the ps
+// shards; worker 0, the chief, also initialises or restores the parameters,
+// evaluates, writes checkpoints and ends the job.
+#pragma once
+
+#include <atomic>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "daemon/standalone.h"
+
+namespace traind {
+
+// Serves until the chief says the job is done or `stop_requested` is set.
+void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
+                        const std::atomic<bool>& stop_requested);
+
+// Trains until the job's global step reaches its end, the ps shards stop, or
+// `stop_requested` is set (the chief then checkpoints first).
+TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
+                          const std::atomic<bool>& stop_requested);
+
+}  // namespace traind

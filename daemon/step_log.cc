@@ -1,0 +1,107 @@
+#include "daemon/step_log.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "daemon/logging.h"
+
+namespace traind {
+namespace {
+
+std::string progressLine(int64_t step, int64_t total, double loss, double examples_per_sec,
+                         double eta_seconds) {
+  constexpr int kWidth = 30;
+  const double done = total > 0 ? std::min(1.0, double(step) / double(total)) : 1.0;
+  const int filled = int(done * kWidth);
+  std::string bar(size_t(filled), '=');
+  if (filled < kWidth) bar += '>' + std::string(size_t(kWidth - filled - 1), ' ');
+  return fmt::format("step {}/{} [{}] {:3.0f}%  loss {:.4f}  {:.0f} ex/s  ETA {}", step, total,
+                     bar, done * 100.0, loss, examples_per_sec, formatDuration(eta_seconds));
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+std::string formatDuration(double seconds) {
+  const int64_t s = std::isfinite(seconds) ? int64_t(std::llround(seconds)) : 0;
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+bool crossesMultiple(int64_t before, int64_t after, int64_t every) {
+  return every > 0 && after / every > before / every;
+}
+
+void logSummary(const ModelSpec& spec, int64_t global_step, int64_t steps_run, double seconds,
+                const std::optional<EvalResult>& test) {
+  const double examples = double(steps_run * spec.data.batch_size);
+  std::string tail;
+  if (test) {
+    tail = fmt::format(", test loss = {:.4f}", test->loss);
+    if (spec.loss == LossKind::SoftmaxCrossEntropy)
+      tail += fmt::format(", test accuracy = {:.4f}", test->accuracy);
+  }
+  spdlog::info("done: global step {}, {} steps in {:.1f} s ({:.1f} examples/sec){}", global_step,
+               steps_run, seconds, seconds > 0 ? examples / seconds : 0.0, tail);
+}
+
+StepLog::StepLog(const ModelSpec& spec, int64_t total_steps)
+    : spec_(spec),
+      total_steps_(total_steps),
+      log_every_(std::max<int64_t>(1, spec.training.log_every)),
+      start_(Clock::now()),
+      window_start_(start_),
+      last_progress_(start_) {}
+
+double StepLog::secondsRunning() const { return secondsSince(start_); }
+
+void StepLog::record(const StepResult& result, int64_t global_step) {
+  if (!std::isfinite(result.loss))
+    throw std::runtime_error(fmt::format(
+        "step {}: the loss is {}; lower the learning rate or check the data", global_step,
+        result.loss));
+  ++steps_run_;
+  window_loss_ += result.loss;
+  window_correct_ += result.correct;
+  ++window_steps_;
+  const int64_t batch = spec_.data.batch_size;
+  if (last_logged_step_ < 0) last_logged_step_ = global_step - 1;
+  if (global_step / log_every_ > last_logged_step_ / log_every_) {
+    const double elapsed = secondsSince(window_start_);
+    const std::string accuracy =
+        spec_.loss == LossKind::SoftmaxCrossEntropy
+            ? fmt::format(", accuracy = {:.3f}", double(window_correct_) / double(window_steps_ * batch))
+            : "";
+    spdlog::info("step {}, loss = {:.4f}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
+                 window_loss_ / double(window_steps_), accuracy,
+                 double(window_steps_ * batch) / elapsed, elapsed / double(window_steps_));
+    last_logged_step_ = global_step;
+    window_start_ = Clock::now();
+    window_loss_ = 0.0;
+    window_steps_ = 0;
+    window_correct_ = 0;
+  }
+  if (progressEnabled() && secondsSince(last_progress_) >= 0.25) {
+    last_progress_ = Clock::now();
+    const double steps_per_sec = double(steps_run_) / secondsRunning();
+    showProgress(progressLine(global_step, total_steps_, result.loss,
+                              steps_per_sec * double(batch),
+                              double(total_steps_ - global_step) / steps_per_sec));
+  }
+}
+
+void StepLog::logEvaluation(int64_t step, const EvalResult& r) const {
+  if (spec_.loss == LossKind::SoftmaxCrossEntropy)
+    spdlog::info("step {}, test loss = {:.4f}, test accuracy = {:.4f} ({} examples)", step, r.loss,
+                 r.accuracy, r.examples);
+  else
+    spdlog::info("step {}, test loss = {:.6f} ({} examples)", step, r.loss, r.examples);
+}
+
+}  // namespace traind

@@ -1,0 +1,52 @@
+// A model replica on the CPU: the layer graph as a chain of CpuLayers, all
+// oneDNN primitives and buffers made in the constructor. A step binds the
+// caller's buffers, runs every layer forward, the loss, and the layers that
+// have backward work in reverse.
+#pragma once
+
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <vector>
+
+#include "devices/cpu/bound_memory.h"
+#include "devices/cpu/cpu_layer.h"
+#include "devices/cpu/primitive_set.h"
+#include "devices/device.h"
+
+namespace traind {
+
+class CpuReplica : public Replica {
+ public:
+  // threads > 0 sets OpenMP's thread count for building and for every step
+  // (OpenMP keeps it per calling thread, and steps may run on another thread
+  // than the one that built the replica).
+  CpuReplica(const dnnl::engine& engine, const LayerGraph& graph, const VariableLayout& layout,
+             int64_t batch_size, uint64_t seed, int threads);
+
+  int64_t batchSize() const override { return batch_size_; }
+  StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
+                       uint64_t step) override;
+  StepResult evaluate(const Batch& batch, const float* parameters) override;
+
+ private:
+  // Forward and loss; the loss gradient goes to the last output's grad when
+  // `training_step` is set and a backward pass follows.
+  StepResult forwardAndLoss(const Batch& batch, const float* parameters, float* gradients,
+                            std::optional<uint64_t> training_step);
+
+  LossKind loss_;
+  int64_t batch_size_;
+  int64_t outputs_;  // per example
+  int threads_;
+  dnnl::stream stream_;
+  PrimitiveSet primitives_;
+  BoundMemory memory_;
+  CpuTensor input_;
+  std::vector<std::unique_ptr<CpuLayer>> layers_;
+  // Layers before this index have no backward work: neither they nor any
+  // layer before them has trainable variables.
+  size_t first_backward_;
+};
+
+}  // namespace traind

@@ -1,0 +1,94 @@
+// Dense: oneDNN inner product. The canonical kernel [in, out] is oneDNN's
+// `io` format, which gemm reads as fast as its preferred one, so the kernel
+// and its gradient are used in place in the caller's flat buffers: no
+// reorders at all.
+#include <stdexcept>
+
+#include "devices/cpu/activation_functions.h"
+#include "devices/cpu/cpu_layer.h"
+
+namespace traind {
+namespace {
+
+using dnnl::memory;
+
+class DenseLayer : public CpuLayer {
+ public:
+  explicit DenseLayer(const LayerBuildContext& c) : activation_(c.node.spec.activation) {
+    const memory::desc src = c.input.value.get_desc();
+    if (src.data.ndims != 2)
+      throw std::logic_error("dense layer " + c.node.spec.name + ": expected a vector input");
+    const int64_t in = src.data.dims[1];
+    const int64_t out = c.node.output_shape[0];
+    const memory::desc weights({out, in}, memory::data_type::f32, memory::format_tag::io);
+    const memory::desc bias({out}, memory::data_type::f32, memory::format_tag::x);
+    const memory::desc dst({c.batch_size, out}, memory::data_type::f32, memory::format_tag::nc);
+    const bool use_bias = c.node.variables.size() > 1;
+    const dnnl::engine& engine = c.primitives.engine();
+
+    using Forward = dnnl::inner_product_forward;
+    const auto forward_desc =
+        use_bias ? Forward::desc(dnnl::prop_kind::forward_training, src, weights, bias, dst)
+                 : Forward::desc(dnnl::prop_kind::forward_training, src, weights, dst);
+    const Forward::primitive_desc forward_pd(
+        forward_desc, PrimitiveSet::attributes(activationPostOps(activation_)), engine);
+
+    const memory kernel = c.memory.parameter(weights, c.variable(0));
+    output_.value = c.memory.allocate(dst);
+    PrimitiveArguments forward_args{
+        {DNNL_ARG_SRC, c.input.value}, {DNNL_ARG_WEIGHTS, kernel}, {DNNL_ARG_DST, output_.value}};
+    if (use_bias) forward_args[DNNL_ARG_BIAS] = c.memory.parameter(bias, c.variable(1));
+    forward_ = &c.primitives.add<Forward>(forward_pd, std::move(forward_args));
+
+    if (!c.backward) return;
+    output_.grad = c.memory.allocate(dst);
+    if (activation_ != Activation::Linear)
+      activation_backward_ = &addActivationBackward(c.primitives, activation_, output_.value,
+                                                    output_.grad, output_.grad);
+    if (c.variable(0).trainable) {
+      using Weights = dnnl::inner_product_backward_weights;
+      const auto desc =
+          use_bias ? Weights::desc(src, weights, bias, dst) : Weights::desc(src, weights, dst);
+      const Weights::primitive_desc pd(desc, PrimitiveSet::attributes(), engine, forward_pd);
+      PrimitiveArguments args{{DNNL_ARG_SRC, c.input.value},
+                              {DNNL_ARG_DIFF_DST, output_.grad},
+                              {DNNL_ARG_DIFF_WEIGHTS, c.memory.gradient(weights, c.variable(0))}};
+      if (use_bias) args[DNNL_ARG_DIFF_BIAS] = c.memory.gradient(bias, c.variable(1));
+      backward_weights_ = &c.primitives.add<Weights>(pd, std::move(args));
+    }
+    if (c.propagate) {
+      using Data = dnnl::inner_product_backward_data;
+      const Data::primitive_desc pd(Data::desc(src, weights, dst), PrimitiveSet::attributes(),
+                                    engine, forward_pd);
+      backward_data_ = &c.primitives.add<Data>(pd, {{DNNL_ARG_DIFF_DST, output_.grad},
+                                                    {DNNL_ARG_WEIGHTS, kernel},
+                                                    {DNNL_ARG_DIFF_SRC, c.input.grad}});
+    }
+  }
+
+  const CpuTensor& output() const override { return output_; }
+
+  void forward(dnnl::stream& stream, std::optional<uint64_t>) override { forward_->run(stream); }
+
+  void backward(dnnl::stream& stream) override {
+    if (activation_backward_) activation_backward_->run(stream);
+    if (backward_weights_) backward_weights_->run(stream);
+    if (backward_data_) backward_data_->run(stream);
+  }
+
+ private:
+  Activation activation_;
+  CpuTensor output_;
+  const PrimitiveCall* forward_ = nullptr;
+  const PrimitiveCall* activation_backward_ = nullptr;
+  const PrimitiveCall* backward_weights_ = nullptr;
+  const PrimitiveCall* backward_data_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuLayer> makeDenseLayer(const LayerBuildContext& context) {
+  return std::make_unique<DenseLayer>(context);
+}
+
+}  // namespace traind

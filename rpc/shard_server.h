@@ -1,0 +1,36 @@
+// Accepts worker connections on the ps's address and serves one
+// ParameterShard capability to each, with Cap'n Proto's two-party protocol.
+// A peer that sends garbage or an oversized message loses its connection
+// (logged); the others are served on.
+#pragma once
+
+#include <capnp/capability.h>
+#include <kj/async-io.h>
+
+#include <memory>
+#include <string>
+
+namespace traind {
+
+class ShardServer {
+ public:
+  // Binds `address` ("host:port") now. Throws InputError when the address
+  // does not resolve or the port is in use.
+  ShardServer(kj::AsyncIoContext& io, const std::string& address, capnp::Capability::Client service);
+  ~ShardServer();
+
+  // Serves until the returned promise is dropped.
+  kj::Promise<void> serve();
+  int connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Cap'n Proto reads at most this many 8-byte words per message: a 1 MiB
+// chunk plus its envelope fits with room to spare, and a forged size field
+// cannot make a node reserve more.
+constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
+
+}  // namespace traind

@@ -1,0 +1,169 @@
+#include "rpc/shard_service.h"
+
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+
+#include <span>
+
+namespace traind {
+namespace {
+
+// Tensors are little-endian float32 on the wire; the received bytes are
+// word-aligned inside the message, so they are read in place.
+std::span<const float> floatsOf(capnp::Data::Reader data) {
+  if (data.size() % sizeof(float) != 0)
+    throw ProtocolError("a tensor chunk of " + std::to_string(data.size()) +
+                        " bytes is not a whole number of float32 values");
+  return {reinterpret_cast<const float*>(data.begin()), data.size() / sizeof(float)};
+}
+
+// ProtocolError and InputError become a failed call with their message; the
+// connection and the shard live on.
+template <typename F>
+kj::Promise<void> checked(F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    spdlog::warn("rejected a call: {}", e.what());
+    return KJ_EXCEPTION(FAILED, e.what());
+  }
+}
+
+}  // namespace
+
+ShardService::ShardService(ParameterShard& shard, std::string architecture_hash)
+    : shard_(shard), architecture_hash_(std::move(architecture_hash)), stop_promise_(nullptr) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  stop_promise_ = paf.promise.fork();
+  stop_fulfiller_ = kj::mv(paf.fulfiller);
+}
+
+kj::Promise<void> ShardService::onStop() { return stop_promise_.addBranch(); }
+
+void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
+  status.setReady(shard_.ready());
+  status.setGlobalStep(shard_.globalStep());
+  status.setStopping(stopping_);
+}
+
+void ShardService::releasePulls() {
+  for (auto it = waiting_pulls_.begin(); it != waiting_pulls_.end();) {
+    if (stopping_ || it->min_step <= shard_.globalStep()) {
+      it->fulfiller->fulfill();
+      it = waiting_pulls_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+kj::Promise<void> ShardService::hello(HelloContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    auto params = context.getParams();
+    const std::string hash = params.getArchitectureHash();
+    if (hash != architecture_hash_)
+      throw ProtocolError("ps " + std::to_string(shard_.shardIndex()) +
+                          " serves architecture " + architecture_hash_ + ", the peer trains " +
+                          hash + ": the nodes read different model specs");
+    if (params.getShardIndex() != uint32_t(shard_.shardIndex()))
+      throw ProtocolError("this is ps " + std::to_string(shard_.shardIndex()) +
+                          ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +
+                          ": the nodes read different cluster specs");
+    fillStatus(context.getResults().initStatus());
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::status(StatusContext context) {
+  fillStatus(context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> ShardService::initialize(InitializeContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    auto params = context.getParams();
+    shard_.initialize(params.getSlot(), int64_t(params.getOffset()), floatsOf(params.getData()));
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    shard_.markReady(context.getParams().getGlobalStep());
+    spdlog::info("initialised by the chief at global step {}", shard_.globalStep());
+    releasePulls();
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::push(PushContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    auto params = context.getParams();
+    const int64_t before = shard_.globalStep();
+    const bool accepted = shard_.push(params.getWorkerTask(), params.getStep(),
+                                      int64_t(params.getOffset()), floatsOf(params.getData()));
+    context.getResults().setAccepted(accepted);
+    if (shard_.globalStep() != before) releasePulls();
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::pull(PullContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    auto params = context.getParams();
+    const int64_t offset = int64_t(params.getOffset());
+    const int64_t length = int64_t(params.getLength());
+    if (length < 0 || length > ParameterShard::kChunkFloats)
+      throw ProtocolError("a pull of " + std::to_string(length) + " floats; at most " +
+                          std::to_string(ParameterShard::kChunkFloats) + " per call");
+    auto reply = [this, context, offset, length]() mutable {
+      auto results = context.getResults();
+      results.setGlobalStep(shard_.globalStep());
+      capnp::Data::Builder data = results.initData(size_t(length) * sizeof(float));
+      // A copy taken now: the reply can never tear under a later update.
+      shard_.read(0, offset, {reinterpret_cast<float*>(data.begin()), size_t(length)});
+    };
+    if (!shard_.ready() && !stopping_)
+      throw ProtocolError("ps " + std::to_string(shard_.shardIndex()) + " is not initialised yet");
+    if (stopping_ || params.getMinStep() <= shard_.globalStep()) {
+      reply();
+      return kj::READY_NOW;
+    }
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    waiting_pulls_.push_back({params.getMinStep(), kj::mv(paf.fulfiller)});
+    return paf.promise.then([this, reply]() mutable {
+      return checked([&]() -> kj::Promise<void> {
+        reply();
+        return kj::READY_NOW;
+      });
+    });
+  });
+}
+
+kj::Promise<void> ShardService::readState(ReadStateContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    auto params = context.getParams();
+    const int64_t length = int64_t(params.getLength());
+    if (length < 0 || length > ParameterShard::kChunkFloats)
+      throw ProtocolError("a read of " + std::to_string(length) + " floats; at most " +
+                          std::to_string(ParameterShard::kChunkFloats) + " per call");
+    auto results = context.getResults();
+    results.setGlobalStep(shard_.globalStep());
+    capnp::Data::Builder data = results.initData(size_t(length) * sizeof(float));
+    shard_.read(params.getSlot(), int64_t(params.getOffset()),
+                {reinterpret_cast<float*>(data.begin()), size_t(length)});
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::stop(StopContext context) {
+  if (!stopping_) {
+    stopping_ = true;
+    spdlog::info("stop requested by the chief at global step {}", shard_.globalStep());
+    releasePulls();
+    stop_fulfiller_->fulfill();
+  }
+  return kj::READY_NOW;
+}
+
+}  // namespace traind

@@ -1,0 +1,285 @@
+#include "rpc/sharded_client.h"
+
+#include <capnp/orphan.h>
+#include <capnp/rpc-twoparty.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/parameter_shard.h"
+#include "rpc/shard_server.h"
+#include "rpc/traind.capnp.h"
+
+namespace traind {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One ps shard as the worker sees it.
+struct ShardLink {
+  int index = 0;
+  std::string address;
+  std::vector<ShardChunk> chunks;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  kj::Maybe<wire::ParameterShard::Client> client;
+
+  wire::ParameterShard::Client& shard() {
+    KJ_IF_MAYBE(c, client) return *c;
+    throw std::logic_error("ps " + std::to_string(index) + " used before connect()");
+  }
+};
+
+ShardStatusView toView(wire::ShardStatus::Reader s) {
+  return {s.getReady(), s.getGlobalStep(), s.getStopping()};
+}
+
+// Data that a request points at instead of copying; Cap'n Proto needs
+// 8-byte aligned external data, so other slices are copied.
+template <typename ParamsBuilder>
+void attachFloats(ParamsBuilder request, const float* data, int64_t count) {
+  const size_t bytes = size_t(count) * sizeof(float);
+  if (reinterpret_cast<uintptr_t>(data) % 8 == 0) {
+    auto orphanage = capnp::Orphanage::getForMessageContaining(request);
+    request.adoptData(orphanage.referenceExternalData(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(data), bytes)));
+  } else {
+    std::memcpy(request.initData(bytes).begin(), data, bytes);
+  }
+}
+
+}  // namespace
+
+struct ShardedClient::Impl {
+  kj::AsyncIoContext& io;
+  ClusterSpec cluster;
+  std::string architecture_hash;
+  uint32_t worker_task;
+  std::vector<ShardLink> shards;
+  size_t slot_count = 0;
+
+  kj::Promise<void> connectOnce(ShardLink& link) {
+    return io.provider->getNetwork()
+        .parseAddress(link.address)
+        .then([](kj::Own<kj::NetworkAddress> addr) { return addr->connect(); })
+        .then([this, &link](kj::Own<kj::AsyncIoStream> stream) {
+          capnp::ReaderOptions options;
+          options.traversalLimitInWords = kTraversalLimitWords;
+          link.stream = kj::mv(stream);
+          link.network = kj::heap<capnp::TwoPartyVatNetwork>(
+              *link.stream, capnp::rpc::twoparty::Side::CLIENT, options);
+          link.rpc = kj::heap(capnp::makeRpcClient(*link.network));
+          capnp::MallocMessageBuilder vat_id;
+          auto id = vat_id.initRoot<capnp::rpc::twoparty::VatId>();
+          id.setSide(capnp::rpc::twoparty::Side::SERVER);
+          link.client = link.rpc->bootstrap(id).castAs<wire::ParameterShard>();
+          auto hello = link.shard().helloRequest();
+          hello.setArchitectureHash(architecture_hash);
+          hello.setShardIndex(uint32_t(link.index));
+          hello.setWorkerTask(worker_task);
+          return hello.send().ignoreResult();
+        });
+  }
+};
+
+ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
+                             const LayerGraph& graph, const VariableLayout& layout,
+                             std::string architecture_hash, uint32_t worker_task)
+    : impl_(std::make_unique<Impl>(Impl{io, cluster, std::move(architecture_hash), worker_task,
+                                        {}, 0})) {
+  const Placement placement = placeVariables(layout, int(cluster.ps.size()));
+  for (size_t i = 0; i < cluster.ps.size(); ++i) {
+    ShardLink link;
+    link.index = int(i);
+    link.address = cluster.ps[i].toString();
+    link.chunks = chunkShard(placement.shards[i], ParameterShard::kChunkFloats);
+    impl_->shards.push_back(std::move(link));
+  }
+  (void)graph;
+}
+
+ShardedClient::~ShardedClient() = default;
+
+void ShardedClient::connect(double timeout_seconds) {
+  const Clock::time_point start = Clock::now();
+  for (ShardLink& link : impl_->shards) {
+    double delay = 0.05;
+    Clock::time_point last_log{};
+    for (;;) {
+      kj::Maybe<kj::Exception> failure =
+          kj::runCatchingExceptions([&]() { impl_->connectOnce(link).wait(impl_->io.waitScope); });
+      KJ_IF_MAYBE(e, failure) {
+        const std::string reason = e->getDescription().cStr();
+        if (e->getType() == kj::Exception::Type::FAILED)
+          throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
+                           " refused this worker: " + reason);
+        const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+        if (waited > timeout_seconds)
+          throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) +
+                                   " at " + link.address + " after " +
+                                   std::to_string(int(waited)) + " s: " + reason);
+        if (Clock::now() - last_log > std::chrono::seconds(5)) {
+          spdlog::info("waiting for ps {} at {} ({})", link.index, link.address,
+                       reason.substr(0, reason.find('\n')));
+          last_log = Clock::now();
+        }
+        impl_->io.provider->getTimer()
+            .afterDelay(int64_t(delay * 1000) * kj::MILLISECONDS)
+            .wait(impl_->io.waitScope);
+        delay = std::min(delay * 2, 2.0);
+        continue;
+      }
+      break;
+    }
+    spdlog::info("connected to ps {} at {}", link.index, link.address);
+  }
+}
+
+std::vector<ShardStatusView> ShardedClient::statuses() {
+  std::vector<ShardStatusView> out;
+  for (ShardLink& link : impl_->shards)
+    out.push_back(toView(link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
+  return out;
+}
+
+void ShardedClient::waitUntilReady(double timeout_seconds) {
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_log{};
+  for (;;) {
+    std::vector<int> waiting;
+    const std::vector<ShardStatusView> all = statuses();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (!all[i].ready) waiting.push_back(int(i));
+    if (waiting.empty()) return;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > timeout_seconds)
+      throw std::runtime_error("gave up waiting for the chief (worker 0) to initialise the ps "
+                               "shards after " + std::to_string(int(waited)) + " s");
+    if (Clock::now() - last_log > std::chrono::seconds(5)) {
+      spdlog::info("waiting for the chief (worker 0) to initialise ps {}", fmt::join(waiting, ", "));
+      last_log = Clock::now();
+    }
+    impl_->io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(impl_->io.waitScope);
+  }
+}
+
+void ShardedClient::initialize(const ModelState& state) {
+  kj::Vector<kj::Promise<void>> calls;
+  const size_t slots = state.optimizer().slotNames().size();
+  for (ShardLink& link : impl_->shards) {
+    for (const ShardChunk& c : link.chunks) {
+      for (size_t slot = 0; slot <= slots; ++slot) {
+        const FlatBuffer& source = slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
+        auto request = link.shard().initializeRequest();
+        request.setSlot(uint32_t(slot));
+        request.setOffset(uint64_t(c.shard_offset));
+        attachFloats<wire::ParameterShard::InitializeParams::Builder>(request, source.data() + c.layout_offset, c.size);
+        calls.add(request.send().ignoreResult());
+      }
+    }
+  }
+  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  for (ShardLink& link : impl_->shards) {
+    auto request = link.shard().markReadyRequest();
+    request.setGlobalStep(state.globalStep());
+    request.send().wait(impl_->io.waitScope);
+  }
+}
+
+namespace {
+
+// Adds one pull call per chunk of every shard; the replies land in `parameters`.
+void addPulls(std::vector<ShardLink>& shards, int64_t min_step, FlatBuffer& parameters,
+              std::vector<int64_t>& steps, kj::Vector<kj::Promise<void>>& calls) {
+  for (ShardLink& link : shards) {
+    for (const ShardChunk& c : link.chunks) {
+      auto request = link.shard().pullRequest();
+      request.setMinStep(min_step);
+      request.setOffset(uint64_t(c.shard_offset));
+      request.setLength(uint64_t(c.size));
+      int64_t* step = &steps[size_t(link.index)];
+      float* out = parameters.data() + c.layout_offset;
+      const int64_t size = c.size;
+      calls.add(request.send().then([step, out, size](auto reply) {
+        capnp::Data::Reader data = reply.getData();
+        if (data.size() != size_t(size) * sizeof(float))
+          throw std::runtime_error("a ps answered a pull of " + std::to_string(size) +
+                                   " floats with " + std::to_string(data.size()) + " bytes");
+        std::memcpy(out, data.begin(), data.size());
+        *step = std::min(*step, int64_t(reply.getGlobalStep()));
+      }));
+    }
+  }
+}
+
+}  // namespace
+
+int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
+  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
+  kj::Vector<kj::Promise<void>> calls;
+  addPulls(impl_->shards, min_step, parameters, steps, calls);
+  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  return steps[0] < min_step ? -1 : steps[0];
+}
+
+int64_t ShardedClient::pushAndPull(int64_t step, const FlatBuffer& gradients, int64_t min_step,
+                                   FlatBuffer& parameters) {
+  kj::Vector<kj::Promise<void>> calls;
+  int64_t dropped = 0;
+  for (ShardLink& link : impl_->shards) {
+    for (const ShardChunk& c : link.chunks) {
+      auto request = link.shard().pushRequest();
+      request.setWorkerTask(impl_->worker_task);
+      request.setStep(step);
+      request.setOffset(uint64_t(c.shard_offset));
+      attachFloats<wire::ParameterShard::PushParams::Builder>(request, gradients.data() + c.layout_offset, c.size);
+      calls.add(request.send().then([&dropped](auto reply) {
+        if (!reply.getAccepted()) ++dropped;
+      }));
+    }
+  }
+  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
+  addPulls(impl_->shards, min_step, parameters, steps, calls);
+  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  if (dropped > 0) ++dropped_;
+  return steps[0] < min_step ? -1 : steps[0];
+}
+
+void ShardedClient::readState(ModelState& state) {
+  kj::Vector<kj::Promise<void>> calls;
+  const size_t slots = state.optimizer().slotNames().size();
+  int64_t step = INT64_MAX;
+  for (ShardLink& link : impl_->shards) {
+    for (const ShardChunk& c : link.chunks) {
+      for (size_t slot = 0; slot <= slots; ++slot) {
+        FlatBuffer& target = slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
+        auto request = link.shard().readStateRequest();
+        request.setSlot(uint32_t(slot));
+        request.setOffset(uint64_t(c.shard_offset));
+        request.setLength(uint64_t(c.size));
+        float* out = target.data() + c.layout_offset;
+        const int64_t size = c.size;
+        const bool first_shard = link.index == 0;
+        calls.add(request.send().then([out, size, first_shard, &step](auto reply) {
+          capnp::Data::Reader data = reply.getData();
+          if (data.size() != size_t(size) * sizeof(float))
+            throw std::runtime_error("a ps answered a state read with the wrong length");
+          std::memcpy(out, data.begin(), data.size());
+          if (first_shard) step = std::min(step, int64_t(reply.getGlobalStep()));
+        }));
+      }
+    }
+  }
+  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  state.setGlobalStep(step);
+}
+
+void ShardedClient::stopAll() {
+  kj::Vector<kj::Promise<void>> calls;
+  for (ShardLink& link : impl_->shards) calls.add(link.shard().stopRequest().send().ignoreResult());
+  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+}
+
+}  // namespace traind

@@ -1,0 +1,80 @@
+// A worker's view of the parameter servers: one connection per ps shard,
+// tensors moved as 1 MiB chunks with every chunk of a step in flight at
+// once. Calls block the calling thread, which runs the kj event loop of
+// `io` while it waits; use it from that thread only.
+//
+//   ShardedClient ps(io, cluster, graph, layout, hash, /*worker_task=*/1);
+//   ps.connect();                                  // retries until every ps answers
+//   ps.waitUntilReady();                           // the chief has initialised them
+//   int64_t step = ps.pull(0, params);             // every shard, in parallel
+//   replica.trainStep(batch, params.data(), grads.data(), step);
+//   step = ps.pushAndPull(step, grads, step + 1, params);   // sync: waits for the next step
+#pragma once
+
+#include <kj/async-io.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/layer_graph.h"
+#include "core/model_state.h"
+#include "core/placement.h"
+
+namespace traind {
+
+struct ShardStatusView {
+  bool ready = false;
+  int64_t global_step = 0;
+  bool stopping = false;
+};
+
+class ShardedClient {
+ public:
+  ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster, const LayerGraph& graph,
+                const VariableLayout& layout, std::string architecture_hash,
+                uint32_t worker_task);
+  ~ShardedClient();
+
+  // Connects to every ps and says hello, retrying refused connections with
+  // backoff and logging whom it is waiting for. Gives up (runtime_error)
+  // after `timeout_seconds`. A ps that answers with another architecture or
+  // shard index is an InputError.
+  void connect(double timeout_seconds);
+
+  std::vector<ShardStatusView> statuses();
+
+  // Polls until every shard is ready; logs while it waits.
+  void waitUntilReady(double timeout_seconds);
+
+  // Chief: writes parameters and optimizer slots to every shard, then marks
+  // them ready at the state's global step.
+  void initialize(const ModelState& state);
+
+  // Parameters from every shard once each has reached min_step, into
+  // `parameters` (the model's flat layout). Returns shard 0's global step, which is
+  // the job's; -1 if the shards are stopping.
+  int64_t pull(int64_t min_step, FlatBuffer& parameters);
+
+  // Pushes a gradient computed at `step`, then pulls as pull() does; both in flight at once.
+  int64_t pushAndPull(int64_t step, const FlatBuffer& gradients, int64_t min_step,
+                      FlatBuffer& parameters);
+
+  // Chief: parameters and optimizer slots of every shard into `state`, for a
+  // checkpoint; state's global step becomes shard 0's.
+  void readState(ModelState& state);
+
+  // Chief: tells every shard that the job is done.
+  void stopAll();
+
+  int64_t gradientsDropped() const { return dropped_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace traind

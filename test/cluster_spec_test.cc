@@ -1,0 +1,323 @@
+#include "core/cluster_spec.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using namespace traind;
+
+namespace {
+
+// A fresh directory per test case, removed at its end.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() / ("traind_cluster_spec_test_" + std::to_string(getpid()) +
+                                         "_" + std::to_string(++counter));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+
+  const fs::path& path() const { return path_; }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path file = path_ / name;
+    std::ofstream(file, std::ios::binary) << text;
+    return file.string();
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string configPath(const std::string& name) {
+  return std::string(TRAIND_SOURCE_DIR) + "/configs/clusters/" + name;
+}
+
+// The message of the InputError that loading `text` throws, with the
+// temporary file's path replaced by "c.yaml".
+std::string errorOf(const std::string& text) {
+  TempDir dir;
+  const std::string path = dir.write("c.yaml", text);
+  try {
+    loadClusterSpec(path);
+  } catch (const InputError& e) {
+    std::string message = e.what();
+    if (message.rfind(path, 0) == 0) message = "c.yaml" + message.substr(path.size());
+    return message;
+  }
+  FAIL("loading\n" << text << "did not throw InputError");
+  return {};
+}
+
+ClusterSpec load(const TempDir& dir, const std::string& text) {
+  return loadClusterSpec(dir.write("c.yaml", text));
+}
+
+std::string taskError(const ClusterSpec& cluster, const std::string& job, int task) {
+  try {
+    checkTask(cluster, job, task);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("checkTask(" << job << ", " << task << ") did not throw InputError");
+  return {};
+}
+
+const std::string kCluster =
+    "cluster:\n"
+    "  ps: [127.0.0.1:2221]\n"
+    "  worker: [127.0.0.1:2222, 127.0.0.1:2223, 127.0.0.1:2224]\n";
+
+}  // namespace
+
+TEST_CASE("every example cluster loads", "[cluster_spec]") {
+  const ClusterSpec async = loadClusterSpec(configPath("local_async.yaml"));
+  CHECK(async.mode == TrainingMode::Async);
+  REQUIRE(async.ps.size() == 1);
+  REQUIRE(async.worker.size() == 2);
+  CHECK(async.ps[0].toString() == "127.0.0.1:2221");
+  CHECK(async.worker[0].toString() == "127.0.0.1:2222");
+  CHECK(async.worker[1].toString() == "127.0.0.1:2223");
+  CHECK(async.max_staleness == 0);
+  CHECK_FALSE(async.checkpoint);
+
+  const ClusterSpec sync = loadClusterSpec(configPath("local_sync.yaml"));
+  CHECK(sync.mode == TrainingMode::Sync);
+  CHECK(sync.ps.size() == 1);
+  CHECK(sync.worker.size() == 2);
+  CHECK(sync.replicas_to_aggregate == 2);
+  CHECK(sync.total_num_replicas == 2);
+
+  const ClusterSpec two_ps = loadClusterSpec(configPath("local_2ps.yaml"));
+  CHECK(two_ps.mode == TrainingMode::Async);
+  REQUIRE(two_ps.ps.size() == 2);
+  CHECK(two_ps.ps[1].host == "127.0.0.1");
+  CHECK(two_ps.ps[1].port == 2222);
+  CHECK(two_ps.worker.size() == 2);
+}
+
+TEST_CASE("addresses keep their positions; IPv6 and names print back", "[cluster_spec]") {
+  TempDir dir;
+  const ClusterSpec spec = load(dir,
+                                "cluster:\n"
+                                "  ps:\n"
+                                "    - \"[::1]:2221\"\n"
+                                "    - '[fe80::1%eth0]:2222'\n"
+                                "  worker: [ps-0.example.com:65535, Worker_1:1]\n");
+  REQUIRE(spec.ps.size() == 2);
+  CHECK(spec.ps[0].host == "::1");
+  CHECK(spec.ps[0].port == 2221);
+  CHECK(spec.ps[0].toString() == "[::1]:2221");
+  CHECK(spec.ps[0].location.line == 3);
+  CHECK(spec.ps[0].location.column == 7);
+  CHECK(spec.ps[1].toString() == "[fe80::1%eth0]:2222");
+  CHECK(spec.worker[0].toString() == "ps-0.example.com:65535");
+  CHECK(spec.worker[1].toString() == "Worker_1:1");
+  CHECK(spec.worker[1].location.line == 5);
+  CHECK(spec.worker[1].location.column == 36);
+  CHECK(spec.path == (dir.path() / "c.yaml").string());
+}
+
+TEST_CASE("omitted sections and fields take their defaults", "[cluster_spec]") {
+  TempDir dir;
+  const ClusterSpec plain = load(dir, kCluster);
+  CHECK(plain.mode == TrainingMode::Async);
+  CHECK(plain.max_staleness == 0);
+  CHECK(plain.replicas_to_aggregate == 3);
+  CHECK(plain.total_num_replicas == 3);
+  CHECK_FALSE(plain.checkpoint);
+
+  const ClusterSpec sync = load(dir, kCluster + "training: {mode: sync}\n");
+  CHECK(sync.mode == TrainingMode::Sync);
+  CHECK(sync.replicas_to_aggregate == 3);
+  CHECK(sync.total_num_replicas == 3);
+
+  const ClusterSpec backup =
+      load(dir, kCluster + "training: {mode: sync, replicas_to_aggregate: 2}\n");
+  CHECK(backup.replicas_to_aggregate == 2);
+  CHECK(backup.total_num_replicas == 3);
+
+  const ClusterSpec stale = load(dir, kCluster + "training: {mode: async, max_staleness: 4}\n");
+  CHECK(stale.max_staleness == 4);
+}
+
+TEST_CASE("the checkpoint section is the model spec's, relative to the file", "[cluster_spec]") {
+  TempDir dir;
+  const ClusterSpec full = load(
+      dir, kCluster + "checkpoint: {dir: ckpt, every_steps: 10, every_seconds: 1.5, keep: 2}\n");
+  REQUIRE(full.checkpoint);
+  CHECK(full.checkpoint->dir == (fs::absolute(dir.path()) / "ckpt").string());
+  CHECK(full.checkpoint->every_steps == 10);
+  CHECK(full.checkpoint->every_seconds == 1.5);
+  CHECK(full.checkpoint->keep == 2);
+
+  const ClusterSpec minimal = load(dir, kCluster + "checkpoint: {dir: /var/lib/traind/ckpt}\n");
+  REQUIRE(minimal.checkpoint);
+  CHECK(minimal.checkpoint->dir == "/var/lib/traind/ckpt");
+  CHECK(minimal.checkpoint->every_steps == 0);
+  CHECK(minimal.checkpoint->every_seconds == 0.0);
+  CHECK(minimal.checkpoint->keep == 5);
+
+  CHECK(errorOf(kCluster + "checkpoint: {dir: x, keep: 0}\n") ==
+        "c.yaml:4:28: checkpoint.keep: expected a positive integer, got 0");
+  CHECK(errorOf(kCluster + "checkpoint: {every_steps: 5}\n") ==
+        "c.yaml:4:13: checkpoint: missing field 'dir'");
+}
+
+TEST_CASE("unknown fields suggest the closest known one or list them", "[cluster_spec]") {
+  CHECK(errorOf(kCluster + "trainig: {mode: sync}\n") ==
+        "c.yaml:4:1: unknown field 'trainig' (did you mean 'training'?)");
+  CHECK(errorOf("cluster:\n  ps: [a:1]\n  workers: [b:1]\n") ==
+        "c.yaml:3:3: cluster: unknown field 'workers' (did you mean 'worker'?)");
+  CHECK(errorOf(kCluster + "training: {mode: sync, replicas: 2}\n") ==
+        "c.yaml:4:24: training: unknown field 'replicas' (the fields of the training section are "
+        "mode, replicas_to_aggregate, total_num_replicas, max_staleness)");
+  CHECK(errorOf(kCluster + "checkpoint: {dir: x, every_step: 5}\n") ==
+        "c.yaml:4:22: checkpoint: unknown field 'every_step' (did you mean 'every_steps'?)");
+}
+
+TEST_CASE("ps and worker are required non-empty lists", "[cluster_spec]") {
+  CHECK(errorOf("training: {mode: async}\n") == "c.yaml:1:1: missing field 'cluster'");
+  CHECK(errorOf("cluster:\n  worker: [a:1]\n") == "c.yaml:2:3: cluster: missing field 'ps'");
+  CHECK(errorOf("cluster:\n  ps: []\n  worker: [a:1]\n") ==
+        "c.yaml:2:7: cluster.ps: expected a non-empty list of host:port addresses, got an empty "
+        "list");
+  CHECK(errorOf("cluster:\n  ps: [a:1]\n  worker:\n") ==
+        "c.yaml:3:3: cluster.worker: expected a list of host:port addresses, got an empty value");
+  CHECK(errorOf("cluster:\n  ps: a:1\n  worker: [b:1]\n") ==
+        "c.yaml:2:7: cluster.ps: expected a list of host:port addresses, got 'a:1'");
+}
+
+TEST_CASE("address syntax", "[cluster_spec]") {
+  auto addressError = [](const std::string& address) {
+    return errorOf("cluster:\n  ps: [a:1]\n  worker: [" + address + "]\n");
+  };
+  CHECK(addressError("localhost") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port, got 'localhost'");
+  CHECK(addressError("2222") == "c.yaml:3:12: cluster.worker[0]: expected host:port, got 2222");
+  CHECK(addressError(":2222") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a non-empty host, got ':2222'");
+  CHECK(addressError("h:0") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got 'h:0'");
+  CHECK(addressError("h:65536") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got "
+        "'h:65536'");
+  CHECK(addressError("\"h:\"") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got the "
+        "quoted string 'h:'");
+  CHECK(addressError("h:+80") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got 'h:+80'");
+  CHECK(addressError("h:99999999999999999999") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got "
+        "'h:99999999999999999999'");
+  CHECK(addressError("\"a b:1\"") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with a host of letters, digits, '-', "
+        "'.' and '_', got the quoted string 'a b:1'");
+  CHECK(addressError("::1:2222") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port with an IPv6 host in brackets, as "
+        "\"[::1]:2222\", got '::1:2222'");
+  CHECK(addressError("\"[::1]2222\"") ==
+        "c.yaml:3:12: cluster.worker[0]: expected [ipv6]:port, got the quoted string '[::1]2222'");
+  CHECK(addressError("\"[]:2222\"") ==
+        "c.yaml:3:12: cluster.worker[0]: expected [ipv6]:port with an IPv6 address in brackets, "
+        "got the quoted string '[]:2222'");
+  CHECK(addressError("\"[host]:2222\"") ==
+        "c.yaml:3:12: cluster.worker[0]: expected [ipv6]:port with an IPv6 address in brackets, "
+        "got the quoted string '[host]:2222'");
+  // Unquoted, YAML reads [::1]:2222 as a mapping from a list.
+  CHECK(addressError("[::1]:2222") ==
+        "c.yaml:3:12: cluster.worker[0]: expected host:port (an IPv6 address goes in quotes, as "
+        "\"[::1]:2222\"), got a mapping");
+}
+
+TEST_CASE("an address used twice names both places", "[cluster_spec]") {
+  CHECK(errorOf("cluster:\n"
+                "  ps: [127.0.0.1:2221, 127.0.0.1:2222]\n"
+                "  worker: [127.0.0.1:2223, 127.0.0.1:2222]\n") ==
+        "c.yaml:3:28: cluster.worker[1]: duplicate address 127.0.0.1:2222 (cluster.ps[1] at "
+        "line 2, column 24 has it too)");
+  CHECK(errorOf("cluster:\n"
+                "  ps: [Host:1]\n"
+                "  worker: [b:1, host:1]\n") ==
+        "c.yaml:3:17: cluster.worker[1]: duplicate address host:1 (cluster.ps[0] at line 2, "
+        "column 8 has it too)");
+  CHECK(errorOf("cluster:\n"
+                "  ps: [a:1]\n"
+                "  worker: [\"[::1]:5\", '[::1]:5']\n") ==
+        "c.yaml:3:23: cluster.worker[1]: duplicate address [::1]:5 (cluster.worker[0] at line 3, "
+        "column 12 has it too)");
+  // One host, different ports: fine.
+  TempDir dir;
+  CHECK(load(dir, "cluster: {ps: [a:1], worker: [a:2]}\n").worker[0].port == 2);
+}
+
+TEST_CASE("fields of the other training mode are refused", "[cluster_spec]") {
+  CHECK(errorOf(kCluster + "training: {replicas_to_aggregate: 2}\n") ==
+        "c.yaml:4:35: training.replicas_to_aggregate: only meaningful with mode: sync");
+  CHECK(errorOf(kCluster + "training:\n  mode: async\n  total_num_replicas: 3\n") ==
+        "c.yaml:6:23: training.total_num_replicas: only meaningful with mode: sync");
+  CHECK(errorOf(kCluster + "training: {mode: sync, max_staleness: 1}\n") ==
+        "c.yaml:4:39: training.max_staleness: only meaningful with mode: async");
+  CHECK(errorOf(kCluster + "training: {mode: bulk}\n") ==
+        "c.yaml:4:18: training.mode: expected one of async, sync, got 'bulk'");
+  CHECK(errorOf(kCluster + "training: {max_staleness: -1}\n") ==
+        "c.yaml:4:27: training.max_staleness: expected a non-negative integer, got -1");
+}
+
+TEST_CASE("sync counts: 1 <= replicas_to_aggregate <= total_num_replicas == workers",
+          "[cluster_spec]") {
+  CHECK(errorOf(kCluster + "training: {mode: sync, replicas_to_aggregate: 0}\n") ==
+        "c.yaml:4:47: training.replicas_to_aggregate: expected a positive integer, got 0");
+  CHECK(errorOf(kCluster + "training: {mode: sync, replicas_to_aggregate: 4}\n") ==
+        "c.yaml:4:47: training.replicas_to_aggregate: expected at most total_num_replicas (3, the "
+        "number of workers), got 4");
+  CHECK(errorOf(kCluster + "training: {mode: sync, total_num_replicas: 4}\n") ==
+        "c.yaml:4:44: training.total_num_replicas: expected 3 (the number of workers), got 4");
+  CHECK(errorOf(kCluster +
+                "training: {mode: sync, total_num_replicas: 2, replicas_to_aggregate: 2}\n") ==
+        "c.yaml:4:44: training.total_num_replicas: expected 3 (the number of workers), got 2");
+  CHECK(errorOf(kCluster + "training: {mode: sync, total_num_replicas: \"3\"}\n") ==
+        "c.yaml:4:44: training.total_num_replicas: expected a positive integer, got the quoted "
+        "string '3'");
+}
+
+TEST_CASE("a missing, empty, oversized or malformed file", "[cluster_spec]") {
+  TempDir dir;
+  const std::string missing = (dir.path() / "nope.yaml").string();
+  try {
+    loadClusterSpec(missing);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          missing + ": cannot read the cluster spec: No such file or directory");
+  }
+  CHECK(errorOf("") == "c.yaml: expected a mapping of fields, got an empty value");
+  CHECK(errorOf(std::string(2 << 20, '#')) ==
+        "c.yaml: expected a cluster spec of at most 1048576 bytes, got 2097152 bytes");
+  const std::string syntax = errorOf("cluster:\n  ps: [a:1\n  worker: [b:1]\n");
+  CHECK(syntax.rfind("c.yaml:3:", 0) == 0);
+  CHECK(syntax.find("invalid YAML: ") != std::string::npos);
+  CHECK(errorOf("cluster: {ps: [a:1], worker: [b:1]}\ncluster: {ps: [c:1], worker: [d:1]}\n") ==
+        "c.yaml:2:1: duplicate field 'cluster' (first given at line 1)");
+}
+
+TEST_CASE("checkTask accepts the cluster's tasks only", "[cluster_spec]") {
+  const ClusterSpec cluster = loadClusterSpec(configPath("local_async.yaml"));
+  CHECK_NOTHROW(checkTask(cluster, "ps", 0));
+  CHECK_NOTHROW(checkTask(cluster, "worker", 0));
+  CHECK_NOTHROW(checkTask(cluster, "worker", 1));
+  const std::string in = " in " + configPath("local_async.yaml");
+  CHECK(taskError(cluster, "worker", 3) == "--task 3: the cluster has 2 worker tasks (0..1)" + in);
+  CHECK(taskError(cluster, "worker", -1) ==
+        "--task -1: the cluster has 2 worker tasks (0..1)" + in);
+  CHECK(taskError(cluster, "ps", 1) == "--task 1: the cluster has 1 ps task (0)" + in);
+  CHECK(taskError(cluster, "chief", 0) == "--job 'chief': expected ps or worker");
+  CHECK(taskError(cluster, "", 0) == "--job '': expected ps or worker");
+}
