@@ -11,26 +11,34 @@
 namespace traind {
 namespace {
 
-int64_t checkedStepsPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
-                             int prefetch_batches) {
-  if (batch_size <= 0 || batch_size > data.size || first_step < 0 || prefetch_batches < 0)
+// Batches of an epoch over all shards: a multiple of the shard count, so
+// every shard has as many steps per epoch as the others.
+int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
+                               int prefetch_batches, int shard_index, int num_shards) {
+  if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > data.size ||
+      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards)
     throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
                                 " for a data set of " + std::to_string(data.size) +
                                 " examples, first step " + std::to_string(first_step) +
-                                ", prefetch " + std::to_string(prefetch_batches));
-  return data.size / batch_size;
+                                ", prefetch " + std::to_string(prefetch_batches) + ", shard " +
+                                std::to_string(shard_index) + " of " + std::to_string(num_shards));
+  return data.size / (batch_size * num_shards) * num_shards;
 }
 
 }  // namespace
 
 InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
-                             int64_t first_step, int prefetch_batches)
+                             int64_t first_step, int prefetch_batches, int shard_index,
+                             int num_shards)
     : data_(data),
       batch_size_(batch_size),
       shuffle_(shuffle),
       seed_(seed),
       first_step_(first_step),
-      steps_per_epoch_(checkedStepsPerEpoch(data, batch_size, first_step, prefetch_batches)),
+      shard_index_(shard_index),
+      num_shards_(num_shards),
+      batches_per_epoch_(checkedBatchesPerEpoch(data, batch_size, first_step, prefetch_batches,
+                                                shard_index, num_shards)),
       example_floats_(numElements(data.example_shape)),
       target_floats_(data.targets.empty() ? 0 : int64_t(data.targets.size()) / data.size),
       slots_(size_t(prefetch_batches) + 1),
@@ -82,7 +90,8 @@ void InputPipeline::produce() {
 }
 
 void InputPipeline::fill(Slot& slot, int64_t step) {
-  const int64_t epoch = step / steps_per_epoch_;
+  const int64_t batch = step * num_shards_ + shard_index_;  // in the job's order
+  const int64_t epoch = batch / batches_per_epoch_;
   if (epoch != permutation_epoch_) {
     std::iota(permutation_.begin(), permutation_.end(), int64_t(0));
     if (shuffle_) {
@@ -92,7 +101,7 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     }
     permutation_epoch_ = epoch;
   }
-  const int64_t* order = permutation_.data() + (step % steps_per_epoch_) * batch_size_;
+  const int64_t* order = permutation_.data() + (batch % batches_per_epoch_) * batch_size_;
   for (int64_t j = 0; j < batch_size_; ++j) {
     const int64_t example = order[j];
     std::memcpy(slot.inputs.data() + j * example_floats_,

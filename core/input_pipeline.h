@@ -8,6 +8,12 @@
 // it, and the last partial batch of an epoch is dropped. So a run resumed
 // from a checkpoint at step s sees exactly what an uninterrupted one saw.
 //
+// Sharded over the workers of a cluster (shard_index of num_shards), the
+// job's batches are dealt out in turn: step s of shard i is the job's batch
+// s * num_shards + i. The batches of one step over all shards are then the
+// examples of one step of a standalone run with num_shards times the batch,
+// so sync data parallelism trains exactly what a big batch trains.
+//
 //   InputPipeline input(data, 32, /*shuffle=*/true, seed, state.globalStep(), 4);
 //   while (...) { const Batch& batch = input.next(); ... }
 #pragma once
@@ -30,7 +36,8 @@ class InputPipeline {
   // `data` must outlive the pipeline. std::invalid_argument unless
   // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0.
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
-                int64_t first_step, int prefetch_batches);
+                int64_t first_step, int prefetch_batches, int shard_index = 0,
+                int num_shards = 1);
   // Stops and joins the thread, also when the consumer stopped mid-way.
   ~InputPipeline();
 
@@ -41,7 +48,8 @@ class InputPipeline {
   // next call. One consumer thread.
   const Batch& next();
 
-  int64_t stepsPerEpoch() const { return steps_per_epoch_; }
+  // Steps of this shard per epoch of the job's data.
+  int64_t stepsPerEpoch() const { return batches_per_epoch_ / num_shards_; }
 
  private:
   // A preallocated batch buffer; the ring of them is all the pipeline allocates.
@@ -60,7 +68,9 @@ class InputPipeline {
   const bool shuffle_;
   const uint64_t seed_;
   const int64_t first_step_;
-  const int64_t steps_per_epoch_;
+  const int shard_index_;
+  const int num_shards_;
+  const int64_t batches_per_epoch_;  // of the whole job, a multiple of num_shards_
   const int64_t example_floats_;
   const int64_t target_floats_;
 
