@@ -83,7 +83,8 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
 
   StepLog log(spec, total_steps);
   auto last_checkpoint = std::chrono::steady_clock::now();
-  int64_t saved_step = -1;
+  // The state at the start step is a checkpoint already, or a fresh start.
+  int64_t saved_step = step;
   auto checkpoint = [&] {
     if (!chief || spec.checkpoint.dir.empty()) return;
     ps.readState(state);

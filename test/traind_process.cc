@@ -49,3 +49,86 @@ std::string replaceAll(std::string from, const std::string& what, const std::str
 }
 
 }  // namespace traind::testing
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+namespace traind::testing {
+
+BackgroundTraind::BackgroundTraind(const std::string& args, const std::filesystem::path& log)
+    : log_(log) {
+  const std::string command = std::string("cd '") + TRAIND_SOURCE_DIR + "' && exec '" +
+                              TRAIND_BINARY_DIR + "/daemon/traind' " + args + " > '" +
+                              log.string() + "' 2>&1";
+  pid_ = fork();
+  if (pid_ == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+}
+
+BackgroundTraind::~BackgroundTraind() {
+  if (exit_code_ < 0 && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+int BackgroundTraind::wait(double timeout_seconds) {
+  if (exit_code_ >= 0) return exit_code_;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+void BackgroundTraind::signal(int signal_number) {
+  if (exit_code_ < 0) kill(pid_, signal_number);
+}
+
+namespace {
+
+bool portFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return free;
+}
+
+}  // namespace
+
+int freePortRange(int count) {
+  std::mt19937 rng(unsigned(getpid()) ^ unsigned(std::random_device{}()));
+  for (;;) {
+    const int base = 20000 + int(rng() % 30000);
+    bool all = true;
+    for (int p = base; p < base + count && all; ++p) all = portFree(p);
+    if (all) return base;
+  }
+}
+
+std::string localAddresses(int first_port, int count) {
+  std::string s = "[";
+  for (int i = 0; i < count; ++i)
+    s += (i ? ", " : "") + std::string("127.0.0.1:") + std::to_string(first_port + i);
+  return s + "]";
+}
+
+}  // namespace traind::testing

@@ -24,3 +24,34 @@ void writeFile(const std::filesystem::path& path, const std::string& text);
 std::string replaceAll(std::string from, const std::string& what, const std::string& with);
 
 }  // namespace traind::testing
+
+namespace traind::testing {
+
+// A traind process running in the background, its output going to a file.
+// The destructor kills it (SIGKILL) if it still runs.
+class BackgroundTraind {
+ public:
+  BackgroundTraind(const std::string& args, const std::filesystem::path& log);
+  ~BackgroundTraind();
+  BackgroundTraind(const BackgroundTraind&) = delete;
+  BackgroundTraind& operator=(const BackgroundTraind&) = delete;
+
+  // The exit code once it exits within `timeout_seconds`; -1 on timeout
+  // (it keeps running), 128 + n when killed by signal n.
+  int wait(double timeout_seconds);
+  void signal(int signal_number);
+  std::string output() const { return readFile(log_); }
+
+ private:
+  int pid_ = -1;
+  int exit_code_ = -1;
+  std::filesystem::path log_;
+};
+
+// A base port such that base .. base + count - 1 on 127.0.0.1 are free now.
+int freePortRange(int count);
+
+// The address list of a local cluster spec: "[127.0.0.1:p, 127.0.0.1:p+1]".
+std::string localAddresses(int first_port, int count);
+
+}  // namespace traind::testing

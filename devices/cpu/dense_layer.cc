@@ -1,7 +1,7 @@
-// Dense: oneDNN inner product. The canonical kernel [in, out] is oneDNN's
-// `io` format, which gemm reads as fast as its preferred one, so the kernel
-// and its gradient are used in place in the caller's flat buffers: no
-// reorders at all.
+// Dense: oneDNN inner product (gemm). The canonical kernel [in, out] is
+// oneDNN's `io` format, the one its gemm implementation picks when left to
+// choose, so the kernel and its gradient are used in place in the caller's
+// flat buffers: no reorders at all.
 #include <stdexcept>
 
 #include "devices/cpu/activation_functions.h"

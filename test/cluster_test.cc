@@ -1,0 +1,240 @@
+// Integration tests of the distributed roles: real traind processes, a ps
+// job and a worker job, on free 127.0.0.1 ports.
+#include <signal.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <regex>
+
+#include "core/checkpoint.h"
+#include "core/safetensors.h"
+#include "test/traind_process.h"
+
+using namespace traind;
+using namespace traind::testing;
+
+namespace {
+
+constexpr double kTimeout = 240.0;
+
+std::string modelPath(const char* name) {
+  return std::string(TRAIND_SOURCE_DIR) + "/configs/models/" + name;
+}
+
+// A cluster of `ps` ps tasks and `workers` workers on consecutive free ports,
+// written to <dir>/cluster.yaml with `training` as its training section.
+std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int workers,
+                                   const std::string& training) {
+  const int base = freePortRange(ps + workers);
+  const std::string text = "cluster:\n  ps: " + localAddresses(base, ps) +
+                           "\n  worker: " + localAddresses(base + ps, workers) +
+                           "\ntraining:\n" + training;
+  writeFile(dir / "cluster.yaml", text);
+  return dir / "cluster.yaml";
+}
+
+struct Cluster {
+  std::vector<std::unique_ptr<BackgroundTraind>> ps, workers;
+
+  // Starts the workers first: any start order must work.
+  Cluster(const std::filesystem::path& dir, const std::filesystem::path& cluster,
+          const std::string& model_args, int num_ps, int num_workers,
+          const std::string& chief_args = "") {
+    for (int w = num_workers - 1; w >= 0; --w)
+      workers.insert(workers.begin(),
+                     std::make_unique<BackgroundTraind>(
+                         "--cluster " + cluster.string() + " " + model_args +
+                             " --job worker --task " + std::to_string(w) +
+                             (w == 0 ? " " + chief_args : ""),
+                         dir / ("worker" + std::to_string(w) + ".log")));
+    for (int p = 0; p < num_ps; ++p)
+      ps.push_back(std::make_unique<BackgroundTraind>(
+          "--cluster " + cluster.string() + " " + model_args + " --job ps --task " +
+              std::to_string(p),
+          dir / ("ps" + std::to_string(p) + ".log")));
+  }
+
+  std::string logs() const {
+    std::string all;
+    for (const auto& p : ps) all += p->output();
+    for (const auto& w : workers) all += w->output();
+    return all;
+  }
+};
+
+double summaryValue(const std::string& output, const std::string& key) {
+  const size_t done = output.rfind("done: ");
+  REQUIRE(done != std::string::npos);
+  const std::string line = output.substr(done, output.find('\n', done) - done);
+  std::smatch m;
+  REQUIRE(std::regex_search(line, m, std::regex(key + " = ([0-9.eE+-]+)")));
+  return std::stod(m[1]);
+}
+
+std::vector<float> readTensor(const std::filesystem::path& checkpoint_dir, const std::string& name) {
+  const std::filesystem::path ckpt = resolveCheckpoint(checkpoint_dir);
+  SafetensorsReader reader(ckpt / readManifest(ckpt).tensors_file);
+  std::vector<float> values(size_t(numElements(reader.shape(name))));
+  reader.read(name, reader.shape(name), values);
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
+  const auto dir = freshTempDir("async");
+  const auto cluster = writeCluster(dir, 2, 2, "  mode: async\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 400 --threads 1 --eval-every 0 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            2, 2);
+  for (auto& w : c.workers) CHECK(w->wait(kTimeout) == 0);
+  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
+  INFO(c.logs());
+  CHECK(summaryValue(c.workers[0]->output(), "test accuracy") > 0.70);
+  // Both shards held a part of the model.
+  for (auto& p : c.ps) CHECK_THAT(p->output(), Catch::Matches("(?:.|\\n)*serving fashion_mlp of 266610 \\([1-9][0-9]* floats(?:.|\\n)*"));
+  CHECK(findLatestCheckpoint(dir / "ckpt").has_value());
+}
+
+TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled batch trains") {
+  const auto dir = freshTempDir("sync");
+  std::string spec = readFile(modelPath("fashion_mlp.yaml"));
+  spec = replaceAll(spec, "batch_size: 100", "batch_size: 50\n  shuffle: false");
+  REQUIRE(spec.find("shuffle: false") != std::string::npos);
+  writeFile(dir / "half.yaml", spec);
+  writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 50", "batch_size: 100"));
+
+  const auto cluster =
+      writeCluster(dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
+  Cluster c(dir, cluster,
+            "--model " + (dir / "half.yaml").string() +
+                " --max-steps 60 --threads 1 --eval-every 0 --checkpoint-dir " +
+                (dir / "distributed").string(),
+            1, 2);
+  for (auto& w : c.workers) CHECK(w->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  const ProcessResult standalone = runTraind("--model " + (dir / "double.yaml").string() +
+                                             " --max-steps 60 --threads 1 --eval-every 0 "
+                                             "--checkpoint-dir " + (dir / "standalone").string());
+  REQUIRE(standalone.exit_code == 0);
+  for (const char* name : {"hidden1/kernel", "hidden2/bias", "logits/kernel"}) {
+    const std::vector<float> a = readTensor(dir / "distributed", name);
+    const std::vector<float> b = readTensor(dir / "standalone", name);
+    REQUIRE(a.size() == b.size());
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    INFO(name);
+    CHECK(worst < 1e-4f);
+  }
+}
+
+TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
+  const auto dir = freshTempDir("backup");
+  const auto cluster =
+      writeCluster(dir, 1, 3, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 3\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 300 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 3);
+  // Let training start, then kill worker 2 without warning.
+  for (int i = 0; i < 600 && c.workers[2]->output().find("step 40,") == std::string::npos; ++i)
+    usleep(50000);
+  c.workers[2]->signal(SIGKILL);
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  CHECK(c.workers[1]->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 300"));
+}
+
+TEST_CASE("async: the others finish when a worker is killed") {
+  const auto dir = freshTempDir("async-kill");
+  const auto cluster = writeCluster(dir, 1, 3, "  mode: async\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 400 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 3);
+  for (int i = 0; i < 600 && c.workers[1]->output().find("step ") == std::string::npos; ++i)
+    usleep(50000);
+  c.workers[1]->signal(SIGKILL);
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  CHECK(c.workers[2]->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+}
+
+TEST_CASE("a stopped cluster resumes from its checkpoint") {
+  const auto dir = freshTempDir("resume");
+  const auto cluster = writeCluster(dir, 2, 1, "  mode: sync\n");
+  const std::string args = "--model " + modelPath("fashion_mlp.yaml") +
+                           " --threads 1 --eval-every 0 --checkpoint-dir " +
+                           (dir / "ckpt").string();
+  {
+    Cluster first(dir, cluster, args + " --max-steps 50", 2, 1);
+    CHECK(first.workers[0]->wait(kTimeout) == 0);
+    for (auto& p : first.ps) CHECK(p->wait(30) == 0);
+  }
+  const std::vector<float> saved = readTensor(dir / "ckpt", "hidden1/kernel");
+  Cluster second(dir, cluster, args + " --max-steps 50", 2, 1);
+  CHECK(second.workers[0]->wait(kTimeout) == 0);
+  for (auto& p : second.ps) CHECK(p->wait(30) == 0);
+  INFO(second.logs());
+  CHECK_THAT(second.workers[0]->output(), Catch::Contains("at global step 50"));
+  CHECK_THAT(second.workers[0]->output(), Catch::Contains("done: global step 50, 0 steps"));
+  CHECK(readTensor(dir / "ckpt", "hidden1/kernel") == saved);
+}
+
+TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
+  const auto dir = freshTempDir("garbage");
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  const int ps_port = std::stoi(std::regex_replace(
+      readFile(cluster), std::regex("(?:.|\\n)*ps: \\[127\\.0\\.0\\.1:([0-9]+)(?:.|\\n)*"), "$1"));
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 300 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 1);
+  for (int i = 0; i < 600 && c.workers[0]->output().find("step ") == std::string::npos; ++i)
+    usleep(50000);
+  auto send = [&](const std::string& bytes) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(ps_port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    (void)!write(fd, bytes.data(), bytes.size());
+    usleep(100000);
+    close(fd);
+  };
+  std::string garbage(4096, '\0');
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char((i * 7919 + 13) % 251);
+  send(garbage);
+  // A Cap'n Proto frame header claiming one segment of 2^28 words (2 GiB).
+  send(std::string("\x00\x00\x00\x00\x00\x00\x00\x10", 8) + std::string(64, 'x'));
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 300"));
+}
+
+TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
+  const auto dir = freshTempDir("cluster-bad");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  ProcessResult r = runTraind("--cluster " + cluster.string() + " --model " +
+                              modelPath("fashion_mlp.yaml") + " --job worker --task 2");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--task 2"));
+  r = runTraind("--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--job"));
+}
