@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -44,9 +45,13 @@ std::shared_ptr<TerminalSink>& terminalSink() {
   return sink;
 }
 
+std::atomic<bool> g_progress_enabled{true};
+
 }  // namespace
 
-bool progressEnabled() { return isatty(STDERR_FILENO) == 1; }
+void enableProgress(bool enabled) { g_progress_enabled.store(enabled); }
+
+bool progressEnabled() { return g_progress_enabled.load() && isatty(STDERR_FILENO) == 1; }
 
 void setupLogging() {
   auto sink = std::make_shared<TerminalSink>();

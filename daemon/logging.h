@@ -12,7 +12,8 @@ void setupLogging();
 // cluster's nodes can be told apart when they share a terminal.
 void setLogPrefix(const std::string& prefix);
 
-// True when stderr is a terminal (progress lines are shown only there).
+// Progress lines are shown when enabled (the default) and stderr is a terminal.
+void enableProgress(bool enabled);
 bool progressEnabled();
 
 // Replaces the live progress line; a no-op when stderr is not a terminal.

@@ -37,4 +37,13 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   return out;
 }
 
+std::string taskTable(const ClusterSpec& cluster) {
+  std::string out;
+  for (size_t i = 0; i < cluster.ps.size(); ++i)
+    out += fmt::format("ps {} {}\n", i, cluster.ps[i].toString());
+  for (size_t i = 0; i < cluster.worker.size(); ++i)
+    out += fmt::format("worker {} {}\n", i, cluster.worker[i].toString());
+  return out;
+}
+
 }  // namespace traind

@@ -98,9 +98,12 @@ int main(int argc, char** argv) {
   addRunFlags(app, run_flags);
   app.add_flag("--standalone", standalone,
                "run the whole training loop in this process (the default without a cluster)");
-  CLI::App* check = app.add_subcommand("check", "validate a model spec and print its layer table");
-  std::string check_model;
-  check->add_option("--model,-m", check_model, "model spec (YAML)")->required();
+  CLI::App* check = app.add_subcommand(
+      "check", "validate a model spec (print its layer table) or a cluster spec (print its tasks)");
+  std::string check_model, check_cluster;
+  check->add_option("--model,-m", check_model, "model spec (YAML)");
+  check->add_option("--cluster", check_cluster, "cluster spec (YAML)");
+  check->require_option(1, 2);
   // The run flags are required only when no subcommand is given.
   app.get_option("--model")->required(false);
 
@@ -113,8 +116,12 @@ int main(int argc, char** argv) {
 
   try {
     if (check->parsed()) {
-      const traind::ModelSpec spec = traind::loadModelSpec(check_model);
-      std::fputs(traind::layerTable(spec, traind::buildLayerGraph(spec)).c_str(), stdout);
+      if (!check_model.empty()) {
+        const traind::ModelSpec spec = traind::loadModelSpec(check_model);
+        std::fputs(traind::layerTable(spec, traind::buildLayerGraph(spec)).c_str(), stdout);
+      }
+      if (!check_cluster.empty())
+        std::fputs(traind::taskTable(traind::loadClusterSpec(check_cluster)).c_str(), stdout);
       return 0;
     }
     if (run_flags.model.empty()) {
@@ -135,6 +142,8 @@ int main(int argc, char** argv) {
     applyFlags(run_flags, spec);
     std::signal(SIGINT, requestStop);
     std::signal(SIGTERM, requestStop);
+    // One progress line per terminal: the standalone run's or the chief's.
+    traind::enableProgress(!cluster || (run_flags.job == "worker" && *run_flags.task == 0));
     if (!cluster) {
       traind::runStandalone(spec, g_stop_requested);
     } else if (run_flags.job == "ps") {
