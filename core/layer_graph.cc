@@ -5,21 +5,9 @@
 namespace traind {
 namespace {
 
-std::string kindName(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::Dense: return "dense";
-    case LayerKind::Conv2D: return "conv2d";
-    case LayerKind::MaxPool: return "max_pool";
-    case LayerKind::AvgPool: return "avg_pool";
-    case LayerKind::Flatten: return "flatten";
-    case LayerKind::Dropout: return "dropout";
-    case LayerKind::Activation: return "activation";
-  }
-  return "?";
-}
 
 [[noreturn]] void shapeError(const LayerSpec& layer, const Shape& input, const std::string& what) {
-  throwInputError(layer.location, "layer '" + layer.name + "' (" + kindName(layer.kind) + ")",
+  throwInputError(layer.location, "layer '" + layer.name + "' (" + layerKindName(layer.kind) + ")",
                   what + "; its input shape is " + shapeToString(input));
 }
 
@@ -52,6 +40,19 @@ VariableSpec variable(const LayerSpec& layer, int layer_index, const char* kind,
 }
 
 }  // namespace
+
+const char* layerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Dense: return "dense";
+    case LayerKind::Conv2D: return "conv2d";
+    case LayerKind::MaxPool: return "max_pool";
+    case LayerKind::AvgPool: return "avg_pool";
+    case LayerKind::Flatten: return "flatten";
+    case LayerKind::Dropout: return "dropout";
+    case LayerKind::Activation: return "activation";
+  }
+  return "?";
+}
 
 int64_t LayerGraph::parameterCount() const {
   int64_t n = 0;

@@ -47,6 +47,9 @@ struct LayerGraph {
   int64_t parameterCount() const;
 };
 
+// The spec's name of a layer kind: "dense", "conv2d", "max_pool", ...
+const char* layerKindName(LayerKind kind);
+
 // Works out every layer's shapes and variables. Throws InputError naming the
 // layer, its spec location and both shapes when the chain cannot work (for
 // example a dense layer on an image without flatten, a window larger than its

@@ -3,22 +3,6 @@
 #include <fmt/format.h>
 
 namespace traind {
-namespace {
-
-std::string typeName(const LayerSpec& layer) {
-  switch (layer.kind) {
-    case LayerKind::Dense: return "dense";
-    case LayerKind::Conv2D: return "conv2d";
-    case LayerKind::MaxPool: return "max_pool";
-    case LayerKind::AvgPool: return "avg_pool";
-    case LayerKind::Flatten: return "flatten";
-    case LayerKind::Dropout: return "dropout";
-    case LayerKind::Activation: return "activation";
-  }
-  return "?";
-}
-
-}  // namespace
 
 std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   std::string out = fmt::format("model {} ({})\n", spec.name, spec.path);
@@ -28,7 +12,7 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   for (const LayerNode& node : graph.layers) {
     int64_t params = 0;
     for (int v : node.variables) params += numElements(graph.variables[size_t(v)].shape);
-    std::string type = typeName(node.spec);
+    std::string type = layerKindName(node.spec.kind);
     if (!node.spec.trainable) type += " (frozen)";
     out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", node.spec.name, type,
                        shapeToString(node.output_shape), params);

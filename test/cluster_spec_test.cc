@@ -7,34 +7,12 @@
 #include <fstream>
 #include <string>
 
+#include "test/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace traind;
 
 namespace {
-
-// A fresh directory per test case, removed at its end.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("traind_cluster_spec_test_" + std::to_string(getpid()) +
-                                         "_" + std::to_string(++counter));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-
-  const fs::path& path() const { return path_; }
-
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path file = path_ / name;
-    std::ofstream(file, std::ios::binary) << text;
-    return file.string();
-  }
-
- private:
-  fs::path path_;
-};
 
 std::string configPath(const std::string& name) {
   return std::string(TRAIND_SOURCE_DIR) + "/configs/clusters/" + name;

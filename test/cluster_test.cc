@@ -66,22 +66,7 @@ struct Cluster {
   }
 };
 
-double summaryValue(const std::string& output, const std::string& key) {
-  const size_t done = output.rfind("done: ");
-  REQUIRE(done != std::string::npos);
-  const std::string line = output.substr(done, output.find('\n', done) - done);
-  std::smatch m;
-  REQUIRE(std::regex_search(line, m, std::regex(key + " = ([0-9.eE+-]+)")));
-  return std::stod(m[1]);
-}
 
-std::vector<float> readTensor(const std::filesystem::path& checkpoint_dir, const std::string& name) {
-  const std::filesystem::path ckpt = resolveCheckpoint(checkpoint_dir);
-  SafetensorsReader reader(ckpt / readManifest(ckpt).tensors_file);
-  std::vector<float> values(size_t(numElements(reader.shape(name))));
-  reader.read(name, reader.shape(name), values);
-  return values;
-}
 
 }  // namespace
 
@@ -125,8 +110,8 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
                                              "--checkpoint-dir " + (dir / "standalone").string());
   REQUIRE(standalone.exit_code == 0);
   for (const char* name : {"hidden1/kernel", "hidden2/bias", "logits/kernel"}) {
-    const std::vector<float> a = readTensor(dir / "distributed", name);
-    const std::vector<float> b = readTensor(dir / "standalone", name);
+    const std::vector<float> a = readCheckpointTensor(dir / "distributed", name);
+    const std::vector<float> b = readCheckpointTensor(dir / "standalone", name);
     REQUIRE(a.size() == b.size());
     float worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
@@ -183,14 +168,14 @@ TEST_CASE("a stopped cluster resumes from its checkpoint") {
     CHECK(first.workers[0]->wait(kTimeout) == 0);
     for (auto& p : first.ps) CHECK(p->wait(30) == 0);
   }
-  const std::vector<float> saved = readTensor(dir / "ckpt", "hidden1/kernel");
+  const std::vector<float> saved = readCheckpointTensor(dir / "ckpt", "hidden1/kernel");
   Cluster second(dir, cluster, args + " --max-steps 50", 2, 1);
   CHECK(second.workers[0]->wait(kTimeout) == 0);
   for (auto& p : second.ps) CHECK(p->wait(30) == 0);
   INFO(second.logs());
   CHECK_THAT(second.workers[0]->output(), Catch::Contains("at global step 50"));
   CHECK_THAT(second.workers[0]->output(), Catch::Contains("done: global step 50, 0 steps"));
-  CHECK(readTensor(dir / "ckpt", "hidden1/kernel") == saved);
+  CHECK(readCheckpointTensor(dir / "ckpt", "hidden1/kernel") == saved);
 }
 
 TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {

@@ -98,14 +98,10 @@ std::vector<std::vector<int64_t>> readSteps(const Dataset& data, int64_t batch_s
 
 }  // namespace
 
-TEST_CASE("Fashion-MNIST's training set loads whole, in well under a second", "[dataset][idx]") {
-  const auto start = std::chrono::steady_clock::now();
+// Speed is measured in bench/, not here: a timed test fails on a loaded machine.
+TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
   const Dataset data = loadIdxDataset(
       {kFashion + "train-images-idx3-ubyte.gz", kFashion + "train-labels-idx1-ubyte.gz", 0});
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  WARN("loaded 60000 Fashion-MNIST examples in " << seconds << " s");
-  CHECK(seconds < 2.0);  // ~0.25 s here; slack for a loaded machine
 
   REQUIRE(data.size == 60000);
   REQUIRE(data.example_shape == Shape{28, 28, 1});

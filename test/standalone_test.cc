@@ -14,14 +14,6 @@ using namespace traind::testing;
 namespace {
 
 // The value after "<key> = " in the final "done:" line.
-double summaryValue(const std::string& output, const std::string& key) {
-  const size_t done = output.rfind("done: ");
-  REQUIRE(done != std::string::npos);
-  const std::string line = output.substr(done, output.find('\n', done) - done);
-  std::smatch m;
-  REQUIRE(std::regex_search(line, m, std::regex(key + " = ([0-9.eE+-]+)")));
-  return std::stod(m[1]);
-}
 
 // "step N, loss = X ..." lines, in order.
 std::vector<std::string> lossLines(const std::string& output) {
@@ -33,13 +25,6 @@ std::vector<std::string> lossLines(const std::string& output) {
   return lines;
 }
 
-std::vector<float> readTensor(const std::filesystem::path& checkpoint_dir, const std::string& name) {
-  const std::filesystem::path ckpt = resolveCheckpoint(checkpoint_dir);
-  SafetensorsReader reader(ckpt / readManifest(ckpt).tensors_file);
-  std::vector<float> values(size_t(numElements(reader.shape(name))));
-  reader.read(name, reader.shape(name), values);
-  return values;
-}
 
 }  // namespace
 
@@ -97,7 +82,7 @@ TEST_CASE("a resumed run continues exactly as an uninterrupted one") {
   std::vector<std::string> parts = lossLines(first.output);
   for (const std::string& line : lossLines(second.output)) parts.push_back(line);
   CHECK(parts == lossLines(whole.output));
-  CHECK(readTensor(dir / "parts", "hidden1/kernel") == readTensor(dir / "whole", "hidden1/kernel"));
+  CHECK(readCheckpointTensor(dir / "parts", "hidden1/kernel") == readCheckpointTensor(dir / "whole", "hidden1/kernel"));
 }
 
 TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint") {
@@ -119,8 +104,8 @@ TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint"
   REQUIRE(tuned.exit_code == 0);
   CHECK(summaryValue(tuned.output, "test accuracy") > 0.7);
   for (const char* name : {"hidden1/kernel", "hidden2/bias", "hidden3/kernel"})
-    CHECK(readTensor(dir / "tuned", name) == readTensor(dir / "base", name));
-  CHECK(readTensor(dir / "tuned", "hidden4/kernel").size() == 50 * 20);
+    CHECK(readCheckpointTensor(dir / "tuned", name) == readCheckpointTensor(dir / "base", name));
+  CHECK(readCheckpointTensor(dir / "tuned", "hidden4/kernel").size() == 50 * 20);
 }
 
 TEST_CASE("traind check prints the layer table") {

@@ -1,5 +1,11 @@
 #include "test/traind_process.h"
 
+#include <regex>
+#include <stdexcept>
+
+#include "core/checkpoint.h"
+#include "core/safetensors.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +52,25 @@ std::string replaceAll(std::string from, const std::string& what, const std::str
   for (size_t at = from.find(what); at != std::string::npos; at = from.find(what, at + with.size()))
     from.replace(at, what.size(), with);
   return from;
+}
+
+double summaryValue(const std::string& output, const std::string& key) {
+  const size_t done = output.rfind("done: ");
+  if (done == std::string::npos) throw std::runtime_error("no 'done:' line in the output");
+  const std::string line = output.substr(done, output.find('\n', done) - done);
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex(key + " = ([0-9.eE+-]+)")))
+    throw std::runtime_error("no '" + key + " = ' in: " + line);
+  return std::stod(m[1]);
+}
+
+std::vector<float> readCheckpointTensor(const std::filesystem::path& checkpoint_dir,
+                                        const std::string& name) {
+  const std::filesystem::path checkpoint = resolveCheckpoint(checkpoint_dir);
+  SafetensorsReader reader(checkpoint / readManifest(checkpoint).tensors_file);
+  std::vector<float> values(size_t(numElements(reader.shape(name))));
+  reader.read(name, reader.shape(name), values);
+  return values;
 }
 
 }  // namespace traind::testing

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace traind::testing {
 
@@ -22,6 +23,14 @@ void writeFile(const std::filesystem::path& path, const std::string& text);
 
 // The text of `from` with every occurrence of `what` replaced by `with`.
 std::string replaceAll(std::string from, const std::string& what, const std::string& with);
+
+// The value after "<key> = " in traind's final "done: ..." line
+// (runtime_error when there is none).
+double summaryValue(const std::string& output, const std::string& key);
+
+// A tensor of the latest checkpoint in `checkpoint_dir`.
+std::vector<float> readCheckpointTensor(const std::filesystem::path& checkpoint_dir,
+                                        const std::string& name);
 
 }  // namespace traind::testing
 
