@@ -37,33 +37,29 @@ bool isIpv6Address(std::string_view text) {
   return address_ok && !zone.empty() && std::all_of(zone.begin(), zone.end(), isHostNameCharacter);
 }
 
-// "host:port" or "[ipv6]:port". Names are not resolved here: a name that
-// does not resolve is a connection failure later, reported with its address.
-HostPort readAddress(const Field& field) {
-  if (!field.node.IsScalar()) {
-    // `[::1]:2222` unquoted is YAML for a list or a mapping.
-    failExpected(field, "host:port (an IPv6 address goes in quotes, as \"[::1]:2222\")");
-  }
-  const std::string& text = field.node.Scalar();
+// Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
+// when `text` is not one. Names are not resolved here: a name that does not
+// resolve is a connection failure later, reported with its address.
+const char* parseAddress(std::string_view text, HostPort& out) {
   std::string_view host;
   std::string_view port;
   if (!text.empty() && text[0] == '[') {
     const size_t close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      failExpected(field, "[ipv6]:port");
-    host = std::string_view(text).substr(1, close - 1);
-    port = std::string_view(text).substr(close + 2);
-    if (!isIpv6Address(host)) failExpected(field, "[ipv6]:port with an IPv6 address in brackets");
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return "[ipv6]:port";
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+    if (!isIpv6Address(host)) return "[ipv6]:port with an IPv6 address in brackets";
   } else {
     const size_t colon = text.rfind(':');
-    if (colon == std::string::npos) failExpected(field, "host:port");
-    host = std::string_view(text).substr(0, colon);
-    port = std::string_view(text).substr(colon + 1);
+    if (colon == std::string_view::npos) return "host:port";
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
     if (host.find(':') != std::string_view::npos)
-      failExpected(field, "host:port with an IPv6 host in brackets, as \"[::1]:2222\"");
-    if (host.empty()) failExpected(field, "host:port with a non-empty host");
+      return "host:port with an IPv6 host in brackets, as \"[::1]:2222\"";
+    if (host.empty()) return "host:port with a non-empty host";
     if (!std::all_of(host.begin(), host.end(), isHostNameCharacter))
-      failExpected(field, "host:port with a host of letters, digits, '-', '.' and '_'");
+      return "host:port with a host of letters, digits, '-', '.' and '_'";
   }
   int value = 0;
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
@@ -72,9 +68,23 @@ HostPort readAddress(const Field& field) {
   });
   if (!all_digits || error != std::errc() || end != port.data() + port.size() || value < 1 ||
       value > 65535) {
-    failExpected(field, "host:port with a port in 1..65535");
+    return "host:port with a port in 1..65535";
   }
-  return HostPort{std::string(host), uint16_t(value), field.where};
+  out.host = std::string(host);
+  out.port = uint16_t(value);
+  return nullptr;
+}
+
+HostPort readAddress(const Field& field) {
+  if (!field.node.IsScalar()) {
+    // `[::1]:2222` unquoted is YAML for a list or a mapping.
+    failExpected(field, "host:port (an IPv6 address goes in quotes, as \"[::1]:2222\")");
+  }
+  HostPort address;
+  if (const char* expected = parseAddress(field.node.Scalar(), address))
+    failExpected(field, expected);
+  address.location = field.where;
+  return address;
 }
 
 std::vector<HostPort> readJob(const Field& field) {
@@ -87,18 +97,35 @@ std::vector<HostPort> readJob(const Field& field) {
   return tasks;
 }
 
-// Two tasks on one address cannot both listen there. Host names are compared
-// without case; different spellings of one host (a name and its address) are
-// not detected, since nothing is resolved here.
+// One address per task, as many as `tasks` has (`what` names that list).
+std::vector<HostPort> readJobParallel(const Field& field, size_t tasks, std::string_view what) {
+  std::vector<HostPort> addresses = readJob(field);
+  if (addresses.size() != tasks) {
+    fail(field, "expected " + std::to_string(tasks) + " address" + (tasks == 1 ? "" : "es") +
+                    ", one per task of " + std::string(what) + ", got " +
+                    std::to_string(addresses.size()));
+  }
+  return addresses;
+}
+
+// Two tasks on one address cannot both listen there, nor a task's RPC and
+// HTTP servers. Host names are compared without case; different spellings of
+// one host (a name and its address) are not detected, since nothing is
+// resolved here.
 void checkDistinctAddresses(const ClusterSpec& spec) {
   std::map<std::string, std::string> first_at;  // address -> "cluster.ps[0] at line 2, column 9"
-  for (const auto& [job, tasks] : {std::pair{"ps", &spec.ps}, std::pair{"worker", &spec.worker}}) {
+  const std::pair<const char*, const std::vector<HostPort>*> lists[] = {
+      {"cluster.ps", &spec.ps},
+      {"cluster.worker", &spec.worker},
+      {"http.ps", &spec.ps_http},
+      {"http.worker", &spec.worker_http}};
+  for (const auto& [list, tasks] : lists) {
     for (size_t i = 0; i < tasks->size(); ++i) {
       const HostPort& address = (*tasks)[i];
       std::string key = address.toString();
       std::transform(key.begin(), key.end(), key.begin(),
                      [](char c) { return char(std::tolower(uint8_t(c))); });
-      const std::string path = "cluster." + std::string(job) + "[" + std::to_string(i) + "]";
+      const std::string path = std::string(list) + "[" + std::to_string(i) + "]";
       const auto [seen, inserted] =
           first_at.try_emplace(key, path + " at line " + std::to_string(address.location.line) +
                                         ", column " + std::to_string(address.location.column));
@@ -161,7 +188,7 @@ ClusterSpec loadClusterSpec(const std::string& path) {
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
   Mapping fields(rootField(root, path));
-  fields.allowOnly({"cluster", "training", "checkpoint"}, "a cluster spec");
+  fields.allowOnly({"cluster", "training", "checkpoint", "http"}, "a cluster spec");
 
   ClusterSpec spec;
   spec.path = path;
@@ -169,6 +196,12 @@ ClusterSpec loadClusterSpec(const std::string& path) {
   cluster.allowOnly({"ps", "worker"}, "the cluster section");
   spec.ps = readJob(cluster.get("ps"));
   spec.worker = readJob(cluster.get("worker"));
+  if (auto f = fields.find("http")) {
+    Mapping http(*f);
+    http.allowOnly({"ps", "worker"}, "the http section");
+    spec.ps_http = readJobParallel(http.get("ps"), spec.ps.size(), "cluster.ps");
+    spec.worker_http = readJobParallel(http.get("worker"), spec.worker.size(), "cluster.worker");
+  }
   checkDistinctAddresses(spec);
   readTraining(fields.find("training"), spec);
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
@@ -188,6 +221,19 @@ void checkTask(const ClusterSpec& cluster, const std::string& job, int task) {
                      std::to_string(count) + " " + job + " " + range;
   if (!cluster.path.empty()) what += " in " + cluster.path;
   throw InputError(what);
+}
+
+HostPort parseHostPort(const std::string& text, const std::string& what) {
+  HostPort address;
+  if (const char* expected = parseAddress(text, address))
+    throw InputError(what + ": expected " + expected + ", got " + quoted(text));
+  return address;
+}
+
+std::optional<HostPort> httpAddress(const ClusterSpec& cluster, const std::string& job, int task) {
+  const std::vector<HostPort>& addresses = job == "ps" ? cluster.ps_http : cluster.worker_http;
+  if (task < 0 || size_t(task) >= addresses.size()) return std::nullopt;
+  return addresses[size_t(task)];
 }
 
 }  // namespace traind

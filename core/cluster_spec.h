@@ -41,9 +41,14 @@ struct ClusterSpec {
   int64_t max_staleness = 0;
   // Overrides the model spec's checkpoint section when present.
   std::optional<CheckpointSpec> checkpoint;
+  // The ops HTTP address (/healthz, /metrics, /status) of each task,
+  // parallel to ps and worker; both empty when the spec has no http section.
+  std::vector<HostPort> ps_http;
+  std::vector<HostPort> worker_http;
 };
 
-// Reads and checks a cluster spec: addresses parse, none is repeated, sync
+// Reads and checks a cluster spec: addresses parse, none is repeated (the
+// http section's included), the http lists match the cluster's, sync
 // counts are consistent (1 <= replicas_to_aggregate <= total_num_replicas,
 // total_num_replicas == number of workers), fields of the other mode are
 // absent. A relative checkpoint dir is resolved against the file's
@@ -54,5 +59,13 @@ ClusterSpec loadClusterSpec(const std::string& path);
 // job's number of tasks ("--task 3: the cluster has 2 worker tasks (0..1)
 // in cluster.yaml"): the check of a node's --job and --task.
 void checkTask(const ClusterSpec& cluster, const std::string& job, int task);
+
+// "host:port" or "[ipv6]:port" from a flag, checked as the spec's
+// addresses are; InputError "<what>: expected ..., got '...'" otherwise.
+HostPort parseHostPort(const std::string& text, const std::string& what);
+
+// The ops HTTP address of a task (checked by checkTask), or nullopt when the
+// spec has no http section.
+std::optional<HostPort> httpAddress(const ClusterSpec& cluster, const std::string& job, int task);
 
 }  // namespace traind

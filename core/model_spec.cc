@@ -364,10 +364,41 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
   return data;
 }
 
-TrainingSpec readTraining(const Field& field) {
+// cpu, cpu:N or cuda:N. Whether this build has the device is for
+// devices/device_list.cc to say: the spec means the same on every build.
+bool isDeviceName(const std::string& name) {
+  std::string_view rest = name;
+  if (rest == "cpu") return true;
+  if (rest.starts_with("cpu:"))
+    rest.remove_prefix(4);
+  else if (rest.starts_with("cuda:"))
+    rest.remove_prefix(5);
+  else
+    return false;
+  return !rest.empty() && rest.size() <= 4 &&
+         std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::vector<std::string> readDevices(const Field& field) {
+  const std::vector<Field> items = listItems(field, "a list of devices such as [cpu:0, cpu:1]");
+  if (items.empty()) failExpected(field, "a non-empty list of devices");
+  std::vector<std::string> devices;
+  for (const Field& item : items) {
+    if (!item.node.IsScalar() || !isDeviceName(item.node.Scalar()))
+      failExpected(item, "a device: cpu, cpu:N or cuda:N");
+    const std::string& name = item.node.Scalar();
+    if (std::find(devices.begin(), devices.end(), name) != devices.end())
+      fail(item, "device " + quoted(name) + " is listed twice");
+    devices.push_back(name);
+  }
+  return devices;
+}
+
+TrainingSpec readTraining(const Field& field, const fs::path& spec_dir) {
   Mapping fields(field);
-  fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "threads"},
-                   "the training section");
+  fields.allowOnly(
+      {"epochs", "max_steps", "log_every", "eval_every", "threads", "devices", "summary_dir"},
+      "the training section");
   TrainingSpec training;
   const std::optional<Field> epochs = fields.find("epochs");
   const std::optional<Field> max_steps = fields.find("max_steps");
@@ -378,6 +409,8 @@ TrainingSpec readTraining(const Field& field) {
   if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
   if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
   if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, 1024));
+  if (auto f = fields.find("devices")) training.devices = readDevices(*f);
+  if (auto f = fields.find("summary_dir")) training.summary_dir = resolvePath(*f, spec_dir);
   return training;
 }
 
@@ -432,10 +465,16 @@ ModelSpec loadModelSpec(const std::string& path) {
   }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
   spec.data = readData(fields.get("data"), spec_dir);
-  spec.training = readTraining(fields.get("training"));
+  spec.training = readTraining(fields.get("training"), spec_dir);
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
   if (auto f = fields.find("init_from")) spec.init_from = readInitFrom(*f, spec_dir, spec.layers);
   return spec;
+}
+
+std::string summaryDirectory(const ModelSpec& spec) {
+  if (!spec.training.summary_dir.empty()) return spec.training.summary_dir;
+  if (spec.checkpoint.dir.empty()) return "";
+  return (fs::path(spec.checkpoint.dir) / "summaries").string();
 }
 
 std::string architectureHash(const ModelSpec& spec) {

@@ -96,6 +96,12 @@ struct TrainingSpec {
   int64_t log_every = 100;
   int64_t eval_every = 0;  // 0: evaluate at the end only
   int threads = 0;         // compute threads; 0: one per core
+  // Where each step runs: one tower per device, the batch split between them
+  // (docs/devices.md): "cpu", "cpu:N", "cuda:N".
+  std::vector<std::string> devices{"cpu"};
+  // Where the chief writes TensorBoard event files; empty: <checkpoint.dir>/summaries,
+  // or none without a checkpoint directory (summaryDirectory says which).
+  std::string summary_dir;
 };
 
 struct CheckpointSpec {
@@ -135,5 +141,10 @@ ModelSpec loadModelSpec(const std::string& path);
 // A stable hash of everything that decides the variables' names and shapes
 // (input, layers, loss), as hex; checkpoints record it.
 std::string architectureHash(const ModelSpec& spec);
+
+// Where a run's TensorBoard summaries go: training.summary_dir, else
+// <checkpoint.dir>/summaries, else "" (none). Read after flags and the cluster
+// spec have set the checkpoint directory.
+std::string summaryDirectory(const ModelSpec& spec);
 
 }  // namespace traind

@@ -25,6 +25,8 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
   const size_t workers = cluster.worker.size();
   chunk_updates_.assign(chunks_.size(), 0);
   chunks_from_worker_.assign(workers, 0);
+  clock_.assign(workers, 0);
+  connections_.assign(workers, 0);
   if (cluster.mode == TrainingMode::Sync) {
     sums_ = FlatBuffer(layout_.totalSize());
     contributions_.assign(chunks_.size(), 0);
@@ -81,6 +83,29 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
                         learningRateAt(spec_.learning_rate, global_step_), update);
 }
 
+void ParameterShard::workerJoined(uint32_t worker) {
+  if (worker >= clock_.size())
+    throw ProtocolError(fmt::format("ps {}: no worker {} in a cluster of {}", shard_index_, worker,
+                                    clock_.size()));
+  int64_t slowest = -1;
+  for (size_t w = 0; w < clock_.size(); ++w)
+    if (connections_[w] > 0 && (slowest < 0 || clock_[w] < slowest)) slowest = clock_[w];
+  if (connections_[worker]++ == 0 && slowest >= 0) clock_[worker] = std::max(clock_[worker], slowest);
+}
+
+void ParameterShard::workerLeft(uint32_t worker) {
+  if (worker < connections_.size() && connections_[worker] > 0) --connections_[worker];
+}
+
+bool ParameterShard::withinStaleness(uint32_t worker) const {
+  if (cluster_.mode != TrainingMode::Async || cluster_.max_staleness <= 0 ||
+      worker >= clock_.size())
+    return true;
+  for (size_t w = 0; w < clock_.size(); ++w)
+    if (connections_[w] > 0 && clock_[worker] - clock_[w] > cluster_.max_staleness) return false;
+  return true;
+}
+
 bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
                           std::span<const float> gradient) {
   if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
@@ -93,16 +118,13 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
   const size_t chunk = chunkAt(offset, int64_t(gradient.size()));
 
   if (cluster_.mode == TrainingMode::Async) {
-    const bool stale = cluster_.max_staleness > 0 && global_step_ - step > cluster_.max_staleness;
-    if (stale)
-      ++stale_dropped_;
-    else
-      applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk]);
+    applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk]);
     if (++chunks_from_worker_[worker] == int64_t(chunks_.size())) {
       chunks_from_worker_[worker] = 0;
+      ++clock_[worker];
       ++global_step_;
     }
-    return !stale;
+    return true;
   }
 
   // sync: the first replicas_to_aggregate gradients of this step count.

@@ -2,10 +2,11 @@
 // optimizer slots, the global step, and the rules that decide what a
 // gradient chunk does to them (design §5). No sockets here: rpc/ wraps it.
 //
-// async: each chunk is applied as it arrives (a chunk more than
-//   max_staleness steps old is dropped when max_staleness > 0). A worker's
-//   push is complete when all its chunks came; each complete push advances
-//   the global step by one.
+// async: each chunk is applied as it arrives. A worker's push is complete
+//   when all its chunks came; each complete push advances the global step by
+//   one and the worker's clock. With max_staleness K > 0 (bounded
+//   staleness), a worker whose clock is more than K ahead of the slowest
+//   connected worker's may not pull until that one catches up.
 // sync (SyncReplicasOptimizer): each chunk takes the first
 //   replicas_to_aggregate gradients computed at the current global step,
 //   averages them and applies once, like TensorFlow's per-variable
@@ -57,6 +58,14 @@ class ParameterShard {
   // Returns false when the chunk was dropped as stale. Throws ProtocolError.
   bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient);
 
+  // Connected workers, for bounded staleness. A worker that (re)joins starts
+  // at the slowest connected worker's clock, so it never holds the others back.
+  void workerJoined(uint32_t worker);
+  void workerLeft(uint32_t worker);
+  // False while `worker` is more than max_staleness pushes ahead of the
+  // slowest connected worker (async with max_staleness > 0 only).
+  bool withinStaleness(uint32_t worker) const;
+
   // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.
   void read(uint32_t slot, int64_t offset, std::span<float> out) const;
 
@@ -83,6 +92,8 @@ class ParameterShard {
   // async
   std::vector<int64_t> chunk_updates_;        // Adam's t, per chunk
   std::vector<int64_t> chunks_from_worker_;   // chunks of the current push, per worker
+  std::vector<int64_t> clock_;                // complete pushes, per worker
+  std::vector<int> connections_;              // per worker (a worker may reconnect)
 
   // sync
   FlatBuffer sums_;                           // running sums, shard-sized

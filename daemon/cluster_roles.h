@@ -8,17 +8,23 @@
 
 #include "core/cluster_spec.h"
 #include "core/model_spec.h"
+#include "daemon/node_metrics.h"
 #include "daemon/standalone.h"
 
 namespace traind {
 
-// Serves until the chief says the job is done or `stop_requested` is set.
+// Serves until the chief says the job is done or `stop_requested` is set
+// (then its workers' pulls say the job is done, as at the end). Reports its
+// state and counters in `metrics`.
 void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                        const std::atomic<bool>& stop_requested);
+                        const std::atomic<bool>& stop_requested, NodeMetrics& metrics);
 
 // Trains until the job's global step reaches its end, the ps shards stop, or
-// `stop_requested` is set (the chief then checkpoints first).
+// `stop_requested` is set (the chief then checkpoints first). The chief
+// also checkpoints at the first step boundary after `checkpoint_requested`
+// is set, and clears it. Reports its state, steps and transfers in `metrics`.
 TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                          const std::atomic<bool>& stop_requested);
+                          const std::atomic<bool>& stop_requested,
+                          std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics);
 
 }  // namespace traind

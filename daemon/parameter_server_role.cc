@@ -18,18 +18,32 @@ kj::Promise<void> whenSet(kj::Timer& timer, const std::atomic<bool>& flag) {
   });
 }
 
+// Copies the shard's counters into the node's metrics every 100 ms, and
+// marks the node serving once the chief has initialised the shard: the ops
+// thread never touches the shard, which belongs to this event loop.
+kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
+                                 const ShardServer& server, NodeMetrics& metrics) {
+  metrics.setShardCounters(shard.staleDropped(), server.connections());
+  metrics.setGlobalStep(shard.globalStep());
+  if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
+  return timer.afterDelay(100 * kj::MILLISECONDS).then([&timer, &shard, &server, &metrics]() {
+    return publishMetrics(timer, shard, server, metrics);
+  });
+}
+
 }  // namespace
 
 void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                        const std::atomic<bool>& stop_requested) {
+                        const std::atomic<bool>& stop_requested, NodeMetrics& metrics) {
   const LayerGraph graph = buildLayerGraph(spec);
   ParameterShard shard(spec, graph, cluster, task);
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  auto owned_service = kj::heap<ShardService>(shard, architectureHash(spec));
-  ShardService& service = *owned_service;
-  wire::ParameterShard::Client client(kj::mv(owned_service));
+  ServedShard service(shard, architectureHash(spec));
   const std::string address = cluster.ps[size_t(task)].toString();
-  ShardServer server(io, address, client);
+  ShardServer server(io, address, [&service]() -> capnp::Capability::Client {
+    return service.newSession();
+  });
+  metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0) to initialise the parameters");
   spdlog::info("ps {} serving {} of {} ({} floats, {} variable pieces, {} chunks) on {}, {} mode",
                task, spec.name, graph.parameterCount(), shard.size(), shard.plan().pieces.size(),
                shard.chunks().size(), address,
@@ -39,10 +53,16 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
     spdlog::error("the listener failed: {}", e.getDescription().cStr());
   });
   kj::Timer& timer = io.provider->getTimer();
+  kj::Promise<void> publishing = publishMetrics(timer, shard, server, metrics).eagerlyEvaluate(nullptr);
   service.onStop().exclusiveJoin(whenSet(timer, stop_requested)).wait(io.waitScope);
+  // A stop asked of this ps ends the job for its workers as the chief's stop
+  // does; the chief can still read the state for its last checkpoint.
+  service.beginStopping("a signal or POST /stop");
+  metrics.setState(NodeState::Stopping);
   // Let the workers see that the job is done before the connections close.
-  for (int waited = 0; service.stopping() && server.connections() > 0 && waited < 50; ++waited)
+  for (int waited = 0; server.connections() > 0 && waited < 50; ++waited)
     timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  metrics.setState(NodeState::Done);
   spdlog::info("ps {} done at global step {} ({} stale gradient chunks dropped)", task,
                shard.globalStep(), shard.staleDropped());
 }

@@ -9,12 +9,16 @@
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
-#include "devices/cpu/cpu_device.h"
+#include "devices/device_list.h"
+#include "devices/towers.h"
 
 namespace traind {
 
-TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested) {
+TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,
+                              std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
   const LayerGraph graph = buildLayerGraph(spec);
+  const std::vector<std::unique_ptr<Device>> devices =
+      createDevices(spec.training.devices, spec.training.threads);
   const TrainingData data = loadTrainingData(spec, graph);
   ModelState state(spec, graph);
 
@@ -24,6 +28,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   if (latest) {
     state.restore(*latest);
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
+    metrics.recordExistingCheckpoint(*latest);
   } else {
     state.initialize();
     if (spec.init_from)
@@ -31,13 +36,12 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
                    spec.init_from->checkpoint);
   }
 
-  std::unique_ptr<Device> device = createCpuDevice(spec.training.threads);
   const int64_t batch_size = spec.data.batch_size;
   std::unique_ptr<Replica> replica =
-      device->createReplica(graph, state.layout(), batch_size, spec.seed);
+      createTowers(devicePointers(devices), graph, state.layout(), batch_size, spec.seed);
   std::optional<Evaluator> evaluator;
   if (data.test)
-    evaluator.emplace(*device, graph, state.layout(), *data.test, batch_size, spec.seed);
+    evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
   FlatBuffer gradients(state.layout().totalSize());
 
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, state.globalStep(),
@@ -46,10 +50,10 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
                                   ? spec.training.max_steps
                                   : spec.training.epochs * input.stepsPerEpoch();
   spdlog::info("training {} ({} parameters) on {}: batch {}, {} steps/epoch, steps {}..{}",
-               spec.name, graph.parameterCount(), device->name(), batch_size,
+               spec.name, graph.parameterCount(), deviceNames(devices), batch_size,
                input.stepsPerEpoch(), state.globalStep(), total_steps);
 
-  StepLog log(spec, total_steps);
+  StepLog log(spec, total_steps, openTrainingSummaries(spec, state.globalStep()));
   int64_t saved_step = latest ? state.globalStep() : -1;
   auto last_checkpoint = std::chrono::steady_clock::now();
   auto checkpoint = [&] {
@@ -57,9 +61,12 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     const std::filesystem::path path = state.save(checkpoint_dir, spec.checkpoint.keep);
     saved_step = state.globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
+    metrics.recordCheckpoint(saved_step, path);
     spdlog::info("step {}, saved checkpoint {}", state.globalStep(), path.string());
   };
 
+  metrics.setGlobalStep(state.globalStep());
+  metrics.setState(NodeState::Training);
   while (state.globalStep() < total_steps && !stop_requested.load()) {
     const int64_t step = state.globalStep();
     const StepResult r = replica->trainStep(input.next(), state.parameters().data(),
@@ -68,16 +75,19 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
                             step + 1);
     state.setGlobalStep(step + 1);
     log.record(r, step + 1);
+    metrics.recordStep(step + 1, r.loss, batch_size);
 
     if (evaluator && crossesMultiple(step, step + 1, spec.training.eval_every) &&
         step + 1 != total_steps)
       log.logEvaluation(step + 1, evaluator->evaluate(state.parameters().data()));
     const double since_checkpoint =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count();
-    if (crossesMultiple(step, step + 1, spec.checkpoint.every_steps) ||
+    const bool requested = checkpoint_requested.exchange(false);
+    if (requested || crossesMultiple(step, step + 1, spec.checkpoint.every_steps) ||
         (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds))
       checkpoint();
   }
+  metrics.setState(NodeState::Stopping, "final checkpoint and evaluation");
   TrainingSummary summary;
   summary.seconds = log.secondsRunning();
   summary.steps_run = log.stepsRun();
@@ -95,6 +105,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;
   }
   logSummary(spec, summary.global_step, summary.steps_run, summary.seconds, test);
+  metrics.setState(NodeState::Done);
   return summary;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/learning_rate.h"
 #include "daemon/logging.h"
 
 namespace traind {
@@ -51,13 +52,15 @@ void logSummary(const ModelSpec& spec, int64_t global_step, int64_t steps_run, d
                steps_run, seconds, seconds > 0 ? examples / seconds : 0.0, tail);
 }
 
-StepLog::StepLog(const ModelSpec& spec, int64_t total_steps)
+StepLog::StepLog(const ModelSpec& spec, int64_t total_steps,
+                 std::unique_ptr<TrainingSummaries> summaries)
     : spec_(spec),
       total_steps_(total_steps),
       log_every_(std::max<int64_t>(1, spec.training.log_every)),
       start_(Clock::now()),
       window_start_(start_),
-      last_progress_(start_) {}
+      last_progress_(start_),
+      summaries_(std::move(summaries)) {}
 
 double StepLog::secondsRunning() const { return secondsSince(start_); }
 
@@ -74,13 +77,18 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   if (last_logged_step_ < 0) last_logged_step_ = global_step - 1;
   if (global_step / log_every_ > last_logged_step_ / log_every_) {
     const double elapsed = secondsSince(window_start_);
-    const std::string accuracy =
-        spec_.loss == LossKind::SoftmaxCrossEntropy
-            ? fmt::format(", accuracy = {:.3f}", double(window_correct_) / double(window_steps_ * batch))
-            : "";
+    const double loss = window_loss_ / double(window_steps_);
+    const double examples_per_sec = double(window_steps_ * batch) / elapsed;
+    std::optional<double> accuracy;
+    if (spec_.loss == LossKind::SoftmaxCrossEntropy)
+      accuracy = double(window_correct_) / double(window_steps_ * batch);
     spdlog::info("step {}, loss = {:.4f}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
-                 window_loss_ / double(window_steps_), accuracy,
-                 double(window_steps_ * batch) / elapsed, elapsed / double(window_steps_));
+                 loss, accuracy ? fmt::format(", accuracy = {:.3f}", *accuracy) : "",
+                 examples_per_sec, elapsed / double(window_steps_));
+    // The rate the window's last step was applied with.
+    if (summaries_)
+      summaries_->logWindow(global_step, loss, accuracy,
+                            learningRateAt(spec_.learning_rate, global_step - 1), examples_per_sec);
     last_logged_step_ = global_step;
     window_start_ = Clock::now();
     window_loss_ = 0.0;
@@ -102,6 +110,7 @@ void StepLog::logEvaluation(int64_t step, const EvalResult& r) const {
                  r.accuracy, r.examples);
   else
     spdlog::info("step {}, test loss = {:.6f} ({} examples)", step, r.loss, r.examples);
+  if (summaries_) summaries_->logEvaluation(step, r);
 }
 
 }  // namespace traind

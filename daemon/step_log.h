@@ -7,18 +7,22 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "core/model_spec.h"
 #include "devices/device.h"
 #include "daemon/evaluation.h"
+#include "daemon/training_summaries.h"
 
 namespace traind {
 
 class StepLog {
  public:
-  StepLog(const ModelSpec& spec, int64_t total_steps);
+  // With `summaries`, every log line and evaluation also goes to TensorBoard.
+  StepLog(const ModelSpec& spec, int64_t total_steps,
+          std::unique_ptr<TrainingSummaries> summaries = nullptr);
 
   // Records one step's result; `global_step` is the step after it. Logs a
   // line when a multiple of log_every was reached (or crossed: in async
@@ -41,6 +45,7 @@ class StepLog {
   int64_t last_logged_step_ = -1;
   double window_loss_ = 0.0;
   int64_t window_steps_ = 0, window_correct_ = 0, steps_run_ = 0;
+  std::unique_ptr<TrainingSummaries> summaries_;
 };
 
 // "1h02m", "3m07s", "12s"

@@ -7,7 +7,8 @@
 //   traind check --model configs/models/fashion_cnn.yaml
 //
 // TRAIND_JOB and TRAIND_TASK stand in for --job and --task (containers,
-// templated systemd units).
+// templated systemd units). --http HOST:PORT (or the cluster spec's http
+// section) serves /healthz, /metrics and /status (docs/operations.md).
 //
 // Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM), 2 bad
 // configuration or input, 1 runtime failure.
@@ -24,11 +25,16 @@
 #include "daemon/cluster_roles.h"
 #include "daemon/logging.h"
 #include "daemon/model_check.h"
+#include "daemon/node_metrics.h"
+#include "daemon/ops_server.h"
 #include "daemon/standalone.h"
+#include "devices/device_list.h"
 
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
+// Set by POST /checkpoint, cleared by the training loop when it checkpoints.
+std::atomic<bool> g_checkpoint_requested{false};
 
 void requestStop(int) { g_stop_requested.store(true); }
 
@@ -43,11 +49,14 @@ struct RunFlags {
   std::string model;
   std::optional<int64_t> max_steps, log_every, eval_every;
   std::optional<std::string> checkpoint_dir;
+  std::optional<std::string> summary_dir;
   std::optional<int> threads;
+  std::optional<std::string> devices;
   std::optional<uint64_t> seed;
   std::string cluster;
   std::string job;
   std::optional<int> task;
+  std::optional<std::string> http;
 };
 
 void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
@@ -58,7 +67,9 @@ void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
   if (flags.log_every) spec.training.log_every = *flags.log_every;
   if (flags.eval_every) spec.training.eval_every = *flags.eval_every;
   if (flags.checkpoint_dir) spec.checkpoint.dir = *flags.checkpoint_dir;
+  if (flags.summary_dir) spec.training.summary_dir = *flags.summary_dir;
   if (flags.threads) spec.training.threads = *flags.threads;
+  if (flags.devices) spec.training.devices = traind::splitDeviceList(*flags.devices);
   if (flags.seed) spec.seed = *flags.seed;
 }
 
@@ -73,8 +84,14 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-dir", flags.checkpoint_dir,
                  "where checkpoints are written and resumed from (overrides checkpoint.dir)");
+  app.add_option("--summary-dir", flags.summary_dir,
+                 "where the chief writes TensorBoard event files (overrides "
+                 "training.summary_dir; default <checkpoint dir>/summaries)");
   app.add_option("--threads", flags.threads, "compute threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--devices", flags.devices,
+                 "devices to train on, one tower each: cpu, cpu:0,cpu:1 (overrides "
+                 "training.devices)");
   app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout");
   app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");
   app.add_option("--job", flags.job, "this node's job in the cluster: ps or worker")
@@ -83,6 +100,9 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--task", flags.task, "this node's index within its job (worker 0 is the chief)")
       ->envname("TRAIND_TASK")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--http", flags.http,
+                 "serve /healthz, /metrics and /status on HOST:PORT (overrides the cluster "
+                 "spec's http section)");
 }
 
 }  // namespace
@@ -119,6 +139,8 @@ int main(int argc, char** argv) {
       if (!check_model.empty()) {
         const traind::ModelSpec spec = traind::loadModelSpec(check_model);
         std::fputs(traind::layerTable(spec, traind::buildLayerGraph(spec)).c_str(), stdout);
+        const auto devices = traind::createDevices(spec.training.devices, spec.training.threads);
+        std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
       }
       if (!check_cluster.empty())
         std::fputs(traind::taskTable(traind::loadClusterSpec(check_cluster)).c_str(), stdout);
@@ -144,15 +166,27 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, requestStop);
     // One progress line per terminal: the standalone run's or the chief's.
     traind::enableProgress(!cluster || (run_flags.job == "worker" && *run_flags.task == 0));
-    if (!cluster) {
-      traind::runStandalone(spec, g_stop_requested);
-    } else if (run_flags.job == "ps") {
-      traind::setLogPrefix(fmt::format("ps {}", *run_flags.task));
-      traind::runParameterServer(spec, *cluster, *run_flags.task, g_stop_requested);
-    } else {
-      traind::setLogPrefix(fmt::format("worker {}", *run_flags.task));
-      traind::runWorker(spec, *cluster, *run_flags.task, g_stop_requested);
-    }
+    const std::string job = cluster ? run_flags.job : "standalone";
+    const int task = cluster ? *run_flags.task : 0;
+    if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
+    traind::NodeMetrics metrics(job, task, spec.training.log_every);
+    metrics.setState(traind::NodeState::Starting, "loading the model and the data");
+    const bool checkpoints = job == "standalone" || (job == "worker" && task == 0);
+    metrics.setWritesCheckpoints(checkpoints && !spec.checkpoint.dir.empty());
+    std::optional<traind::HostPort> http;
+    if (cluster) http = traind::httpAddress(*cluster, job, task);
+    if (run_flags.http) http = traind::parseHostPort(*run_flags.http, "--http");
+    std::optional<traind::OpsServer> ops;
+    if (http)
+      ops.emplace(*http, metrics,
+                  traind::OpsControls{&g_stop_requested,
+                                      checkpoints ? &g_checkpoint_requested : nullptr});
+    if (!cluster)
+      traind::runStandalone(spec, g_stop_requested, g_checkpoint_requested, metrics);
+    else if (job == "ps")
+      traind::runParameterServer(spec, *cluster, task, g_stop_requested, metrics);
+    else
+      traind::runWorker(spec, *cluster, task, g_stop_requested, g_checkpoint_requested, metrics);
     return 0;
   } catch (const traind::InputError& e) {
     spdlog::error("{}", e.what());

@@ -26,7 +26,7 @@ struct ShardServer::Impl {
   };
 
   kj::Own<kj::ConnectionReceiver> listener;
-  capnp::Capability::Client service;
+  std::function<capnp::Capability::Client()> new_session;
   std::list<Connection> connections;
   kj::TaskSet tasks;
 
@@ -36,13 +36,14 @@ struct ShardServer::Impl {
     }
   } error_handler;
 
-  Impl(capnp::Capability::Client s) : service(kj::mv(s)), tasks(error_handler) {}
+  explicit Impl(std::function<capnp::Capability::Client()> f)
+      : new_session(std::move(f)), tasks(error_handler) {}
 
   kj::Promise<void> acceptLoop() {
     return listener->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
       capnp::ReaderOptions options;
       options.traversalLimitInWords = kTraversalLimitWords;
-      connections.emplace_back(kj::mv(stream), service, options);
+      connections.emplace_back(kj::mv(stream), new_session(), options);
       auto it = std::prev(connections.end());
       it->peer = peerName(*it->stream);
       spdlog::info("{} connected", it->peer);
@@ -83,8 +84,8 @@ struct ShardServer::Impl {
 };
 
 ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
-                         capnp::Capability::Client service)
-    : impl_(std::make_unique<Impl>(kj::mv(service))) {
+                         std::function<capnp::Capability::Client()> new_session)
+    : impl_(std::make_unique<Impl>(std::move(new_session))) {
   kj::Own<kj::NetworkAddress> addr;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
                 addr = io.provider->getNetwork().parseAddress(address).wait(io.waitScope);

@@ -1,5 +1,5 @@
-// Accepts worker connections on the ps's address and serves one
-// ParameterShard capability to each, with Cap'n Proto's two-party protocol.
+// Accepts worker connections on the ps's address and serves each its own
+// ParameterShard capability (a session), with Cap'n Proto's two-party protocol.
 // A peer that sends garbage or an oversized message loses its connection
 // (logged); the others are served on.
 #pragma once
@@ -7,6 +7,7 @@
 #include <capnp/capability.h>
 #include <kj/async-io.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,7 +17,8 @@ class ShardServer {
  public:
   // Binds `address` ("host:port") now. Throws InputError when the address
   // does not resolve or the port is in use.
-  ShardServer(kj::AsyncIoContext& io, const std::string& address, capnp::Capability::Client service);
+  ShardServer(kj::AsyncIoContext& io, const std::string& address,
+              std::function<capnp::Capability::Client()> new_session);
   ~ShardServer();
 
   // Serves until the returned promise is dropped.

@@ -31,24 +31,23 @@ kj::Promise<void> checked(F&& body) {
 
 }  // namespace
 
-ShardService::ShardService(ParameterShard& shard, std::string architecture_hash)
+ServedShard::ServedShard(ParameterShard& shard, std::string architecture_hash)
     : shard_(shard), architecture_hash_(std::move(architecture_hash)), stop_promise_(nullptr) {
   auto paf = kj::newPromiseAndFulfiller<void>();
   stop_promise_ = paf.promise.fork();
   stop_fulfiller_ = kj::mv(paf.fulfiller);
 }
 
-kj::Promise<void> ShardService::onStop() { return stop_promise_.addBranch(); }
+wire::ParameterShard::Client ServedShard::newSession() { return kj::heap<ShardService>(*this); }
 
-void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
-  status.setReady(shard_.ready());
-  status.setGlobalStep(shard_.globalStep());
-  status.setStopping(stopping_);
+bool ServedShard::pullMayProceed(int64_t min_step, std::optional<uint32_t> worker) const {
+  if (stopping_) return true;
+  return min_step <= shard_.globalStep() && (!worker || shard_.withinStaleness(*worker));
 }
 
-void ShardService::releasePulls() {
+void ServedShard::releasePulls() {
   for (auto it = waiting_pulls_.begin(); it != waiting_pulls_.end();) {
-    if (stopping_ || it->min_step <= shard_.globalStep()) {
+    if (pullMayProceed(it->min_step, it->worker)) {
       it->fulfiller->fulfill();
       it = waiting_pulls_.erase(it);
     } else {
@@ -57,18 +56,45 @@ void ShardService::releasePulls() {
   }
 }
 
+void ServedShard::beginStopping(const std::string& by) {
+  if (stopping_) return;
+  stopping_ = true;
+  spdlog::info("stop requested by {} at global step {}", by, shard_.globalStep());
+  releasePulls();
+  stop_fulfiller_->fulfill();
+}
+
+ShardService::~ShardService() {
+  if (worker_) {
+    shard().workerLeft(*worker_);
+    // The slowest worker may have gone: the others need not wait for it.
+    served_.releasePulls();
+  }
+}
+
+void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
+  status.setReady(served_.shard_.ready());
+  status.setGlobalStep(served_.shard_.globalStep());
+  status.setStopping(served_.stopping_);
+}
+
 kj::Promise<void> ShardService::hello(HelloContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
     const std::string hash = params.getArchitectureHash();
-    if (hash != architecture_hash_)
-      throw ProtocolError("ps " + std::to_string(shard_.shardIndex()) +
-                          " serves architecture " + architecture_hash_ + ", the peer trains " +
+    if (hash != served_.architecture_hash_)
+      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) +
+                          " serves architecture " + served_.architecture_hash_ +
+                          ", the peer trains " +
                           hash + ": the nodes read different model specs");
-    if (params.getShardIndex() != uint32_t(shard_.shardIndex()))
-      throw ProtocolError("this is ps " + std::to_string(shard_.shardIndex()) +
+    if (params.getShardIndex() != uint32_t(shard().shardIndex()))
+      throw ProtocolError("this is ps " + std::to_string(shard().shardIndex()) +
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +
                           ": the nodes read different cluster specs");
+    if (!worker_) {
+      shard().workerJoined(params.getWorkerTask());
+      worker_ = params.getWorkerTask();
+    }
     fillStatus(context.getResults().initStatus());
     return kj::READY_NOW;
   });
@@ -82,16 +108,16 @@ kj::Promise<void> ShardService::status(StatusContext context) {
 kj::Promise<void> ShardService::initialize(InitializeContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
-    shard_.initialize(params.getSlot(), int64_t(params.getOffset()), floatsOf(params.getData()));
+    shard().initialize(params.getSlot(), int64_t(params.getOffset()), floatsOf(params.getData()));
     return kj::READY_NOW;
   });
 }
 
 kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   return checked([&]() -> kj::Promise<void> {
-    shard_.markReady(context.getParams().getGlobalStep());
-    spdlog::info("initialised by the chief at global step {}", shard_.globalStep());
-    releasePulls();
+    shard().markReady(context.getParams().getGlobalStep());
+    spdlog::info("initialised by the chief at global step {}", shard().globalStep());
+    served_.releasePulls();
     return kj::READY_NOW;
   });
 }
@@ -99,11 +125,11 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
 kj::Promise<void> ShardService::push(PushContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
-    const int64_t before = shard_.globalStep();
-    const bool accepted = shard_.push(params.getWorkerTask(), params.getStep(),
+    const int64_t before = shard().globalStep();
+    const bool accepted = shard().push(params.getWorkerTask(), params.getStep(),
                                       int64_t(params.getOffset()), floatsOf(params.getData()));
     context.getResults().setAccepted(accepted);
-    if (shard_.globalStep() != before) releasePulls();
+    if (shard().globalStep() != before) served_.releasePulls();
     return kj::READY_NOW;
   });
 }
@@ -118,19 +144,19 @@ kj::Promise<void> ShardService::pull(PullContext context) {
                           std::to_string(ParameterShard::kChunkFloats) + " per call");
     auto reply = [this, context, offset, length]() mutable {
       auto results = context.getResults();
-      results.setGlobalStep(shard_.globalStep());
+      results.setGlobalStep(shard().globalStep());
       capnp::Data::Builder data = results.initData(size_t(length) * sizeof(float));
       // A copy taken now: the reply can never tear under a later update.
-      shard_.read(0, offset, {reinterpret_cast<float*>(data.begin()), size_t(length)});
+      shard().read(0, offset, {reinterpret_cast<float*>(data.begin()), size_t(length)});
     };
-    if (!shard_.ready() && !stopping_)
-      throw ProtocolError("ps " + std::to_string(shard_.shardIndex()) + " is not initialised yet");
-    if (stopping_ || params.getMinStep() <= shard_.globalStep()) {
+    if (!shard().ready() && !served_.stopping_)
+      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " is not initialised yet");
+    if (served_.pullMayProceed(params.getMinStep(), worker_)) {
       reply();
       return kj::READY_NOW;
     }
     auto paf = kj::newPromiseAndFulfiller<void>();
-    waiting_pulls_.push_back({params.getMinStep(), kj::mv(paf.fulfiller)});
+    served_.waiting_pulls_.push_back({params.getMinStep(), worker_, kj::mv(paf.fulfiller)});
     return paf.promise.then([this, reply]() mutable {
       return checked([&]() -> kj::Promise<void> {
         reply();
@@ -148,21 +174,17 @@ kj::Promise<void> ShardService::readState(ReadStateContext context) {
       throw ProtocolError("a read of " + std::to_string(length) + " floats; at most " +
                           std::to_string(ParameterShard::kChunkFloats) + " per call");
     auto results = context.getResults();
-    results.setGlobalStep(shard_.globalStep());
+    results.setGlobalStep(shard().globalStep());
     capnp::Data::Builder data = results.initData(size_t(length) * sizeof(float));
-    shard_.read(params.getSlot(), int64_t(params.getOffset()),
+    shard().read(params.getSlot(), int64_t(params.getOffset()),
                 {reinterpret_cast<float*>(data.begin()), size_t(length)});
     return kj::READY_NOW;
   });
 }
 
+
 kj::Promise<void> ShardService::stop(StopContext context) {
-  if (!stopping_) {
-    stopping_ = true;
-    spdlog::info("stop requested by the chief at global step {}", shard_.globalStep());
-    releasePulls();
-    stop_fulfiller_->fulfill();
-  }
+  served_.beginStopping("the chief");
   return kj::READY_NOW;
 }
 

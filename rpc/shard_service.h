@@ -1,10 +1,17 @@
 // The ParameterShard interface of rpc/traind.capnp, served from a
-// ParameterShard. Runs on the ps's event-loop thread; every call is checked
-// by ParameterShard before it touches state and fails with the reason.
+// ParameterShard on the ps's event-loop thread.
+//
+// ServedShard is what every connection shares: the shard, the pulls waiting
+// for a step (sync) or for the slowest worker (bounded staleness), the stop
+// signal. ShardService is one connection's view of it: it knows which
+// worker is on the other end (from hello) and tells the shard when that
+// worker goes. Every call is checked by ParameterShard before it touches
+// state and fails with the reason.
 #pragma once
 
 #include <kj/async.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,13 +20,48 @@
 
 namespace traind {
 
+class ServedShard {
+ public:
+  ServedShard(ParameterShard& shard, std::string architecture_hash);
+
+  // A new capability for one connection.
+  wire::ParameterShard::Client newSession();
+
+  // Resolves when the job is stopping.
+  kj::Promise<void> onStop() { return stop_promise_.addBranch(); }
+  bool stopping() const { return stopping_; }
+
+  // What a stop() call from the chief does, also for a stop asked of the ps
+  // itself (SIGTERM, POST /stop): waiting pulls are answered and every later
+  // one says the shards are stopping, so the workers end as at the job's end.
+  // `by` names who asked, for the log.
+  void beginStopping(const std::string& by);
+
+ private:
+  friend class ShardService;
+
+  struct PullWaiter {
+    int64_t min_step;
+    std::optional<uint32_t> worker;
+    kj::Own<kj::PromiseFulfiller<void>> fulfiller;
+  };
+
+  bool pullMayProceed(int64_t min_step, std::optional<uint32_t> worker) const;
+  // Answers the pulls that may proceed now (all of them when stopping).
+  void releasePulls();
+
+  ParameterShard& shard_;
+  std::string architecture_hash_;
+  std::vector<PullWaiter> waiting_pulls_;
+  bool stopping_ = false;
+  kj::ForkedPromise<void> stop_promise_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
+};
+
 class ShardService final : public wire::ParameterShard::Server {
  public:
-  ShardService(ParameterShard& shard, std::string architecture_hash);
-
-  // Resolves when a stop() call arrives.
-  kj::Promise<void> onStop();
-  bool stopping() const { return stopping_; }
+  explicit ShardService(ServedShard& served) : served_(served) {}
+  ~ShardService();
 
  protected:
   kj::Promise<void> hello(HelloContext context) override;
@@ -32,21 +74,11 @@ class ShardService final : public wire::ParameterShard::Server {
   kj::Promise<void> stop(StopContext context) override;
 
  private:
-  struct PullWaiter {
-    int64_t min_step;
-    kj::Own<kj::PromiseFulfiller<void>> fulfiller;
-  };
-
   void fillStatus(wire::ShardStatus::Builder status) const;
-  // Wakes the pulls waiting for a step the shard has reached (or all, when stopping).
-  void releasePulls();
+  ParameterShard& shard() { return served_.shard_; }
 
-  ParameterShard& shard_;
-  std::string architecture_hash_;
-  std::vector<PullWaiter> waiting_pulls_;
-  bool stopping_ = false;
-  kj::ForkedPromise<void> stop_promise_;
-  kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
+  ServedShard& served_;
+  std::optional<uint32_t> worker_;  // set by hello
 };
 
 }  // namespace traind

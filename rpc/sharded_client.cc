@@ -190,9 +190,28 @@ void ShardedClient::initialize(const ModelState& state) {
 
 namespace {
 
+// The bytes and the time of one kind of call (push or pull) of a step: the
+// time runs from `start` until the last of them is answered.
+struct TransferTally {
+  Clock::time_point start = Clock::now();
+  int pending = 0;
+  int64_t bytes = 0;
+  double seconds = 0.0;
+
+  void sent(int64_t request_bytes) {
+    ++pending;
+    bytes += request_bytes;
+  }
+  void answered(int64_t reply_bytes) {
+    bytes += reply_bytes;
+    if (--pending == 0) seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+};
+
 // Adds one pull call per chunk of every shard; the replies land in `parameters`.
 void addPulls(std::vector<ShardLink>& shards, int64_t min_step, FlatBuffer& parameters,
-              std::vector<int64_t>& steps, kj::Vector<kj::Promise<void>>& calls) {
+              std::vector<int64_t>& steps, TransferTally& tally,
+              kj::Vector<kj::Promise<void>>& calls) {
   for (ShardLink& link : shards) {
     for (const ShardChunk& c : link.chunks) {
       auto request = link.shard().pullRequest();
@@ -202,13 +221,15 @@ void addPulls(std::vector<ShardLink>& shards, int64_t min_step, FlatBuffer& para
       int64_t* step = &steps[size_t(link.index)];
       float* out = parameters.data() + c.layout_offset;
       const int64_t size = c.size;
-      calls.add(request.send().then([step, out, size](auto reply) {
+      tally.sent(0);
+      calls.add(request.send().then([step, out, size, &tally](auto reply) {
         capnp::Data::Reader data = reply.getData();
         if (data.size() != size_t(size) * sizeof(float))
           throw std::runtime_error("a ps answered a pull of " + std::to_string(size) +
                                    " floats with " + std::to_string(data.size()) + " bytes");
         std::memcpy(out, data.begin(), data.size());
         *step = std::min(*step, int64_t(reply.getGlobalStep()));
+        tally.answered(int64_t(data.size()));
       }));
     }
   }
@@ -216,35 +237,51 @@ void addPulls(std::vector<ShardLink>& shards, int64_t min_step, FlatBuffer& para
 
 }  // namespace
 
-int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
-  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
-  kj::Vector<kj::Promise<void>> calls;
-  addPulls(impl_->shards, min_step, parameters, steps, calls);
-  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
-  return steps[0] < min_step ? -1 : steps[0];
+int64_t ShardedClient::jobStep(int64_t min_step) {
+  int64_t job = INT64_MAX;
+  for (int64_t s : shard_steps_) job = std::min(job, s);
+  return job < min_step ? -1 : job;
 }
 
-int64_t ShardedClient::pushAndPull(int64_t step, const FlatBuffer& gradients, int64_t min_step,
+int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
+  shard_steps_.assign(impl_->shards.size(), INT64_MAX);
+  kj::Vector<kj::Promise<void>> calls;
+  TransferTally pulls;
+  addPulls(impl_->shards, min_step, parameters, shard_steps_, pulls, calls);
+  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
+  return jobStep(min_step);
+}
+
+int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
                                    FlatBuffer& parameters) {
   kj::Vector<kj::Promise<void>> calls;
   int64_t dropped = 0;
+  TransferTally pushes;
   for (ShardLink& link : impl_->shards) {
     for (const ShardChunk& c : link.chunks) {
       auto request = link.shard().pushRequest();
       request.setWorkerTask(impl_->worker_task);
-      request.setStep(step);
+      // The step of the parameters this shard gave: shards may be a step
+      // apart, and each judges staleness by its own clock.
+      request.setStep(shard_steps_[size_t(link.index)]);
       request.setOffset(uint64_t(c.shard_offset));
       attachFloats<wire::ParameterShard::PushParams::Builder>(request, gradients.data() + c.layout_offset, c.size);
-      calls.add(request.send().then([&dropped](auto reply) {
+      pushes.sent(c.size * int64_t(sizeof(float)));
+      calls.add(request.send().then([&dropped, &pushes](auto reply) {
         if (!reply.getAccepted()) ++dropped;
+        pushes.answered(0);
       }));
     }
   }
   std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
-  addPulls(impl_->shards, min_step, parameters, steps, calls);
+  TransferTally pulls;
+  addPulls(impl_->shards, min_step, parameters, steps, pulls, calls);
   kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  shard_steps_ = std::move(steps);
+  last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
   if (dropped > 0) ++dropped_;
-  return steps[0] < min_step ? -1 : steps[0];
+  return jobStep(min_step);
 }
 
 void ShardedClient::readState(ModelState& state) {

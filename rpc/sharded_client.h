@@ -8,7 +8,7 @@
 //   ps.waitUntilReady();                           // the chief has initialised them
 //   int64_t step = ps.pull(0, params);             // every shard, in parallel
 //   replica.trainStep(batch, params.data(), grads.data(), step);
-//   step = ps.pushAndPull(step, grads, step + 1, params);   // sync: waits for the next step
+//   step = ps.pushAndPull(grads, step + 1, params);   // sync: waits for the next step
 #pragma once
 
 #include <kj/async-io.h>
@@ -54,13 +54,15 @@ class ShardedClient {
   void initialize(const ModelState& state);
 
   // Parameters from every shard once each has reached min_step, into
-  // `parameters` (the model's flat layout). Returns shard 0's global step, which is
-  // the job's; -1 if the shards are stopping.
+  // `parameters` (the model's flat layout). Returns the job's global step,
+  // the lowest of the shards' (they may be a step apart); -1 if the shards
+  // are stopping.
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
 
-  // Pushes a gradient computed at `step`, then pulls as pull() does; both in flight at once.
-  int64_t pushAndPull(int64_t step, const FlatBuffer& gradients, int64_t min_step,
-                      FlatBuffer& parameters);
+  // Pushes a gradient computed from the parameters of the last pull (each
+  // shard's part tagged with the step that shard reported), then pulls as
+  // pull() does; both in flight at once.
+  int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters);
 
   // Chief: parameters and optimizer slots of every shard into `state`, for a
   // checkpoint; state's global step becomes shard 0's.
@@ -71,10 +73,23 @@ class ShardedClient {
 
   int64_t gradientsDropped() const { return dropped_; }
 
+  // What the last pull() or pushAndPull() moved: tensor bytes, and the time
+  // from its first request to the last reply of each kind (a sync pull's
+  // includes waiting for the step). For the node's metrics.
+  struct Transfer {
+    int64_t push_bytes = 0, pull_bytes = 0;
+    double push_seconds = 0.0, pull_seconds = 0.0;
+  };
+  const Transfer& lastTransfer() const { return last_transfer_; }
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int64_t jobStep(int64_t min_step);
+
   int64_t dropped_ = 0;
+  std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
+  Transfer last_transfer_;
 };
 
 }  // namespace traind

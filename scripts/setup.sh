@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev capnproto libcapnp-dev libdnnl-dev libyaml-cpp-dev libspdlog-dev
-  catch2 libcli11-dev libsystemd-dev zlib1g-dev
+  catch2 libcli11-dev libsystemd-dev zlib1g-dev libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
   python3 python3-numpy python3-pip
 )
@@ -35,4 +35,11 @@ fi
 if ! python3 -c "import safetensors, numpy" 2>/dev/null; then
   python3 -m pip install -q safetensors numpy 2>/dev/null ||
     python3 -m pip install -q --break-system-packages safetensors numpy
+fi
+
+# The TensorBoard test reads traind's event files with the tensorboard
+# package itself, into the same python3.
+if ! python3 -c "import tensorboard" 2>/dev/null; then
+  python3 -m pip install -q tensorboard 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages tensorboard
 fi

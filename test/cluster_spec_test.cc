@@ -236,6 +236,64 @@ TEST_CASE("an address used twice names both places", "[cluster_spec]") {
   CHECK(load(dir, "cluster: {ps: [a:1], worker: [a:2]}\n").worker[0].port == 2);
 }
 
+TEST_CASE("the http section gives each task an ops address", "[cluster_spec]") {
+  TempDir dir;
+  const ClusterSpec with = load(dir, kCluster +
+                                         "http:\n"
+                                         "  ps: [127.0.0.1:8080]\n"
+                                         "  worker: [127.0.0.1:8081, h:8082, \"[::1]:8083\"]\n");
+  REQUIRE(with.ps_http.size() == 1);
+  REQUIRE(with.worker_http.size() == 3);
+  CHECK(with.ps_http[0].toString() == "127.0.0.1:8080");
+  CHECK(with.worker_http[2].toString() == "[::1]:8083");
+  CHECK(with.worker_http[1].location.line == 6);
+  CHECK(httpAddress(with, "ps", 0)->port == 8080);
+  CHECK(httpAddress(with, "worker", 1)->host == "h");
+  CHECK_FALSE(httpAddress(with, "worker", 3));
+  const ClusterSpec without = load(dir, kCluster);
+  CHECK(without.ps_http.empty());
+  CHECK(without.worker_http.empty());
+  CHECK_FALSE(httpAddress(without, "worker", 0));
+}
+
+TEST_CASE("http addresses match the tasks and clash with nothing", "[cluster_spec]") {
+  CHECK(errorOf(kCluster + "http:\n  ps: [a:1]\n  worker: [a:2, a:3]\n") ==
+        "c.yaml:6:11: http.worker: expected 3 addresses, one per task of cluster.worker, got 2");
+  CHECK(errorOf(kCluster + "http:\n  ps: [a:1, a:2]\n  worker: [a:3, a:4, a:5]\n") ==
+        "c.yaml:5:7: http.ps: expected 1 address, one per task of cluster.ps, got 2");
+  CHECK(errorOf(kCluster + "http: {ps: [a:1]}\n") == "c.yaml:4:7: http: missing field 'worker'");
+  CHECK(errorOf(kCluster + "http: {ps: [a:1], workers: [a:2]}\n") ==
+        "c.yaml:4:19: http: unknown field 'workers' (did you mean 'worker'?)");
+  CHECK(errorOf(kCluster + "http: {ps: [a:1], worker: [a:2, a:3, 127.0.0.1:2223]}\n") ==
+        "c.yaml:4:38: http.worker[2]: duplicate address 127.0.0.1:2223 (cluster.worker[1] at "
+        "line 3, column 28 has it too)");
+  CHECK(errorOf(kCluster + "http: {ps: [a:1], worker: [a:2, a:1, a:3]}\n") ==
+        "c.yaml:4:33: http.worker[1]: duplicate address a:1 (http.ps[0] at line 4, column 13 has "
+        "it too)");
+  CHECK(errorOf(kCluster + "http: {ps: [a:0], worker: [a:2, a:3, a:4]}\n") ==
+        "c.yaml:4:13: http.ps[0]: expected host:port with a port in 1..65535, got 'a:0'");
+}
+
+TEST_CASE("parseHostPort reads a flag as the spec reads an address", "[cluster_spec]") {
+  const HostPort address = parseHostPort("[fe80::1%eth0]:9100", "--http");
+  CHECK(address.host == "fe80::1%eth0");
+  CHECK(address.port == 9100);
+  CHECK(parseHostPort("node-1.example.com:80", "--node").toString() == "node-1.example.com:80");
+  auto error = [](const std::string& text) {
+    try {
+      parseHostPort(text, "--http");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error("8080") == "--http: expected host:port, got '8080'");
+  CHECK(error("h:70000") == "--http: expected host:port with a port in 1..65535, got 'h:70000'");
+  CHECK(error("::1:80") ==
+        "--http: expected host:port with an IPv6 host in brackets, as \"[::1]:2222\", got "
+        "'::1:80'");
+}
+
 TEST_CASE("fields of the other training mode are refused", "[cluster_spec]") {
   CHECK(errorOf(kCluster + "training: {replicas_to_aggregate: 2}\n") ==
         "c.yaml:4:35: training.replicas_to_aggregate: only meaningful with mode: sync");

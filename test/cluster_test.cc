@@ -223,3 +223,36 @@ TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--job"));
 }
+
+TEST_CASE("async with max_staleness: a worker waits for a stalled one, then both finish") {
+  const auto dir = freshTempDir("staleness");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n  max_staleness: 3\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000 --threads 1 --eval-every 0 --log-every 10 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 2);
+  // Both are training (worker 1 may join late), then worker 1 stalls.
+  for (int i = 0; i < 600 && c.workers[1]->output().find(", loss = ") == std::string::npos; ++i)
+    usleep(50000);
+  c.workers[1]->signal(SIGSTOP);
+  auto lastStep = [&] {
+    const std::string out = c.workers[0]->output();
+    int64_t last = 0;
+    const std::regex pattern("step ([0-9]+), loss");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), pattern);
+         it != std::sregex_iterator(); ++it)
+      last = std::stoll((*it)[1]);
+    return last;
+  };
+  usleep(1500000);
+  const int64_t held_at = lastStep();
+  usleep(1500000);
+  CHECK(lastStep() == held_at);  // the chief is held within 3 pushes of worker 1
+  CHECK(held_at < 1000);
+  c.workers[1]->signal(SIGCONT);
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  CHECK(c.workers[1]->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+}

@@ -1,6 +1,7 @@
 #include "devices/cpu/cpu_device.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
 
 #include "devices/cpu/cpu_replica.h"
 
@@ -11,9 +12,10 @@ namespace {
 // thread that builds it and for every step.
 class CpuDevice : public Device {
  public:
-  explicit CpuDevice(int threads) : threads_(threads), engine_(dnnl::engine::kind::cpu, 0) {}
+  CpuDevice(int threads, std::string name)
+      : threads_(threads), name_(std::move(name)), engine_(dnnl::engine::kind::cpu, 0) {}
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return name_; }
 
   std::unique_ptr<Replica> createReplica(const LayerGraph& graph, const VariableLayout& layout,
                                          int64_t batch_size, uint64_t seed) override {
@@ -22,13 +24,14 @@ class CpuDevice : public Device {
 
  private:
   int threads_;
+  std::string name_;
   dnnl::engine engine_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> createCpuDevice(int threads) {
-  return std::make_unique<CpuDevice>(threads);
+std::unique_ptr<Device> createCpuDevice(int threads, std::string name) {
+  return std::make_unique<CpuDevice>(threads, std::move(name));
 }
 
 }  // namespace traind

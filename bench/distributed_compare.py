@@ -1,0 +1,548 @@
+#!/usr/bin/env python3
+"""traind's distributed modes against standalone traind and against PyTorch,
+side by side in one invocation per section, with ratios.
+
+  python3 bench/distributed_compare.py --build-dir build cnn    # 1 ps + 1 worker vs standalone
+  python3 bench/distributed_compare.py --build-dir build mlp    # 1 ps + 2 workers vs PyTorch
+  python3 bench/distributed_compare.py --build-dir build wide   # the same, 784-1200-400-10
+  python3 bench/distributed_compare.py --build-dir build rss    # a ps's peak RSS, Adam, 64 MiB
+
+cnn   fashion_cnn: examples/sec of standalone traind (--threads T) and of a
+      1 ps + 1 worker cluster (worker --threads T; the ps is one event-loop
+      thread) in the same run (target: cluster >= 0.95 x standalone).
+mlp   fashion_mlp, 1 ps + 2 workers, batch 100 per worker, one compute
+      thread per process: traind async against an asynchronous parameter
+      server over torch.distributed.rpc (bench/torch_ps.py; target >= 2.5x),
+      traind sync (replicas_to_aggregate 2) against DistributedDataParallel
+      over gloo with 2 processes (bench/torch_ddp.py; target >= 1.5x).
+      Figures are the job's examples/sec: the examples all its workers did
+      while every one of them was past its first window and still running,
+      over the length of that interval.
+wide  the same on a 784-1200-400-10 MLP (its model spec is written to a
+      temporary directory).
+rss   the peak RSS (VmHWM) of a ps holding P bytes of parameters trained
+      with Adam, after a short run of 1 ps + 1 or 2 workers, async and sync
+      (target: <= 3.2 P + 30 MiB).
+
+The machine may be shared. Each run waits (up to --max-wait s) for the
+others to use under --quiet cores and is repeated (--retries) when they used
+more during it, keeping the quietest attempt; --nice -10 (as root) gives the
+measured processes most time slices beside builds.
+
+Each run is timed in windows of log_every steps, as traind logs them; a
+one-worker run's figure is the median of its windows after the first (the
+warm-up), and each cell is the median over --rounds rounds [min-max]; the sides take
+turns, their order alternating between rounds. Every run holds
+/tmp/traind-bench.lock (flock), so benchmark runs of different people do
+not overlap. "others" is the CPU the rest of the machine used during a run,
+in cores (the largest over the rounds): well above 0 means the figure was
+taken under load.
+
+The PyTorch peers run under /usr/bin/python3 (Debian's torch 1.13) with
+glibc malloc tuned as traind tunes it itself, so that neither side pays for
+mmap/munmap of large buffers. Only the standard library is used here.
+"""
+import argparse
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(REPO, "bench")
+TORCH_PYTHON = "/usr/bin/python3"  # Debian's torch is invisible to a pyenv python3
+TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
+LOCK_FILE = "/tmp/traind-bench.lock"
+RUN_TIMEOUT = 240  # seconds; a run that takes longer is killed and reported
+NICE = 0  # niceness of the measured processes, from --nice
+
+TRAIND_WINDOW = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \w+ (?:\[[^]]*\] )?step (\d+), loss = \S+.*"
+    r"\(([\d.]+) examples/sec", re.MULTILINE)
+FASHION_MLP = os.path.join(REPO, "configs", "models", "fashion_mlp.yaml")
+FASHION_CNN = os.path.join(REPO, "configs", "models", "fashion_cnn.yaml")
+
+
+# --- running jobs -----------------------------------------------------------
+
+@contextlib.contextmanager
+def bench_lock():
+  with open(LOCK_FILE, "a") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def busy_cpu_seconds():
+  """CPU seconds the whole machine has spent busy since boot."""
+  with open("/proc/stat") as f:
+    fields = [int(v) for v in f.readline().split()[1:]]
+  idle = fields[3] + fields[4]  # idle + iowait
+  return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def vm_hwm_mib(pid):
+  """VmHWM of a live process in MiB, None once it is gone."""
+  try:
+    with open(f"/proc/{pid}/status") as f:
+      for line in f:
+        if line.startswith("VmHWM:"):
+          return int(line.split()[1]) / 1024.0
+  except (FileNotFoundError, ProcessLookupError):
+    return None
+  return None
+
+
+def others_load(seconds=1.0):
+  """Cores the machine used over `seconds` while this script waited."""
+  before = busy_cpu_seconds()
+  time.sleep(seconds)
+  return (busy_cpu_seconds() - before) / seconds
+
+
+def measured(args, run):
+  """run() -> (figure, others, ...) on a quiet machine if one comes: waits
+  up to --max-wait s for the others to use under --quiet cores, and runs
+  again (--retries) while they took more during the run, keeping the
+  quietest attempt."""
+  best = None
+  for _ in range(1 + args.retries):
+    deadline = time.monotonic() + args.max_wait
+    while others_load() > args.quiet and time.monotonic() < deadline:
+      time.sleep(1.0)
+    result = run()
+    if best is None or result[1] < best[1]:
+      best = result
+    if best[1] <= args.quiet:
+      break
+  return best
+
+
+def free_ports(count):
+  """Loopback ports that were free a moment ago."""
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+class Job:
+  """Processes started together and waited for together."""
+
+  def __init__(self, name):
+    self.name = name
+    self.procs = []  # (label, argv, Popen, output file)
+
+  def start(self, label, argv, env):
+    if not self.procs:
+      self.busy_before, self.started = busy_cpu_seconds(), time.monotonic()
+    out = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=(lambda: os.nice(NICE)) if NICE else None)
+    self.procs.append((label, argv, proc, out))
+    return proc.pid
+
+  def wait(self, watch_pid=None):
+    """Waits for every process; returns {label: output}, wall seconds, the
+    others' CPU in cores and, for watch_pid, the largest VmHWM seen and its
+    ru_maxrss (MiB). Fails when a process fails or the job takes too long."""
+    own_cpu, hwm, maxrss = 0.0, 0.0, 0.0
+    running = {proc.pid: label for label, _, proc, _ in self.procs}
+    codes = {}
+    while running:
+      if time.monotonic() - self.started > RUN_TIMEOUT:
+        for _, _, proc, _ in self.procs:
+          proc.kill()
+      if watch_pid in running:
+        hwm = max(hwm, vm_hwm_mib(watch_pid) or 0.0)
+      for pid in list(running):
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done == 0:
+          continue
+        codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+        own_cpu += usage.ru_utime + usage.ru_stime
+        if pid == watch_pid:
+          maxrss = usage.ru_maxrss / 1024.0
+      time.sleep(0.02)
+    wall = time.monotonic() - self.started
+    others = max(0.0, (busy_cpu_seconds() - self.busy_before - own_cpu) / wall)
+    outputs = {}
+    for label, argv, proc, out in self.procs:
+      proc.returncode = codes[label]
+      out.seek(0)
+      outputs[label] = out.read()
+      if proc.returncode != 0:
+        sys.exit(f"distributed_compare.py: {self.name}: {label} failed (exit {proc.returncode}): "
+                 f"{' '.join(argv)}\n{outputs[label][-3000:]}")
+    return outputs, wall, others, hwm, maxrss
+
+
+def traind_windows(output, what):
+  """[(end time, examples/sec)] of a traind run's log lines."""
+  windows = [(datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp(),
+              float(m.group(3))) for m in TRAIND_WINDOW.finditer(output)]
+  if len(windows) < 3:
+    sys.exit(f"distributed_compare.py: {what}: fewer than three timing windows\n{output[-3000:]}")
+  return windows
+
+
+def window_rate(output, what):
+  """The median of a traind run's window rates after the first."""
+  return statistics.median(rate for _, rate in traind_windows(output, what)[1:])
+
+
+def traind_curve(output, what):
+  """A worker's examples done against time, from the end of its first
+  window (the warm-up) on: a window's examples are its rate times the time
+  since the previous line."""
+  windows = traind_windows(output, what)
+  curve = [(windows[0][0], 0.0)]
+  for (before, _), (end, rate) in zip(windows, windows[1:]):
+    curve.append((end, curve[-1][1] + rate * (end - before)))
+  return curve
+
+
+def torch_result(output, what):
+  for line in reversed(output.strip().splitlines()):
+    if line.startswith("{"):
+      result = json.loads(line)
+      if len(result["ends"]) < 3:
+        sys.exit(f"distributed_compare.py: {what}: fewer than three timing windows\n{output[-3000:]}")
+      return result
+  sys.exit(f"distributed_compare.py: {what}: no result line\n{output[-3000:]}")
+
+
+def torch_curve(result):
+  """As traind_curve, from a PyTorch peer's window ends."""
+  n = result["examples_per_window"]
+  return [(end, i * n) for i, end in enumerate(result["ends"])]
+
+
+def job_rate(curves, what):
+  """The job's examples/sec while all its workers were past their warm-up
+  and still running: the examples every worker did in that interval over its
+  length (workers that start or stop at different times would otherwise
+  count time one of them had the machine to itself)."""
+  begin = max(curve[0][0] for curve in curves)
+  end = min(curve[-1][0] for curve in curves)
+  if end - begin <= 0:
+    sys.exit(f"distributed_compare.py: {what}: the workers' timed windows do not overlap")
+
+  def examples_at(curve, t):
+    for (t0, e0), (t1, e1) in zip(curve, curve[1:]):
+      if t0 <= t <= t1:
+        return e0 + (e1 - e0) * (t - t0) / (t1 - t0) if t1 > t0 else e1
+    raise ValueError("time outside the curve")
+
+  return sum(examples_at(c, end) - examples_at(c, begin) for c in curves) / (end - begin)
+
+
+def env_with_threads(threads, tuned_malloc=False):
+  env = {k: v for k, v in os.environ.items() if k not in TUNED_MALLOC}
+  env["OMP_NUM_THREADS"] = str(threads)
+  if tuned_malloc:
+    env.update(TUNED_MALLOC)
+  return env
+
+
+# --- traind and PyTorch sides -----------------------------------------------
+
+def traind_flags(steps, log_every, threads):
+  # An empty checkpoint directory turns checkpointing off: no writes inside
+  # a timing window, and no checkpoint of an earlier run is resumed.
+  return ["--max-steps", str(steps), "--log-every", str(log_every), "--eval-every", "0",
+          "--threads", str(threads), "--checkpoint-dir", ""]
+
+
+def write_cluster(tmp, workers, mode):
+  ports = free_ports(1 + workers)
+  path = os.path.join(tmp, f"cluster_{mode}_{workers}.yaml")
+  with open(path, "w") as f:
+    f.write("cluster:\n")
+    f.write(f"  ps: [127.0.0.1:{ports[0]}]\n")
+    f.write(f"  worker: [{', '.join(f'127.0.0.1:{p}' for p in ports[1:])}]\n")
+    f.write(f"training:\n  mode: {mode}\n")
+    if mode == "sync":
+      f.write(f"  replicas_to_aggregate: {workers}\n")
+  return path
+
+
+def run_standalone(args, model, steps, log_every, threads):
+  job = Job(f"standalone {os.path.basename(model)}")
+  with bench_lock():
+    job.start("standalone",
+              [args.traind, "--model", model] + traind_flags(steps, log_every, threads),
+              env_with_threads(threads))
+    outputs, _, others, _, _ = job.wait()
+  return window_rate(outputs["standalone"], job.name), others
+
+
+def run_cluster(args, tmp, model, workers, mode, steps, log_every, threads, timed=True):
+  """A 1 ps + `workers` cluster; returns the job's examples/sec (one worker:
+  its median window; more: job_rate; None unless `timed`), others' CPU, and
+  the ps's VmHWM and ru_maxrss."""
+  cluster = write_cluster(tmp, workers, mode)
+  flags = traind_flags(steps, log_every, threads)
+  job = Job(f"traind {mode} 1 ps + {workers} workers {os.path.basename(model)}")
+  common = [args.traind, "--cluster", cluster, "--model", model]
+  with bench_lock():
+    ps = job.start("ps", common + ["--job", "ps", "--task", "0"] + flags, env_with_threads(1))
+    for w in range(workers):
+      job.start(f"worker {w}", common + ["--job", "worker", "--task", str(w)] + flags,
+                env_with_threads(threads))
+    outputs, _, others, hwm, maxrss = job.wait(watch_pid=ps)
+  if not timed:
+    rate = None
+  elif workers == 1:
+    rate = window_rate(outputs["worker 0"], job.name)
+  else:
+    rate = job_rate([traind_curve(outputs[f"worker {w}"], job.name) for w in range(workers)],
+                    job.name)
+  return rate, others, hwm, maxrss
+
+
+def run_torch(args, script, widths, workers, steps, log_every, threads):
+  """torch_ps.py (rank 0 the ps, then the workers) or torch_ddp.py; returns
+  the job's examples/sec (job_rate) and others' CPU."""
+  port = free_ports(1)[0]
+  ranks = workers + 1 if script == "torch_ps.py" else workers
+  job = Job(f"{script} {workers} workers {widths}")
+  with bench_lock():
+    for rank in range(ranks):
+      job.start(f"rank {rank}",
+                [TORCH_PYTHON, os.path.join(BENCH, script), "--rank", str(rank), "--workers",
+                 str(workers), "--port", str(port), "--widths", widths, "--steps", str(steps),
+                 "--log-every", str(log_every), "--threads", str(threads)],
+                env_with_threads(threads, tuned_malloc=not args.torch_default_malloc))
+    outputs, _, others, _, _ = job.wait()
+  worker_ranks = range(1, ranks) if script == "torch_ps.py" else range(ranks)
+  rate = job_rate([torch_curve(torch_result(outputs[f"rank {r}"], job.name)) for r in worker_ranks],
+                  job.name)
+  return rate, others
+
+
+# --- reporting --------------------------------------------------------------
+
+def cell(values):
+  return f"{statistics.median(values):8.0f} [{min(values):.0f}-{max(values):.0f}]"
+
+
+def print_row(name, values, baseline, others):
+  ratio = statistics.median(values) / statistics.median(baseline) if baseline else None
+  ratio_text = f"{ratio:6.2f}" if ratio is not None else "      "
+  print(f"  {name:44s} {cell(values):24s} {ratio_text}   others {max(others):.2f}")
+
+
+def header(title, args):
+  print(f"\n{title}")
+  print(f"  load average at start: {os.getloadavg()[0]:.2f}; {args.rounds} rounds; "
+        f"median [min-max] examples/sec")
+
+
+def alternate(round_index, sides):
+  return sides if round_index % 2 == 0 else list(reversed(sides))
+
+
+# --- sections ---------------------------------------------------------------
+
+def section_cnn(args, tmp):
+  """fashion_cnn: standalone against 1 ps + 1 worker."""
+  steps, log_every, threads = args.cnn_steps, args.cnn_steps // 6, args.threads
+  results = {"standalone": [], "cluster": []}
+  others = {"standalone": [], "cluster": []}
+  for r in range(args.rounds):
+    for side in alternate(r, ["standalone", "cluster"]):
+      if side == "standalone":
+        rate, load = measured(args, lambda: run_standalone(args, FASHION_CNN, steps, log_every,
+                                                            threads))
+      else:
+        rate, load, _, _ = measured(args, lambda: run_cluster(args, tmp, FASHION_CNN, 1, "async",
+                                                              steps, log_every, threads))
+      results[side].append(rate)
+      others[side].append(load)
+      print(f"  round {r + 1}: {side} {rate:.0f} examples/sec (others {load:.2f})", file=sys.stderr)
+  header(f"fashion_cnn, {steps} steps, batch 100, windows of {log_every} steps: standalone "
+         f"(--threads {threads}) against 1 ps + 1 worker (worker --threads {threads}, the ps one "
+         f"event-loop thread)", args)
+  print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
+  print_row("traind standalone", results["standalone"], None, others["standalone"])
+  print_row("traind 1 ps + 1 worker (async)", results["cluster"], results["standalone"],
+            others["cluster"])
+  print("  ratio: cluster / standalone (target >= 0.95)")
+
+
+def wide_model(tmp):
+  """fashion_mlp's spec with 1200 and 400 hidden units."""
+  with open(FASHION_MLP) as f:
+    text = f.read()
+  text = text.replace("name: fashion_mlp", "name: fashion_mlp_wide")
+  text = text.replace("units: 300", "units: 1200").replace("units: 100,", "units: 400,")
+  text = text.replace("/tmp/traind/fashion_mlp", os.path.join(tmp, "wide_checkpoints"))
+  if "units: 1200" not in text or "units: 400," not in text:
+    sys.exit(f"distributed_compare.py: cannot derive the wide MLP from {FASHION_MLP}")
+  # Data paths in the spec are absolute, so the copy may live anywhere.
+  path = os.path.join(tmp, "fashion_mlp_wide.yaml")
+  with open(path, "w") as f:
+    f.write(text)
+  return path
+
+
+def section_mlp(args, tmp, wide):
+  model = wide_model(tmp) if wide else FASHION_MLP
+  widths = "784,1200,400,10" if wide else "784,300,100,10"
+  steps = args.wide_steps if wide else args.mlp_steps  # per worker
+  log_every = steps // 6
+  workers, threads = 2, 1
+  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp"]
+  results = {s: [] for s in sides}
+  others = {s: [] for s in sides}
+  for r in range(args.rounds):
+    for side in alternate(r, sides):
+      if side == "traind async":
+        # The global step advances once per push of either worker.
+        rate, load, _, _ = measured(args, lambda: run_cluster(
+            args, tmp, model, workers, "async", workers * steps, workers * log_every, threads))
+      elif side == "traind sync":
+        rate, load, _, _ = measured(args, lambda: run_cluster(
+            args, tmp, model, workers, "sync", steps, log_every, threads))
+      elif side == "torch rpc ps":
+        rate, load = measured(args, lambda: run_torch(args, "torch_ps.py", widths, workers, steps,
+                                                      log_every, threads))
+      else:
+        rate, load = measured(args, lambda: run_torch(args, "torch_ddp.py", widths, workers,
+                                                      steps, log_every, threads))
+      results[side].append(rate)
+      others[side].append(load)
+      print(f"  round {r + 1}: {side} {rate:.0f} examples/sec (others {load:.2f})", file=sys.stderr)
+  header(f"{'wide MLP ' + widths if wide else 'fashion_mlp ' + widths}: 2 workers x batch 100, "
+         f"{steps} steps per worker, windows of {log_every}; 1 compute thread per process; "
+         f"job examples/sec", args)
+  print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
+  print_row("torch.distributed.rpc ps + 2 workers (async)", results["torch rpc ps"], None,
+            others["torch rpc ps"])
+  print_row("traind 1 ps + 2 workers async", results["traind async"], results["torch rpc ps"],
+            others["traind async"])
+  print_row("torch DDP gloo, 2 processes (sync)", results["torch ddp"], None, others["torch ddp"])
+  print_row("traind 1 ps + 2 workers sync (aggregate 2)", results["traind sync"],
+            results["torch ddp"], others["traind sync"])
+  print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
+
+
+def rss_model(tmp, hidden_units):
+  """784 -> hidden_units -> 10 on Fashion-MNIST with Adam, batch 10, no test
+  set (the chief's final evaluation of so wide a layer would take longer
+  than the run)."""
+  with open(FASHION_MLP) as f:
+    lines = f.read().split("data:\n", 1)[1].split("training:\n", 1)[0].splitlines(True)
+  test = next(i for i, line in enumerate(lines) if line.strip() == "test:")
+  data = "".join(lines[:test] + lines[test + 3:])
+  path = os.path.join(tmp, f"rss_model_{hidden_units}.yaml")
+  with open(path, "w") as f:
+    f.write(f"""name: rss_model_{hidden_units}
+seed: 42
+input: [28, 28, 1]
+layers:
+  - {{type: flatten}}
+  - {{type: dense, name: big, units: {hidden_units}, activation: relu}}
+  - {{type: dense, name: logits, units: 10}}
+loss: softmax_cross_entropy
+optimizer:
+  type: adam
+  learning_rate: 0.0001
+data:
+{data.replace("batch_size: 100", "batch_size: 10")}training:
+  max_steps: 10
+""")
+  return path
+
+
+def ps_peak_rss(args, tmp, model, mode, workers):
+  """The largest over --rss-rounds runs of the ps's VmHWM (polled) and
+  ru_maxrss (at its exit), in MiB."""
+  steps = args.rss_steps * (workers if mode == "async" else 1)  # steps per worker
+  peaks = []
+  for _ in range(args.rss_rounds):
+    _, _, hwm, maxrss = run_cluster(args, tmp, model, workers, mode, steps, steps, 1, timed=False)
+    peaks.append((max(hwm, maxrss), maxrss))
+  return max(peaks)
+
+
+def section_rss(args, tmp):
+  """The ps's peak RSS with P MiB of parameters and Adam's two slots."""
+  mib = 1024 * 1024
+  units = args.rss_mib * mib // (784 * 4)
+  p_mib = (784 * units + units + units * 10 + 10) * 4 / mib
+  target = 3.2 * p_mib + 30
+  base, _ = ps_peak_rss(args, tmp, rss_model(tmp, 16), "async", 2)
+  model = rss_model(tmp, units)
+  print(f"\nps peak RSS with Adam, P = {p_mib:.1f} MiB of parameters (784-{units}-10), "
+        f"{args.rss_steps} steps of batch 10 per worker; target <= 3.2 P + 30 MiB = {target:.0f} MiB")
+  print(f"  load average at start: {os.getloadavg()[0]:.2f}; the same ps with a 784-16-10 model "
+        f"peaks at {base:.0f} MiB (code, libraries, heap); parameters and Adam's slots are 3 P = "
+        f"{3 * p_mib:.0f} MiB")
+  print(f"  {'mode':6s} {'workers':>7s} {'VmHWM MiB':>10s} {'ru_maxrss':>10s} {'VmHWM/P':>8s} "
+        f"{'beyond 3 P + base':>18s}  target")
+  for mode, workers in [("async", 1), ("async", 2), ("sync", 2)]:
+    hwm, maxrss = ps_peak_rss(args, tmp, model, mode, workers)
+    beyond = hwm - 3 * p_mib - base
+    verdict = "met" if hwm <= target else "MISSED"
+    print(f"  {mode:6s} {workers:7d} {hwm:10.1f} {maxrss:10.1f} {hwm / p_mib:8.2f} "
+          f"{beyond:12.0f} MiB ({beyond / p_mib:.2f} P)  {verdict}")
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("sections", nargs="+", choices=["cnn", "mlp", "wide", "rss"])
+  parser.add_argument("--build-dir", default="build", help="where daemon/traind was built")
+  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--threads", type=int, default=2,
+                      help="cnn: compute threads of standalone traind and of the worker")
+  parser.add_argument("--cnn-steps", type=int, default=300)
+  parser.add_argument("--mlp-steps", type=int, default=600, help="fashion_mlp: steps per worker")
+  parser.add_argument("--wide-steps", type=int, default=300, help="wide MLP: steps per worker")
+  parser.add_argument("--rss-mib", type=int, default=64, help="rss: the big kernel's MiB")
+  parser.add_argument("--rss-steps", type=int, default=10)
+  parser.add_argument("--rss-rounds", type=int, default=1)
+  parser.add_argument("--quiet", type=float, default=0.3,
+                      help="a run is quiet when the others used at most this many cores")
+  parser.add_argument("--max-wait", type=float, default=60,
+                      help="seconds to wait for a quiet machine before each run")
+  parser.add_argument("--retries", type=int, default=1, help="reruns of a noisy run")
+  parser.add_argument("--nice", type=int, default=0,
+                      help="niceness of the measured processes; negative (root) keeps most time "
+                      "slices theirs on a busy machine")
+  parser.add_argument("--torch-default-malloc", action="store_true",
+                      help="run the PyTorch peers with glibc's default malloc settings")
+  args = parser.parse_args()
+  global NICE
+  NICE = args.nice
+  args.traind = os.path.join(REPO, args.build_dir, "daemon", "traind")
+  if not os.access(args.traind, os.X_OK):
+    sys.exit(f"distributed_compare.py: no {args.traind}; build it first")
+  with tempfile.TemporaryDirectory(prefix="distributed_compare.") as tmp:
+    for section in args.sections:
+      if section == "cnn":
+        section_cnn(args, tmp)
+      elif section in ("mlp", "wide"):
+        section_mlp(args, tmp, wide=section == "wide")
+      else:
+        section_rss(args, tmp)
+      sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,424 @@
+// rpc_throughput: how fast one worker moves a model's parameters through one
+// ps over loopback, against a raw TCP echo of the same bytes, in one run.
+//
+//   build/bench/rpc_throughput                       # 1, 4, 16, 64 MiB, 15 repetitions
+//   build/bench/rpc_throughput --sizes 16 --reps 40
+//
+// For each size S the model is one dense kernel of S MiB (no bias), trained
+// with SGD in async mode. A child process serves it exactly as a ps task
+// does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), another
+// child is a plain TCP echo server, and this process is the worker:
+//
+//   traind push+pull  ShardedClient::pushAndPull: S of gradient up (1 MiB
+//                     chunks, applied by the ps as they come) and S of
+//                     parameters back, all chunks in flight at once.
+//   raw TCP echo      S bytes written in --tcp-chunk-kib pieces and the same
+//                     S bytes read back, one thread with a non-blocking
+//                     socket (as the kj loop of a worker), the server echoing
+//                     each piece as it arrives: the best a socket does.
+//   pull only         ShardedClient::pull: S of parameters, no gradient.
+//   shard work        what the ps does for one push+pull without a network:
+//                     ParameterShard::push and ::read of every chunk, in
+//                     this process.
+//
+// MiB/s counts both directions (2 S per round trip). The two sides take
+// turns, one repetition each, so that load from elsewhere hits both alike;
+// the table shows medians with the min-max range, and the ratio of medians.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <kj/async-io.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/model_state.h"
+#include "core/parameter_shard.h"
+#include "rpc/shard_server.h"
+#include "rpc/shard_service.h"
+#include "rpc/sharded_client.h"
+
+namespace traind {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kMiB = 1024 * 1024;
+constexpr int64_t kKernelColumns = 1024;
+
+double millisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// As traind's main: glibc would otherwise unmap every freed message buffer
+// and fault it in again on the next one (shared/capnp-notes.md).
+void keepFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+// A model whose only variable is a [rows, 1024] dense kernel of `mib` MiB.
+ModelSpec modelOfSize(int64_t mib) {
+  ModelSpec spec;
+  spec.name = "rpc_throughput_" + std::to_string(mib) + "mib";
+  spec.seed = 1;
+  spec.input = {mib * kMiB / int64_t(sizeof(float)) / kKernelColumns};
+  LayerSpec dense;
+  dense.kind = LayerKind::Dense;
+  dense.name = "dense";
+  dense.units = kKernelColumns;
+  dense.use_bias = false;
+  spec.layers.push_back(dense);
+  spec.optimizer.kind = OptimizerSpec::Kind::Sgd;
+  spec.learning_rate.initial = 1e-6f;
+  spec.data.batch_size = 1;
+  spec.training.max_steps = 1;
+  return spec;
+}
+
+ClusterSpec loopbackCluster(uint16_t ps_port) {
+  ClusterSpec cluster;
+  cluster.ps.push_back({"127.0.0.1", ps_port, {}});
+  cluster.worker.push_back({"127.0.0.1", uint16_t(ps_port + 1), {}});
+  cluster.mode = TrainingMode::Async;
+  cluster.replicas_to_aggregate = 1;
+  cluster.total_num_replicas = 1;
+  return cluster;
+}
+
+int tcpSocket() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  return addr;
+}
+
+// A listening socket on a free loopback port.
+int listenOnFreePort(uint16_t& port) {
+  const int fd = tcpSocket();
+  sockaddr_in addr = loopback(0);
+  socklen_t length = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0)
+    throw std::runtime_error(std::string("listen on 127.0.0.1: ") + std::strerror(errno));
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A port that was free a moment ago, for the ps's ShardServer to bind
+// (it binds by address string); the pair port, port + 1 is checked.
+uint16_t freePortPair() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    uint16_t port = 0;
+    const int fd = listenOnFreePort(port);
+    close(fd);
+    if (port == 65535) continue;
+    const int next = tcpSocket();
+    sockaddr_in addr = loopback(uint16_t(port + 1));
+    const bool free = bind(next, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(next);
+    if (free) return port;
+  }
+  throw std::runtime_error("found no two free consecutive loopback ports");
+}
+
+// The ps child: serves the model's one shard until the worker calls stop().
+[[noreturn]] void servePs(const ModelSpec& spec, const ClusterSpec& cluster) {
+  try {
+    keepFreedMemory();
+    const LayerGraph graph = buildLayerGraph(spec);
+    ParameterShard shard(spec, graph, cluster, 0);
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    ServedShard service(shard, architectureHash(spec));
+    ShardServer server(io, cluster.ps[0].toString(),
+                       [&service]() -> capnp::Capability::Client { return service.newSession(); });
+    kj::Promise<void> serving = server.serve().eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("the ps listener failed: {}", e.getDescription().cStr());
+    });
+    service.onStop().wait(io.waitScope);
+    // As the ps role: the stop() reply goes out before the connection closes.
+    for (int waited = 0; server.connections() > 0 && waited < 50; ++waited)
+      io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    _exit(0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rpc_throughput: the ps failed: %s\n", e.what());
+    _exit(1);
+  }
+}
+
+// The echo child: one connection; every piece read is written straight back.
+[[noreturn]] void serveEcho(int listener, size_t chunk) {
+  const int fd = accept(listener, nullptr, nullptr);
+  if (fd < 0) _exit(1);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> buffer(chunk);
+  for (;;) {
+    const ssize_t got = read(fd, buffer.data(), buffer.size());
+    if (got <= 0) _exit(got == 0 ? 0 : 1);
+    for (ssize_t sent = 0; sent < got;) {
+      const ssize_t n = write(fd, buffer.data() + sent, size_t(got - sent));
+      if (n <= 0) _exit(1);
+      sent += n;
+    }
+  }
+}
+
+int connectWithRetry(uint16_t port) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int fd = tcpSocket();
+    sockaddr_in addr = loopback(port);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    close(fd);
+    usleep(10000);
+  }
+  throw std::runtime_error("cannot connect to the echo server on port " + std::to_string(port));
+}
+
+// Writes `out` in pieces of at most `chunk` bytes and reads as many bytes
+// back into `in`, on one thread: poll, then whatever the socket takes.
+void echoRoundTrip(int fd, const std::vector<char>& out, std::vector<char>& in, size_t chunk) {
+  size_t sent = 0, received = 0;
+  while (received < in.size()) {
+    pollfd p{fd, short(POLLIN | (sent < out.size() ? POLLOUT : 0)), 0};
+    if (poll(&p, 1, 10000) <= 0) throw std::runtime_error("the echo server stopped answering");
+    if ((p.revents & POLLOUT) && sent < out.size()) {
+      const ssize_t n = send(fd, out.data() + sent, std::min(chunk, out.size() - sent),
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) sent += size_t(n);
+    }
+    if (p.revents & POLLIN) {
+      const ssize_t n = recv(fd, in.data() + received, in.size() - received, MSG_DONTWAIT);
+      if (n == 0) throw std::runtime_error("the echo server closed the connection");
+      if (n > 0) received += size_t(n);
+    }
+  }
+}
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+
+Summary summarize(std::vector<double> values) {
+  if (values.empty()) return {};
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  const double median = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  return {median, values.front(), values.back()};
+}
+
+struct SizeResult {
+  int64_t mib = 0;
+  Summary tcp_ms, rpc_ms, pull_ms, shard_ms;
+  // Inside a push+pull: when the last push and the last pull were answered.
+  Summary pushes_done_ms, pulls_done_ms;
+};
+
+// The ps's own work for one push+pull of every chunk, with no network.
+std::vector<double> timeShardWork(const ModelSpec& spec, const LayerGraph& graph,
+                                  const ClusterSpec& cluster, const FlatBuffer& gradients,
+                                  FlatBuffer& parameters, int reps) {
+  ParameterShard shard(spec, graph, cluster, 0);
+  shard.markReady(0);
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) {
+    const Clock::time_point start = Clock::now();
+    for (const ShardChunk& c : shard.chunks()) {
+      shard.push(0, shard.globalStep(), c.shard_offset,
+                 {gradients.data() + c.layout_offset, size_t(c.size)});
+      shard.read(0, c.shard_offset, {parameters.data() + c.layout_offset, size_t(c.size)});
+    }
+    times.push_back(millisecondsSince(start));
+  }
+  return times;
+}
+
+// Which sides run: both (the comparison), or one alone (for a profiler).
+enum class Sides { Both, Traind, Tcp };
+
+SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Sides sides) {
+  const ModelSpec spec = modelOfSize(mib);
+  const LayerGraph graph = buildLayerGraph(spec);
+  const ClusterSpec cluster = loopbackCluster(freePortPair());
+  uint16_t echo_port = 0;
+  const int echo_listener = listenOnFreePort(echo_port);
+
+  std::fflush(nullptr);
+  const pid_t ps_pid = fork();
+  if (ps_pid == 0) {
+    close(echo_listener);
+    servePs(spec, cluster);
+  }
+  const pid_t echo_pid = fork();
+  if (echo_pid == 0) serveEcho(echo_listener, tcp_chunk);
+  close(echo_listener);
+
+  SizeResult result;
+  result.mib = mib;
+  std::vector<double> tcp, rpc, pull, pushes_done, pulls_done;
+  {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    ModelState state(spec, graph);
+    state.initialize();
+    FlatBuffer gradients(state.layout().totalSize());
+    std::fill(gradients.data(), gradients.data() + gradients.size(), 1e-3f);
+    ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), 0);
+    ps.connect(30.0);
+    ps.initialize(state);
+    int64_t step = ps.pull(0, state.parameters());
+
+    const int echo = connectWithRetry(echo_port);
+    const size_t bytes = size_t(mib * kMiB);
+    std::vector<char> out(bytes, 1), in(bytes);
+
+    for (int rep = 0; rep < warmup + reps; ++rep) {
+      const bool timed = rep >= warmup;
+      // Alternate which side goes first, so neither always runs right after the other.
+      for (int turn = 0; turn < 2; ++turn) {
+        const bool tcp_turn = (turn == 0) == (rep % 2 == 0);
+        if (tcp_turn && sides == Sides::Traind) continue;
+        if (!tcp_turn && sides == Sides::Tcp) continue;
+        if (tcp_turn) {
+          const Clock::time_point start = Clock::now();
+          echoRoundTrip(echo, out, in, tcp_chunk);
+          if (timed) tcp.push_back(millisecondsSince(start));
+        } else {
+          const Clock::time_point start = Clock::now();
+          step = ps.pushAndPull(gradients, 0, state.parameters());
+          if (!timed) continue;
+          rpc.push_back(millisecondsSince(start));
+          pushes_done.push_back(ps.lastTransfer().push_seconds * 1000.0);
+          pulls_done.push_back(ps.lastTransfer().pull_seconds * 1000.0);
+        }
+      }
+      if (sides == Sides::Tcp) continue;
+      const Clock::time_point start = Clock::now();
+      ps.pull(0, state.parameters());
+      if (timed) pull.push_back(millisecondsSince(start));
+    }
+    close(echo);
+    ps.stopAll();
+  }
+  int status = 0;
+  waitpid(echo_pid, &status, 0);
+  waitpid(ps_pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("the ps child did not exit cleanly");
+
+  if (sides == Sides::Both) {
+    FlatBuffer gradients(VariableLayout(graph.variables).totalSize());
+    FlatBuffer parameters(gradients.size());
+    result.shard_ms =
+        summarize(timeShardWork(spec, graph, cluster, gradients, parameters, warmup + reps));
+  }
+  if (sides != Sides::Traind) result.tcp_ms = summarize(tcp);
+  if (sides != Sides::Tcp) {
+    result.rpc_ms = summarize(rpc);
+    result.pull_ms = summarize(pull);
+    result.pushes_done_ms = summarize(pushes_done);
+    result.pulls_done_ms = summarize(pulls_done);
+  }
+  return result;
+}
+
+// MiB/s when 2 * mib MiB crossed in `ms` milliseconds.
+double rate(int64_t mib, double ms) { return 2.0 * double(mib) * 1000.0 / ms; }
+
+std::string timing(const Summary& s) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f [%.2f-%.2f]", s.median, s.min, s.max);
+  return text;
+}
+
+void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
+  std::printf("\npush+pull of S MiB between 1 worker and 1 ps on loopback against a raw TCP echo "
+              "of S MiB,\nms per round trip, median of %d repetitions [min-max]; MiB/s counts both "
+              "directions (2 S)\n\n",
+              reps);
+  std::printf("%5s | %-22s %6s | %-22s %6s | %s\n", "S MiB", "raw TCP echo ms", "MiB/s",
+              "traind push+pull ms", "MiB/s", "ratio");
+  std::printf("------+-------------------------------+-------------------------------+------\n");
+  for (const SizeResult& r : results) {
+    const double ratio = r.tcp_ms.median / r.rpc_ms.median;
+    std::printf("%5lld | %-22s %6.0f | %-22s %6.0f | %5.2f\n", (long long)r.mib,
+                timing(r.tcp_ms).c_str(), rate(r.mib, r.tcp_ms.median), timing(r.rpc_ms).c_str(),
+                rate(r.mib, r.rpc_ms.median), sides == Sides::Both ? ratio : 0.0);
+  }
+  std::printf("\nratio = raw TCP time / traind time (1.0: as fast as the socket; target >= 0.9)\n");
+  if (sides == Sides::Tcp) return;
+
+  std::printf("\nwhere a traind push+pull's time goes (ms, medians): when its last push and its "
+              "last\npull were answered; a pull alone; the ps's own work for one push+pull without "
+              "a\nnetwork (ParameterShard::push and ::read of every chunk)\n\n");
+  std::printf("%5s | %14s | %14s | %-22s | %s\n", "S MiB", "pushes done", "pulls done",
+              "pull alone", "shard work");
+  std::printf("------+----------------+----------------+------------------------+-----------\n");
+  for (const SizeResult& r : results)
+    std::printf("%5lld | %14.2f | %14.2f | %-22s | %.2f\n", (long long)r.mib,
+                r.pushes_done_ms.median, r.pulls_done_ms.median, timing(r.pull_ms).c_str(),
+                r.shard_ms.median);
+}
+
+}  // namespace
+}  // namespace traind
+
+int main(int argc, char** argv) {
+  traind::keepFreedMemory();
+  CLI::App app{"push+pull throughput of one worker and one ps on loopback, against raw TCP"};
+  std::vector<int64_t> sizes{1, 4, 16, 64};
+  int reps = 15, warmup = 3;
+  int tcp_chunk_kib = 1024;
+  std::string side = "both";
+  app.add_option("--sizes", sizes, "parameter sizes in MiB (1,4,16,64)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
+  app.add_option("--reps", reps, "timed repetitions per size and side")->check(CLI::Range(1, 10000));
+  app.add_option("--warmup", warmup, "untimed repetitions first")->check(CLI::Range(0, 1000));
+  app.add_option("--tcp-chunk-kib", tcp_chunk_kib, "raw TCP: bytes per write and echo read")
+      ->check(CLI::Range(4, 65536));
+  app.add_option("--side", side, "both, or traind or tcp alone (to profile one)")
+      ->check(CLI::IsMember({"both", "traind", "tcp"}));
+  CLI11_PARSE(app, argc, argv);
+  const traind::Sides sides = side == "traind" ? traind::Sides::Traind
+                              : side == "tcp"  ? traind::Sides::Tcp
+                                               : traind::Sides::Both;
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    std::vector<traind::SizeResult> results;
+    for (int64_t mib : sizes) {
+      results.push_back(traind::measureSize(mib, reps, warmup, size_t(tcp_chunk_kib) * 1024, sides));
+      std::fprintf(stderr, "rpc_throughput: %lld MiB done\n", (long long)mib);
+    }
+    traind::printTable(results, reps, sides);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rpc_throughput: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,25 @@
+// CRC32C (Castagnoli), the checksum of TFRecord files (TensorBoard event
+// files). zlib's crc32 uses another polynomial and cannot stand in for it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace traind {
+
+// The CRC32C of `data`, continuing from `crc` (the CRC of the bytes before
+// it; 0 to start): crc32c("123456789") == 0xe3069283.
+uint32_t crc32c(std::string_view data, uint32_t crc = 0);
+
+// TFRecord (and LevelDB) store CRCs masked, since a CRC computed over bytes
+// that themselves contain CRCs is weak: rotate right by 15 bits, add a constant.
+inline constexpr uint32_t maskCrc32c(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+inline constexpr uint32_t unmaskCrc32c(uint32_t masked) {
+  const uint32_t rotated = masked - 0xa282ead8u;
+  return (rotated >> 17) | (rotated << 15);
+}
+
+}  // namespace traind

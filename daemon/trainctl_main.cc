@@ -1,0 +1,430 @@
+// trainctl: talks to the nodes of a running job over their ops endpoints
+// (daemon/ops_server.h), and works on spec and checkpoint files.
+//
+//   trainctl status --cluster c.yaml          every node's state, one table
+//   trainctl status --node 127.0.0.1:8080     the same for nodes named here (a standalone run)
+//   trainctl stop --cluster c.yaml            workers first (the chief checkpoints), then ps
+//   trainctl checkpoint --cluster c.yaml      the chief writes a checkpoint now
+//   trainctl inspect /tmp/ckpt                tensors, shapes, global step of a checkpoint
+//   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
+//   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
+//
+// Exit codes: 0 done, 2 bad configuration or input, 1 runtime failure (a
+// node unreachable or refusing, a stop or checkpoint that did not happen in
+// time).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/cluster_spec.h"
+#include "core/json.h"
+#include "core/layer_graph.h"
+#include "core/model_state.h"
+#include "core/placement.h"
+#include "core/safetensors.h"
+#include "daemon/evaluation.h"
+#include "daemon/logging.h"
+#include "daemon/ops_client.h"
+#include "daemon/training_data.h"
+#include "devices/cpu/cpu_device.h"
+
+namespace traind {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A node as trainctl addresses it.
+struct Node {
+  std::string name;  // "worker 0"; for --node, the address until the node says what it is
+  HostPort address;
+  std::string job;  // "ps", "worker", or empty when not known (--node)
+  int task = 0;
+};
+
+// The nodes to talk to, from --cluster (its http section) or --node flags.
+struct NodeFlags {
+  std::string cluster;
+  std::vector<std::string> nodes;
+  double timeout = 0.0;
+};
+
+void addNodeFlags(CLI::App& command, NodeFlags& flags, double default_timeout) {
+  flags.timeout = default_timeout;
+  command.add_option("--cluster", flags.cluster, "cluster spec with an http section (YAML)");
+  command.add_option("--node", flags.nodes, "a node's ops address HOST:PORT (repeatable)");
+  command.add_option("--timeout", flags.timeout, "seconds to wait")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+std::vector<Node> nodesOf(const NodeFlags& flags) {
+  if (flags.cluster.empty() == flags.nodes.empty())
+    throw InputError("name the nodes with either --cluster c.yaml or --node HOST:PORT");
+  std::vector<Node> nodes;
+  if (!flags.cluster.empty()) {
+    const ClusterSpec cluster = loadClusterSpec(flags.cluster);
+    if (cluster.ps_http.empty())
+      throw InputError(flags.cluster +
+                       ": no http section, so the nodes serve no ops endpoint "
+                       "(docs/cluster-spec.md#http-optional)");
+    for (size_t i = 0; i < cluster.ps_http.size(); ++i)
+      nodes.push_back({fmt::format("ps {}", i), cluster.ps_http[i], "ps", int(i)});
+    for (size_t i = 0; i < cluster.worker_http.size(); ++i)
+      nodes.push_back({fmt::format("worker {}", i), cluster.worker_http[i], "worker", int(i)});
+    return nodes;
+  }
+  for (const std::string& text : flags.nodes)
+    nodes.push_back({text, parseHostPort(text, "--node"), "", 0});
+  return nodes;
+}
+
+// A node's GET /status.
+struct NodeStatus {
+  std::string role;
+  int64_t task = 0;
+  std::string state;
+  int64_t global_step = 0;
+  std::optional<double> loss, examples_per_sec;
+  std::optional<std::string> last_checkpoint;
+  std::optional<int64_t> last_checkpoint_step;
+};
+
+// Throws OpsUnreachable when the node cannot be asked, runtime_error when
+// its answer is not a status.
+NodeStatus queryStatus(const Node& node, double timeout) {
+  const OpsReply reply = requestOps(node.address, "GET", "/status", timeout);
+  const std::string where = node.address.toString() + "/status";
+  if (reply.status != 200)
+    throw std::runtime_error(fmt::format("{} answered {}: {}", where, reply.status, reply.body));
+  JsonValue json;
+  try {
+    json = parseJson(reply.body, where);
+  } catch (const InputError& e) {
+    throw std::runtime_error(e.what());
+  }
+  auto member = [&](const char* key, JsonValue::Type type) -> const JsonValue* {
+    const JsonValue* value = json.find(key);
+    if (value && value->type == type) return value;
+    if (value && value->type == JsonValue::Type::Null) return nullptr;
+    throw std::runtime_error(
+        fmt::format("{}: expected '{}' to be {}", where, key, jsonTypeName(type)));
+  };
+  auto number = [&](const char* key) -> std::optional<double> {
+    const JsonValue* value = member(key, JsonValue::Type::Number);
+    if (!value) return std::nullopt;
+    return std::strtod(value->text.c_str(), nullptr);
+  };
+  auto integer = [&](const char* key) -> std::optional<int64_t> {
+    const JsonValue* value = member(key, JsonValue::Type::Number);
+    if (!value) return std::nullopt;
+    if (const std::optional<int64_t> i = value->asInt64()) return i;
+    throw std::runtime_error(fmt::format("{}: expected '{}' to be an integer", where, key));
+  };
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    const JsonValue* value = member(key, JsonValue::Type::String);
+    if (!value) return std::nullopt;
+    return value->text;
+  };
+  if (json.type != JsonValue::Type::Object)
+    throw std::runtime_error(where + ": expected a JSON object");
+  NodeStatus status;
+  status.role = text("role").value_or("?");
+  status.task = integer("task").value_or(0);
+  status.state = text("state").value_or("?");
+  status.global_step = integer("global_step").value_or(0);
+  status.loss = number("loss");
+  status.examples_per_sec = number("examples_per_sec");
+  status.last_checkpoint = text("last_checkpoint");
+  status.last_checkpoint_step = integer("last_checkpoint_step");
+  return status;
+}
+
+// "worker 0 (10.0.0.3:9100)"; a --node is named by its address alone.
+std::string describe(const Node& node) {
+  const std::string address = node.address.toString();
+  return node.name == address ? address : node.name + " (" + address + ")";
+}
+
+std::string nodeName(const Node& node, const NodeStatus& status) {
+  if (!node.job.empty()) return node.name;
+  return status.role == "standalone" ? status.role : fmt::format("{} {}", status.role, status.task);
+}
+
+// Columns padded to their widest cell.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (widths.size() <= i) widths.push_back(0);
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i)
+      line += i + 1 < row.size() ? fmt::format("{:<{}}  ", row[i], widths[i]) : row[i];
+    out += line + "\n";
+  }
+  return out;
+}
+
+// Every node's state; 1 when one could not be asked.
+int runStatus(const NodeFlags& flags) {
+  const std::vector<Node> nodes = nodesOf(flags);
+  std::vector<std::vector<std::string>> rows = {
+      {"NODE", "ADDRESS", "STATE", "STEP", "LOSS", "EXAMPLES/S", "LAST CHECKPOINT"}};
+  int unreachable = 0;
+  for (const Node& node : nodes) {
+    try {
+      const NodeStatus s = queryStatus(node, flags.timeout);
+      std::string checkpoint = "-";
+      if (s.last_checkpoint)
+        checkpoint = fmt::format("{} (step {})",
+                                 std::filesystem::path(*s.last_checkpoint).filename().string(),
+                                 s.last_checkpoint_step.value_or(0));
+      rows.push_back({nodeName(node, s), node.address.toString(), s.state,
+                      std::to_string(s.global_step), s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
+                      s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
+                      checkpoint});
+    } catch (const std::exception& e) {
+      ++unreachable;
+      rows.push_back({node.job.empty() ? "?" : node.name, node.address.toString(),
+                      std::string("unreachable (") + e.what() + ")"});
+    }
+  }
+  std::fputs(table(rows).c_str(), stdout);
+  return unreachable == 0 ? 0 : 1;
+}
+
+// True once the node no longer answers or says it is done.
+bool isGone(const Node& node) {
+  try {
+    return queryStatus(node, 1.0).state == "done";
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+// Waits until every node of `nodes` is gone or `deadline` passes; returns
+// those still there.
+std::vector<const Node*> waitUntilGone(std::vector<const Node*> nodes, Clock::time_point deadline) {
+  for (;;) {
+    std::erase_if(nodes, [](const Node* node) { return isGone(*node); });
+    if (nodes.empty() || Clock::now() >= deadline) return nodes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// POST /stop; false (and a line saying why) when the node did not take it.
+bool postStop(const Node& node, double timeout) {
+  try {
+    const OpsReply reply = requestOps(node.address, "POST", "/stop", timeout);
+    if (reply.status / 100 == 2) {
+      std::printf("%s: stopping\n", describe(node).c_str());
+      return true;
+    }
+    std::printf("%s: refused the stop: %d %s", describe(node).c_str(), reply.status,
+                reply.body.c_str());
+  } catch (const std::exception& e) {
+    std::printf("%s: unreachable (%s)\n", node.name.c_str(), e.what());
+  }
+  return false;
+}
+
+// Stops the workers first and waits for the chief, which checkpoints
+// through the ps shards; then the ps tasks. Workers still blocked in a sync
+// step once the chief is gone are released by the ps's stop.
+int runStop(const NodeFlags& flags) {
+  const std::vector<Node> nodes = nodesOf(flags);
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::milliseconds(int64_t(flags.timeout * 1000));
+  bool all_stopped = true;
+  std::vector<const Node*> stopping;
+  auto stopEach = [&](bool ps) {
+    for (const Node& node : nodes)
+      if ((node.job == "ps") == ps) {
+        if (postStop(node, std::min(flags.timeout, 5.0)))
+          stopping.push_back(&node);
+        else
+          all_stopped = false;
+      }
+  };
+  stopEach(false);
+  const Node* chief = nullptr;
+  for (const Node* node : stopping)
+    if (node->job == "worker" && node->task == 0) chief = node;
+  if (chief && !waitUntilGone({chief}, deadline).empty()) {
+    std::printf("%s did not stop within %g s\n", chief->name.c_str(), flags.timeout);
+    return 1;
+  }
+  stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+  stopEach(true);
+  const std::vector<const Node*> left = waitUntilGone(stopping, deadline);
+  for (const Node* node : left)
+    std::printf("%s did not stop within %g s\n", node->name.c_str(), flags.timeout);
+  if (!left.empty()) return 1;
+  if (all_stopped) std::printf("stopped\n");
+  return all_stopped ? 0 : 1;
+}
+
+// Asks the chief (or the one --node) for a checkpoint and waits until one
+// at least as new as its step at the time of asking exists.
+int runCheckpoint(const NodeFlags& flags) {
+  const std::vector<Node> nodes = nodesOf(flags);
+  const Node* target = nullptr;
+  if (!flags.cluster.empty()) {
+    for (const Node& node : nodes)
+      if (node.job == "worker" && node.task == 0) target = &node;
+  } else if (nodes.size() == 1) {
+    target = &nodes[0];
+  } else {
+    throw InputError("checkpoint: name one node (the chief or a standalone run) with --node");
+  }
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::milliseconds(int64_t(flags.timeout * 1000));
+  const NodeStatus before = queryStatus(*target, flags.timeout);
+  const OpsReply reply = requestOps(target->address, "POST", "/checkpoint", flags.timeout);
+  if (reply.status / 100 != 2) {
+    std::printf("%s: refused: %d %s", describe(*target).c_str(), reply.status, reply.body.c_str());
+    return 1;
+  }
+  for (;;) {
+    const NodeStatus now = queryStatus(*target, flags.timeout);
+    if (now.last_checkpoint && now.last_checkpoint_step.value_or(-1) >= before.global_step) {
+      std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
+                  now.last_checkpoint->c_str(), static_cast<long long>(*now.last_checkpoint_step));
+      return 0;
+    }
+    if (Clock::now() >= deadline) {
+      std::printf("%s: no checkpoint within %g s\n", nodeName(*target, now).c_str(), flags.timeout);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+int runInspect(const std::string& path) {
+  const std::filesystem::path checkpoint = resolveCheckpoint(path);
+  const CheckpointManifest manifest = readManifest(checkpoint);
+  const SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  std::printf("checkpoint: %s\nmodel: %s\nglobal step: %lld\ncreated: %s\narchitecture: %s\n",
+              checkpoint.string().c_str(), manifest.model_name.c_str(),
+              static_cast<long long>(manifest.global_step), manifest.created.c_str(),
+              manifest.architecture_hash.c_str());
+  std::vector<std::vector<std::string>> rows = {{"TENSOR", "SHAPE", "FLOATS"}};
+  int64_t floats = 0;
+  for (const std::string& name : reader.names()) {
+    const Shape& shape = reader.shape(name);
+    floats += numElements(shape);
+    rows.push_back({name, shapeToString(shape), std::to_string(numElements(shape))});
+  }
+  std::fputs(table(rows).c_str(), stdout);
+  std::printf("%zu tensors, %lld floats (%.2f MiB)\n", rows.size() - 1,
+              static_cast<long long>(floats), double(floats) * 4.0 / (1 << 20));
+  return 0;
+}
+
+int runPlacement(const std::string& model, const std::string& cluster_path,
+                 std::optional<int> ps_tasks) {
+  if (cluster_path.empty() == !ps_tasks)
+    throw InputError("placement: give either --cluster c.yaml or --ps N");
+  const int shards = ps_tasks ? *ps_tasks : int(loadClusterSpec(cluster_path).ps.size());
+  const ModelSpec spec = loadModelSpec(model);
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  std::printf("%s: %lld parameters on %d ps task%s\n", spec.name.c_str(),
+              static_cast<long long>(graph.parameterCount()), shards, shards == 1 ? "" : "s");
+  std::fputs(describePlacement(layout, placeVariables(layout, shards)).c_str(), stdout);
+  return 0;
+}
+
+int runEval(const std::string& model, const std::string& checkpoint_path, int threads) {
+  const ModelSpec spec = loadModelSpec(model);
+  const LayerGraph graph = buildLayerGraph(spec);
+  const TrainingData data = loadTrainingData(spec, graph);
+  if (!data.test) throw InputError(model + ": data.test: eval needs a test set");
+  const std::filesystem::path checkpoint = resolveCheckpoint(checkpoint_path);
+  ModelState state(spec, graph);
+  state.restore(checkpoint);
+  const std::unique_ptr<Device> device = createCpuDevice(threads);
+  Evaluator evaluator(*device, graph, state.layout(), *data.test, spec.data.batch_size, spec.seed);
+  const EvalResult r = evaluator.evaluate(state.parameters().data());
+  std::string accuracy;
+  if (spec.loss == LossKind::SoftmaxCrossEntropy)
+    accuracy = fmt::format(", test accuracy = {:.4f}", r.accuracy);
+  std::printf("%s (global step %lld): test loss = %.4f%s (%lld examples)\n",
+              checkpoint.string().c_str(), static_cast<long long>(state.globalStep()), r.loss,
+              accuracy.c_str(), static_cast<long long>(r.examples));
+  return 0;
+}
+
+}  // namespace
+}  // namespace traind
+
+int main(int argc, char** argv) {
+  using namespace traind;
+  setupLogging();
+  CLI::App app{"trainctl: talk to a running traind job, inspect and evaluate its checkpoints"};
+  app.require_subcommand(1);
+
+  NodeFlags status_flags, stop_flags, checkpoint_flags;
+  CLI::App* status = app.add_subcommand("status", "every node's state, step and throughput");
+  addNodeFlags(*status, status_flags, 3.0);
+  CLI::App* stop = app.add_subcommand(
+      "stop", "stop the job cleanly: workers first (the chief checkpoints), then the ps tasks");
+  addNodeFlags(*stop, stop_flags, 60.0);
+  CLI::App* checkpoint =
+      app.add_subcommand("checkpoint", "have the chief (or a standalone run) checkpoint now");
+  addNodeFlags(*checkpoint, checkpoint_flags, 60.0);
+
+  std::string inspect_path;
+  CLI::App* inspect = app.add_subcommand("inspect", "a checkpoint's step and tensors");
+  inspect->add_option("checkpoint", inspect_path, "a checkpoint, or a directory with a 'latest'")
+      ->required();
+
+  std::string placement_model, placement_cluster;
+  std::optional<int> placement_ps;
+  CLI::App* placement =
+      app.add_subcommand("placement", "which ps task holds which variables (design §4)");
+  placement->add_option("--model,-m", placement_model, "model spec (YAML)")->required();
+  placement->add_option("--cluster", placement_cluster, "cluster spec (YAML)");
+  placement->add_option("--ps", placement_ps, "number of ps tasks")->check(CLI::PositiveNumber);
+
+  std::string eval_model, eval_checkpoint;
+  int eval_threads = 0;
+  CLI::App* eval = app.add_subcommand("eval", "test-set loss and accuracy of a checkpoint");
+  eval->add_option("--model,-m", eval_model, "model spec (YAML)")->required();
+  eval->add_option("--checkpoint", eval_checkpoint, "a checkpoint, or a directory with a 'latest'")
+      ->required();
+  eval->add_option("--threads", eval_threads, "compute threads (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (status->parsed()) return runStatus(status_flags);
+    if (stop->parsed()) return runStop(stop_flags);
+    if (checkpoint->parsed()) return runCheckpoint(checkpoint_flags);
+    if (inspect->parsed()) return runInspect(inspect_path);
+    if (placement->parsed()) return runPlacement(placement_model, placement_cluster, placement_ps);
+    return runEval(eval_model, eval_checkpoint, eval_threads);
+  } catch (const InputError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,49 @@
+#include "daemon/training_summaries.h"
+
+#include <spdlog/spdlog.h>
+
+namespace traind {
+
+TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
+                                     int64_t start_step)
+    : classification_(spec.loss == LossKind::SoftmaxCrossEntropy),
+      events_(std::make_unique<EventFileWriter>(dir)) {
+  // An event at step S describes training up to global step S, which the
+  // checkpoint at S holds; a crashed run's events past S are orphans, and
+  // TensorBoard drops those at steps >= the START's.
+  events_->writeSessionStart(start_step + 1);
+  spdlog::info("writing TensorBoard summaries to {}", events_->path().string());
+}
+
+void TrainingSummaries::logWindow(int64_t step, double loss, std::optional<double> accuracy,
+                                  double learning_rate, double examples_per_sec) {
+  std::vector<Scalar> scalars{
+      {"loss", loss}, {"learning_rate", learning_rate}, {"examples_per_sec", examples_per_sec}};
+  if (accuracy) scalars.push_back({"accuracy", *accuracy});
+  write(step, scalars);
+}
+
+void TrainingSummaries::logEvaluation(int64_t step, const EvalResult& result) {
+  std::vector<Scalar> scalars{{"test/loss", result.loss}};
+  if (classification_) scalars.push_back({"test/accuracy", result.accuracy});
+  write(step, scalars);
+}
+
+void TrainingSummaries::write(int64_t step, const std::vector<Scalar>& scalars) {
+  if (!events_) return;
+  try {
+    events_->writeScalars(step, scalars);
+  } catch (const std::runtime_error& e) {
+    spdlog::warn("{}; no more TensorBoard summaries in this run", e.what());
+    events_.reset();
+  }
+}
+
+std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
+                                                         int64_t start_step) {
+  const std::string dir = summaryDirectory(spec);
+  if (dir.empty()) return nullptr;
+  return std::make_unique<TrainingSummaries>(spec, dir, start_step);
+}
+
+}  // namespace traind

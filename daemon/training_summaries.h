@@ -1,0 +1,45 @@
+// The TensorBoard summaries of a run (docs/operations.md#tensorboard),
+// written by the chief or the standalone process: the numbers of each log
+// line and of each evaluation as scalars at the global step.
+//
+//   loss, accuracy        the log line's window means (accuracy: classification)
+//   learning_rate         the rate of the window's last step
+//   examples_per_sec      the window's throughput
+//   test/loss, test/accuracy   each evaluation
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "core/event_file.h"
+#include "core/model_spec.h"
+#include "daemon/evaluation.h"
+
+namespace traind {
+
+class TrainingSummaries {
+ public:
+  // A new event file in `dir`, marked as resuming from `start_step`, so that
+  // TensorBoard drops what a crashed run wrote past its last checkpoint.
+  // Throws InputError when the directory or the file cannot be created.
+  TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step);
+
+  void logWindow(int64_t step, double loss, std::optional<double> accuracy, double learning_rate,
+                 double examples_per_sec);
+  void logEvaluation(int64_t step, const EvalResult& result);
+
+ private:
+  // A failed write (a full disk) is logged once and ends the summaries;
+  // training goes on, since they are an aid, not its result.
+  void write(int64_t step, const std::vector<Scalar>& scalars);
+
+  bool classification_;
+  std::unique_ptr<EventFileWriter> events_;  // null once a write has failed
+};
+
+// The summaries of a run from `start_step`, in summaryDirectory(spec); null
+// when the spec names no directory.
+std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec, int64_t start_step);
+
+}  // namespace traind

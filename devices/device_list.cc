@@ -1,0 +1,122 @@
+#include "devices/device_list.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+#include "core/error.h"
+#include "devices/cpu/cpu_device.h"
+
+namespace traind {
+namespace {
+
+enum class DeviceKind { Cpu, Cuda };
+
+// A name taken apart: `cpu` has no index.
+struct DeviceName {
+  std::string text;
+  DeviceKind kind = DeviceKind::Cpu;
+  std::optional<int> index;
+};
+
+constexpr int kMaxDeviceIndex = 1023;
+
+// The index after "cpu:" or "cuda:": digits only, no sign, at most kMaxDeviceIndex.
+std::optional<int> parseIndex(const std::string& digits) {
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  int index = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (error != std::errc() || end != digits.data() + digits.size() || index > kMaxDeviceIndex)
+    return std::nullopt;
+  return index;
+}
+
+DeviceName parseName(const std::string& text) {
+  DeviceName name;
+  name.text = text;
+  if (text == "cpu") return name;
+  const size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  if (colon != std::string::npos && (kind == "cpu" || kind == "cuda")) {
+    name.kind = kind == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
+    name.index = parseIndex(text.substr(colon + 1));
+    if (name.index) return name;
+  }
+  throw InputError("device '" + text + "': expected cpu, cpu:N or cuda:N (N from 0 to " +
+                   std::to_string(kMaxDeviceIndex) + ")");
+}
+
+// The one table from device names to back ends.
+std::unique_ptr<Device> createDevice(const DeviceName& name, int cpu_threads) {
+  switch (name.kind) {
+    case DeviceKind::Cpu:
+      return createCpuDevice(cpu_threads, name.text);
+    case DeviceKind::Cuda:
+      throw InputError(name.text + ": this traind was built without CUDA");
+  }
+  throw std::logic_error("createDevice: unknown device kind of " + name.text);
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
+                                                   int total_threads) {
+  if (names.empty()) throw InputError("devices: expected at least one device, got none");
+  std::vector<DeviceName> parsed;
+  int cpu_devices = 0;
+  for (const std::string& text : names) {
+    DeviceName name = parseName(text);
+    for (const DeviceName& earlier : parsed) {
+      if (earlier.text == name.text) throw InputError("device " + name.text + " is listed twice");
+      // `cpu` is the whole CPU as one device; several CPU devices are named cpu:N.
+      if (name.kind == DeviceKind::Cpu && earlier.kind == DeviceKind::Cpu &&
+          (!name.index || !earlier.index))
+        throw InputError("devices " + earlier.text + " and " + name.text +
+                         ": cpu is the whole CPU as one device; name several CPU devices "
+                         "cpu:0, cpu:1, ...");
+    }
+    if (name.kind == DeviceKind::Cpu) ++cpu_devices;
+    parsed.push_back(std::move(name));
+  }
+
+  // One CPU device with total_threads 0 keeps OpenMP's default; several
+  // split the cores between them.
+  int cpu_threads = total_threads;
+  if (cpu_devices > 1) {
+    const int total = total_threads > 0 ? total_threads : omp_get_num_procs();
+    cpu_threads = std::max(1, total / cpu_devices);
+  }
+  std::vector<std::unique_ptr<Device>> devices;
+  for (const DeviceName& name : parsed) devices.push_back(createDevice(name, cpu_threads));
+  return devices;
+}
+
+std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices) {
+  std::vector<Device*> pointers;
+  for (const std::unique_ptr<Device>& device : devices) pointers.push_back(device.get());
+  return pointers;
+}
+
+std::string deviceNames(const std::vector<std::unique_ptr<Device>>& devices) {
+  std::string names;
+  for (const std::unique_ptr<Device>& device : devices)
+    names += (names.empty() ? "" : ", ") + device->name();
+  return names;
+}
+
+std::vector<std::string> splitDeviceList(const std::string& text) {
+  std::vector<std::string> names;
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = text.find(',', begin);
+    names.push_back(text.substr(begin, comma - begin));
+    if (comma == std::string::npos) return names;
+    begin = comma + 1;
+  }
+}
+
+}  // namespace traind

@@ -1,0 +1,40 @@
+// The devices a process computes on, from their names: a model spec's
+// training.devices or traind's --devices flag (docs/devices.md).
+//
+//   cpu       one CPU device with all the compute threads
+//   cpu:N     CPU devices; K of them share the threads, total / K each (at
+//             least 1). A CPU device is a share of the threads, not a
+//             socket: cpu:0 and cpu:1 are two towers on the same cores.
+//   cuda:N    an NVIDIA GPU (not in this build)
+//
+// createDevices is the one place where a name becomes a Device: a new back
+// end adds its branch there.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devices/device.h"
+
+namespace traind {
+
+// total_threads: the compute threads of the process (training.threads or
+// --threads); 0 means one per core. The devices come back in the order named.
+// Throws InputError naming the device for an empty list, an unknown name, a
+// name given twice, `cpu` beside `cpu:N`, and a device this build has no
+// back end for ("cuda:0: this traind was built without CUDA").
+std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
+                                                   int total_threads);
+
+// The devices as createTowers takes them.
+std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices);
+
+// "cpu:0, cpu:1", for logs.
+std::string deviceNames(const std::vector<std::unique_ptr<Device>>& devices);
+
+// "cpu:0,cpu:1" (traind's --devices) as a list of names; nothing is checked
+// here, createDevices does that.
+std::vector<std::string> splitDeviceList(const std::string& text);
+
+}  // namespace traind

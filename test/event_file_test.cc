@@ -1,0 +1,173 @@
+#include "core/event_file.h"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
+
+#include "core/crc32c.h"
+#include "core/error.h"
+#include "core/summary.pb.h"
+#include "core/tfrecord.h"
+#include "test/temp_dir.h"
+
+namespace traind {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<tensorboard::Event> readEvents(const fs::path& path) {
+  const std::string bytes = readFile(path);
+  std::vector<tensorboard::Event> events;
+  for (std::string_view record : splitTfRecords(bytes, path.string())) {
+    tensorboard::Event event;
+    REQUIRE(event.ParseFromArray(record.data(), int(record.size())));
+    events.push_back(event);
+  }
+  return events;
+}
+
+uint32_t littleEndian32(std::string_view bytes) {
+  uint32_t value = 0;
+  for (size_t i = 0; i < 4; ++i) value |= uint32_t(uint8_t(bytes[i])) << (8 * i);
+  return value;
+}
+
+}  // namespace
+
+// RFC 3720 (iSCSI) B.4 and the usual check value.
+TEST_CASE("crc32c matches the standard test vectors", "[crc32c]") {
+  CHECK(crc32c("") == 0u);
+  CHECK(crc32c("123456789") == 0xe3069283u);
+  CHECK(crc32c(std::string(32, '\0')) == 0x8a9136aau);
+  CHECK(crc32c(std::string(32, '\xff')) == 0x62a8ab43u);
+  std::string ascending, descending;
+  for (int i = 0; i < 32; ++i) {
+    ascending.push_back(char(i));
+    descending.push_back(char(31 - i));
+  }
+  CHECK(crc32c(ascending) == 0x46dd794eu);
+  CHECK(crc32c(descending) == 0x113fdb5cu);
+}
+
+TEST_CASE("crc32c continues from the CRC of the bytes before", "[crc32c]") {
+  CHECK(crc32c("56789", crc32c("1234")) == crc32c("123456789"));
+}
+
+TEST_CASE("masked CRCs are TFRecord's and unmask back", "[crc32c]") {
+  // ((crc >> 15) | (crc << 17)) + 0xa282ead8, by hand for one value.
+  CHECK(maskCrc32c(0u) == 0xa282ead8u);
+  CHECK(maskCrc32c(0x00008000u) == 0xa282ead9u);
+  for (uint32_t crc : {0u, 1u, 0xe3069283u, 0xffffffffu, 0x80000000u}) {
+    CHECK(unmaskCrc32c(maskCrc32c(crc)) == crc);
+    CHECK(maskCrc32c(maskCrc32c(crc)) != crc);
+  }
+}
+
+TEST_CASE("a TFRecord is framed as length, its CRC, data, its CRC", "[tfrecord]") {
+  std::string file;
+  appendTfRecord("hello", file);
+  appendTfRecord("", file);
+  REQUIRE(file.size() == 2 * (kTfRecordHeaderSize + kTfRecordFooterSize) + 5);
+  CHECK(std::string_view(file).substr(0, 8) == std::string_view("\x05\0\0\0\0\0\0\0", 8));
+  CHECK(littleEndian32(file.substr(8)) == maskCrc32c(crc32c(file.substr(0, 8))));
+  CHECK(file.substr(12, 5) == "hello");
+  CHECK(littleEndian32(file.substr(17)) == maskCrc32c(crc32c("hello")));
+
+  const std::vector<std::string_view> records = splitTfRecords(file, "f");
+  REQUIRE(records.size() == 2);
+  CHECK(records[0] == "hello");
+  CHECK(records[1].empty());
+}
+
+TEST_CASE("a damaged TFRecord file is rejected, naming file, record and fault", "[tfrecord]") {
+  std::string file;
+  appendTfRecord("first", file);
+  const size_t second = file.size();
+  appendTfRecord("second record", file);
+
+  SECTION("cut short in the header") {
+    CHECK_THROWS_WITH(splitTfRecords(std::string_view(file).substr(0, second + 7), "ev"),
+                      Catch::Contains("ev: record 1 at byte 21") &&
+                          Catch::Contains("12-byte record header, found 7 bytes"));
+  }
+  SECTION("cut short in the data") {
+    CHECK_THROWS_WITH(
+        splitTfRecords(std::string_view(file).substr(0, file.size() - 1), "ev"),
+        Catch::Contains("record 1") &&
+            Catch::Contains("declares 13 bytes of data and a 4-byte CRC, but only 16 bytes"));
+  }
+  SECTION("a length that lies, with a valid CRC: nothing is read past the end") {
+    std::string lying(8, '\xff');
+    const uint32_t crc = maskCrc32c(crc32c(lying));
+    for (int i = 0; i < 4; ++i) lying.push_back(char(uint8_t(crc >> (8 * i))));
+    CHECK_THROWS_WITH(splitTfRecords(lying + "data", "ev"),
+                      Catch::Contains("declares 18446744073709551615 bytes"));
+  }
+  SECTION("a flipped bit in a length") {
+    file[second] ^= 0x01;
+    CHECK_THROWS_WITH(splitTfRecords(file, "ev"),
+                      Catch::Contains("record 1") && Catch::Contains("CRC of the length"));
+  }
+  SECTION("a flipped bit in the data") {
+    file[second + kTfRecordHeaderSize + 3] ^= 0x10;
+    CHECK_THROWS_AS(splitTfRecords(file, "ev"), InputError);
+    CHECK_THROWS_WITH(splitTfRecords(file, "ev"), Catch::Contains("CRC of the data"));
+  }
+}
+
+TEST_CASE("event files are named as TensorFlow names them", "[event_file]") {
+  CHECK(eventFileName(1700000000, "node-3") == "events.out.tfevents.1700000000.node-3");
+}
+
+TEST_CASE("an event file holds the version, then the events written", "[event_file]") {
+  TempDir tmp;
+  const fs::path dir = tmp / "run/summaries";
+  fs::path path;
+  {
+    EventFileWriter writer(dir);
+    path = writer.path();
+    CHECK(path.parent_path() == dir);
+    CHECK(path.filename().string().starts_with("events.out.tfevents."));
+    writer.writeSessionStart(100);
+    writer.writeScalars(150, {{"loss", 0.25}, {"test/accuracy", 0.875}});
+    // Flushed: readable while the writer is still open.
+    CHECK(readEvents(path).size() == 3);
+  }
+  const std::vector<tensorboard::Event> events = readEvents(path);
+  REQUIRE(events.size() == 3);
+  CHECK(events[0].file_version() == "brain.Event:2");
+  CHECK(events[0].wall_time() > 1.6e9);
+  CHECK(events[1].step() == 100);
+  CHECK(events[1].session_log().status() == tensorboard::SessionLog::START);
+  CHECK(events[2].step() == 150);
+  CHECK(events[2].wall_time() >= events[0].wall_time());
+  const tensorboard::Summary& summary = events[2].summary();
+  REQUIRE(summary.value_size() == 2);
+  CHECK(summary.value(0).tag() == "loss");
+  CHECK(summary.value(0).simple_value() == 0.25f);
+  CHECK(summary.value(1).tag() == "test/accuracy");
+  CHECK(summary.value(1).simple_value() == 0.875f);
+}
+
+TEST_CASE("a second writer in the same directory gets its own file", "[event_file]") {
+  TempDir tmp;
+  EventFileWriter first(tmp.path());
+  EventFileWriter second(tmp.path());
+  CHECK(first.path() != second.path());
+  CHECK(readEvents(second.path()).size() == 1);
+}
+
+TEST_CASE("an event file that cannot be created names the directory", "[event_file]") {
+  TempDir tmp;
+  const std::string file = tmp.write("not-a-dir", "x");
+  CHECK_THROWS_AS(EventFileWriter(fs::path(file) / "summaries"), InputError);
+  CHECK_THROWS_WITH(EventFileWriter(fs::path(file) / "summaries"),
+                    Catch::Contains("summary directory " + file + "/summaries"));
+}
+
+}  // namespace traind

@@ -1,0 +1,247 @@
+// The ops server in-process on a port the system picks: health follows the
+// node's state, metrics are Prometheus text, POSTs set the flags the
+// training loop polls, and bad requests cost only their connection.
+#include <catch2/catch.hpp>
+#include <future>
+#include <regex>
+#include <sstream>
+
+#include "core/json.h"
+#include "daemon/ops_client.h"
+#include "daemon/ops_server.h"
+
+using namespace traind;
+
+namespace {
+
+constexpr double kTimeout = 5.0;
+
+// A node's metrics and flags with its ops server on 127.0.0.1.
+struct OpsNode {
+  OpsNode(const std::string& job, int task, bool checkpoints)
+      : metrics(job, task, 2),
+        server(HostPort{"127.0.0.1", 0, {}}, metrics,
+               OpsControls{&stop, checkpoints ? &checkpoint : nullptr}) {}
+
+  HostPort address() const { return HostPort{"127.0.0.1", server.port(), {}}; }
+  OpsReply get(const std::string& path) { return requestOps(address(), "GET", path, kTimeout); }
+  OpsReply post(const std::string& path) { return requestOps(address(), "POST", path, kTimeout); }
+  std::string raw(const std::string& request) { return exchangeRaw(address(), request, kTimeout); }
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> checkpoint{false};
+  NodeMetrics metrics;
+  OpsServer server;
+};
+
+// The value of the sample `name{labels}` in a Prometheus text page.
+std::optional<double> sample(const std::string& page, const std::string& series) {
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("healthz follows the node's state") {
+  OpsNode node("worker", 1, false);
+  OpsReply r = node.get("/healthz");
+  CHECK(r.status == 503);
+  CHECK(r.body == "starting\n");
+  node.metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0)");
+  r = node.get("/healthz");
+  CHECK(r.status == 503);
+  CHECK(r.body == "waiting: waiting for the chief (worker 0)\n");
+  node.metrics.setState(NodeState::Training);
+  r = node.get("/healthz");
+  CHECK(r.status == 200);
+  CHECK(r.body == "ok\n");
+  node.metrics.setState(NodeState::Stopping);
+  CHECK(node.get("/healthz").status == 503);
+}
+
+TEST_CASE("metrics are Prometheus text with job and task labels") {
+  OpsNode chief("worker", 0, true);
+  chief.metrics.setWritesCheckpoints(true);
+  chief.metrics.setState(NodeState::Training);
+  for (int step = 1; step <= 4; ++step) {
+    chief.metrics.recordStep(step, 1.0 + step, 100);  // windows of 2: {2, 3}, {4, 5}
+    chief.metrics.recordPush(4096, 0.003);
+    chief.metrics.recordPull(4096, 0.2);
+  }
+  chief.metrics.recordCheckpoint(4, "/tmp/ckpt/ckpt-0000000004");
+
+  const std::string response = chief.raw("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK_THAT(response, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
+  CHECK_THAT(response, Catch::Contains("Content-Type: text/plain; version=0.0.4"));
+  const std::string page = chief.get("/metrics").body;
+  INFO(page);
+  const std::string labels = "{job=\"worker\",task=\"0\"";
+  CHECK(sample(page, "traind_global_step" + labels + "}") == 4);
+  CHECK(sample(page, "traind_loss" + labels + "}") == 4.5);
+  CHECK(sample(page, "traind_examples_per_second" + labels + "}") > 0);
+  CHECK(sample(page, "traind_push_bytes_total" + labels + "}") == 4 * 4096);
+  CHECK(sample(page, "traind_pull_bytes_total" + labels + "}") == 4 * 4096);
+  CHECK(sample(page, "traind_push_seconds_bucket" + labels + ",le=\"0.0025\"}") == 0);
+  CHECK(sample(page, "traind_push_seconds_bucket" + labels + ",le=\"0.005\"}") == 4);
+  CHECK(sample(page, "traind_pull_seconds_bucket" + labels + ",le=\"0.1\"}") == 0);
+  CHECK(sample(page, "traind_pull_seconds_bucket" + labels + ",le=\"+Inf\"}") == 4);
+  CHECK(sample(page, "traind_pull_seconds_count" + labels + "}") == 4);
+  CHECK(sample(page, "traind_pull_seconds_sum" + labels + "}") == Approx(0.8));
+  const std::optional<double> age = sample(page, "traind_checkpoint_age_seconds" + labels + "}");
+  REQUIRE(age);
+  CHECK(*age >= 0);
+  CHECK(*age < 60);
+  CHECK_THAT(page, Catch::Contains("# TYPE traind_push_seconds histogram\n"));
+  CHECK_THAT(page, Catch::Contains("# TYPE traind_push_bytes_total counter\n"));
+  CHECK_THAT(page, !Catch::Contains("traind_stale_gradients_total"));
+
+  // Every line is a comment or `name{labels} value` (text format 0.0.4).
+  const std::regex line_format(
+      "# (HELP|TYPE) [a-z_]+ .+|[a-z_]+\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\} "
+      "([-+0-9.e]+|\\+Inf|NaN)");
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(std::regex_match(line, line_format));
+  }
+
+  OpsNode ps("ps", 1, false);
+  ps.metrics.setShardCounters(7, 3);
+  ps.metrics.setGlobalStep(120);
+  const std::string ps_page = ps.get("/metrics").body;
+  INFO(ps_page);
+  CHECK(sample(ps_page, "traind_stale_gradients_total{job=\"ps\",task=\"1\"}") == 7);
+  CHECK(sample(ps_page, "traind_connected_workers{job=\"ps\",task=\"1\"}") == 3);
+  CHECK(sample(ps_page, "traind_global_step{job=\"ps\",task=\"1\"}") == 120);
+  CHECK_THAT(ps_page, !Catch::Contains("traind_loss"));
+  CHECK_THAT(ps_page, !Catch::Contains("traind_checkpoint_age_seconds"));
+}
+
+TEST_CASE("status is one line of JSON") {
+  OpsNode node("standalone", 0, true);
+  node.metrics.setState(NodeState::Training);
+  node.metrics.recordStep(10, 0.5, 100);
+  node.metrics.recordCheckpoint(10, "/tmp/a \"quoted\" dir/ckpt-0000000010");
+  const OpsReply r = node.get("/status");
+  REQUIRE(r.status == 200);
+  CHECK(r.body.find('\n') == r.body.size() - 1);
+  const JsonValue status = parseJson(r.body, "status");
+  CHECK(status.find("role")->text == "standalone");
+  CHECK(status.find("task")->asInt64() == 0);
+  CHECK(status.find("state")->text == "training");
+  CHECK(status.find("global_step")->asInt64() == 10);
+  CHECK(status.find("examples_per_sec")->type == JsonValue::Type::Number);
+  CHECK(status.find("last_checkpoint")->text == "/tmp/a \"quoted\" dir/ckpt-0000000010");
+  CHECK(status.find("last_checkpoint_step")->asInt64() == 10);
+}
+
+TEST_CASE("POST /stop and /checkpoint set the flags the training loop polls") {
+  OpsNode chief("worker", 0, true);
+  CHECK(chief.post("/checkpoint").status == 409);  // no checkpoint dir
+  CHECK_FALSE(chief.checkpoint.load());
+  chief.metrics.setWritesCheckpoints(true);
+  CHECK(chief.post("/checkpoint").status == 202);
+  CHECK(chief.checkpoint.load());
+  CHECK_FALSE(chief.stop.load());
+  CHECK(chief.post("/stop").status == 202);
+  CHECK(chief.stop.load());
+
+  OpsNode worker("worker", 1, false);
+  const OpsReply r = worker.post("/checkpoint");
+  CHECK(r.status == 404);
+  CHECK_THAT(r.body, Catch::Contains("the chief (worker 0)"));
+}
+
+TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
+  OpsNode node("ps", 0, false);
+  OpsReply r = node.get("/nope");
+  CHECK(r.status == 404);
+  CHECK_THAT(r.body, Catch::Contains("/healthz"));
+  CHECK(node.get("/").status == 404);
+  CHECK(node.get("/healthz/extra").status == 404);
+  CHECK(node.get("/stop").status == 405);
+  CHECK_FALSE(node.stop.load());
+  CHECK(node.post("/metrics").status == 405);
+  CHECK(node.get("/healthz?verbose=1").status == 503);  // the query is not part of the path
+  const std::string head = node.raw("HEAD /status HTTP/1.1\r\n\r\n");
+  CHECK_THAT(head, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
+  CHECK_THAT(head, Catch::EndsWith("\r\n\r\n"));
+}
+
+TEST_CASE("malformed requests get 400 and the server lives on") {
+  OpsNode node("worker", 2, false);
+  node.metrics.setState(NodeState::Training);
+  const std::vector<std::string> bad = {
+      "garbage\r\n\r\n",
+      "GET /healthz\r\n\r\n",
+      "GET  /healthz HTTP/1.1\r\n\r\n",
+      "GET healthz HTTP/1.1\r\n\r\n",
+      "GET /healthz HTTP/2.0\r\n\r\n",
+      "G\x01T /healthz HTTP/1.1\r\n\r\n",
+      "GET /health\x7fz HTTP/1.1\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nX: a\x01b\r\n\r\n",
+      std::string("GET /healthz HTTP/1.1\r\nX: a") + '\0' + "b\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\n: empty name\r\n\r\n",
+      "POST /stop HTTP/1.1\r\nContent-Length: ten\r\n\r\n",
+      "POST /stop HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+      "POST /stop HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+      "POST /stop HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+      "POST /stop HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+  };
+  for (const std::string& request : bad) {
+    INFO(request);
+    CHECK_THAT(node.raw(request), Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
+  }
+  CHECK_FALSE(node.stop.load());
+  // A request with a small body is fine; the body is read and ignored.
+  CHECK_THAT(node.raw("POST /stop HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
+             Catch::StartsWith("HTTP/1.1 202"));
+  CHECK(node.get("/healthz").status == 200);
+}
+
+TEST_CASE("oversized requests get 400") {
+  OpsNode node("worker", 0, false);
+  const std::string huge_header =
+      "GET /healthz HTTP/1.1\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n";
+  std::string response = node.raw(huge_header);
+  CHECK_THAT(response, Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
+  CHECK_THAT(response, Catch::Contains("over 8 KiB"));
+  // Headers that never end are cut off at the limit too.
+  CHECK_THAT(node.raw("GET /healthz HTTP/1.1\r\n" + std::string(100000, 'x')),
+             Catch::StartsWith("HTTP/1.1 400"));
+  const std::string big_body =
+      "POST /stop HTTP/1.1\r\nContent-Length: 9000\r\n\r\n" + std::string(9000, 'b');
+  CHECK_THAT(node.raw(big_body), Catch::StartsWith("HTTP/1.1 400"));
+  CHECK_FALSE(node.stop.load());
+  CHECK(node.get("/healthz").status == 503);
+}
+
+TEST_CASE("a slow client neither blocks others nor stays forever") {
+  OpsNode node("worker", 0, false);
+  // Half a request, never finished: the server drops it after its 5 s.
+  const HostPort address = node.address();
+  auto slow = std::async(std::launch::async, [address] {
+    return exchangeRaw(address, "GET /healthz HTTP/1.1\r\n", 10.0);
+  });
+  for (int i = 0; i < 20; ++i) CHECK(node.get("/status").status == 200);
+  CHECK(slow.get().empty());
+}
+
+TEST_CASE("an address in use is an InputError naming it") {
+  OpsNode node("worker", 0, false);
+  NodeMetrics other("worker", 1, 1);
+  std::atomic<bool> stop{false};
+  try {
+    OpsServer clash(node.address(), other, OpsControls{&stop, nullptr});
+    FAIL("a second server bound the same port");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:" + std::to_string(node.server.port())));
+    CHECK_THAT(e.what(), Catch::Contains("cannot be bound"));
+  }
+  CHECK_THROWS_AS(OpsServer(HostPort{"no-such-host.invalid", 8080, {}}, other, OpsControls{&stop}),
+                  InputError);
+}

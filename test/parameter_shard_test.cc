@@ -1,0 +1,115 @@
+// The ps shard's rules without the network: sync aggregation, stale drops,
+// protocol checks, bounded-staleness clocks.
+#include "core/parameter_shard.h"
+
+#include <catch2/catch.hpp>
+
+using namespace traind;
+
+namespace {
+
+// A model of one dense layer 2 -> 1 (kernel [2, 1], bias [1]); SGD 0.5.
+struct OneShard {
+  ModelSpec spec;
+  LayerGraph graph;
+  ClusterSpec cluster;
+
+  explicit OneShard(TrainingMode mode, int workers, int aggregate, int64_t max_staleness = 0) {
+    spec.path = "m.yaml";
+    spec.input = {2};
+    spec.loss = LossKind::MeanSquaredError;
+    spec.optimizer.kind = OptimizerSpec::Kind::Sgd;
+    spec.learning_rate.initial = 0.5f;
+    LayerSpec dense;
+    dense.name = "d";
+    dense.units = 1;
+    spec.layers = {dense};
+    graph = buildLayerGraph(spec);
+    cluster.ps = {HostPort{"127.0.0.1", 1}};
+    for (int i = 0; i < workers; ++i) cluster.worker.push_back(HostPort{"127.0.0.1", uint16_t(2 + i)});
+    cluster.mode = mode;
+    cluster.replicas_to_aggregate = aggregate;
+    cluster.total_num_replicas = workers;
+    cluster.max_staleness = max_staleness;
+  }
+};
+
+std::vector<float> read(const ParameterShard& shard, int64_t offset, size_t n) {
+  std::vector<float> out(n);
+  shard.read(0, offset, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {
+  OneShard s(TrainingMode::Sync, 3, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  REQUIRE(shard.chunks().size() == 2);  // kernel, bias
+  const ShardChunk kernel = shard.chunks()[0];
+  REQUIRE(kernel.size == 2);
+  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+  shard.markReady(0);
+
+  const std::vector<float> g0{1.0f, 0.0f}, g1{3.0f, 2.0f}, g2{100.0f, 100.0f};
+  CHECK(shard.push(0, 0, kernel.shard_offset, g0));
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{1.0f, 2.0f});
+  CHECK(shard.push(1, 0, kernel.shard_offset, g1));
+  // mean (2, 1), lr 0.5
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{0.0f, 1.5f});
+  CHECK_FALSE(shard.push(2, 0, kernel.shard_offset, g2));  // a third gradient of step 0: stale
+  CHECK(shard.staleDropped() == 1);
+  CHECK(shard.globalStep() == 0);  // the bias chunk is still open
+  const std::vector<float> b{1.0f};
+  CHECK(shard.push(0, 0, shard.chunks()[1].shard_offset, b));
+  CHECK(shard.push(2, 0, shard.chunks()[1].shard_offset, b));
+  CHECK(shard.globalStep() == 1);
+  CHECK_FALSE(shard.push(1, 0, kernel.shard_offset, g1));  // an old step: stale
+}
+
+TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
+  OneShard s(TrainingMode::Sync, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  const ShardChunk kernel = shard.chunks()[0];
+  const std::vector<float> g{1.0f, 1.0f};
+  CHECK_THROWS_AS(shard.push(0, 0, kernel.shard_offset, g), ProtocolError);  // not ready
+  shard.markReady(5);
+  CHECK_THROWS_WITH(shard.push(0, 6, kernel.shard_offset, g), Catch::Contains("only 5"));
+  CHECK_THROWS_WITH(shard.push(7, 5, kernel.shard_offset, g), Catch::Contains("no worker 7"));
+  CHECK_THROWS_WITH(shard.push(0, 5, kernel.shard_offset + 1, g), Catch::Contains("no chunk"));
+  CHECK_THROWS_WITH(shard.push(0, 5, kernel.shard_offset, std::vector<float>{1.0f}),
+                    Catch::Contains("holds 2 floats, got 1"));
+  CHECK(shard.push(0, 5, kernel.shard_offset, g));
+  CHECK_THROWS_WITH(shard.push(0, 5, kernel.shard_offset, g), Catch::Contains("twice"));
+  std::vector<float> too_many(size_t(shard.size()) + 1);
+  CHECK_THROWS_AS(shard.read(0, 0, too_many), ProtocolError);
+  CHECK_THROWS_AS(shard.read(1, 0, std::span<float>(too_many.data(), 1)), ProtocolError);  // sgd: no slots
+}
+
+TEST_CASE("async: every chunk applies at once; complete pushes advance the step and the clock") {
+  OneShard s(TrainingMode::Async, 2, 2, /*max_staleness=*/1);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  shard.markReady(0);
+  shard.workerJoined(0);
+  shard.workerJoined(1);
+  const std::vector<float> g{2.0f, 2.0f}, b{0.0f};
+  auto pushAll = [&](uint32_t worker) {
+    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[0].shard_offset, g));
+    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[1].shard_offset, b));
+  };
+  pushAll(0);
+  CHECK(shard.globalStep() == 1);
+  CHECK(read(shard, shard.chunks()[0].shard_offset, 2) == std::vector<float>{-1.0f, -1.0f});
+  CHECK(shard.withinStaleness(0));  // one ahead of worker 1: allowed
+  pushAll(0);
+  CHECK_FALSE(shard.withinStaleness(0));  // two ahead: waits
+  CHECK(shard.withinStaleness(1));
+  pushAll(1);
+  CHECK(shard.withinStaleness(0));
+  pushAll(0);
+  CHECK_FALSE(shard.withinStaleness(0));
+  shard.workerLeft(1);  // the slow one went away: nobody to wait for
+  CHECK(shard.withinStaleness(0));
+  shard.workerJoined(1);  // and comes back at the slowest clock, not behind it
+  CHECK(shard.withinStaleness(0));
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""traind's TensorBoard event files, read by the real tensorboard package.
+
+    tensorboard_interop.py <path of traind>
+
+(a) a standalone run with --summary-dir: the scalars TensorBoard finds are
+    the tags docs/operations.md lists, at the logged steps, with the values
+    of traind's log lines;
+(b) a run that stops and is resumed from its checkpoint, summaries in the
+    default <checkpoint dir>/summaries: two event files, which TensorBoard
+    joins into one series with every step once.
+Exits 77 (ctest's skip) when tensorboard is not installed.
+"""
+import glob
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+try:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "models",
+                     "regression.yaml")
+LOSS_LINE = re.compile(r"step (\d+), loss = ([0-9.]+) \(([0-9.]+) examples/sec")
+TEST_LINE = re.compile(r"step (\d+), test loss = ([0-9.]+)")
+
+
+def check(condition, message):
+    if not condition:
+        print("FAILED:", message)
+        sys.exit(1)
+
+
+def train(traind, *flags):
+    """Runs traind on the regression model; returns its logged losses, throughput
+    and test losses, each as {step: value}."""
+    command = [traind, "--model", MODEL, "--log-every", "50", "--eval-every", "100",
+               "--threads", "1", *flags]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0, f"{' '.join(command)} exited {out.returncode}:\n{out.stderr}")
+    losses = {int(m[1]): float(m[2]) for m in LOSS_LINE.finditer(out.stderr)}
+    throughput = {int(m[1]): float(m[3]) for m in LOSS_LINE.finditer(out.stderr)}
+    test_losses = {int(m[1]): float(m[2]) for m in TEST_LINE.finditer(out.stderr)}
+    return losses, throughput, test_losses
+
+
+def scalars(summary_dir):
+    accumulator = EventAccumulator(summary_dir)
+    accumulator.Reload()
+    return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
+def check_series(found, tag, logged, decimals):
+    series = found[tag]
+    check([step for step, _ in series] == sorted(logged),
+          f"{tag}: steps {[s for s, _ in series]}, logged {sorted(logged)}")
+    for step, value in series:
+        check(abs(value - logged[step]) <= 0.5 * 10**-decimals + 1e-6 * abs(value),
+              f"{tag} at step {step}: {value} in the event file, {logged[step]} logged")
+
+
+def main():
+    traind = sys.argv[1]
+    with tempfile.TemporaryDirectory(prefix="traind-tensorboard-") as tmp:
+        # (a) one run, an explicit summary directory.
+        summary_dir = os.path.join(tmp, "summaries")
+        losses, throughput, test_losses = train(traind, "--max-steps", "200",
+                                                "--summary-dir", summary_dir)
+        check(sorted(losses) == [50, 100, 150, 200], f"logged loss steps {sorted(losses)}")
+        check(sorted(test_losses) == [100, 200], f"logged test steps {sorted(test_losses)}")
+        files = glob.glob(os.path.join(summary_dir, "*"))
+        check(len(files) == 1 and re.fullmatch(r"events\.out\.tfevents\.\d+\..+",
+                                               os.path.basename(files[0])),
+              f"one event file named as TensorFlow names them, found {files}")
+
+        found = scalars(summary_dir)
+        # A regression model: no accuracy.
+        check(sorted(found) == ["examples_per_sec", "learning_rate", "loss", "test/loss"],
+              f"tags {sorted(found)}")
+        check_series(found, "loss", losses, 4)
+        check_series(found, "test/loss", test_losses, 6)
+        check_series(found, "examples_per_sec", throughput, 1)
+        check(all(math.isclose(v, 0.1, rel_tol=1e-6) for _, v in found["learning_rate"]),
+              f"learning_rate {found['learning_rate']}")
+
+        # (b) stopped at 100, resumed to 200; summaries beside the checkpoints.
+        checkpoint_dir = os.path.join(tmp, "checkpoints")
+        first, _, first_test = train(traind, "--max-steps", "100",
+                                     "--checkpoint-dir", checkpoint_dir)
+        second, _, second_test = train(traind, "--max-steps", "200",
+                                       "--checkpoint-dir", checkpoint_dir)
+        check(sorted(second) == [150, 200], f"the resumed run logged steps {sorted(second)}")
+        default_dir = os.path.join(checkpoint_dir, "summaries")
+        files = glob.glob(os.path.join(default_dir, "events.out.tfevents.*"))
+        check(len(files) == 2, f"two event files in {default_dir}, found {files}")
+        found = scalars(default_dir)
+        check_series(found, "loss", {**first, **second}, 4)
+        check_series(found, "test/loss", {**first_test, **second_test}, 6)
+    print("ok: TensorBoard reads traind's scalars at the logged steps and values")
+
+
+if __name__ == "__main__":
+    main()

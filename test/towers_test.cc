@@ -1,0 +1,375 @@
+// Towers and device lists on the CPU: N towers (one thread each) compute the
+// loss and gradients one device computes with the whole batch, for a
+// multi-layer perceptron and a small CNN, even and odd splits; dropout masks
+// per tower; errors in a tower reach the caller; and every way a device list
+// or training.devices can be wrong.
+#include "devices/towers.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/random.h"
+#include "core/variable_layout.h"
+#include "devices/device_list.h"
+#include "test/temp_dir.h"
+
+namespace traind {
+namespace {
+
+// ---- models built in code ----
+
+LayerSpec layer(LayerKind kind) {
+  LayerSpec l;
+  l.kind = kind;
+  return l;
+}
+
+LayerSpec dense(int64_t units, Activation activation = Activation::Relu) {
+  LayerSpec l = layer(LayerKind::Dense);
+  l.units = units;
+  l.activation = activation;
+  return l;
+}
+
+LayerSpec conv2d(int64_t filters, int64_t stride) {
+  LayerSpec l = layer(LayerKind::Conv2D);
+  l.filters = filters;
+  l.window = {3, 3};
+  l.stride = {stride, stride};
+  l.padding = Padding::Same;
+  l.activation = Activation::Relu;
+  return l;
+}
+
+LayerSpec maxPool() {
+  LayerSpec l = layer(LayerKind::MaxPool);
+  l.window = {2, 2};
+  l.stride = {2, 2};
+  return l;
+}
+
+LayerSpec dropout(float rate) {
+  LayerSpec l = layer(LayerKind::Dropout);
+  l.rate = rate;
+  return l;
+}
+
+LayerSpec frozen(LayerSpec l) {
+  l.trainable = false;
+  return l;
+}
+
+ModelSpec modelSpec(Shape input, std::vector<LayerSpec> layers) {
+  ModelSpec spec;
+  spec.name = "towers";
+  spec.seed = 7;
+  spec.input = std::move(input);
+  for (size_t i = 0; i < layers.size(); ++i) layers[i].name = "layer" + std::to_string(i);
+  spec.layers = std::move(layers);
+  return spec;
+}
+
+// fashion_mlp's shape, smaller: flatten, two relu layers, logits.
+ModelSpec mlp() {
+  return modelSpec({12, 12, 1}, {layer(LayerKind::Flatten), dense(40), dense(20),
+                                 dense(10, Activation::Linear)});
+}
+
+// fashion_cnn's shape, smaller: two 3x3 convolutions (the second strided),
+// max pooling, a hidden layer and logits.
+ModelSpec cnn() {
+  return modelSpec({12, 12, 1}, {conv2d(4, 1), conv2d(8, 2), maxPool(), layer(LayerKind::Flatten),
+                                 dense(16), dense(10, Activation::Linear)});
+}
+
+struct Model {
+  LayerGraph graph;
+  VariableLayout layout;
+  FlatBuffer parameters;
+
+  explicit Model(const ModelSpec& spec)
+      : graph(buildLayerGraph(spec)), layout(graph.variables), parameters(layout.totalSize()) {
+    initializeVariables(graph, layout, spec.seed, parameters);
+    // Biases off zero too, so that no unit sits exactly on a relu kink.
+    Rng rng(11);
+    for (int64_t i = 0; i < parameters.size(); ++i)
+      parameters.data()[i] += float(0.1 * (rng.uniform() - 0.5));
+  }
+};
+
+// Inputs uniform in [-1, 1], labels at random.
+struct TestBatch {
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+
+  TestBatch(const LayerGraph& graph, int64_t size, uint64_t seed) {
+    Rng rng(seed);
+    inputs.resize(size_t(size * numElements(graph.input_shape)));
+    for (float& x : inputs) x = float(2.0 * rng.uniform() - 1.0);
+    for (int64_t i = 0; i < size; ++i)
+      labels.push_back(int32_t(rng.below(uint64_t(numElements(graph.output_shape)))));
+  }
+
+  Batch batch() const { return {int64_t(labels.size()), inputs.data(), labels.data(), nullptr}; }
+  // Examples [begin, begin + size).
+  Batch slice(const LayerGraph& graph, int64_t begin, int64_t size) const {
+    return {size, inputs.data() + begin * numElements(graph.input_shape), labels.data() + begin,
+            nullptr};
+  }
+};
+
+// Gradient buffers start as NaN: whatever a step does not write stays NaN.
+FlatBuffer untouchedGradients(const VariableLayout& layout) {
+  FlatBuffer gradients(layout.totalSize());
+  std::fill_n(gradients.data(), gradients.size(), std::numeric_limits<float>::quiet_NaN());
+  return gradients;
+}
+
+// Every trainable variable's gradient agrees within float tolerance; frozen
+// ones are left untouched in both.
+void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
+                        const FlatBuffer& actual) {
+  for (const VariableView& v : layout.views()) {
+    INFO("variable " << v.name);
+    const std::span<const float> e = expected.view(v), a = actual.view(v);
+    if (!v.trainable) {
+      CHECK(std::all_of(a.begin(), a.end(), [](float g) { return std::isnan(g); }));
+      continue;
+    }
+    for (size_t i = 0; i < e.size(); ++i) {
+      INFO("element " << i);
+      REQUIRE(std::isfinite(a[i]));
+      REQUIRE(a[i] == Approx(e[i]).margin(2e-6).epsilon(1e-4));
+    }
+  }
+}
+
+std::vector<std::unique_ptr<Device>> cpuDevices(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back("cpu:" + std::to_string(i));
+  return createDevices(names, n);  // one thread each
+}
+
+// Towers over `towers` CPU devices against one CPU device with the whole
+// batch: the same loss, correct count and gradients, step after step, and
+// the same evaluation.
+void checkTowersMatchOneDevice(const ModelSpec& spec, int towers, int64_t batch_size) {
+  Model model(spec);
+  const std::vector<std::unique_ptr<Device>> one = createDevices({"cpu"}, 2);
+  const std::vector<std::unique_ptr<Device>> many = cpuDevices(towers);
+  std::unique_ptr<Replica> whole =
+      createTowers(devicePointers(one), model.graph, model.layout, batch_size, 3);
+  std::unique_ptr<Replica> split =
+      createTowers(devicePointers(many), model.graph, model.layout, batch_size, 3);
+  REQUIRE(split->batchSize() == batch_size);
+
+  for (uint64_t step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    const TestBatch data(model.graph, batch_size, 100 + step);
+    FlatBuffer expected = untouchedGradients(model.layout);
+    FlatBuffer actual = untouchedGradients(model.layout);
+    const StepResult e =
+        whole->trainStep(data.batch(), model.parameters.data(), expected.data(), step);
+    const StepResult a =
+        split->trainStep(data.batch(), model.parameters.data(), actual.data(), step);
+    CHECK(a.loss == Approx(e.loss).epsilon(1e-5));
+    CHECK(a.correct == e.correct);
+    checkSameGradients(model.layout, expected, actual);
+
+    const StepResult ee = whole->evaluate(data.batch(), model.parameters.data());
+    const StepResult ea = split->evaluate(data.batch(), model.parameters.data());
+    CHECK(ea.loss == Approx(ee.loss).epsilon(1e-5));
+    CHECK(ea.correct == ee.correct);
+    // Move the parameters a little, as an update would.
+    for (int64_t i = 0; i < model.parameters.size(); ++i)
+      if (!std::isnan(expected.data()[i])) model.parameters.data()[i] -= 0.1f * expected.data()[i];
+  }
+}
+
+std::string inputErrorOf(const std::vector<std::string>& names) {
+  try {
+    createDevices(names, 2);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("createDevices did not throw InputError");
+  return {};
+}
+
+// ---- the tests ----
+
+TEST_CASE("a batch splits into shares as equal as possible", "[towers]") {
+  CHECK(splitBatch(8, 2) == std::vector<int64_t>{4, 4});
+  CHECK(splitBatch(7, 2) == std::vector<int64_t>{4, 3});
+  CHECK(splitBatch(10, 4) == std::vector<int64_t>{3, 3, 2, 2});
+  CHECK(splitBatch(5, 1) == std::vector<int64_t>{5});
+}
+
+TEST_CASE("two towers train an MLP as one device with the whole batch", "[towers]") {
+  checkTowersMatchOneDevice(mlp(), 2, 8);
+}
+
+TEST_CASE("two towers train a CNN as one device with the whole batch", "[towers]") {
+  checkTowersMatchOneDevice(cnn(), 2, 8);
+}
+
+TEST_CASE("an odd batch splits unevenly and still averages to the whole batch", "[towers]") {
+  SECTION("7 over 2") { checkTowersMatchOneDevice(mlp(), 2, 7); }
+  SECTION("7 over 3, CNN") { checkTowersMatchOneDevice(cnn(), 3, 7); }
+}
+
+TEST_CASE("frozen variables' gradients stay untouched", "[towers]") {
+  checkTowersMatchOneDevice(
+      modelSpec({6}, {frozen(dense(8)), dense(5), dense(3, Activation::Linear)}), 2, 6);
+}
+
+TEST_CASE("one device is that device's own replica", "[towers]") {
+  Model model(mlp());
+  const std::vector<std::unique_ptr<Device>> devices = createDevices({"cpu:0"}, 1);
+  std::unique_ptr<Replica> replica =
+      createTowers(devicePointers(devices), model.graph, model.layout, 1, 3);
+  CHECK(replica->batchSize() == 1);
+}
+
+TEST_CASE("each tower draws its own dropout mask: step * towers + tower", "[towers]") {
+  // Tower t of 2 trains step s with a single replica's mask of step 2s + t on
+  // its share; the towers' average is the average of those two.
+  Model model(modelSpec({10}, {dense(16), dropout(0.5f), dense(4, Activation::Linear)}));
+  const std::vector<std::unique_ptr<Device>> devices = cpuDevices(2);
+  std::unique_ptr<Replica> towers =
+      createTowers(devicePointers(devices), model.graph, model.layout, 6, 3);
+  std::unique_ptr<Replica> share = devices[0]->createReplica(model.graph, model.layout, 3, 3);
+  const TestBatch data(model.graph, 6, 41);
+  const uint64_t step = 5;
+
+  FlatBuffer actual = untouchedGradients(model.layout);
+  const StepResult a =
+      towers->trainStep(data.batch(), model.parameters.data(), actual.data(), step);
+  FlatBuffer first = untouchedGradients(model.layout), second = untouchedGradients(model.layout);
+  const StepResult r0 = share->trainStep(data.slice(model.graph, 0, 3), model.parameters.data(),
+                                         first.data(), 2 * step);
+  const StepResult r1 = share->trainStep(data.slice(model.graph, 3, 3), model.parameters.data(),
+                                         second.data(), 2 * step + 1);
+  CHECK(a.loss == Approx((r0.loss + r1.loss) / 2).epsilon(1e-6));
+  FlatBuffer expected(model.layout.totalSize());
+  for (int64_t i = 0; i < expected.size(); ++i)
+    expected.data()[i] = 0.5f * first.data()[i] + 0.5f * second.data()[i];
+  checkSameGradients(model.layout, expected, actual);
+
+  // The same tower-0 share with the single-device step's mask differs.
+  FlatBuffer unsplit = untouchedGradients(model.layout);
+  const StepResult u = share->trainStep(data.slice(model.graph, 0, 3), model.parameters.data(),
+                                        unsplit.data(), step);
+  CHECK(u.loss != r0.loss);
+}
+
+TEST_CASE("an error in one tower reaches the caller and the towers go on", "[towers]") {
+  Model model(mlp());
+  const std::vector<std::unique_ptr<Device>> devices = cpuDevices(2);
+  std::unique_ptr<Replica> towers =
+      createTowers(devicePointers(devices), model.graph, model.layout, 4, 3);
+  TestBatch data(model.graph, 4, 9);
+  FlatBuffer gradients(model.layout.totalSize());
+  data.labels[3] = 10;  // in the second tower's share; the model has 10 classes
+  CHECK_THROWS_AS(towers->trainStep(data.batch(), model.parameters.data(), gradients.data(), 0),
+                  InputError);
+  CHECK_THROWS_AS(towers->evaluate(data.batch(), model.parameters.data()), InputError);
+  data.labels[3] = 9;
+  CHECK(std::isfinite(
+      towers->trainStep(data.batch(), model.parameters.data(), gradients.data(), 1).loss));
+  Batch wrong_size = data.batch();
+  wrong_size.size = 3;
+  CHECK_THROWS(towers->evaluate(wrong_size, model.parameters.data()));
+}
+
+TEST_CASE("a batch smaller than the number of devices is an input error", "[towers]") {
+  Model model(mlp());
+  const std::vector<std::unique_ptr<Device>> devices = cpuDevices(3);
+  try {
+    createTowers(devicePointers(devices), model.graph, model.layout, 2, 3);
+    FAIL("no InputError");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("batch of 2") && Catch::Contains("cpu:0, cpu:1, cpu:2"));
+  }
+}
+
+TEST_CASE("devices are made from their names", "[devices]") {
+  std::vector<std::unique_ptr<Device>> devices = createDevices({"cpu"}, 0);
+  REQUIRE(devices.size() == 1);
+  CHECK(devices[0]->name() == "cpu");
+  devices = createDevices({"cpu:1", "cpu:0", "cpu:7"}, 2);
+  CHECK(deviceNames(devices) == "cpu:1, cpu:0, cpu:7");
+  CHECK(splitDeviceList("cpu:0,cpu:1") == std::vector<std::string>{"cpu:0", "cpu:1"});
+  CHECK(splitDeviceList("cpu") == std::vector<std::string>{"cpu"});
+}
+
+TEST_CASE("a wrong device name is an input error naming it", "[devices]") {
+  CHECK(inputErrorOf({"cuda:0"}) == "cuda:0: this traind was built without CUDA");
+  CHECK(inputErrorOf({"cpu:0", "cuda:1"}) == "cuda:1: this traind was built without CUDA");
+  CHECK_THAT(inputErrorOf({"tpu"}), Catch::Contains("'tpu'") && Catch::Contains("cpu:N"));
+  CHECK_THAT(inputErrorOf({"cpu:x"}), Catch::Contains("'cpu:x'"));
+  CHECK_THAT(inputErrorOf({"cpu:-1"}), Catch::Contains("'cpu:-1'"));
+  CHECK_THAT(inputErrorOf({"cpu:"}), Catch::Contains("'cpu:'"));
+  CHECK_THAT(inputErrorOf({"cpu:99999999999"}), Catch::Contains("'cpu:99999999999'"));
+  CHECK_THAT(inputErrorOf({""}), Catch::Contains("''"));
+  CHECK(inputErrorOf({"cpu:0", "cpu:1", "cpu:0"}) == "device cpu:0 is listed twice");
+  CHECK_THAT(inputErrorOf({"cpu", "cpu:1"}),
+             Catch::Contains("cpu and cpu:1") && Catch::Contains("whole CPU"));
+  CHECK_THAT(inputErrorOf({}), Catch::Contains("at least one device"));
+}
+
+// ---- training.devices in a model spec ----
+
+std::string specWithDevices(const TempDir& dir, const std::string& devices) {
+  return dir.write("spec.yaml",
+                   "input: [4]\n"
+                   "layers:\n"
+                   "  - {type: dense, units: 3}\n"
+                   "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                   "data:\n"
+                   "  synthetic: {type: regression}\n"
+                   "training:\n"
+                   "  max_steps: 10\n" +
+                       (devices.empty() ? "" : "  devices: " + devices + "\n"));
+}
+
+std::string specError(const std::string& path) {
+  try {
+    loadModelSpec(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("loading " << path << " did not throw InputError");
+  return {};
+}
+
+TEST_CASE("training.devices is read from the model spec", "[devices]") {
+  TempDir dir;
+  CHECK(loadModelSpec(specWithDevices(dir, "")).training.devices ==
+        std::vector<std::string>{"cpu"});
+  CHECK(loadModelSpec(specWithDevices(dir, "[cpu:0, cpu:1]")).training.devices ==
+        std::vector<std::string>{"cpu:0", "cpu:1"});
+  // Valid in any build: whether CUDA is there is decided when devices are made.
+  CHECK(loadModelSpec(specWithDevices(dir, "[cuda:0]")).training.devices ==
+        std::vector<std::string>{"cuda:0"});
+
+  CHECK_THAT(specError(specWithDevices(dir, "[cpu:0, gpu]")),
+             Catch::Contains("spec.yaml:9:20: training.devices[1]") &&
+                 Catch::Contains("cpu, cpu:N or cuda:N") && Catch::Contains("gpu"));
+  CHECK_THAT(specError(specWithDevices(dir, "[cpu:1, cpu:1]")),
+             Catch::Contains("training.devices[1]") && Catch::Contains("listed twice"));
+  CHECK_THAT(specError(specWithDevices(dir, "cpu")),
+             Catch::Contains("training.devices") && Catch::Contains("a list of devices"));
+  CHECK_THAT(specError(specWithDevices(dir, "[]")), Catch::Contains("non-empty list"));
+}
+
+}  // namespace
+}  // namespace traind

@@ -1,0 +1,184 @@
+// trainctl against real traind processes: status, checkpoint and stop of a
+// standalone run and of a local cluster over their ops endpoints, and the
+// file commands (inspect, placement, eval) on what they left behind.
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "core/checkpoint.h"
+#include "daemon/ops_client.h"
+#include "test/traind_process.h"
+
+using namespace traind;
+using namespace traind::testing;
+
+namespace {
+
+ProcessResult runTrainctl(const std::string& args) {
+  const std::filesystem::path out = freshTempDir("trainctl") / "output.txt";
+  const std::string command = std::string("cd '") + TRAIND_SOURCE_DIR + "' && '" +
+                              TRAIND_BINARY_DIR + "/daemon/trainctl' " + args + " > '" +
+                              out.string() + "' 2>&1";
+  const int status = std::system(command.c_str());
+  ProcessResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.output = readFile(out);
+  return result;
+}
+
+// True once GET /healthz on 127.0.0.1:port answers 200.
+bool waitHealthy(int port, double seconds) {
+  const HostPort address{"127.0.0.1", uint16_t(port), {}};
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (requestOps(address, "GET", "/healthz", 1.0).status == 200) return true;
+    } catch (const OpsUnreachable&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::string address(int port) { return "127.0.0.1:" + std::to_string(port); }
+
+// fashion_mlp without scheduled checkpoints: the only ones are asked for.
+std::string writeModel(const std::filesystem::path& dir) {
+  std::string spec = readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  spec = replaceAll(spec, "every_steps: 600", "every_steps: 0");
+  writeFile(dir / "model.yaml", spec);
+  return (dir / "model.yaml").string();
+}
+
+}  // namespace
+
+TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
+  const auto dir = freshTempDir("standalone-ops");
+  const std::string model = writeModel(dir);
+  const int port = freePortRange(1);
+  const std::string checkpoints = (dir / "ckpt").string();
+  BackgroundTraind traind("--model " + model + " --max-steps 1000000 --threads 1 --eval-every 0 " +
+                              "--log-every 50 --checkpoint-dir " + checkpoints + " --http " +
+                              address(port),
+                          dir / "traind.log");
+  REQUIRE(waitHealthy(port, 60));
+  INFO(traind.output());
+
+  const ProcessResult status = runTrainctl("status --node " + address(port));
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.output, Catch::Contains("NODE") && Catch::Contains("standalone") &&
+                                Catch::Contains("training"));
+
+  CHECK_FALSE(findLatestCheckpoint(checkpoints));
+  const ProcessResult checkpoint = runTrainctl("checkpoint --node " + address(port));
+  INFO(checkpoint.output);
+  CHECK(checkpoint.exit_code == 0);
+  CHECK_THAT(checkpoint.output, Catch::Contains("standalone: saved " + checkpoints + "/ckpt-"));
+  REQUIRE(findLatestCheckpoint(checkpoints));
+
+  const ProcessResult stop = runTrainctl("stop --node " + address(port));
+  INFO(stop.output);
+  CHECK(stop.exit_code == 0);
+  CHECK(traind.wait(30) == 0);
+  CHECK_THAT(traind.output(), Catch::Contains("stop requested over HTTP"));
+
+  const ProcessResult gone = runTrainctl("status --timeout 1 --node " + address(port));
+  CHECK(gone.exit_code == 1);
+  CHECK_THAT(gone.output, Catch::Contains("unreachable"));
+  CHECK(runTrainctl("stop --timeout 1 --node " + address(port)).exit_code == 1);
+
+  const CheckpointManifest manifest = readManifest(*findLatestCheckpoint(checkpoints));
+  const ProcessResult inspect = runTrainctl("inspect " + checkpoints);
+  INFO(inspect.output);
+  CHECK(inspect.exit_code == 0);
+  CHECK_THAT(inspect.output, Catch::Contains("model: fashion_mlp\nglobal step: " +
+                                             std::to_string(manifest.global_step) + "\n") &&
+                                 Catch::Contains("TENSOR") &&
+                                 Catch::Contains("6 tensors, 266610 floats"));
+  CHECK_THAT(inspect.output,
+             Catch::Matches("(.|\\n)*hidden1/kernel +\\[784, 300\\] +235200\\n(.|\\n)*"));
+
+  // The checkpoint written at the stop holds the parameters traind's own
+  // final evaluation saw.
+  const ProcessResult eval =
+      runTrainctl("eval --threads 1 --model " + model + " --checkpoint " + checkpoints);
+  INFO(eval.output);
+  CHECK(eval.exit_code == 0);
+  CHECK_THAT(eval.output, Catch::Contains(fmt::format("test loss = {:.4f}",
+                                                      summaryValue(traind.output(), "test loss"))));
+  CHECK_THAT(
+      eval.output,
+      Catch::Contains("(global step " + std::to_string(manifest.global_step) + "): test loss = ") &&
+          Catch::Contains("test accuracy = 0.") && Catch::Contains("(10000 examples)"));
+}
+
+TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
+  const auto dir = freshTempDir("cluster-ops");
+  const std::string model = writeModel(dir);
+  const int base = freePortRange(6);
+  const std::filesystem::path cluster = dir / "cluster.yaml";
+  writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) +
+                         "\n  worker: " + localAddresses(base + 1, 2) +
+                         "\nhttp:\n  ps: " + localAddresses(base + 3, 1) + "\n  worker: " +
+                         localAddresses(base + 4, 2) + "\ntraining:\n  mode: sync\n");
+  const std::string common = " --cluster " + cluster.string() + " --model " + model +
+                             " --max-steps 1000000 --threads 1 --eval-every 0 --checkpoint-dir " +
+                             (dir / "ckpt").string();
+  BackgroundTraind ps("--job ps --task 0" + common, dir / "ps0.log");
+  BackgroundTraind chief("--job worker --task 0" + common, dir / "worker0.log");
+  BackgroundTraind worker("--job worker --task 1" + common, dir / "worker1.log");
+  auto logs = [&] { return ps.output() + chief.output() + worker.output(); };
+  for (int port = base + 3; port < base + 6; ++port) {
+    INFO(logs());
+    REQUIRE(waitHealthy(port, 60));
+  }
+
+  const ProcessResult status = runTrainctl("status --cluster " + cluster.string());
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.output, Catch::Contains("ps 0") && Catch::Contains("serving") &&
+                                Catch::Contains("worker 1") && Catch::Contains("training"));
+
+  const ProcessResult placement =
+      runTrainctl("placement --model " + model + " --cluster " + cluster.string());
+  INFO(placement.output);
+  CHECK(placement.exit_code == 0);
+  CHECK_THAT(placement.output, Catch::Contains("fashion_mlp: 266610 parameters on 1 ps task\n") &&
+                                   Catch::Contains("ps 0: ") &&
+                                   Catch::Contains("  hidden1/kernel (235200 floats)"));
+
+  const ProcessResult stop = runTrainctl("stop --cluster " + cluster.string());
+  INFO(stop.output);
+  INFO(logs());
+  CHECK(stop.exit_code == 0);
+  CHECK(chief.wait(30) == 0);
+  CHECK(worker.wait(30) == 0);
+  CHECK(ps.wait(30) == 0);
+  CHECK_THAT(chief.output(), Catch::Contains("saved checkpoint"));
+  CHECK(findLatestCheckpoint(dir / "ckpt"));
+}
+
+TEST_CASE("trainctl refuses bad input with exit code 2") {
+  const std::string no_http = std::string(TRAIND_SOURCE_DIR) + "/configs/clusters/local_async.yaml";
+  ProcessResult r = runTrainctl("status --cluster " + no_http);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("no http section"));
+  r = runTrainctl("status --node localhost");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--node: expected host:port, got 'localhost'"));
+  CHECK(runTrainctl("status").exit_code == 2);
+  CHECK(runTrainctl("frobnicate").exit_code == 2);
+  const auto dir = freshTempDir("bad-ops");
+  r = runTrainctl("inspect " + (dir / "nothing").string());
+  CHECK(r.exit_code == 2);
+  r = runTrainctl("placement --model configs/models/fashion_mlp.yaml");
+  CHECK(r.exit_code == 2);
+  CHECK(runTrainctl("--help").exit_code == 0);
+}
