@@ -6,6 +6,7 @@
 
 #include "core/checkpoint.h"
 #include "core/json.h"
+#include "daemon/systemd_notify.h"
 
 namespace traind {
 namespace {
@@ -82,14 +83,26 @@ NodeMetrics::NodeMetrics(std::string job, int task, int64_t log_every)
       pull_seconds_(kTransferBounds) {}
 
 void NodeMetrics::setState(NodeState state, std::string detail) {
-  std::lock_guard lock(mutex_);
-  if (state == NodeState::Training && state_ != NodeState::Training) {
-    // The first window starts with training, not with the data loading before it.
-    window_start_ = Clock::now();
-    window_started_ = true;
+  std::string status = nodeStateName(state);
+  if (!detail.empty()) status += ": " + detail;
+  {
+    std::lock_guard lock(mutex_);
+    if (state == NodeState::Training && state_ != NodeState::Training) {
+      // The first window starts with training, not with the data loading before it.
+      window_start_ = Clock::now();
+      window_started_ = true;
+    }
+    state_ = state;
+    detail_ = std::move(detail);
   }
-  state_ = state;
-  detail_ = std::move(detail);
+  // systemd hears of every state change; the node serves (READY) from the
+  // states in which /healthz answers 200.
+  if (state == NodeState::Training || state == NodeState::Serving)
+    notifySystemdReady(status);
+  else if (state == NodeState::Stopping)
+    notifySystemdStopping(status);
+  else
+    notifySystemdStatus(status);
 }
 
 NodeState NodeMetrics::state() const {
@@ -117,27 +130,34 @@ NodeMetrics::Health NodeMetrics::health() const {
 
 void NodeMetrics::recordStep(int64_t global_step, double loss, int64_t examples) {
   const Clock::time_point now = Clock::now();
-  std::lock_guard lock(mutex_);
-  global_step_ = global_step;
-  if (!window_started_) {
-    window_start_ = now;
-    window_started_ = true;
-  }
-  window_loss_ += loss;
-  window_examples_ += examples;
-  ++window_steps_;
-  const double seconds = std::chrono::duration<double>(now - window_start_).count();
-  const bool complete = window_steps_ >= log_every_;
-  if (complete || !loss_) {
-    loss_ = window_loss_ / double(window_steps_);
-    if (seconds > 0) examples_per_second_ = double(window_examples_) / seconds;
-  }
-  if (complete) {
+  std::string status;  // systemd's STATUS line, once per completed window
+  {
+    std::lock_guard lock(mutex_);
+    global_step_ = global_step;
+    if (!window_started_) {
+      window_start_ = now;
+      window_started_ = true;
+    }
+    window_loss_ += loss;
+    window_examples_ += examples;
+    ++window_steps_;
+    const double seconds = std::chrono::duration<double>(now - window_start_).count();
+    const bool complete = window_steps_ >= log_every_;
+    if (complete || !loss_) {
+      loss_ = window_loss_ / double(window_steps_);
+      if (seconds > 0) examples_per_second_ = double(window_examples_) / seconds;
+    }
+    if (!complete) return;
     window_loss_ = 0.0;
     window_examples_ = 0;
     window_steps_ = 0;
     window_start_ = now;
+    status = fmt::format("step {}, loss = {:.4f}", global_step, *loss_);
+    if (examples_per_second_)
+      status += fmt::format(" ({:.1f} examples/sec)", *examples_per_second_);
   }
+  // Sent outside the mutex: the ops server's reads never wait on a send.
+  notifySystemdStatus(status);
 }
 
 void NodeMetrics::setGlobalStep(int64_t global_step) {

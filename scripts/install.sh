@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs a built traind (scripts/build.sh) for systemd:
+#   PREFIX/bin/traind, PREFIX/bin/trainctl
+#   PREFIX/lib/systemd/system/traind@.service   (its ExecStart names PREFIX/bin/traind)
+#   PREFIX/share/traind/{models,clusters}/      example specs
+#   PREFIX/share/doc/traind/                    the operator docs
+# and, unless they exist, /etc/traind/{cluster,model}.yaml from the examples
+# to edit. Run as root; then see docs/operations.md, "systemd".
+#
+#   scripts/install.sh [--prefix /usr/local] [--build build] [--destdir DIR]
+#
+# --destdir stages everything under DIR (packaging, tests) and leaves
+# systemd alone; otherwise systemd is told to reload its units.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+prefix=/usr/local build=$here/build destdir=""
+while (($#)); do
+  case $1 in
+    --prefix) prefix=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --destdir) destdir=$2; shift 2 ;;
+    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+done
+[[ $prefix == /* ]] || { echo "install: --prefix must be absolute, got '$prefix'" >&2; exit 2; }
+for binary in traind trainctl; do
+  [[ -x $build/daemon/$binary ]] ||
+    { echo "install: no $build/daemon/$binary; run scripts/build.sh" >&2; exit 2; }
+done
+
+root=$destdir$prefix
+install -d "$root/bin" "$root/lib/systemd/system" "$root/share/traind/models" \
+  "$root/share/traind/clusters" "$root/share/doc/traind"
+install -m 755 "$build/daemon/traind" "$build/daemon/trainctl" "$root/bin/"
+sed -e "s|/usr/local/bin/traind|$prefix/bin/traind|g" \
+    -e "s|/usr/local/share/doc/traind|$prefix/share/doc/traind|g" \
+    "$here/scripts/packaging/traind@.service" >"$root/lib/systemd/system/traind@.service"
+chmod 644 "$root/lib/systemd/system/traind@.service"
+install -m 644 "$here"/configs/models/*.yaml "$root/share/traind/models/"
+install -m 644 "$here"/configs/clusters/*.yaml "$here/scripts/packaging/cluster-compose.yaml" \
+  "$root/share/traind/clusters/"
+install -m 644 "$here"/docs/*.md "$root/share/doc/traind/"
+
+# The files every instance reads: examples to edit, never overwritten.
+etc=$destdir/etc/traind
+install -d "$etc"
+[[ -e $etc/cluster.yaml ]] || install -m 644 "$here/scripts/packaging/cluster-systemd.yaml" "$etc/cluster.yaml"
+[[ -e $etc/model.yaml ]] || install -m 644 "$here/configs/models/fashion_mlp.yaml" "$etc/model.yaml"
+
+if [[ -z $destdir ]] && command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+  systemctl daemon-reload
+fi
+echo "install: traind in $root/bin, unit traind@.service in $root/lib/systemd/system"

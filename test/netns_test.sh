@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A cluster on several hosts: one ps and two workers, each in its own
+# network namespace (its own interfaces, addresses and loopback), joined by
+# a bridge in a fourth namespace, talking over 10.213.0.0/24. The addresses
+# live only inside these namespaces and are never routed anywhere else.
+# fashion_mlp trains 100 steps asynchronously; every node must exit 0.
+#
+#   test/netns_test.sh build/daemon/traind
+#
+# Needs root and `ip` with network namespaces; exits 77 (skipped) without.
+# The namespaces are removed whatever happens.
+set -uo pipefail
+traind=${1:?usage: netns_test.sh TRAIND}
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
+skip() { echo "netns_test: skipped: $*"; exit 77; }
+
+[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
+command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
+[[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] ||
+  skip "no Fashion-MNIST (the dataset-fashion-mnist package)"
+
+prefix=traind-t$$
+hub=$prefix-hub
+nodes=("$prefix-ps0" "$prefix-w0" "$prefix-w1")
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for ns in "${nodes[@]}" "$hub"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip netns add "$hub" 2>"$work/err" || skip "cannot create a network namespace: $(cat "$work/err")"
+ip -n "$hub" link add br0 type bridge 2>"$work/err" || skip "no bridge device: $(cat "$work/err")"
+ip -n "$hub" link set br0 up
+for i in "${!nodes[@]}"; do
+  ns=${nodes[i]}
+  ip netns add "$ns" || skip "cannot create namespace $ns"
+  # The veth pair is born in the hub; its eth0 end moves straight into the node.
+  ip -n "$hub" link add "v$i" type veth peer name eth0 netns "$ns" 2>"$work/err" ||
+    skip "no veth pair: $(cat "$work/err")"
+  ip -n "$hub" link set "v$i" master br0 up
+  ip -n "$ns" addr add "10.213.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+
+cat >"$work/cluster.yaml" <<SPEC
+cluster:
+  ps: [10.213.0.1:2221]
+  worker: [10.213.0.2:2222, 10.213.0.3:2222]
+training:
+  mode: async
+checkpoint:
+  dir: $work/ckpt
+http:
+  ps: [10.213.0.1:9100]
+  worker: [10.213.0.2:9100, 10.213.0.3:9100]
+SPEC
+model=$source_dir/configs/models/fashion_mlp.yaml
+run() {  # namespace, job, task
+  timeout -s KILL 25 ip netns exec "$1" "$traind" --cluster "$work/cluster.yaml" --model "$model" --job "$2" \
+    --task "$3" --max-steps 100 --threads 1 >"$work/$2$3.log" 2>&1 &
+  pids+=($!)
+}
+run "${nodes[0]}" ps 0
+run "${nodes[1]}" worker 0
+run "${nodes[2]}" worker 1
+
+# Every node exits by itself once the job reaches step 100 (the chief stops
+# the ps); timeout kills one still running after 25 s (exit 137): a hang.
+status=0
+names=("ps 0" "worker 0" "worker 1")
+for i in "${!pids[@]}"; do
+  wait "${pids[i]}"
+  code=$?
+  echo "netns_test: ${names[i]} (in ${nodes[i]}, 10.213.0.$((i + 1))) exited $code"
+  ((code == 0)) || status=1
+done
+pids=()
+for log in ps0 worker0 worker1; do
+  echo "--- $log"
+  tail -n 5 "$work/$log.log"
+done
+grep -q "done: global step" "$work/worker0.log" || { echo "netns_test: the chief logged no summary"; status=1; }
+exit "$status"
