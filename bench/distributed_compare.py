@@ -24,19 +24,19 @@ rss   the peak RSS (VmHWM) of a ps holding P bytes of parameters trained
       with Adam, after a short run of 1 ps + 1 or 2 workers, async and sync
       (target: <= 3.2 P + 30 MiB).
 
-The machine may be shared. Each run waits (up to --max-wait s) for the
-others to use under --quiet cores and is repeated (--retries) when they used
-more during it, keeping the quietest attempt; --nice -10 (as root) gives the
-measured processes most time slices beside builds.
-
 Each run is timed in windows of log_every steps, as traind logs them; a
 one-worker run's figure is the median of its windows after the first (the
-warm-up), and each cell is the median over --rounds rounds [min-max]; the sides take
-turns, their order alternating between rounds. Every run holds
-/tmp/traind-bench.lock (flock), so benchmark runs of different people do
-not overlap. "others" is the CPU the rest of the machine used during a run,
-in cores (the largest over the rounds): well above 0 means the figure was
-taken under load.
+warm-up). The sides take turns, their order alternating between rounds, and
+each cell is the median [min-max] over --rounds rounds.
+
+The machine may be shared. Every run holds /tmp/traind-bench.lock (flock),
+so that benchmark runs of different people do not overlap; it first waits
+(up to --max-wait s) for the others to use under --quiet cores, and runs
+again (--retries) when they used more during it, keeping the quietest
+attempt. "others" is the CPU the rest of the machine used during a run, in
+cores; a cell keeps the quiet runs when there are any and says how many.
+--nice -10 (as root) gives the measured processes most time slices beside
+builds.
 
 The PyTorch peers run under /usr/bin/python3 (Debian's torch 1.13) with
 glibc malloc tuned as traind tunes it itself, so that neither side pays for
@@ -326,7 +326,8 @@ def run_torch(args, script, widths, workers, steps, log_every, threads):
       job.start(f"rank {rank}",
                 [TORCH_PYTHON, os.path.join(BENCH, script), "--rank", str(rank), "--workers",
                  str(workers), "--port", str(port), "--widths", widths, "--steps", str(steps),
-                 "--log-every", str(log_every), "--threads", str(threads)],
+                 "--log-every", str(log_every), "--threads", str(threads)]
+                + (["--tcp"] if args.torch_rpc_tcp and script == "torch_ps.py" else []),
                 env_with_threads(threads, tuned_malloc=not args.torch_default_malloc))
     outputs, _, others, _, _ = job.wait()
   worker_ranks = range(1, ranks) if script == "torch_ps.py" else range(ranks)
@@ -337,20 +338,30 @@ def run_torch(args, script, widths, workers, steps, log_every, threads):
 
 # --- reporting --------------------------------------------------------------
 
-def cell(values):
-  return f"{statistics.median(values):8.0f} [{min(values):.0f}-{max(values):.0f}]"
+def kept(args, values, others):
+  """The quiet runs' figures (others <= --quiet) when there are any, else
+  all of them, with the largest others among those kept."""
+  quiet = [v for v, o in zip(values, others) if o <= args.quiet]
+  if quiet:
+    return quiet, max(o for o in others if o <= args.quiet)
+  return values, max(others)
 
 
-def print_row(name, values, baseline, others):
-  ratio = statistics.median(values) / statistics.median(baseline) if baseline else None
-  ratio_text = f"{ratio:6.2f}" if ratio is not None else "      "
-  print(f"  {name:44s} {cell(values):24s} {ratio_text}   others {max(others):.2f}")
+def print_row(args, name, values, others, baseline=None):
+  """One side: median [min-max] of its kept runs and, against `baseline`
+  (another side's (values, others)), the ratio of the medians."""
+  shown, load = kept(args, values, others)
+  text = f"{statistics.median(shown):8.0f} [{min(shown):.0f}-{max(shown):.0f}]"
+  ratio = ""
+  if baseline:
+    ratio = f"{statistics.median(shown) / statistics.median(kept(args, *baseline)[0]):6.2f}"
+  print(f"  {name:44s} {text:24s} {ratio:6s}  {len(shown)}/{len(values)} runs, others {load:.2f}")
 
 
 def header(title, args):
   print(f"\n{title}")
-  print(f"  load average at start: {os.getloadavg()[0]:.2f}; {args.rounds} rounds; "
-        f"median [min-max] examples/sec")
+  print(f"  {args.rounds} rounds; median [min-max] examples/sec of the quiet runs (others <= "
+        f"{args.quiet} cores), or of all when none was quiet")
 
 
 def alternate(round_index, sides):
@@ -379,9 +390,9 @@ def section_cnn(args, tmp):
          f"(--threads {threads}) against 1 ps + 1 worker (worker --threads {threads}, the ps one "
          f"event-loop thread)", args)
   print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
-  print_row("traind standalone", results["standalone"], None, others["standalone"])
-  print_row("traind 1 ps + 1 worker (async)", results["cluster"], results["standalone"],
-            others["cluster"])
+  print_row(args, "traind standalone", results["standalone"], others["standalone"])
+  print_row(args, "traind 1 ps + 1 worker (async)", results["cluster"], others["cluster"],
+            (results["standalone"], others["standalone"]))
   print("  ratio: cluster / standalone (target >= 0.95)")
 
 
@@ -432,13 +443,13 @@ def section_mlp(args, tmp, wide):
          f"{steps} steps per worker, windows of {log_every}; 1 compute thread per process; "
          f"job examples/sec", args)
   print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
-  print_row("torch.distributed.rpc ps + 2 workers (async)", results["torch rpc ps"], None,
+  print_row(args, "torch.distributed.rpc ps + 2 workers (async)", results["torch rpc ps"],
             others["torch rpc ps"])
-  print_row("traind 1 ps + 2 workers async", results["traind async"], results["torch rpc ps"],
-            others["traind async"])
-  print_row("torch DDP gloo, 2 processes (sync)", results["torch ddp"], None, others["torch ddp"])
-  print_row("traind 1 ps + 2 workers sync (aggregate 2)", results["traind sync"],
-            results["torch ddp"], others["traind sync"])
+  print_row(args, "traind 1 ps + 2 workers async", results["traind async"], others["traind async"],
+            (results["torch rpc ps"], others["torch rpc ps"]))
+  print_row(args, "torch DDP gloo, 2 processes (sync)", results["torch ddp"], others["torch ddp"])
+  print_row(args, "traind 1 ps + 2 workers sync (aggregate 2)", results["traind sync"],
+            others["traind sync"], (results["torch ddp"], others["torch ddp"]))
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
 
 
@@ -471,14 +482,14 @@ data:
 
 
 def ps_peak_rss(args, tmp, model, mode, workers):
-  """The largest over --rss-rounds runs of the ps's VmHWM (polled) and
-  ru_maxrss (at its exit), in MiB."""
+  """The ps's peak RSS of each of --rss-rounds runs, in MiB: the larger of
+  its VmHWM (polled) and ru_maxrss (at its exit), which are the same counter."""
   steps = args.rss_steps * (workers if mode == "async" else 1)  # steps per worker
   peaks = []
   for _ in range(args.rss_rounds):
     _, _, hwm, maxrss = run_cluster(args, tmp, model, workers, mode, steps, steps, 1, timed=False)
-    peaks.append((max(hwm, maxrss), maxrss))
-  return max(peaks)
+    peaks.append(max(hwm, maxrss))
+  return peaks
 
 
 def section_rss(args, tmp):
@@ -487,21 +498,22 @@ def section_rss(args, tmp):
   units = args.rss_mib * mib // (784 * 4)
   p_mib = (784 * units + units + units * 10 + 10) * 4 / mib
   target = 3.2 * p_mib + 30
-  base, _ = ps_peak_rss(args, tmp, rss_model(tmp, 16), "async", 2)
+  base = max(ps_peak_rss(args, tmp, rss_model(tmp, 16), "async", 2))
   model = rss_model(tmp, units)
-  print(f"\nps peak RSS with Adam, P = {p_mib:.1f} MiB of parameters (784-{units}-10), "
-        f"{args.rss_steps} steps of batch 10 per worker; target <= 3.2 P + 30 MiB = {target:.0f} MiB")
-  print(f"  load average at start: {os.getloadavg()[0]:.2f}; the same ps with a 784-16-10 model "
-        f"peaks at {base:.0f} MiB (code, libraries, heap); parameters and Adam's slots are 3 P = "
-        f"{3 * p_mib:.0f} MiB")
-  print(f"  {'mode':6s} {'workers':>7s} {'VmHWM MiB':>10s} {'ru_maxrss':>10s} {'VmHWM/P':>8s} "
-        f"{'beyond 3 P + base':>18s}  target")
+  print(f"\nps peak RSS (VmHWM) with Adam, P = {p_mib:.1f} MiB of parameters (784-{units}-10), "
+        f"{args.rss_steps} steps of batch 10 per worker, {args.rss_rounds} runs each; target <= "
+        f"3.2 P + 30 MiB = {target:.0f} MiB")
+  print(f"  the same ps with a 784-16-10 model peaks at {base:.0f} MiB (code, libraries, heap); "
+        f"parameters and Adam's slots are 3 P = {3 * p_mib:.0f} MiB")
+  print(f"  {'mode':6s} {'workers':>7s}  {'VmHWM MiB, median [min-max]':28s} {'max/P':>6s}  "
+        f"{'max beyond 3 P + base':22s} target")
   for mode, workers in [("async", 1), ("async", 2), ("sync", 2)]:
-    hwm, maxrss = ps_peak_rss(args, tmp, model, mode, workers)
-    beyond = hwm - 3 * p_mib - base
-    verdict = "met" if hwm <= target else "MISSED"
-    print(f"  {mode:6s} {workers:7d} {hwm:10.1f} {maxrss:10.1f} {hwm / p_mib:8.2f} "
-          f"{beyond:12.0f} MiB ({beyond / p_mib:.2f} P)  {verdict}")
+    peaks = ps_peak_rss(args, tmp, model, mode, workers)
+    beyond = max(peaks) - 3 * p_mib - base
+    verdict = "met" if max(peaks) <= target else "MISSED"
+    text = f"{statistics.median(peaks):.0f} [{min(peaks):.0f}-{max(peaks):.0f}]"
+    print(f"  {mode:6s} {workers:7d}  {text:28s} {max(peaks) / p_mib:6.2f}  "
+          f"{beyond:6.0f} MiB ({beyond / p_mib:.2f} P)      {verdict}")
 
 
 def main():
@@ -512,19 +524,21 @@ def main():
   parser.add_argument("--threads", type=int, default=2,
                       help="cnn: compute threads of standalone traind and of the worker")
   parser.add_argument("--cnn-steps", type=int, default=300)
-  parser.add_argument("--mlp-steps", type=int, default=600, help="fashion_mlp: steps per worker")
-  parser.add_argument("--wide-steps", type=int, default=300, help="wide MLP: steps per worker")
+  parser.add_argument("--mlp-steps", type=int, default=1200, help="fashion_mlp: steps per worker")
+  parser.add_argument("--wide-steps", type=int, default=400, help="wide MLP: steps per worker")
   parser.add_argument("--rss-mib", type=int, default=64, help="rss: the big kernel's MiB")
   parser.add_argument("--rss-steps", type=int, default=10)
-  parser.add_argument("--rss-rounds", type=int, default=1)
+  parser.add_argument("--rss-rounds", type=int, default=3)
   parser.add_argument("--quiet", type=float, default=0.3,
                       help="a run is quiet when the others used at most this many cores")
-  parser.add_argument("--max-wait", type=float, default=60,
+  parser.add_argument("--max-wait", type=float, default=30,
                       help="seconds to wait for a quiet machine before each run")
   parser.add_argument("--retries", type=int, default=1, help="reruns of a noisy run")
   parser.add_argument("--nice", type=int, default=0,
                       help="niceness of the measured processes; negative (root) keeps most time "
                       "slices theirs on a busy machine")
+  parser.add_argument("--torch-rpc-tcp", action="store_true",
+                      help="the torch.distributed.rpc peer over TensorPipe's TCP transport only")
   parser.add_argument("--torch-default-malloc", action="store_true",
                       help="run the PyTorch peers with glibc's default malloc settings")
   args = parser.parse_args()

@@ -1,7 +1,7 @@
 // rpc_throughput: how fast one worker moves a model's parameters through one
 // ps over loopback, against a raw TCP echo of the same bytes, in one run.
 //
-//   build/bench/rpc_throughput                       # 1, 4, 16, 64 MiB, 15 repetitions
+//   build/bench/rpc_throughput                       # 1, 4, 16, 64 MiB, 30 repetitions
 //   build/bench/rpc_throughput --sizes 16 --reps 40
 //
 // For each size S the model is one dense kernel of S MiB (no bias), trained
@@ -16,26 +16,32 @@
 //                     S bytes read back, one thread with a non-blocking
 //                     socket (as the kj loop of a worker), the server echoing
 //                     each piece as it arrives: the best a socket does.
-//   pull only         ShardedClient::pull: S of parameters, no gradient.
+//
+// and, to show where a push+pull's time goes:
+//
+//   pushes/pulls done when the last push and the last pull of a push+pull
+//                     were answered (ShardedClient::lastTransfer).
+//   pull alone        ShardedClient::pull: S of parameters, no gradient.
 //   shard work        what the ps does for one push+pull without a network:
 //                     ParameterShard::push and ::read of every chunk, in
 //                     this process.
 //
 // MiB/s counts both directions (2 S per round trip). The two sides take
 // turns, one repetition each, so that load from elsewhere hits both alike;
-// the table shows medians with the min-max range, and the ratio of medians.
+// the table shows medians with the min-max range, the ratio of medians, and
+// the CPU the rest of the machine used meanwhile ("others", in cores).
+// --side traind (or tcp) runs one side alone, for a profiler.
 #include <arpa/inet.h>
-#include <fcntl.h>
+#include <kj/async-io.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <kj/async-io.h>
-#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -96,7 +102,8 @@ ModelSpec modelOfSize(int64_t mib) {
 ClusterSpec loopbackCluster(uint16_t ps_port) {
   ClusterSpec cluster;
   cluster.ps.push_back({"127.0.0.1", ps_port, {}});
-  cluster.worker.push_back({"127.0.0.1", uint16_t(ps_port + 1), {}});
+  // A worker listens on nothing; its address only has to differ from the ps's.
+  cluster.worker.push_back({"127.0.0.1", uint16_t(ps_port == 65535 ? 1 : ps_port + 1), {}});
   cluster.mode = TrainingMode::Async;
   cluster.replicas_to_aggregate = 1;
   cluster.total_num_replicas = 1;
@@ -131,21 +138,12 @@ int listenOnFreePort(uint16_t& port) {
   return fd;
 }
 
-// A port that was free a moment ago, for the ps's ShardServer to bind
-// (it binds by address string); the pair port, port + 1 is checked.
-uint16_t freePortPair() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    uint16_t port = 0;
-    const int fd = listenOnFreePort(port);
-    close(fd);
-    if (port == 65535) continue;
-    const int next = tcpSocket();
-    sockaddr_in addr = loopback(uint16_t(port + 1));
-    const bool free = bind(next, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(next);
-    if (free) return port;
-  }
-  throw std::runtime_error("found no two free consecutive loopback ports");
+// A port that was free a moment ago, for the ps's ShardServer to bind (it
+// binds by address string).
+uint16_t freePort() {
+  uint16_t port = 0;
+  close(listenOnFreePort(port));
+  return port;
 }
 
 // The ps child: serves the model's one shard until the worker calls stop().
@@ -190,15 +188,14 @@ uint16_t freePortPair() {
   }
 }
 
-int connectWithRetry(uint16_t port) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int fd = tcpSocket();
-    sockaddr_in addr = loopback(port);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
-    close(fd);
-    usleep(10000);
-  }
-  throw std::runtime_error("cannot connect to the echo server on port " + std::to_string(port));
+// The echo server's socket listens before it is forked: no retries needed.
+int connectTo(uint16_t port) {
+  const int fd = tcpSocket();
+  sockaddr_in addr = loopback(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw std::runtime_error("cannot connect to the echo server on port " + std::to_string(port) +
+                             ": " + std::strerror(errno));
+  return fd;
 }
 
 // Writes `out` in pieces of at most `chunk` bytes and reads as many bytes
@@ -221,6 +218,33 @@ void echoRoundTrip(int fd, const std::vector<char>& out, std::vector<char>& in, 
   }
 }
 
+// CPU seconds the whole machine has spent busy since boot (/proc/stat).
+double busyCpuSeconds() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return 0.0;
+  unsigned long long v[8] = {};
+  const int got = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                              &v[3], &v[4], &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  if (got != 8) return 0.0;
+  const unsigned long long idle = v[3] + v[4];  // idle + iowait
+  unsigned long long total = 0;
+  for (unsigned long long x : v) total += x;
+  return double(total - idle) / double(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of this process and of its waited-for children.
+double ownCpuSeconds() {
+  double seconds = 0.0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage usage{};
+    getrusage(who, &usage);
+    seconds += double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+               double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  }
+  return seconds;
+}
+
 struct Summary {
   double median = 0, min = 0, max = 0;
 };
@@ -235,6 +259,7 @@ Summary summarize(std::vector<double> values) {
 
 struct SizeResult {
   int64_t mib = 0;
+  double others = 0.0;  // cores the rest of the machine used meanwhile
   Summary tcp_ms, rpc_ms, pull_ms, shard_ms;
   // Inside a push+pull: when the last push and the last pull were answered.
   Summary pushes_done_ms, pulls_done_ms;
@@ -263,9 +288,11 @@ std::vector<double> timeShardWork(const ModelSpec& spec, const LayerGraph& graph
 enum class Sides { Both, Traind, Tcp };
 
 SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Sides sides) {
+  const Clock::time_point started = Clock::now();
+  const double busy_before = busyCpuSeconds(), own_before = ownCpuSeconds();
   const ModelSpec spec = modelOfSize(mib);
   const LayerGraph graph = buildLayerGraph(spec);
-  const ClusterSpec cluster = loopbackCluster(freePortPair());
+  const ClusterSpec cluster = loopbackCluster(freePort());
   uint16_t echo_port = 0;
   const int echo_listener = listenOnFreePort(echo_port);
 
@@ -291,9 +318,9 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), 0);
     ps.connect(30.0);
     ps.initialize(state);
-    int64_t step = ps.pull(0, state.parameters());
+    ps.pull(0, state.parameters());
 
-    const int echo = connectWithRetry(echo_port);
+    const int echo = connectTo(echo_port);
     const size_t bytes = size_t(mib * kMiB);
     std::vector<char> out(bytes, 1), in(bytes);
 
@@ -310,7 +337,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
           if (timed) tcp.push_back(millisecondsSince(start));
         } else {
           const Clock::time_point start = Clock::now();
-          step = ps.pushAndPull(gradients, 0, state.parameters());
+          ps.pushAndPull(gradients, 0, state.parameters());
           if (!timed) continue;
           rpc.push_back(millisecondsSince(start));
           pushes_done.push_back(ps.lastTransfer().push_seconds * 1000.0);
@@ -337,6 +364,8 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     result.shard_ms =
         summarize(timeShardWork(spec, graph, cluster, gradients, parameters, warmup + reps));
   }
+  const double others = busyCpuSeconds() - busy_before - (ownCpuSeconds() - own_before);
+  result.others = std::max(0.0, others / (millisecondsSince(started) / 1000.0));
   if (sides != Sides::Traind) result.tcp_ms = summarize(tcp);
   if (sides != Sides::Tcp) {
     result.rpc_ms = summarize(rpc);
@@ -357,25 +386,31 @@ std::string timing(const Summary& s) {
 }
 
 void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
-  std::printf("\npush+pull of S MiB between 1 worker and 1 ps on loopback against a raw TCP echo "
-              "of S MiB,\nms per round trip, median of %d repetitions [min-max]; MiB/s counts both "
-              "directions (2 S)\n\n",
-              reps);
-  std::printf("%5s | %-22s %6s | %-22s %6s | %s\n", "S MiB", "raw TCP echo ms", "MiB/s",
-              "traind push+pull ms", "MiB/s", "ratio");
-  std::printf("------+-------------------------------+-------------------------------+------\n");
+  std::printf(
+      "\npush+pull of S MiB between 1 worker and 1 ps on loopback against a raw TCP echo "
+      "of S MiB,\nms per round trip, median of %d repetitions [min-max]; MiB/s counts both "
+      "directions (2 S)\n\n",
+      reps);
+  std::printf("%5s | %-22s %6s | %-22s %6s | %5s | %s\n", "S MiB", "raw TCP echo ms", "MiB/s",
+              "traind push+pull ms", "MiB/s", "ratio", "others");
+  std::printf(
+      "------+-------------------------------+-------------------------------+-------+"
+      "-------\n");
   for (const SizeResult& r : results) {
     const double ratio = r.tcp_ms.median / r.rpc_ms.median;
-    std::printf("%5lld | %-22s %6.0f | %-22s %6.0f | %5.2f\n", (long long)r.mib,
+    std::printf("%5lld | %-22s %6.0f | %-22s %6.0f | %5.2f | %5.2f\n", (long long)r.mib,
                 timing(r.tcp_ms).c_str(), rate(r.mib, r.tcp_ms.median), timing(r.rpc_ms).c_str(),
-                rate(r.mib, r.rpc_ms.median), sides == Sides::Both ? ratio : 0.0);
+                rate(r.mib, r.rpc_ms.median), sides == Sides::Both ? ratio : 0.0, r.others);
   }
-  std::printf("\nratio = raw TCP time / traind time (1.0: as fast as the socket; target >= 0.9)\n");
+  std::printf(
+      "\nratio = raw TCP time / traind time (1.0: as fast as the socket; target >= 0.9);\n"
+      "others = cores the rest of the machine used meanwhile (well above 0: under load)\n");
   if (sides == Sides::Tcp) return;
 
-  std::printf("\nwhere a traind push+pull's time goes (ms, medians): when its last push and its "
-              "last\npull were answered; a pull alone; the ps's own work for one push+pull without "
-              "a\nnetwork (ParameterShard::push and ::read of every chunk)\n\n");
+  std::printf(
+      "\nwhere a traind push+pull's time goes (ms, medians): when its last push and its "
+      "last\npull were answered; a pull alone; the ps's own work for one push+pull without "
+      "a\nnetwork (ParameterShard::push and ::read of every chunk)\n\n");
   std::printf("%5s | %14s | %14s | %-22s | %s\n", "S MiB", "pushes done", "pulls done",
               "pull alone", "shard work");
   std::printf("------+----------------+----------------+------------------------+-----------\n");
@@ -392,13 +427,14 @@ int main(int argc, char** argv) {
   traind::keepFreedMemory();
   CLI::App app{"push+pull throughput of one worker and one ps on loopback, against raw TCP"};
   std::vector<int64_t> sizes{1, 4, 16, 64};
-  int reps = 15, warmup = 3;
+  int reps = 30, warmup = 3;
   int tcp_chunk_kib = 1024;
   std::string side = "both";
   app.add_option("--sizes", sizes, "parameter sizes in MiB (1,4,16,64)")
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
-  app.add_option("--reps", reps, "timed repetitions per size and side")->check(CLI::Range(1, 10000));
+  app.add_option("--reps", reps, "timed repetitions per size and side")
+      ->check(CLI::Range(1, 10000));
   app.add_option("--warmup", warmup, "untimed repetitions first")->check(CLI::Range(0, 1000));
   app.add_option("--tcp-chunk-kib", tcp_chunk_kib, "raw TCP: bytes per write and echo read")
       ->check(CLI::Range(4, 65536));
@@ -412,7 +448,8 @@ int main(int argc, char** argv) {
   try {
     std::vector<traind::SizeResult> results;
     for (int64_t mib : sizes) {
-      results.push_back(traind::measureSize(mib, reps, warmup, size_t(tcp_chunk_kib) * 1024, sides));
+      results.push_back(
+          traind::measureSize(mib, reps, warmup, size_t(tcp_chunk_kib) * 1024, sides));
       std::fprintf(stderr, "rpc_throughput: %lld MiB done\n", (long long)mib);
     }
     traind::printTable(results, reps, sides);

@@ -92,10 +92,17 @@ def main():
   parser.add_argument("--learning-rate", type=float, default=0.1)
   parser.add_argument("--threads", type=int, default=1, help="compute threads of every process")
   parser.add_argument("--seed", type=int, default=42)
+  parser.add_argument("--tcp", action="store_true",
+                      help="TensorPipe over TCP only (default: its choice, shared memory here)")
   args = parser.parse_args()
   fashion.set_threads(args.threads)
 
   options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{args.port}")
+  if args.tcp:
+    # TensorPipe's TCP transport and its basic channel only: on one host it
+    # would otherwise move tensors through shared memory, as no network can.
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{args.port}",
+                                              _transports=["uv"], _channels=["basic"])
   name = "ps" if args.rank == 0 else f"worker{args.rank - 1}"
   if args.rank == 0:
     global SERVER

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -46,6 +46,14 @@ std::vector<std::vector<FloatRange>> averagingPieces(const VariableLayout& layou
   return pieces;
 }
 
+// How long a tower's thread polls for the next step before it sleeps: longer
+// than the caller's work between two steps of a small model (the optimizer,
+// the next batch), so that a step seldom has to wake a sleeping thread (tens
+// of microseconds, more in a virtual machine). It polls with sched_yield, so
+// that a poller that shares a core with the caller (or anyone else) gives
+// the core away.
+constexpr auto kPollFor = std::chrono::microseconds(300);
+
 std::string deviceNames(const std::vector<Device*>& devices) {
   std::string names;
   for (const Device* device : devices) names += (names.empty() ? "" : ", ") + device->name();
@@ -71,7 +79,9 @@ class Towers : public Replica {
     int64_t size = 0;
     float weight = 0.0f;  // size / batch size
     std::unique_ptr<Replica> replica;
-    FlatBuffer gradients;  // the batch-mean gradient of its share
+    // The batch-mean gradient of its share; empty for tower 0, which writes
+    // into the caller's buffer and is averaged in place there.
+    FlatBuffer gradients;
     // The ranges of the caller's gradients this tower's thread averages.
     std::vector<FloatRange> averaging;
     StepResult result;
@@ -83,11 +93,23 @@ class Towers : public Replica {
   // until it posts Stop.
   void serve(Tower& tower, uint64_t tower_index, Device& device, const LayerGraph& graph,
              const VariableLayout& layout, uint64_t seed);
+  // Polls, then sleeps, until a posting after `seen`; returns its number.
+  uint64_t waitForPosting(uint64_t seen);
+  // Polls `done` for kPollFor, then sleeps on towers_wake_ until it holds.
+  template <class Predicate>
+  void pollThenWait(Predicate done);
   void runShare(Tower& tower, uint64_t tower_index, Work work);
   Batch share(const Tower& tower) const;
+  float* gradientsOf(Tower& tower) {
+    return tower.gradients.size() ? tower.gradients.data() : gradients_;
+  }
   void average(const Tower& tower) const;
   // A tower reports that it has done the posted work (or built its replica).
   void finished();
+  // The caller: until every tower has finished.
+  void waitUntilFinished();
+  // The caller: hands `work` to every tower.
+  void post(Work work);
   // Posts `work` to every tower and waits until all have done it.
   void runTowers(Work work);
   void checkBatch(const Batch& batch) const;
@@ -100,16 +122,21 @@ class Towers : public Replica {
   int64_t input_floats_;       // per example
   int64_t output_floats_;      // per example
   std::vector<Tower> towers_;  // sized once: the threads hold references into it
-  // Every tower's gradient is written before any tower averages.
-  std::barrier<> gradients_written_;
 
   std::mutex mutex_;
-  std::condition_variable work_posted_;
-  std::condition_variable work_done_;
-  uint64_t posted_ = 0;  // postings so far; a tower runs each once
-  int busy_ = 0;         // towers still on the current posting
+  std::condition_variable towers_wake_;
+  std::condition_variable caller_wakes_;
+  // Postings so far; a tower runs each once. Changed under mutex_, so that a
+  // tower that sleeps on towers_wake_ cannot miss one.
+  std::atomic<uint64_t> posted_{0};
+  // Towers still on the current posting; the one that takes it to 0 wakes
+  // the caller (under mutex_, likewise).
+  std::atomic<int> busy_{0};
+  // Towers whose gradient of this step is written: every one is before any
+  // tower averages.
+  std::atomic<int> written_{0};
+  // The current posting's work and arguments, written before it is posted.
   Work work_ = Work::Train;
-  // The current posting's arguments, written before it is posted.
   Batch batch_;
   const float* parameters_ = nullptr;
   float* gradients_ = nullptr;
@@ -122,8 +149,7 @@ Towers::Towers(const std::vector<Device*>& devices, const LayerGraph& graph,
     : batch_size_(batch_size),
       input_floats_(numElements(graph.input_shape)),
       output_floats_(numElements(graph.output_shape)),
-      towers_(devices.size()),
-      gradients_written_(std::ptrdiff_t(devices.size())) {
+      towers_(devices.size()) {
   const int n = int(devices.size());
   const std::vector<int64_t> shares = splitBatch(batch_size, n);
   if (shares.back() == 0)
@@ -138,7 +164,7 @@ Towers::Towers(const std::vector<Device*>& devices, const LayerGraph& graph,
     tower.begin = begin;
     tower.size = shares[size_t(t)];
     tower.weight = float(double(tower.size) / double(batch_size));
-    tower.gradients = FlatBuffer(layout.totalSize());
+    if (t > 0) tower.gradients = FlatBuffer(layout.totalSize());
     tower.averaging = std::move(pieces[size_t(t)]);
     begin += tower.size;
   }
@@ -156,17 +182,12 @@ Towers::Towers(const std::vector<Device*>& devices, const LayerGraph& graph,
     }
   } catch (...) {
     // The towers never started will not report; wait for the others.
-    std::unique_lock lock(mutex_);
-    busy_ -= n - started;
-    work_done_.wait(lock, [this] { return busy_ == 0; });
-    lock.unlock();
+    busy_.fetch_sub(n - started);
+    waitUntilFinished();
     stopThreads();
     throw;
   }
-  {
-    std::unique_lock lock(mutex_);
-    work_done_.wait(lock, [this] { return busy_ == 0; });
-  }
+  waitUntilFinished();
   try {
     rethrowFirstError();
   } catch (...) {
@@ -185,16 +206,29 @@ void Towers::serve(Tower& tower, uint64_t tower_index, Device& device, const Lay
   uint64_t seen = 0;  // nothing is posted before every tower has built its replica
   finished();
   for (;;) {
-    Work work;
-    {
-      std::unique_lock lock(mutex_);
-      work_posted_.wait(lock, [&] { return posted_ != seen; });
-      seen = posted_;
-      work = work_;
-    }
+    seen = waitForPosting(seen);
+    const Work work = work_;
     if (work == Work::Stop) return;
     runShare(tower, tower_index, work);
     finished();
+  }
+}
+
+uint64_t Towers::waitForPosting(uint64_t seen) {
+  pollThenWait([&] { return posted_.load(std::memory_order_acquire) != seen; });
+  return posted_.load(std::memory_order_acquire);
+}
+
+template <class Predicate>
+void Towers::pollThenWait(Predicate done) {
+  const auto until = std::chrono::steady_clock::now() + kPollFor;
+  for (int i = 1; !done(); ++i) {
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
+      std::unique_lock lock(mutex_);
+      towers_wake_.wait(lock, done);
+      return;
+    }
+    std::this_thread::yield();
   }
 }
 
@@ -202,8 +236,7 @@ void Towers::runShare(Tower& tower, uint64_t tower_index, Work work) {
   try {
     if (work == Work::Train) {
       const uint64_t step = step_ * towers_.size() + tower_index;
-      tower.result =
-          tower.replica->trainStep(share(tower), parameters_, tower.gradients.data(), step);
+      tower.result = tower.replica->trainStep(share(tower), parameters_, gradientsOf(tower), step);
     } else {
       tower.result = tower.replica->evaluate(share(tower), parameters_);
     }
@@ -212,7 +245,11 @@ void Towers::runShare(Tower& tower, uint64_t tower_index, Work work) {
     failed_.store(true);
   }
   if (work != Work::Train) return;
-  gradients_written_.arrive_and_wait();
+  if (written_.fetch_add(1, std::memory_order_acq_rel) + 1 == int(towers_.size())) {
+    { std::lock_guard lock(mutex_); }
+    towers_wake_.notify_all();
+  }
+  pollThenWait([this] { return written_.load(std::memory_order_acquire) == int(towers_.size()); });
   if (!failed_.load()) average(tower);
 }
 
@@ -226,39 +263,51 @@ Batch Towers::share(const Tower& tower) const {
 }
 
 void Towers::average(const Tower& tower) const {
-  const Tower& first = towers_.front();
+  // Block by block, so that the caller's block stays in L1 while every
+  // tower's gradient is added to it: one pass over memory.
+  constexpr int64_t kBlock = 2048;
+  const float first_weight = towers_.front().weight;
   for (const FloatRange& range : tower.averaging) {
-    float* out = gradients_ + range.offset;
-    const float* in = first.gradients.data() + range.offset;
-    for (int64_t i = 0; i < range.size; ++i) out[i] = first.weight * in[i];
-    for (size_t t = 1; t < towers_.size(); ++t) {
-      const float weight = towers_[t].weight;
-      in = towers_[t].gradients.data() + range.offset;
-      for (int64_t i = 0; i < range.size; ++i) out[i] += weight * in[i];
+    for (int64_t begin = range.offset; begin < range.offset + range.size; begin += kBlock) {
+      const int64_t n = std::min(kBlock, range.offset + range.size - begin);
+      float* out = gradients_ + begin;
+      for (int64_t i = 0; i < n; ++i) out[i] *= first_weight;
+      for (size_t t = 1; t < towers_.size(); ++t) {
+        const float weight = towers_[t].weight;
+        const float* in = towers_[t].gradients.data() + begin;
+        for (int64_t i = 0; i < n; ++i) out[i] += weight * in[i];
+      }
     }
   }
 }
 
 void Towers::finished() {
+  if (busy_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  { std::lock_guard lock(mutex_); }
+  caller_wakes_.notify_one();
+}
+
+void Towers::waitUntilFinished() {
+  std::unique_lock lock(mutex_);
+  caller_wakes_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+}
+
+void Towers::post(Work work) {
+  work_ = work;
+  busy_.store(int(towers_.size()), std::memory_order_relaxed);
+  written_.store(0, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
-    if (--busy_ > 0) return;
+    posted_.fetch_add(1, std::memory_order_release);
   }
-  work_done_.notify_one();
+  towers_wake_.notify_all();
 }
 
 void Towers::runTowers(Work work) {
   failed_.store(false);
   for (Tower& tower : towers_) tower.error = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    work_ = work;
-    busy_ = int(towers_.size());
-    ++posted_;
-  }
-  work_posted_.notify_all();
-  std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [this] { return busy_ == 0; });
+  post(work);
+  waitUntilFinished();
 }
 
 void Towers::checkBatch(const Batch& batch) const {
@@ -273,12 +322,7 @@ void Towers::rethrowFirstError() const {
 }
 
 void Towers::stopThreads() {
-  {
-    std::lock_guard lock(mutex_);
-    work_ = Work::Stop;
-    ++posted_;
-  }
-  work_posted_.notify_all();
+  post(Work::Stop);
   for (Tower& tower : towers_)
     if (tower.thread.joinable()) tower.thread.join();
 }

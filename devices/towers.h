@@ -11,12 +11,13 @@
 //
 // With N devices a batch of B examples is cut into N consecutive shares of
 // B / N examples, the first B % N of them one larger. Tower t runs on its
-// own thread, started once and kept (no thread is made per step), and
-// writes its gradient into its own buffer, allocated once; the caller's
-// gradient is the average of the towers' weighted by share, which is the
-// gradient of the mean loss over the whole batch: the same update as one
-// device with the whole batch, up to float rounding. The towers' threads
-// also share that averaging between them.
+// own thread, started once and kept (no thread is made per step). Tower 0
+// writes its gradient into the caller's buffer, every other tower into its
+// own, allocated once; the caller's gradient becomes the towers' average
+// weighted by share, which is the gradient of the mean loss over the whole
+// batch: the same update as one device with the whole batch, up to float
+// rounding. The towers' threads share that averaging between them, in one
+// pass over memory.
 //
 // Dropout: tower t of N trains step s with the mask of step s * N + t, so
 // every tower draws its own mask and no two steps repeat one; the masks

@@ -224,6 +224,7 @@ TEST_CASE("two towers train a CNN as one device with the whole batch", "[towers]
 TEST_CASE("an odd batch splits unevenly and still averages to the whole batch", "[towers]") {
   SECTION("7 over 2") { checkTowersMatchOneDevice(mlp(), 2, 7); }
   SECTION("7 over 3, CNN") { checkTowersMatchOneDevice(cnn(), 3, 7); }
+  SECTION("10 over 4: more towers than cores") { checkTowersMatchOneDevice(mlp(), 4, 10); }
 }
 
 TEST_CASE("frozen variables' gradients stay untouched", "[towers]") {
