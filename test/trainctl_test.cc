@@ -19,17 +19,7 @@ using namespace traind::testing;
 
 namespace {
 
-ProcessResult runTrainctl(const std::string& args) {
-  const std::filesystem::path out = freshTempDir("trainctl") / "output.txt";
-  const std::string command = std::string("cd '") + TRAIND_SOURCE_DIR + "' && '" +
-                              TRAIND_BINARY_DIR + "/daemon/trainctl' " + args + " > '" +
-                              out.string() + "' 2>&1";
-  const int status = std::system(command.c_str());
-  ProcessResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.output = readFile(out);
-  return result;
-}
+ProcessResult runTrainctl(const std::string& args) { return runDaemonBinary("trainctl", args); }
 
 // True once GET /healthz on 127.0.0.1:port answers 200.
 bool waitHealthy(int port, double seconds) {

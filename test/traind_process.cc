@@ -15,10 +15,12 @@
 
 namespace traind::testing {
 
-ProcessResult runTraind(const std::string& args) {
-  const std::filesystem::path out = freshTempDir("process") / "output.txt";
+ProcessResult runTraind(const std::string& args) { return runDaemonBinary("traind", args); }
+
+ProcessResult runDaemonBinary(const std::string& binary, const std::string& args) {
+  const std::filesystem::path out = freshTempDir(binary) / "output.txt";
   const std::string command = std::string("cd '") + TRAIND_SOURCE_DIR + "' && '" +
-                              TRAIND_BINARY_DIR + "/daemon/traind' " + args + " > '" +
+                              TRAIND_BINARY_DIR + "/daemon/" + binary + "' " + args + " > '" +
                               out.string() + "' 2>&1";
   const int status = std::system(command.c_str());
   ProcessResult result;

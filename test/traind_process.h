@@ -15,6 +15,9 @@ struct ProcessResult {
 // Runs `build/daemon/traind <args>` through the shell, in the source tree.
 ProcessResult runTraind(const std::string& args);
 
+// The same for another binary of build/daemon ("trainctl").
+ProcessResult runDaemonBinary(const std::string& binary, const std::string& args);
+
 // A fresh empty directory under the system temp dir, unique to this test.
 std::filesystem::path freshTempDir(const std::string& name);
 
