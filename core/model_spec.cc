@@ -79,6 +79,28 @@ InitializerSpec readInitializer(const Field& field) {
 }
 
 // The fields shared by the layers that own variables (dense, conv2d).
+// cpu, cpu:N or cuda:N. Whether this build has the device is for
+// devices/device_list.cc to say: the spec means the same on every build.
+bool isDeviceName(const std::string& name) {
+  std::string_view rest = name;
+  if (rest == "cpu") return true;
+  if (rest.starts_with("cpu:"))
+    rest.remove_prefix(4);
+  else if (rest.starts_with("cuda:"))
+    rest.remove_prefix(5);
+  else
+    return false;
+  return !rest.empty() && rest.size() <= 4 &&
+         std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A device name such as cuda:0, for a layer's or a stage's `device`.
+std::string readDeviceName(const Field& field) {
+  if (!field.node.IsScalar() || !isDeviceName(field.node.Scalar()))
+    failExpected(field, "a device: cpu, cpu:N or cuda:N");
+  return field.node.Scalar();
+}
+
 void readVariableOptions(const Mapping& fields, LayerSpec& layer) {
   if (auto f = fields.find("activation")) layer.activation = readActivation(*f);
   if (auto f = fields.find("use_bias")) layer.use_bias = readBool(*f);
@@ -174,6 +196,7 @@ LayerSpec readLayer(const Field& field) {
             any_layer_field.end()) {
           any_layer_field.push_back(name);
         }
+    any_layer_field.push_back("device");
     fields.allowOnly(any_layer_field, "a layer");
     fail(field, "missing field 'type' (one of " + joined(type_names) + ")");
   }
@@ -183,11 +206,14 @@ LayerSpec readLayer(const Field& field) {
       type = &candidate;
   if (!type) failExpected(*type_field, "one of " + joined(type_names));
 
-  fields.allowOnly(type->fields, "a " + std::string(type->name) + " layer");
+  std::vector<std::string_view> allowed = type->fields;
+  allowed.push_back("device");  // every layer may be placed
+  fields.allowOnly(allowed, "a " + std::string(type->name) + " layer");
   LayerSpec layer;
   layer.kind = type->kind;
   layer.location = field.where;
   if (auto f = fields.find("name")) layer.name = readName(*f);
+  if (auto f = fields.find("device")) layer.device = readDeviceName(*f);
   type->read(fields, layer);
   return layer;
 }
@@ -215,6 +241,55 @@ std::vector<LayerSpec> readLayers(const Field& field) {
     }
   }
   return layers;
+}
+
+// stages: [{name, device, layers: [...]}]: each stage a run of consecutive
+// layers, no layer in two stages, no layer placed elsewhere than its stage.
+std::vector<StageSpec> readStages(const Field& field, const std::vector<LayerSpec>& layers) {
+  const std::vector<Field> items = listItems(field, "a list of stages {name, device, layers}");
+  if (items.empty()) failExpected(field, "a non-empty list of stages");
+  std::vector<StageSpec> stages;
+  std::vector<int> stage_of(layers.size(), -1);
+  for (const Field& item : items) {
+    Mapping fields(item);
+    fields.allowOnly({"name", "device", "layers"}, "a stage");
+    StageSpec stage;
+    stage.location = item.where;
+    stage.name = readName(fields.get("name"));
+    for (const StageSpec& other : stages)
+      if (other.name == stage.name)
+        fail(fields.get("name"), "duplicate stage name " + quoted(stage.name));
+    stage.device = readDeviceName(fields.get("device"));
+    const Field names = fields.get("layers");
+    const std::vector<Field> layer_items = listItems(names, "a list of layer names");
+    if (layer_items.empty()) failExpected(names, "a non-empty list of layer names");
+    int previous = -1;
+    for (const Field& layer_item : layer_items) {
+      const auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) {
+        return layer_item.node.IsScalar() && l.name == layer_item.node.Scalar();
+      });
+      if (layer == layers.end()) failExpected(layer_item, "the name of a layer of this spec");
+      const int index = int(layer - layers.begin());
+      if (stage_of[index] >= 0) {
+        const bool this_stage = size_t(stage_of[index]) == stages.size();
+        fail(layer_item, "layer " + quoted(layer->name) + " is already in stage " +
+                             quoted(this_stage ? stage.name : stages[stage_of[index]].name));
+      }
+      if (previous >= 0 && index != previous + 1)
+        fail(layer_item, "a stage is a run of consecutive layers: expected " +
+                             quoted(layers[previous + 1].name) + " after " +
+                             quoted(layers[previous].name) + ", got " + quoted(layer->name));
+      if (!layer->device.empty() && layer->device != stage.device)
+        fail(layer_item, "layer " + quoted(layer->name) + " is placed on " + layer->device +
+                             " (line " + std::to_string(layer->location.line) + "), stage " +
+                             quoted(stage.name) + " on " + stage.device);
+      stage_of[index] = int(stages.size());
+      previous = index;
+      stage.layers.push_back(layer->name);
+    }
+    stages.push_back(std::move(stage));
+  }
+  return stages;
 }
 
 // ---------------------------------------------------------------------------
@@ -364,29 +439,12 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
   return data;
 }
 
-// cpu, cpu:N or cuda:N. Whether this build has the device is for
-// devices/device_list.cc to say: the spec means the same on every build.
-bool isDeviceName(const std::string& name) {
-  std::string_view rest = name;
-  if (rest == "cpu") return true;
-  if (rest.starts_with("cpu:"))
-    rest.remove_prefix(4);
-  else if (rest.starts_with("cuda:"))
-    rest.remove_prefix(5);
-  else
-    return false;
-  return !rest.empty() && rest.size() <= 4 &&
-         std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 std::vector<std::string> readDevices(const Field& field) {
   const std::vector<Field> items = listItems(field, "a list of devices such as [cpu:0, cpu:1]");
   if (items.empty()) failExpected(field, "a non-empty list of devices");
   std::vector<std::string> devices;
   for (const Field& item : items) {
-    if (!item.node.IsScalar() || !isDeviceName(item.node.Scalar()))
-      failExpected(item, "a device: cpu, cpu:N or cuda:N");
-    const std::string& name = item.node.Scalar();
+    const std::string name = readDeviceName(item);
     if (std::find(devices.begin(), devices.end(), name) != devices.end())
       fail(item, "device " + quoted(name) + " is listed twice");
     devices.push_back(name);
@@ -394,11 +452,11 @@ std::vector<std::string> readDevices(const Field& field) {
   return devices;
 }
 
-TrainingSpec readTraining(const Field& field, const fs::path& spec_dir) {
+TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t batch_size) {
   Mapping fields(field);
-  fields.allowOnly(
-      {"epochs", "max_steps", "log_every", "eval_every", "threads", "devices", "summary_dir"},
-      "the training section");
+  fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "threads", "devices",
+                    "summary_dir", "concurrent_steps", "micro_batches"},
+                   "the training section");
   TrainingSpec training;
   const std::optional<Field> epochs = fields.find("epochs");
   const std::optional<Field> max_steps = fields.find("max_steps");
@@ -411,6 +469,17 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir) {
   if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, 1024));
   if (auto f = fields.find("devices")) training.devices = readDevices(*f);
   if (auto f = fields.find("summary_dir")) training.summary_dir = resolvePath(*f, spec_dir);
+  if (auto f = fields.find("concurrent_steps")) {
+    training.concurrent_steps = int(readInt(*f, 1, 64));
+    training.concurrent_steps_location = f->where;
+  }
+  if (auto f = fields.find("micro_batches")) {
+    training.micro_batches = int(readInt(*f, 1, batch_size));
+    if (batch_size % training.micro_batches != 0)
+      fail(*f, "expected a divisor of data.batch_size " + std::to_string(batch_size) +
+                   " (micro-batches are equal shares of a batch), got " +
+                   std::to_string(training.micro_batches));
+  }
   return training;
 }
 
@@ -448,8 +517,8 @@ ModelSpec loadModelSpec(const std::string& path) {
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
   Mapping fields(rootField(root, path));
-  fields.allowOnly({"name", "seed", "input", "layers", "loss", "optimizer", "data", "training",
-                    "checkpoint", "init_from"},
+  fields.allowOnly({"name", "seed", "input", "layers", "stages", "loss", "optimizer", "data",
+                    "training", "checkpoint", "init_from"},
                    "a model spec");
 
   ModelSpec spec;
@@ -459,13 +528,14 @@ ModelSpec loadModelSpec(const std::string& path) {
   if (auto f = fields.find("seed")) spec.seed = uint64_t(readInt(*f, 0));
   spec.input = readInput(fields.get("input"));
   spec.layers = readLayers(fields.get("layers"));
+  if (auto f = fields.find("stages")) spec.stages = readStages(*f, spec.layers);
   if (auto f = fields.find("loss")) {
     spec.loss = readChoice<LossKind>(*f, {{"softmax_cross_entropy", LossKind::SoftmaxCrossEntropy},
                                           {"mse", LossKind::MeanSquaredError}});
   }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
   spec.data = readData(fields.get("data"), spec_dir);
-  spec.training = readTraining(fields.get("training"), spec_dir);
+  spec.training = readTraining(fields.get("training"), spec_dir, spec.data.batch_size);
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
   if (auto f = fields.find("init_from")) spec.init_from = readInitFrom(*f, spec_dir, spec.layers);
   return spec;

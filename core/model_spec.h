@@ -39,6 +39,17 @@ struct LayerSpec {
   bool trainable = true;     // false freezes the layer's variables
   InitializerSpec kernel_initializer{InitializerSpec::Kind::GlorotUniform, 0.0f};
   InitializerSpec bias_initializer{InitializerSpec::Kind::Zeros, 0.0f};
+  // Model parallelism: the device this layer runs on ("cpu:1", "cuda:0");
+  // empty follows the previous layer (core/stage_plan.h).
+  std::string device;
+};
+
+// A named stage: consecutive layers placed on one device together.
+struct StageSpec {
+  std::string name;
+  std::string device;
+  std::vector<std::string> layers;  // consecutive, in model order
+  SourceLocation location;
 };
 
 enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
@@ -99,6 +110,13 @@ struct TrainingSpec {
   // Where each step runs: one tower per device, the batch split between them
   // (docs/devices.md): "cpu", "cpu:N", "cuda:N".
   std::vector<std::string> devices{"cpu"};
+  // Steps in flight at once on the same devices, each on its own batch
+  // (docs/devices.md, "Concurrent steps").
+  int concurrent_steps = 1;
+  SourceLocation concurrent_steps_location;  // for errors that involve other files
+  // Each batch split into this many micro-batches that flow through the
+  // model's stages in a pipeline; divides data.batch_size.
+  int micro_batches = 1;
   // Where the chief writes TensorBoard event files; empty: <checkpoint.dir>/summaries,
   // or none without a checkpoint directory (summaryDirectory says which).
   std::string summary_dir;
@@ -124,6 +142,7 @@ struct ModelSpec {
   uint64_t seed = 0;    // initialisers, shuffling and dropout derive from it
   Shape input;          // per example: [features] or [height, width, channels]
   std::vector<LayerSpec> layers;
+  std::vector<StageSpec> stages;  // optional named stages of layers
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   OptimizerSpec optimizer;
   LearningRateSpec learning_rate;

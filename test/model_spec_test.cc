@@ -414,7 +414,7 @@ TEST_CASE("an unknown field with no near match lists the known ones", "[model_sp
   CHECK(loadError(path) ==
         path +
             ":9:1: unknown field 'learning_rate' (the fields of a model spec are name, seed, "
-            "input, layers, loss, optimizer, data, training, checkpoint, init_from)");
+            "input, layers, stages, loss, optimizer, data, training, checkpoint, init_from)");
 
   // A field of another layer type is unknown here.
   path = dir.write("b.yaml",
@@ -423,7 +423,7 @@ TEST_CASE("an unknown field with no near match lists the known ones", "[model_sp
                    "  - {type: max_pool, size: 2, units: 3}\n");
   CHECK(loadError(path) == path +
                                ":3:31: layers[0]: unknown field 'units' (the fields of a max_pool "
-                               "layer are type, name, size, stride, padding)");
+                               "layer are type, name, size, stride, padding, device)");
 
   // And an option of another optimizer.
   path = dir.write("c.yaml",
@@ -557,7 +557,7 @@ TEST_CASE("a runaway field name is cut short in the message", "[model_spec]") {
   const std::string path = dir.write("long.yaml", kMinimal + std::string(1000, 'x') + ": 1\n");
   CHECK(loadError(path) == path + ":9:1: unknown field '" + std::string(57, 'x') +
                                "...' (the fields of a model spec are name, seed, input, layers, "
-                               "loss, optimizer, data, training, checkpoint, init_from)");
+                               "stages, loss, optimizer, data, training, checkpoint, init_from)");
 }
 
 TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
@@ -696,4 +696,53 @@ TEST_CASE("architectureHash covers what decides variable shapes, and only that",
   changed = cnn;
   changed.layers[1].activation = Activation::Tanh;
   CHECK(architectureHash(changed) == architectureHash(cnn));
+}
+
+TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]") {
+  TempDir dir;
+  const ModelSpec spec = loadVariant(
+      dir, "training: {max_steps: 10}\n",
+      "stages: [{name: head, device: cpu:1, layers: [dense_1]}]\n"
+      "training: {max_steps: 10, micro_batches: 4, concurrent_steps: 3}\n");
+  REQUIRE(spec.stages.size() == 1);
+  CHECK(spec.stages[0].name == "head");
+  CHECK(spec.stages[0].device == "cpu:1");
+  CHECK(spec.stages[0].layers == std::vector<std::string>{"dense_1"});
+  CHECK(spec.training.micro_batches == 4);
+  CHECK(spec.training.concurrent_steps == 3);
+  CHECK(spec.training.concurrent_steps_location.line == 9);
+  CHECK(loadVariant(dir, "units: 3}", "units: 3, device: cuda:1}").layers[0].device == "cuda:1");
+
+  CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, micro_batches: 3}"),
+             Catch::Contains("training.micro_batches: expected a divisor of data.batch_size 8"));
+  CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, micro_batches: 16}"),
+             Catch::Contains("at most 8"));
+  CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, concurrent_steps: 0}"),
+             Catch::Contains("training.concurrent_steps: expected a positive integer, got 0"));
+  CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, device: gpu0}"),
+             Catch::Contains("layers[0].device: expected a device: cpu, cpu:N or cuda:N"));
+}
+
+TEST_CASE("a stage is a run of consecutive layers, each in one stage", "[model_spec]") {
+  TempDir dir;
+  const std::string three_layers =
+      "  - {type: dense, units: 3, name: a}\n"
+      "  - {type: dense, units: 3, name: b}\n"
+      "  - {type: dense, units: 3, name: c, device: cpu:0}\n";
+  auto stagesError = [&](const std::string& stages) {
+    return errorWith(dir, "  - {type: dense, units: 3}\n", three_layers + stages);
+  };
+  CHECK_THAT(stagesError("stages: [{name: s, device: cpu:1, layers: [a, c]}]\n"),
+             Catch::Contains("expected 'b' after 'a', got 'c'"));
+  CHECK_THAT(stagesError("stages: [{name: s, device: cpu:1, layers: [a]},"
+                         " {name: t, device: cpu:1, layers: [a]}]\n"),
+             Catch::Contains("layer 'a' is already in stage 's'"));
+  CHECK_THAT(stagesError("stages: [{name: s, device: cpu:1, layers: [c]}]\n"),
+             Catch::Contains("layer 'c' is placed on cpu:0 (line 5), stage 's' on cpu:1"));
+  CHECK_THAT(stagesError("stages: [{name: s, device: cpu:1, layers: [x]}]\n"),
+             Catch::Contains("expected the name of a layer of this spec, got 'x'"));
+  CHECK_THAT(stagesError("stages: [{name: s, device: cpu:1, layers: [a]},"
+                         " {name: s, device: cpu:1, layers: [b]}]\n"),
+             Catch::Contains("duplicate stage name 's'"));
+  CHECK_THAT(stagesError("stages: [{name: s, layers: [a]}]\n"), Catch::Contains("device"));
 }

@@ -1,0 +1,84 @@
+#include "core/stage_plan.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/error.h"
+
+namespace traind {
+namespace {
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+void checkDevice(const std::vector<std::string>& devices, const std::string& device,
+                 const SourceLocation& where, const std::string& field, const std::string& what) {
+  if (std::find(devices.begin(), devices.end(), device) != devices.end()) return;
+  throwInputError(where, field,
+                  what + " is placed on " + device + ", which this run does not have: expected one "
+                  "of its devices (" + listed(devices) +
+                  "; training.devices or --devices)");
+}
+
+}  // namespace
+
+int StagePlan::stageOf(int layer) const {
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (layer >= stages[s].first_layer && layer < stages[s].end_layer) return int(s);
+  throw std::out_of_range("StagePlan: no stage holds layer " + std::to_string(layer));
+}
+
+StagePlan planStages(const ModelSpec& spec, const LayerGraph& graph,
+                     const std::vector<std::string>& devices) {
+  const int layers = int(graph.layers.size());
+  // Each layer's named stage (-1: none) and its own or its stage's device.
+  std::vector<int> named(layers, -1);
+  std::vector<std::string> device(layers);
+  for (size_t s = 0; s < spec.stages.size(); ++s) {
+    const StageSpec& stage = spec.stages[s];
+    checkDevice(devices, stage.device, stage.location, "stages[" + std::to_string(s) + "].device",
+                "stage '" + stage.name + "'");
+    for (int i = 0; i < layers; ++i)
+      if (std::find(stage.layers.begin(), stage.layers.end(), graph.layers[i].spec.name) !=
+          stage.layers.end()) {
+        named[i] = int(s);
+        device[i] = stage.device;
+      }
+  }
+  bool placed = !spec.stages.empty();
+  for (int i = 0; i < layers; ++i) {
+    const LayerSpec& layer = graph.layers[i].spec;
+    if (layer.device.empty()) continue;
+    checkDevice(devices, layer.device, layer.location, "layers[" + std::to_string(i) + "].device",
+                "layer '" + layer.name + "'");
+    device[i] = layer.device;
+    placed = true;
+  }
+
+  StagePlan plan;
+  plan.placed = placed;
+  if (!placed) {
+    plan.stages.push_back({.name = "model", .device = "", .first_layer = 0, .end_layer = layers});
+    return plan;
+  }
+  // Stages break where the device changes: two stages on one device would
+  // only compete for it. A run takes the names of the spec's stages in it.
+  std::string current = devices.front();
+  for (int i = 0; i < layers; ++i) {
+    if (!device[i].empty()) current = device[i];
+    if (i == 0 || current != plan.stages.back().device)
+      plan.stages.push_back({.name = "", .device = current, .first_layer = i, .end_layer = i});
+    PipelineStage& stage = plan.stages.back();
+    stage.end_layer = i + 1;
+    if (named[i] >= 0 && (i == stage.first_layer || named[i] != named[i - 1]))
+      stage.name += (stage.name.empty() ? "" : "+") + spec.stages[named[i]].name;
+  }
+  for (size_t s = 0; s < plan.stages.size(); ++s)
+    if (plan.stages[s].name.empty()) plan.stages[s].name = "stage_" + std::to_string(s);
+  return plan;
+}
+
+}  // namespace traind
