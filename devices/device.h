@@ -17,6 +17,20 @@ struct StepResult {
   int64_t correct = 0;  // classification: examples whose arg-max is the label
 };
 
+// What a training step does with its gradient once it is complete: the
+// optimizer's update of the parameters, over the whole buffer or range by
+// range from several threads at once (devices/optimizer_update.h).
+class ParameterUpdate {
+ public:
+  virtual ~ParameterUpdate() = default;
+  // Every trainable variable, with the calling thread's compute threads.
+  virtual void applyAll() = 0;
+  // Floats [offset, offset + count) of the flat buffers, all inside
+  // variable `variable` (an index into the layout's views). Called from
+  // several threads at once on disjoint ranges.
+  virtual void applyRange(size_t variable, int64_t offset, int64_t count) = 0;
+};
+
 // One copy of the model on one device, built for a fixed batch size. Every
 // buffer and primitive is made in the constructor: a step allocates nothing.
 //
@@ -36,6 +50,17 @@ class Replica {
   // result.
   virtual StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
                                uint64_t step) = 0;
+
+  // trainStep, then `update` once no part of the step reads the parameters
+  // any more. Towers override it to apply the update from their threads,
+  // each on the part of the gradient it has just averaged, while that part
+  // is still in cache.
+  virtual StepResult trainStepAndUpdate(const Batch& batch, const float* parameters,
+                                        float* gradients, uint64_t step, ParameterUpdate& update) {
+    const StepResult result = trainStep(batch, parameters, gradients, step);
+    update.applyAll();
+    return result;
+  }
 
   // Forward and loss only, dropout off.
   virtual StepResult evaluate(const Batch& batch, const float* parameters) = 0;

@@ -16,8 +16,9 @@
 namespace traind {
 namespace {
 
-// A run of floats of a flat buffer.
+// A run of floats of a flat buffer, inside one variable.
 struct FloatRange {
+  size_t variable = 0;  // index into the layout's views
   int64_t offset = 0;
   int64_t size = 0;
 };
@@ -33,12 +34,13 @@ std::vector<std::vector<FloatRange>> averagingPieces(const VariableLayout& layou
   int part = 0;
   int64_t part_end = total / parts;  // piece t spans [total * t / parts, total * (t + 1) / parts)
   int64_t at = 0;                    // trainable floats before v + i
-  for (const VariableView& v : layout.views()) {
+  for (size_t variable = 0; variable < layout.views().size(); ++variable) {
+    const VariableView& v = layout.views()[variable];
     if (!v.trainable) continue;
     for (int64_t i = 0; i < v.size;) {
       while (at >= part_end) part_end = total * (++part + 1) / parts;
       const int64_t n = std::min(v.size - i, part_end - at);
-      pieces[size_t(part)].push_back({v.offset + i, n});
+      pieces[size_t(part)].push_back({variable, v.offset + i, n});
       i += n;
       at += n;
     }
@@ -69,6 +71,8 @@ class Towers : public Replica {
   int64_t batchSize() const override { return batch_size_; }
   StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
                        uint64_t step) override;
+  StepResult trainStepAndUpdate(const Batch& batch, const float* parameters, float* gradients,
+                                uint64_t step, ParameterUpdate& update) override;
   StepResult evaluate(const Batch& batch, const float* parameters) override;
 
  private:
@@ -141,6 +145,7 @@ class Towers : public Replica {
   const float* parameters_ = nullptr;
   float* gradients_ = nullptr;
   uint64_t step_ = 0;
+  ParameterUpdate* update_ = nullptr;  // applied by each tower after its averaging, if set
   std::atomic<bool> failed_{false};  // a tower threw during this posting
 };
 
@@ -264,7 +269,8 @@ Batch Towers::share(const Tower& tower) const {
 
 void Towers::average(const Tower& tower) const {
   // Block by block, so that the caller's block stays in L1 while every
-  // tower's gradient is added to it: one pass over memory.
+  // tower's gradient is added to it and the update reads it: one pass over
+  // memory.
   constexpr int64_t kBlock = 2048;
   const float first_weight = towers_.front().weight;
   for (const FloatRange& range : tower.averaging) {
@@ -277,6 +283,7 @@ void Towers::average(const Tower& tower) const {
         const float* in = towers_[t].gradients.data() + begin;
         for (int64_t i = 0; i < n; ++i) out[i] += weight * in[i];
       }
+      if (update_) update_->applyRange(range.variable, begin, n);
     }
   }
 }
@@ -334,7 +341,23 @@ StepResult Towers::trainStep(const Batch& batch, const float* parameters, float*
   parameters_ = parameters;
   gradients_ = gradients;
   step_ = step;
+  update_ = nullptr;
   runTowers(Work::Train);
+  return combinedResult();
+}
+
+StepResult Towers::trainStepAndUpdate(const Batch& batch, const float* parameters,
+                                      float* gradients, uint64_t step, ParameterUpdate& update) {
+  checkBatch(batch);
+  batch_ = batch;
+  parameters_ = parameters;
+  gradients_ = gradients;
+  step_ = step;
+  // A tower averages its pieces only after every tower has written its
+  // gradient, so no tower reads the parameters while they are updated.
+  update_ = &update;
+  runTowers(Work::Train);
+  update_ = nullptr;
   return combinedResult();
 }
 

@@ -17,7 +17,8 @@
 // weighted by share, which is the gradient of the mean loss over the whole
 // batch: the same update as one device with the whole batch, up to float
 // rounding. The towers' threads share that averaging between them, in one
-// pass over memory.
+// pass over memory; trainStepAndUpdate has each apply the optimizer to the
+// part it has averaged in the same pass.
 //
 // Dropout: tower t of N trains step s with the mask of step s * N + t, so
 // every tower draws its own mask and no two steps repeat one; the masks

@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "core/variable_layout.h"
 #include "devices/device_list.h"
+#include "devices/optimizer_update.h"
 #include "test/temp_dir.h"
 
 namespace traind {
@@ -230,6 +231,33 @@ TEST_CASE("an odd batch splits unevenly and still averages to the whole batch", 
 TEST_CASE("frozen variables' gradients stay untouched", "[towers]") {
   checkTowersMatchOneDevice(
       modelSpec({6}, {frozen(dense(8)), dense(5), dense(3, Activation::Linear)}), 2, 6);
+}
+
+TEST_CASE("towers that apply the update as they average equal a step and then the update",
+          "[towers]") {
+  ModelSpec spec = modelSpec({6}, {frozen(dense(8)), dense(700), dense(3, Activation::Linear)});
+  spec.optimizer.kind = OptimizerSpec::Kind::Adam;
+  spec.optimizer.weight_decay = 0.01f;
+  Model separate(spec), fused(spec);
+  Optimizer separate_optimizer(spec.optimizer, separate.layout);
+  Optimizer fused_optimizer(spec.optimizer, fused.layout);
+  const std::vector<std::unique_ptr<Device>> devices = cpuDevices(3);
+  std::unique_ptr<Replica> replica =
+      createTowers(devicePointers(devices), separate.graph, separate.layout, 9, 3);
+  FlatBuffer gradients(separate.layout.totalSize());
+  for (uint64_t step = 0; step < 3; ++step) {
+    const TestBatch data(separate.graph, 9, 200 + step);
+    replica->trainStep(data.batch(), separate.parameters.data(), gradients.data(), step);
+    separate_optimizer.apply(separate.parameters, gradients, 0.01f, int64_t(step) + 1);
+    OptimizerUpdate update(fused_optimizer, fused.parameters, gradients, 0.01f,
+                           int64_t(step) + 1);
+    replica->trainStepAndUpdate(data.batch(), fused.parameters.data(), gradients.data(), step,
+                                update);
+    for (int64_t i = 0; i < separate.parameters.size(); ++i) {
+      INFO("step " << step << ", parameter " << i);
+      REQUIRE(fused.parameters.data()[i] == Approx(separate.parameters.data()[i]).margin(1e-7));
+    }
+  }
 }
 
 TEST_CASE("one device is that device's own replica", "[towers]") {
