@@ -6,6 +6,7 @@ side by side in one invocation per section, with ratios.
   python3 bench/distributed_compare.py --build-dir build mlp    # 1 ps + 2 workers vs PyTorch
   python3 bench/distributed_compare.py --build-dir build wide   # the same, 784-1200-400-10
   python3 bench/distributed_compare.py --build-dir build rss    # a ps's peak RSS, Adam, 64 MiB
+  python3 bench/distributed_compare.py --build-dir build accuracy  # same examples, test accuracy
 
 cnn   fashion_cnn: examples/sec of standalone traind (--threads T) and of a
       1 ps + 1 worker cluster (worker --threads T; the ps is one event-loop
@@ -23,6 +24,11 @@ wide  the same on a 784-1200-400-10 MLP (its model spec is written to a
 rss   the peak RSS (VmHWM) of a ps holding P bytes of parameters trained
       with Adam, after a short run of 1 ps + 1 or 2 workers, async and sync
       (target: <= 3.2 P + 30 MiB).
+accuracy  fashion_mlp's test accuracy (all 10k test images) after the same
+      number of training examples: standalone (--accuracy-steps batches of
+      100), 1 ps + 2 workers async (as many global steps, each one worker's
+      batch) and sync (half as many global steps of 2 x 100); target: within
+      1 point of standalone. Not timed.
 
 Each run is timed in windows of log_every steps, as traind logs them; a
 one-worker run's figure is the median of its windows after the first (the
@@ -516,9 +522,49 @@ def section_rss(args, tmp):
           f"{beyond:6.0f} MiB ({beyond / p_mib:.2f} P)      {verdict}")
 
 
+TEST_ACCURACY = re.compile(r"test accuracy = ([0-9.]+)")
+
+
+def final_test_accuracy(output, what):
+  found = TEST_ACCURACY.findall(output)
+  if not found:
+    sys.exit(f"distributed_compare.py: {what}: no test accuracy line\n{output[-3000:]}")
+  return float(found[-1])
+
+
+def section_accuracy(args, tmp):
+  """fashion_mlp: test accuracy of standalone, async and sync after the same examples."""
+  steps = args.accuracy_steps
+  flags = ["--log-every", str(steps), "--eval-every", "0", "--threads", "1",
+           "--checkpoint-dir", ""]
+  job = Job("standalone fashion_mlp")
+  job.start("standalone", [args.traind, "--model", FASHION_MLP, "--max-steps", str(steps)] + flags,
+            env_with_threads(1))
+  results = [("traind standalone", steps, final_test_accuracy(job.wait()[0]["standalone"],
+                                                               job.name))]
+  for mode, global_steps in (("async", steps), ("sync", steps // 2)):
+    cluster = write_cluster(tmp, 2, mode)
+    common = [args.traind, "--cluster", cluster, "--model", FASHION_MLP,
+              "--max-steps", str(global_steps)] + flags
+    job = Job(f"traind {mode} 1 ps + 2 workers fashion_mlp")
+    job.start("ps", common + ["--job", "ps", "--task", "0"], env_with_threads(1))
+    for w in range(2):
+      job.start(f"worker {w}", common + ["--job", "worker", "--task", str(w)], env_with_threads(1))
+    outputs = job.wait()[0]
+    results.append((f"traind 1 ps + 2 workers ({mode})", global_steps,
+                    final_test_accuracy(outputs["worker 0"], job.name)))
+  print(f"\nfashion_mlp, test accuracy after {steps * 100} training examples (batch 100 per "
+        f"worker, one compute thread per process)")
+  print(f"  {'':44s} {'global steps':>12s} {'test accuracy':>14s} {'difference':>11s}")
+  base = results[0][2]
+  for name, global_steps, accuracy in results:
+    print(f"  {name:44s} {global_steps:12d} {accuracy:14.4f} {100 * (accuracy - base):+10.2f}pt")
+  print("  difference: against standalone, in points (target: within 1)")
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("sections", nargs="+", choices=["cnn", "mlp", "wide", "rss"])
+  parser.add_argument("sections", nargs="+", choices=["cnn", "mlp", "wide", "rss", "accuracy"])
   parser.add_argument("--build-dir", default="build", help="where daemon/traind was built")
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--threads", type=int, default=2,
@@ -529,6 +575,8 @@ def main():
   parser.add_argument("--rss-mib", type=int, default=64, help="rss: the big kernel's MiB")
   parser.add_argument("--rss-steps", type=int, default=10)
   parser.add_argument("--rss-rounds", type=int, default=3)
+  parser.add_argument("--accuracy-steps", type=int, default=1800,
+                      help="accuracy: batches of 100 of the standalone run (1800: 3 epochs)")
   parser.add_argument("--quiet", type=float, default=0.3,
                       help="a run is quiet when the others used at most this many cores")
   parser.add_argument("--max-wait", type=float, default=30,
@@ -553,8 +601,10 @@ def main():
         section_cnn(args, tmp)
       elif section in ("mlp", "wide"):
         section_mlp(args, tmp, wide=section == "wide")
-      else:
+      elif section == "rss":
         section_rss(args, tmp)
+      else:
+        section_accuracy(args, tmp)
       sys.stdout.flush()
 
 
