@@ -9,9 +9,10 @@
 // does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), another
 // child is a plain TCP echo server, and this process is the worker:
 //
-//   traind push+pull  ShardedClient::pushAndPull: S of gradient up (1 MiB
-//                     chunks, applied by the ps as they come) and S of
-//                     parameters back, all chunks in flight at once.
+//   traind push+pull  ShardedClient::pushAndPull: S of gradient up and S of
+//                     parameters back, one call per 1 MiB chunk (the ps
+//                     applies the chunk and answers with its parameters),
+//                     four calls in flight.
 //   raw TCP echo      S bytes written in --tcp-chunk-kib pieces and the same
 //                     S bytes read back, one thread with a non-blocking
 //                     socket (as the kj loop of a worker), the server echoing
@@ -19,11 +20,9 @@
 //
 // and, to show where a push+pull's time goes:
 //
-//   pushes/pulls done when the last push and the last pull of a push+pull
-//                     were answered (ShardedClient::lastTransfer).
 //   pull alone        ShardedClient::pull: S of parameters, no gradient.
 //   shard work        what the ps does for one push+pull without a network:
-//                     ParameterShard::push and ::read of every chunk, in
+//                     ParameterShard::push and ::pinChunk of every chunk, in
 //                     this process.
 //
 // MiB/s counts both directions (2 S per round trip). The two sides take
@@ -48,6 +47,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -155,7 +155,9 @@ uint16_t freePort() {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ServedShard service(shard, architectureHash(spec));
     ShardServer server(io, cluster.ps[0].toString(),
-                       [&service]() -> capnp::Capability::Client { return service.newSession(); });
+                       [&service](PinningStream& connection) -> capnp::Capability::Client {
+                         return service.newSession(connection);
+                       });
     kj::Promise<void> serving = server.serve().eagerlyEvaluate([](kj::Exception&& e) {
       spdlog::error("the ps listener failed: {}", e.getDescription().cStr());
     });
@@ -261,23 +263,22 @@ struct SizeResult {
   int64_t mib = 0;
   double others = 0.0;  // cores the rest of the machine used meanwhile
   Summary tcp_ms, rpc_ms, pull_ms, shard_ms;
-  // Inside a push+pull: when the last push and the last pull were answered.
-  Summary pushes_done_ms, pulls_done_ms;
 };
 
 // The ps's own work for one push+pull of every chunk, with no network.
 std::vector<double> timeShardWork(const ModelSpec& spec, const LayerGraph& graph,
                                   const ClusterSpec& cluster, const FlatBuffer& gradients,
-                                  FlatBuffer& parameters, int reps) {
+                                  int reps) {
   ParameterShard shard(spec, graph, cluster, 0);
   shard.markReady(0);
   std::vector<double> times;
   for (int rep = 0; rep < reps; ++rep) {
     const Clock::time_point start = Clock::now();
-    for (const ShardChunk& c : shard.chunks()) {
+    for (size_t i = 0; i < shard.chunks().size(); ++i) {
+      const ShardChunk& c = shard.chunks()[i];
       shard.push(0, shard.globalStep(), c.shard_offset,
                  {gradients.data() + c.layout_offset, size_t(c.size)});
-      shard.read(0, c.shard_offset, {parameters.data() + c.layout_offset, size_t(c.size)});
+      std::shared_ptr<const float> reply = shard.pinChunk(i);  // what a reply sends
     }
     times.push_back(millisecondsSince(start));
   }
@@ -308,7 +309,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
 
   SizeResult result;
   result.mib = mib;
-  std::vector<double> tcp, rpc, pull, pushes_done, pulls_done;
+  std::vector<double> tcp, rpc, pull;
   {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ModelState state(spec, graph);
@@ -338,10 +339,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
         } else {
           const Clock::time_point start = Clock::now();
           ps.pushAndPull(gradients, 0, state.parameters());
-          if (!timed) continue;
-          rpc.push_back(millisecondsSince(start));
-          pushes_done.push_back(ps.lastTransfer().push_seconds * 1000.0);
-          pulls_done.push_back(ps.lastTransfer().pull_seconds * 1000.0);
+          if (timed) rpc.push_back(millisecondsSince(start));
         }
       }
       if (sides == Sides::Tcp) continue;
@@ -360,9 +358,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
 
   if (sides == Sides::Both) {
     FlatBuffer gradients(VariableLayout(graph.variables).totalSize());
-    FlatBuffer parameters(gradients.size());
-    result.shard_ms =
-        summarize(timeShardWork(spec, graph, cluster, gradients, parameters, warmup + reps));
+    result.shard_ms = summarize(timeShardWork(spec, graph, cluster, gradients, warmup + reps));
   }
   const double others = busyCpuSeconds() - busy_before - (ownCpuSeconds() - own_before);
   result.others = std::max(0.0, others / (millisecondsSince(started) / 1000.0));
@@ -370,8 +366,6 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   if (sides != Sides::Tcp) {
     result.rpc_ms = summarize(rpc);
     result.pull_ms = summarize(pull);
-    result.pushes_done_ms = summarize(pushes_done);
-    result.pulls_done_ms = summarize(pulls_done);
   }
   return result;
 }
@@ -408,15 +402,13 @@ void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
   if (sides == Sides::Tcp) return;
 
   std::printf(
-      "\nwhere a traind push+pull's time goes (ms, medians): when its last push and its "
-      "last\npull were answered; a pull alone; the ps's own work for one push+pull without "
-      "a\nnetwork (ParameterShard::push and ::read of every chunk)\n\n");
-  std::printf("%5s | %14s | %14s | %-22s | %s\n", "S MiB", "pushes done", "pulls done",
-              "pull alone", "shard work");
-  std::printf("------+----------------+----------------+------------------------+-----------\n");
+      "\nwhere a traind push+pull's time goes (ms, medians): a pull alone (S one way); the "
+      "ps's\nown work for one push+pull without a network (ParameterShard::push and "
+      "::pinChunk of\nevery chunk)\n\n");
+  std::printf("%5s | %-22s | %s\n", "S MiB", "pull alone", "shard work");
+  std::printf("------+------------------------+-----------\n");
   for (const SizeResult& r : results)
-    std::printf("%5lld | %14.2f | %14.2f | %-22s | %.2f\n", (long long)r.mib,
-                r.pushes_done_ms.median, r.pulls_done_ms.median, timing(r.pull_ms).c_str(),
+    std::printf("%5lld | %-22s | %.2f\n", (long long)r.mib, timing(r.pull_ms).c_str(),
                 r.shard_ms.median);
 }
 

@@ -89,14 +89,14 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
   }
 }
 
-void Optimizer::applyRange(FlatBuffer& parameters, size_t variable, int64_t offset,
+void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset,
                            int64_t count, const float* gradients, float learning_rate,
                            int64_t update) {
   const VariableView& v = layout_.views()[variable];
   if (!v.trainable) return;
   float* slot0 = slots_.size() > 0 ? slots_[0].data() + offset : nullptr;
   float* slot1 = slots_.size() > 1 ? slots_[1].data() + offset : nullptr;
-  updateElements(spec_, parameters.data() + offset, gradients, slot0, slot1, count,
+  updateElements(spec_, parameters, gradients, slot0, slot1, count,
                  learning_rate, adamStepSize(spec_, learning_rate, update),
                  v.is_kernel ? spec_.weight_decay : 0.0f);
 }

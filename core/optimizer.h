@@ -32,10 +32,12 @@ class Optimizer {
   void apply(FlatBuffer& parameters, const FlatBuffer& gradients, float learning_rate,
              int64_t update);
 
-  // The same update on elements [offset, offset + count) of the buffers, all
-  // inside variable `variable` of the layout, from `gradients` (count floats).
-  // A parameter server applies each gradient chunk this way, on one thread.
-  void applyRange(FlatBuffer& parameters, size_t variable, int64_t offset, int64_t count,
+  // The same update on elements [offset, offset + count) of the slots, all
+  // inside variable `variable` of the layout, from `gradients` (count floats),
+  // to `parameters`: those count elements' values, wherever they live. A
+  // parameter server applies each gradient chunk this way, on one thread, to
+  // the chunk's copy-on-write values.
+  void applyRange(float* parameters, size_t variable, int64_t offset, int64_t count,
                   const float* gradients, float learning_rate, int64_t update);
 
  private:

@@ -1,7 +1,9 @@
 #include "core/parameter_shard.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -21,7 +23,12 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
       chunks_(chunkShard(plan_, kChunkFloats)),
       parameters_(layout_.totalSize()),
       optimizer_(spec.optimizer, layout_) {
-  for (const ShardChunk& c : chunks_) chunk_variable_.push_back(size_t(c.piece));
+  for (const ShardChunk& c : chunks_) {
+    chunk_variable_.push_back(size_t(c.piece));
+    auto home = std::make_shared<ChunkVersion>();
+    home->data = parameters_.data() + c.shard_offset;
+    values_.push_back({home, home});
+  }
   const size_t workers = cluster.worker.size();
   chunk_updates_.assign(chunks_.size(), 0);
   chunks_from_worker_.assign(workers, 0);
@@ -58,8 +65,9 @@ const FlatBuffer& ParameterShard::buffer(uint32_t slot) const {
 }
 
 void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const float> values) {
-  chunkAt(offset, int64_t(values.size()));
-  std::memcpy(buffer(slot).data() + offset, values.data(), values.size_bytes());
+  const size_t chunk = chunkAt(offset, int64_t(values.size()));
+  float* target = slot == 0 ? writableChunk(chunk) : buffer(slot).data() + offset;
+  std::memcpy(target, values.data(), values.size_bytes());
 }
 
 void ParameterShard::markReady(int64_t global_step) {
@@ -75,12 +83,60 @@ void ParameterShard::read(uint32_t slot, int64_t offset, std::span<float> out) c
     throw ProtocolError(fmt::format("ps {}: range [{}, {}) is outside the shard's {} floats",
                                     shard_index_, offset, offset + int64_t(out.size()), size()));
   std::memcpy(out.data(), buffer(slot).data() + offset, out.size_bytes());
+  if (slot != 0) return;
+  // Chunks away from home hold their current values elsewhere.
+  const int64_t end = offset + int64_t(out.size());
+  auto first = std::upper_bound(chunks_.begin(), chunks_.end(), offset,
+                                [](int64_t o, const ShardChunk& c) { return o < c.shard_offset; });
+  if (first != chunks_.begin()) --first;
+  for (auto it = first; it != chunks_.end() && it->shard_offset < end; ++it) {
+    const ChunkValues& v = values_[size_t(it - chunks_.begin())];
+    if (v.current == v.home) continue;
+    const int64_t begin = std::max(offset, it->shard_offset);
+    const int64_t stop = std::min(end, it->shard_offset + it->size);
+    if (begin < stop)
+      std::memcpy(out.data() + (begin - offset), v.current->data + (begin - it->shard_offset),
+                  size_t(stop - begin) * sizeof(float));
+  }
+}
+
+std::shared_ptr<const float> ParameterShard::pinChunk(size_t chunk) {
+  const std::shared_ptr<ChunkVersion>& current = values_.at(chunk).current;
+  return std::shared_ptr<const float>(current, current->data);
+}
+
+float* ParameterShard::writableChunk(size_t chunk) {
+  ChunkValues& v = values_[chunk];
+  const bool at_home = v.current == v.home;
+  // Owners that are not readers: `current`, and `home` (the same one at home).
+  const bool held = v.current.use_count() > (at_home ? 2 : 1);
+  if (at_home && !held) return v.current->data;
+  std::shared_ptr<ChunkVersion> next;
+  if (!at_home && v.home.use_count() == 1) {
+    // Back home as soon as no reader holds the home values, so that a chunk
+    // costs memory twice only while a reader holds one of its versions.
+    next = v.home;
+  } else if (!held) {
+    return v.current->data;
+  } else {
+    const int64_t floats = chunks_[chunk].size;
+    const size_t bytes = (size_t(floats) * sizeof(float) + 63) / 64 * 64;
+    next = std::make_shared<ChunkVersion>();
+    next->own.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!next->own) throw std::bad_alloc();
+    next->data = next->own.get();
+    // A reply sends up to the next 8-byte boundary: no stale heap bytes there.
+    std::memset(next->data + floats, 0, bytes - size_t(floats) * sizeof(float));
+  }
+  std::memcpy(next->data, v.current->data, size_t(chunks_[chunk].size) * sizeof(float));
+  v.current = std::move(next);
+  return v.current->data;
 }
 
 void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t update) {
   const ShardChunk& c = chunks_[chunk];
-  optimizer_.applyRange(parameters_, chunk_variable_[chunk], c.shard_offset, c.size, gradient,
-                        learningRateAt(spec_.learning_rate, global_step_), update);
+  optimizer_.applyRange(writableChunk(chunk), chunk_variable_[chunk], c.shard_offset, c.size,
+                        gradient, learningRateAt(spec_.learning_rate, global_step_), update);
 }
 
 void ParameterShard::workerJoined(uint32_t worker) {

@@ -12,9 +12,16 @@
 //   averages them and applies once, like TensorFlow's per-variable
 //   accumulators; later or older ones are dropped as stale. When every chunk
 //   has been applied the global step advances.
+//
+// Each chunk's parameters are copy-on-write, so that a pull reply can send
+// them without a copy: pinChunk() hands out the chunk's values as they are,
+// and while any such handle lives an update writes the chunk's next values
+// into another buffer instead of over them.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -69,10 +76,32 @@ class ParameterShard {
   // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.
   void read(uint32_t slot, int64_t offset, std::span<float> out) const;
 
- private:
+  // The index of the chunk at `offset` of `size` floats; throws ProtocolError
+  // when there is none.
   size_t chunkAt(int64_t offset, int64_t size) const;
+
+  // The parameters of chunk `chunk` (chunks()[chunk].size floats, 8-byte
+  // aligned) as they are now, unchanged until the last copy of the handle is
+  // gone, however many updates come meanwhile.
+  std::shared_ptr<const float> pinChunk(size_t chunk);
+
+ private:
+  // One buffer of a chunk's parameters: its place in parameters_ (home), or
+  // a buffer of its own while readers hold the home values.
+  struct ChunkVersion {
+    float* data = nullptr;
+    std::unique_ptr<float, void (*)(void*)> own{nullptr, std::free};  // null for home
+  };
+  struct ChunkValues {
+    std::shared_ptr<ChunkVersion> home;
+    std::shared_ptr<ChunkVersion> current;
+  };
+
   FlatBuffer& buffer(uint32_t slot);
   const FlatBuffer& buffer(uint32_t slot) const;
+  // The chunk's values, for writing: in place when nobody holds them, else a
+  // copy in a free buffer, which becomes the current version.
+  float* writableChunk(size_t chunk);
   void applyChunk(size_t chunk, const float* gradient, int64_t update);
 
   const ModelSpec& spec_;
@@ -83,7 +112,8 @@ class ParameterShard {
   VariableLayout layout_;
   std::vector<ShardChunk> chunks_;
   std::vector<size_t> chunk_variable_;  // chunk -> index into layout_.views()
-  FlatBuffer parameters_;
+  FlatBuffer parameters_;              // home of every chunk's values
+  std::vector<ChunkValues> values_;    // per chunk
   Optimizer optimizer_;
   bool ready_ = false;
   int64_t global_step_ = 0;

@@ -40,9 +40,10 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   kj::AsyncIoContext io = kj::setupAsyncIo();
   ServedShard service(shard, architectureHash(spec));
   const std::string address = cluster.ps[size_t(task)].toString();
-  ShardServer server(io, address, [&service]() -> capnp::Capability::Client {
-    return service.newSession();
-  });
+  ShardServer server(io, address,
+                     [&service](PinningStream& connection) -> capnp::Capability::Client {
+                       return service.newSession(connection);
+                     });
   metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0) to initialise the parameters");
   spdlog::info("ps {} serving {} of {} ({} floats, {} variable pieces, {} chunks) on {}, {} mode",
                task, spec.name, graph.parameterCount(), shard.size(), shard.plan().pieces.size(),

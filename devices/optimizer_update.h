@@ -26,8 +26,8 @@ class OptimizerUpdate final : public ParameterUpdate {
     optimizer_.apply(parameters_, gradients_, learning_rate_, update_);
   }
   void applyRange(size_t variable, int64_t offset, int64_t count) override {
-    optimizer_.applyRange(parameters_, variable, offset, count, gradients_.data() + offset,
-                          learning_rate_, update_);
+    optimizer_.applyRange(parameters_.data() + offset, variable, offset, count,
+                          gradients_.data() + offset, learning_rate_, update_);
   }
 
  private:

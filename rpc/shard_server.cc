@@ -14,19 +14,19 @@ namespace traind {
 
 struct ShardServer::Impl {
   struct Connection {
-    Connection(kj::Own<kj::AsyncIoStream> s, capnp::Capability::Client service,
+    Connection(kj::Own<kj::AsyncIoStream> socket, const NewSession& new_session,
                capnp::ReaderOptions options)
-        : stream(kj::mv(s)),
+        : stream(kj::heap<PinningStream>(kj::mv(socket))),
           network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
-          rpc(capnp::makeRpcServer(network, kj::mv(service))) {}
-    kj::Own<kj::AsyncIoStream> stream;
+          rpc(capnp::makeRpcServer(network, new_session(*stream))) {}
+    kj::Own<PinningStream> stream;
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
     std::string peer;
   };
 
   kj::Own<kj::ConnectionReceiver> listener;
-  std::function<capnp::Capability::Client()> new_session;
+  NewSession new_session;
   std::list<Connection> connections;
   kj::TaskSet tasks;
 
@@ -36,14 +36,14 @@ struct ShardServer::Impl {
     }
   } error_handler;
 
-  explicit Impl(std::function<capnp::Capability::Client()> f)
+  explicit Impl(NewSession f)
       : new_session(std::move(f)), tasks(error_handler) {}
 
   kj::Promise<void> acceptLoop() {
     return listener->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
       capnp::ReaderOptions options;
       options.traversalLimitInWords = kTraversalLimitWords;
-      connections.emplace_back(kj::mv(stream), new_session(), options);
+      connections.emplace_back(kj::mv(stream), new_session, options);
       auto it = std::prev(connections.end());
       it->peer = peerName(*it->stream);
       spdlog::info("{} connected", it->peer);
@@ -84,7 +84,7 @@ struct ShardServer::Impl {
 };
 
 ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
-                         std::function<capnp::Capability::Client()> new_session)
+                         NewSession new_session)
     : impl_(std::make_unique<Impl>(std::move(new_session))) {
   kj::Own<kj::NetworkAddress> addr;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {

@@ -11,14 +11,19 @@
 #include <memory>
 #include <string>
 
+#include "rpc/pinning_stream.h"
+
 namespace traind {
 
 class ShardServer {
  public:
+  // A new session for one connection; `connection` is its socket, which the
+  // session's replies may pin buffers on (rpc/pinning_stream.h).
+  using NewSession = std::function<capnp::Capability::Client(PinningStream& connection)>;
+
   // Binds `address` ("host:port") now. Throws InputError when the address
   // does not resolve or the port is in use.
-  ShardServer(kj::AsyncIoContext& io, const std::string& address,
-              std::function<capnp::Capability::Client()> new_session);
+  ShardServer(kj::AsyncIoContext& io, const std::string& address, NewSession new_session);
   ~ShardServer();
 
   // Serves until the returned promise is dropped.

@@ -1,5 +1,6 @@
 #include "rpc/shard_service.h"
 
+#include <capnp/orphan.h>
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
@@ -38,7 +39,9 @@ ServedShard::ServedShard(ParameterShard& shard, std::string architecture_hash)
   stop_fulfiller_ = kj::mv(paf.fulfiller);
 }
 
-wire::ParameterShard::Client ServedShard::newSession() { return kj::heap<ShardService>(*this); }
+wire::ParameterShard::Client ServedShard::newSession(PinningStream& connection) {
+  return kj::heap<ShardService>(*this, connection);
+}
 
 bool ServedShard::pullMayProceed(int64_t min_step, std::optional<uint32_t> worker) const {
   if (stopping_) return true;
@@ -122,46 +125,65 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   });
 }
 
-kj::Promise<void> ShardService::push(PushContext context) {
+template <typename Results>
+void ShardService::attachChunk(Results results, size_t chunk) {
+  // The reply references the chunk's values as they are now; the pin keeps
+  // them unchanged (later updates go elsewhere) until the reply's bytes are
+  // written. No zero-fill, no copy.
+  std::shared_ptr<const float> values = shard().pinChunk(chunk);
+  const capnp::Data::Reader bytes(reinterpret_cast<const kj::byte*>(values.get()),
+                                  size_t(shard().chunks()[chunk].size) * sizeof(float));
+  auto orphanage = capnp::Orphanage::getForMessageContaining(results);
+  results.adoptData(orphanage.referenceExternalData(bytes));
+  connection_.holdUntilWritten(bytes.begin(), std::move(values));
+}
+
+kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, kj::Function<void()> reply) {
+  if (!shard().ready() && !served_.stopping_)
+    throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " is not initialised yet");
+  if (served_.pullMayProceed(min_step, worker_)) {
+    reply();
+    return kj::READY_NOW;
+  }
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  served_.waiting_pulls_.push_back({min_step, worker_, kj::mv(paf.fulfiller)});
+  return paf.promise.then([reply = kj::mv(reply)]() mutable {
+    return checked([&]() -> kj::Promise<void> {
+      reply();
+      return kj::READY_NOW;
+    });
+  });
+}
+
+kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
     const int64_t before = shard().globalStep();
-    const bool accepted = shard().push(params.getWorkerTask(), params.getStep(),
-                                      int64_t(params.getOffset()), floatsOf(params.getData()));
-    context.getResults().setAccepted(accepted);
+    const int64_t offset = int64_t(params.getOffset());
+    const std::span<const float> gradient = floatsOf(params.getData());
+    const size_t chunk = shard().chunkAt(offset, int64_t(gradient.size()));
+    const bool accepted = shard().push(params.getWorkerTask(), params.getStep(), offset, gradient);
+    const int64_t min_step = params.getMinStep();
+    // The gradient is applied: its 1 MiB need not wait with a sync pull.
+    context.releaseParams();
     if (shard().globalStep() != before) served_.releasePulls();
-    return kj::READY_NOW;
+    return whenPullMayProceed(min_step, [this, context, chunk, accepted]() mutable {
+      auto results = context.getResults();
+      results.setAccepted(accepted);
+      results.setGlobalStep(shard().globalStep());
+      attachChunk(results, chunk);
+    });
   });
 }
 
 kj::Promise<void> ShardService::pull(PullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
-    const int64_t offset = int64_t(params.getOffset());
-    const int64_t length = int64_t(params.getLength());
-    if (length < 0 || length > ParameterShard::kChunkFloats)
-      throw ProtocolError("a pull of " + std::to_string(length) + " floats; at most " +
-                          std::to_string(ParameterShard::kChunkFloats) + " per call");
-    auto reply = [this, context, offset, length]() mutable {
+    const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
+    return whenPullMayProceed(params.getMinStep(), [this, context, chunk]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());
-      capnp::Data::Builder data = results.initData(size_t(length) * sizeof(float));
-      // A copy taken now: the reply can never tear under a later update.
-      shard().read(0, offset, {reinterpret_cast<float*>(data.begin()), size_t(length)});
-    };
-    if (!shard().ready() && !served_.stopping_)
-      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " is not initialised yet");
-    if (served_.pullMayProceed(params.getMinStep(), worker_)) {
-      reply();
-      return kj::READY_NOW;
-    }
-    auto paf = kj::newPromiseAndFulfiller<void>();
-    served_.waiting_pulls_.push_back({params.getMinStep(), worker_, kj::mv(paf.fulfiller)});
-    return paf.promise.then([this, reply]() mutable {
-      return checked([&]() -> kj::Promise<void> {
-        reply();
-        return kj::READY_NOW;
-      });
+      attachChunk(results, chunk);
     });
   });
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/parameter_shard.h"
+#include "rpc/pinning_stream.h"
 #include "rpc/traind.capnp.h"
 
 namespace traind {
@@ -24,8 +25,9 @@ class ServedShard {
  public:
   ServedShard(ParameterShard& shard, std::string architecture_hash);
 
-  // A new capability for one connection.
-  wire::ParameterShard::Client newSession();
+  // A new capability for one connection; its pull replies pin parameter
+  // chunks on `connection` until they are written.
+  wire::ParameterShard::Client newSession(PinningStream& connection);
 
   // Resolves when the job is stopping.
   kj::Promise<void> onStop() { return stop_promise_.addBranch(); }
@@ -60,7 +62,8 @@ class ServedShard {
 
 class ShardService final : public wire::ParameterShard::Server {
  public:
-  explicit ShardService(ServedShard& served) : served_(served) {}
+  ShardService(ServedShard& served, PinningStream& connection)
+      : served_(served), connection_(connection) {}
   ~ShardService();
 
  protected:
@@ -68,16 +71,24 @@ class ShardService final : public wire::ParameterShard::Server {
   kj::Promise<void> status(StatusContext context) override;
   kj::Promise<void> initialize(InitializeContext context) override;
   kj::Promise<void> markReady(MarkReadyContext context) override;
-  kj::Promise<void> push(PushContext context) override;
+  kj::Promise<void> pushAndPull(PushAndPullContext context) override;
   kj::Promise<void> pull(PullContext context) override;
   kj::Promise<void> readState(ReadStateContext context) override;
   kj::Promise<void> stop(StopContext context) override;
 
  private:
   void fillStatus(wire::ShardStatus::Builder status) const;
+  // Runs `reply` once a pull at min_step may proceed: now, or when the
+  // global step or the slowest worker allows (ServedShard::releasePulls).
+  kj::Promise<void> whenPullMayProceed(int64_t min_step, kj::Function<void()> reply);
+  // Sets `data` to reference chunk `chunk`'s parameters as they are now,
+  // pinned until the reply is written.
+  template <typename Results>
+  void attachChunk(Results results, size_t chunk);
   ParameterShard& shard() { return served_.shard_; }
 
   ServedShard& served_;
+  PinningStream& connection_;
   std::optional<uint32_t> worker_;  // set by hello
 };
 

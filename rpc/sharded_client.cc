@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "core/parameter_shard.h"
 #include "rpc/shard_server.h"
@@ -208,31 +209,38 @@ struct TransferTally {
   }
 };
 
-// Adds one pull call per chunk of every shard; the replies land in `parameters`.
-void addPulls(std::vector<ShardLink>& shards, int64_t min_step, FlatBuffer& parameters,
-              std::vector<int64_t>& steps, TransferTally& tally,
-              kj::Vector<kj::Promise<void>>& calls) {
+// A chunk's parameters from a reply into the worker's flat buffer, as the
+// reply arrives (the other chunks are still on their way).
+void copyChunk(capnp::Data::Reader data, float* out, int64_t size) {
+  if (data.size() != size_t(size) * sizeof(float))
+    throw std::runtime_error("a ps answered a pull of " + std::to_string(size) + " floats with " +
+                             std::to_string(data.size()) + " bytes");
+  std::memcpy(out, data.begin(), data.size());
+}
+
+// Calls per shard in flight during a pull or a push+pull. A few keep the
+// link busy both ways (a chunk's reply streams back while the next chunks
+// go out); more only queue up in socket buffers. Measured on loopback: 2, 4
+// and 8 alike, every chunk at once slower (docs/benchmarks.md, Distributed).
+constexpr size_t kCallsInFlight = 4;
+
+// Makes `call` for every chunk of every shard and waits for all of them:
+// `in_flight` lanes per shard, lane j calling chunks j, j + K, j + 2K...
+void callEveryChunk(kj::WaitScope& wait_scope, std::vector<ShardLink>& shards, size_t in_flight,
+                    const std::function<kj::Promise<void>(ShardLink&, const ShardChunk&)>& call) {
+  std::function<kj::Promise<void>(ShardLink&, size_t, size_t)> lane =
+      [&](ShardLink& link, size_t i, size_t stride) {
+        if (i >= link.chunks.size()) return kj::Promise<void>(kj::READY_NOW);
+        return call(link, link.chunks[i]).then([&lane, &link, i, stride]() {
+          return lane(link, i + stride, stride);
+        });
+      };
+  kj::Vector<kj::Promise<void>> lanes;
   for (ShardLink& link : shards) {
-    for (const ShardChunk& c : link.chunks) {
-      auto request = link.shard().pullRequest();
-      request.setMinStep(min_step);
-      request.setOffset(uint64_t(c.shard_offset));
-      request.setLength(uint64_t(c.size));
-      int64_t* step = &steps[size_t(link.index)];
-      float* out = parameters.data() + c.layout_offset;
-      const int64_t size = c.size;
-      tally.sent(0);
-      calls.add(request.send().then([step, out, size, &tally](auto reply) {
-        capnp::Data::Reader data = reply.getData();
-        if (data.size() != size_t(size) * sizeof(float))
-          throw std::runtime_error("a ps answered a pull of " + std::to_string(size) +
-                                   " floats with " + std::to_string(data.size()) + " bytes");
-        std::memcpy(out, data.begin(), data.size());
-        *step = std::min(*step, int64_t(reply.getGlobalStep()));
-        tally.answered(int64_t(data.size()));
-      }));
-    }
+    const size_t stride = std::min(in_flight, link.chunks.size());
+    for (size_t j = 0; j < stride; ++j) lanes.add(lane(link, j, stride));
   }
+  kj::joinPromises(lanes.releaseAsArray()).wait(wait_scope);
 }
 
 }  // namespace
@@ -245,39 +253,62 @@ int64_t ShardedClient::jobStep(int64_t min_step) {
 
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
-  kj::Vector<kj::Promise<void>> calls;
   TransferTally pulls;
-  addPulls(impl_->shards, min_step, parameters, shard_steps_, pulls, calls);
-  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  callEveryChunk(impl_->io.waitScope, impl_->shards, kCallsInFlight,
+                 [&](ShardLink& link, const ShardChunk& c) {
+    auto request = link.shard().pullRequest();
+    request.setMinStep(min_step);
+    request.setOffset(uint64_t(c.shard_offset));
+    request.setLength(uint64_t(c.size));
+    int64_t* step = &shard_steps_[size_t(link.index)];
+    float* out = parameters.data() + c.layout_offset;
+    const int64_t size = c.size;
+    pulls.sent(0);
+    return request.send().then([step, out, size, &pulls](auto reply) {
+      copyChunk(reply.getData(), out, size);
+      *step = std::min(*step, int64_t(reply.getGlobalStep()));
+      pulls.answered(int64_t(reply.getData().size()));
+    });
+  });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
   return jobStep(min_step);
 }
 
 int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
                                    FlatBuffer& parameters) {
-  kj::Vector<kj::Promise<void>> calls;
   int64_t dropped = 0;
-  TransferTally pushes;
-  for (ShardLink& link : impl_->shards) {
-    for (const ShardChunk& c : link.chunks) {
-      auto request = link.shard().pushRequest();
-      request.setWorkerTask(impl_->worker_task);
-      // The step of the parameters this shard gave: shards may be a step
-      // apart, and each judges staleness by its own clock.
-      request.setStep(shard_steps_[size_t(link.index)]);
-      request.setOffset(uint64_t(c.shard_offset));
-      attachFloats<wire::ParameterShard::PushParams::Builder>(request, gradients.data() + c.layout_offset, c.size);
-      pushes.sent(c.size * int64_t(sizeof(float)));
-      calls.add(request.send().then([&dropped, &pushes](auto reply) {
-        if (!reply.getAccepted()) ++dropped;
-        pushes.answered(0);
-      }));
-    }
-  }
   std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
-  TransferTally pulls;
-  addPulls(impl_->shards, min_step, parameters, steps, pulls, calls);
-  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  TransferTally pushes, pulls;
+  // In sync training a chunk's reply waits for the next global step, which
+  // needs every chunk of this push: they all go out at once.
+  const size_t in_flight =
+      impl_->cluster.mode == TrainingMode::Sync ? SIZE_MAX : kCallsInFlight;
+  callEveryChunk(impl_->io.waitScope, impl_->shards, in_flight,
+                 [&](ShardLink& link, const ShardChunk& c) {
+    auto request = link.shard().pushAndPullRequest();
+    request.setWorkerTask(impl_->worker_task);
+    // The step of the parameters this shard gave: shards may be a step
+    // apart, and each judges staleness by its own clock.
+    request.setStep(shard_steps_[size_t(link.index)]);
+    request.setOffset(uint64_t(c.shard_offset));
+    request.setMinStep(min_step);
+    attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
+        request, gradients.data() + c.layout_offset, c.size);
+    pushes.sent(c.size * int64_t(sizeof(float)));
+    pulls.sent(0);
+    // A shard answers a connection's calls in order: its step is the one
+    // its last chunk reports, when it had applied every chunk of this push.
+    int64_t* step = &c == &link.chunks.back() ? &steps[size_t(link.index)] : nullptr;
+    float* out = parameters.data() + c.layout_offset;
+    const int64_t size = c.size;
+    return request.send().then([&dropped, &pushes, &pulls, step, out, size](auto reply) {
+      if (!reply.getAccepted()) ++dropped;
+      copyChunk(reply.getData(), out, size);
+      if (step) *step = reply.getGlobalStep();
+      pushes.answered(0);
+      pulls.answered(int64_t(reply.getData().size()));
+    });
+  });
   shard_steps_ = std::move(steps);
   last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
   if (dropped > 0) ++dropped_;

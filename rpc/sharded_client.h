@@ -1,7 +1,8 @@
 // A worker's view of the parameter servers: one connection per ps shard,
-// tensors moved as 1 MiB chunks with every chunk of a step in flight at
-// once. Calls block the calling thread, which runs the kj event loop of
-// `io` while it waits; use it from that thread only.
+// tensors moved as 1 MiB chunks, several calls per shard in flight, each
+// reply copied into place as it arrives. Calls block the calling thread,
+// which runs the kj event loop of `io` while it waits; use it from that
+// thread only.
 //
 //   ShardedClient ps(io, cluster, graph, layout, hash, /*worker_task=*/1);
 //   ps.connect();                                  // retries until every ps answers
@@ -60,8 +61,9 @@ class ShardedClient {
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
 
   // Pushes a gradient computed from the parameters of the last pull (each
-  // shard's part tagged with the step that shard reported), then pulls as
-  // pull() does; both in flight at once.
+  // shard's part tagged with the step that shard reported) and pulls as
+  // pull() does, one call per chunk, every chunk in flight at once: a shard
+  // applies a chunk and sends its parameters back while the next arrive.
   int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters);
 
   // Chief: parameters and optimizer slots of every shard into `state`, for a
@@ -70,6 +72,12 @@ class ShardedClient {
 
   // Chief: tells every shard that the job is done.
   void stopAll();
+
+  // Each shard's step at the last pull: what the next push is tagged with. A
+  // worker with several steps in flight (concurrent steps) keeps each pull's
+  // and sets them back before it pushes the gradient computed from that pull.
+  const std::vector<int64_t>& shardSteps() const { return shard_steps_; }
+  void setShardSteps(std::vector<int64_t> steps) { shard_steps_ = std::move(steps); }
 
   int64_t gradientsDropped() const { return dropped_; }
 

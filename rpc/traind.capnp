@@ -31,10 +31,13 @@ interface ParameterShard {
   markReady @3 (globalStep :Int64) -> ();
   # Initialisation is complete: serve pulls from this global step on.
 
-  push @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data)
-      -> (accepted :Bool);
+  pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64)
+      -> (accepted :Bool, globalStep :Int64, data :Data);
   # One chunk of a gradient computed from the parameters of global step
-  # `step`. accepted is false when the shard dropped it as stale.
+  # `step`, and that chunk's parameters back as pull gives them. accepted is
+  # false when the shard dropped the gradient as stale. One call per chunk:
+  # the shard applies and answers a chunk while the next ones still arrive,
+  # so parameters flow back while gradients flow in.
 
   pull @5 (minStep :Int64, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

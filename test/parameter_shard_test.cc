@@ -1,5 +1,5 @@
 // The ps shard's rules without the network: sync aggregation, stale drops,
-// protocol checks, bounded-staleness clocks.
+// protocol checks, bounded-staleness clocks, copy-on-write chunks.
 #include "core/parameter_shard.h"
 
 #include <catch2/catch.hpp>
@@ -25,8 +25,9 @@ struct OneShard {
     dense.units = 1;
     spec.layers = {dense};
     graph = buildLayerGraph(spec);
-    cluster.ps = {HostPort{"127.0.0.1", 1}};
-    for (int i = 0; i < workers; ++i) cluster.worker.push_back(HostPort{"127.0.0.1", uint16_t(2 + i)});
+    cluster.ps = {HostPort{"127.0.0.1", 1, {}}};
+    for (int i = 0; i < workers; ++i)
+      cluster.worker.push_back(HostPort{"127.0.0.1", uint16_t(2 + i), {}});
     cluster.mode = mode;
     cluster.replicas_to_aggregate = aggregate;
     cluster.total_num_replicas = workers;
@@ -112,4 +113,44 @@ TEST_CASE("async: every chunk applies at once; complete pushes advance the step 
   CHECK(shard.withinStaleness(0));
   shard.workerJoined(1);  // and comes back at the slowest clock, not behind it
   CHECK(shard.withinStaleness(0));
+}
+
+TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home when free") {
+  OneShard s(TrainingMode::Async, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  const ShardChunk kernel = shard.chunks()[0];
+  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+  shard.markReady(0);
+  const size_t chunk = shard.chunkAt(kernel.shard_offset, kernel.size);
+  const std::vector<float> g{2.0f, 2.0f};
+  auto values = [](const std::shared_ptr<const float>& p) {
+    return std::vector<float>{p.get()[0], p.get()[1]};
+  };
+
+  std::shared_ptr<const float> home = shard.pinChunk(chunk);
+  const float* home_address = home.get();
+  CHECK(reinterpret_cast<uintptr_t>(home_address) % 8 == 0);
+  CHECK(shard.push(0, 0, kernel.shard_offset, g));  // written elsewhere: home is pinned
+  CHECK(values(home) == std::vector<float>{1.0f, 2.0f});
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{0.0f, 1.0f});
+
+  std::shared_ptr<const float> away = shard.pinChunk(chunk);
+  CHECK(away.get() != home_address);
+  CHECK(values(away) == std::vector<float>{0.0f, 1.0f});
+  CHECK(shard.push(1, 0, kernel.shard_offset, g));  // both pinned: a third buffer
+  CHECK(values(home) == std::vector<float>{1.0f, 2.0f});
+  CHECK(values(away) == std::vector<float>{0.0f, 1.0f});
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-1.0f, 0.0f});
+
+  home.reset();
+  away.reset();
+  CHECK(shard.push(0, 0, kernel.shard_offset, g));  // home is free again: back there
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-2.0f, -1.0f});
+  std::shared_ptr<const float> again = shard.pinChunk(chunk);
+  CHECK(again.get() == home_address);
+  CHECK(values(again) == std::vector<float>{-2.0f, -1.0f});
+  again.reset();
+  CHECK(shard.push(1, 0, kernel.shard_offset, g));  // nobody holds it: in place
+  CHECK(shard.pinChunk(chunk).get() == home_address);
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-3.0f, -2.0f});
 }
