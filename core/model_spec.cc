@@ -445,7 +445,10 @@ std::vector<std::string> readDevices(const Field& field) {
   std::vector<std::string> devices;
   for (const Field& item : items) {
     const std::string name = readDeviceName(item);
-    if (std::find(devices.begin(), devices.end(), name) != devices.end())
+    // A GPU named twice is two towers sharing it (docs/devices.md); a CPU
+    // device is already a share of the cores.
+    const bool gpu = name.starts_with("cuda:");
+    if (!gpu && std::find(devices.begin(), devices.end(), name) != devices.end())
       fail(item, "device " + quoted(name) + " is listed twice");
     devices.push_back(name);
   }

@@ -8,6 +8,9 @@
 
 #include "core/error.h"
 #include "devices/cpu/cpu_device.h"
+#ifdef TRAIND_HAVE_CUDA
+#include "devices/cuda/cuda_device.h"
+#endif
 
 namespace traind {
 namespace {
@@ -55,8 +58,21 @@ std::unique_ptr<Device> createDevice(const DeviceName& name, int cpu_threads) {
   switch (name.kind) {
     case DeviceKind::Cpu:
       return createCpuDevice(cpu_threads, name.text);
-    case DeviceKind::Cuda:
+    case DeviceKind::Cuda: {
+#ifdef TRAIND_HAVE_CUDA
+      const int gpus = cudaDeviceCount();
+      if (gpus == 0) throw InputError(name.text + ": " + cudaUnavailableReason());
+      if (*name.index >= gpus) {
+        const std::string range =
+            gpus == 1 ? "cuda:0" : "cuda:0 to cuda:" + std::to_string(gpus - 1);
+        throw InputError(name.text + ": no such GPU; this machine has " + std::to_string(gpus) +
+                         " (" + range + ")");
+      }
+      return createCudaDevice(*name.index, name.text);
+#else
       throw InputError(name.text + ": this traind was built without CUDA");
+#endif
+    }
   }
   throw std::logic_error("createDevice: unknown device kind of " + name.text);
 }
@@ -71,7 +87,10 @@ std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string
   for (const std::string& text : names) {
     DeviceName name = parseName(text);
     for (const DeviceName& earlier : parsed) {
-      if (earlier.text == name.text) throw InputError("device " + name.text + " is listed twice");
+      // A GPU named twice holds two towers (docs/devices.md); a CPU device
+      // is a share of the threads, named once.
+      if (earlier.text == name.text && name.kind == DeviceKind::Cpu)
+        throw InputError("device " + name.text + " is listed twice");
       // `cpu` is the whole CPU as one device; several CPU devices are named cpu:N.
       if (name.kind == DeviceKind::Cpu && earlier.kind == DeviceKind::Cpu &&
           (!name.index || !earlier.index))

@@ -5,7 +5,7 @@
 //   cpu:N     CPU devices; K of them share the threads, total / K each (at
 //             least 1). A CPU device is a share of the threads, not a
 //             socket: cpu:0 and cpu:1 are two towers on the same cores.
-//   cuda:N    an NVIDIA GPU (not in this build)
+//   cuda:N    NVIDIA GPU N (builds with CUDA); named twice, two towers on it
 //
 // createDevices is the one place where a name becomes a Device: a new back
 // end adds its branch there.
@@ -22,8 +22,9 @@ namespace traind {
 // total_threads: the compute threads of the process (training.threads or
 // --threads); 0 means one per core. The devices come back in the order named.
 // Throws InputError naming the device for an empty list, an unknown name, a
-// name given twice, `cpu` beside `cpu:N`, and a device this build has no
-// back end for ("cuda:0: this traind was built without CUDA").
+// CPU device given twice, `cpu` beside `cpu:N`, a device this build has no
+// back end for ("cuda:0: this traind was built without CUDA") and a GPU this
+// machine does not have.
 std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
                                                    int total_threads);
 

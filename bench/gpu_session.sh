@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The CUDA back end's checks on a GPU machine in one call: its tests, a
+# standalone fashion_mlp and fashion_cnn run on cuda:0 (fashion_mlp on the
+# CPU beside it), and bench/cuda_compare.py against PyTorch.
+#
+# Here (the development machine, with the CUDA build):
+#   bench/gpu_session.sh pack [BUILD_DIR]   # default build-cuda
+# builds traind, cuda_layers_test and cuda_step, and puts them with the
+# libraries the GPU machine lacks (../shared/tools/device-libs) and the
+# Fashion-MNIST files into .gpu/ (ignored by git, about 45 MiB).
+#
+# There (the device tool: run with carry [".gpu"], timeout 600):
+#   bash bench/gpu_session.sh run
+# writes into $OUT: nvidia-smi.txt, cuda_tests.txt, standalone.txt (the
+# standalone runs' accuracy lines), standalone_logs.txt, cuda_compare.txt,
+# cuda_compare.json and summary.txt (each part's exit status and time).
+set -u
+cd "$(dirname "$0")/.."
+
+pack() {
+  local build=${1:-build-cuda}
+  set -e
+  CCACHE_BASEDIR=$PWD ninja -C "$build" -j2 traind cuda_layers_test cuda_step
+  rm -rf .gpu
+  mkdir -p .gpu/stage/bin .gpu/stage/lib .gpu/data
+  for b in daemon/traind test/cuda_layers_test bench/cuda_step; do
+    cp "$build/$b" .gpu/stage/bin/
+  done
+  strip .gpu/stage/bin/*
+  ../shared/tools/device-libs .gpu/stage/lib .gpu/stage/bin/*
+  tar -C .gpu/stage -cJf .gpu/bundle.tar.xz bin lib
+  rm -rf .gpu/stage
+  cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
+  local exclude
+  exclude=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx '/.gpu/' "$exclude" || echo '/.gpu/' >>"$exclude"
+  du -sh .gpu
+}
+
+# One part: its output into $OUT/$2, its status and seconds into summary.txt.
+part() {
+  local name=$1 file=$2 limit=$3
+  shift 3
+  local start=$SECONDS
+  timeout -k 5 "$limit" "$@" >>"$OUT/$file" 2>&1
+  local status=$?
+  echo "$name: exit $status, $((SECONDS - start)) s" | tee -a "$OUT/summary.txt"
+}
+
+run() {
+  : "${OUT:?OUT must name the folder to write into}"
+  local root=/tmp/traind-gpu
+  rm -rf "$root" && mkdir -p "$root"
+  tar -C "$root" -xJf .gpu/bundle.tar.xz
+  # The shipped libraries for traind's binaries only: set for the whole
+  # shell they would shadow the machine's own for python3 and nvidia-smi.
+  local b
+  for b in traind cuda_layers_test cuda_step; do
+    printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s\nexec %s "$@"\n' "$root/lib" "$root/bin/$b" >"$root/$b"
+    chmod +x "$root/$b"
+  done
+  # The configs read Fashion-MNIST from the Debian package's place.
+  mkdir -p /usr/share/datasets/fashion-mnist
+  cp .gpu/data/*.gz /usr/share/datasets/fashion-mnist/
+  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+
+  # Time limits that add up to under the device tool's 10 minutes a call.
+  part "cuda tests" cuda_tests.txt 120 "$root/cuda_layers_test" --durations yes
+
+  # fashion_cnn's CPU accuracy is in docs/benchmarks.md: its CPU run would
+  # not fit in the call.
+  for run in "fashion_mlp cuda:0 60" "fashion_mlp cpu 60" "fashion_cnn cuda:0 90"; do
+    set -- $run
+    echo "== $1 on $2" >>"$OUT/standalone_logs.txt"
+    part "standalone $1 $2" standalone_logs.txt "$3" \
+      "$root/traind" --model "configs/models/$1.yaml" --devices "$2" --checkpoint-dir "" \
+      --threads 16
+  done
+  grep -iE "^==|accuracy|examples/s|error" "$OUT/standalone_logs.txt" >"$OUT/standalone.txt"
+
+  part "cuda_compare" cuda_compare.txt 200 env PYTHONUNBUFFERED=1 python3 bench/cuda_compare.py \
+    --cuda-step "$root/cuda_step" --steps 100 --json "$OUT/cuda_compare.json"
+  cat "$OUT/summary.txt"
+}
+
+case "${1:-}" in
+  pack) shift; pack "$@" ;;
+  run) run ;;
+  *) echo "usage: $0 pack [BUILD_DIR] | run" >&2; exit 2 ;;
+esac

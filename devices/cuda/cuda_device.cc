@@ -1,0 +1,58 @@
+#include "devices/cuda/cuda_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "devices/cuda/cuda_replica.h"
+
+namespace traind {
+namespace {
+
+class CudaDevice : public Device {
+ public:
+  CudaDevice(int index, std::string name) : index_(index), name_(std::move(name)) {}
+
+  std::string name() const override { return name_; }
+
+  std::unique_ptr<Replica> createReplica(const LayerGraph& graph, const VariableLayout& layout,
+                                         int64_t batch_size, uint64_t seed) override {
+    return std::make_unique<CudaReplica>(index_, graph, layout, batch_size, seed);
+  }
+
+ private:
+  int index_;
+  std::string name_;
+};
+
+// cudaGetDeviceCount's answer, once: its error when there is no usable GPU.
+cudaError_t deviceCount(int& count) {
+  count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) count = 0;
+  return status;
+}
+
+}  // namespace
+
+int cudaDeviceCount() {
+  int count = 0;
+  deviceCount(count);
+  return count;
+}
+
+std::string cudaUnavailableReason() {
+  int count = 0;
+  const cudaError_t status = deviceCount(count);
+  if (status != cudaSuccess)
+    return std::string("no usable CUDA GPU: ") + cudaGetErrorString(status) + " (" +
+           cudaGetErrorName(status) + ")";
+  if (count == 0) return "no CUDA GPU in this machine";
+  return "";
+}
+
+std::unique_ptr<Device> createCudaDevice(int index, std::string name) {
+  return std::make_unique<CudaDevice>(index, std::move(name));
+}
+
+}  // namespace traind

@@ -1,0 +1,99 @@
+// Device-resident training on GPUs: parameters, gradients and optimizer
+// slots live on the GPU, the host only sends batches and reads losses. The
+// fast path for a standalone run and the CUDA bench (bench/cuda_step.cc);
+// the Replica path (cuda_replica.h) is what towers and workers use.
+//
+//   CudaTrainer trainer({0}, graph, layout, spec.optimizer, 100, spec.seed);
+//   trainer.setParameters(state.parameters().data());
+//   for (int64_t step = 0; step < steps; ++step) {
+//     trainer.submit(next_batch(), learningRateAt(spec.learning_rate, step), step);
+//     if (step > 0) log(trainer.collect());  // the step before: one step in flight
+//   }
+//   log(trainer.collect());
+//   trainer.getParameters(state.parameters().data());
+//
+// A step is: the batch's upload (pinned buffers, on a copy stream, while the
+// step before computes), each tower's forward, loss and backward, the
+// towers' gradients summed, and one optimizer kernel. On one GPU the whole
+// step, the tower reduction included, is captured as a CUDA graph after two
+// warm-up steps: one launch per step.
+//
+// Towers: gpus names the GPU of each tower; [0, 0] is two towers on GPU 0,
+// [0, 1] one on each of two GPUs. The batch is split as towers.h splits it
+// (consecutive shares, the first B % N one larger), tower t of N > 1 draws
+// the dropout mask of step s * N + t, and each tower's loss gradient is
+// scaled by 1 / B rather than 1 / share, so the towers' gradients sum to the
+// whole batch's mean gradient: towers on one GPU are summed by a kernel,
+// GPUs by NCCL's all-reduce (then every GPU applies the same update to its
+// own copy of the parameters). With several GPUs the step runs eagerly, not
+// as a graph.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/variable_layout.h"
+#include "devices/device.h"
+
+namespace traind {
+
+struct CudaTrainerOptions {
+  bool graph = true;  // capture the step after `warmup` eager steps (one GPU only)
+  int warmup = 2;
+};
+
+class CudaTrainer {
+ public:
+  CudaTrainer(std::vector<int> gpus, const LayerGraph& graph, const VariableLayout& layout,
+              const OptimizerSpec& optimizer, int64_t batch_size, uint64_t seed,
+              CudaTrainerOptions options = {});
+  ~CudaTrainer();
+  CudaTrainer(const CudaTrainer&) = delete;
+  CudaTrainer& operator=(const CudaTrainer&) = delete;
+
+  int64_t batchSize() const { return batch_size_; }
+
+  // Host flat buffers of the layout, to every GPU / from the first. Wait for
+  // the steps in flight.
+  void setParameters(const float* host);
+  void getParameters(float* host);
+  // The optimizer's slots in Optimizer::slotNames()' order.
+  size_t slotCount() const;
+  void setSlot(size_t i, const float* host);
+  void getSlot(size_t i, float* host);
+
+  // Queues one training step with `learning_rate`, as update step + 1. The
+  // batch is copied before this returns. At most two steps are in flight:
+  // a third waits for the oldest (whose result is dropped unless collected).
+  void submit(const Batch& batch, float learning_rate, uint64_t step);
+  // The result of the oldest step not collected yet, waiting for it.
+  StepResult collect();
+  // Waits for every step in flight.
+  void synchronize();
+
+ private:
+  struct Gpu;
+  struct Tower;
+
+  void enqueueStep(Gpu& gpu, int slot);
+
+  int64_t batch_size_;
+  int64_t input_elements_;  // per example
+  int64_t outputs_;         // per example
+  LossKind loss_;
+  OptimizerSpec optimizer_spec_;
+  int64_t parameter_count_;
+  CudaTrainerOptions options_;
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::vector<std::unique_ptr<Tower>> towers_;
+  struct Slot;
+  std::vector<std::unique_ptr<Slot>> slots_;  // two: the step computing and the next
+  int next_slot_ = 0;
+  std::deque<int> pending_;  // slots submitted, not collected
+};
+
+}  // namespace traind
