@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "core/stage_plan.h"
+#include "devices/model_replica.h"
+#include "devices/pipeline_schedule.h"
+
 namespace traind {
 
 std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
@@ -18,6 +22,41 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
                        shapeToString(node.output_shape), params);
   }
   out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", "total", "", "", graph.parameterCount());
+  return out;
+}
+
+std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
+  const std::vector<std::string>& devices = spec.training.devices;
+  const StagePlan plan = planStages(spec, graph, devices);
+  const int64_t batch_size = spec.data.batch_size;
+  const int micro_batches = spec.training.micro_batches;
+  checkModelReplica(devices, plan, batch_size, micro_batches);
+  if (!plan.placed) {
+    std::string out = devices.size() == 1
+                          ? "placement: none: the whole model on " + devices.front() + "\n"
+                          : fmt::format("placement: none: towers, the whole model on each of {} "
+                                        "devices, each on its share of the batch\n",
+                                        devices.size());
+    if (micro_batches > 1)
+      out += fmt::format("micro-batches: {} per {}, one after the other, gradients accumulated\n",
+                         micro_batches, devices.size() == 1 ? "step" : "device's share");
+    return out;
+  }
+  std::string out = fmt::format(
+      "placement: {} stages ({}), {} micro-batch{} of {} per step\n", plan.stages.size(),
+      micro_batches == 1 ? "model parallel" : "pipeline", micro_batches,
+      micro_batches == 1 ? "" : "es", batch_size / micro_batches);
+  out += fmt::format("{:<16} {:<10} {}\n", "layer", "device", "stage");
+  for (const PipelineStage& stage : plan.stages)
+    for (int i = stage.first_layer; i < stage.end_layer; ++i)
+      out += fmt::format("{:<16} {:<10} {}\n", graph.layers[size_t(i)].spec.name, stage.device,
+                         stage.name);
+  std::vector<std::string> labels;
+  for (const PipelineStage& stage : plan.stages)
+    labels.push_back(stage.name + " (" + stage.device + ")");
+  out += "schedule of a step, 1F1B (Fm, Bm: forward, backward of micro-batch m; every pass one "
+         "unit of time; ..: waiting):\n";
+  out += scheduleChart(labels, micro_batches);
   return out;
 }
 

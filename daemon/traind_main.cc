@@ -138,9 +138,11 @@ int main(int argc, char** argv) {
     if (check->parsed()) {
       if (!check_model.empty()) {
         const traind::ModelSpec spec = traind::loadModelSpec(check_model);
-        std::fputs(traind::layerTable(spec, traind::buildLayerGraph(spec)).c_str(), stdout);
+        const traind::LayerGraph graph = traind::buildLayerGraph(spec);
+        std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
         const auto devices = traind::createDevices(spec.training.devices, spec.training.threads);
         std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
+        std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
       }
       if (!check_cluster.empty())
         std::fputs(traind::taskTable(traind::loadClusterSpec(check_cluster)).c_str(), stdout);

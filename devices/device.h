@@ -66,6 +66,9 @@ class Replica {
   virtual StepResult evaluate(const Batch& batch, const float* parameters) = 0;
 };
 
+class StageReplica;  // devices/stage.h
+struct StageRange;
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -73,6 +76,14 @@ class Device {
   virtual std::unique_ptr<Replica> createReplica(const LayerGraph& graph,
                                                  const VariableLayout& layout, int64_t batch_size,
                                                  uint64_t seed) = 0;
+  // A pipeline stage of some of the layers, for micro-batches, holding
+  // `slots` of them at once (devices/stage.h). The default throws
+  // InputError: the device cannot run placed layers or micro-batches.
+  virtual std::unique_ptr<StageReplica> createStage(const LayerGraph& graph,
+                                                    const VariableLayout& layout,
+                                                    const StageRange& range,
+                                                    int64_t micro_batch_size, int slots,
+                                                    uint64_t seed);
 };
 
 }  // namespace traind

@@ -24,6 +24,10 @@ dnnl::memory BoundMemory::input(const dnnl::memory::desc& desc) {
   return inputs_.back();
 }
 
+dnnl::memory BoundMemory::external(const dnnl::memory::desc& desc) const {
+  return dnnl::memory(desc, engine_, nullptr);
+}
+
 dnnl::memory BoundMemory::parameter(const dnnl::memory::desc& desc, const VariableView& variable) {
   checkSpansVariable(desc, variable);
   parameters_.push_back({dnnl::memory(desc, engine_, nullptr), variable.offset});
@@ -41,14 +45,15 @@ dnnl::memory BoundMemory::alias(const dnnl::memory& origin, const dnnl::memory::
   return aliases_.back().memory;
 }
 
-void BoundMemory::bind(const float* inputs, const float* parameters, float* gradients) {
+void BoundMemory::bind(const float* inputs, const float* parameters, float* gradients,
+                       int64_t gradients_origin) {
   // oneDNN never writes through the memory of a primitive's source or
   // weights, so the const_casts only satisfy its interface.
   for (dnnl::memory& m : inputs_) m.set_data_handle(const_cast<float*>(inputs));
   for (VariableSlice& p : parameters_)
     p.memory.set_data_handle(const_cast<float*>(parameters) + p.offset);
   if (gradients)
-    for (VariableSlice& g : gradients_) g.memory.set_data_handle(gradients + g.offset);
+    for (VariableSlice& g : gradients_) g.memory.set_data_handle(gradients + (g.offset - gradients_origin));
   for (Alias& a : aliases_) a.memory.set_data_handle(a.origin.get_data_handle());
 }
 

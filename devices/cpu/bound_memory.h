@@ -21,6 +21,10 @@ class BoundMemory {
   dnnl::memory allocate(const dnnl::memory::desc& desc) const;
   // Over Batch::inputs.
   dnnl::memory input(const dnnl::memory::desc& desc);
+  // Over a buffer its owner points it at (set_data_handle) before bind(),
+  // which leaves it as it is and re-points the aliases over it: a pipeline
+  // stage's input and input gradient, the previous stage's buffers.
+  dnnl::memory external(const dnnl::memory::desc& desc) const;
   // Over the variable's slice of the parameters, or of the gradients;
   // `desc` must span exactly the variable's elements.
   dnnl::memory parameter(const dnnl::memory::desc& desc, const VariableView& variable);
@@ -31,7 +35,11 @@ class BoundMemory {
 
   // Points every bound memory object at this step's buffers; gradients may be
   // null (evaluation), which leaves gradient memory objects unbound.
-  void bind(const float* inputs, const float* parameters, float* gradients);
+  // `gradients` holds the floats of the layout from gradients_origin on (a
+  // pipeline stage accumulates the gradients of its variables in a buffer
+  // of their span only).
+  void bind(const float* inputs, const float* parameters, float* gradients,
+            int64_t gradients_origin = 0);
 
  private:
   struct VariableSlice {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "devices/cpu/cpu_replica.h"
+#include "devices/cpu/cpu_stage.h"
 
 namespace traind {
 namespace {
@@ -20,6 +21,13 @@ class CpuDevice : public Device {
   std::unique_ptr<Replica> createReplica(const LayerGraph& graph, const VariableLayout& layout,
                                          int64_t batch_size, uint64_t seed) override {
     return std::make_unique<CpuReplica>(engine_, graph, layout, batch_size, seed, threads_);
+  }
+
+  std::unique_ptr<StageReplica> createStage(const LayerGraph& graph, const VariableLayout& layout,
+                                            const StageRange& range, int64_t micro_batch_size,
+                                            int slots, uint64_t seed) override {
+    return std::make_unique<CpuStage>(engine_, graph, layout, range, micro_batch_size, slots, seed,
+                                      threads_);
   }
 
  private:

@@ -9,36 +9,6 @@
 #include "devices/cpu/memory_format.h"
 
 namespace traind {
-namespace {
-
-// The one table from layer kinds to their CPU implementations.
-std::unique_ptr<CpuLayer> buildLayer(const LayerBuildContext& context) {
-  switch (context.node.spec.kind) {
-    case LayerKind::Dense:
-      return makeDenseLayer(context);
-    case LayerKind::Conv2D:
-      return makeConvLayer(context);
-    case LayerKind::MaxPool:
-    case LayerKind::AvgPool:
-      return makePoolingLayer(context);
-    case LayerKind::Flatten:
-      return makeFlattenLayer(context);
-    case LayerKind::Dropout:
-      return makeDropoutLayer(context);
-    case LayerKind::Activation:
-      return makeActivationLayer(context);
-  }
-  throw std::logic_error("CPU device: unknown layer kind of " + context.node.spec.name);
-}
-
-size_t firstTrainableLayer(const LayerGraph& graph) {
-  for (size_t i = 0; i < graph.layers.size(); ++i)
-    for (int v : graph.layers[i].variables)
-      if (graph.variables[v].trainable) return i;
-  return graph.layers.size();
-}
-
-}  // namespace
 
 CpuReplica::CpuReplica(const dnnl::engine& engine, const LayerGraph& graph,
                        const VariableLayout& layout, int64_t batch_size, uint64_t seed, int threads)
@@ -48,30 +18,16 @@ CpuReplica::CpuReplica(const dnnl::engine& engine, const LayerGraph& graph,
       threads_(threads),
       stream_(engine),
       primitives_(engine),
-      memory_(engine),
-      first_backward_(firstTrainableLayer(graph)) {
+      memory_(engine) {
   if (batch_size <= 0)
     throw std::invalid_argument("CPU device: batch size must be positive, got " +
                                 std::to_string(batch_size));
   // oneDNN's jit kernels plan their work for the thread count at creation.
   if (threads_ > 0) omp_set_num_threads(threads_);
   input_.value = memory_.input(canonicalDesc(batchDims(batch_size, graph.input_shape)));
-  const CpuTensor* input = &input_;
-  for (size_t i = 0; i < graph.layers.size(); ++i) {
-    const LayerBuildContext context{.node = graph.layers[i],
-                                    .index = int(i),
-                                    .layout = layout,
-                                    .batch_size = batch_size,
-                                    .seed = seed,
-                                    .input = *input,
-                                    .backward = i >= first_backward_,
-                                    .propagate = i > first_backward_,
-                                    .primitives = primitives_,
-                                    .memory = memory_};
-    layers_.push_back(buildLayer(context));
-    input = &layers_.back()->output();
-  }
-  const dnnl::memory::desc output_format = layers_.back()->output().value.get_desc();
+  layers_.emplace(graph, 0, int(graph.layers.size()), layout, batch_size, seed, input_, primitives_,
+                  memory_);
+  const dnnl::memory::desc output_format = layers_->output().value.get_desc();
   if (output_format != canonicalDesc({batch_size, outputs_}))
     throw std::logic_error("CPU device: the last layer's output is not a row-major matrix");
   primitives_.allocateScratchpad();
@@ -85,12 +41,12 @@ StepResult CpuReplica::forwardAndLoss(const Batch& batch, const float* parameter
                                 std::to_string(batch.size));
   if (threads_ > 0) omp_set_num_threads(threads_);
   memory_.bind(batch.inputs, parameters, gradients);
-  for (auto& layer : layers_) layer->forward(stream_, training_step);
+  layers_->forward(stream_, training_step);
   stream_.wait();
 
-  const CpuTensor& output = layers_.back()->output();
+  const CpuTensor& output = layers_->output();
   const float* values = static_cast<const float*>(output.value.get_data_handle());
-  float* grad = training_step && first_backward_ < layers_.size()
+  float* grad = training_step && layers_->hasBackward()
                     ? static_cast<float*>(output.grad.get_data_handle())
                     : nullptr;
   switch (loss_) {
@@ -107,7 +63,7 @@ StepResult CpuReplica::forwardAndLoss(const Batch& batch, const float* parameter
 StepResult CpuReplica::trainStep(const Batch& batch, const float* parameters, float* gradients,
                                  uint64_t step) {
   const StepResult result = forwardAndLoss(batch, parameters, gradients, step);
-  for (size_t i = layers_.size(); i > first_backward_; --i) layers_[i - 1]->backward(stream_);
+  layers_->backward(stream_);
   stream_.wait();
   return result;
 }

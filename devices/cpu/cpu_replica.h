@@ -1,16 +1,16 @@
-// A model replica on the CPU: the layer graph as a chain of CpuLayers, all
-// oneDNN primitives and buffers made in the constructor. A step binds the
-// caller's buffers, runs every layer forward, the loss, and the layers that
-// have backward work in reverse.
+// A model replica on the CPU: the layer graph as one LayerChain, all oneDNN
+// primitives and buffers made in the constructor. A step binds the caller's
+// buffers, runs every layer forward, the loss, and the layers that have
+// backward work in reverse. (A pipeline stage of some of the layers is a
+// CpuStage, devices/cpu/cpu_stage.h.)
 #pragma once
 
-#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
-#include <vector>
 
 #include "devices/cpu/bound_memory.h"
 #include "devices/cpu/cpu_layer.h"
+#include "devices/cpu/layer_chain.h"
 #include "devices/cpu/primitive_set.h"
 #include "devices/device.h"
 
@@ -43,10 +43,7 @@ class CpuReplica : public Replica {
   PrimitiveSet primitives_;
   BoundMemory memory_;
   CpuTensor input_;
-  std::vector<std::unique_ptr<CpuLayer>> layers_;
-  // Layers before this index have no backward work: neither they nor any
-  // layer before them has trainable variables.
-  size_t first_backward_;
+  std::optional<LayerChain> layers_;  // built in the constructor's body, after input_
 };
 
 }  // namespace traind
