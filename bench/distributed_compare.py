@@ -274,6 +274,21 @@ def traind_flags(steps, log_every, threads):
           "--threads", str(threads), "--checkpoint-dir", ""]
 
 
+def with_training_field(tmp, model, key, value):
+  """A copy of the model spec `model` in tmp with training.<key>: value."""
+  with open(model) as f:
+    text = f.read()
+  if "\ntraining:\n" not in text or f"\n  {key}:" in text:
+    sys.exit(f"cannot set training.{key} in {model}")
+  text = text.replace("\ntraining:\n", f"\ntraining:\n  {key}: {value}\n", 1)
+  name = os.path.splitext(os.path.basename(model))[0]
+  tag = "".join(c for c in str(value) if c.isalnum())
+  path = os.path.join(tmp, f"{name}_{key}_{tag}.yaml")
+  with open(path, "w") as f:
+    f.write(text)
+  return path
+
+
 def write_cluster(tmp, workers, mode):
   ports = free_ports(1 + workers)
   path = os.path.join(tmp, f"cluster_{mode}_{workers}.yaml")

@@ -2,21 +2,31 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
 #include "core/input_pipeline.h"
 #include "core/learning_rate.h"
 #include "core/model_state.h"
+#include "core/stage_plan.h"
+#include "daemon/concurrent_steps.h"
 #include "daemon/evaluation.h"
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
-#include "devices/towers.h"
+#include "devices/model_replica.h"
+#include "devices/optimizer_update.h"
 
 namespace traind {
 
 TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,
                               std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
   const LayerGraph graph = buildLayerGraph(spec);
+  // Evaluations run on these, with all the compute threads; steps run on
+  // their slots' devices.
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads);
   const TrainingData data = loadTrainingData(spec, graph);
@@ -37,21 +47,30 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   }
 
   const int64_t batch_size = spec.data.batch_size;
-  std::unique_ptr<Replica> replica =
-      createTowers(devicePointers(devices), graph, state.layout(), batch_size, spec.seed);
+  const int concurrent_steps = spec.training.concurrent_steps;
+  const StagePlan plan = planStages(spec, graph, spec.training.devices);
+  std::vector<std::unique_ptr<StepSlot>> slots =
+      createStepSlots(spec, graph, state.layout(), [&](const std::vector<Device*>& on) {
+        return createModelReplica(on, graph, plan, state.layout(), batch_size,
+                                  spec.training.micro_batches, spec.seed);
+      });
+  // With K > 1 a step computes from a copy of the parameters taken when it
+  // starts, as the others' updates change them meanwhile.
+  if (concurrent_steps > 1)
+    for (auto& slot : slots) slot->parameters = FlatBuffer(state.layout().totalSize());
   std::optional<Evaluator> evaluator;
   if (data.test)
     evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
-  FlatBuffer gradients(state.layout().totalSize());
 
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, state.globalStep(),
                       spec.data.prefetch_batches);
   const int64_t total_steps = spec.training.max_steps > 0
                                   ? spec.training.max_steps
                                   : spec.training.epochs * input.stepsPerEpoch();
-  spdlog::info("training {} ({} parameters) on {}: batch {}, {} steps/epoch, steps {}..{}",
-               spec.name, graph.parameterCount(), deviceNames(devices), batch_size,
-               input.stepsPerEpoch(), state.globalStep(), total_steps);
+  spdlog::info("training {} ({} parameters) on {}{}: batch {}, {} steps/epoch, steps {}..{}",
+               spec.name, graph.parameterCount(), deviceNames(devices),
+               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps) : "",
+               batch_size, input.stepsPerEpoch(), state.globalStep(), total_steps);
 
   StepLog log(spec, total_steps, openTrainingSummaries(spec, state.globalStep()));
   int64_t saved_step = latest ? state.globalStep() : -1;
@@ -65,27 +84,82 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     spdlog::info("step {}, saved checkpoint {}", state.globalStep(), path.string());
   };
 
+  // The slots share the model state, the input, the log and the schedules
+  // under `mutex`. A step takes its batch (and with K > 1 a copy of the
+  // parameters) under it, computes its gradient without it, then applies it
+  // under it with the learning rate of the global step of that moment. With
+  // K = 1 the one slot runs on this thread: the loop of a single step.
+  std::mutex mutex;
+  int64_t next_step = state.globalStep();  // the step the next batch is for
+  std::exception_ptr error;                // the first slot's failure; the others stop
+  auto runSlot = [&](StepSlot& slot) {
+    const bool snapshot = slot.parameters.size() > 0;
+    const float* parameters = snapshot ? slot.parameters.data() : state.parameters().data();
+    for (;;) {
+      const Batch* batch = nullptr;
+      int64_t started = 0;
+      {
+        std::lock_guard lock(mutex);
+        if (next_step >= total_steps || stop_requested.load() || error) return;
+        started = next_step++;
+        batch = &slot.take(input);
+        if (snapshot)
+          std::memcpy(slot.parameters.data(), state.parameters().data(),
+                      size_t(slot.parameters.size()) * sizeof(float));
+      }
+      // Dropout is seeded by the step the batch is for.
+      StepResult r;
+      if (snapshot) {
+        r = slot.replica->trainStep(*batch, parameters, slot.gradients.data(), uint64_t(started));
+      } else {
+        // The only step in flight: its update is part of it (towers apply
+        // it from their threads as they average the gradient).
+        OptimizerUpdate update(state.optimizer(), state.parameters(), slot.gradients,
+                               learningRateAt(spec.learning_rate, started), started + 1);
+        r = slot.replica->trainStepAndUpdate(*batch, parameters, slot.gradients.data(),
+                                             uint64_t(started), update);
+      }
+
+      std::lock_guard lock(mutex);
+      const int64_t step = state.globalStep();
+      if (snapshot)
+        state.optimizer().apply(state.parameters(), slot.gradients,
+                                learningRateAt(spec.learning_rate, step), step + 1);
+      state.setGlobalStep(step + 1);
+      log.record(r, step + 1);
+      metrics.recordStep(step + 1, r.loss, batch_size);
+
+      if (evaluator && crossesMultiple(step, step + 1, spec.training.eval_every) &&
+          step + 1 != total_steps)
+        log.logEvaluation(step + 1, evaluator->evaluate(state.parameters().data()));
+      const double since_checkpoint =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint)
+              .count();
+      const bool requested = checkpoint_requested.exchange(false);
+      if (requested || crossesMultiple(step, step + 1, spec.checkpoint.every_steps) ||
+          (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds))
+        checkpoint();
+    }
+  };
+
   metrics.setGlobalStep(state.globalStep());
   metrics.setState(NodeState::Training);
-  while (state.globalStep() < total_steps && !stop_requested.load()) {
-    const int64_t step = state.globalStep();
-    const StepResult r = replica->trainStep(input.next(), state.parameters().data(),
-                                            gradients.data(), uint64_t(step));
-    state.optimizer().apply(state.parameters(), gradients, learningRateAt(spec.learning_rate, step),
-                            step + 1);
-    state.setGlobalStep(step + 1);
-    log.record(r, step + 1);
-    metrics.recordStep(step + 1, r.loss, batch_size);
-
-    if (evaluator && crossesMultiple(step, step + 1, spec.training.eval_every) &&
-        step + 1 != total_steps)
-      log.logEvaluation(step + 1, evaluator->evaluate(state.parameters().data()));
-    const double since_checkpoint =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count();
-    const bool requested = checkpoint_requested.exchange(false);
-    if (requested || crossesMultiple(step, step + 1, spec.checkpoint.every_steps) ||
-        (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds))
-      checkpoint();
+  if (concurrent_steps == 1) {
+    runSlot(*slots.front());
+  } else {
+    {
+      std::vector<std::jthread> threads;
+      for (auto& slot : slots)
+        threads.emplace_back([&runSlot, &mutex, &error, &slot] {
+          try {
+            runSlot(*slot);
+          } catch (...) {
+            std::lock_guard lock(mutex);
+            if (!error) error = std::current_exception();
+          }
+        });
+    }  // joined: every step started has been applied
+    if (error) std::rethrow_exception(error);
   }
   metrics.setState(NodeState::Stopping, "final checkpoint and evaluation");
   TrainingSummary summary;

@@ -1,15 +1,25 @@
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
+#include "core/stage_plan.h"
 #include "daemon/cluster_roles.h"
+#include "daemon/concurrent_steps.h"
 #include "daemon/evaluation.h"
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
-#include "devices/towers.h"
+#include "devices/model_replica.h"
 #include "rpc/sharded_client.h"
 
 namespace traind {
@@ -41,6 +51,89 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
   ps.initialize(state);
 }
 
+// The steps of a worker's slots: with K > 1 each slot computes on a thread
+// of its own while this thread, which runs the kj loop of the ps
+// connections, pushes the gradients of finished steps and pulls parameters
+// for their next ones (docs/devices.md, "Concurrent steps"). With K = 1 the
+// step runs on this thread: there is nothing to overlap it with.
+class SlotSteps {
+ public:
+  // compute(i) runs slot i's step; it may throw, and the failure comes back
+  // from nextFinished().
+  SlotSteps(size_t slots, std::function<void(size_t)> compute)
+      : compute_(std::move(compute)), started_(slots, false), failures_(slots) {
+    if (slots > 1)
+      for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
+  }
+
+  // Steps in flight finish; their gradients are dropped.
+  ~SlotSteps() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    slots_wake_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  // Slot i's parameters are ready: it computes its next step.
+  void start(size_t i) {
+    {
+      std::lock_guard lock(mutex_);
+      started_[i] = true;
+    }
+    slots_wake_.notify_all();
+  }
+
+  // Waits until a started slot's step is done and returns the slot.
+  size_t nextFinished() {
+    if (threads_.empty()) {
+      started_[0] = false;
+      compute_(0);
+      return 0;
+    }
+    std::unique_lock lock(mutex_);
+    finished_wakes_.wait(lock, [this] { return !finished_.empty(); });
+    const size_t i = finished_.front();
+    finished_.pop_front();
+    if (failures_[i]) std::rethrow_exception(failures_[i]);
+    return i;
+  }
+
+ private:
+  void serve(size_t i) {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        slots_wake_.wait(lock, [this, i] { return stopping_ || started_[i]; });
+        if (stopping_) return;
+        started_[i] = false;
+      }
+      std::exception_ptr failure;
+      try {
+        compute_(i);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        failures_[i] = failure;
+        finished_.push_back(i);
+      }
+      finished_wakes_.notify_one();
+    }
+  }
+
+  std::function<void(size_t)> compute_;
+  std::mutex mutex_;
+  std::condition_variable slots_wake_, finished_wakes_;
+  std::vector<bool> started_;  // under mutex_, as everything below
+  std::vector<std::exception_ptr> failures_;
+  std::deque<size_t> finished_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;  // last: they use the members above
+};
+
 }  // namespace
 
 TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
@@ -48,17 +141,30 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                           std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
   const bool chief = task == 0;
   const bool sync = cluster.mode == TrainingMode::Sync;
+  const int concurrent_steps = spec.training.concurrent_steps;
+  if (sync && concurrent_steps > 1)
+    throwInputError(spec.training.concurrent_steps_location, "training.concurrent_steps",
+                    fmt::format("{} steps in flight need mode: async, and {} sets mode: sync, "
+                                "where a worker's next step waits for the job's global step to "
+                                "advance, so its steps cannot overlap; set concurrent_steps: 1 "
+                                "or mode: async",
+                                concurrent_steps, cluster.path));
   const int workers = int(cluster.worker.size());
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads);
   const TrainingData data = loadTrainingData(spec, graph);
   ModelState state(spec, graph);
-  FlatBuffer gradients(state.layout().totalSize());
 
   const int64_t batch_size = spec.data.batch_size;
-  std::unique_ptr<Replica> replica =
-      createTowers(devicePointers(devices), graph, state.layout(), batch_size, spec.seed);
+  const StagePlan plan = planStages(spec, graph, spec.training.devices);
+  std::vector<std::unique_ptr<StepSlot>> slots =
+      createStepSlots(spec, graph, state.layout(), [&](const std::vector<Device*>& on) {
+        return createModelReplica(on, graph, plan, state.layout(), batch_size,
+                                  spec.training.micro_batches, spec.seed);
+      });
+  // Each slot computes from the parameters of its own last pull.
+  for (auto& slot : slots) slot->parameters = FlatBuffer(state.layout().totalSize());
   std::optional<Evaluator> evaluator;
   if (chief && data.test)
     evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
@@ -77,9 +183,19 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0) to initialise the ps shards");
     ps.waitUntilReady(kPeerTimeoutSeconds);
   }
-  int64_t step = ps.pull(0, state.parameters());
+  int64_t step = ps.pull(0, slots.front()->parameters);
   metrics.recordPull(ps.lastTransfer().pull_bytes, ps.lastTransfer().pull_seconds);
   metrics.setGlobalStep(step);
+  // What each slot's parameters were pulled at: the global step, and each
+  // shard's, which its push is tagged with. Every slot starts from the first pull.
+  struct Pulled {
+    int64_t step = 0;
+    std::vector<int64_t> shard_steps;
+  };
+  std::vector<Pulled> pulled(slots.size(), Pulled{step, ps.shardSteps()});
+  for (size_t i = 1; i < slots.size(); ++i)
+    std::memcpy(slots[i]->parameters.data(), slots.front()->parameters.data(),
+                size_t(state.layout().totalSize()) * sizeof(float));
 
   // Worker i takes every workers-th batch of the job's epoch order: in sync
   // mode a global step consumes the batches a standalone run with a batch
@@ -90,8 +206,9 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                                                          : spec.training.epochs * steps_per_epoch;
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
                       sync ? step : step / workers, spec.data.prefetch_batches, task, workers);
-  spdlog::info("worker {}{} training {} in {} mode from global step {} to {}", task,
-               chief ? " (chief)" : "", spec.name, sync ? "sync" : "async", step, total_steps);
+  spdlog::info("worker {}{} training {} in {} mode from global step {} to {}{}", task,
+               chief ? " (chief)" : "", spec.name, sync ? "sync" : "async", step, total_steps,
+               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps) : "");
 
   StepLog log(spec, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
   auto last_checkpoint = std::chrono::steady_clock::now();
@@ -108,29 +225,58 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     spdlog::info("step {}, saved checkpoint {}", state.globalStep(), path.string());
   };
 
-  metrics.setState(NodeState::Training);
-  while (step >= 0 && step < total_steps && !stop_requested.load()) {
-    const StepResult r = replica->trainStep(input.next(), state.parameters().data(),
-                                            gradients.data(), uint64_t(step * workers + task));
-    const int64_t next = ps.pushAndPull(gradients, sync ? step + 1 : 0, state.parameters());
-    const ShardedClient::Transfer& transfer = ps.lastTransfer();
-    metrics.recordPush(transfer.push_bytes, transfer.push_seconds);
-    metrics.recordPull(transfer.pull_bytes, transfer.pull_seconds);
-    if (next < 0) break;  // the shards are stopping: the job is done
-    log.record(r, next);
-    metrics.recordStep(next, r.loss, batch_size);
-    if (chief) {
-      if (evaluator && crossesMultiple(step, next, spec.training.eval_every) && next < total_steps)
-        log.logEvaluation(next, evaluator->evaluate(state.parameters().data()));
-      const double since_checkpoint =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count();
-      const bool requested = checkpoint_requested.exchange(false);
-      if (requested || crossesMultiple(step, next, spec.checkpoint.every_steps) ||
-          (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds))
-        checkpoint();
+  // A slot's step: the next batch (the slots take turns at the pipeline)
+  // through its replica, from the parameters of its last pull. Dropout gets
+  // a mask of its own for every step of every worker and slot.
+  std::mutex input_mutex;
+  std::vector<StepResult> results(slots.size());
+  auto compute = [&](size_t i) {
+    StepSlot& slot = *slots[i];
+    const Batch* batch = nullptr;
+    {
+      std::lock_guard lock(input_mutex);
+      batch = &slot.take(input);
     }
-    step = next;
-  }
+    const int64_t dropout_step = (pulled[i].step * workers + task) * concurrent_steps + int64_t(i);
+    results[i] = slot.replica->trainStep(*batch, slot.parameters.data(), slot.gradients.data(),
+                                         uint64_t(dropout_step));
+  };
+  auto running = [&] { return step >= 0 && step < total_steps && !stop_requested.load(); };
+
+  metrics.setState(NodeState::Training);
+  {
+    SlotSteps steps(slots.size(), compute);
+    for (size_t i = 0; i < slots.size(); ++i) steps.start(i);
+    while (running()) {
+      const size_t i = steps.nextFinished();
+      StepSlot& slot = *slots[i];
+      ps.setShardSteps(pulled[i].shard_steps);
+      const int64_t next =
+          ps.pushAndPull(slot.gradients, sync ? pulled[i].step + 1 : 0, slot.parameters);
+      pulled[i] = {next, ps.shardSteps()};
+      const ShardedClient::Transfer& transfer = ps.lastTransfer();
+      metrics.recordPush(transfer.push_bytes, transfer.push_seconds);
+      metrics.recordPull(transfer.pull_bytes, transfer.pull_seconds);
+      if (next < 0) break;  // the shards are stopping: the job is done
+      log.record(results[i], next);
+      metrics.recordStep(next, results[i].loss, batch_size);
+      if (chief) {
+        if (evaluator && crossesMultiple(step, next, spec.training.eval_every) &&
+            next < total_steps)
+          log.logEvaluation(next, evaluator->evaluate(slot.parameters.data()));
+        const double since_checkpoint =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint)
+                .count();
+        const bool requested = checkpoint_requested.exchange(false);
+        if (requested || crossesMultiple(step, next, spec.checkpoint.every_steps) ||
+            (spec.checkpoint.every_seconds > 0 &&
+             since_checkpoint >= spec.checkpoint.every_seconds))
+          checkpoint();
+      }
+      step = next;
+      if (running()) steps.start(i);
+    }
+  }  // the steps still in flight finish here; their gradients are not pushed
   metrics.setState(NodeState::Stopping, chief ? "final checkpoint and evaluation" : "");
   clearProgress();
   TrainingSummary summary;
