@@ -23,7 +23,8 @@ pack() {
   CCACHE_BASEDIR=$PWD ninja -C "$build" -j2 traind cuda_layers_test cuda_step
   rm -rf .gpu
   mkdir -p .gpu/stage/bin .gpu/stage/lib .gpu/data
-  for b in daemon/traind test/cuda_layers_test bench/cuda_step; do
+  # libtraind_cuda.so beside the binaries: traind opens it from there.
+  for b in daemon/traind test/cuda_layers_test bench/cuda_step devices/libtraind_cuda.so; do
     cp "$build/$b" .gpu/stage/bin/
   done
   strip .gpu/stage/bin/*
@@ -57,7 +58,7 @@ run() {
   # shell they would shadow the machine's own for python3 and nvidia-smi.
   local b
   for b in traind cuda_layers_test cuda_step; do
-    printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s\nexec %s "$@"\n' "$root/lib" "$root/bin/$b" >"$root/$b"
+    printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s\nexec %s "$@"\n' "$root/lib:$root/bin" "$root/bin/$b" >"$root/$b"
     chmod +x "$root/$b"
   done
   # The configs read Fashion-MNIST from the Debian package's place.

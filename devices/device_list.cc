@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "devices/cpu/cpu_device.h"
 #ifdef TRAIND_HAVE_CUDA
-#include "devices/cuda/cuda_device.h"
+#include "devices/cuda_loader.h"
 #endif
 
 namespace traind {
@@ -60,15 +60,16 @@ std::unique_ptr<Device> createDevice(const DeviceName& name, int cpu_threads) {
       return createCpuDevice(cpu_threads, name.text);
     case DeviceKind::Cuda: {
 #ifdef TRAIND_HAVE_CUDA
-      const int gpus = cudaDeviceCount();
-      if (gpus == 0) throw InputError(name.text + ": " + cudaUnavailableReason());
+      const CudaBackEnd& cuda = loadCudaBackEnd(name.text);
+      const int gpus = cuda.device_count();
+      if (gpus == 0) throw InputError(name.text + ": " + cuda.unavailable_reason());
       if (*name.index >= gpus) {
         const std::string range =
             gpus == 1 ? "cuda:0" : "cuda:0 to cuda:" + std::to_string(gpus - 1);
         throw InputError(name.text + ": no such GPU; this machine has " + std::to_string(gpus) +
                          " (" + range + ")");
       }
-      return createCudaDevice(*name.index, name.text);
+      return cuda.create_device(*name.index, name.text);
 #else
       throw InputError(name.text + ": this traind was built without CUDA");
 #endif

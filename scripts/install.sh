@@ -32,6 +32,12 @@ root=$destdir$prefix
 install -d "$root/bin" "$root/lib/systemd/system" "$root/share/traind/models" \
   "$root/share/traind/clusters" "$root/share/doc/traind"
 install -m 755 "$build/daemon/traind" "$build/daemon/trainctl" "$root/bin/"
+# The CUDA back end, where this build has one: traind opens it from
+# PREFIX/lib/traind when a run names a cuda:N device.
+if [[ -e $build/devices/libtraind_cuda.so ]]; then
+  install -d "$root/lib/traind"
+  install -m 644 "$build/devices/libtraind_cuda.so" "$root/lib/traind/"
+fi
 sed -e "s|/usr/local/bin/traind|$prefix/bin/traind|g" \
     -e "s|/usr/local/share/doc/traind|$prefix/share/doc/traind|g" \
     "$here/scripts/packaging/traind@.service" >"$root/lib/systemd/system/traind@.service"

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "devices/cuda/cuda_back_end.h"
 #include "devices/cuda/cuda_replica.h"
 
 namespace traind {
@@ -56,3 +57,9 @@ std::unique_ptr<Device> createCudaDevice(int index, std::string name) {
 }
 
 }  // namespace traind
+
+extern "C" const traind::CudaBackEnd* traind_cuda_back_end() {
+  static const traind::CudaBackEnd back_end{traind::cudaDeviceCount, traind::cudaUnavailableReason,
+                                            traind::createCudaDevice};
+  return &back_end;
+}

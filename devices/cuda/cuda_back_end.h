@@ -1,0 +1,28 @@
+// The CUDA back end as traind loads it. devices/cuda/ is built into its own
+// shared library, libtraind_cuda.so, which devices/cuda_loader.cc opens with
+// dlopen the first time a run names a cuda:N device: a process that never
+// uses a GPU (a ps, a CPU run, `traind check`) does not map and relocate the
+// CUDA libraries, which would cost it about 200 MiB of memory.
+//
+//   const CudaBackEnd& cuda = loadCudaBackEnd("cuda:0");   // devices/cuda_loader.h
+//   if (cuda.device_count() == 0) ... cuda.unavailable_reason() ...
+//   std::unique_ptr<Device> gpu = cuda.create_device(0, "cuda:0");
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "devices/device.h"
+
+namespace traind {
+
+struct CudaBackEnd {
+  int (*device_count)();                   // cudaDeviceCount
+  std::string (*unavailable_reason)();     // cudaUnavailableReason
+  std::unique_ptr<Device> (*create_device)(int index, std::string name);  // createCudaDevice
+};
+
+}  // namespace traind
+
+// The library's one entry point, looked up by name.
+extern "C" const traind::CudaBackEnd* traind_cuda_back_end();
