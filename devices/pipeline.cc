@@ -2,29 +2,20 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "core/error.h"
 #include "core/shape.h"
 #include "devices/pipeline_schedule.h"
 #include "devices/stage.h"
+#include "devices/thread_crew.h"
 
 namespace traind {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// How long a stage's thread polls for what it waits on (the next step, the
-// stage before or after it) before it sleeps, as towers do (devices/towers.cc):
-// longer than a small model's pass, so that handing a micro-batch over
-// seldom wakes a sleeping thread. It polls with sched_yield, giving the core
-// away to anyone who needs it.
-constexpr auto kPollFor = std::chrono::microseconds(300);
 
 // Thrown inside a stage's thread when another stage failed during the step:
 // what it waits for will never come. The other stage's error is reported.
@@ -35,7 +26,6 @@ class StagedPipeline final : public Pipeline {
   StagedPipeline(const std::vector<Device*>& devices, const StagePlan& plan,
                  const LayerGraph& graph, const VariableLayout& layout, int64_t batch_size,
                  int micro_batches, uint64_t seed);
-  ~StagedPipeline() override { stopThreads(); }
 
   int64_t batchSize() const override { return batch_size_; }
   StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
@@ -47,7 +37,7 @@ class StagedPipeline final : public Pipeline {
   double trainSeconds() const override { return train_seconds_; }
 
  private:
-  enum class Work { Train, Evaluate, Stop };
+  enum class Work { Train, Evaluate };
 
   struct Stage {
     PipelineStage plan;
@@ -64,10 +54,8 @@ class StagedPipeline final : public Pipeline {
     int64_t correct = 0;
     double busy_seconds = 0.0;
     std::exception_ptr error;
-    std::thread thread;
   };
 
-  void serve(size_t s, const LayerGraph& graph, const VariableLayout& layout, uint64_t seed);
   void build(Stage& stage, const LayerGraph& graph, const VariableLayout& layout, uint64_t seed);
   // One posting's work on stage s.
   void run(size_t s, Work work);
@@ -76,18 +64,10 @@ class StagedPipeline final : public Pipeline {
   // Waits until `ready` or another stage failed (then throws StepAbandoned).
   template <class Ready>
   void await(Ready ready);
-  // Polls `done` for kPollFor, then sleeps on stages_wake_ until it holds.
-  template <class Predicate>
-  void pollThenWait(Predicate done);
   void notifyStages();
-  uint64_t waitForPosting(uint64_t seen);
-  void finished();
-  void waitUntilFinished();
-  void post(Work work);
   // Runs `work` on every stage and waits until all are done.
   void runStages(Work work);
   StepResult result() const;
-  void stopThreads();
 
   int64_t batch_size_;
   int micro_batches_;
@@ -96,22 +76,17 @@ class StagedPipeline final : public Pipeline {
   int64_t output_floats_;  // per example
   const VariableLayout& layout_;
   std::vector<Stage> stages_;  // sized once: the threads hold references into it
-  bool threaded_;              // one stage runs on the caller's thread
-
-  std::mutex mutex_;
-  std::condition_variable stages_wake_;
-  std::condition_variable caller_wakes_;
-  std::atomic<uint64_t> posted_{0};
-  std::atomic<int> busy_{0};
   std::atomic<bool> failed_{false};
   // The current posting, written before it is posted.
-  Work work_ = Work::Train;
   Batch batch_;
   const float* parameters_ = nullptr;
   float* gradients_ = nullptr;
   uint64_t step_ = 0;
   ParameterUpdate* update_ = nullptr;
   double train_seconds_ = 0.0;
+  // Stage s runs on thread s; none when one stage runs on the caller's
+  // thread. Last, so that its threads stop before what they use goes.
+  std::optional<ThreadCrew> crew_;
 };
 
 StagedPipeline::StagedPipeline(const std::vector<Device*>& devices, const StagePlan& plan,
@@ -123,8 +98,7 @@ StagedPipeline::StagedPipeline(const std::vector<Device*>& devices, const StageP
       input_floats_(numElements(graph.input_shape)),
       output_floats_(numElements(graph.output_shape)),
       layout_(layout),
-      stages_(plan.stages.size()),
-      threaded_(plan.stages.size() > 1) {
+      stages_(plan.stages.size()) {
   if (micro_batches <= 0 || batch_size % micro_batches != 0)
     throw InputError("training.micro_batches: " + std::to_string(micro_batches) +
                      " micro-batches do not divide the batch of " + std::to_string(batch_size) +
@@ -143,30 +117,19 @@ StagedPipeline::StagedPipeline(const std::vector<Device*>& devices, const StageP
         if (graph.variables[size_t(v)].trainable) stage.trainable.push_back(v);
   }
 
-  if (!threaded_) {
+  if (n == 1) {
     build(stages_.front(), graph, layout, seed);
     return;
   }
-  busy_ = n;
-  int started = 0;
-  try {
-    for (; started < n; ++started) {
-      const size_t s = size_t(started);
-      stages_[s].thread =
-          std::thread([this, s, &graph, &layout, seed] { serve(s, graph, layout, seed); });
+  crew_.emplace(n, [&](size_t s) {
+    try {
+      build(stages_[s], graph, layout, seed);
+    } catch (...) {
+      stages_[s].error = std::current_exception();
     }
-  } catch (...) {
-    busy_.fetch_sub(n - started);
-    waitUntilFinished();
-    stopThreads();
-    throw;
-  }
-  waitUntilFinished();
+  });
   for (const Stage& stage : stages_)
-    if (stage.error) {
-      stopThreads();
-      std::rethrow_exception(stage.error);
-    }
+    if (stage.error) std::rethrow_exception(stage.error);  // crew_ stops as the members go
 }
 
 void StagedPipeline::build(Stage& stage, const LayerGraph& graph, const VariableLayout& layout,
@@ -178,25 +141,6 @@ void StagedPipeline::build(Stage& stage, const LayerGraph& graph, const Variable
   for (const PipelineOp& op : oneForwardOneBackward(int(s), int(stages_.size()), micro_batches_))
     if (op.kind == PipelineOp::Kind::Forward || stage.replica->hasBackward())
       stage.training.push_back(op);
-}
-
-void StagedPipeline::serve(size_t s, const LayerGraph& graph, const VariableLayout& layout,
-                           uint64_t seed) {
-  Stage& stage = stages_[s];
-  try {
-    build(stage, graph, layout, seed);
-  } catch (...) {
-    stage.error = std::current_exception();
-  }
-  uint64_t seen = 0;  // nothing is posted before every stage is built
-  finished();
-  for (;;) {
-    seen = waitForPosting(seen);
-    const Work work = work_;
-    if (work == Work::Stop) return;
-    run(s, work);
-    finished();
-  }
 }
 
 void StagedPipeline::run(size_t s, Work work) {
@@ -290,54 +234,12 @@ void StagedPipeline::backward(size_t s, int m) {
 
 template <class Ready>
 void StagedPipeline::await(Ready ready) {
-  pollThenWait([&] { return ready() || failed_.load(std::memory_order_acquire); });
+  crew_->pollThenWait([&] { return ready() || failed_.load(std::memory_order_acquire); });
   if (!ready()) throw StepAbandoned{};
 }
 
-template <class Predicate>
-void StagedPipeline::pollThenWait(Predicate done) {
-  const auto until = Clock::now() + kPollFor;
-  for (int i = 1; !done(); ++i) {
-    if (i % 64 == 0 && Clock::now() >= until) {
-      std::unique_lock lock(mutex_);
-      stages_wake_.wait(lock, done);
-      return;
-    }
-    std::this_thread::yield();
-  }
-}
-
 void StagedPipeline::notifyStages() {
-  // Under the mutex, so that a stage between checking its condition and
-  // sleeping cannot miss the change.
-  { std::lock_guard lock(mutex_); }
-  stages_wake_.notify_all();
-}
-
-uint64_t StagedPipeline::waitForPosting(uint64_t seen) {
-  pollThenWait([&] { return posted_.load(std::memory_order_acquire) != seen; });
-  return posted_.load(std::memory_order_acquire);
-}
-
-void StagedPipeline::finished() {
-  if (busy_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  { std::lock_guard lock(mutex_); }
-  caller_wakes_.notify_one();
-}
-
-void StagedPipeline::waitUntilFinished() {
-  std::unique_lock lock(mutex_);
-  caller_wakes_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
-}
-
-void StagedPipeline::post(Work work) {
-  work_ = work;
-  busy_.store(int(stages_.size()), std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mutex_);
-    posted_.fetch_add(1, std::memory_order_release);
-  }
-  stages_wake_.notify_all();
+  if (crew_) crew_->notifyAll();  // one stage on the caller's thread: no one waits
 }
 
 void StagedPipeline::runStages(Work work) {
@@ -349,21 +251,14 @@ void StagedPipeline::runStages(Work work) {
     stage.correct = 0;
     stage.error = nullptr;
   }
-  if (!threaded_) {
+  if (!crew_) {
     run(0, work);
   } else {
-    post(work);
-    waitUntilFinished();
+    auto run_stage = [this, work](size_t s) { run(s, work); };
+    crew_->run(run_stage);
   }
   for (const Stage& stage : stages_)
     if (stage.error) std::rethrow_exception(stage.error);
-}
-
-void StagedPipeline::stopThreads() {
-  if (!threaded_) return;
-  post(Work::Stop);
-  for (Stage& stage : stages_)
-    if (stage.thread.joinable()) stage.thread.join();
 }
 
 StepResult StagedPipeline::result() const {

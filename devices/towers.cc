@@ -2,16 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <exception>
-#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "devices/thread_crew.h"
 
 namespace traind {
 namespace {
@@ -48,14 +46,6 @@ std::vector<std::vector<FloatRange>> averagingPieces(const VariableLayout& layou
   return pieces;
 }
 
-// How long a tower's thread polls for the next step before it sleeps: longer
-// than the caller's work between two steps of a small model (the optimizer,
-// the next batch), so that a step seldom has to wake a sleeping thread (tens
-// of microseconds, more in a virtual machine). It polls with sched_yield, so
-// that a poller that shares a core with the caller (or anyone else) gives
-// the core away.
-constexpr auto kPollFor = std::chrono::microseconds(300);
-
 std::string deviceNames(const std::vector<Device*>& devices) {
   std::string names;
   for (const Device* device : devices) names += (names.empty() ? "" : ", ") + device->name();
@@ -66,7 +56,6 @@ class Towers : public Replica {
  public:
   Towers(const std::vector<Device*>& devices, const LayerGraph& graph, const VariableLayout& layout,
          int64_t batch_size, uint64_t seed);
-  ~Towers() override { stopThreads(); }
 
   int64_t batchSize() const override { return batch_size_; }
   StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
@@ -76,7 +65,7 @@ class Towers : public Replica {
   StepResult evaluate(const Batch& batch, const float* parameters) override;
 
  private:
-  enum class Work { Train, Evaluate, Stop };
+  enum class Work { Train, Evaluate };
 
   struct Tower {
     int64_t begin = 0;  // its share: examples [begin, begin + size) of every batch
@@ -90,63 +79,39 @@ class Towers : public Replica {
     std::vector<FloatRange> averaging;
     StepResult result;
     std::exception_ptr error;
-    std::thread thread;
   };
 
-  // A tower's thread: builds its replica, then runs what the caller posts
-  // until it posts Stop.
-  void serve(Tower& tower, uint64_t tower_index, Device& device, const LayerGraph& graph,
-             const VariableLayout& layout, uint64_t seed);
-  // Polls, then sleeps, until a posting after `seen`; returns its number.
-  uint64_t waitForPosting(uint64_t seen);
-  // Polls `done` for kPollFor, then sleeps on towers_wake_ until it holds.
-  template <class Predicate>
-  void pollThenWait(Predicate done);
   void runShare(Tower& tower, uint64_t tower_index, Work work);
   Batch share(const Tower& tower) const;
   float* gradientsOf(Tower& tower) {
     return tower.gradients.size() ? tower.gradients.data() : gradients_;
   }
   void average(const Tower& tower) const;
-  // A tower reports that it has done the posted work (or built its replica).
-  void finished();
-  // The caller: until every tower has finished.
-  void waitUntilFinished();
-  // The caller: hands `work` to every tower.
-  void post(Work work);
   // Posts `work` to every tower and waits until all have done it.
   void runTowers(Work work);
   void checkBatch(const Batch& batch) const;
   void rethrowFirstError() const;
   // The towers' results as one: the loss weighted by share, correct summed.
   StepResult combinedResult() const;
-  void stopThreads();
 
   int64_t batch_size_;
   int64_t input_floats_;       // per example
   int64_t output_floats_;      // per example
   std::vector<Tower> towers_;  // sized once: the threads hold references into it
 
-  std::mutex mutex_;
-  std::condition_variable towers_wake_;
-  std::condition_variable caller_wakes_;
-  // Postings so far; a tower runs each once. Changed under mutex_, so that a
-  // tower that sleeps on towers_wake_ cannot miss one.
-  std::atomic<uint64_t> posted_{0};
-  // Towers still on the current posting; the one that takes it to 0 wakes
-  // the caller (under mutex_, likewise).
-  std::atomic<int> busy_{0};
   // Towers whose gradient of this step is written: every one is before any
   // tower averages.
   std::atomic<int> written_{0};
-  // The current posting's work and arguments, written before it is posted.
-  Work work_ = Work::Train;
+  // The current posting's arguments, written before it is posted.
   Batch batch_;
   const float* parameters_ = nullptr;
   float* gradients_ = nullptr;
   uint64_t step_ = 0;
   ParameterUpdate* update_ = nullptr;  // applied by each tower after its averaging, if set
   std::atomic<bool> failed_{false};  // a tower threw during this posting
+  // Tower t runs on thread t. Last, so that its threads stop before what
+  // they use goes.
+  std::optional<ThreadCrew> crew_;
 };
 
 Towers::Towers(const std::vector<Device*>& devices, const LayerGraph& graph,
@@ -174,67 +139,16 @@ Towers::Towers(const std::vector<Device*>& devices, const LayerGraph& graph,
     begin += tower.size;
   }
 
-  busy_ = n;
-  int started = 0;
-  try {
-    for (; started < n; ++started) {
-      Tower& tower = towers_[size_t(started)];
-      Device& device = *devices[size_t(started)];
-      const uint64_t index = uint64_t(started);
-      tower.thread = std::thread([this, &tower, index, &device, &graph, &layout, seed] {
-        serve(tower, index, device, graph, layout, seed);
-      });
+  // The replica of each tower is built on the thread that runs it.
+  crew_.emplace(n, [&](size_t t) {
+    Tower& tower = towers_[t];
+    try {
+      tower.replica = devices[t]->createReplica(graph, layout, tower.size, seed);
+    } catch (...) {
+      tower.error = std::current_exception();
     }
-  } catch (...) {
-    // The towers never started will not report; wait for the others.
-    busy_.fetch_sub(n - started);
-    waitUntilFinished();
-    stopThreads();
-    throw;
-  }
-  waitUntilFinished();
-  try {
-    rethrowFirstError();
-  } catch (...) {
-    stopThreads();
-    throw;
-  }
-}
-
-void Towers::serve(Tower& tower, uint64_t tower_index, Device& device, const LayerGraph& graph,
-                   const VariableLayout& layout, uint64_t seed) {
-  try {
-    tower.replica = device.createReplica(graph, layout, tower.size, seed);
-  } catch (...) {
-    tower.error = std::current_exception();
-  }
-  uint64_t seen = 0;  // nothing is posted before every tower has built its replica
-  finished();
-  for (;;) {
-    seen = waitForPosting(seen);
-    const Work work = work_;
-    if (work == Work::Stop) return;
-    runShare(tower, tower_index, work);
-    finished();
-  }
-}
-
-uint64_t Towers::waitForPosting(uint64_t seen) {
-  pollThenWait([&] { return posted_.load(std::memory_order_acquire) != seen; });
-  return posted_.load(std::memory_order_acquire);
-}
-
-template <class Predicate>
-void Towers::pollThenWait(Predicate done) {
-  const auto until = std::chrono::steady_clock::now() + kPollFor;
-  for (int i = 1; !done(); ++i) {
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
-      std::unique_lock lock(mutex_);
-      towers_wake_.wait(lock, done);
-      return;
-    }
-    std::this_thread::yield();
-  }
+  });
+  rethrowFirstError();  // crew_ stops its threads as the members go
 }
 
 void Towers::runShare(Tower& tower, uint64_t tower_index, Work work) {
@@ -250,11 +164,9 @@ void Towers::runShare(Tower& tower, uint64_t tower_index, Work work) {
     failed_.store(true);
   }
   if (work != Work::Train) return;
-  if (written_.fetch_add(1, std::memory_order_acq_rel) + 1 == int(towers_.size())) {
-    { std::lock_guard lock(mutex_); }
-    towers_wake_.notify_all();
-  }
-  pollThenWait([this] { return written_.load(std::memory_order_acquire) == int(towers_.size()); });
+  if (written_.fetch_add(1, std::memory_order_acq_rel) + 1 == int(towers_.size()))
+    crew_->notifyAll();
+  crew_->pollThenWait([this] { return written_.load(std::memory_order_acquire) == int(towers_.size()); });
   if (!failed_.load()) average(tower);
 }
 
@@ -288,33 +200,12 @@ void Towers::average(const Tower& tower) const {
   }
 }
 
-void Towers::finished() {
-  if (busy_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  { std::lock_guard lock(mutex_); }
-  caller_wakes_.notify_one();
-}
-
-void Towers::waitUntilFinished() {
-  std::unique_lock lock(mutex_);
-  caller_wakes_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
-}
-
-void Towers::post(Work work) {
-  work_ = work;
-  busy_.store(int(towers_.size()), std::memory_order_relaxed);
-  written_.store(0, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mutex_);
-    posted_.fetch_add(1, std::memory_order_release);
-  }
-  towers_wake_.notify_all();
-}
-
 void Towers::runTowers(Work work) {
   failed_.store(false);
+  written_.store(0, std::memory_order_relaxed);
   for (Tower& tower : towers_) tower.error = nullptr;
-  post(work);
-  waitUntilFinished();
+  auto run_share = [this, work](size_t t) { runShare(towers_[t], uint64_t(t), work); };
+  crew_->run(run_share);
 }
 
 void Towers::checkBatch(const Batch& batch) const {
@@ -326,12 +217,6 @@ void Towers::checkBatch(const Batch& batch) const {
 void Towers::rethrowFirstError() const {
   for (const Tower& tower : towers_)
     if (tower.error) std::rethrow_exception(tower.error);
-}
-
-void Towers::stopThreads() {
-  post(Work::Stop);
-  for (Tower& tower : towers_)
-    if (tower.thread.joinable()) tower.thread.join();
 }
 
 StepResult Towers::trainStep(const Batch& batch, const float* parameters, float* gradients,

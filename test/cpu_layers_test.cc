@@ -18,108 +18,20 @@
 #include "core/random.h"
 #include "core/variable_layout.h"
 #include "devices/cpu/cpu_device.h"
+#include "test/test_models.h"
 
 namespace traind {
 namespace {
 
-// ---- building models in code ----
+// ---- a model with a replica ----
 
-LayerSpec dense(int64_t units, Activation activation = Activation::Linear) {
-  LayerSpec l;
-  l.kind = LayerKind::Dense;
-  l.units = units;
-  l.activation = activation;
-  return l;
-}
-
-LayerSpec conv2d(int64_t filters, int64_t window, int64_t stride, Padding padding,
-                 Activation activation = Activation::Tanh) {
-  LayerSpec l;
-  l.kind = LayerKind::Conv2D;
-  l.filters = filters;
-  l.window = {window, window};
-  l.stride = {stride, stride};
-  l.padding = padding;
-  l.activation = activation;
-  return l;
-}
-
-LayerSpec pooling(LayerKind kind, int64_t window, int64_t stride, Padding padding) {
-  LayerSpec l;
-  l.kind = kind;
-  l.window = {window, window};
-  l.stride = {stride, stride};
-  l.padding = padding;
-  return l;
-}
-
-LayerSpec flatten() {
-  LayerSpec l;
-  l.kind = LayerKind::Flatten;
-  return l;
-}
-
-LayerSpec dropout(float rate) {
-  LayerSpec l;
-  l.kind = LayerKind::Dropout;
-  l.rate = rate;
-  return l;
-}
-
-LayerSpec activation(Activation activation) {
-  LayerSpec l;
-  l.kind = LayerKind::Activation;
-  l.activation = activation;
-  return l;
-}
-
-LayerSpec frozen(LayerSpec l) {
-  l.trainable = false;
-  return l;
-}
-
-LayerSpec withoutBias(LayerSpec l) {
-  l.use_bias = false;
-  return l;
-}
-
-ModelSpec modelSpec(Shape input, std::vector<LayerSpec> layers,
-                    LossKind loss = LossKind::SoftmaxCrossEntropy) {
+// A Model (test/test_models.h) and a replica of it for one batch size.
+struct TestModel : Model {
   ModelSpec spec;
-  spec.name = "test";
-  spec.seed = 5;
-  spec.input = std::move(input);
-  spec.loss = loss;
-  for (size_t i = 0; i < layers.size(); ++i) layers[i].name = "layer" + std::to_string(i);
-  spec.layers = std::move(layers);
-  return spec;
-}
-
-Device& cpuDevice() {
-  static const std::unique_ptr<Device> device = createCpuDevice(2);
-  return *device;
-}
-
-constexpr uint64_t kReplicaSeed = 99;
-
-// A model with initialised parameters (biases too, so that no unit starts
-// exactly at a relu kink) and a replica for one batch size.
-struct TestModel {
-  ModelSpec spec;
-  LayerGraph graph;
-  VariableLayout layout;
-  FlatBuffer parameters;
   std::unique_ptr<Replica> replica;
 
   TestModel(ModelSpec model_spec, int64_t batch_size)
-      : spec(std::move(model_spec)),
-        graph(buildLayerGraph(spec)),
-        layout(graph.variables),
-        parameters(layout.totalSize()) {
-    initializeVariables(graph, layout, spec.seed, parameters);
-    Rng rng(17);
-    for (int64_t i = 0; i < parameters.size(); ++i)
-      parameters.data()[i] += float(0.2 * (rng.uniform() - 0.5));
+      : Model(model_spec), spec(std::move(model_spec)) {
     replica = cpuDevice().createReplica(graph, layout, batch_size, kReplicaSeed);
   }
 
@@ -127,27 +39,6 @@ struct TestModel {
     const VariableView* v = layout.find(name);
     REQUIRE(v != nullptr);
     return *v;
-  }
-};
-
-// Inputs uniform in [-1, 1], labels and targets at random.
-struct TestBatch {
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-  std::vector<float> targets;
-
-  TestBatch(const LayerGraph& graph, int64_t size, uint64_t seed) {
-    Rng rng(seed);
-    inputs.resize(size_t(size * numElements(graph.input_shape)));
-    for (float& x : inputs) x = float(2.0 * rng.uniform() - 1.0);
-    const int64_t outputs = numElements(graph.output_shape);
-    for (int64_t i = 0; i < size; ++i) labels.push_back(int32_t(rng.below(uint64_t(outputs))));
-    targets.resize(size_t(size * outputs));
-    for (float& t : targets) t = float(2.0 * rng.uniform() - 1.0);
-  }
-
-  Batch batch() const {
-    return {int64_t(labels.size()), inputs.data(), labels.data(), targets.data()};
   }
 };
 

@@ -21,142 +21,26 @@
 #include "devices/device_list.h"
 #include "devices/optimizer_update.h"
 #include "test/temp_dir.h"
+#include "test/test_models.h"
 
 namespace traind {
 namespace {
 
-// ---- models built in code ----
-
-LayerSpec layer(LayerKind kind) {
-  LayerSpec l;
-  l.kind = kind;
-  return l;
-}
-
-LayerSpec dense(int64_t units, Activation activation = Activation::Relu) {
-  LayerSpec l = layer(LayerKind::Dense);
-  l.units = units;
-  l.activation = activation;
-  return l;
-}
-
-LayerSpec conv2d(int64_t filters, int64_t stride) {
-  LayerSpec l = layer(LayerKind::Conv2D);
-  l.filters = filters;
-  l.window = {3, 3};
-  l.stride = {stride, stride};
-  l.padding = Padding::Same;
-  l.activation = Activation::Relu;
-  return l;
-}
-
-LayerSpec maxPool() {
-  LayerSpec l = layer(LayerKind::MaxPool);
-  l.window = {2, 2};
-  l.stride = {2, 2};
-  return l;
-}
-
-LayerSpec dropout(float rate) {
-  LayerSpec l = layer(LayerKind::Dropout);
-  l.rate = rate;
-  return l;
-}
-
-LayerSpec frozen(LayerSpec l) {
-  l.trainable = false;
-  return l;
-}
-
-ModelSpec modelSpec(Shape input, std::vector<LayerSpec> layers) {
-  ModelSpec spec;
-  spec.name = "towers";
-  spec.seed = 7;
-  spec.input = std::move(input);
-  for (size_t i = 0; i < layers.size(); ++i) layers[i].name = "layer" + std::to_string(i);
-  spec.layers = std::move(layers);
-  return spec;
-}
+// ---- models built in code (test/test_models.h) ----
 
 // fashion_mlp's shape, smaller: flatten, two relu layers, logits.
 ModelSpec mlp() {
-  return modelSpec({12, 12, 1}, {layer(LayerKind::Flatten), dense(40), dense(20),
-                                 dense(10, Activation::Linear)});
+  return modelSpec({12, 12, 1}, {flatten(), dense(40, Activation::Relu),
+                                 dense(20, Activation::Relu), dense(10)});
 }
 
 // fashion_cnn's shape, smaller: two 3x3 convolutions (the second strided),
 // max pooling, a hidden layer and logits.
 ModelSpec cnn() {
-  return modelSpec({12, 12, 1}, {conv2d(4, 1), conv2d(8, 2), maxPool(), layer(LayerKind::Flatten),
-                                 dense(16), dense(10, Activation::Linear)});
-}
-
-struct Model {
-  LayerGraph graph;
-  VariableLayout layout;
-  FlatBuffer parameters;
-
-  explicit Model(const ModelSpec& spec)
-      : graph(buildLayerGraph(spec)), layout(graph.variables), parameters(layout.totalSize()) {
-    initializeVariables(graph, layout, spec.seed, parameters);
-    // Biases off zero too, so that no unit sits exactly on a relu kink.
-    Rng rng(11);
-    for (int64_t i = 0; i < parameters.size(); ++i)
-      parameters.data()[i] += float(0.1 * (rng.uniform() - 0.5));
-  }
-};
-
-// Inputs uniform in [-1, 1], labels at random.
-struct TestBatch {
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-
-  TestBatch(const LayerGraph& graph, int64_t size, uint64_t seed) {
-    Rng rng(seed);
-    inputs.resize(size_t(size * numElements(graph.input_shape)));
-    for (float& x : inputs) x = float(2.0 * rng.uniform() - 1.0);
-    for (int64_t i = 0; i < size; ++i)
-      labels.push_back(int32_t(rng.below(uint64_t(numElements(graph.output_shape)))));
-  }
-
-  Batch batch() const { return {int64_t(labels.size()), inputs.data(), labels.data(), nullptr}; }
-  // Examples [begin, begin + size).
-  Batch slice(const LayerGraph& graph, int64_t begin, int64_t size) const {
-    return {size, inputs.data() + begin * numElements(graph.input_shape), labels.data() + begin,
-            nullptr};
-  }
-};
-
-// Gradient buffers start as NaN: whatever a step does not write stays NaN.
-FlatBuffer untouchedGradients(const VariableLayout& layout) {
-  FlatBuffer gradients(layout.totalSize());
-  std::fill_n(gradients.data(), gradients.size(), std::numeric_limits<float>::quiet_NaN());
-  return gradients;
-}
-
-// Every trainable variable's gradient agrees within float tolerance; frozen
-// ones are left untouched in both.
-void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
-                        const FlatBuffer& actual) {
-  for (const VariableView& v : layout.views()) {
-    INFO("variable " << v.name);
-    const std::span<const float> e = expected.view(v), a = actual.view(v);
-    if (!v.trainable) {
-      CHECK(std::all_of(a.begin(), a.end(), [](float g) { return std::isnan(g); }));
-      continue;
-    }
-    for (size_t i = 0; i < e.size(); ++i) {
-      INFO("element " << i);
-      REQUIRE(std::isfinite(a[i]));
-      REQUIRE(a[i] == Approx(e[i]).margin(2e-6).epsilon(1e-4));
-    }
-  }
-}
-
-std::vector<std::unique_ptr<Device>> cpuDevices(int n) {
-  std::vector<std::string> names;
-  for (int i = 0; i < n; ++i) names.push_back("cpu:" + std::to_string(i));
-  return createDevices(names, n);  // one thread each
+  return modelSpec({12, 12, 1}, {conv2d(4, 3, 1, Padding::Same, Activation::Relu),
+                                 conv2d(8, 3, 2, Padding::Same, Activation::Relu),
+                                 pooling(LayerKind::MaxPool, 2, 2, Padding::Valid), flatten(),
+                                 dense(16, Activation::Relu), dense(10)});
 }
 
 // Towers over `towers` CPU devices against one CPU device with the whole
@@ -230,12 +114,14 @@ TEST_CASE("an odd batch splits unevenly and still averages to the whole batch", 
 
 TEST_CASE("frozen variables' gradients stay untouched", "[towers]") {
   checkTowersMatchOneDevice(
-      modelSpec({6}, {frozen(dense(8)), dense(5), dense(3, Activation::Linear)}), 2, 6);
+      modelSpec({6}, {frozen(dense(8, Activation::Relu)), dense(5, Activation::Relu), dense(3)}), 2,
+      6);
 }
 
 TEST_CASE("towers that apply the update as they average equal a step and then the update",
           "[towers]") {
-  ModelSpec spec = modelSpec({6}, {frozen(dense(8)), dense(700), dense(3, Activation::Linear)});
+  ModelSpec spec =
+      modelSpec({6}, {frozen(dense(8, Activation::Relu)), dense(700, Activation::Relu), dense(3)});
   spec.optimizer.kind = OptimizerSpec::Kind::Adam;
   spec.optimizer.weight_decay = 0.01f;
   Model separate(spec), fused(spec);
@@ -271,7 +157,7 @@ TEST_CASE("one device is that device's own replica", "[towers]") {
 TEST_CASE("each tower draws its own dropout mask: step * towers + tower", "[towers]") {
   // Tower t of 2 trains step s with a single replica's mask of step 2s + t on
   // its share; the towers' average is the average of those two.
-  Model model(modelSpec({10}, {dense(16), dropout(0.5f), dense(4, Activation::Linear)}));
+  Model model(modelSpec({10}, {dense(16, Activation::Relu), dropout(0.5f), dense(4)}));
   const std::vector<std::unique_ptr<Device>> devices = cpuDevices(2);
   std::unique_ptr<Replica> towers =
       createTowers(devicePointers(devices), model.graph, model.layout, 6, 3);

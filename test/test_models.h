@@ -1,0 +1,85 @@
+// Models, batches and gradient checks built in code, shared by the tests of
+// the back ends (cpu_layers_test, cuda_layers_test) and of what runs them
+// (towers_test, pipeline_test).
+//
+//   const ModelSpec spec = modelSpec({12, 12, 1}, {conv2d(4, 3, 1, Padding::Same),
+//                                                 flatten(), dense(10)});
+//   Model model(spec);                           // graph, layout, parameters
+//   const TestBatch data(model.graph, 8, 100);   // 8 random examples
+//   FlatBuffer gradients = untouchedGradients(model.layout);
+//   replica->trainStep(data.batch(), model.parameters.data(), gradients.data(), 0);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/variable_layout.h"
+#include "devices/device.h"
+
+namespace traind {
+
+// ---- layers ----
+
+LayerSpec dense(int64_t units, Activation activation = Activation::Linear);
+LayerSpec conv2d(int64_t filters, int64_t window, int64_t stride, Padding padding,
+                 Activation activation = Activation::Tanh);
+LayerSpec pooling(LayerKind kind, int64_t window, int64_t stride, Padding padding);
+LayerSpec flatten();
+LayerSpec dropout(float rate);
+LayerSpec activation(Activation activation);
+LayerSpec frozen(LayerSpec l);
+LayerSpec withoutBias(LayerSpec l);
+
+// A model named "test", seed 5, its layers named layer0, layer1, ...
+ModelSpec modelSpec(Shape input, std::vector<LayerSpec> layers,
+                    LossKind loss = LossKind::SoftmaxCrossEntropy);
+
+// ---- devices, models, batches ----
+
+// One CPU device with two threads, made once.
+Device& cpuDevice();
+// cpu:0 .. cpu:n-1, one thread each.
+std::vector<std::unique_ptr<Device>> cpuDevices(int n);
+
+constexpr uint64_t kReplicaSeed = 99;
+
+// A model's graph, layout and initialised parameters, moved a little off
+// their initial values (biases too, so that no unit sits exactly on a relu
+// kink).
+struct Model {
+  LayerGraph graph;
+  VariableLayout layout;
+  FlatBuffer parameters;
+
+  explicit Model(const ModelSpec& spec);
+};
+
+// Inputs uniform in [-1, 1], labels and targets at random.
+struct TestBatch {
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  std::vector<float> targets;
+
+  TestBatch(const LayerGraph& graph, int64_t size, uint64_t seed);
+
+  Batch batch() const {
+    return {int64_t(labels.size()), inputs.data(), labels.data(), targets.data()};
+  }
+  // Examples [begin, begin + size).
+  Batch slice(const LayerGraph& graph, int64_t begin, int64_t size) const;
+};
+
+// ---- gradients ----
+
+// Gradient buffers start as NaN: whatever a step does not write stays NaN.
+FlatBuffer untouchedGradients(const VariableLayout& layout);
+
+// Every trainable variable's gradient agrees within float tolerance; frozen
+// ones are left untouched (NaN) in `actual`. Checks with Catch2.
+void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
+                        const FlatBuffer& actual);
+
+}  // namespace traind
