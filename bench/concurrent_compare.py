@@ -94,24 +94,12 @@ def section_cnn(args, tmp):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("sections", nargs="+", choices=["mlp", "cnn"])
-  parser.add_argument("--build-dir", default="build", help="where daemon/traind was built")
-  parser.add_argument("--rounds", type=int, default=3)
+  dc.add_run_options(parser, rounds=3)
   parser.add_argument("--threads", type=int, default=2,
                       help="compute threads of standalone traind and of the worker")
   parser.add_argument("--mlp-steps", type=int, default=1200)
   parser.add_argument("--cnn-steps", type=int, default=300)
-  parser.add_argument("--quiet", type=float, default=0.3,
-                      help="a run is quiet when the others used at most this many cores")
-  parser.add_argument("--max-wait", type=float, default=30,
-                      help="seconds to wait for a quiet machine before each run")
-  parser.add_argument("--retries", type=int, default=1, help="reruns of a noisy run")
-  parser.add_argument("--nice", type=int, default=0,
-                      help="niceness of the measured processes (negative needs root)")
-  args = parser.parse_args()
-  dc.NICE = args.nice
-  args.traind = os.path.join(dc.REPO, args.build_dir, "daemon", "traind")
-  if not os.access(args.traind, os.X_OK):
-    sys.exit(f"concurrent_compare.py: no {args.traind}; build it first")
+  args = dc.parse_run_options(parser, "concurrent_compare.py")
   with tempfile.TemporaryDirectory(prefix="concurrent_compare.") as tmp:
     for section in args.sections:
       if section == "mlp":

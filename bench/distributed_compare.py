@@ -577,11 +577,36 @@ def section_accuracy(args, tmp):
   print("  difference: against standalone, in points (target: within 1)")
 
 
+def add_run_options(parser, rounds=3):
+  """The options of every comparison that times traind runs with measured():
+  where traind is, rounds, and the quiet-machine rules."""
+  parser.add_argument("--build-dir", default="build", help="where daemon/traind was built")
+  parser.add_argument("--rounds", type=int, default=rounds)
+  parser.add_argument("--quiet", type=float, default=0.3,
+                      help="a run is quiet when the others used at most this many cores")
+  parser.add_argument("--max-wait", type=float, default=30,
+                      help="seconds to wait for a quiet machine before each run")
+  parser.add_argument("--retries", type=int, default=1, help="reruns of a noisy run")
+  parser.add_argument("--nice", type=int, default=0,
+                      help="niceness of the measured processes; negative (root) keeps most time "
+                      "slices theirs on a busy machine")
+
+
+def parse_run_options(parser, script):
+  """Parses the command line; sets NICE and args.traind (exits if it is not built)."""
+  global NICE
+  args = parser.parse_args()
+  NICE = args.nice
+  args.traind = os.path.join(REPO, args.build_dir, "daemon", "traind")
+  if not os.access(args.traind, os.X_OK):
+    sys.exit(f"{script}: no {args.traind}; build it first")
+  return args
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("sections", nargs="+", choices=["cnn", "mlp", "wide", "rss", "accuracy"])
-  parser.add_argument("--build-dir", default="build", help="where daemon/traind was built")
-  parser.add_argument("--rounds", type=int, default=3)
+  add_run_options(parser)
   parser.add_argument("--threads", type=int, default=2,
                       help="cnn: compute threads of standalone traind and of the worker")
   parser.add_argument("--cnn-steps", type=int, default=300)
@@ -592,24 +617,11 @@ def main():
   parser.add_argument("--rss-rounds", type=int, default=3)
   parser.add_argument("--accuracy-steps", type=int, default=1800,
                       help="accuracy: batches of 100 of the standalone run (1800: 3 epochs)")
-  parser.add_argument("--quiet", type=float, default=0.3,
-                      help="a run is quiet when the others used at most this many cores")
-  parser.add_argument("--max-wait", type=float, default=30,
-                      help="seconds to wait for a quiet machine before each run")
-  parser.add_argument("--retries", type=int, default=1, help="reruns of a noisy run")
-  parser.add_argument("--nice", type=int, default=0,
-                      help="niceness of the measured processes; negative (root) keeps most time "
-                      "slices theirs on a busy machine")
   parser.add_argument("--torch-rpc-tcp", action="store_true",
                       help="the torch.distributed.rpc peer over TensorPipe's TCP transport only")
   parser.add_argument("--torch-default-malloc", action="store_true",
                       help="run the PyTorch peers with glibc's default malloc settings")
-  args = parser.parse_args()
-  global NICE
-  NICE = args.nice
-  args.traind = os.path.join(REPO, args.build_dir, "daemon", "traind")
-  if not os.access(args.traind, os.X_OK):
-    sys.exit(f"distributed_compare.py: no {args.traind}; build it first")
+  args = parse_run_options(parser, "distributed_compare.py")
   with tempfile.TemporaryDirectory(prefix="distributed_compare.") as tmp:
     for section in args.sections:
       if section == "cnn":

@@ -46,20 +46,8 @@ def section(args, tmp, model, steps):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--build-dir", default="build", help="where daemon/traind was built")
-  parser.add_argument("--rounds", type=int, default=5)
-  parser.add_argument("--quiet", type=float, default=0.3,
-                      help="a run is quiet when the others used at most this many cores")
-  parser.add_argument("--max-wait", type=float, default=30,
-                      help="seconds to wait for a quiet machine before each run")
-  parser.add_argument("--retries", type=int, default=1, help="reruns of a noisy run")
-  parser.add_argument("--nice", type=int, default=0,
-                      help="niceness of the measured processes (negative needs root)")
-  args = parser.parse_args()
-  dc.NICE = args.nice
-  args.traind = os.path.join(dc.REPO, args.build_dir, "daemon", "traind")
-  if not os.access(args.traind, os.X_OK):
-    sys.exit(f"towers_compare.py: no {args.traind}; build it first")
+  dc.add_run_options(parser, rounds=5)
+  args = dc.parse_run_options(parser, "towers_compare.py")
   with tempfile.TemporaryDirectory(prefix="towers_compare.") as tmp:
     section(args, tmp, dc.FASHION_MLP, 1200)
     sys.stdout.flush()
