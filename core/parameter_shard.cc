@@ -35,7 +35,7 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
   clock_.assign(workers, 0);
   connections_.assign(workers, 0);
   if (cluster.mode == TrainingMode::Sync) {
-    sums_ = FlatBuffer(layout_.totalSize());
+    sums_.resize(chunks_.size());
     contributions_.assign(chunks_.size(), 0);
     contributed_step_.assign(chunks_.size(), std::vector<int64_t>(workers, -1));
   }
@@ -139,6 +139,19 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
                         gradient, learningRateAt(spec_.learning_rate, global_step_), update);
 }
 
+int64_t ParameterShard::chunkStep(size_t chunk) const {
+  if (cluster_.mode != TrainingMode::Sync) return global_step_;
+  return contributions_.at(chunk) >= cluster_.replicas_to_aggregate ? global_step_ + 1
+                                                                     : global_step_;
+}
+
+std::unique_ptr<float[]> ParameterShard::takeSum() {
+  if (free_sums_.empty()) return std::unique_ptr<float[]>(new float[kChunkFloats]);
+  std::unique_ptr<float[]> sum = std::move(free_sums_.back());
+  free_sums_.pop_back();
+  return sum;
+}
+
 void ParameterShard::workerJoined(uint32_t worker) {
   if (worker >= clock_.size())
     throw ProtocolError(fmt::format("ps {}: no worker {} in a cluster of {}", shard_index_, worker,
@@ -193,7 +206,8 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
                                     shard_index_, worker, offset, step));
   contributed_step_[chunk][worker] = step;
   const ShardChunk& c = chunks_[chunk];
-  float* sum = sums_.data() + c.shard_offset;
+  if (contributions_[chunk] == 0) sums_[chunk] = takeSum();
+  float* sum = sums_[chunk].get();
   if (contributions_[chunk] == 0)
     std::memcpy(sum, gradient.data(), gradient.size_bytes());
   else
@@ -202,6 +216,7 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
     const float scale = 1.0f / float(cluster_.replicas_to_aggregate);
     for (int64_t i = 0; i < c.size; ++i) sum[i] *= scale;
     applyChunk(chunk, sum, global_step_ + 1);
+    free_sums_.push_back(std::move(sums_[chunk]));
     if (++chunks_applied_ == chunks_.size()) {
       chunks_applied_ = 0;
       std::fill(contributions_.begin(), contributions_.end(), 0);

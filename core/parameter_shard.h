@@ -10,8 +10,13 @@
 // sync (SyncReplicasOptimizer): each chunk takes the first
 //   replicas_to_aggregate gradients computed at the current global step,
 //   averages them and applies once, like TensorFlow's per-variable
-//   accumulators; later or older ones are dropped as stale. When every chunk
-//   has been applied the global step advances.
+//   accumulators; later or older ones are dropped as stale. An applied
+//   chunk holds its values of the next step (chunkStep), which a reply may
+//   send at once; when every chunk has been applied the global step
+//   advances. A partial sum exists only while a chunk has gradients pending:
+//   a chunk-sized buffer from a pool that grows to the most chunks pending at
+//   once (a few per worker, as many as its calls in flight), not a
+//   shard-sized one.
 //
 // Each chunk's parameters are copy-on-write, so that a pull reply can send
 // them without a copy: pinChunk() hands out the chunk's values as they are,
@@ -56,6 +61,9 @@ class ParameterShard {
 
   bool ready() const { return ready_; }
   int64_t globalStep() const { return global_step_; }
+  // The step whose parameters chunk `chunk` holds: the global step, or in
+  // sync mode the next one once the chunk has been applied for this step.
+  int64_t chunkStep(size_t chunk) const;
   int64_t staleDropped() const { return stale_dropped_; }
 
   // The chief's initialisation: slot 0 the parameters, k + 1 optimizer slot k.
@@ -126,7 +134,11 @@ class ParameterShard {
   std::vector<int> connections_;              // per worker (a worker may reconnect)
 
   // sync
-  FlatBuffer sums_;                           // running sums, shard-sized
+  // A buffer of kChunkFloats for a partial sum, from the pool.
+  std::unique_ptr<float[]> takeSum();
+
+  std::vector<std::unique_ptr<float[]>> sums_;       // per chunk, while gradients are pending
+  std::vector<std::unique_ptr<float[]>> free_sums_;  // the pool
   std::vector<int> contributions_;            // per chunk, this step
   std::vector<std::vector<int64_t>> contributed_step_;  // per chunk, per worker
   size_t chunks_applied_ = 0;

@@ -43,14 +43,16 @@ wire::ParameterShard::Client ServedShard::newSession(PinningStream& connection) 
   return kj::heap<ShardService>(*this, connection);
 }
 
-bool ServedShard::pullMayProceed(int64_t min_step, std::optional<uint32_t> worker) const {
+bool ServedShard::pullMayProceed(int64_t min_step, std::optional<uint32_t> worker,
+                                 std::optional<size_t> chunk) const {
   if (stopping_) return true;
-  return min_step <= shard_.globalStep() && (!worker || shard_.withinStaleness(*worker));
+  const int64_t step = chunk ? shard_.chunkStep(*chunk) : shard_.globalStep();
+  return min_step <= step && (!worker || shard_.withinStaleness(*worker));
 }
 
 void ServedShard::releasePulls() {
   for (auto it = waiting_pulls_.begin(); it != waiting_pulls_.end();) {
-    if (pullMayProceed(it->min_step, it->worker)) {
+    if (pullMayProceed(it->min_step, it->worker, it->chunk)) {
       it->fulfiller->fulfill();
       it = waiting_pulls_.erase(it);
     } else {
@@ -138,15 +140,16 @@ void ShardService::attachChunk(Results results, size_t chunk) {
   connection_.holdUntilWritten(bytes.begin(), std::move(values));
 }
 
-kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, kj::Function<void()> reply) {
+kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, std::optional<size_t> chunk,
+                                                   kj::Function<void()> reply) {
   if (!shard().ready() && !served_.stopping_)
     throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " is not initialised yet");
-  if (served_.pullMayProceed(min_step, worker_)) {
+  if (served_.pullMayProceed(min_step, worker_, chunk)) {
     reply();
     return kj::READY_NOW;
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
-  served_.waiting_pulls_.push_back({min_step, worker_, kj::mv(paf.fulfiller)});
+  served_.waiting_pulls_.push_back({min_step, worker_, chunk, kj::mv(paf.fulfiller)});
   return paf.promise.then([reply = kj::mv(reply)]() mutable {
     return checked([&]() -> kj::Promise<void> {
       reply();
@@ -158,19 +161,22 @@ kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, kj::Functio
 kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
-    const int64_t before = shard().globalStep();
     const int64_t offset = int64_t(params.getOffset());
     const std::span<const float> gradient = floatsOf(params.getData());
     const size_t chunk = shard().chunkAt(offset, int64_t(gradient.size()));
+    const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
     const bool accepted = shard().push(params.getWorkerTask(), params.getStep(), offset, gradient);
     const int64_t min_step = params.getMinStep();
     // The gradient is applied: its 1 MiB need not wait with a sync pull.
     context.releaseParams();
-    if (shard().globalStep() != before) served_.releasePulls();
-    return whenPullMayProceed(min_step, [this, context, chunk, accepted]() mutable {
+    if (shard().globalStep() != before || shard().chunkStep(chunk) != chunk_before)
+      served_.releasePulls();
+    // The reply waits for this chunk's step only (sync: until the chunk has
+    // been applied), not for the rest of the shard.
+    return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted]() mutable {
       auto results = context.getResults();
       results.setAccepted(accepted);
-      results.setGlobalStep(shard().globalStep());
+      results.setGlobalStep(shard().chunkStep(chunk));
       attachChunk(results, chunk);
     });
   });
@@ -180,7 +186,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
-    return whenPullMayProceed(params.getMinStep(), [this, context, chunk]() mutable {
+    return whenPullMayProceed(params.getMinStep(), std::nullopt, [this, context, chunk]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());
       attachChunk(results, chunk);

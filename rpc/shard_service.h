@@ -45,10 +45,14 @@ class ServedShard {
   struct PullWaiter {
     int64_t min_step;
     std::optional<uint32_t> worker;
+    std::optional<size_t> chunk;
     kj::Own<kj::PromiseFulfiller<void>> fulfiller;
   };
 
-  bool pullMayProceed(int64_t min_step, std::optional<uint32_t> worker) const;
+  // A reply for `chunk` waits for that chunk's step (ParameterShard::chunkStep),
+  // one without a chunk for the global step.
+  bool pullMayProceed(int64_t min_step, std::optional<uint32_t> worker,
+                      std::optional<size_t> chunk) const;
   // Answers the pulls that may proceed now (all of them when stopping).
   void releasePulls();
 
@@ -79,8 +83,10 @@ class ShardService final : public wire::ParameterShard::Server {
  private:
   void fillStatus(wire::ShardStatus::Builder status) const;
   // Runs `reply` once a pull at min_step may proceed: now, or when the
-  // global step or the slowest worker allows (ServedShard::releasePulls).
-  kj::Promise<void> whenPullMayProceed(int64_t min_step, kj::Function<void()> reply);
+  // step (of `chunk`, else the global one) or the slowest worker allows
+  // (ServedShard::releasePulls).
+  kj::Promise<void> whenPullMayProceed(int64_t min_step, std::optional<size_t> chunk,
+                                       kj::Function<void()> reply);
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
   // pinned until the reply is written.
   template <typename Results>

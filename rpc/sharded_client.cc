@@ -223,6 +223,13 @@ void copyChunk(capnp::Data::Reader data, float* out, int64_t size) {
 // go out); more only queue up in socket buffers. Measured on loopback: 2, 4
 // and 8 alike, every chunk at once slower (docs/benchmarks.md, Distributed).
 constexpr size_t kCallsInFlight = 4;
+// In sync training a chunk's reply also waits for the other workers'
+// gradients of that chunk, longer than a round trip, so more calls keep the
+// link busy (fashion_mlp, 6 chunks: 4 in flight about 10% slower than all). Each
+// costs the ps a partial sum of at most 1 MiB while it waits: with 8 per
+// worker and shard a ps of P = 65 MiB and 2 workers peaks at 3.37 P
+// (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
+constexpr size_t kSyncCallsInFlight = 8;
 
 // Makes `call` for every chunk of every shard and waits for all of them:
 // `in_flight` lanes per shard, lane j calling chunks j, j + K, j + 2K...
@@ -279,11 +286,8 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   int64_t dropped = 0;
   std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
   TransferTally pushes, pulls;
-  // In sync training a chunk's reply waits for the next global step, which
-  // needs every chunk of this push: they all go out at once.
-  const size_t in_flight =
-      impl_->cluster.mode == TrainingMode::Sync ? SIZE_MAX : kCallsInFlight;
-  callEveryChunk(impl_->io.waitScope, impl_->shards, in_flight,
+  const bool sync = impl_->cluster.mode == TrainingMode::Sync;
+  callEveryChunk(impl_->io.waitScope, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
                  [&](ShardLink& link, const ShardChunk& c) {
     auto request = link.shard().pushAndPullRequest();
     request.setWorkerTask(impl_->worker_task);
@@ -296,15 +300,24 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
         request, gradients.data() + c.layout_offset, c.size);
     pushes.sent(c.size * int64_t(sizeof(float)));
     pulls.sent(0);
-    // A shard answers a connection's calls in order: its step is the one
-    // its last chunk reports, when it had applied every chunk of this push.
-    int64_t* step = &c == &link.chunks.back() ? &steps[size_t(link.index)] : nullptr;
+    // Async: a shard answers a connection's calls in order, so its step is
+    // the one its last chunk reports, when it had applied every chunk of
+    // this push. Sync: each chunk answers once it has been applied, in any
+    // order, with the step of its values, and one chunk may be a step ahead
+    // of another: the shard's step is the lowest, the step every chunk's
+    // values have reached (the shard's global step by then).
+    int64_t* step = &steps[size_t(link.index)];
+    const bool last = &c == &link.chunks.back();
     float* out = parameters.data() + c.layout_offset;
     const int64_t size = c.size;
-    return request.send().then([&dropped, &pushes, &pulls, step, out, size](auto reply) {
+    return request.send().then([&dropped, &pushes, &pulls, step, last, sync, out,
+                                size](auto reply) {
       if (!reply.getAccepted()) ++dropped;
       copyChunk(reply.getData(), out, size);
-      if (step) *step = reply.getGlobalStep();
+      if (sync)
+        *step = std::min(*step, int64_t(reply.getGlobalStep()));
+      else if (last)
+        *step = reply.getGlobalStep();
       pushes.answered(0);
       pulls.answered(int64_t(reply.getData().size()));
     });

@@ -62,8 +62,9 @@ class ShardedClient {
 
   // Pushes a gradient computed from the parameters of the last pull (each
   // shard's part tagged with the step that shard reported) and pulls as
-  // pull() does, one call per chunk, every chunk in flight at once: a shard
-  // applies a chunk and sends its parameters back while the next arrive.
+  // pull() does, one call per chunk, a few in flight per shard: a shard
+  // applies a chunk and sends its parameters back while the next arrive (in
+  // sync training once that chunk has its replicas_to_aggregate gradients).
   int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters);
 
   // Chief: parameters and optimizer slots of every shard into `state`, for a

@@ -34,10 +34,13 @@ interface ParameterShard {
   pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64)
       -> (accepted :Bool, globalStep :Int64, data :Data);
   # One chunk of a gradient computed from the parameters of global step
-  # `step`, and that chunk's parameters back as pull gives them. accepted is
-  # false when the shard dropped the gradient as stale. One call per chunk:
-  # the shard applies and answers a chunk while the next ones still arrive,
-  # so parameters flow back while gradients flow in.
+  # `step`, and that chunk's parameters back once the chunk's step has
+  # reached minStep; globalStep is the step of the values sent (in sync
+  # training a chunk is a step ahead of the shard once it has been applied,
+  # so its reply need not wait for the other chunks). accepted is false when
+  # the shard dropped the gradient as stale. One call per chunk: the shard
+  # applies and answers a chunk while the next ones still arrive, so
+  # parameters flow back while gradients flow in.
 
   pull @5 (minStep :Int64, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

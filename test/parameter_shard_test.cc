@@ -61,11 +61,23 @@ TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are average
   CHECK_FALSE(shard.push(2, 0, kernel.shard_offset, g2));  // a third gradient of step 0: stale
   CHECK(shard.staleDropped() == 1);
   CHECK(shard.globalStep() == 0);  // the bias chunk is still open
+  // The applied kernel holds its step-1 values (a reply may send them now).
+  CHECK(shard.chunkStep(0) == 1);
+  CHECK(shard.chunkStep(1) == 0);
   const std::vector<float> b{1.0f};
   CHECK(shard.push(0, 0, shard.chunks()[1].shard_offset, b));
   CHECK(shard.push(2, 0, shard.chunks()[1].shard_offset, b));
   CHECK(shard.globalStep() == 1);
+  CHECK(shard.chunkStep(0) == 1);
+  CHECK(shard.chunkStep(1) == 1);
   CHECK_FALSE(shard.push(1, 0, kernel.shard_offset, g1));  // an old step: stale
+  // The next step sums afresh in a reused buffer: mean (2, 2.5), lr 0.5.
+  const std::vector<float> g3{1.0f, 3.0f};
+  CHECK(shard.push(2, 1, kernel.shard_offset, g1));
+  CHECK(shard.push(0, 1, kernel.shard_offset, g3));
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-1.0f, 0.25f});
+  CHECK(shard.chunkStep(0) == 2);
+  CHECK(shard.globalStep() == 1);
 }
 
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
