@@ -2,11 +2,12 @@
 
 namespace traind {
 
-ThreadCrew::ThreadCrew(int threads, const std::function<void(size_t)>& setup) {
+ThreadCrew::ThreadCrew(int members, const std::function<void(size_t)>& setup) {
+  const int threads = members - 1;
   threads_.reserve(size_t(threads));
   busy_ = threads;
   try {
-    for (int t = 0; t < threads; ++t)
+    for (int t = 1; t <= threads; ++t)
       threads_.emplace_back([this, t, &setup] { serve(size_t(t), setup); });
   } catch (...) {
     // The threads never started will not report; wait for the others.
@@ -15,6 +16,7 @@ ThreadCrew::ThreadCrew(int threads, const std::function<void(size_t)>& setup) {
     stop();
     throw;
   }
+  setup(0);
   waitUntilFinished();
 }
 
@@ -47,8 +49,17 @@ void ThreadCrew::finished() {
 }
 
 void ThreadCrew::waitUntilFinished() {
-  std::unique_lock lock(mutex_);
-  caller_wakes_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+  // The others ran the same work as the caller: they are usually about done.
+  const auto done = [this] { return busy_.load(std::memory_order_acquire) == 0; };
+  const auto until = std::chrono::steady_clock::now() + kPollFor;
+  for (int i = 1; !done(); ++i) {
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
+      std::unique_lock lock(mutex_);
+      caller_wakes_.wait(lock, done);
+      return;
+    }
+    std::this_thread::yield();
+  }
 }
 
 void ThreadCrew::post() {

@@ -10,8 +10,9 @@
 //                                                            // 50-99 on cpu:1
 //
 // With N devices a batch of B examples is cut into N consecutive shares of
-// B / N examples, the first B % N of them one larger. Tower t runs on its
-// own thread, started once and kept (no thread is made per step). Tower 0
+// B / N examples, the first B % N of them one larger. Tower 0 runs on the
+// caller's thread, tower t > 0 on a thread of its own, started once and
+// kept (no thread is made per step; devices/thread_crew.h). Tower 0
 // writes its gradient into the caller's buffer, every other tower into its
 // own, allocated once; the caller's gradient becomes the towers' average
 // weighted by share, which is the gradient of the mean loss over the whole
