@@ -171,6 +171,9 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
 
   kj::AsyncIoContext io = kj::setupAsyncIo();
   ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), uint32_t(task));
+  // A stop while this worker waits for a sync step that the others, stopping
+  // too, will not finish ends the wait (trainctl stop asks every worker).
+  ps.abandonWaitsOnStop(stop_requested);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   ps.connect(kPeerTimeoutSeconds);
   if (chief) {

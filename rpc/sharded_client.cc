@@ -4,6 +4,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -231,9 +232,25 @@ constexpr size_t kCallsInFlight = 4;
 // (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
 constexpr size_t kSyncCallsInFlight = 8;
 
+// How often a waiting call looks at the stop flag.
+constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
+
+// Resolves once *stop has been set for ShardedClient::kStopGraceSeconds.
+kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::Duration held) {
+  return timer.afterDelay(kStopTick).then([&timer, &stop, held]() -> kj::Promise<void> {
+    const kj::Duration now_held = stop.load() ? held + kStopTick : 0 * kj::SECONDS;
+    if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
+      return kj::READY_NOW;
+    return stopHeld(timer, stop, now_held);
+  });
+}
+
 // Makes `call` for every chunk of every shard and waits for all of them:
 // `in_flight` lanes per shard, lane j calling chunks j, j + K, j + 2K...
-void callEveryChunk(kj::WaitScope& wait_scope, std::vector<ShardLink>& shards, size_t in_flight,
+// Returns false when it gave up on them because *stop was held (the calls
+// are cancelled; see ShardedClient::abandonWaitsOnStop).
+bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
+                    std::vector<ShardLink>& shards, size_t in_flight,
                     const std::function<kj::Promise<void>(ShardLink&, const ShardChunk&)>& call) {
   std::function<kj::Promise<void>(ShardLink&, size_t, size_t)> lane =
       [&](ShardLink& link, size_t i, size_t stride) {
@@ -247,7 +264,13 @@ void callEveryChunk(kj::WaitScope& wait_scope, std::vector<ShardLink>& shards, s
     const size_t stride = std::min(in_flight, link.chunks.size());
     for (size_t j = 0; j < stride; ++j) lanes.add(lane(link, j, stride));
   }
-  kj::joinPromises(lanes.releaseAsArray()).wait(wait_scope);
+  kj::Promise<void> all = kj::joinPromises(lanes.releaseAsArray());
+  bool abandoned = false;
+  if (stop)
+    all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
+                                .then([&abandoned] { abandoned = true; }));
+  all.wait(io.waitScope);
+  return !abandoned;
 }
 
 }  // namespace
@@ -261,8 +284,8 @@ int64_t ShardedClient::jobStep(int64_t min_step) {
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
   TransferTally pulls;
-  callEveryChunk(impl_->io.waitScope, impl_->shards, kCallsInFlight,
-                 [&](ShardLink& link, const ShardChunk& c) {
+  const bool done = callEveryChunk(impl_->io, stop_, impl_->shards, kCallsInFlight,
+                                   [&](ShardLink& link, const ShardChunk& c) {
     auto request = link.shard().pullRequest();
     request.setMinStep(min_step);
     request.setOffset(uint64_t(c.shard_offset));
@@ -278,6 +301,10 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     });
   });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
+  if (!done) {
+    spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);
+    return -1;
+  }
   return jobStep(min_step);
 }
 
@@ -287,8 +314,9 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
   TransferTally pushes, pulls;
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
-  callEveryChunk(impl_->io.waitScope, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
-                 [&](ShardLink& link, const ShardChunk& c) {
+  const bool done = callEveryChunk(impl_->io, stop_, impl_->shards,
+                                   sync ? kSyncCallsInFlight : kCallsInFlight,
+                                   [&](ShardLink& link, const ShardChunk& c) {
     auto request = link.shard().pushAndPullRequest();
     request.setWorkerTask(impl_->worker_task);
     // The step of the parameters this shard gave: shards may be a step
@@ -322,8 +350,12 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
       pulls.answered(int64_t(reply.getData().size()));
     });
   });
-  shard_steps_ = std::move(steps);
   last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
+  if (!done) {
+    spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);
+    return -1;
+  }
+  shard_steps_ = std::move(steps);
   if (dropped > 0) ++dropped_;
   return jobStep(min_step);
 }

@@ -14,6 +14,7 @@
 
 #include <kj/async-io.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -74,6 +75,13 @@ class ShardedClient {
   // Chief: tells every shard that the job is done.
   void stopAll();
 
+  // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
+  // waiting kStopGrace later is abandoned and returns -1, as when the shards
+  // stop: it waits for a step that workers stopping too will not finish (a
+  // sync step). A call that is merely slow finishes first.
+  static constexpr double kStopGraceSeconds = 1.0;
+  void abandonWaitsOnStop(const std::atomic<bool>& stop) { stop_ = &stop; }
+
   // Each shard's step at the last pull: what the next push is tagged with. A
   // worker with several steps in flight (concurrent steps) keeps each pull's
   // and sets them back before it pushes the gradient computed from that pull.
@@ -98,6 +106,7 @@ class ShardedClient {
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
+  const std::atomic<bool>* stop_ = nullptr;
   Transfer last_transfer_;
 };
 

@@ -140,6 +140,29 @@ TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 300"));
 }
 
+TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish stops on SIGTERM") {
+  const auto dir = freshTempDir("sync-stop");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 2);
+  for (int i = 0; i < 600 && c.workers[0]->output().find("step 40,") == std::string::npos; ++i)
+    usleep(50000);
+  // Worker 1 stops cleanly; the chief is left waiting for a step that needs
+  // worker 1's gradient. Its SIGTERM must end that wait: it checkpoints and
+  // exits 0 while the ps still runs.
+  c.workers[1]->signal(SIGTERM);
+  CHECK(c.workers[1]->wait(30) == 0);
+  c.workers[0]->signal(SIGTERM);
+  INFO(c.logs());
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("saved checkpoint"));
+  c.ps[0]->signal(SIGTERM);
+  CHECK(c.ps[0]->wait(30) == 0);
+}
+
 TEST_CASE("async: the others finish when a worker is killed") {
   const auto dir = freshTempDir("async-kill");
   const auto cluster = writeCluster(dir, 1, 3, "  mode: async\n");
