@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA back end's checks on a GPU machine in one call: its tests, a
 # standalone fashion_mlp and fashion_cnn run on cuda:0 (fashion_mlp on the
-# CPU beside it), and bench/cuda_compare.py against PyTorch.
+# CPU beside it), fashion_mlp with concurrent_steps 1, 2 and 4 on cuda:0,
+# and bench/cuda_compare.py against PyTorch.
 #
 # Here (the development machine, with the CUDA build):
 #   bench/gpu_session.sh pack [BUILD_DIR]   # default build-cuda
@@ -71,12 +72,23 @@ run() {
 
   # fashion_cnn's CPU accuracy is in docs/benchmarks.md: its CPU run would
   # not fit in the call.
-  for run in "fashion_mlp cuda:0 60" "fashion_mlp cpu 60" "fashion_cnn cuda:0 90"; do
+  for run in "fashion_mlp cuda:0 60" "fashion_mlp cpu 45" "fashion_cnn cuda:0 75"; do
     set -- $run
     echo "== $1 on $2" >>"$OUT/standalone_logs.txt"
     part "standalone $1 $2" standalone_logs.txt "$3" \
       "$root/traind" --model "configs/models/$1.yaml" --devices "$2" --checkpoint-dir "" \
       --threads 16
+  done
+  # Issue 7: concurrent_steps K = 1, 2, 4 on one GPU (each step its own
+  # replica and stream); target K = 4 >= 2x the examples/sec of K = 1.
+  local k
+  for k in 1 2 4; do
+    sed "s/^training:/training:\n  concurrent_steps: $k/" configs/models/fashion_mlp.yaml \
+      >"configs/models/fashion_mlp_k$k.yaml"
+    echo "== fashion_mlp cuda:0 concurrent_steps $k" >>"$OUT/standalone_logs.txt"
+    part "concurrent_steps $k" standalone_logs.txt 20 \
+      "$root/traind" --model "configs/models/fashion_mlp_k$k.yaml" --devices cuda:0 \
+      --checkpoint-dir "" --threads 16 --max-steps 1800 --log-every 300
   done
   grep -iE "^==|accuracy|examples/s|error" "$OUT/standalone_logs.txt" >"$OUT/standalone.txt"
 
