@@ -25,7 +25,10 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   return out;
 }
 
-std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
+namespace {
+
+// The placement proper: layers on devices and the schedule of a step.
+std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
   const std::vector<std::string>& devices = spec.training.devices;
   const StagePlan plan = planStages(spec, graph, devices);
   const int64_t batch_size = spec.data.batch_size;
@@ -57,6 +60,18 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
   out += "schedule of a step, 1F1B (Fm, Bm: forward, backward of micro-batch m; every pass one "
          "unit of time; ..: waiting):\n";
   out += scheduleChart(labels, micro_batches);
+  return out;
+}
+
+}  // namespace
+
+std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
+  std::string out = layerPlacement(spec, graph);
+  const int k = spec.training.concurrent_steps;
+  if (k > 1)
+    out += fmt::format("concurrent steps: {} in flight, each on its own batch with 1/{} of the "
+                       "compute threads (at least one)\n",
+                       k, k);
   return out;
 }
 

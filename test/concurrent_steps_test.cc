@@ -80,6 +80,14 @@ TEST_CASE("K = 2 checkpoints and resumes at the step it stopped at") {
   CHECK_THAT(second.output, Catch::Contains("done: global step 200, 100 steps"));
 }
 
+TEST_CASE("traind check says how many steps are in flight") {
+  const auto dir = freshTempDir("concurrent_check");
+  const ProcessResult r = runTraind("check --model " + writeModel(dir, 4).string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("concurrent steps: 4 in flight"));
+}
+
 TEST_CASE("concurrent_steps below 1 is an error naming the field") {
   const auto dir = freshTempDir("concurrent_zero");
   const std::string spec = readFile(writeModel(dir, 1));
