@@ -116,119 +116,6 @@ void checkGradients(TestModel& model, const GradientCheck& check = {}) {
   }
 }
 
-// ---- a naive NHWC reference of the forward pass, in double ----
-
-struct Image {
-  int64_t h = 0, w = 0, c = 0;
-  std::vector<double> v;  // [h, w, c] row-major; a vector is h = w = 1
-  double& at(int64_t y, int64_t x, int64_t k) { return v[size_t((y * w + x) * c + k)]; }
-};
-
-double activate(Activation a, double x) {
-  switch (a) {
-    case Activation::Linear:
-      return x;
-    case Activation::Relu:
-      return x > 0 ? x : 0;
-    case Activation::Tanh:
-      return std::tanh(x);
-    case Activation::Sigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
-  }
-  return x;
-}
-
-// TensorFlow: SAME gives ceil(in / stride) outputs and pads
-// max((out - 1) * stride + window - in, 0), the smaller half first.
-void outputAndPad(int64_t in, int64_t window, int64_t stride, Padding padding, int64_t& out,
-                  int64_t& pad_begin) {
-  if (padding == Padding::Valid) {
-    out = (in - window) / stride + 1;
-    pad_begin = 0;
-    return;
-  }
-  out = (in + stride - 1) / stride;
-  pad_begin = std::max<int64_t>((out - 1) * stride + window - in, 0) / 2;
-}
-
-std::vector<double> referenceForward(const TestModel& model, const float* example) {
-  const Shape& in_shape = model.spec.input;
-  Image x;
-  if (in_shape.size() == 3) {
-    x = {in_shape[0], in_shape[1], in_shape[2], {}};
-  } else {
-    x = {1, 1, in_shape[0], {}};
-  }
-  x.v.assign(example, example + x.h * x.w * x.c);
-  const float* p = model.parameters.data();
-  for (const LayerSpec& l : model.spec.layers) {
-    const VariableView* kernel = model.layout.find(l.name + "/kernel");
-    const VariableView* bias = model.layout.find(l.name + "/bias");
-    Image y;
-    switch (l.kind) {
-      case LayerKind::Conv2D:
-      case LayerKind::MaxPool:
-      case LayerKind::AvgPool: {
-        int64_t pad_top, pad_left;
-        outputAndPad(x.h, l.window[0], l.stride[0], l.padding, y.h, pad_top);
-        outputAndPad(x.w, l.window[1], l.stride[1], l.padding, y.w, pad_left);
-        y.c = l.kind == LayerKind::Conv2D ? l.filters : x.c;
-        y.v.assign(size_t(y.h * y.w * y.c), 0.0);
-        for (int64_t oy = 0; oy < y.h; ++oy)
-          for (int64_t ox = 0; ox < y.w; ++ox)
-            for (int64_t o = 0; o < y.c; ++o) {
-              double sum = 0, max = -1e300;
-              int64_t count = 0;
-              for (int64_t ky = 0; ky < l.window[0]; ++ky)
-                for (int64_t kx = 0; kx < l.window[1]; ++kx) {
-                  const int64_t iy = oy * l.stride[0] + ky - pad_top;
-                  const int64_t ix = ox * l.stride[1] + kx - pad_left;
-                  if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) continue;
-                  ++count;
-                  if (l.kind == LayerKind::Conv2D) {
-                    for (int64_t i = 0; i < x.c; ++i)
-                      sum += x.at(iy, ix, i) *
-                             p[kernel->offset + ((ky * l.window[1] + kx) * x.c + i) * y.c + o];
-                  } else {
-                    sum += x.at(iy, ix, o);
-                    max = std::max(max, x.at(iy, ix, o));
-                  }
-                }
-              double& out = y.at(oy, ox, o);
-              if (l.kind == LayerKind::Conv2D)
-                out = activate(l.activation, sum + (bias ? p[bias->offset + o] : 0.0));
-              else
-                out = l.kind == LayerKind::MaxPool ? max : sum / double(count);
-            }
-        break;
-      }
-      case LayerKind::Dense: {
-        y = {1, 1, l.units, std::vector<double>(size_t(l.units))};
-        const int64_t in = x.h * x.w * x.c;
-        for (int64_t o = 0; o < l.units; ++o) {
-          double sum = bias ? p[bias->offset + o] : 0.0;
-          for (int64_t i = 0; i < in; ++i)
-            sum += x.v[size_t(i)] * p[kernel->offset + i * l.units + o];
-          y.v[size_t(o)] = activate(l.activation, sum);
-        }
-        break;
-      }
-      case LayerKind::Flatten:
-        y = {1, 1, x.h * x.w * x.c, x.v};
-        break;
-      case LayerKind::Dropout:
-        y = x;
-        break;  // evaluation
-      case LayerKind::Activation:
-        y = x;
-        for (double& e : y.v) e = activate(l.activation, e);
-        break;
-    }
-    x = std::move(y);
-  }
-  return x.v;
-}
-
 // Checks evaluate's forward pass against the reference: with the
 // reference's outputs as mean-squared-error targets the loss is ~0, and any
 // element computed differently (order, padding, averaging) makes it positive.
@@ -239,7 +126,8 @@ void checkAgainstReference(TestModel& model, int64_t batch_size) {
   const int64_t out = numElements(model.graph.output_shape);
   double scale = 0.0;
   for (int64_t n = 0; n < batch_size; ++n) {
-    const std::vector<double> y = referenceForward(model, data.inputs.data() + n * in);
+    const std::vector<double> y = referenceForward(model.spec, model.layout, model.parameters.data(),
+                                                   data.inputs.data() + n * in);
     REQUIRE(int64_t(y.size()) == out);
     for (int64_t k = 0; k < out; ++k) {
       data.targets[size_t(n * out + k)] = float(y[size_t(k)]);

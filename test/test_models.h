@@ -82,4 +82,9 @@ FlatBuffer untouchedGradients(const VariableLayout& layout);
 void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
                         const FlatBuffer& actual);
 
+// A naive NHWC forward pass of `spec`'s layers on one example, in double
+// (dropout as in evaluation): what a device's forward must compute.
+std::vector<double> referenceForward(const ModelSpec& spec, const VariableLayout& layout,
+                                     const float* parameters, const float* example);
+
 }  // namespace traind
