@@ -42,78 +42,10 @@ struct TestModel : Model {
   }
 };
 
-// ---- the numeric gradient check ----
+// ---- the numeric gradient check (test/test_models.h) ----
 
-struct GradientCheck {
-  // Central differences with each step in turn until one agrees: a max
-  // pooling window whose two largest inputs are closer than a step breaks
-  // the difference quotient of that step (and with many windows some always
-  // are), while float rounding grows as the step shrinks.
-  std::vector<double> epsilons{1e-2};
-  int samples_per_variable = 24;  // every element of smaller variables
-  double abs_tolerance = 5e-4;
-  double rel_tolerance = 2e-2;
-  // Dropout: differentiate trainStep's loss at this step (the mask is fixed
-  // for a step) instead of evaluate's.
-  bool through_train_step = false;
-  uint64_t step = 3;
-};
-
-// Compares trainStep's gradient of every trainable variable (or a random
-// sample of its elements) with central differences of the loss, and checks
-// that frozen variables' gradients are left untouched.
 void checkGradients(TestModel& model, const GradientCheck& check = {}) {
-  const TestBatch data(model.graph, model.replica->batchSize(), 23);
-  const Batch batch = data.batch();
-  const float untouched = std::numeric_limits<float>::quiet_NaN();
-  FlatBuffer gradients(model.layout.totalSize());
-  std::fill_n(gradients.data(), gradients.size(), untouched);
-  model.replica->trainStep(batch, model.parameters.data(), gradients.data(), check.step);
-
-  FlatBuffer scratch(model.layout.totalSize());
-  auto loss = [&] {
-    return check.through_train_step
-               ? model.replica
-                     ->trainStep(batch, model.parameters.data(), scratch.data(), check.step)
-                     .loss
-               : model.replica->evaluate(batch, model.parameters.data()).loss;
-  };
-  Rng rng(31);
-  for (const VariableView& v : model.layout.views()) {
-    const std::span<const float> grad = std::as_const(gradients).view(v);
-    if (!v.trainable) {
-      INFO("frozen variable " << v.name);
-      CHECK(std::all_of(grad.begin(), grad.end(), [](float g) { return std::isnan(g); }));
-      continue;
-    }
-    std::vector<int64_t> indices;
-    if (v.size <= check.samples_per_variable) {
-      for (int64_t i = 0; i < v.size; ++i) indices.push_back(i);
-    } else {
-      for (int k = 0; k < check.samples_per_variable; ++k)
-        indices.push_back(int64_t(rng.below(uint64_t(v.size))));
-    }
-    for (int64_t i : indices) {
-      float& p = model.parameters.data()[v.offset + i];
-      const float saved = p;
-      const double analytic = grad[size_t(i)];
-      double numeric = 0.0;
-      bool agrees = false;
-      for (double epsilon : check.epsilons) {
-        p = saved + float(epsilon);
-        const double plus = loss();
-        p = saved - float(epsilon);
-        const double minus = loss();
-        p = saved;
-        numeric = (plus - minus) / (2.0 * epsilon);
-        agrees = std::abs(analytic - numeric) <=
-                 check.abs_tolerance + check.rel_tolerance * std::abs(numeric);
-        if (agrees) break;
-      }
-      INFO(v.name << "[" << i << "]: trainStep " << analytic << ", numeric " << numeric);
-      CHECK(agrees);
-    }
-  }
+  checkReplicaGradients(*model.replica, model, check);
 }
 
 // Checks evaluate's forward pass against the reference: with the

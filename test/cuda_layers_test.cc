@@ -71,67 +71,10 @@ double relativeError(std::span<const float> a, std::span<const float> b) {
 
 constexpr double kAgreement = 1e-4;
 
-// ---- the numeric gradient check (as test/cpu_layers_test.cc), on the GPU ----
-
-struct GradientCheck {
-  std::vector<double> epsilons{1e-2};
-  int samples_per_variable = 24;
-  double abs_tolerance = 5e-4;
-  double rel_tolerance = 2e-2;
-  bool through_train_step = false;  // dropout: the loss of one step's mask
-  uint64_t step = 3;
-};
+// ---- the numeric gradient check (test/test_models.h), on the GPU ----
 
 void checkGradients(TestModel& model, const GradientCheck& check = {}) {
-  const TestBatch data(model.graph, model.gpu->batchSize(), 23);
-  const Batch batch = data.batch();
-  FlatBuffer gradients(model.layout.totalSize());
-  std::fill_n(gradients.data(), gradients.size(), std::numeric_limits<float>::quiet_NaN());
-  model.gpu->trainStep(batch, model.parameters.data(), gradients.data(), check.step);
-
-  FlatBuffer scratch(model.layout.totalSize());
-  auto loss = [&] {
-    return check.through_train_step
-               ? model.gpu->trainStep(batch, model.parameters.data(), scratch.data(), check.step)
-                     .loss
-               : model.gpu->evaluate(batch, model.parameters.data()).loss;
-  };
-  Rng rng(31);
-  for (const VariableView& v : model.layout.views()) {
-    const std::span<const float> grad = std::as_const(gradients).view(v);
-    if (!v.trainable) {
-      INFO("frozen variable " << v.name);
-      CHECK(std::all_of(grad.begin(), grad.end(), [](float g) { return std::isnan(g); }));
-      continue;
-    }
-    std::vector<int64_t> indices;
-    if (v.size <= check.samples_per_variable) {
-      for (int64_t i = 0; i < v.size; ++i) indices.push_back(i);
-    } else {
-      for (int k = 0; k < check.samples_per_variable; ++k)
-        indices.push_back(int64_t(rng.below(uint64_t(v.size))));
-    }
-    for (int64_t i : indices) {
-      float& p = model.parameters.data()[v.offset + i];
-      const float saved = p;
-      const double analytic = grad[size_t(i)];
-      double numeric = 0.0;
-      bool agrees = false;
-      for (double epsilon : check.epsilons) {
-        p = saved + float(epsilon);
-        const double plus = loss();
-        p = saved - float(epsilon);
-        const double minus = loss();
-        p = saved;
-        numeric = (plus - minus) / (2.0 * epsilon);
-        agrees = std::abs(analytic - numeric) <=
-                 check.abs_tolerance + check.rel_tolerance * std::abs(numeric);
-        if (agrees) break;
-      }
-      INFO(v.name << "[" << i << "]: trainStep " << analytic << ", numeric " << numeric);
-      CHECK(agrees);
-    }
-  }
+  checkReplicaGradients(*model.gpu, model, check);
 }
 
 // ---- CPU against CUDA ----

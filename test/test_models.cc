@@ -257,4 +257,56 @@ std::vector<double> referenceForward(const ModelSpec& spec, const VariableLayout
   return x.v;
 }
 
+void checkReplicaGradients(Replica& replica, Model& model, const GradientCheck& check) {
+  const TestBatch data(model.graph, replica.batchSize(), 23);
+  const Batch batch = data.batch();
+  const float untouched = std::numeric_limits<float>::quiet_NaN();
+  FlatBuffer gradients(model.layout.totalSize());
+  std::fill_n(gradients.data(), gradients.size(), untouched);
+  replica.trainStep(batch, model.parameters.data(), gradients.data(), check.step);
+
+  FlatBuffer scratch(model.layout.totalSize());
+  auto loss = [&] {
+    return check.through_train_step
+               ? replica.trainStep(batch, model.parameters.data(), scratch.data(), check.step).loss
+               : replica.evaluate(batch, model.parameters.data()).loss;
+  };
+  Rng rng(31);
+  for (const VariableView& v : model.layout.views()) {
+    const std::span<const float> grad = std::as_const(gradients).view(v);
+    if (!v.trainable) {
+      INFO("frozen variable " << v.name);
+      CHECK(std::all_of(grad.begin(), grad.end(), [](float g) { return std::isnan(g); }));
+      continue;
+    }
+    std::vector<int64_t> indices;
+    if (v.size <= check.samples_per_variable) {
+      for (int64_t i = 0; i < v.size; ++i) indices.push_back(i);
+    } else {
+      for (int k = 0; k < check.samples_per_variable; ++k)
+        indices.push_back(int64_t(rng.below(uint64_t(v.size))));
+    }
+    for (int64_t i : indices) {
+      float& p = model.parameters.data()[v.offset + i];
+      const float saved = p;
+      const double analytic = grad[size_t(i)];
+      double numeric = 0.0;
+      bool agrees = false;
+      for (double epsilon : check.epsilons) {
+        p = saved + float(epsilon);
+        const double plus = loss();
+        p = saved - float(epsilon);
+        const double minus = loss();
+        p = saved;
+        numeric = (plus - minus) / (2.0 * epsilon);
+        agrees = std::abs(analytic - numeric) <=
+                 check.abs_tolerance + check.rel_tolerance * std::abs(numeric);
+        if (agrees) break;
+      }
+      INFO(v.name << "[" << i << "]: trainStep " << analytic << ", numeric " << numeric);
+      CHECK(agrees);
+    }
+  }
+}
+
 }  // namespace traind

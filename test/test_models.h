@@ -87,4 +87,24 @@ void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected
 std::vector<double> referenceForward(const ModelSpec& spec, const VariableLayout& layout,
                                      const float* parameters, const float* example);
 
+struct GradientCheck {
+  // Central differences with each step in turn until one agrees: a max
+  // pooling window whose two largest inputs are closer than a step breaks
+  // the difference quotient of that step (and with many windows some always
+  // are), while float rounding grows as the step shrinks.
+  std::vector<double> epsilons{1e-2};
+  int samples_per_variable = 24;  // every element of smaller variables
+  double abs_tolerance = 5e-4;
+  double rel_tolerance = 2e-2;
+  // Dropout: differentiate trainStep's loss at this step (the mask is fixed
+  // for a step) instead of evaluate's.
+  bool through_train_step = false;
+  uint64_t step = 3;
+};
+
+// Compares trainStep's gradient of every trainable variable (or a random
+// sample of its elements) with central differences of the loss, and checks
+// that frozen variables' gradients are left untouched.
+void checkReplicaGradients(Replica& replica, Model& model, const GradientCheck& check = {});
+
 }  // namespace traind
