@@ -2,6 +2,7 @@
 # Installs a built traind (scripts/build.sh) for systemd:
 #   PREFIX/bin/traind, PREFIX/bin/trainctl
 #   PREFIX/lib/systemd/system/traind@.service   (its ExecStart names PREFIX/bin/traind)
+#   PREFIX/lib/traind/libtraind_cuda.so         the CUDA back end, where the build has one
 #   PREFIX/share/traind/{models,clusters}/      example specs
 #   PREFIX/share/doc/traind/                    the operator docs
 # and, unless they exist, /etc/traind/{cluster,model}.yaml from the examples
@@ -19,7 +20,7 @@ while (($#)); do
     --prefix) prefix=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --destdir) destdir=$2; shift 2 ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 [[ $prefix == /* ]] || { echo "install: --prefix must be absolute, got '$prefix'" >&2; exit 2; }
