@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "core/shape.h"
+#include "core/stage_plan.h"
 #include "devices/device_list.h"
+#include "devices/model_replica.h"
 
 namespace traind {
 
@@ -32,16 +34,17 @@ const Batch& StepSlot::take(InputPipeline& input) {
 
 std::vector<std::unique_ptr<StepSlot>> createStepSlots(const ModelSpec& spec,
                                                        const LayerGraph& graph,
-                                                       const VariableLayout& layout,
-                                                       const ReplicaFactory& create_replica) {
+                                                       const VariableLayout& layout) {
   const int k = spec.training.concurrent_steps;
   const int64_t batch_size = spec.data.batch_size;
+  const StagePlan plan = planStages(spec, graph, spec.training.devices);
   std::vector<std::unique_ptr<StepSlot>> slots;
   for (int i = 0; i < k; ++i) {
     auto slot = std::make_unique<StepSlot>();
     slot->devices =
         createDevices(spec.training.devices, threadsPerStep(spec.training.threads, k));
-    slot->replica = create_replica(devicePointers(slot->devices));
+    slot->replica = createModelReplica(devicePointers(slot->devices), graph, plan, layout,
+                                       batch_size, spec.training.micro_batches, spec.seed);
     slot->gradients = FlatBuffer(layout.totalSize());
     if (k > 1) {
       slot->inputs.resize(size_t(batch_size * numElements(graph.input_shape)));

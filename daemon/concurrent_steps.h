@@ -5,11 +5,7 @@
 // its gradients and, with K > 1, a copy of its batch (the input pipeline's
 // batch is valid only until the next one is taken, by another slot).
 //
-//   std::vector<std::unique_ptr<StepSlot>> slots =
-//       createStepSlots(spec, graph, layout, [&](const std::vector<Device*>& devices) {
-//         return createModelReplica(devices, graph, plan, layout, spec.data.batch_size,
-//                                   spec.training.micro_batches, spec.seed);
-//       });
+//   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, layout);
 //   // on slot i's thread, with the input's lock held when K > 1:
 //   const Batch& batch = slots[i]->take(input);
 //   slots[i]->replica->trainStep(batch, params, slots[i]->gradients.data(), step);
@@ -19,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -58,15 +53,12 @@ struct StepSlot {
   Batch batch;
 };
 
-// Builds a replica for the batch size on a slot's devices.
-using ReplicaFactory = std::function<std::unique_ptr<Replica>(const std::vector<Device*>&)>;
-
 // spec.training.concurrent_steps slots, each with devices spec.training.devices
-// of threadsPerStep threads, its replica from `create_replica` (on this
-// thread) and gradients of the layout's size.
+// of threadsPerStep threads, its replica (devices/model_replica.h: towers
+// or a pipeline, by the spec's placement; built on this thread) and
+// gradients of the layout's size.
 std::vector<std::unique_ptr<StepSlot>> createStepSlots(const ModelSpec& spec,
                                                        const LayerGraph& graph,
-                                                       const VariableLayout& layout,
-                                                       const ReplicaFactory& create_replica);
+                                                       const VariableLayout& layout);
 
 }  // namespace traind

@@ -10,14 +10,12 @@
 #include "core/input_pipeline.h"
 #include "core/learning_rate.h"
 #include "core/model_state.h"
-#include "core/stage_plan.h"
 #include "daemon/concurrent_steps.h"
 #include "daemon/evaluation.h"
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
-#include "devices/model_replica.h"
 #include "devices/optimizer_update.h"
 
 namespace traind {
@@ -48,12 +46,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   const int64_t batch_size = spec.data.batch_size;
   const int concurrent_steps = spec.training.concurrent_steps;
-  const StagePlan plan = planStages(spec, graph, spec.training.devices);
-  std::vector<std::unique_ptr<StepSlot>> slots =
-      createStepSlots(spec, graph, state.layout(), [&](const std::vector<Device*>& on) {
-        return createModelReplica(on, graph, plan, state.layout(), batch_size,
-                                  spec.training.micro_batches, spec.seed);
-      });
+  std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
   // With K > 1 a step computes from a copy of the parameters taken when it
   // starts, as the others' updates change them meanwhile.
   if (concurrent_steps > 1)

@@ -11,7 +11,6 @@
 
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
-#include "core/stage_plan.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/concurrent_steps.h"
 #include "daemon/evaluation.h"
@@ -19,7 +18,6 @@
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
-#include "devices/model_replica.h"
 #include "rpc/sharded_client.h"
 
 namespace traind {
@@ -157,12 +155,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   ModelState state(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;
-  const StagePlan plan = planStages(spec, graph, spec.training.devices);
-  std::vector<std::unique_ptr<StepSlot>> slots =
-      createStepSlots(spec, graph, state.layout(), [&](const std::vector<Device*>& on) {
-        return createModelReplica(on, graph, plan, state.layout(), batch_size,
-                                  spec.training.micro_batches, spec.seed);
-      });
+  std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
   // Each slot computes from the parameters of its own last pull.
   for (auto& slot : slots) slot->parameters = FlatBuffer(state.layout().totalSize());
   std::optional<Evaluator> evaluator;

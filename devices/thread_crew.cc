@@ -50,16 +50,8 @@ void ThreadCrew::finished() {
 
 void ThreadCrew::waitUntilFinished() {
   // The others ran the same work as the caller: they are usually about done.
-  const auto done = [this] { return busy_.load(std::memory_order_acquire) == 0; };
-  const auto until = std::chrono::steady_clock::now() + kPollFor;
-  for (int i = 1; !done(); ++i) {
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
-      std::unique_lock lock(mutex_);
-      caller_wakes_.wait(lock, done);
-      return;
-    }
-    std::this_thread::yield();
-  }
+  pollThenSleepOn(caller_wakes_,
+                  [this] { return busy_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadCrew::post() {

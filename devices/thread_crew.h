@@ -67,15 +67,7 @@ class ThreadCrew {
   // holds. `done` is called under the crew's mutex once it sleeps.
   template <class Predicate>
   void pollThenWait(Predicate done) {
-    const auto until = std::chrono::steady_clock::now() + kPollFor;
-    for (int i = 1; !done(); ++i) {
-      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
-        std::unique_lock lock(mutex_);
-        threads_wake_.wait(lock, done);
-        return;
-      }
-      std::this_thread::yield();
-    }
+    pollThenSleepOn(threads_wake_, done);
   }
 
   // Wakes the threads sleeping in pollThenWait to test their condition
@@ -83,6 +75,19 @@ class ThreadCrew {
   void notifyAll();
 
  private:
+  // Polls `done` for kPollFor, yielding, then sleeps on `wakes` until it holds.
+  template <class Predicate>
+  void pollThenSleepOn(std::condition_variable& wakes, Predicate done) {
+    const auto until = std::chrono::steady_clock::now() + kPollFor;
+    for (int i = 1; !done(); ++i) {
+      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
+        std::unique_lock lock(mutex_);
+        wakes.wait(lock, done);
+        return;
+      }
+      std::this_thread::yield();
+    }
+  }
   // A thread: runs setup, then each posting until the crew stops.
   void serve(size_t thread, const std::function<void(size_t)>& setup);
   // A thread reports that it has done the posted work (or its setup).
