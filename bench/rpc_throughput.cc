@@ -156,8 +156,8 @@ uint16_t freePort() {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ServedShard service(shard, architectureHash(spec));
     ShardServer server(io, cluster.ps[0].toString(),
-                       [&service](PinningStream& connection) -> capnp::Capability::Client {
-                         return service.newSession(connection);
+                       [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
+                         return service.newSession(kj::mv(connection));
                        });
     kj::Promise<void> serving = server.serve().eagerlyEvaluate([](kj::Exception&& e) {
       spdlog::error("the ps listener failed: {}", e.getDescription().cStr());

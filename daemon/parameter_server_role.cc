@@ -41,8 +41,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   ServedShard service(shard, architectureHash(spec));
   const std::string address = cluster.ps[size_t(task)].toString();
   ShardServer server(io, address,
-                     [&service](PinningStream& connection) -> capnp::Capability::Client {
-                       return service.newSession(connection);
+                     [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
+                       return service.newSession(kj::mv(connection));
                      });
   metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0) to initialise the parameters");
   spdlog::info("ps {} serving {} of {} ({} floats, {} variable pieces, {} chunks) on {}, {} mode",

@@ -17,7 +17,6 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <csignal>
 #include <cstdio>
 
 #include "core/cluster_spec.h"
@@ -28,6 +27,7 @@
 #include "daemon/node_metrics.h"
 #include "daemon/ops_server.h"
 #include "daemon/standalone.h"
+#include "daemon/stop_signals.h"
 #include "devices/device_list.h"
 
 namespace {
@@ -35,8 +35,6 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 // Set by POST /checkpoint, cleared by the training loop when it checkpoints.
 std::atomic<bool> g_checkpoint_requested{false};
-
-void requestStop(int) { g_stop_requested.store(true); }
 
 // glibc returns big freed blocks to the kernel and faults them in again on
 // the next allocation; keep them (see ../shared/onednn-notes.md, Malloc).
@@ -164,8 +162,8 @@ int main(int argc, char** argv) {
       if (cluster->checkpoint) spec.checkpoint = *cluster->checkpoint;
     }
     applyFlags(run_flags, spec);
-    std::signal(SIGINT, requestStop);
-    std::signal(SIGTERM, requestStop);
+    // Before the first thread of the run starts: they all inherit its mask.
+    const traind::StopSignals stop_signals(g_stop_requested);
     // One progress line per terminal: the standalone run's or the chief's.
     traind::enableProgress(!cluster || (run_flags.job == "worker" && *run_flags.task == 0));
     const std::string job = cluster ? run_flags.job : "standalone";

@@ -8,9 +8,11 @@
 // This stream sees every write: a hold whose buffer starts one of the pieces
 // is released when that write completes (the bytes are in the kernel's
 // socket buffer). Holds whose reply is never written (a call cancelled after
-// it was answered) go with the connection.
+// it was answered) go with the stream. The stream is refcounted: the
+// connection's RPC system writes to it, and each capability served on it
+// holds it too, since a call may still answer after the connection is gone.
 //
-//   auto stream = kj::heap<PinningStream>(kj::mv(socket));
+//   auto stream = kj::refcounted<PinningStream>(kj::mv(socket));
 //   capnp::TwoPartyVatNetwork network(*stream, Side::SERVER, options);
 //   ...answering a call:
 //   results.adoptData(orphanage.referenceExternalData(bytes));
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <kj/async-io.h>
+#include <kj/refcount.h>
 
 #include <memory>
 #include <utility>
@@ -25,7 +28,7 @@
 
 namespace traind {
 
-class PinningStream final : public kj::AsyncIoStream {
+class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
  public:
   explicit PinningStream(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
 

@@ -16,9 +16,9 @@ struct ShardServer::Impl {
   struct Connection {
     Connection(kj::Own<kj::AsyncIoStream> socket, const NewSession& new_session,
                capnp::ReaderOptions options)
-        : stream(kj::heap<PinningStream>(kj::mv(socket))),
+        : stream(kj::refcounted<PinningStream>(kj::mv(socket))),
           network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
-          rpc(capnp::makeRpcServer(network, new_session(*stream))) {}
+          rpc(capnp::makeRpcServer(network, new_session(kj::addRef(*stream)))) {}
     kj::Own<PinningStream> stream;
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;

@@ -19,7 +19,7 @@ class ShardServer {
  public:
   // A new session for one connection; `connection` is its socket, which the
   // session's replies may pin buffers on (rpc/pinning_stream.h).
-  using NewSession = std::function<capnp::Capability::Client(PinningStream& connection)>;
+  using NewSession = std::function<capnp::Capability::Client(kj::Own<PinningStream> connection)>;
 
   // Binds `address` ("host:port") now. Throws InputError when the address
   // does not resolve or the port is in use.

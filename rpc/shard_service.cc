@@ -39,8 +39,8 @@ ServedShard::ServedShard(ParameterShard& shard, std::string architecture_hash)
   stop_fulfiller_ = kj::mv(paf.fulfiller);
 }
 
-wire::ParameterShard::Client ServedShard::newSession(PinningStream& connection) {
-  return kj::heap<ShardService>(*this, connection);
+wire::ParameterShard::Client ServedShard::newSession(kj::Own<PinningStream> connection) {
+  return kj::heap<ShardService>(*this, kj::mv(connection));
 }
 
 bool ServedShard::pullMayProceed(int64_t min_step, std::optional<uint32_t> worker,
@@ -137,7 +137,7 @@ void ShardService::attachChunk(Results results, size_t chunk) {
                                   size_t(shard().chunks()[chunk].size) * sizeof(float));
   auto orphanage = capnp::Orphanage::getForMessageContaining(results);
   results.adoptData(orphanage.referenceExternalData(bytes));
-  connection_.holdUntilWritten(bytes.begin(), std::move(values));
+  connection_->holdUntilWritten(bytes.begin(), std::move(values));
 }
 
 kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, std::optional<size_t> chunk,
@@ -169,6 +169,9 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     const int64_t min_step = params.getMinStep();
     // The gradient is applied: its 1 MiB need not wait with a sync pull.
     context.releaseParams();
+    // What is left is the wait and the reply: a worker that gives up its
+    // wait (a stop, a lost connection) takes them along.
+    context.allowCancellation();
     if (shard().globalStep() != before || shard().chunkStep(chunk) != chunk_before)
       served_.releasePulls();
     // The reply waits for this chunk's step only (sync: until the chunk has
@@ -186,6 +189,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
+    context.allowCancellation();
     return whenPullMayProceed(params.getMinStep(), std::nullopt, [this, context, chunk]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());

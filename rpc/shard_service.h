@@ -27,7 +27,7 @@ class ServedShard {
 
   // A new capability for one connection; its pull replies pin parameter
   // chunks on `connection` until they are written.
-  wire::ParameterShard::Client newSession(PinningStream& connection);
+  wire::ParameterShard::Client newSession(kj::Own<PinningStream> connection);
 
   // Resolves when the job is stopping.
   kj::Promise<void> onStop() { return stop_promise_.addBranch(); }
@@ -66,8 +66,8 @@ class ServedShard {
 
 class ShardService final : public wire::ParameterShard::Server {
  public:
-  ShardService(ServedShard& served, PinningStream& connection)
-      : served_(served), connection_(connection) {}
+  ShardService(ServedShard& served, kj::Own<PinningStream> connection)
+      : served_(served), connection_(kj::mv(connection)) {}
   ~ShardService();
 
  protected:
@@ -94,7 +94,8 @@ class ShardService final : public wire::ParameterShard::Server {
   ParameterShard& shard() { return served_.shard_; }
 
   ServedShard& served_;
-  PinningStream& connection_;
+  // Outlives the connection while a call that waited still answers.
+  kj::Own<PinningStream> connection_;
   std::optional<uint32_t> worker_;  // set by hello
 };
 

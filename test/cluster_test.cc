@@ -154,13 +154,47 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
   // worker 1's gradient. Its SIGTERM must end that wait: it checkpoints and
   // exits 0 while the ps still runs.
   c.workers[1]->signal(SIGTERM);
-  CHECK(c.workers[1]->wait(30) == 0);
+  const int stopped_peer = c.workers[1]->wait(30);
   c.workers[0]->signal(SIGTERM);
+  const int chief = c.workers[0]->wait(30);
   INFO(c.logs());
-  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(stopped_peer == 0);
+  CHECK(chief == 0);
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("saved checkpoint"));
   c.ps[0]->signal(SIGTERM);
   CHECK(c.ps[0]->wait(30) == 0);
+}
+
+TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving the others") {
+  // The killed worker's calls still wait at the ps when their step
+  // completes: their replies must go nowhere, not into its closed connection.
+  const auto dir = freshTempDir("sync-killed-waiting");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
+            1, 2);
+  for (int i = 0; i < 600 && c.workers[1]->output().find("step 40,") == std::string::npos; ++i)
+    usleep(50000);
+  // Worker 1 freezes: the chief's next step waits for its gradient.
+  c.workers[1]->signal(SIGSTOP);
+  usleep(300000);
+  c.workers[0]->signal(SIGKILL);
+  c.workers[0]->wait(30);
+  usleep(300000);
+  // Worker 1's gradient completes the step the killed chief waited for; then
+  // it waits for one that needs the chief, and a stop ends that wait.
+  c.workers[1]->signal(SIGCONT);
+  usleep(500000);
+  c.workers[1]->signal(SIGTERM);
+  const int worker = c.workers[1]->wait(30);
+  const int ps_before_stop = c.ps[0]->wait(0);
+  c.ps[0]->signal(SIGTERM);
+  const int ps = c.ps[0]->wait(30);
+  INFO(c.logs());
+  CHECK(worker == 0);
+  CHECK(ps_before_stop == -1);
+  CHECK(ps == 0);
 }
 
 TEST_CASE("async: the others finish when a worker is killed") {

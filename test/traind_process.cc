@@ -111,15 +111,17 @@ int BackgroundTraind::wait(double timeout_seconds) {
   if (exit_code_ >= 0) return exit_code_;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
+  for (;;) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       return exit_code_;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return -1;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        deadline - now, std::chrono::milliseconds(20)));
   }
-  return -1;
 }
 
 void BackgroundTraind::signal(int signal_number) {

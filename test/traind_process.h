@@ -48,8 +48,8 @@ class BackgroundTraind {
   BackgroundTraind(const BackgroundTraind&) = delete;
   BackgroundTraind& operator=(const BackgroundTraind&) = delete;
 
-  // The exit code once it exits within `timeout_seconds`; -1 on timeout
-  // (it keeps running), 128 + n when killed by signal n.
+  // The exit code once it exits within `timeout_seconds` (0: has it exited?);
+  // -1 on timeout (it keeps running), 128 + n when killed by signal n.
   int wait(double timeout_seconds);
   void signal(int signal_number);
   std::string output() const { return readFile(log_); }

@@ -1,0 +1,47 @@
+#include "daemon/stop_signals.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace traind {
+namespace {
+
+sigset_t stopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+StopSignals::StopSignals(std::atomic<bool>& stop_requested) : stop_requested_(stop_requested) {
+  const sigset_t set = stopSignals();
+  if (const int error = pthread_sigmask(SIG_BLOCK, &set, nullptr))
+    throw std::runtime_error(std::string("cannot block SIGINT and SIGTERM: ") +
+                             std::strerror(error));
+  waiter_ = std::thread([this, set] {
+    for (;;) {
+      int signal_number = 0;
+      if (sigwait(&set, &signal_number) != 0) continue;
+      if (closing_.load()) return;
+      stop_requested_.store(true);
+    }
+  });
+}
+
+StopSignals::~StopSignals() {
+  closing_.store(true);
+  // Wakes the waiter (the signal is blocked everywhere else, so it is the
+  // one to take it).
+  pthread_kill(waiter_.native_handle(), SIGTERM);
+  waiter_.join();
+}
+
+}  // namespace traind
