@@ -12,7 +12,8 @@
 namespace traind {
 
 ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
-                               const ClusterSpec& cluster, int shard_index)
+                               const ClusterSpec& cluster, int shard_index,
+                               int64_t max_chunk_floats)
     : spec_(spec),
       cluster_(cluster),
       shard_index_(shard_index),
@@ -20,11 +21,11 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
                 .shards[size_t(shard_index)]),
       variables_(shardVariables(graph, VariableLayout(graph.variables), plan_)),
       layout_(variables_),
-      chunks_(chunkShard(plan_, kChunkFloats)),
+      chunks_(chunkShard(plan_, max_chunk_floats)),
       parameters_(layout_.totalSize()),
       optimizer_(spec.optimizer, layout_) {
   for (const ShardChunk& c : chunks_) {
-    chunk_variable_.push_back(size_t(c.piece));
+    max_chunk_floats_ = std::max(max_chunk_floats_, c.size);
     auto home = std::make_shared<ChunkVersion>();
     home->data = parameters_.data() + c.shard_offset;
     values_.push_back({home, home});
@@ -135,8 +136,17 @@ float* ParameterShard::writableChunk(size_t chunk) {
 
 void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t update) {
   const ShardChunk& c = chunks_[chunk];
-  optimizer_.applyRange(writableChunk(chunk), chunk_variable_[chunk], c.shard_offset, c.size,
-                        gradient, learningRateAt(spec_.learning_rate, global_step_), update);
+  float* values = writableChunk(chunk);
+  const float learning_rate = learningRateAt(spec_.learning_rate, global_step_);
+  // Piece by piece (the shard's variable i is piece i); the gaps between
+  // pieces travel with the chunk but hold nothing.
+  for (int i = c.first_piece; i < c.first_piece + c.pieces; ++i) {
+    const VariablePiece& p = plan_.pieces[size_t(i)];
+    const int64_t begin = std::max(p.shard_offset, c.shard_offset);
+    const int64_t end = std::min(p.shard_offset + p.size, c.shard_offset + c.size);
+    optimizer_.applyRange(values + (begin - c.shard_offset), size_t(i), begin, end - begin,
+                          gradient + (begin - c.shard_offset), learning_rate, update);
+  }
 }
 
 int64_t ParameterShard::chunkStep(size_t chunk) const {
@@ -146,7 +156,7 @@ int64_t ParameterShard::chunkStep(size_t chunk) const {
 }
 
 std::unique_ptr<float[]> ParameterShard::takeSum() {
-  if (free_sums_.empty()) return std::unique_ptr<float[]>(new float[kChunkFloats]);
+  if (free_sums_.empty()) return std::unique_ptr<float[]>(new float[size_t(max_chunk_floats_)]);
   std::unique_ptr<float[]> sum = std::move(free_sums_.back());
   free_sums_.pop_back();
   return sum;

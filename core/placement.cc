@@ -61,10 +61,23 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
 
 std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats) {
   std::vector<ShardChunk> chunks;
+  // Whether piece p fits whole into the last chunk.
+  auto joins = [&](const VariablePiece& p) {
+    if (chunks.empty()) return false;
+    const ShardChunk& last = chunks.back();
+    return p.shard_offset - last.shard_offset == p.layout_offset - last.layout_offset &&
+           p.shard_offset + p.size - last.shard_offset <= max_floats;
+  };
   for (size_t i = 0; i < shard.pieces.size(); ++i) {
     const VariablePiece& p = shard.pieces[i];
+    if (joins(p)) {
+      ShardChunk& last = chunks.back();
+      ++last.pieces;
+      last.size = p.shard_offset + p.size - last.shard_offset;
+      continue;
+    }
     for (int64_t begin = 0; begin < p.size; begin += max_floats)
-      chunks.push_back({int(i), p.shard_offset + begin, p.layout_offset + begin,
+      chunks.push_back({int(i), 1, p.shard_offset + begin, p.layout_offset + begin,
                         std::min(max_floats, p.size - begin)});
   }
   return chunks;

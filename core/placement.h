@@ -40,16 +40,22 @@ struct Placement {
 
 Placement placeVariables(const VariableLayout& layout, int num_shards);
 
-// One unit of transfer and of sync aggregation: a range of one piece.
+// One unit of transfer and of sync aggregation: a range of one big piece, or
+// several small consecutive pieces (with the alignment gaps between them).
 struct ShardChunk {
-  int piece = 0;              // index into ShardPlan::pieces
+  int first_piece = 0;        // pieces [first_piece, first_piece + pieces) of ShardPlan::pieces
+  int pieces = 1;             // overlap the chunk
   int64_t shard_offset = 0;   // in the shard's flat buffer
   int64_t layout_offset = 0;  // in a worker's flat buffer
   int64_t size = 0;           // floats, at most max_floats
 };
 
 // The shard's pieces cut into chunks of at most max_floats, in order. Every
-// node computes the same list; a chunk never spans two pieces.
+// node computes the same list. A piece joins the last chunk when it fits
+// there whole and lies at the same distance from the chunk's start in the
+// shard's buffer and in a worker's (always so with one ps); otherwise it
+// starts chunks of its own, cut every max_floats. Each call costs both
+// sides more than its bytes do: a bias of 10 floats is no call of its own.
 std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats);
 
 // The variables a shard holds, one per piece ("hidden1/kernel" or

@@ -35,6 +35,9 @@ struct OneShard {
   }
 };
 
+// Chunks of at most 2 floats: the kernel and the bias are chunks of their own.
+constexpr int64_t kSmallChunks = 2;
+
 std::vector<float> read(const ParameterShard& shard, int64_t offset, size_t n) {
   std::vector<float> out(n);
   shard.read(0, offset, out);
@@ -45,7 +48,7 @@ std::vector<float> read(const ParameterShard& shard, int64_t offset, size_t n) {
 
 TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {
   OneShard s(TrainingMode::Sync, 3, 2);
-  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   REQUIRE(shard.chunks().size() == 2);  // kernel, bias
   const ShardChunk kernel = shard.chunks()[0];
   REQUIRE(kernel.size == 2);
@@ -82,7 +85,7 @@ TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are average
 
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
   OneShard s(TrainingMode::Sync, 2, 2);
-  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   const ShardChunk kernel = shard.chunks()[0];
   const std::vector<float> g{1.0f, 1.0f};
   CHECK_THROWS_AS(shard.push(0, 0, kernel.shard_offset, g), ProtocolError);  // not ready
@@ -101,7 +104,7 @@ TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
 
 TEST_CASE("async: every chunk applies at once; complete pushes advance the step and the clock") {
   OneShard s(TrainingMode::Async, 2, 2, /*max_staleness=*/1);
-  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   shard.markReady(0);
   shard.workerJoined(0);
   shard.workerJoined(1);
@@ -129,7 +132,7 @@ TEST_CASE("async: every chunk applies at once; complete pushes advance the step 
 
 TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home when free") {
   OneShard s(TrainingMode::Async, 2, 2);
-  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   const ShardChunk kernel = shard.chunks()[0];
   shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
   shard.markReady(0);
@@ -165,4 +168,56 @@ TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home 
   CHECK(shard.push(1, 0, kernel.shard_offset, g));  // nobody holds it: in place
   CHECK(shard.pinChunk(chunk).get() == home_address);
   CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-3.0f, -2.0f});
+}
+
+TEST_CASE("small pieces share a chunk, big ones are cut, gaps in the worker's layout split") {
+  ShardPlan plan;
+  // piece: variable, rows, layout offset, size, shard offset
+  plan.pieces = {{0, 0, 2, 0, 2, 0},      // a kernel of 2
+                 {1, 0, 1, 16, 1, 16},    // its bias, 16-aligned: shares its chunk
+                 {2, 0, 4, 32, 40, 32},   // bigger than a chunk: cut
+                 {3, 0, 1, 80, 1, 80},    // fits into the cut piece's last chunk
+                 {4, 0, 1, 88, 8, 88},    // does not fit: a chunk of its own
+                 {5, 0, 1, 200, 1, 96}};  // elsewhere in the worker's layout (another
+                                          // shard holds what is between): apart
+  const std::vector<ShardChunk> chunks = chunkShard(plan, 30);
+  struct Expected {
+    int first_piece, pieces;
+    int64_t shard_offset, layout_offset, size;
+  };
+  const std::vector<Expected> expected = {{0, 2, 0, 0, 17},  {2, 1, 32, 32, 30}, {2, 2, 62, 62, 19},
+                                          {4, 1, 88, 88, 8}, {5, 1, 96, 200, 1}};
+  REQUIRE(chunks.size() == expected.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    INFO("chunk " << i);
+    CHECK(chunks[i].first_piece == expected[i].first_piece);
+    CHECK(chunks[i].pieces == expected[i].pieces);
+    CHECK(chunks[i].shard_offset == expected[i].shard_offset);
+    CHECK(chunks[i].layout_offset == expected[i].layout_offset);
+    CHECK(chunks[i].size == expected[i].size);
+  }
+}
+
+TEST_CASE("a chunk of several pieces updates each of them and leaves the gap between") {
+  OneShard s(TrainingMode::Sync, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  REQUIRE(shard.chunks().size() == 1);  // kernel [0, 2), gap, bias at 16
+  const ShardChunk chunk = shard.chunks()[0];
+  REQUIRE(chunk.size == 17);
+  std::vector<float> initial(17, 0.0f);
+  initial[0] = 1.0f;
+  initial[16] = 3.0f;
+  shard.initialize(0, chunk.shard_offset, initial);
+  shard.markReady(0);
+  // What a worker's gradient buffer holds in the gap is not a gradient.
+  std::vector<float> g0(17, 7.0f), g1(17, -7.0f);
+  g0[0] = 2.0f, g0[1] = 2.0f, g0[16] = 4.0f;
+  g1[0] = 0.0f, g1[1] = 2.0f, g1[16] = 0.0f;
+  CHECK(shard.push(0, 0, chunk.shard_offset, g0));
+  CHECK(shard.push(1, 0, chunk.shard_offset, g1));
+  CHECK(shard.globalStep() == 1);
+  // means (1, 2) and 2, lr 0.5
+  std::vector<float> expected(17, 0.0f);
+  expected[0] = 0.5f, expected[1] = -1.0f, expected[16] = 2.0f;
+  CHECK(read(shard, chunk.shard_offset, 17) == expected);
 }
