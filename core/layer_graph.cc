@@ -84,8 +84,8 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
                                            layer.kernel_initializer, in, layer.units));
         if (layer.use_bias) {
           node.variables.push_back(int(graph.variables.size()));
-          graph.variables.push_back(
-              variable(layer, index, "bias", {layer.units}, layer.bias_initializer, in, layer.units));
+          graph.variables.push_back(variable(layer, index, "bias", {layer.units},
+                                             layer.bias_initializer, in, layer.units));
         }
         shape = {layer.units};
         break;
@@ -94,7 +94,8 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
       case LayerKind::MaxPool:
       case LayerKind::AvgPool: {
         if (shape.size() != 3)
-          shapeError(layer, shape, "expected an image per example, shape [height, width, channels]");
+          shapeError(layer, shape,
+                     "expected an image per example, shape [height, width, channels]");
         Shape out(3);
         for (int d = 0; d < 2; ++d) {
           if (layer.padding == Padding::Valid && layer.window[d] > shape[d])
@@ -113,10 +114,9 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
           const int64_t area = layer.window[0] * layer.window[1];
           out[2] = layer.filters;
           node.variables.push_back(int(graph.variables.size()));
-          graph.variables.push_back(variable(layer, index, "kernel",
-                                             {layer.window[0], layer.window[1], in_c, layer.filters},
-                                             layer.kernel_initializer, area * in_c,
-                                             area * layer.filters));
+          graph.variables.push_back(variable(
+              layer, index, "kernel", {layer.window[0], layer.window[1], in_c, layer.filters},
+              layer.kernel_initializer, area * in_c, area * layer.filters));
           if (layer.use_bias) {
             node.variables.push_back(int(graph.variables.size()));
             graph.variables.push_back(variable(layer, index, "bias", {layer.filters},

@@ -1,7 +1,7 @@
 // Optimizers over flat buffers. The update rules are TensorFlow's:
 //   sgd       p -= lr * g
 //   momentum  a = m * a + g;  p -= lr * a            (nesterov: p -= lr * (g + m * a))
-//   adagrad   a += g^2;       p -= lr * g / (sqrt(a) + eps)        (a starts at initial_accumulator)
+//   adagrad   a += g^2;       p -= lr * g / (sqrt(a) + eps)   (a starts at initial_accumulator)
 //   adam      m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //             p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
 // with g += weight_decay * p first for kernels (L2). Frozen variables are

@@ -73,7 +73,8 @@ void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const f
 
 void ParameterShard::markReady(int64_t global_step) {
   if (global_step < 0)
-    throw ProtocolError(fmt::format("ps {}: global step {} is negative", shard_index_, global_step));
+    throw ProtocolError(
+        fmt::format("ps {}: global step {} is negative", shard_index_, global_step));
   global_step_ = global_step;
   std::fill(chunk_updates_.begin(), chunk_updates_.end(), global_step);
   ready_ = true;
@@ -169,7 +170,8 @@ void ParameterShard::workerJoined(uint32_t worker) {
   int64_t slowest = -1;
   for (size_t w = 0; w < clock_.size(); ++w)
     if (connections_[w] > 0 && (slowest < 0 || clock_[w] < slowest)) slowest = clock_[w];
-  if (connections_[worker]++ == 0 && slowest >= 0) clock_[worker] = std::max(clock_[worker], slowest);
+  if (connections_[worker]++ == 0 && slowest >= 0)
+    clock_[worker] = std::max(clock_[worker], slowest);
 }
 
 void ParameterShard::workerLeft(uint32_t worker) {
@@ -212,8 +214,9 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
     return false;
   }
   if (contributed_step_[chunk][worker] == step)
-    throw ProtocolError(fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
-                                    shard_index_, worker, offset, step));
+    throw ProtocolError(
+        fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
+                    shard_index_, worker, offset, step));
   contributed_step_[chunk][worker] = step;
   const ShardChunk& c = chunks_[chunk];
   if (contributions_[chunk] == 0) sums_[chunk] = takeSum();

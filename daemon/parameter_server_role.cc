@@ -44,7 +44,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
                      [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
                        return service.newSession(kj::mv(connection));
                      });
-  metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0) to initialise the parameters");
+  metrics.setState(NodeState::Waiting,
+                   "waiting for the chief (worker 0) to initialise the parameters");
   spdlog::info("ps {} serving {} of {} ({} floats, {} variable pieces, {} chunks) on {}, {} mode",
                task, spec.name, graph.parameterCount(), shard.size(), shard.plan().pieces.size(),
                shard.chunks().size(), address,
@@ -54,7 +55,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
     spdlog::error("the listener failed: {}", e.getDescription().cStr());
   });
   kj::Timer& timer = io.provider->getTimer();
-  kj::Promise<void> publishing = publishMetrics(timer, shard, server, metrics).eagerlyEvaluate(nullptr);
+  kj::Promise<void> publishing =
+      publishMetrics(timer, shard, server, metrics).eagerlyEvaluate(nullptr);
   service.onStop().exclusiveJoin(whenSet(timer, stop_requested)).wait(io.waitScope);
   // A stop asked of this ps ends the job for its workers as the chief's stop
   // does; the chief can still read the state for its last checkpoint.

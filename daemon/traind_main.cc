@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
   keepFreedMemory();
   traind::setupLogging();
 
-  CLI::App app{"traind: a distributed-training node (standalone mode: the whole loop in one process)"};
+  CLI::App app{
+      "traind: a distributed-training node (standalone mode: the whole loop in one process)"};
   app.require_subcommand(0, 1);
   RunFlags run_flags;
   bool standalone = false;

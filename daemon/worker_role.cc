@@ -176,7 +176,8 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
       if (auto latest = findLatestCheckpoint(spec.checkpoint.dir))
         metrics.recordExistingCheckpoint(*latest);
   } else {
-    metrics.setState(NodeState::Waiting, "waiting for the chief (worker 0) to initialise the ps shards");
+    metrics.setState(NodeState::Waiting,
+                     "waiting for the chief (worker 0) to initialise the ps shards");
     ps.waitUntilReady(kPeerTimeoutSeconds);
   }
   int64_t step = ps.pull(0, slots.front()->parameters);

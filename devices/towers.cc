@@ -166,7 +166,8 @@ void Towers::runShare(Tower& tower, uint64_t tower_index, Work work) {
   if (work != Work::Train) return;
   if (written_.fetch_add(1, std::memory_order_acq_rel) + 1 == int(towers_.size()))
     crew_->notifyAll();
-  crew_->pollThenWait([this] { return written_.load(std::memory_order_acquire) == int(towers_.size()); });
+  crew_->pollThenWait(
+      [this] { return written_.load(std::memory_order_acquire) == int(towers_.size()); });
   if (!failed_.load()) average(tower);
 }
 

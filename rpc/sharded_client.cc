@@ -142,7 +142,8 @@ void ShardedClient::connect(double timeout_seconds) {
 std::vector<ShardStatusView> ShardedClient::statuses() {
   std::vector<ShardStatusView> out;
   for (ShardLink& link : impl_->shards)
-    out.push_back(toView(link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
+    out.push_back(
+        toView(link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
   return out;
 }
 
@@ -160,7 +161,8 @@ void ShardedClient::waitUntilReady(double timeout_seconds) {
       throw std::runtime_error("gave up waiting for the chief (worker 0) to initialise the ps "
                                "shards after " + std::to_string(int(waited)) + " s");
     if (Clock::now() - last_log > std::chrono::seconds(5)) {
-      spdlog::info("waiting for the chief (worker 0) to initialise ps {}", fmt::join(waiting, ", "));
+      spdlog::info("waiting for the chief (worker 0) to initialise ps {}",
+                   fmt::join(waiting, ", "));
       last_log = Clock::now();
     }
     impl_->io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(impl_->io.waitScope);
@@ -173,11 +175,13 @@ void ShardedClient::initialize(const ModelState& state) {
   for (ShardLink& link : impl_->shards) {
     for (const ShardChunk& c : link.chunks) {
       for (size_t slot = 0; slot <= slots; ++slot) {
-        const FlatBuffer& source = slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
+        const FlatBuffer& source =
+            slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
         auto request = link.shard().initializeRequest();
         request.setSlot(uint32_t(slot));
         request.setOffset(uint64_t(c.shard_offset));
-        attachFloats<wire::ParameterShard::InitializeParams::Builder>(request, source.data() + c.layout_offset, c.size);
+        attachFloats<wire::ParameterShard::InitializeParams::Builder>(
+            request, source.data() + c.layout_offset, c.size);
         calls.add(request.send().ignoreResult());
       }
     }

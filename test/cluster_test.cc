@@ -83,7 +83,10 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   INFO(c.logs());
   CHECK(summaryValue(c.workers[0]->output(), "test accuracy") > 0.70);
   // Both shards held a part of the model.
-  for (auto& p : c.ps) CHECK_THAT(p->output(), Catch::Matches("(?:.|\\n)*serving fashion_mlp of 266610 \\([1-9][0-9]* floats(?:.|\\n)*"));
+  for (auto& p : c.ps)
+    CHECK_THAT(
+        p->output(),
+        Catch::Matches("(?:.|\\n)*serving fashion_mlp of 266610 \\([1-9][0-9]* floats(?:.|\\n)*"));
   CHECK(findLatestCheckpoint(dir / "ckpt").has_value());
 }
 
@@ -95,8 +98,8 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   writeFile(dir / "half.yaml", spec);
   writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 50", "batch_size: 100"));
 
-  const auto cluster =
-      writeCluster(dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
+  const auto cluster = writeCluster(
+      dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
   Cluster c(dir, cluster,
             "--model " + (dir / "half.yaml").string() +
                 " --max-steps 60 --threads 1 --eval-every 0 --checkpoint-dir " +
@@ -122,8 +125,8 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
 
 TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
   const auto dir = freshTempDir("backup");
-  const auto cluster =
-      writeCluster(dir, 1, 3, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 3\n");
+  const auto cluster = writeCluster(
+      dir, 1, 3, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 3\n");
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
                 " --max-steps 300 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +

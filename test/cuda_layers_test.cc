@@ -123,8 +123,8 @@ void checkAgainstReference(TestModel& model) {
   const int64_t out = numElements(model.graph.output_shape);
   double scale = 0.0;
   for (int64_t n = 0; n < batch_size; ++n) {
-    const std::vector<double> y = referenceForward(model.spec, model.layout, model.parameters.data(),
-                                                   data.inputs.data() + n * in);
+    const std::vector<double> y = referenceForward(
+        model.spec, model.layout, model.parameters.data(), data.inputs.data() + n * in);
     REQUIRE(int64_t(y.size()) == out);
     for (int64_t k = 0; k < out; ++k) {
       data.targets[size_t(n * out + k)] = float(y[size_t(k)]);

@@ -136,7 +136,8 @@ TEST_CASE("variable layout aligns every variable and initialisers are seeded by 
   const ModelSpec spec = fashionCnn();
   const LayerGraph g = buildLayerGraph(spec);
   VariableLayout layout(g.variables);
-  for (const VariableView& v : layout.views()) CHECK(v.offset % VariableLayout::kVariableAlignment == 0);
+  for (const VariableView& v : layout.views())
+    CHECK(v.offset % VariableLayout::kVariableAlignment == 0);
   FlatBuffer a(layout.totalSize()), b(layout.totalSize());
   initializeVariables(g, layout, 7, a);
   initializeVariables(g, layout, 7, b);

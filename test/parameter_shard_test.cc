@@ -99,7 +99,8 @@ TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
   CHECK_THROWS_WITH(shard.push(0, 5, kernel.shard_offset, g), Catch::Contains("twice"));
   std::vector<float> too_many(size_t(shard.size()) + 1);
   CHECK_THROWS_AS(shard.read(0, 0, too_many), ProtocolError);
-  CHECK_THROWS_AS(shard.read(1, 0, std::span<float>(too_many.data(), 1)), ProtocolError);  // sgd: no slots
+  CHECK_THROWS_AS(shard.read(1, 0, std::span<float>(too_many.data(), 1)),
+                  ProtocolError);  // sgd: no slots
 }
 
 TEST_CASE("async: every chunk applies at once; complete pushes advance the step and the clock") {

@@ -107,7 +107,8 @@ TEST_CASE("a resumed run continues exactly as an uninterrupted one") {
   std::vector<std::string> parts = lossLines(first.output);
   for (const std::string& line : lossLines(second.output)) parts.push_back(line);
   CHECK(parts == lossLines(whole.output));
-  CHECK(readCheckpointTensor(dir / "parts", "hidden1/kernel") == readCheckpointTensor(dir / "whole", "hidden1/kernel"));
+  CHECK(readCheckpointTensor(dir / "parts", "hidden1/kernel") ==
+        readCheckpointTensor(dir / "whole", "hidden1/kernel"));
 }
 
 TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint") {

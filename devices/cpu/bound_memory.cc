@@ -53,7 +53,8 @@ void BoundMemory::bind(const float* inputs, const float* parameters, float* grad
   for (VariableSlice& p : parameters_)
     p.memory.set_data_handle(const_cast<float*>(parameters) + p.offset);
   if (gradients)
-    for (VariableSlice& g : gradients_) g.memory.set_data_handle(gradients + (g.offset - gradients_origin));
+    for (VariableSlice& g : gradients_)
+      g.memory.set_data_handle(gradients + (g.offset - gradients_origin));
   for (Alias& a : aliases_) a.memory.set_data_handle(a.origin.get_data_handle());
 }
 
