@@ -9,6 +9,7 @@
 #include <list>
 
 #include "core/error.h"
+#include "rpc/peer_silence.h"
 
 namespace traind {
 
@@ -41,6 +42,7 @@ struct ShardServer::Impl {
 
   kj::Promise<void> acceptLoop() {
     return listener->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
+      limitPeerSilence(*stream);
       capnp::ReaderOptions options;
       options.traversalLimitInWords = kTraversalLimitWords;
       connections.emplace_back(kj::mv(stream), new_session, options);

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "core/parameter_shard.h"
+#include "rpc/peer_silence.h"
 #include "rpc/shard_server.h"
 #include "rpc/traind.capnp.h"
 
@@ -67,6 +68,7 @@ struct ShardedClient::Impl {
         .parseAddress(link.address)
         .then([](kj::Own<kj::NetworkAddress> addr) { return addr->connect(); })
         .then([this, &link](kj::Own<kj::AsyncIoStream> stream) {
+          limitPeerSilence(*stream);
           capnp::ReaderOptions options;
           options.traversalLimitInWords = kTraversalLimitWords;
           link.stream = kj::mv(stream);
@@ -249,10 +251,22 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
   });
 }
 
+// What a failed call to `link` throws: the shard named, kj's file, line and
+// stack left out.
+std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
+  if (e.getType() == kj::Exception::Type::DISCONNECTED)
+    return std::runtime_error(fmt::format("lost the connection to ps {} at {} (it stopped, or its "
+                                          "host cannot be reached): {}",
+                                          link.index, link.address, e.getDescription().cStr()));
+  return std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address,
+                                        e.getDescription().cStr()));
+}
+
 // Makes `call` for every chunk of every shard and waits for all of them:
 // `in_flight` lanes per shard, lane j calling chunks j, j + K, j + 2K...
 // Returns false when it gave up on them because *stop was held (the calls
-// are cancelled; see ShardedClient::abandonWaitsOnStop).
+// are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
+// shardFailure() of the first shard whose call failed.
 bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                     std::vector<ShardLink>& shards, size_t in_flight,
                     const std::function<kj::Promise<void>(ShardLink&, const ShardChunk&)>& call) {
@@ -264,16 +278,24 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
         });
       };
   kj::Vector<kj::Promise<void>> lanes;
+  const ShardLink* failed = nullptr;
   for (ShardLink& link : shards) {
     const size_t stride = std::min(in_flight, link.chunks.size());
-    for (size_t j = 0; j < stride; ++j) lanes.add(lane(link, j, stride));
+    for (size_t j = 0; j < stride; ++j)
+      lanes.add(lane(link, j, stride).catch_([&failed, &link](kj::Exception&& e) {
+        if (!failed) failed = &link;
+        return kj::Promise<void>(kj::mv(e));
+      }));
   }
   kj::Promise<void> all = kj::joinPromises(lanes.releaseAsArray());
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
                                 .then([&abandoned] { abandoned = true; }));
-  all.wait(io.waitScope);
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(io.waitScope); })) {
+    if (failed) throw shardFailure(*failed, *e);
+    kj::throwFatalException(kj::mv(*e));
+  }
   return !abandoned;
 }
 

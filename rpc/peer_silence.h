@@ -1,0 +1,24 @@
+// How long a ps connection may go without a sign of life from the other
+// host before it fails.
+//
+// A peer whose host vanishes (power lost, cable cut, a network partition)
+// sends no FIN: without this a worker waiting for a ps reply, or a ps
+// waiting for a worker's gradient, would wait forever. The kernel probes an
+// idle connection (TCP keepalive) and gives the connection up once the peer
+// has acknowledged nothing, data or probe, for kPeerSilenceSeconds
+// (TCP_USER_TIMEOUT); it then fails as if the peer had closed it. A peer that is alive
+// but slow (a long step, a long evaluation) keeps acknowledging and is never
+// cut off. A stopped process (SIGSTOP) is not detected while its kernel
+// still acknowledges.
+#pragma once
+
+#include <kj/async-io.h>
+
+namespace traind {
+
+constexpr int kPeerSilenceSeconds = 20;
+
+// Sets the socket options on a connected TCP stream (both ends call it).
+void limitPeerSilence(kj::AsyncIoStream& stream);
+
+}  // namespace traind
