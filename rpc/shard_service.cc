@@ -150,17 +150,35 @@ kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, std::option
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   served_.waiting_pulls_.push_back({min_step, worker_, chunk, kj::mv(paf.fulfiller)});
-  return paf.promise.then([reply = kj::mv(reply)]() mutable {
-    return checked([&]() -> kj::Promise<void> {
-      reply();
-      return kj::READY_NOW;
-    });
-  });
+  ++waiting_calls_;
+  return paf.promise
+      .then([reply = kj::mv(reply)]() mutable {
+        return checked([&]() -> kj::Promise<void> {
+          reply();
+          return kj::READY_NOW;
+        });
+      })
+      .attach(kj::defer([this] { --waiting_calls_; }));
+}
+
+void ShardService::checkWait(int64_t min_step) const {
+  // A worker waits at most for the step after the one its last reply
+  // reported, which no shard is more than one step behind.
+  const int64_t step = served_.shard_.globalStep();
+  if (min_step > step + 1)
+    throw ProtocolError("a call waits for global step " + std::to_string(min_step) +
+                        ", but ps " + std::to_string(served_.shard_.shardIndex()) +
+                        " is at step " + std::to_string(step) +
+                        ": a worker waits for the next step at most");
+  if (waiting_calls_ >= kMaxWaitingCalls)
+    throw ProtocolError(std::to_string(waiting_calls_) +
+                        " calls of this connection wait already; a worker has a few");
 }
 
 kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
+    checkWait(params.getMinStep());
     const int64_t offset = int64_t(params.getOffset());
     const std::span<const float> gradient = floatsOf(params.getData());
     const size_t chunk = shard().chunkAt(offset, int64_t(gradient.size()));
@@ -188,6 +206,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
 kj::Promise<void> ShardService::pull(PullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
+    checkWait(params.getMinStep());
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
     context.allowCancellation();
     return whenPullMayProceed(params.getMinStep(), std::nullopt, [this, context, chunk]() mutable {

@@ -93,10 +93,19 @@ class ShardService final : public wire::ParameterShard::Server {
   void attachChunk(Results results, size_t chunk);
   ParameterShard& shard() { return served_.shard_; }
 
+  // Refuses (ProtocolError) a wait no worker asks for: a step beyond the
+  // next, or more than kMaxWaitingCalls waiting on this connection (a
+  // worker has at most a few per shard), so a lying peer cannot make the ps
+  // hold calls without bound.
+  void checkWait(int64_t min_step) const;
+
+  static constexpr int kMaxWaitingCalls = 1024;
+
   ServedShard& served_;
   // Outlives the connection while a call that waited still answers.
   kj::Own<PinningStream> connection_;
   std::optional<uint32_t> worker_;  // set by hello
+  int waiting_calls_ = 0;
 };
 
 }  // namespace traind

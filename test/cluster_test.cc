@@ -6,12 +6,19 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
 #include <catch2/catch.hpp>
 #include <memory>
 #include <regex>
 
 #include "core/checkpoint.h"
+#include "core/layer_graph.h"
+#include "core/parameter_shard.h"
+#include "core/placement.h"
 #include "core/safetensors.h"
+#include "rpc/traind.capnp.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -270,6 +277,78 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 300"));
+}
+
+TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {
+  const auto dir = freshTempDir("liar");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  const std::string address = std::regex_replace(
+      readFile(cluster), std::regex("(?:.|\\n)*ps: \\[(127\\.0\\.0\\.1:[0-9]+)(?:.|\\n)*"), "$1");
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  const LayerGraph graph = buildLayerGraph(spec);
+  const ShardChunk chunk = chunkShard(placeVariables(VariableLayout(graph.variables), 1).shards[0],
+                                      ParameterShard::kChunkFloats)[0];
+
+  // The liar speaks the protocol: it says hello as worker 0 and marks the
+  // shard ready, as a chief would.
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::AsyncIoStream> stream;
+  for (int i = 0; i < 200 && !stream; ++i) {
+    kj::runCatchingExceptions([&] {
+      stream = io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->connect().wait(
+          io.waitScope);
+    });
+    if (!stream) usleep(50000);
+  }
+  REQUIRE(stream);
+  capnp::TwoPartyClient client(*stream);
+  auto shard = client.bootstrap().castAs<wire::ParameterShard>();
+  auto hello = shard.helloRequest();
+  hello.setArchitectureHash(architectureHash(spec));
+  hello.setShardIndex(0);
+  hello.setWorkerTask(0);
+  hello.send().wait(io.waitScope);
+  auto ready = shard.markReadyRequest();
+  ready.setGlobalStep(0);
+  ready.send().wait(io.waitScope);
+  auto pull = [&](int64_t min_step) {
+    auto request = shard.pullRequest();
+    request.setMinStep(min_step);
+    request.setOffset(uint64_t(chunk.shard_offset));
+    request.setLength(uint64_t(chunk.size));
+    return request.send();
+  };
+
+  // A step far in the future is refused at once (not left to wait).
+  kj::Maybe<kj::Exception> future = kj::runCatchingExceptions([&] {
+    io.provider->getTimer()
+        .timeoutAfter(10 * kj::SECONDS, pull(int64_t(1) << 40))
+        .wait(io.waitScope);
+  });
+  KJ_IF_MAYBE(e, future) {
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("waits for the next step at most"));
+  } else {
+    FAIL("a pull for step 2^40 was answered");
+  }
+  // The next step is a fair wait, but no worker pushes it: the ps holds a
+  // bounded number of such calls from one connection and refuses the rest.
+  int refused = 0;
+  std::vector<kj::Promise<void>> waits;
+  for (int i = 0; i < 1100; ++i)
+    waits.push_back(pull(1).then([](auto) {}, [&refused](kj::Exception&& e) {
+      if (std::string(e.getDescription().cStr()).find("wait already") != std::string::npos)
+        ++refused;
+    }).eagerlyEvaluate(nullptr));
+  auto status = shard.statusRequest().send().wait(io.waitScope);  // still serving
+  CHECK(status.getStatus().getGlobalStep() == 0);
+  CHECK(refused == 1100 - 1024);
+
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
 }
 
 TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
