@@ -8,8 +8,10 @@
 // has acknowledged nothing, data or probe, for kPeerSilenceSeconds
 // (TCP_USER_TIMEOUT); it then fails as if the peer had closed it. A peer that is alive
 // but slow (a long step, a long evaluation) keeps acknowledging and is never
-// cut off. A stopped process (SIGSTOP) is not detected while its kernel
-// still acknowledges.
+// cut off. A stopped process (SIGSTOP, a debugger) keeps its connections
+// while its kernel acknowledges for it; once its receive buffer is full and
+// data has waited to reach it for kPeerSilenceSeconds, the sender gives the
+// connection up too.
 #pragma once
 
 #include <kj/async-io.h>
