@@ -21,6 +21,7 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
                                ? num_shards : 1;
     for (int64_t s = 0; s < slices; ++s) {
       VariablePiece p;
+      p.layout_index = int(pieces.size());
       p.variable = int(i);
       p.row_begin = rows * s / slices;
       p.row_end = rows * (s + 1) / slices;
@@ -61,11 +62,14 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
 
 std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats) {
   std::vector<ShardChunk> chunks;
-  // Whether piece p fits whole into the last chunk.
+  // Whether piece p fits whole into the last chunk, with nothing of another
+  // shard between them in a worker's buffer (only alignment padding).
   auto joins = [&](const VariablePiece& p) {
     if (chunks.empty()) return false;
     const ShardChunk& last = chunks.back();
-    return p.shard_offset - last.shard_offset == p.layout_offset - last.layout_offset &&
+    const VariablePiece& before = shard.pieces[size_t(last.first_piece + last.pieces - 1)];
+    return before.layout_index + 1 == p.layout_index &&
+           p.shard_offset - last.shard_offset == p.layout_offset - last.layout_offset &&
            p.shard_offset + p.size - last.shard_offset <= max_floats;
   };
   for (size_t i = 0; i < shard.pieces.size(); ++i) {

@@ -27,6 +27,7 @@ struct VariablePiece {
   int64_t size = 0;           // floats
   int64_t shard_offset = 0;   // where it starts in its shard's own flat buffer, aligned as in
                               // a VariableLayout
+  int layout_index = 0;       // among the pieces of every shard, in layout order
 };
 
 struct ShardPlan {
@@ -52,8 +53,11 @@ struct ShardChunk {
 
 // The shard's pieces cut into chunks of at most max_floats, in order. Every
 // node computes the same list. A piece joins the last chunk when it fits
-// there whole and lies at the same distance from the chunk's start in the
-// shard's buffer and in a worker's (always so with one ps); otherwise it
+// there whole, follows the chunk's last piece in the layout with no piece
+// of another shard between, and lies at the same distance from the chunk's
+// start in the shard's buffer and in a worker's (always so with one ps),
+// so the chunk's range in a worker's buffer holds only this shard's pieces
+// and the padding between them; otherwise it
 // starts chunks of its own, cut every max_floats. Each call costs both
 // sides more than its bytes do: a bias of 10 floats is no call of its own.
 std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats);

@@ -26,14 +26,19 @@ StopSignals::StopSignals(std::atomic<bool>& stop_requested) : stop_requested_(st
   if (const int error = pthread_sigmask(SIG_BLOCK, &set, nullptr))
     throw std::runtime_error(std::string("cannot block SIGINT and SIGTERM: ") +
                              std::strerror(error));
-  waiter_ = std::thread([this, set] {
-    for (;;) {
-      int signal_number = 0;
-      if (sigwait(&set, &signal_number) != 0) continue;
-      if (closing_.load()) return;
-      stop_requested_.store(true);
-    }
-  });
+  try {
+    waiter_ = std::thread([this, set] {
+      for (;;) {
+        int signal_number = 0;
+        if (sigwait(&set, &signal_number) != 0) continue;
+        if (closing_.load()) return;
+        stop_requested_.store(true);
+      }
+    });
+  } catch (...) {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    throw;
+  }
 }
 
 StopSignals::~StopSignals() {

@@ -6,17 +6,22 @@
 
 namespace traind {
 
-void limitPeerSilence(kj::AsyncIoStream& stream) {
+std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream) {
   // An idle connection is probed after 5 s, then every 2 s; with
   // TCP_USER_TIMEOUT set, Linux ends it once nothing (data or probe) has
   // been acknowledged for that long, whatever the probe count.
   const int on = 1, idle = 5, interval = 2, probes = kPeerSilenceSeconds / interval;
   const unsigned user_timeout_ms = kPeerSilenceSeconds * 1000;
-  stream.setsockopt(SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  stream.setsockopt(IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  stream.setsockopt(IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  stream.setsockopt(IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
-  stream.setsockopt(IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
+    stream.setsockopt(SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    stream.setsockopt(IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    stream.setsockopt(IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    stream.setsockopt(IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+    stream.setsockopt(IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+  })) {
+    return std::string(e->getDescription().cStr());
+  }
+  return std::nullopt;
 }
 
 }  // namespace traind

@@ -16,11 +16,16 @@
 
 #include <kj/async-io.h>
 
+#include <optional>
+#include <string>
+
 namespace traind {
 
 constexpr int kPeerSilenceSeconds = 20;
 
 // Sets the socket options on a connected TCP stream (both ends call it).
-void limitPeerSilence(kj::AsyncIoStream& stream);
+// Returns the reason when the kernel refused one (the connection works on,
+// unguarded), nullopt when all are set.
+std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream);
 
 }  // namespace traind

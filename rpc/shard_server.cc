@@ -42,7 +42,8 @@ struct ShardServer::Impl {
 
   kj::Promise<void> acceptLoop() {
     return listener->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
-      limitPeerSilence(*stream);
+      if (auto refused = limitPeerSilence(*stream))
+        spdlog::warn("a vanished worker host will not be noticed: {}", *refused);
       capnp::ReaderOptions options;
       options.traversalLimitInWords = kTraversalLimitWords;
       connections.emplace_back(kj::mv(stream), new_session, options);

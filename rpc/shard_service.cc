@@ -61,6 +61,10 @@ void ServedShard::releasePulls() {
   }
 }
 
+void ServedShard::dropCancelledWaits() {
+  std::erase_if(waiting_pulls_, [](PullWaiter& w) { return !w.fulfiller->isWaiting(); });
+}
+
 void ServedShard::beginStopping(const std::string& by) {
   if (stopping_) return;
   stopping_ = true;
@@ -149,6 +153,7 @@ kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, std::option
     return kj::READY_NOW;
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
+  served_.dropCancelledWaits();
   served_.waiting_pulls_.push_back({min_step, worker_, chunk, kj::mv(paf.fulfiller)});
   ++waiting_calls_;
   return paf.promise

@@ -55,6 +55,9 @@ class ServedShard {
                       std::optional<size_t> chunk) const;
   // Answers the pulls that may proceed now (all of them when stopping).
   void releasePulls();
+  // Forgets the waits of calls that were cancelled (their worker gave up or
+  // went), so that the list holds live calls only.
+  void dropCancelledWaits();
 
   ParameterShard& shard_;
   std::string architecture_hash_;

@@ -68,7 +68,9 @@ struct ShardedClient::Impl {
         .parseAddress(link.address)
         .then([](kj::Own<kj::NetworkAddress> addr) { return addr->connect(); })
         .then([this, &link](kj::Own<kj::AsyncIoStream> stream) {
-          limitPeerSilence(*stream);
+          if (auto refused = limitPeerSilence(*stream))
+            spdlog::warn("ps {} at {}: a vanished host will not be noticed: {}", link.index,
+                         link.address, *refused);
           capnp::ReaderOptions options;
           options.traversalLimitInWords = kTraversalLimitWords;
           link.stream = kj::mv(stream);
@@ -278,12 +280,18 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
         });
       };
   kj::Vector<kj::Promise<void>> lanes;
+  // The first call to fail, in time (joinPromises reports the first lane's
+  // failure in array order, after every lane has ended).
   const ShardLink* failed = nullptr;
+  kj::Maybe<kj::Exception> failure;
   for (ShardLink& link : shards) {
     const size_t stride = std::min(in_flight, link.chunks.size());
     for (size_t j = 0; j < stride; ++j)
-      lanes.add(lane(link, j, stride).catch_([&failed, &link](kj::Exception&& e) {
-        if (!failed) failed = &link;
+      lanes.add(lane(link, j, stride).catch_([&failed, &failure, &link](kj::Exception&& e) {
+        if (!failed) {
+          failed = &link;
+          failure = kj::cp(e);
+        }
         return kj::Promise<void>(kj::mv(e));
       }));
   }
@@ -293,7 +301,7 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
                                 .then([&abandoned] { abandoned = true; }));
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(io.waitScope); })) {
-    if (failed) throw shardFailure(*failed, *e);
+    KJ_IF_MAYBE(first, failure) throw shardFailure(*failed, *first);
     kj::throwFatalException(kj::mv(*e));
   }
   return !abandoned;

@@ -173,14 +173,13 @@ TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home 
 
 TEST_CASE("small pieces share a chunk, big ones are cut, gaps in the worker's layout split") {
   ShardPlan plan;
-  // piece: variable, rows, layout offset, size, shard offset
-  plan.pieces = {{0, 0, 2, 0, 2, 0},      // a kernel of 2
-                 {1, 0, 1, 16, 1, 16},    // its bias, 16-aligned: shares its chunk
-                 {2, 0, 4, 32, 40, 32},   // bigger than a chunk: cut
-                 {3, 0, 1, 80, 1, 80},    // fits into the cut piece's last chunk
-                 {4, 0, 1, 88, 8, 88},    // does not fit: a chunk of its own
-                 {5, 0, 1, 200, 1, 96}};  // elsewhere in the worker's layout (another
-                                          // shard holds what is between): apart
+  // piece: variable, rows, layout offset, size, shard offset, index in the layout
+  plan.pieces = {{0, 0, 2, 0, 2, 0, 0},      // a kernel of 2
+                 {1, 0, 1, 16, 1, 16, 1},    // its bias, 16-aligned: shares its chunk
+                 {2, 0, 4, 32, 40, 32, 2},   // bigger than a chunk: cut
+                 {3, 0, 1, 80, 1, 80, 3},    // fits into the cut piece's last chunk
+                 {4, 0, 1, 88, 8, 88, 4},    // does not fit: a chunk of its own
+                 {5, 0, 1, 200, 1, 96, 6}};  // another shard's piece 5 lies between: apart
   const std::vector<ShardChunk> chunks = chunkShard(plan, 30);
   struct Expected {
     int first_piece, pieces;
@@ -196,6 +195,34 @@ TEST_CASE("small pieces share a chunk, big ones are cut, gaps in the worker's la
     CHECK(chunks[i].shard_offset == expected[i].shard_offset);
     CHECK(chunks[i].layout_offset == expected[i].layout_offset);
     CHECK(chunks[i].size == expected[i].size);
+  }
+}
+
+TEST_CASE("a chunk covers, in a worker's buffer, only its own shard's pieces and padding") {
+  // Row slices of one variable go to different shards; a slice of another
+  // shard may sit in the padding before the next variable.
+  for (int inputs = 2; inputs <= 40; ++inputs) {
+    OneShard s(TrainingMode::Async, 1, 1);
+    s.spec.input = {inputs};
+    const LayerGraph graph = buildLayerGraph(s.spec);
+    const VariableLayout layout(graph.variables);
+    for (int shards = 1; shards <= 4; ++shards) {
+      const Placement placement = placeVariables(layout, shards);
+      for (size_t i = 0; i < placement.shards.size(); ++i) {
+        for (const ShardChunk& c : chunkShard(placement.shards[i], ParameterShard::kChunkFloats)) {
+          for (size_t j = 0; j < placement.shards.size(); ++j) {
+            if (j == i) continue;
+            for (const VariablePiece& p : placement.shards[j].pieces) {
+              INFO(inputs << " inputs, " << shards << " shards: a chunk of shard " << i
+                          << " at " << c.layout_offset << " (" << c.size
+                          << " floats) and a piece of shard " << j << " at " << p.layout_offset);
+              CHECK((p.layout_offset + p.size <= c.layout_offset ||
+                     c.layout_offset + c.size <= p.layout_offset));
+            }
+          }
+        }
+      }
+    }
   }
 }
 
