@@ -377,6 +377,16 @@ void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpe
     optimizer.epsilon = readFloat(*f, "a positive number", isPositive);
 }
 
+MovingAverageSpec readMovingAverage(const Field& field) {
+  Mapping fields(field);
+  fields.allowOnly({"decay", "num_updates"}, "moving_average");
+  MovingAverageSpec average;
+  average.decay = readFloat(fields.get("decay"), "a number in (0, 1)",
+                            [](double v) { return v > 0.0 && v < 1.0; });
+  if (auto f = fields.find("num_updates")) average.num_updates = readBool(*f);
+  return average;
+}
+
 IdxSource readIdxSource(const Field& field, const fs::path& spec_dir) {
   Mapping fields(field);
   fields.allowOnly({"images", "labels", "limit"}, "an IDX data set");
@@ -520,8 +530,8 @@ ModelSpec loadModelSpec(const std::string& path) {
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
   Mapping fields(rootField(root, path));
-  fields.allowOnly({"name", "seed", "input", "layers", "stages", "loss", "optimizer", "data",
-                    "training", "checkpoint", "init_from"},
+  fields.allowOnly({"name", "seed", "input", "layers", "stages", "loss", "optimizer",
+                    "moving_average", "data", "training", "checkpoint", "init_from"},
                    "a model spec");
 
   ModelSpec spec;
@@ -537,6 +547,7 @@ ModelSpec loadModelSpec(const std::string& path) {
                                           {"mse", LossKind::MeanSquaredError}});
   }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
+  if (auto f = fields.find("moving_average")) spec.optimizer.moving_average = readMovingAverage(*f);
   spec.data = readData(fields.get("data"), spec_dir);
   spec.training = readTraining(fields.get("training"), spec_dir, spec.data.batch_size);
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);

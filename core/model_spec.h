@@ -54,6 +54,14 @@ struct StageSpec {
 
 enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
 
+// tf.train.ExponentialMovingAverage of the trainable variables, updated
+// with every update: average = d * average + (1 - d) * variable, where d is
+// `decay`, or with num_updates min(decay, (1 + t) / (10 + t)) at update t.
+struct MovingAverageSpec {
+  float decay = 0.999f;
+  bool num_updates = true;
+};
+
 struct OptimizerSpec {
   enum class Kind { Sgd, Momentum, Adagrad, Adam };
   Kind kind = Kind::Sgd;
@@ -64,6 +72,10 @@ struct OptimizerSpec {
   float beta2 = 0.999f;                // Adam
   float epsilon = 1e-7f;               // Adagrad and Adam (TensorFlow's default)
   float weight_decay = 0.0f;           // L2 on kernels: grad += weight_decay * kernel
+  // The spec's top-level moving_average section. It lives here because it
+  // is applied with each update, wherever the update runs (a ps applies it
+  // to its shard).
+  std::optional<MovingAverageSpec> moving_average;
 };
 
 struct LearningRateSpec {

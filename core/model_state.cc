@@ -30,6 +30,7 @@ void ModelState::initialize() {
   initializeVariables(graph_, layout_, spec_.seed, parameters_);
   global_step_ = 0;
   if (spec_.init_from) initFrom(*spec_.init_from);
+  optimizer_.startMovingAverage(parameters_);
 }
 
 void ModelState::initFrom(const InitFromSpec& init_from) {
@@ -62,9 +63,14 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
-    for (size_t s = 0; s < optimizer_.slotNames().size(); ++s)
-      reader.read(v.name + "/" + optimizer_.slotNames()[s], v.shape,
-                  optimizer_.slot(s).view(v));
+    for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
+      const std::string name = v.name + "/" + optimizer_.slotNames()[s];
+      // A moving average turned on after this checkpoint starts from it.
+      if (optimizer_.slotNames()[s] == Optimizer::kMovingAverageSlot && !reader.contains(name))
+        optimizer_.startMovingAverage(parameters_, v);
+      else
+        reader.read(name, v.shape, optimizer_.slot(s).view(v));
+    }
   }
   global_step_ = manifest.global_step;
 }

@@ -20,6 +20,13 @@ class ModelState {
   const VariableLayout& layout() const { return layout_; }
   FlatBuffer& parameters() { return parameters_; }
   const FlatBuffer& parameters() const { return parameters_; }
+  // What evaluation computes with: the moving averages when the spec has a
+  // moving_average (as TensorFlow evaluates with ema.variables_to_restore()),
+  // else the parameters.
+  const FlatBuffer& evaluationValues() const {
+    const FlatBuffer* average = optimizer_.movingAverage();
+    return average ? *average : parameters_;
+  }
   Optimizer& optimizer() { return optimizer_; }
   const Optimizer& optimizer() const { return optimizer_; }
   int64_t globalStep() const { return global_step_; }

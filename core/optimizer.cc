@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace traind {
@@ -14,6 +15,8 @@ Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
     case OptimizerSpec::Kind::Adagrad: slot_names_ = {"accumulator"}; break;
     case OptimizerSpec::Kind::Adam: slot_names_ = {"m", "v"}; break;
   }
+  rule_slots_ = slot_names_.size();
+  if (spec.moving_average) slot_names_.push_back(kMovingAverageSlot);
   for (size_t i = 0; i < slot_names_.size(); ++i) slots_.emplace_back(layout.totalSize());
   if (spec.kind == OptimizerSpec::Kind::Adagrad) {
     float* a = slots_[0].data();
@@ -65,13 +68,41 @@ void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, 
   }
 }
 
+// The moving averages of n values just updated.
+void averageElements(float* average, const float* p, int64_t n, float decay) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) average[i] = decay * average[i] + (1.0f - decay) * p[i];
+}
+
+// ExponentialMovingAverage's decay at update t (1-based), num_updates = t.
+float movingAverageDecay(const MovingAverageSpec& m, int64_t update) {
+  if (!m.num_updates) return m.decay;
+  return std::min(m.decay, float(1 + update) / float(10 + update));
+}
+
 }  // namespace
+
+const FlatBuffer* Optimizer::movingAverage() const {
+  return spec_.moving_average ? &slots_.back() : nullptr;
+}
+
+void Optimizer::startMovingAverage(const FlatBuffer& parameters) {
+  for (const VariableView& v : layout_.views()) startMovingAverage(parameters, v);
+}
+
+void Optimizer::startMovingAverage(const FlatBuffer& parameters, const VariableView& variable) {
+  if (!spec_.moving_average) return;
+  std::copy_n(parameters.data() + variable.offset, variable.size,
+              slots_.back().data() + variable.offset);
+}
 
 void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float learning_rate,
                       int64_t update) {
   const float adam_lr = adamStepSize(spec_, learning_rate, update);
-  float* slot0 = slots_.size() > 0 ? slots_[0].data() : nullptr;
-  float* slot1 = slots_.size() > 1 ? slots_[1].data() : nullptr;
+  float* slot0 = rule_slots_ > 0 ? slots_[0].data() : nullptr;
+  float* slot1 = rule_slots_ > 1 ? slots_[1].data() : nullptr;
+  float* average = spec_.moving_average ? slots_.back().data() : nullptr;
+  const float decay = average ? movingAverageDecay(*spec_.moving_average, update) : 0.0f;
   // One parallel region for the whole buffer, each variable split evenly
   // over the threads, no barrier between variables.
 #pragma omp parallel
@@ -85,6 +116,8 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
                      slot0 ? slot0 + begin : nullptr, slot1 ? slot1 + begin : nullptr,
                      end - begin, learning_rate, adam_lr,
                      v.is_kernel ? spec_.weight_decay : 0.0f);
+      if (average)
+        averageElements(average + begin, parameters.data() + begin, end - begin, decay);
     }
   }
 }
@@ -94,11 +127,14 @@ void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset,
                            int64_t update) {
   const VariableView& v = layout_.views()[variable];
   if (!v.trainable) return;
-  float* slot0 = slots_.size() > 0 ? slots_[0].data() + offset : nullptr;
-  float* slot1 = slots_.size() > 1 ? slots_[1].data() + offset : nullptr;
+  float* slot0 = rule_slots_ > 0 ? slots_[0].data() + offset : nullptr;
+  float* slot1 = rule_slots_ > 1 ? slots_[1].data() + offset : nullptr;
   updateElements(spec_, parameters, gradients, slot0, slot1, count,
                  learning_rate, adamStepSize(spec_, learning_rate, update),
                  v.is_kernel ? spec_.weight_decay : 0.0f);
+  if (spec_.moving_average)
+    averageElements(slots_.back().data() + offset, parameters, count,
+                    movingAverageDecay(*spec_.moving_average, update));
 }
 
 }  // namespace traind

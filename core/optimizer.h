@@ -6,6 +6,8 @@
 //             p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
 // with g += weight_decay * p first for kernels (L2). Frozen variables are
 // never touched. A parameter server applies the same rules to its shard.
+// With a moving average (MovingAverageSpec) each update also moves the
+// slot "ExponentialMovingAverage" towards the updated values.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +24,19 @@ class Optimizer {
   Optimizer(const OptimizerSpec& spec, const VariableLayout& layout);
 
   // Slot names as they appear in checkpoints, "<variable>/<slot>":
-  // momentum: "momentum"; adagrad: "accumulator"; adam: "m", "v"; sgd: none.
+  // momentum: "momentum"; adagrad: "accumulator"; adam: "m", "v"; sgd: none;
+  // then "ExponentialMovingAverage" (kMovingAverageSlot) with a moving average.
   const std::vector<std::string>& slotNames() const { return slot_names_; }
   FlatBuffer& slot(size_t i) { return slots_[i]; }
   const FlatBuffer& slot(size_t i) const { return slots_[i]; }
+
+  static constexpr const char* kMovingAverageSlot = "ExponentialMovingAverage";
+  // The moving averages (the last slot), or null without a moving average.
+  const FlatBuffer* movingAverage() const;
+  // The averages start at the variables' values (as TensorFlow's do); for
+  // the given variables only, or all.
+  void startMovingAverage(const FlatBuffer& parameters);
+  void startMovingAverage(const FlatBuffer& parameters, const VariableView& variable);
 
   // One update of every trainable variable. `update` is this update's
   // 1-based number (Adam's t); in standalone training it is global_step + 1.
@@ -45,6 +56,7 @@ class Optimizer {
   const VariableLayout& layout_;
   std::vector<std::string> slot_names_;
   std::vector<FlatBuffer> slots_;
+  size_t rule_slots_ = 0;  // the update rule's slots, before the moving average
 };
 
 }  // namespace traind

@@ -124,7 +124,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
       if (evaluator && crossesMultiple(step, step + 1, spec.training.eval_every) &&
           step + 1 != total_steps)
-        log.logEvaluation(step + 1, evaluator->evaluate(state.parameters().data()));
+        log.logEvaluation(step + 1, evaluator->evaluate(state.evaluationValues().data()));
       const double since_checkpoint =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint)
               .count();
@@ -166,7 +166,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   std::optional<EvalResult> test;
   if (evaluator) {
-    test = evaluator->evaluate(state.parameters().data());
+    test = evaluator->evaluate(state.evaluationValues().data());
     log.logEvaluation(state.globalStep(), *test);
     summary.test_loss = test->loss;
     if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;

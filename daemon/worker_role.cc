@@ -259,8 +259,13 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
       metrics.recordStep(next, results[i].loss, batch_size);
       if (chief) {
         if (evaluator && crossesMultiple(step, next, spec.training.eval_every) &&
-            next < total_steps)
-          log.logEvaluation(next, evaluator->evaluate(slot.parameters.data()));
+            next < total_steps) {
+          // The moving averages live on the ps tasks, with the parameters.
+          if (state.optimizer().movingAverage()) ps.readState(state);
+          log.logEvaluation(next, evaluator->evaluate(state.optimizer().movingAverage()
+                                                          ? state.evaluationValues().data()
+                                                          : slot.parameters.data()));
+        }
         const double since_checkpoint =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint)
                 .count();
@@ -285,8 +290,9 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     checkpoint();
     const int64_t final_step = ps.pull(0, state.parameters());
     if (final_step >= 0) step = final_step;
+    if (state.optimizer().movingAverage()) ps.readState(state);
     if (evaluator) {
-      test = evaluator->evaluate(state.parameters().data());
+      test = evaluator->evaluate(state.evaluationValues().data());
       log.logEvaluation(step, *test);
       summary.test_loss = test->loss;
       if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;

@@ -99,7 +99,8 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
 
 TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled batch trains") {
   const auto dir = freshTempDir("sync");
-  std::string spec = readFile(modelPath("fashion_mlp.yaml"));
+  // With moving averages, which the ps keeps beside its shard.
+  std::string spec = readFile(modelPath("fashion_mlp.yaml")) + "moving_average: {decay: 0.99}\n";
   spec = replaceAll(spec, "batch_size: 100", "batch_size: 50\n  shuffle: false");
   REQUIRE(spec.find("shuffle: false") != std::string::npos);
   writeFile(dir / "half.yaml", spec);
@@ -119,7 +120,9 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
                                              " --max-steps 60 --threads 1 --eval-every 0 "
                                              "--checkpoint-dir " + (dir / "standalone").string());
   REQUIRE(standalone.exit_code == 0);
-  for (const char* name : {"hidden1/kernel", "hidden2/bias", "logits/kernel"}) {
+  for (const char* name : {"hidden1/kernel", "hidden2/bias", "logits/kernel",
+                           "hidden1/kernel/ExponentialMovingAverage",
+                           "logits/bias/ExponentialMovingAverage"}) {
     const std::vector<float> a = readCheckpointTensor(dir / "distributed", name);
     const std::vector<float> b = readCheckpointTensor(dir / "standalone", name);
     REQUIRE(a.size() == b.size());

@@ -294,6 +294,26 @@ TEST_CASE("momentum and adagrad options", "[model_spec]") {
   CHECK(spec.optimizer.epsilon == 0.001f);
 }
 
+TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]") {
+  TempDir dir;
+  const std::string optimizer = "optimizer: {type: sgd, learning_rate: 0.1}\n";
+  CHECK_FALSE(loadVariant(dir, optimizer, optimizer).optimizer.moving_average);
+  ModelSpec spec = loadVariant(dir, optimizer, optimizer + "moving_average: {decay: 0.99}\n");
+  REQUIRE(spec.optimizer.moving_average);
+  CHECK(spec.optimizer.moving_average->decay == 0.99f);
+  CHECK(spec.optimizer.moving_average->num_updates);
+  spec = loadVariant(dir, optimizer,
+                     optimizer + "moving_average: {decay: 0.9, num_updates: false}\n");
+  CHECK_FALSE(spec.optimizer.moving_average->num_updates);
+  const std::string path = (dir.path() / "variant.yaml").string();
+  CHECK(errorWith(dir, optimizer, optimizer + "moving_average: {decay: 1}\n") ==
+        path + ":5:25: moving_average.decay: expected a number in (0, 1), got 1");
+  CHECK_THAT(errorWith(dir, optimizer, optimizer + "moving_average: {decay: 0.9, decya: 1}\n"),
+             Catch::Contains("moving_average"));
+  CHECK_THAT(errorWith(dir, optimizer, optimizer + "moving_average: {num_updates: true}\n"),
+             Catch::Contains("decay"));
+}
+
 TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]") {
   TempDir dir;
   dir.write("data/train-images", "x");

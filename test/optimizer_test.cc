@@ -130,6 +130,45 @@ TEST_CASE("adam, two steps with bias correction") {
   CHECK(opt.slotNames() == std::vector<std::string>{"m", "v"});
 }
 
+TEST_CASE("moving average: after each update, fixed decay and num_updates, frozen untouched") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Momentum;
+  spec.momentum = 0.5f;
+  spec.moving_average = MovingAverageSpec{0.9f, false};
+  Optimizer opt(spec, t.layout);
+  CHECK(opt.slotNames() == std::vector<std::string>{"momentum", "ExponentialMovingAverage"});
+  opt.startMovingAverage(t.params);  // averages start at (1, -2), bias 3
+  const float* average = opt.movingAverage()->data() + t.layout.views()[0].offset;
+  // lr 1: a = g = (0.5, -1), p = (0.5, -1); average = 0.9 * (1, -2) + 0.1 * p
+  opt.apply(t.params, t.grads, 1.0f, 1);
+  CHECK(average[0] == Approx(0.95f));
+  CHECK(average[1] == Approx(-1.9f));
+  // a = 0.5 * a + g = (0.75, -1.5), p = (-0.25, 0.5); average = 0.9 * avg + 0.1 * p
+  opt.apply(t.params, t.grads, 1.0f, 2);
+  CHECK(average[0] == Approx(0.9f * 0.95f + 0.1f * -0.25f));
+  CHECK(average[1] == Approx(0.9f * -1.9f + 0.1f * 0.5f));
+  CHECK(opt.movingAverage()->data()[t.layout.views()[1].offset] == 3.0f);  // frozen
+
+  // num_updates: decay min(0.9, (1 + t) / (10 + t)) = 2/11 at t = 1.
+  TwoVariables u;
+  spec.kind = OptimizerSpec::Kind::Sgd;
+  spec.moving_average = MovingAverageSpec{0.9f, true};
+  Optimizer warm(spec, u.layout);
+  warm.startMovingAverage(u.params);
+  warm.apply(u.params, u.grads, 1.0f, 1);  // p = (0.5, -1)
+  const float d = 2.0f / 11.0f;
+  CHECK(warm.movingAverage()->data()[u.layout.views()[0].offset] == Approx(d * 1.0f + (1 - d) * 0.5f));
+  // applyRange, as a ps applies a chunk: the same rule on the range.
+  TwoVariables r;
+  Optimizer ranged(spec, r.layout);
+  ranged.startMovingAverage(r.params);
+  const int64_t k = r.layout.views()[0].offset;
+  ranged.applyRange(r.params.data() + k, 0, k, 2, r.grads.data() + k, 1.0f, 1);
+  CHECK(ranged.movingAverage()->data()[k] == Approx(d * 1.0f + (1 - d) * 0.5f));
+  CHECK(ranged.movingAverage()->data()[k + 1] == Approx(d * -2.0f + (1 - d) * -1.0f));
+}
+
 TEST_CASE("exponential decay, smooth and staircase") {
   LearningRateSpec lr;
   lr.kind = LearningRateSpec::Kind::ExponentialDecay;

@@ -64,6 +64,29 @@ TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   CHECK_THAT(traind.output(), Catch::Contains("saved checkpoint"));
 }
 
+TEST_CASE("moving averages are kept, checkpointed and evaluated; a run can turn them on") {
+  const auto dir = freshTempDir("moving-average");
+  const std::string base = readFile("configs/models/fashion_mlp.yaml");
+  writeFile(dir / "plain.yaml", base);
+  writeFile(dir / "averaged.yaml", base + "moving_average: {decay: 0.99}\n");
+  const std::string flags = " --threads 1 --log-every 100 --checkpoint-dir " + (dir / "ckpt").string();
+  // 100 steps without, then on to 300 with: the averages start from the
+  // checkpoint's parameters.
+  ProcessResult r = runTraind("--model " + (dir / "plain.yaml").string() + " --max-steps 100" + flags);
+  REQUIRE(r.exit_code == 0);
+  r = runTraind("--model " + (dir / "averaged.yaml").string() + " --max-steps 300" + flags);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(summaryValue(r.output, "test accuracy") > 0.70);
+  const std::vector<float> kernel = readCheckpointTensor(dir / "ckpt", "hidden1/kernel");
+  const std::vector<float> average =
+      readCheckpointTensor(dir / "ckpt", "hidden1/kernel/ExponentialMovingAverage");
+  REQUIRE(kernel.size() == average.size());
+  float moved = 0;
+  for (size_t i = 0; i < kernel.size(); ++i) moved = std::max(moved, std::abs(kernel[i] - average[i]));
+  CHECK(moved > 1e-4f);  // the average lags the parameters
+}
+
 TEST_CASE("fashion_cnn learns on a slice") {
   const auto dir = freshTempDir("cnn");
   const ProcessResult r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps 100 "

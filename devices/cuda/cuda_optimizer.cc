@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "devices/cuda/cuda_check.h"
 
@@ -16,6 +17,11 @@ constexpr int64_t kChunkElements = 4096;
 
 CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& layout)
     : spec_(spec) {
+  // The daemon's steps update on the host (core/optimizer.h), averages
+  // included; this GPU-resident update (CudaTrainer) has none yet.
+  if (spec.moving_average)
+    throw std::invalid_argument("CudaOptimizer: a moving average is not built for the "
+                                "GPU-resident update");
   size_t slots = 0;
   switch (spec.kind) {
     case OptimizerSpec::Kind::Sgd:
