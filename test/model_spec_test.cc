@@ -434,7 +434,8 @@ TEST_CASE("an unknown field with no near match lists the known ones", "[model_sp
   CHECK(loadError(path) ==
         path +
             ":9:1: unknown field 'learning_rate' (the fields of a model spec are name, seed, "
-            "input, layers, stages, loss, optimizer, data, training, checkpoint, init_from)");
+            "input, layers, stages, loss, optimizer, moving_average, data, training, checkpoint, "
+            "init_from)");
 
   // A field of another layer type is unknown here.
   path = dir.write("b.yaml",
@@ -577,7 +578,8 @@ TEST_CASE("a runaway field name is cut short in the message", "[model_spec]") {
   const std::string path = dir.write("long.yaml", kMinimal + std::string(1000, 'x') + ": 1\n");
   CHECK(loadError(path) == path + ":9:1: unknown field '" + std::string(57, 'x') +
                                "...' (the fields of a model spec are name, seed, input, layers, "
-                               "stages, loss, optimizer, data, training, checkpoint, init_from)");
+                               "stages, loss, optimizer, moving_average, data, training, "
+                               "checkpoint, init_from)");
 }
 
 TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
