@@ -264,6 +264,25 @@ std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
                                         e.getDescription().cStr()));
 }
 
+// Rejects once `link` leaves a status call unanswered for kPeerSilenceSeconds;
+// never resolves otherwise. One status call at a time, every
+// kHeartbeatSeconds.
+kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link) {
+  return timer.afterDelay(ShardedClient::kHeartbeatSeconds * kj::SECONDS)
+      .then([&timer, &link] {
+        return timer.timeoutAfter(kPeerSilenceSeconds * kj::SECONDS,
+                                  link.shard().statusRequest().send().ignoreResult());
+      })
+      .then([&timer, &link] { return heartbeat(timer, link); },
+            [&link](kj::Exception&& e) -> kj::Promise<void> {
+              if (e.getType() != kj::Exception::Type::OVERLOADED) return kj::mv(e);
+              // timeoutAfter's: the shard's process is not answering.
+              return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                                   kj::str("no answer to a status call for ", kPeerSilenceSeconds,
+                                           " s: is its process stopped or hung?"));
+            });
+}
+
 // Makes `call` for every chunk of every shard and waits for all of them:
 // `in_flight` lanes per shard, lane j calling chunks j, j + K, j + 2K...
 // Returns false when it gave up on them because *stop was held (the calls
@@ -296,6 +315,15 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
       }));
   }
   kj::Promise<void> all = kj::joinPromises(lanes.releaseAsArray());
+  for (ShardLink& link : shards)
+    all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link)
+                                .catch_([&failed, &failure, &link](kj::Exception&& e) {
+                                  if (!failed) {
+                                    failed = &link;
+                                    failure = kj::cp(e);
+                                  }
+                                  return kj::Promise<void>(kj::mv(e));
+                                }));
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)

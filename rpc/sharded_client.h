@@ -61,6 +61,14 @@ class ShardedClient {
   // are stopping.
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
 
+  // While a pull or push+pull waits, each shard is asked for its status
+  // every kHeartbeatSeconds; one that has not answered for
+  // kPeerSilenceSeconds (rpc/peer_silence.h) is given up, as a lost
+  // connection: its process is stopped (SIGSTOP) or hung while its kernel
+  // still acknowledges, which the socket options cannot see. A sync step
+  // may wait far longer for other workers: the shard answers status at once.
+  static constexpr int kHeartbeatSeconds = 5;
+
   // Pushes a gradient computed from the parameters of the last pull (each
   // shard's part tagged with the step that shard reported) and pulls as
   // pull() does, one call per chunk, a few in flight per shard: a shard

@@ -185,7 +185,8 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
   const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
             1, 2);
   for (int i = 0; i < 600 && c.workers[1]->output().find("step 40,") == std::string::npos; ++i)
     usleep(50000);
@@ -207,6 +208,36 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
   INFO(c.logs());
   CHECK(worker == 0);
   CHECK(ps_before_stop == -1);
+  CHECK(ps == 0);
+}
+
+TEST_CASE("workers give up a ps whose process is stopped, naming it") {
+  // Its kernel still acknowledges, so only the workers' heartbeats see it.
+  const auto dir = freshTempDir("ps-stopped");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  const std::string address = std::regex_replace(
+      readFile(cluster), std::regex("(?:.|\\n)*ps: \\[(127\\.0\\.0\\.1:[0-9]+)(?:.|\\n)*"), "$1");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 2);
+  for (int i = 0; i < 600 && c.workers[0]->output().find("step 40,") == std::string::npos; ++i)
+    usleep(50000);
+  c.ps[0]->signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  const int chief = c.workers[0]->wait(60), other = c.workers[1]->wait(60);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  c.ps[0]->signal(SIGCONT);
+  c.ps[0]->signal(SIGTERM);
+  const int ps = c.ps[0]->wait(30);
+  INFO(c.logs());
+  CHECK(chief == 1);
+  CHECK(other == 1);
+  CHECK(waited < 40);
+  for (auto& w : c.workers)
+    CHECK_THAT(w->output(), Catch::Contains("ps 0 at " + address + " (it stopped"));
   CHECK(ps == 0);
 }
 
