@@ -7,6 +7,22 @@
 #include "devices/pipeline_schedule.h"
 
 namespace traind {
+namespace {
+
+std::string optimizerSummary(const OptimizerSpec& optimizer) {
+  using Kind = OptimizerSpec::Kind;
+  std::string out = optimizer.kind == Kind::Sgd        ? "sgd"
+                    : optimizer.kind == Kind::Momentum ? "momentum"
+                    : optimizer.kind == Kind::Adagrad  ? "adagrad"
+                                                       : "adam";
+  if (const auto& average = optimizer.moving_average)
+    out += fmt::format(", then moving averages of the variables (decay {}{}), used for evaluation",
+                       average->decay,
+                       average->num_updates ? ", at most (1 + t) / (10 + t) at update t" : "");
+  return out;
+}
+
+}  // namespace
 
 std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   std::string out = fmt::format("model {} ({})\n", spec.name, spec.path);
@@ -22,6 +38,7 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
                        shapeToString(node.output_shape), params);
   }
   out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", "total", "", "", graph.parameterCount());
+  out += "optimizer: " + optimizerSummary(spec.optimizer) + "\n";
   return out;
 }
 

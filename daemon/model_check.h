@@ -8,8 +8,8 @@
 
 namespace traind {
 
-// One row per layer (name, type, output shape, parameter count) and the
-// total, as printed by `traind check --model m.yaml`.
+// One row per layer (name, type, output shape, parameter count), the total
+// and the optimizer, as printed by `traind check --model m.yaml`.
 std::string layerTable(const ModelSpec& spec, const LayerGraph& graph);
 
 // Where the model runs, as printed by `traind check --model m.yaml` after the

@@ -164,6 +164,7 @@ TEST_CASE("traind check prints the layer table") {
   CHECK_THAT(r.output, Catch::Contains("conv2"));
   CHECK_THAT(r.output, Catch::Contains("[14, 14, 64]"));
   CHECK_THAT(r.output, Catch::Contains("220234"));
+  CHECK_THAT(r.output, Catch::Contains("optimizer: adam\n"));
 }
 
 TEST_CASE("bad input exits 2 with the file, line and field") {
