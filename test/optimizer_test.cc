@@ -158,7 +158,8 @@ TEST_CASE("moving average: after each update, fixed decay and num_updates, froze
   warm.startMovingAverage(u.params);
   warm.apply(u.params, u.grads, 1.0f, 1);  // p = (0.5, -1)
   const float d = 2.0f / 11.0f;
-  CHECK(warm.movingAverage()->data()[u.layout.views()[0].offset] == Approx(d * 1.0f + (1 - d) * 0.5f));
+  CHECK(warm.movingAverage()->data()[u.layout.views()[0].offset] ==
+        Approx(d * 1.0f + (1 - d) * 0.5f));
   // applyRange, as a ps applies a chunk: the same rule on the range.
   TwoVariables r;
   Optimizer ranged(spec, r.layout);

@@ -69,10 +69,12 @@ TEST_CASE("moving averages are kept, checkpointed and evaluated; a run can turn 
   const std::string base = readFile("configs/models/fashion_mlp.yaml");
   writeFile(dir / "plain.yaml", base);
   writeFile(dir / "averaged.yaml", base + "moving_average: {decay: 0.99}\n");
-  const std::string flags = " --threads 1 --log-every 100 --checkpoint-dir " + (dir / "ckpt").string();
+  const std::string flags =
+      " --threads 1 --log-every 100 --checkpoint-dir " + (dir / "ckpt").string();
   // 100 steps without, then on to 300 with: the averages start from the
   // checkpoint's parameters.
-  ProcessResult r = runTraind("--model " + (dir / "plain.yaml").string() + " --max-steps 100" + flags);
+  ProcessResult r =
+      runTraind("--model " + (dir / "plain.yaml").string() + " --max-steps 100" + flags);
   REQUIRE(r.exit_code == 0);
   r = runTraind("--model " + (dir / "averaged.yaml").string() + " --max-steps 300" + flags);
   INFO(r.output);
@@ -83,7 +85,8 @@ TEST_CASE("moving averages are kept, checkpointed and evaluated; a run can turn 
       readCheckpointTensor(dir / "ckpt", "hidden1/kernel/ExponentialMovingAverage");
   REQUIRE(kernel.size() == average.size());
   float moved = 0;
-  for (size_t i = 0; i < kernel.size(); ++i) moved = std::max(moved, std::abs(kernel[i] - average[i]));
+  for (size_t i = 0; i < kernel.size(); ++i)
+    moved = std::max(moved, std::abs(kernel[i] - average[i]));
   CHECK(moved > 1e-4f);  // the average lags the parameters
 }
 
