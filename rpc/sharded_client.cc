@@ -299,37 +299,32 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
         });
       };
   kj::Vector<kj::Promise<void>> lanes;
-  // The first call to fail, in time (joinPromises reports the first lane's
-  // failure in array order, after every lane has ended).
-  const ShardLink* failed = nullptr;
-  kj::Maybe<kj::Exception> failure;
+  // The first call to fail, in time, and its shard (joinPromises reports the
+  // first lane's failure in array order, after every lane has ended).
+  struct Failure {
+    const ShardLink* link;
+    kj::Exception exception;
+  };
+  kj::Maybe<Failure> first_failure;
+  auto blaming = [&first_failure](ShardLink& link) {
+    return [&first_failure, &link](kj::Exception&& e) {
+      if (first_failure == nullptr) first_failure = Failure{&link, kj::cp(e)};
+      return kj::Promise<void>(kj::mv(e));
+    };
+  };
   for (ShardLink& link : shards) {
     const size_t stride = std::min(in_flight, link.chunks.size());
-    for (size_t j = 0; j < stride; ++j)
-      lanes.add(lane(link, j, stride).catch_([&failed, &failure, &link](kj::Exception&& e) {
-        if (!failed) {
-          failed = &link;
-          failure = kj::cp(e);
-        }
-        return kj::Promise<void>(kj::mv(e));
-      }));
+    for (size_t j = 0; j < stride; ++j) lanes.add(lane(link, j, stride).catch_(blaming(link)));
   }
   kj::Promise<void> all = kj::joinPromises(lanes.releaseAsArray());
   for (ShardLink& link : shards)
-    all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link)
-                                .catch_([&failed, &failure, &link](kj::Exception&& e) {
-                                  if (!failed) {
-                                    failed = &link;
-                                    failure = kj::cp(e);
-                                  }
-                                  return kj::Promise<void>(kj::mv(e));
-                                }));
+    all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link).catch_(blaming(link)));
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
                                 .then([&abandoned] { abandoned = true; }));
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(io.waitScope); })) {
-    KJ_IF_MAYBE(first, failure) throw shardFailure(*failed, *first);
+    KJ_IF_MAYBE(first, first_failure) throw shardFailure(*first->link, first->exception);
     kj::throwFatalException(kj::mv(*e));
   }
   return !abandoned;

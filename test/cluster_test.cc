@@ -14,6 +14,7 @@
 #include <regex>
 
 #include "core/checkpoint.h"
+#include "core/cluster_spec.h"
 #include "core/layer_graph.h"
 #include "core/parameter_shard.h"
 #include "core/placement.h"
@@ -143,8 +144,7 @@ TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
                 (dir / "ckpt").string(),
             1, 3);
   // Let training start, then kill worker 2 without warning.
-  for (int i = 0; i < 600 && c.workers[2]->output().find("step 40,") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[2]->waitForOutput("step 40,");
   c.workers[2]->signal(SIGKILL);
   CHECK(c.workers[0]->wait(kTimeout) == 0);
   CHECK(c.workers[1]->wait(kTimeout) == 0);
@@ -161,8 +161,7 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
                 " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 2);
-  for (int i = 0; i < 600 && c.workers[0]->output().find("step 40,") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[0]->waitForOutput("step 40,");
   // Worker 1 stops cleanly; the chief is left waiting for a step that needs
   // worker 1's gradient. Its SIGTERM must end that wait: it checkpoints and
   // exits 0 while the ps still runs.
@@ -188,8 +187,7 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
                 " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 2);
-  for (int i = 0; i < 600 && c.workers[1]->output().find("step 40,") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[1]->waitForOutput("step 40,");
   // Worker 1 freezes: the chief's next step waits for its gradient.
   c.workers[1]->signal(SIGSTOP);
   usleep(300000);
@@ -215,15 +213,13 @@ TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  const std::string address = std::regex_replace(
-      readFile(cluster), std::regex("(?:.|\\n)*ps: \\[(127\\.0\\.0\\.1:[0-9]+)(?:.|\\n)*"), "$1");
+  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
                 " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 2);
-  for (int i = 0; i < 600 && c.workers[0]->output().find("step 40,") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[0]->waitForOutput("step 40,");
   c.ps[0]->signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
   const int chief = c.workers[0]->wait(60), other = c.workers[1]->wait(60);
@@ -249,8 +245,7 @@ TEST_CASE("async: the others finish when a worker is killed") {
                 " --max-steps 400 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 3);
-  for (int i = 0; i < 600 && c.workers[1]->output().find("step ") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[1]->waitForOutput("step ");
   c.workers[1]->signal(SIGKILL);
   CHECK(c.workers[0]->wait(kTimeout) == 0);
   CHECK(c.workers[2]->wait(kTimeout) == 0);
@@ -282,15 +277,13 @@ TEST_CASE("a stopped cluster resumes from its checkpoint") {
 TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   const auto dir = freshTempDir("garbage");
   const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
-  const int ps_port = std::stoi(std::regex_replace(
-      readFile(cluster), std::regex("(?:.|\\n)*ps: \\[127\\.0\\.0\\.1:([0-9]+)(?:.|\\n)*"), "$1"));
+  const int ps_port = loadClusterSpec(cluster.string()).ps[0].port;
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
                 " --max-steps 300 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 1);
-  for (int i = 0; i < 600 && c.workers[0]->output().find("step ") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[0]->waitForOutput("step ");
   auto send = [&](const std::string& bytes) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
@@ -316,8 +309,7 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
 TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {
   const auto dir = freshTempDir("liar");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  const std::string address = std::regex_replace(
-      readFile(cluster), std::regex("(?:.|\\n)*ps: \\[(127\\.0\\.0\\.1:[0-9]+)(?:.|\\n)*"), "$1");
+  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
   BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
                           modelPath("fashion_mlp.yaml") + " --job ps --task 0",
                       dir / "ps.log");
@@ -415,8 +407,7 @@ TEST_CASE("async with max_staleness: a worker waits for a stalled one, then both
                 (dir / "ckpt").string(),
             1, 2);
   // Both are training (worker 1 may join late), then worker 1 stalls.
-  for (int i = 0; i < 600 && c.workers[1]->output().find(", loss = ") == std::string::npos; ++i)
-    usleep(50000);
+  c.workers[1]->waitForOutput(", loss = ");
   c.workers[1]->signal(SIGSTOP);
   auto lastStep = [&] {
     const std::string out = c.workers[0]->output();

@@ -51,8 +51,7 @@ TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   BackgroundTraind traind("--model configs/models/fashion_mlp.yaml --max-steps 1000000 "
                           "--threads 1 --log-every 20 --checkpoint-dir " + (dir / "ckpt").string(),
                           dir / "traind.log");
-  for (int i = 0; i < 1200 && traind.output().find("step 20,") == std::string::npos; ++i)
-    usleep(50000);
+  traind.waitForOutput("step 20,", 60);
   // Through the last steps, the final checkpoint and the test-set evaluation.
   int exit_code = -1;
   for (int i = 0; i < 100000 && (exit_code = traind.wait(0)) < 0; ++i) {

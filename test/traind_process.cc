@@ -124,6 +124,16 @@ int BackgroundTraind::wait(double timeout_seconds) {
   }
 }
 
+bool BackgroundTraind::waitForOutput(const std::string& text, double timeout_seconds) const {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
+  while (output().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 void BackgroundTraind::signal(int signal_number) {
   if (exit_code_ < 0) kill(pid_, signal_number);
 }

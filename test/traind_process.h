@@ -53,6 +53,8 @@ class BackgroundTraind {
   int wait(double timeout_seconds);
   void signal(int signal_number);
   std::string output() const { return readFile(log_); }
+  // Whether `text` appears in the output within `timeout_seconds`.
+  bool waitForOutput(const std::string& text, double timeout_seconds = 30.0) const;
 
  private:
   int pid_ = -1;
