@@ -60,7 +60,25 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
   return placement;
 }
 
-std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats) {
+std::vector<int> gradientGroups(const LayerGraph& graph) {
+  std::vector<int> groups(graph.variables.size(), 0);
+  int group = 0;
+  int64_t held = 0;
+  for (size_t i = graph.layers.size(); i-- > 0;) {
+    if (held >= kGradientGroupFloats) {
+      ++group;
+      held = 0;
+    }
+    for (int v : graph.layers[i].variables) {
+      groups[size_t(v)] = group;
+      held += numElements(graph.variables[size_t(v)].shape);
+    }
+  }
+  return groups;
+}
+
+std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
+                                   const std::vector<int>& groups) {
   std::vector<ShardChunk> chunks;
   // Whether piece p fits whole into the last chunk, with nothing of another
   // shard between them in a worker's buffer (only alignment padding).
@@ -68,7 +86,8 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats) {
     if (chunks.empty()) return false;
     const ShardChunk& last = chunks.back();
     const VariablePiece& before = shard.pieces[size_t(last.first_piece + last.pieces - 1)];
-    return before.layout_index + 1 == p.layout_index &&
+    return (groups.empty() || groups[size_t(before.variable)] == groups[size_t(p.variable)]) &&
+           before.layout_index + 1 == p.layout_index &&
            p.shard_offset - last.shard_offset == p.layout_offset - last.layout_offset &&
            p.shard_offset + p.size - last.shard_offset <= max_floats;
   };

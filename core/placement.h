@@ -51,8 +51,19 @@ struct ShardChunk {
   int64_t size = 0;           // floats, at most max_floats
 };
 
-// The shard's pieces cut into chunks of at most max_floats, in order. Every
-// node computes the same list. A piece joins the last chunk when it fits
+// A worker sends a step's gradient in groups of layers, each once the
+// backward pass has finished it (docs/distributed.md, "Gradients sent
+// during backward"): layers taken from the last, whose gradients are final
+// first, a group closed once it holds kGradientGroupFloats. The first
+// layers' group, sent last, may hold fewer: the less waits for the end of
+// the pass the better. Smaller groups would cost more calls than their
+// overlap saves. Returns each variable's group.
+constexpr int64_t kGradientGroupFloats = 64 * 1024;
+std::vector<int> gradientGroups(const LayerGraph& graph);
+
+// The shard's pieces cut into chunks of at most max_floats, in order, no
+// chunk holding pieces of two gradient groups (`groups`: per variable, as
+// gradientGroups; empty: one group). Every node computes the same list. A piece joins the last chunk when it fits
 // there whole, follows the chunk's last piece in the layout with no piece
 // of another shard between, and lies at the same distance from the chunk's
 // start in the shard's buffer and in a worker's (always so with one ps),
@@ -60,7 +71,8 @@ struct ShardChunk {
 // and the padding between them; otherwise it
 // starts chunks of its own, cut every max_floats. Each call costs both
 // sides more than its bytes do: a bias of 10 floats is no call of its own.
-std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats);
+std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
+                                   const std::vector<int>& groups = {});
 
 // The variables a shard holds, one per piece ("hidden1/kernel" or
 // "hidden1/kernel:rows=0..392"), so that a VariableLayout of them has the

@@ -14,6 +14,7 @@
 #include "daemon/cluster_roles.h"
 #include "daemon/concurrent_steps.h"
 #include "daemon/evaluation.h"
+#include "daemon/gradient_stream.h"
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
@@ -49,19 +50,20 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
   ps.initialize(state);
 }
 
-// The steps of a worker's slots: with K > 1 each slot computes on a thread
-// of its own while this thread, which runs the kj loop of the ps
-// connections, pushes the gradients of finished steps and pulls parameters
-// for their next ones (docs/devices.md, "Concurrent steps"). With K = 1 the
-// step runs on this thread: there is nothing to overlap it with.
+// The steps of a worker's slots, each computed on a thread of its own while
+// this thread, which runs the kj loop of the ps connections, sends
+// gradients and pulls parameters: with K = 1 the gradient of the step
+// being computed, chunk by chunk as its backward pass finishes them
+// (docs/distributed.md, "Gradients sent during backward"); with K > 1 those
+// of finished steps, while the others compute (docs/devices.md,
+// "Concurrent steps").
 class SlotSteps {
  public:
   // compute(i) runs slot i's step; it may throw, and the failure comes back
   // from nextFinished().
   SlotSteps(size_t slots, std::function<void(size_t)> compute)
       : compute_(std::move(compute)), started_(slots, false), failures_(slots) {
-    if (slots > 1)
-      for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
+    for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
   }
 
   // Steps in flight finish; their gradients are dropped.
@@ -85,11 +87,6 @@ class SlotSteps {
 
   // Waits until a started slot's step is done and returns the slot.
   size_t nextFinished() {
-    if (threads_.empty()) {
-      started_[0] = false;
-      compute_(0);
-      return 0;
-    }
     std::unique_lock lock(mutex_);
     finished_wakes_.wait(lock, [this] { return !finished_.empty(); });
     const size_t i = finished_.front();
@@ -227,6 +224,9 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   // a mask of its own for every step of every worker and slot.
   std::mutex input_mutex;
   std::vector<StepResult> results(slots.size());
+  // With one step in flight its gradient is sent while it is computed.
+  const bool streamed = slots.size() == 1;
+  GradientStream gradient_stream;
   auto compute = [&](size_t i) {
     StepSlot& slot = *slots[i];
     const Batch* batch = nullptr;
@@ -235,21 +235,47 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
       batch = &slot.take(input);
     }
     const int64_t dropout_step = (pulled[i].step * workers + task) * concurrent_steps + int64_t(i);
-    results[i] = slot.replica->trainStep(*batch, slot.parameters.data(), slot.gradients.data(),
-                                         uint64_t(dropout_step));
+    if (!streamed) {
+      results[i] = slot.replica->trainStep(*batch, slot.parameters.data(), slot.gradients.data(),
+                                           uint64_t(dropout_step));
+      return;
+    }
+    try {
+      results[i] = slot.replica->trainStepWithProgress(*batch, slot.parameters.data(),
+                                                       slot.gradients.data(),
+                                                       uint64_t(dropout_step), gradient_stream);
+    } catch (const std::exception& e) {
+      gradient_stream.fail(fmt::format("the training step failed: {}", e.what()));
+      throw;
+    }
   };
   auto running = [&] { return step >= 0 && step < total_steps && !stop_requested.load(); };
 
   metrics.setState(NodeState::Training);
   {
     SlotSteps steps(slots.size(), compute);
-    for (size_t i = 0; i < slots.size(); ++i) steps.start(i);
+    if (!streamed)
+      for (size_t i = 0; i < slots.size(); ++i) steps.start(i);
     while (running()) {
-      const size_t i = steps.nextFinished();
+      size_t i = 0;
+      if (streamed) {
+        gradient_stream.begin();
+        steps.start(0);
+      } else {
+        i = steps.nextFinished();
+      }
       StepSlot& slot = *slots[i];
       ps.setShardSteps(pulled[i].shard_steps);
-      const int64_t next =
-          ps.pushAndPull(slot.gradients, sync ? pulled[i].step + 1 : 0, slot.parameters);
+      int64_t next = -1;
+      try {
+        next = ps.pushAndPull(slot.gradients, sync ? pulled[i].step + 1 : 0, slot.parameters,
+                              streamed ? &gradient_stream : nullptr);
+      } catch (...) {
+        // A failed step ends the push as well: its failure is the one to report.
+        if (streamed) steps.nextFinished();
+        throw;
+      }
+      if (streamed) steps.nextFinished();
       pulled[i] = {next, ps.shardSteps()};
       const ShardedClient::Transfer& transfer = ps.lastTransfer();
       metrics.recordPush(transfer.push_bytes, transfer.push_seconds);
@@ -276,7 +302,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
           checkpoint();
       }
       step = next;
-      if (running()) steps.start(i);
+      if (!streamed && running()) steps.start(i);
     }
   }  // the steps still in flight finish here; their gradients are not pushed
   metrics.setState(NodeState::Stopping, chief ? "final checkpoint and evaluation" : "");

@@ -31,6 +31,20 @@ class ParameterUpdate {
   virtual void applyRange(size_t variable, int64_t offset, int64_t count) = 0;
 };
 
+// What a training step says as its backward pass goes: which gradients are
+// final. A worker sends those to the ps while the pass goes on, and writes
+// the parameters it pulls back over those variables (docs/distributed.md,
+// "Gradients sent during backward").
+class GradientProgress {
+ public:
+  virtual ~GradientProgress() = default;
+  // Every variable with an index >= first_variable (into the layout's
+  // views) has its final gradient in the step's buffer, and the step reads
+  // none of their parameters again. Called from the step's thread with
+  // decreasing values, the last time with 0.
+  virtual void finalFrom(size_t first_variable) = 0;
+};
+
 // One copy of the model on one device, built for a fixed batch size. Every
 // buffer and primitive is made in the constructor: a step allocates nothing.
 //
@@ -50,6 +64,17 @@ class Replica {
   // result.
   virtual StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
                                uint64_t step) = 0;
+
+  // trainStep, telling `progress` as gradients become final. A replica
+  // that cannot tell earlier (towers of several devices, pipelines, CUDA)
+  // says so once, at the end.
+  virtual StepResult trainStepWithProgress(const Batch& batch, const float* parameters,
+                                           float* gradients, uint64_t step,
+                                           GradientProgress& progress) {
+    const StepResult result = trainStep(batch, parameters, gradients, step);
+    progress.finalFrom(0);
+    return result;
+  }
 
   // trainStep, then `update` once no part of the step reads the parameters
   // any more. Towers override it to apply the update from their threads,

@@ -24,6 +24,7 @@ struct ShardLink {
   int index = 0;
   std::string address;
   std::vector<ShardChunk> chunks;
+  std::vector<size_t> first_variables;  // per chunk: the first variable it holds
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
@@ -96,14 +97,17 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
     : impl_(std::make_unique<Impl>(Impl{io, cluster, std::move(architecture_hash), worker_task,
                                         {}, 0})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
+  const std::vector<int> groups = gradientGroups(graph);
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
     link.index = int(i);
     link.address = cluster.ps[i].toString();
-    link.chunks = chunkShard(placement.shards[i], ParameterShard::kChunkFloats);
+    link.chunks = chunkShard(placement.shards[i], ParameterShard::kChunkFloats, groups);
+    for (const ShardChunk& c : link.chunks)
+      link.first_variables.push_back(
+          size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
     impl_->shards.push_back(std::move(link));
   }
-  (void)graph;
 }
 
 ShardedClient::~ShardedClient() = default;
@@ -201,14 +205,15 @@ void ShardedClient::initialize(const ModelState& state) {
 namespace {
 
 // The bytes and the time of one kind of call (push or pull) of a step: the
-// time runs from `start` until the last of them is answered.
+// time runs from the first request until the last of them is answered.
 struct TransferTally {
-  Clock::time_point start = Clock::now();
+  Clock::time_point start;
   int pending = 0;
   int64_t bytes = 0;
   double seconds = 0.0;
 
   void sent(int64_t request_bytes) {
+    if (start == Clock::time_point{}) start = Clock::now();
     ++pending;
     bytes += request_bytes;
   }
@@ -285,16 +290,18 @@ kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link) {
 
 // Makes `call` for every chunk of every shard and waits for all of them:
 // `in_flight` lanes per shard, lane j calling chunks j, j + K, j + 2K...
+// (counted from the last chunk when `last_first`).
 // Returns false when it gave up on them because *stop was held (the calls
 // are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
 // shardFailure() of the first shard whose call failed.
 bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
-                    std::vector<ShardLink>& shards, size_t in_flight,
-                    const std::function<kj::Promise<void>(ShardLink&, const ShardChunk&)>& call) {
+                    std::vector<ShardLink>& shards, size_t in_flight, bool last_first,
+                    const std::function<kj::Promise<void>(ShardLink&, size_t)>& call) {
   std::function<kj::Promise<void>(ShardLink&, size_t, size_t)> lane =
       [&](ShardLink& link, size_t i, size_t stride) {
-        if (i >= link.chunks.size()) return kj::Promise<void>(kj::READY_NOW);
-        return call(link, link.chunks[i]).then([&lane, &link, i, stride]() {
+        const size_t chunks = link.chunks.size();
+        if (i >= chunks) return kj::Promise<void>(kj::READY_NOW);
+        return call(link, last_first ? chunks - 1 - i : i).then([&lane, &link, i, stride]() {
           return lane(link, i + stride, stride);
         });
       };
@@ -341,8 +348,9 @@ int64_t ShardedClient::jobStep(int64_t min_step) {
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
   TransferTally pulls;
-  const bool done = callEveryChunk(impl_->io, stop_, impl_->shards, kCallsInFlight,
-                                   [&](ShardLink& link, const ShardChunk& c) {
+  const bool done = callEveryChunk(impl_->io, stop_, impl_->shards, kCallsInFlight, false,
+                                   [&](ShardLink& link, size_t chunk) {
+    const ShardChunk& c = link.chunks[chunk];
     auto request = link.shard().pullRequest();
     request.setMinStep(min_step);
     request.setOffset(uint64_t(c.shard_offset));
@@ -366,47 +374,50 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
 }
 
 int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
-                                   FlatBuffer& parameters) {
+                                   FlatBuffer& parameters, GradientGate* gate) {
   int64_t dropped = 0;
-  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
-  TransferTally pushes, pulls;
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
-  const bool done = callEveryChunk(impl_->io, stop_, impl_->shards,
-                                   sync ? kSyncCallsInFlight : kCallsInFlight,
-                                   [&](ShardLink& link, const ShardChunk& c) {
-    auto request = link.shard().pushAndPullRequest();
-    request.setWorkerTask(impl_->worker_task);
-    // The step of the parameters this shard gave: shards may be a step
-    // apart, and each judges staleness by its own clock.
-    request.setStep(shard_steps_[size_t(link.index)]);
-    request.setOffset(uint64_t(c.shard_offset));
-    request.setMinStep(min_step);
-    attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
-        request, gradients.data() + c.layout_offset, c.size);
-    pushes.sent(c.size * int64_t(sizeof(float)));
-    pulls.sent(0);
-    // Async: a shard answers a connection's calls in order, so its step is
-    // the one its last chunk reports, when it had applied every chunk of
-    // this push. Sync: each chunk answers once it has been applied, in any
-    // order, with the step of its values, and one chunk may be a step ahead
-    // of another: the shard's step is the lowest, the step every chunk's
-    // values have reached (the shard's global step by then).
-    int64_t* step = &steps[size_t(link.index)];
-    const bool last = &c == &link.chunks.back();
-    float* out = parameters.data() + c.layout_offset;
-    const int64_t size = c.size;
-    return request.send().then([&dropped, &pushes, &pulls, step, last, sync, out,
-                                size](auto reply) {
-      if (!reply.getAccepted()) ++dropped;
-      copyChunk(reply.getData(), out, size);
-      if (sync)
-        *step = std::min(*step, int64_t(reply.getGlobalStep()));
-      else if (last)
-        *step = reply.getGlobalStep();
-      pushes.answered(0);
-      pulls.answered(int64_t(reply.getData().size()));
-    });
-  });
+  // Sync: each chunk answers once it has been applied, in any order, with
+  // the step of its values, and one chunk may be a step ahead of another:
+  // the shard's step is the lowest, the step every chunk's values have
+  // reached (the shard's global step by then). Async: a chunk is applied as
+  // it arrives and the global step only grows, so the highest step answered
+  // is the one after every chunk of this push was applied.
+  std::vector<int64_t> steps(impl_->shards.size(), sync ? INT64_MAX : INT64_MIN);
+  TransferTally pushes, pulls;
+  const bool done = callEveryChunk(
+      impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight, true,
+      [&](ShardLink& link, size_t chunk) {
+        const ShardChunk& c = link.chunks[chunk];
+        auto send = [this, &link, &c, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
+                     min_step, sync] {
+          auto request = link.shard().pushAndPullRequest();
+          request.setWorkerTask(impl_->worker_task);
+          // The step of the parameters this shard gave: shards may be a step
+          // apart, and each judges staleness by its own clock.
+          request.setStep(shard_steps_[size_t(link.index)]);
+          request.setOffset(uint64_t(c.shard_offset));
+          request.setMinStep(min_step);
+          attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
+              request, gradients.data() + c.layout_offset, c.size);
+          pushes.sent(c.size * int64_t(sizeof(float)));
+          pulls.sent(0);
+          int64_t* step = &steps[size_t(link.index)];
+          float* out = parameters.data() + c.layout_offset;
+          const int64_t size = c.size;
+          return request.send().then(
+              [&dropped, &pushes, &pulls, step, sync, out, size](auto reply) {
+                if (!reply.getAccepted()) ++dropped;
+                copyChunk(reply.getData(), out, size);
+                const int64_t answered = int64_t(reply.getGlobalStep());
+                *step = sync ? std::min(*step, answered) : std::max(*step, answered);
+                pushes.answered(0);
+                pulls.answered(int64_t(reply.getData().size()));
+              });
+        };
+        if (!gate) return send();
+        return gate->ready(link.first_variables[chunk]).then(kj::mv(send));
+      });
   last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
   if (!done) {
     spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);

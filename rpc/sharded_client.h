@@ -33,6 +33,15 @@ struct ShardStatusView {
   bool stopping = false;
 };
 
+// A gradient that pushAndPull sends while it is still being computed on
+// another thread: each chunk goes once ready(the first variable it holds)
+// resolves, so a rejection ends the call.
+class GradientGate {
+ public:
+  virtual ~GradientGate() = default;
+  virtual kj::Promise<void> ready(size_t variable) = 0;
+};
+
 class ShardedClient {
  public:
   ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster, const LayerGraph& graph,
@@ -74,7 +83,11 @@ class ShardedClient {
   // pull() does, one call per chunk, a few in flight per shard: a shard
   // applies a chunk and sends its parameters back while the next arrive (in
   // sync training once that chunk has its replicas_to_aggregate gradients).
-  int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters);
+  // Chunks go last first, the order a backward pass finishes them in; with
+  // a `gate`, each once the gate says its gradient is final, and its reply
+  // is written over its parameters while the rest is computed.
+  int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters,
+                      GradientGate* gate = nullptr);
 
   // Chief: parameters and optimizer slots of every shard into `state`, for a
   // checkpoint; state's global step becomes shard 0's.

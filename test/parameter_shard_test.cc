@@ -2,7 +2,9 @@
 // protocol checks, bounded-staleness clocks, copy-on-write chunks.
 #include "core/parameter_shard.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
 
 using namespace traind;
 
@@ -196,6 +198,31 @@ TEST_CASE("small pieces share a chunk, big ones are cut, gaps in the worker's la
     CHECK(chunks[i].layout_offset == expected[i].layout_offset);
     CHECK(chunks[i].size == expected[i].size);
   }
+}
+
+TEST_CASE("gradient groups: from the last layer, each closed at 64 Ki floats; chunks keep to one") {
+  const auto graphOf = [](const std::string& model) {
+    return buildLayerGraph(loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/" + model + ".yaml"));
+  };
+  // fashion_cnn: conv1 (320 floats), conv2 (18,496), hidden (200,768),
+  // logits (650). hidden and logits are final long before the convolutions.
+  const LayerGraph cnn = graphOf("fashion_cnn");
+  const std::vector<int> groups = gradientGroups(cnn);
+  CHECK(groups == std::vector<int>{1, 1, 1, 1, 0, 0, 0, 0});
+  const Placement placement = placeVariables(VariableLayout(cnn.variables), 1);
+  CHECK(chunkShard(placement.shards[0], ParameterShard::kChunkFloats).size() == 1);
+  const std::vector<ShardChunk> chunks =
+      chunkShard(placement.shards[0], ParameterShard::kChunkFloats, groups);
+  REQUIRE(chunks.size() == 2);
+  CHECK(chunks[0].first_piece == 0);
+  CHECK(chunks[0].pieces == 4);
+  CHECK(chunks[1].first_piece == 4);
+  CHECK(chunks[1].pieces == 4);
+
+  // fashion_mlp: the last two layers (31,110 floats) are too few to be sent
+  // apart: one group, and the chunks the size limit alone makes.
+  const std::vector<int> mlp = gradientGroups(graphOf("fashion_mlp"));
+  CHECK(std::all_of(mlp.begin(), mlp.end(), [](int g) { return g == 0; }));
 }
 
 TEST_CASE("a chunk covers, in a worker's buffer, only its own shard's pieces and padding") {

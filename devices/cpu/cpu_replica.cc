@@ -68,6 +68,16 @@ StepResult CpuReplica::trainStep(const Batch& batch, const float* parameters, fl
   return result;
 }
 
+StepResult CpuReplica::trainStepWithProgress(const Batch& batch, const float* parameters,
+                                             float* gradients, uint64_t step,
+                                             GradientProgress& progress) {
+  const StepResult result = forwardAndLoss(batch, parameters, gradients, step);
+  layers_->backward(stream_, &progress);
+  stream_.wait();
+  progress.finalFrom(0);  // the frozen layers before the first trainable one
+  return result;
+}
+
 StepResult CpuReplica::evaluate(const Batch& batch, const float* parameters) {
   return forwardAndLoss(batch, parameters, nullptr, std::nullopt);
 }

@@ -27,6 +27,10 @@ class CpuReplica : public Replica {
   int64_t batchSize() const override { return batch_size_; }
   StepResult trainStep(const Batch& batch, const float* parameters, float* gradients,
                        uint64_t step) override;
+  // After each layer's backward: that layer's variables and every later
+  // layer's are final.
+  StepResult trainStepWithProgress(const Batch& batch, const float* parameters, float* gradients,
+                                   uint64_t step, GradientProgress& progress) override;
   StepResult evaluate(const Batch& batch, const float* parameters) override;
 
  private:

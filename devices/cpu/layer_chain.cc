@@ -57,7 +57,21 @@ LayerChain::LayerChain(const LayerGraph& graph, int first, int end, const Variab
                                     .primitives = primitives,
                                     .memory = memory};
     layers_.push_back(buildLayer(context));
+    const std::vector<int>& variables = graph.layers[size_t(i)].variables;
+    first_variable_.push_back(variables.empty()
+                                  ? -1
+                                  : *std::min_element(variables.begin(), variables.end()));
     layer_input = &layers_.back()->output();
+  }
+}
+
+void LayerChain::backward(dnnl::stream& stream, GradientProgress* progress) {
+  for (size_t i = layers_.size(); i > first_backward_; --i) {
+    layers_[i - 1]->backward(stream);
+    if (progress && first_variable_[i - 1] >= 0) {
+      stream.wait();
+      progress->finalFrom(size_t(first_variable_[i - 1]));
+    }
   }
 }
 

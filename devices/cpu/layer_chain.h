@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "devices/cpu/cpu_layer.h"
+#include "devices/device.h"
 
 namespace traind {
 
@@ -31,16 +32,18 @@ class LayerChain {
   void forward(dnnl::stream& stream, std::optional<uint64_t> training_step) {
     for (auto& layer : layers_) layer->forward(stream, training_step);
   }
-  // From output().grad back, through the layers that have backward work.
-  void backward(dnnl::stream& stream) {
-    for (size_t i = layers_.size(); i > first_backward_; --i) layers_[i - 1]->backward(stream);
-  }
+  // From output().grad back, through the layers that have backward work;
+  // after each layer with variables, tells `progress` (when given) that its
+  // variables and those after them are final.
+  void backward(dnnl::stream& stream, GradientProgress* progress = nullptr);
 
  private:
   std::vector<std::unique_ptr<CpuLayer>> layers_;
   // Layers before this index (of layers_) have no backward work: neither
   // they nor any layer before them has trainable variables.
   size_t first_backward_;
+  // Per layer of the chain: the index of its first variable, or -1.
+  std::vector<int> first_variable_;
 };
 
 }  // namespace traind
