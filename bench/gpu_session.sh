@@ -12,9 +12,11 @@
 #
 # There (the device tool: run with carry [".gpu"], timeout 600):
 #   bash bench/gpu_session.sh run
+#   bash bench/gpu_session.sh cluster   # a second call: 1 ps + 1 GPU worker
 # writes into $OUT: nvidia-smi.txt, cuda_tests.txt, standalone.txt (the
 # standalone runs' accuracy lines), standalone_logs.txt, cuda_compare.txt,
-# cuda_compare.json and summary.txt (each part's exit status and time).
+# cuda_compare.json and summary.txt (each part's exit status and time);
+# `cluster` writes cluster.txt, cluster_logs.txt and cluster_ps.txt.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -48,11 +50,13 @@ part() {
   timeout -k 5 "$limit" "$@" >>"$OUT/$file" 2>&1
   local status=$?
   echo "$name: exit $status, $((SECONDS - start)) s" | tee -a "$OUT/summary.txt"
+  return $status
 }
 
-run() {
+# Unpacks the bundle into $root and the data into its place.
+unpack() {
   : "${OUT:?OUT must name the folder to write into}"
-  local root=/tmp/traind-gpu
+  root=/tmp/traind-gpu
   rm -rf "$root" && mkdir -p "$root"
   tar -C "$root" -xJf .gpu/bundle.tar.xz
   # The shipped libraries for traind's binaries only: set for the whole
@@ -66,6 +70,10 @@ run() {
   mkdir -p /usr/share/datasets/fashion-mnist
   cp .gpu/data/*.gz /usr/share/datasets/fashion-mnist/
   nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+}
+
+run() {
+  unpack
 
   # Time limits that add up to under the device tool's 10 minutes a call.
   part "cuda tests" cuda_tests.txt 120 "$root/cuda_layers_test" --durations yes
@@ -97,8 +105,37 @@ run() {
   cat "$OUT/summary.txt"
 }
 
+# Issue 6: 1 ps (CPU) + 1 GPU worker on loopback trains fashion_cnn, each
+# layer's gradient sent as the GPU finishes it, to the accuracy of the
+# standalone GPU run beside it (the same steps).
+cluster() {
+  unpack
+  echo "== fashion_cnn standalone on cuda:0" >>"$OUT/cluster_logs.txt"
+  part "standalone fashion_cnn cuda:0" cluster_logs.txt 90 \
+    "$root/traind" --model configs/models/fashion_cnn.yaml --devices cuda:0 --checkpoint-dir "" \
+    --threads 4
+  local dir
+  dir=$(mktemp -d)
+  printf 'cluster:\n  ps: [127.0.0.1:24211]\n  worker: [127.0.0.1:24212]\ntraining:\n  mode: async\n' \
+    >"$dir/cluster.yaml"
+  echo "== fashion_cnn 1 ps + 1 worker on cuda:0" >>"$OUT/cluster_logs.txt"
+  timeout -k 5 130 "$root/traind" --cluster "$dir/cluster.yaml" \
+    --model configs/models/fashion_cnn.yaml --job ps --task 0 --checkpoint-dir "" --threads 4 \
+    >"$OUT/cluster_ps.txt" 2>&1 &
+  local ps=$!
+  part "cluster fashion_cnn cuda:0" cluster_logs.txt 120 \
+    "$root/traind" --cluster "$dir/cluster.yaml" --model configs/models/fashion_cnn.yaml \
+    --job worker --task 0 --devices cuda:0 --checkpoint-dir "" --threads 4 ||
+    kill -TERM "$ps"  # the chief stops the ps when it finishes, not when it fails
+  wait "$ps"
+  echo "ps: exit $?" | tee -a "$OUT/summary.txt"
+  grep -iE "^==|accuracy|examples/s|error" "$OUT/cluster_logs.txt" >"$OUT/cluster.txt"
+  cat "$OUT/summary.txt"
+}
+
 case "${1:-}" in
   pack) shift; pack "$@" ;;
   run) run ;;
-  *) echo "usage: $0 pack [BUILD_DIR] | run" >&2; exit 2 ;;
+  cluster) cluster ;;
+  *) echo "usage: $0 pack [BUILD_DIR] | run | cluster" >&2; exit 2 ;;
 esac

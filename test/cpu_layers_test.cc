@@ -349,59 +349,13 @@ TEST_CASE("a train step is deterministic and agrees with evaluate") {
 // What a worker relies on to send gradients during backward: when the step
 // says variables from v on are final, their gradients are, and the
 // parameters of those variables may be overwritten (by a pull) without
-// changing the step.
+// changing the step. Once per layer with variables that backward reaches
+// (the dense layers and the second convolution: variables 6, 4, 2), then,
+// past the frozen first layer, 0.
 TEST_CASE("a step's progress names only final gradients and parameters it no longer reads") {
-  TestModel model(
-      modelSpec({6, 6, 2}, {frozen(conv2d(3, 3, 1, Padding::Same)),
-                            conv2d(4, 3, 2, Padding::Same, Activation::Relu),
-                            pooling(LayerKind::MaxPool, 2, 2, Padding::Same), flatten(),
-                            dense(6, Activation::Tanh), dropout(0.3f), dense(4)}),
-      5);
+  TestModel model(progressModel(), 5);
   const TestBatch data(model.graph, 5, 12);
-  FlatBuffer expected = untouchedGradients(model.layout);
-  model.replica->trainStep(data.batch(), model.parameters.data(), expected.data(), 7);
-
-  struct Recorder : GradientProgress {
-    const VariableLayout& layout;
-    float* parameters;
-    const float* gradients;
-    std::vector<size_t> calls;
-    std::vector<std::vector<float>> seen;  // per call: the gradients from its variable on
-
-    Recorder(const VariableLayout& l, float* p, const float* g)
-        : layout(l), parameters(p), gradients(g) {}
-    void finalFrom(size_t first_variable) override {
-      calls.push_back(first_variable);
-      const int64_t begin = first_variable < layout.views().size()
-                                ? layout.views()[first_variable].offset
-                                : layout.totalSize();
-      seen.emplace_back(gradients + begin, gradients + layout.totalSize());
-      // A pull's values landing now: the step must not read these any more.
-      std::fill(parameters + begin, parameters + layout.totalSize(),
-                std::numeric_limits<float>::quiet_NaN());
-    }
-  };
-  FlatBuffer parameters(model.layout.totalSize());
-  std::copy(model.parameters.data(), model.parameters.data() + parameters.size(),
-            parameters.data());
-  FlatBuffer gradients = untouchedGradients(model.layout);
-  Recorder progress(model.layout, parameters.data(), gradients.data());
-  model.replica->trainStepWithProgress(data.batch(), parameters.data(), gradients.data(), 7,
-                                       progress);
-
-  // Once per layer with variables that backward reaches (the dense layers
-  // and the second convolution: variables 4, 2 then, past the frozen first
-  // layer, 0), decreasing.
-  CHECK(progress.calls == std::vector<size_t>{6, 4, 2, 0});
-  checkSameGradients(model.layout, expected, gradients);
-  for (size_t k = 0; k < progress.calls.size(); ++k) {
-    const int64_t begin = model.layout.views()[progress.calls[k]].offset;
-    INFO("call " << k << ", from variable " << progress.calls[k]);
-    CHECK(std::equal(progress.seen[k].begin(), progress.seen[k].end(),
-                     gradients.data() + begin, [](float a, float b) {
-                       return a == b || (std::isnan(a) && std::isnan(b));
-                     }));
-  }
+  checkGradientProgress(*model.replica, model, data.batch(), {6, 4, 2, 0});
 }
 
 TEST_CASE("softmax cross-entropy: stable for large logits, counts arg-max hits") {

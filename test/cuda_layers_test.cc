@@ -308,6 +308,14 @@ TEST_CASE("CUDA: labels outside the classes are an input error") {
       InputError);
 }
 
+TEST_CASE("CUDA: a step's progress names only final gradients, copied back layer by layer") {
+  // As on the CPU (cpu_layers_test.cc), through the eager steps, the
+  // capture and a replay of the streamed step's graph.
+  TestModel model(progressModel(), 5);
+  const TestBatch data(model.graph, 5, 12);
+  checkGradientProgress(*model.gpu, model, data.batch(), {6, 4, 2, 0}, 4);
+}
+
 TEST_CASE("CUDA: every optimizer update agrees with the CPU's") {
   // A kernel with weight decay, a bias without, a frozen layer.
   const ModelSpec spec =

@@ -124,6 +124,64 @@ FlatBuffer untouchedGradients(const VariableLayout& layout) {
   return gradients;
 }
 
+ModelSpec progressModel() {
+  return modelSpec({6, 6, 2}, {frozen(conv2d(3, 3, 1, Padding::Same)),
+                               conv2d(4, 3, 2, Padding::Same, Activation::Relu),
+                               pooling(LayerKind::MaxPool, 2, 2, Padding::Same), flatten(),
+                               dense(6, Activation::Tanh), dropout(0.3f), dense(4)});
+}
+
+namespace {
+
+// Records each progress call: the gradients from its variable on as they
+// are then, and NaN written over those variables' parameters.
+struct ProgressRecorder : GradientProgress {
+  const VariableLayout& layout;
+  float* parameters;
+  const float* gradients;
+  std::vector<size_t> calls;
+  std::vector<std::vector<float>> seen;
+
+  ProgressRecorder(const VariableLayout& l, float* p, const float* g)
+      : layout(l), parameters(p), gradients(g) {}
+
+  int64_t offsetOf(size_t variable) const {
+    return variable < layout.views().size() ? layout.views()[variable].offset
+                                            : layout.totalSize();
+  }
+  void finalFrom(size_t first_variable) override {
+    calls.push_back(first_variable);
+    const int64_t begin = offsetOf(first_variable);
+    seen.emplace_back(gradients + begin, gradients + layout.totalSize());
+    std::fill(parameters + begin, parameters + layout.totalSize(),
+              std::numeric_limits<float>::quiet_NaN());
+  }
+};
+
+}  // namespace
+
+void checkGradientProgress(Replica& replica, const Model& model, const Batch& batch,
+                           const std::vector<size_t>& expected_calls, int steps) {
+  FlatBuffer expected = untouchedGradients(model.layout);
+  replica.trainStep(batch, model.parameters.data(), expected.data(), 7);
+  for (int s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    FlatBuffer parameters(model.layout.totalSize());
+    std::copy_n(model.parameters.data(), parameters.size(), parameters.data());
+    FlatBuffer gradients = untouchedGradients(model.layout);
+    ProgressRecorder progress(model.layout, parameters.data(), gradients.data());
+    replica.trainStepWithProgress(batch, parameters.data(), gradients.data(), 7, progress);
+    CHECK(progress.calls == expected_calls);
+    checkSameGradients(model.layout, expected, gradients);
+    for (size_t k = 0; k < progress.calls.size(); ++k) {
+      INFO("call " << k << ", from variable " << progress.calls[k]);
+      CHECK(std::equal(progress.seen[k].begin(), progress.seen[k].end(),
+                       gradients.data() + progress.offsetOf(progress.calls[k]),
+                       [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+    }
+  }
+}
+
 void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
                         const FlatBuffer& actual) {
   for (const VariableView& v : layout.views()) {

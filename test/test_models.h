@@ -37,6 +37,10 @@ LayerSpec withoutBias(LayerSpec l);
 ModelSpec modelSpec(Shape input, std::vector<LayerSpec> layers,
                     LossKind loss = LossKind::SoftmaxCrossEntropy);
 
+// A frozen convolution, a convolution, pooling, dense, dropout, dense: what
+// the progress tests of the back ends train (variables 0-7, two per layer).
+ModelSpec progressModel();
+
 // ---- devices, models, batches ----
 
 // One CPU device with two threads, made once.
@@ -81,6 +85,15 @@ FlatBuffer untouchedGradients(const VariableLayout& layout);
 // ones are left untouched (NaN) in `actual`. Checks with Catch2.
 void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
                         const FlatBuffer& actual);
+
+// trainStepWithProgress against trainStep on the same step of `batch`,
+// `steps` times (a CUDA replica captures its step on the third): the
+// progress calls are `expected_calls`, the gradients the same, and at each
+// call the gradients from its variable on are already final, while
+// overwriting those variables' parameters with NaN there (a pull's values
+// landing) changes nothing. Checks with Catch2.
+void checkGradientProgress(Replica& replica, const Model& model, const Batch& batch,
+                           const std::vector<size_t>& expected_calls, int steps = 1);
 
 // A naive NHWC forward pass of `spec`'s layers on one example, in double
 // (dropout as in evaluation): what a device's forward must compute.

@@ -129,9 +129,12 @@ void CudaNetwork::enqueueForwardAndLoss(bool training) {
   throw std::logic_error("CUDA device: unknown loss");
 }
 
-void CudaNetwork::enqueueTrainStep() {
+void CudaNetwork::enqueueTrainStep(const std::function<void(size_t layer)>& after_backward) {
   enqueueForwardAndLoss(true);
-  for (size_t i = layers_.size(); i > first_backward_; --i) layers_[i - 1]->backward();
+  for (size_t i = layers_.size(); i > first_backward_; --i) {
+    layers_[i - 1]->backward();
+    if (after_backward) after_backward(i - 1);
+  }
 }
 
 void CudaNetwork::enqueueEvaluate() { enqueueForwardAndLoss(false); }

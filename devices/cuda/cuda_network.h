@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,8 +43,10 @@ class CudaNetwork {
   const LossSums* sums() const { return sums_; }
 
   // Forward with dropout, the loss and its gradient, backward: the batch's
-  // gradients into `gradients` (frozen variables untouched).
-  void enqueueTrainStep();
+  // gradients into `gradients` (frozen variables untouched). After each
+  // layer's backward work is enqueued, after_backward(its index) when given:
+  // work it enqueues follows that layer's gradient.
+  void enqueueTrainStep(const std::function<void(size_t layer)>& after_backward = {});
   // Forward without dropout and the loss.
   void enqueueEvaluate();
 

@@ -1,5 +1,6 @@
 #include "devices/cuda/cuda_replica.h"
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,35 @@ CudaReplica::CudaReplica(int device, const LayerGraph& graph, const VariableLayo
     staged_targets_ = PinnedArray<float>(size_t(batch_size * network_->outputs()));
   staged_scalars_ = PinnedArray<StepScalars>(1);
   staged_sums_ = PinnedArray<LossSums>(1);
+
+  for (size_t i = graph.layers.size(); i-- > 0;) {
+    StreamedLayer layer;
+    layer.layer = i;
+    for (int v : graph.layers[i].variables) {
+      const VariableView& view = layout.views()[size_t(v)];
+      if (!view.trainable) continue;
+      if (layer.trainable.empty()) {
+        layer.first_variable = size_t(v);
+        layer.offset = view.offset;
+      }
+      layer.size = view.offset + view.size - layer.offset;
+      layer.trainable.emplace_back(view.offset, view.size);
+    }
+    if (layer.trainable.empty()) continue;
+    checkCuda(cudaEventCreateWithFlags(&layer.backward_done, cudaEventDisableTiming),
+              "cudaEventCreate");
+    streamed_.push_back(std::move(layer));
+  }
+  checkCuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  checkCuda(cudaEventCreateWithFlags(&copies_done_, cudaEventDisableTiming), "cudaEventCreate");
+}
+
+CudaReplica::~CudaReplica() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(context_.stream());
+  for (StreamedLayer& layer : streamed_) cudaEventDestroy(layer.backward_done);
+  if (copies_done_) cudaEventDestroy(copies_done_);
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
 }
 
 void CudaReplica::stage(const Batch& batch, const float* parameters, uint64_t step) {
@@ -90,6 +120,80 @@ StepResult CudaReplica::trainStep(const Batch& batch, const float* parameters, f
   for (const auto& [offset, size] : trainable_)
     std::memcpy(gradients + offset, staged_gradients_.data() + offset,
                 size_t(size) * sizeof(float));
+  return network_->result(staged_sums_[0]);
+}
+
+void CUDART_CB CudaReplica::layerCopied(void* replica) {
+  // A driver thread: no CUDA calls here.
+  auto* self = static_cast<CudaReplica*>(replica);
+  {
+    std::lock_guard lock(self->copied_mutex_);
+    ++self->copied_;
+  }
+  self->copied_wake_.notify_all();
+}
+
+void CudaReplica::waitForCopies(size_t count) {
+  std::unique_lock lock(copied_mutex_);
+  while (copied_ < count) {
+    if (copied_wake_.wait_for(lock, std::chrono::milliseconds(20),
+                              [&] { return copied_ >= count; }))
+      return;
+    // A step that failed on the GPU never reaches the callbacks.
+    lock.unlock();
+    const cudaError_t state = cudaStreamQuery(context_.stream());
+    lock.lock();
+    if (state == cudaErrorNotReady || copied_ >= count) continue;
+    checkCuda(state, "the train step on the GPU");
+    throw std::logic_error("CUDA device: the step finished with " + std::to_string(copied_) +
+                           " of " + std::to_string(count) + " layers' gradients copied back");
+  }
+}
+
+StepResult CudaReplica::trainStepWithProgress(const Batch& batch, const float* parameters,
+                                              float* gradients, uint64_t step,
+                                              GradientProgress& progress) {
+  stage(batch, parameters, step);  // the caller's parameters are not read after this
+  cudaStream_t stream = context_.stream();
+  {
+    std::lock_guard lock(copied_mutex_);
+    copied_ = 0;
+  }
+  streamed_step_.run(stream, [&] {
+    enqueueUploads();
+    size_t next = 0;  // streamed_ is in the order the hook sees the layers
+    network_->enqueueTrainStep([&](size_t layer) {
+      if (next == streamed_.size() || streamed_[next].layer != layer) return;
+      const StreamedLayer& l = streamed_[next++];
+      // The copy stream forks from the step's stream at each layer's end
+      // (so that capture follows it) and joins it again below.
+      checkCuda(cudaEventRecord(l.backward_done, stream), "cudaEventRecord");
+      checkCuda(cudaStreamWaitEvent(copy_stream_, l.backward_done, 0), "cudaStreamWaitEvent");
+      checkCuda(cudaMemcpyAsync(staged_gradients_.data() + l.offset, gradients_.data() + l.offset,
+                                size_t(l.size) * sizeof(float), cudaMemcpyDeviceToHost,
+                                copy_stream_),
+                "cudaMemcpyAsync (a layer's gradient from the GPU)");
+      checkCuda(cudaLaunchHostFunc(copy_stream_, &CudaReplica::layerCopied, this),
+                "cudaLaunchHostFunc");
+    });
+    if (next != streamed_.size())
+      throw std::logic_error("CUDA device: backward passed " + std::to_string(next) + " of " +
+                             std::to_string(streamed_.size()) + " layers with gradients");
+    checkCuda(cudaMemcpyAsync(staged_sums_.data(), network_->sums(), sizeof(LossSums),
+                              cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync (loss from the GPU)");
+    checkCuda(cudaEventRecord(copies_done_, copy_stream_), "cudaEventRecord");
+    checkCuda(cudaStreamWaitEvent(stream, copies_done_, 0), "cudaStreamWaitEvent");
+  });
+  for (size_t k = 0; k < streamed_.size(); ++k) {
+    waitForCopies(k + 1);
+    for (const auto& [offset, size] : streamed_[k].trainable)
+      std::memcpy(gradients + offset, staged_gradients_.data() + offset,
+                  size_t(size) * sizeof(float));
+    progress.finalFrom(streamed_[k].first_variable);
+  }
+  checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (train step)");
+  progress.finalFrom(0);
   return network_->result(staged_sums_[0]);
 }
 
