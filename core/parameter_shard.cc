@@ -21,7 +21,7 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
                 .shards[size_t(shard_index)]),
       variables_(shardVariables(graph, VariableLayout(graph.variables), plan_)),
       layout_(variables_),
-      chunks_(chunkShard(plan_, max_chunk_floats, gradientGroups(graph))),
+      chunks_(transferChunks(graph, plan_, max_chunk_floats)),
       parameters_(layout_.totalSize()),
       optimizer_(spec.optimizer, layout_) {
   for (const ShardChunk& c : chunks_) {

@@ -106,6 +106,11 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
   return chunks;
 }
 
+std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan& shard,
+                                       int64_t max_floats) {
+  return chunkShard(shard, max_floats, gradientGroups(graph));
+}
+
 std::vector<VariableSpec> shardVariables(const LayerGraph& graph, const VariableLayout& layout,
                                          const ShardPlan& shard) {
   std::vector<VariableSpec> variables;

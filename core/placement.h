@@ -63,16 +63,22 @@ std::vector<int> gradientGroups(const LayerGraph& graph);
 
 // The shard's pieces cut into chunks of at most max_floats, in order, no
 // chunk holding pieces of two gradient groups (`groups`: per variable, as
-// gradientGroups; empty: one group). Every node computes the same list. A piece joins the last chunk when it fits
-// there whole, follows the chunk's last piece in the layout with no piece
-// of another shard between, and lies at the same distance from the chunk's
-// start in the shard's buffer and in a worker's (always so with one ps),
-// so the chunk's range in a worker's buffer holds only this shard's pieces
-// and the padding between them; otherwise it
-// starts chunks of its own, cut every max_floats. Each call costs both
-// sides more than its bytes do: a bias of 10 floats is no call of its own.
+// gradientGroups; empty: one group). Every node computes the same list. A
+// piece joins the last chunk when it fits there whole, follows the chunk's
+// last piece in the layout with no piece of another shard between, and
+// lies at the same distance from the chunk's start in the shard's buffer
+// and in a worker's (always so with one ps), so the chunk's range in a
+// worker's buffer holds only this shard's pieces and the padding between
+// them; otherwise it starts chunks of its own, cut every max_floats. Each
+// call costs both sides more than its bytes do: a bias of 10 floats is no
+// call of its own.
 std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
                                    const std::vector<int>& groups = {});
+
+// The chunks every node cuts a shard of `graph`'s variables into: chunkShard
+// with the graph's gradient groups. The ps and its workers use this one.
+std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan& shard,
+                                       int64_t max_floats);
 
 // The variables a shard holds, one per piece ("hidden1/kernel" or
 // "hidden1/kernel:rows=0..392"), so that a VariableLayout of them has the

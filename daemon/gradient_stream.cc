@@ -1,5 +1,6 @@
 #include "daemon/gradient_stream.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -26,7 +27,7 @@ void GradientStream::finalFrom(size_t first_variable) {
   std::vector<Waiter> woken;
   {
     std::lock_guard lock(mutex_);
-    final_from_ = first_variable;
+    final_from_ = std::min(final_from_, first_variable);  // final stays final
     for (size_t i = 0; i < waiters_.size();) {
       if (waiters_[i].variable >= first_variable) {
         woken.push_back(std::move(waiters_[i]));

@@ -16,6 +16,7 @@
 #include <kj/async.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>

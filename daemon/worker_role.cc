@@ -227,7 +227,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   // With one step in flight its gradient is sent while it is computed.
   const bool streamed = slots.size() == 1;
   GradientStream gradient_stream;
-  auto compute = [&](size_t i) {
+  auto computeStep = [&](size_t i) {
     StepSlot& slot = *slots[i];
     const Batch* batch = nullptr;
     {
@@ -240,12 +240,21 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                                            uint64_t(dropout_step));
       return;
     }
+    results[i] = slot.replica->trainStepWithProgress(*batch, slot.parameters.data(),
+                                                     slot.gradients.data(),
+                                                     uint64_t(dropout_step), gradient_stream);
+    gradient_stream.finalFrom(0);  // whatever the replica said: the step is done
+  };
+  // A streamed step that fails, however, ends the push waiting for it.
+  auto compute = [&](size_t i) {
+    if (!streamed) return computeStep(i);
     try {
-      results[i] = slot.replica->trainStepWithProgress(*batch, slot.parameters.data(),
-                                                       slot.gradients.data(),
-                                                       uint64_t(dropout_step), gradient_stream);
+      computeStep(i);
     } catch (const std::exception& e) {
       gradient_stream.fail(fmt::format("the training step failed: {}", e.what()));
+      throw;
+    } catch (...) {
+      gradient_stream.fail("the training step failed");
       throw;
     }
   };

@@ -66,8 +66,8 @@ class Replica {
                                uint64_t step) = 0;
 
   // trainStep, telling `progress` as gradients become final. A replica
-  // that cannot tell earlier (towers of several devices, pipelines, CUDA)
-  // says so once, at the end.
+  // that cannot tell earlier (towers of several devices, pipelines) says
+  // so once, at the end.
   virtual StepResult trainStepWithProgress(const Batch& batch, const float* parameters,
                                            float* gradients, uint64_t step,
                                            GradientProgress& progress) {

@@ -40,4 +40,10 @@ class ShardServer {
 // cannot make a node reserve more.
 constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 
+// What hello says of how the shards are cut into chunks: a ps and a worker
+// that cut them differently would refuse each other's chunks mid-run.
+// 1 (implicit, sent as 0): chunks cut by size; 2: never across gradient
+// groups (core/placement.h).
+constexpr uint32_t kWireVersion = 2;
+
 }  // namespace traind

@@ -6,6 +6,8 @@
 
 #include <span>
 
+#include "rpc/shard_server.h"
+
 namespace traind {
 namespace {
 
@@ -96,6 +98,11 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
                           " serves architecture " + served_.architecture_hash_ +
                           ", the peer trains " +
                           hash + ": the nodes read different model specs");
+    if (params.getWireVersion() != kWireVersion)
+      throw ProtocolError(fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
+                                      "traind release on every node",
+                                      shard().shardIndex(), kWireVersion,
+                                      params.getWireVersion()));
     if (params.getShardIndex() != uint32_t(shard().shardIndex()))
       throw ProtocolError("this is ps " + std::to_string(shard().shardIndex()) +
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +

@@ -86,6 +86,7 @@ struct ShardedClient::Impl {
           hello.setArchitectureHash(architecture_hash);
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
+          hello.setWireVersion(kWireVersion);
           return hello.send().ignoreResult();
         });
   }
@@ -97,12 +98,11 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
     : impl_(std::make_unique<Impl>(Impl{io, cluster, std::move(architecture_hash), worker_task,
                                         {}, 0})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
-  const std::vector<int> groups = gradientGroups(graph);
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
     link.index = int(i);
     link.address = cluster.ps[i].toString();
-    link.chunks = chunkShard(placement.shards[i], ParameterShard::kChunkFloats, groups);
+    link.chunks = transferChunks(graph, placement.shards[i], ParameterShard::kChunkFloats);
     for (const ShardChunk& c : link.chunks)
       link.first_variables.push_back(
           size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
@@ -382,42 +382,62 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   // the shard's step is the lowest, the step every chunk's values have
   // reached (the shard's global step by then). Async: a chunk is applied as
   // it arrives and the global step only grows, so the highest step answered
-  // is the one after every chunk of this push was applied.
-  std::vector<int64_t> steps(impl_->shards.size(), sync ? INT64_MAX : INT64_MIN);
+  // is the one after every chunk of this push was applied. A shard that
+  // holds nothing answers nothing and keeps INT64_MAX, which jobStep skips.
+  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
   TransferTally pushes, pulls;
-  const bool done = callEveryChunk(
-      impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight, true,
-      [&](ShardLink& link, size_t chunk) {
-        const ShardChunk& c = link.chunks[chunk];
-        auto send = [this, &link, &c, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
-                     min_step, sync] {
-          auto request = link.shard().pushAndPullRequest();
-          request.setWorkerTask(impl_->worker_task);
-          // The step of the parameters this shard gave: shards may be a step
-          // apart, and each judges staleness by its own clock.
-          request.setStep(shard_steps_[size_t(link.index)]);
-          request.setOffset(uint64_t(c.shard_offset));
-          request.setMinStep(min_step);
-          attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
-              request, gradients.data() + c.layout_offset, c.size);
-          pushes.sent(c.size * int64_t(sizeof(float)));
-          pulls.sent(0);
-          int64_t* step = &steps[size_t(link.index)];
-          float* out = parameters.data() + c.layout_offset;
-          const int64_t size = c.size;
-          return request.send().then(
-              [&dropped, &pushes, &pulls, step, sync, out, size](auto reply) {
-                if (!reply.getAccepted()) ++dropped;
-                copyChunk(reply.getData(), out, size);
-                const int64_t answered = int64_t(reply.getGlobalStep());
-                *step = sync ? std::min(*step, answered) : std::max(*step, answered);
-                pushes.answered(0);
-                pulls.answered(int64_t(reply.getData().size()));
+  // A gate that fails (the step computing the gradient failed) ends the
+  // push with its own error: no ps is to blame.
+  kj::Maybe<kj::Exception> gate_failure;
+  const auto callChunks = [&] {
+    return callEveryChunk(
+        impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight, true,
+        [&](ShardLink& link, size_t chunk) {
+          const ShardChunk& c = link.chunks[chunk];
+          auto send = [this, &link, &c, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
+                       min_step, sync] {
+            auto request = link.shard().pushAndPullRequest();
+            request.setWorkerTask(impl_->worker_task);
+            // The step of the parameters this shard gave: shards may be a step
+            // apart, and each judges staleness by its own clock.
+            request.setStep(shard_steps_[size_t(link.index)]);
+            request.setOffset(uint64_t(c.shard_offset));
+            request.setMinStep(min_step);
+            attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
+                request, gradients.data() + c.layout_offset, c.size);
+            pushes.sent(c.size * int64_t(sizeof(float)));
+            pulls.sent(0);
+            int64_t* step = &steps[size_t(link.index)];
+            float* out = parameters.data() + c.layout_offset;
+            const int64_t size = c.size;
+            return request.send().then(
+                [&dropped, &pushes, &pulls, step, sync, out, size](auto reply) {
+                  if (!reply.getAccepted()) ++dropped;
+                  copyChunk(reply.getData(), out, size);
+                  const int64_t answered = int64_t(reply.getGlobalStep());
+                  if (sync || *step == INT64_MAX)
+                    *step = std::min(*step, answered);
+                  else
+                    *step = std::max(*step, answered);
+                  pushes.answered(0);
+                  pulls.answered(int64_t(reply.getData().size()));
+                });
+          };
+          if (!gate) return send();
+          return gate->ready(link.first_variables[chunk])
+              .then(kj::mv(send), [&gate_failure](kj::Exception&& e) -> kj::Promise<void> {
+                if (gate_failure == nullptr) gate_failure = kj::cp(e);
+                return kj::mv(e);
               });
-        };
-        if (!gate) return send();
-        return gate->ready(link.first_variables[chunk]).then(kj::mv(send));
-      });
+        });
+  };
+  bool done = false;
+  try {
+    done = callChunks();
+  } catch (...) {
+    KJ_IF_MAYBE(e, gate_failure) throw std::runtime_error(e->getDescription().cStr());
+    throw;
+  }
   last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
   if (!done) {
     spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);

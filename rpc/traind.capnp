@@ -17,10 +17,11 @@ struct ShardStatus {
 }
 
 interface ParameterShard {
-  hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32)
-      -> (status :ShardStatus);
-  # Checks that the peer trains the same architecture and talks to the shard
-  # it thinks it does.
+  hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
+            wireVersion :UInt32) -> (status :ShardStatus);
+  # Checks that the peer trains the same architecture, talks to the shard
+  # it thinks it does, and cuts the shard into the same chunks (wireVersion:
+  # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it).
 
   status @1 () -> (status :ShardStatus);
 

@@ -16,9 +16,12 @@
 #include "core/checkpoint.h"
 #include "core/cluster_spec.h"
 #include "core/layer_graph.h"
+#include "core/model_state.h"
 #include "core/parameter_shard.h"
 #include "core/placement.h"
 #include "core/safetensors.h"
+#include "rpc/shard_server.h"
+#include "rpc/sharded_client.h"
 #include "rpc/traind.capnp.h"
 #include "test/traind_process.h"
 
@@ -315,8 +318,9 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
                       dir / "ps.log");
   const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
   const LayerGraph graph = buildLayerGraph(spec);
-  const ShardChunk chunk = chunkShard(placeVariables(VariableLayout(graph.variables), 1).shards[0],
-                                      ParameterShard::kChunkFloats)[0];
+  const ShardChunk chunk = transferChunks(
+      graph, placeVariables(VariableLayout(graph.variables), 1).shards[0],
+      ParameterShard::kChunkFloats)[0];
 
   // The liar speaks the protocol: it says hello as worker 0 and marks the
   // shard ready, as a chief would.
@@ -332,11 +336,20 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   REQUIRE(stream);
   capnp::TwoPartyClient client(*stream);
   auto shard = client.bootstrap().castAs<wire::ParameterShard>();
-  auto hello = shard.helloRequest();
-  hello.setArchitectureHash(architectureHash(spec));
-  hello.setShardIndex(0);
-  hello.setWorkerTask(0);
-  hello.send().wait(io.waitScope);
+  auto hello = [&](uint32_t wire_version) {
+    auto request = shard.helloRequest();
+    request.setArchitectureHash(architectureHash(spec));
+    request.setShardIndex(0);
+    request.setWorkerTask(0);
+    request.setWireVersion(wire_version);
+    request.send().wait(io.waitScope);
+  };
+  // A peer that cuts chunks another way (an older traind) is refused at hello.
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { hello(0); }))
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("speaks wire version 2, the peer 0"));
+  else
+    FAIL("a hello without the wire version was accepted");
+  hello(kWireVersion);
   auto ready = shard.markReadyRequest();
   ready.setGlobalStep(0);
   ready.send().wait(io.waitScope);
@@ -384,6 +397,66 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   ps.signal(SIGTERM);
   INFO(ps.output());
   CHECK(ps.wait(30) == 0);
+}
+
+TEST_CASE("a push whose step fails ends with the step's error, and the ps serves on") {
+  const auto dir = freshTempDir("failed-step");
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_cnn.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_cnn.yaml"));
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
+                       architectureHash(spec), 0);
+  client.connect(60);
+  client.initialize(state);
+  FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
+  REQUIRE(client.pull(0, parameters) == 0);
+
+  // fashion_cnn's dense layers (variables 4-7) are one chunk, its
+  // convolutions another: the dense layers' gradient is final at once, and
+  // the step fails before the convolutions' is.
+  struct FailingStep : GradientGate {
+    kj::Timer& timer;
+    explicit FailingStep(kj::Timer& t) : timer(t) {}
+    kj::Promise<void> ready(size_t variable) override {
+      if (variable >= 4) return kj::READY_NOW;
+      return timer.afterDelay(100 * kj::MILLISECONDS).then([]() -> kj::Promise<void> {
+        return KJ_EXCEPTION(FAILED, "the training step failed: out of memory");
+      });
+    }
+  } failing(io.provider->getTimer());
+  CHECK_THROWS_WITH(client.pushAndPull(gradients, 0, parameters, &failing),
+                    "the training step failed: out of memory");
+  // A whole push: the ps took the half push and serves on.
+  CHECK(client.pushAndPull(gradients, 0, parameters) >= 1);
+
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+}
+
+TEST_CASE("async: a ps task that holds no variable does not end the job early") {
+  // A linear model of 2 variables on 3 ps: ps 2 holds none and answers no push.
+  const auto dir = freshTempDir("empty-shard");
+  writeFile(dir / "linear.yaml",
+            replaceAll(readFile(modelPath("regression.yaml")),
+                       "  - {type: dense, name: hidden, units: 10, activation: tanh}\n", ""));
+  const auto cluster = writeCluster(dir, 3, 1, "  mode: async\n");
+  Cluster c(dir, cluster,
+            "--model " + (dir / "linear.yaml").string() +
+                " --max-steps 60 --threads 1 --eval-every 0 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            3, 1);
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.ps[2]->output(), Catch::Contains("of 2 (0 floats"));
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 60, 60 steps"));
 }
 
 TEST_CASE("cluster spec mistakes exit 2 naming the problem") {

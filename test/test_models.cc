@@ -177,7 +177,9 @@ void checkGradientProgress(Replica& replica, const Model& model, const Batch& ba
       INFO("call " << k << ", from variable " << progress.calls[k]);
       CHECK(std::equal(progress.seen[k].begin(), progress.seen[k].end(),
                        gradients.data() + progress.offsetOf(progress.calls[k]),
-                       [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+                       [](float a, float b) {
+                         return a == b || (std::isnan(a) && std::isnan(b));
+                       }));
     }
   }
 }

@@ -56,6 +56,7 @@ CudaReplica::CudaReplica(int device, const LayerGraph& graph, const VariableLayo
 CudaReplica::~CudaReplica() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(context_.stream());
+  if (copy_stream_) cudaStreamSynchronize(copy_stream_);  // its callbacks name this replica
   for (StreamedLayer& layer : streamed_) cudaEventDestroy(layer.backward_done);
   if (copies_done_) cudaEventDestroy(copies_done_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
@@ -150,6 +151,32 @@ void CudaReplica::waitForCopies(size_t count) {
   }
 }
 
+void CudaReplica::enqueueStreamedStep() {
+  cudaStream_t stream = context_.stream();
+  enqueueUploads();
+  size_t next = 0;  // streamed_ is in the order the hook sees the layers
+  network_->enqueueTrainStep([&](size_t layer) {
+    if (next == streamed_.size() || streamed_[next].layer != layer) return;
+    const StreamedLayer& l = streamed_[next++];
+    // The copy stream forks from the step's stream at each layer's end (so
+    // that a capture follows it); the caller joins them again.
+    checkCuda(cudaEventRecord(l.backward_done, stream), "cudaEventRecord");
+    checkCuda(cudaStreamWaitEvent(copy_stream_, l.backward_done, 0), "cudaStreamWaitEvent");
+    checkCuda(cudaMemcpyAsync(staged_gradients_.data() + l.offset, gradients_.data() + l.offset,
+                              size_t(l.size) * sizeof(float), cudaMemcpyDeviceToHost,
+                              copy_stream_),
+              "cudaMemcpyAsync (a layer's gradient from the GPU)");
+    checkCuda(cudaLaunchHostFunc(copy_stream_, &CudaReplica::layerCopied, this),
+              "cudaLaunchHostFunc");
+  });
+  if (next != streamed_.size())
+    throw std::logic_error("CUDA device: backward passed " + std::to_string(next) + " of " +
+                           std::to_string(streamed_.size()) + " layers with gradients");
+  checkCuda(cudaMemcpyAsync(staged_sums_.data(), network_->sums(), sizeof(LossSums),
+                            cudaMemcpyDeviceToHost, stream),
+            "cudaMemcpyAsync (loss from the GPU)");
+}
+
 StepResult CudaReplica::trainStepWithProgress(const Batch& batch, const float* parameters,
                                               float* gradients, uint64_t step,
                                               GradientProgress& progress) {
@@ -159,29 +186,17 @@ StepResult CudaReplica::trainStepWithProgress(const Batch& batch, const float* p
     std::lock_guard lock(copied_mutex_);
     copied_ = 0;
   }
+  // The copy stream joins the step's stream again however the enqueueing
+  // ends: a capture must end joined, and the step's stream then waits for
+  // every callback that names this replica.
   streamed_step_.run(stream, [&] {
-    enqueueUploads();
-    size_t next = 0;  // streamed_ is in the order the hook sees the layers
-    network_->enqueueTrainStep([&](size_t layer) {
-      if (next == streamed_.size() || streamed_[next].layer != layer) return;
-      const StreamedLayer& l = streamed_[next++];
-      // The copy stream forks from the step's stream at each layer's end
-      // (so that capture follows it) and joins it again below.
-      checkCuda(cudaEventRecord(l.backward_done, stream), "cudaEventRecord");
-      checkCuda(cudaStreamWaitEvent(copy_stream_, l.backward_done, 0), "cudaStreamWaitEvent");
-      checkCuda(cudaMemcpyAsync(staged_gradients_.data() + l.offset, gradients_.data() + l.offset,
-                                size_t(l.size) * sizeof(float), cudaMemcpyDeviceToHost,
-                                copy_stream_),
-                "cudaMemcpyAsync (a layer's gradient from the GPU)");
-      checkCuda(cudaLaunchHostFunc(copy_stream_, &CudaReplica::layerCopied, this),
-                "cudaLaunchHostFunc");
-    });
-    if (next != streamed_.size())
-      throw std::logic_error("CUDA device: backward passed " + std::to_string(next) + " of " +
-                             std::to_string(streamed_.size()) + " layers with gradients");
-    checkCuda(cudaMemcpyAsync(staged_sums_.data(), network_->sums(), sizeof(LossSums),
-                              cudaMemcpyDeviceToHost, stream),
-              "cudaMemcpyAsync (loss from the GPU)");
+    try {
+      enqueueStreamedStep();
+    } catch (...) {
+      cudaEventRecord(copies_done_, copy_stream_);  // best effort: the step has failed
+      cudaStreamWaitEvent(stream, copies_done_, 0);
+      throw;
+    }
     checkCuda(cudaEventRecord(copies_done_, copy_stream_), "cudaEventRecord");
     checkCuda(cudaStreamWaitEvent(stream, copies_done_, 0), "cudaStreamWaitEvent");
   });

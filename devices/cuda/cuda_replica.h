@@ -49,6 +49,10 @@ class CudaReplica : public Replica {
     cudaEvent_t backward_done = nullptr;
   };
 
+  // The uploads, the step, and each layer's gradient copied back on the
+  // copy stream after its backward kernels, with a callback per copy; the
+  // loss sums copied back. Leaves the copy stream forked.
+  void enqueueStreamedStep();
   // Runs on a CUDA driver thread after each layer's copy: counts it.
   static void CUDART_CB layerCopied(void* replica);
   // Blocks until `count` layers have been copied back; throws the stream's
