@@ -468,7 +468,7 @@ std::vector<std::string> readDevices(const Field& field) {
 TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t batch_size) {
   Mapping fields(field);
   fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "threads", "devices",
-                    "summary_dir", "concurrent_steps", "micro_batches"},
+                    "summary_dir", "concurrent_steps", "micro_batches", "gradient_push"},
                    "the training section");
   TrainingSpec training;
   const std::optional<Field> epochs = fields.find("epochs");
@@ -493,6 +493,11 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
                    " (micro-batches are equal shares of a batch), got " +
                    std::to_string(training.micro_batches));
   }
+  if (auto f = fields.find("gradient_push"))
+    training.gradient_push = readChoice<TrainingSpec::GradientPush>(
+        *f, {{"auto", TrainingSpec::GradientPush::Auto},
+             {"during_backward", TrainingSpec::GradientPush::DuringBackward},
+             {"after_step", TrainingSpec::GradientPush::AfterStep}});
   return training;
 }
 

@@ -129,6 +129,12 @@ struct TrainingSpec {
   // Each batch split into this many micro-batches that flow through the
   // model's stages in a pipeline; divides data.batch_size.
   int micro_batches = 1;
+  // When a worker with one step in flight sends the step's gradient
+  // (docs/distributed.md, "Gradients sent during backward"): chunk by chunk
+  // as the backward pass finishes them, or once the step is done. Auto:
+  // during backward in sync mode and on GPUs, after the step otherwise.
+  enum class GradientPush { Auto, DuringBackward, AfterStep };
+  GradientPush gradient_push = GradientPush::Auto;
   // Where the chief writes TensorBoard event files; empty: <checkpoint.dir>/summaries,
   // or none without a checkpoint directory (summaryDirectory says which).
   std::string summary_dir;

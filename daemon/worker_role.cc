@@ -50,20 +50,23 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
   ps.initialize(state);
 }
 
-// The steps of a worker's slots, each computed on a thread of its own while
-// this thread, which runs the kj loop of the ps connections, sends
-// gradients and pulls parameters: with K = 1 the gradient of the step
-// being computed, chunk by chunk as its backward pass finishes them
-// (docs/distributed.md, "Gradients sent during backward"); with K > 1 those
-// of finished steps, while the others compute (docs/devices.md,
-// "Concurrent steps").
+// The steps of a worker's slots. With K > 1 each computes on a thread of its
+// own while this thread, which runs the kj loop of the ps connections,
+// pushes the gradients of finished steps and pulls parameters for their
+// next ones (docs/devices.md, "Concurrent steps"). With K = 1 the step runs
+// on a thread of its own when its gradient is sent during the backward pass
+// (docs/distributed.md, "Gradients sent during backward"), on this thread
+// otherwise: there is nothing to overlap it with.
 class SlotSteps {
  public:
   // compute(i) runs slot i's step; it may throw, and the failure comes back
   // from nextFinished().
-  SlotSteps(size_t slots, std::function<void(size_t)> compute)
+  // `threaded`: slots compute on threads of their own; otherwise (one slot)
+  // nextFinished() computes the started step on the calling thread.
+  SlotSteps(size_t slots, bool threaded, std::function<void(size_t)> compute)
       : compute_(std::move(compute)), started_(slots, false), failures_(slots) {
-    for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
+    if (threaded)
+      for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
   }
 
   // Steps in flight finish; their gradients are dropped.
@@ -87,6 +90,11 @@ class SlotSteps {
 
   // Waits until a started slot's step is done and returns the slot.
   size_t nextFinished() {
+    if (threads_.empty()) {
+      started_[0] = false;
+      compute_(0);
+      return 0;
+    }
     std::unique_lock lock(mutex_);
     finished_wakes_.wait(lock, [this] { return !finished_.empty(); });
     const size_t i = finished_.front();
@@ -128,6 +136,27 @@ class SlotSteps {
   bool stopping_ = false;
   std::vector<std::thread> threads_;  // last: they use the members above
 };
+
+// training.gradient_push, with auto decided as measured on CPU workers
+// (docs/benchmarks.md, Distributed): sending during backward gained in sync
+// mode, where a chunk's reply waits for the other workers' gradients of it
+// anyway, and cost a few percent in async mode, where the sends and the
+// ps's replies interrupt the backward pass they would overlap. A GPU
+// leaves the host's cores free for them.
+bool pushesDuringBackward(const ModelSpec& spec, bool sync) {
+  switch (spec.training.gradient_push) {
+    case TrainingSpec::GradientPush::DuringBackward:
+      return true;
+    case TrainingSpec::GradientPush::AfterStep:
+      return false;
+    case TrainingSpec::GradientPush::Auto:
+      break;
+  }
+  if (sync) return true;
+  for (const std::string& device : spec.training.devices)
+    if (device.starts_with("cuda:")) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -224,8 +253,8 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   // a mask of its own for every step of every worker and slot.
   std::mutex input_mutex;
   std::vector<StepResult> results(slots.size());
-  // With one step in flight its gradient is sent while it is computed.
-  const bool streamed = slots.size() == 1;
+  // With one step in flight its gradient may be sent while it is computed.
+  const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   GradientStream gradient_stream;
   auto computeStep = [&](size_t i) {
     StepSlot& slot = *slots[i];
@@ -262,7 +291,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
 
   metrics.setState(NodeState::Training);
   {
-    SlotSteps steps(slots.size(), compute);
+    SlotSteps steps(slots.size(), slots.size() > 1 || streamed, compute);
     if (!streamed)
       for (size_t i = 0; i < slots.size(); ++i) steps.start(i);
     while (running()) {

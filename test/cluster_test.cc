@@ -84,8 +84,12 @@ struct Cluster {
 TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   const auto dir = freshTempDir("async");
   const auto cluster = writeCluster(dir, 2, 2, "  mode: async\n");
+  // Each chunk sent as the backward pass finishes it (auto would send after
+  // the step in async mode; the sync tests send during backward).
+  writeFile(dir / "mlp.yaml", replaceAll(readFile(modelPath("fashion_mlp.yaml")), "\ntraining:\n",
+                                         "\ntraining:\n  gradient_push: during_backward\n"));
   Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
+            "--model " + (dir / "mlp.yaml").string() +
                 " --max-steps 400 --threads 1 --eval-every 0 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             2, 2);

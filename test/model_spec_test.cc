@@ -743,6 +743,14 @@ TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]
              Catch::Contains("training.concurrent_steps: expected a positive integer, got 0"));
   CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, device: gpu0}"),
              Catch::Contains("layers[0].device: expected a device: cpu, cpu:N or cuda:N"));
+
+  // When a worker sends its gradient.
+  CHECK(spec.training.gradient_push == TrainingSpec::GradientPush::Auto);
+  CHECK(loadVariant(dir, "max_steps: 10}", "max_steps: 10, gradient_push: after_step}")
+            .training.gradient_push == TrainingSpec::GradientPush::AfterStep);
+  CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, gradient_push: early}"),
+             Catch::Contains("training.gradient_push: expected one of auto, during_backward, "
+                             "after_step, got 'early'"));
 }
 
 TEST_CASE("a stage is a run of consecutive layers, each in one stage", "[model_spec]") {
