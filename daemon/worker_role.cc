@@ -229,9 +229,13 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                                                          : spec.training.epochs * steps_per_epoch;
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
                       sync ? step : step / workers, spec.data.prefetch_batches, task, workers);
+  // With one step in flight its gradient may be sent while it is computed.
+  const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   spdlog::info("worker {}{} training {} in {} mode from global step {} to {}{}", task,
                chief ? " (chief)" : "", spec.name, sync ? "sync" : "async", step, total_steps,
-               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps) : "");
+               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps)
+               : streamed           ? ", gradients sent during the backward pass"
+                                    : ", gradients sent after each step");
 
   StepLog log(spec, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
   auto last_checkpoint = std::chrono::steady_clock::now();
@@ -253,8 +257,6 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   // a mask of its own for every step of every worker and slot.
   std::mutex input_mutex;
   std::vector<StepResult> results(slots.size());
-  // With one step in flight its gradient may be sent while it is computed.
-  const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   GradientStream gradient_stream;
   auto computeStep = [&](size_t i) {
     StepSlot& slot = *slots[i];

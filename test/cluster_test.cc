@@ -97,6 +97,7 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   for (auto& p : c.ps) CHECK(p->wait(30) == 0);
   INFO(c.logs());
   CHECK(summaryValue(c.workers[0]->output(), "test accuracy") > 0.70);
+  CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
   // Both shards held a part of the model.
   for (auto& p : c.ps)
     CHECK_THAT(
@@ -124,6 +125,8 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   for (auto& w : c.workers) CHECK(w->wait(kTimeout) == 0);
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
+  // gradient_push: auto, sync.
+  CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
   const ProcessResult standalone = runTraind("--model " + (dir / "double.yaml").string() +
                                              " --max-steps 60 --threads 1 --eval-every 0 "
                                              "--checkpoint-dir " + (dir / "standalone").string());
@@ -258,6 +261,8 @@ TEST_CASE("async: the others finish when a worker is killed") {
   CHECK(c.workers[2]->wait(kTimeout) == 0);
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
+  // gradient_push: auto, async, CPU.
+  CHECK_THAT(c.workers[2]->output(), Catch::Contains("gradients sent after each step"));
 }
 
 TEST_CASE("a stopped cluster resumes from its checkpoint") {
