@@ -178,6 +178,19 @@ void ParameterShard::workerLeft(uint32_t worker) {
   if (worker < connections_.size() && connections_[worker] > 0) --connections_[worker];
 }
 
+std::vector<uint32_t> ParameterShard::workersStepWaitsFor() const {
+  std::vector<uint32_t> lacking;
+  if (cluster_.mode != TrainingMode::Sync) return lacking;
+  for (uint32_t w = 0; w < uint32_t(cluster_.worker.size()); ++w)
+    for (size_t c = 0; c < chunks_.size(); ++c)
+      if (contributions_[c] < cluster_.replicas_to_aggregate &&
+          contributed_step_[c][w] != global_step_) {
+        lacking.push_back(w);
+        break;
+      }
+  return lacking;
+}
+
 bool ParameterShard::withinStaleness(uint32_t worker) const {
   if (cluster_.mode != TrainingMode::Async || cluster_.max_staleness <= 0 ||
       worker >= clock_.size())

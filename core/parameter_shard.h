@@ -85,6 +85,15 @@ class ParameterShard {
   // slowest connected worker (async with max_staleness > 0 only).
   bool withinStaleness(uint32_t worker) const;
 
+  // Sync: the workers, in order, whose gradient of some chunk the current
+  // step still lacks (a chunk that has its replicas_to_aggregate gradients
+  // lacks none): the ps names them when a step stands still. Empty in
+  // async mode.
+  std::vector<uint32_t> workersStepWaitsFor() const;
+  bool workerConnected(uint32_t worker) const {
+    return worker < connections_.size() && connections_[worker] > 0;
+  }
+
   // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.
   void read(uint32_t slot, int64_t offset, std::span<float> out) const;
 

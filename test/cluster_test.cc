@@ -187,6 +187,34 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
   CHECK(c.ps[0]->wait(30) == 0);
 }
 
+TEST_CASE("sync: the ps names the worker a standing step waits for") {
+  const auto dir = freshTempDir("sync-stall");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 2);
+  c.workers[0]->waitForOutput("step 40,");
+  // Stopped, worker 1 keeps its connection and pushes nothing; killed, it
+  // is gone. Either way the step waits for it, as sync training does.
+  c.workers[1]->signal(SIGSTOP);
+  const bool stopped_named =
+      c.ps[0]->waitForOutput("from worker 1 (connected: stopped, hung or slow?)", 40);
+  c.workers[1]->signal(SIGKILL);
+  const bool killed_named = c.ps[0]->waitForOutput("from worker 1 (not connected)", 40);
+  c.workers[0]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  c.ps[0]->signal(SIGTERM);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK(stopped_named);
+  CHECK(killed_named);
+  CHECK_THAT(c.ps[0]->output(),
+             Catch::Contains("has waited 15 s for gradients from worker 1 (connected: stopped, "
+                             "hung or slow?); it aggregates 2 of the 2 workers' per chunk"));
+}
+
 TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving the others") {
   // The killed worker's calls still wait at the ps when their step
   // completes: their replies must go nowhere, not into its closed connection.

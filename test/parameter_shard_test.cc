@@ -48,6 +48,29 @@ std::vector<float> read(const ParameterShard& shard, int64_t offset, size_t n) {
 
 }  // namespace
 
+TEST_CASE("sync: the workers a step still lacks a gradient from, chunk by chunk") {
+  OneShard s(TrainingMode::Sync, 3, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  REQUIRE(shard.chunks().size() == 2);  // kernel, bias
+  const ShardChunk kernel = shard.chunks()[0], bias = shard.chunks()[1];
+  shard.markReady(0);
+  const std::vector<float> two{1.0f, 1.0f}, one{1.0f};
+  using Workers = std::vector<uint32_t>;
+  CHECK(shard.workersStepWaitsFor() == Workers{0, 1, 2});
+  shard.push(1, 0, kernel.shard_offset, two);  // worker 1: the kernel only
+  CHECK(shard.workersStepWaitsFor() == Workers{0, 1, 2});  // 1 still owes the bias
+  shard.push(1, 0, bias.shard_offset, one);
+  CHECK(shard.workersStepWaitsFor() == Workers{0, 2});
+  shard.push(2, 0, kernel.shard_offset, two);  // the kernel has its 2 gradients
+  CHECK(shard.workersStepWaitsFor() == Workers{0, 2});  // the bias lacks one, from 0 or 2
+  shard.push(0, 0, bias.shard_offset, one);  // step 1: nobody has pushed for it
+  CHECK(shard.globalStep() == 1);
+  CHECK(shard.workersStepWaitsFor() == Workers{0, 1, 2});
+
+  OneShard a(TrainingMode::Async, 2, 1);
+  CHECK(ParameterShard(a.spec, a.graph, a.cluster, 0).workersStepWaitsFor().empty());
+}
+
 TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {
   OneShard s(TrainingMode::Sync, 3, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
