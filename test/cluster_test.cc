@@ -77,6 +77,19 @@ struct Cluster {
   }
 };
 
+// 1 ps and 2 sync workers training fashion_mlp with no end in sight
+// (max_steps 10^6, a log line every 20 steps), checkpoints in <dir>/ckpt:
+// the job the failure tests disturb.
+std::unique_ptr<Cluster> endlessSyncJob(const std::filesystem::path& dir) {
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  return std::make_unique<Cluster>(
+      dir, cluster,
+      "--model " + modelPath("fashion_mlp.yaml") +
+          " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+          (dir / "ckpt").string(),
+      1, 2);
+}
+
 
 
 }  // namespace
@@ -165,12 +178,8 @@ TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
 
 TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish stops on SIGTERM") {
   const auto dir = freshTempDir("sync-stop");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-                (dir / "ckpt").string(),
-            1, 2);
+  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  Cluster& c = *job;
   c.workers[0]->waitForOutput("step 40,");
   // Worker 1 stops cleanly; the chief is left waiting for a step that needs
   // worker 1's gradient. Its SIGTERM must end that wait: it checkpoints and
@@ -189,12 +198,8 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
 
 TEST_CASE("sync: the ps names the worker a standing step waits for") {
   const auto dir = freshTempDir("sync-stall");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-                (dir / "ckpt").string(),
-            1, 2);
+  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  Cluster& c = *job;
   c.workers[0]->waitForOutput("step 40,");
   // Stopped, worker 1 keeps its connection and pushes nothing; killed, it
   // is gone. Either way the step waits for it, as sync training does.
@@ -219,12 +224,8 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
   // The killed worker's calls still wait at the ps when their step
   // completes: their replies must go nowhere, not into its closed connection.
   const auto dir = freshTempDir("sync-killed-waiting");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-                (dir / "ckpt").string(),
-            1, 2);
+  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  Cluster& c = *job;
   c.workers[1]->waitForOutput("step 40,");
   // Worker 1 freezes: the chief's next step waits for its gradient.
   c.workers[1]->signal(SIGSTOP);
@@ -250,13 +251,9 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
 TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-                (dir / "ckpt").string(),
-            1, 2);
+  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  Cluster& c = *job;
+  const std::string address = loadClusterSpec((dir / "cluster.yaml").string()).ps[0].toString();
   c.workers[0]->waitForOutput("step 40,");
   c.ps[0]->signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
