@@ -191,6 +191,10 @@ std::vector<uint32_t> ParameterShard::workersStepWaitsFor() const {
   return lacking;
 }
 
+bool ParameterShard::stepStarted() const {
+  return std::any_of(contributions_.begin(), contributions_.end(), [](int c) { return c > 0; });
+}
+
 bool ParameterShard::withinStaleness(uint32_t worker) const {
   if (cluster_.mode != TrainingMode::Async || cluster_.max_staleness <= 0 ||
       worker >= clock_.size())

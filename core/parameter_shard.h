@@ -90,6 +90,9 @@ class ParameterShard {
   // lacks none): the ps names them when a step stands still. Empty in
   // async mode.
   std::vector<uint32_t> workersStepWaitsFor() const;
+  // Sync: some gradient of the current step has come. False while the
+  // workers wait for something else (another ps's step, the chief).
+  bool stepStarted() const;
   bool workerConnected(uint32_t worker) const {
     return worker < connections_.size() && connections_[worker] > 0;
   }

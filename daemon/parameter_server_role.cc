@@ -1,12 +1,9 @@
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <string>
-#include <vector>
-
 #include "core/parameter_shard.h"
 #include "daemon/cluster_roles.h"
+#include "daemon/step_stall_report.h"
 #include "rpc/shard_server.h"
 #include "rpc/shard_service.h"
 
@@ -35,71 +32,19 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
   });
 }
 
-// How long a sync step may stand still before the ps says whom it waits
-// for, and again every as long while it still does. Steps take
-// milliseconds; the chief's evaluations and checkpoints take seconds.
-constexpr int kStallReportSeconds = 15;
-
-// "1, 3 and 4"
-std::string workerList(const std::vector<uint32_t>& workers) {
-  std::string out;
-  for (size_t i = 0; i < workers.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == workers.size() ? " and " : ", ") + std::to_string(workers[i]);
-  return out;
-}
-
-// Sync: names the workers a global step that stands still waits for: the
-// ones that pushed no gradient of it (a stopped or hung worker keeps its
-// connection; sync training waits for it unless backup workers make up the
-// step, as SyncReplicasOptimizer does).
-class StallReporter {
- public:
-  StallReporter(kj::Timer& timer, const ParameterShard& shard, const ClusterSpec& cluster)
-      : timer_(timer), shard_(shard), cluster_(cluster) {}
-
-  kj::Promise<void> run() {
-    return timer_.afterDelay(1 * kj::SECONDS).then([this] {
-      check();
-      return run();
-    });
-  }
-
- private:
-  void check() {
-    const kj::TimePoint now = timer_.now();
-    // A shard that holds nothing gets no gradients and keeps its step.
-    if (shard_.chunks().empty()) return;
-    if (!shard_.ready() || shard_.globalStep() != step_) {
-      step_ = shard_.globalStep();
-      next_report_ = now + kStallReportSeconds * kj::SECONDS;
-      waited_ = 0;
-      return;
+// Sync: every second, what StepStallReport has to say, logged.
+kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report) {
+  return timer.afterDelay(1 * kj::SECONDS).then([&timer, &report] {
+    const double now = double((timer.now() - kj::origin<kj::TimePoint>()) / kj::MILLISECONDS) / 1e3;
+    if (auto line = report.check(now)) {
+      if (line->suspects)
+        spdlog::warn("{}", line->text);
+      else
+        spdlog::info("{}", line->text);
     }
-    if (now < next_report_) return;
-    next_report_ = now + kStallReportSeconds * kj::SECONDS;
-    waited_ += kStallReportSeconds;
-    std::vector<uint32_t> silent, gone;
-    for (uint32_t w : shard_.workersStepWaitsFor())
-      (shard_.workerConnected(w) ? silent : gone).push_back(w);
-    std::string lacking;
-    if (!silent.empty())
-      lacking = fmt::format("worker{} {} (connected: stopped, hung or slow?)",
-                            silent.size() > 1 ? "s" : "", workerList(silent));
-    if (!gone.empty())
-      lacking += fmt::format("{}worker{} {} (not connected)", lacking.empty() ? "" : " and ",
-                             gone.size() > 1 ? "s" : "", workerList(gone));
-    spdlog::warn("global step {} has waited {} s for gradients from {}; it aggregates {} of the "
-                 "{} workers' per chunk",
-                 step_, waited_, lacking, cluster_.replicas_to_aggregate, cluster_.worker.size());
-  }
-
-  kj::Timer& timer_;
-  const ParameterShard& shard_;
-  const ClusterSpec& cluster_;
-  int64_t step_ = -1;
-  kj::TimePoint next_report_ = kj::origin<kj::TimePoint>();
-  int waited_ = 0;
-};
+    return reportStalls(timer, report);
+  });
+}
 
 }  // namespace
 
@@ -127,10 +72,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   kj::Timer& timer = io.provider->getTimer();
   kj::Promise<void> publishing =
       publishMetrics(timer, shard, server, metrics).eagerlyEvaluate(nullptr);
-  StallReporter stalls(timer, shard, cluster);
-  kj::Promise<void> reporting = cluster.mode == TrainingMode::Sync
-                                    ? stalls.run().eagerlyEvaluate(nullptr)
-                                    : kj::Promise<void>(kj::NEVER_DONE);
+  StepStallReport stalls(shard, cluster);
+  kj::Promise<void> reporting =
+      reportStalls(timer, stalls).eagerlyEvaluate([](kj::Exception&& e) {
+        spdlog::error("the stall report failed: {}", e.getDescription().cStr());
+      });
   service.onStop().exclusiveJoin(whenSet(timer, stop_requested)).wait(io.waitScope);
   // A stop asked of this ps ends the job for its workers as the chief's stop
   // does; the chief can still read the state for its last checkpoint.

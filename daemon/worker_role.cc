@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "core/input_pipeline.h"
@@ -65,6 +66,8 @@ class SlotSteps {
   // nextFinished() computes the started step on the calling thread.
   SlotSteps(size_t slots, bool threaded, std::function<void(size_t)> compute)
       : compute_(std::move(compute)), started_(slots, false), failures_(slots) {
+    if (!threaded && slots != 1)
+      throw std::logic_error("several step slots need threads of their own");
     if (threaded)
       for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
   }

@@ -1,10 +1,13 @@
 // The ps shard's rules without the network: sync aggregation, stale drops,
-// protocol checks, bounded-staleness clocks, copy-on-write chunks.
+// protocol checks, bounded-staleness clocks, copy-on-write chunks, and what
+// a sync ps says of a step that stands still.
 #include "core/parameter_shard.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
+
+#include "daemon/step_stall_report.h"
 
 using namespace traind;
 
@@ -69,6 +72,49 @@ TEST_CASE("sync: the workers a step still lacks a gradient from, chunk by chunk"
 
   OneShard a(TrainingMode::Async, 2, 1);
   CHECK(ParameterShard(a.spec, a.graph, a.cluster, 0).workersStepWaitsFor().empty());
+}
+
+TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits for") {
+  OneShard s(TrainingMode::Sync, 3, 2);  // a backup worker: any of the missing would do
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  const ShardChunk kernel = shard.chunks()[0], bias = shard.chunks()[1];
+  const std::vector<float> two{1.0f, 1.0f}, one{1.0f};
+  StepStallReport report(shard, s.cluster);
+  CHECK_FALSE(report.check(0.0));  // not initialised yet: nothing to say
+  shard.markReady(0);
+  shard.workerJoined(0);
+  shard.workerJoined(1);
+  CHECK_FALSE(report.check(1.0));  // step 0 begins to stand
+  // Nobody has pushed step 0 yet: no suspects.
+  auto line = report.check(16.0);
+  REQUIRE(line);
+  CHECK_FALSE(line->suspects);
+  CHECK_THAT(line->text, Catch::Contains("global step 0 has waited 15 s: no worker has pushed"));
+  CHECK_FALSE(report.check(17.0));  // the next report comes 15 s later
+  shard.push(1, 0, kernel.shard_offset, two);
+  shard.push(1, 0, bias.shard_offset, one);
+  line = report.check(31.0);
+  REQUIRE(line);
+  CHECK(line->suspects);
+  CHECK(line->text ==
+        "global step 0 has waited 30 s for gradients from any of worker 0 (connected: stopped, "
+        "hung or slow; worker 0 evaluating or checkpointing?) and worker 2 (not connected); each "
+        "chunk aggregates 2 of the 3 workers' gradients");
+  // The step completes 2 s later: the clock starts again, and a step that
+  // took 40 s makes the next report wait 10 times as long.
+  shard.push(2, 0, kernel.shard_offset, two);
+  shard.push(2, 0, bias.shard_offset, one);
+  REQUIRE(shard.globalStep() == 1);
+  CHECK_FALSE(report.check(41.0));
+  CHECK_FALSE(report.check(41.0 + 399.0));
+  CHECK(report.check(41.0 + 400.0));
+
+  OneShard a(TrainingMode::Async, 2, 1);
+  ParameterShard async_shard(a.spec, a.graph, a.cluster, 0);
+  async_shard.markReady(0);
+  StepStallReport async_report(async_shard, a.cluster);
+  CHECK_FALSE(async_report.check(0.0));
+  CHECK_FALSE(async_report.check(1000.0));  // async steps wait for nobody
 }
 
 TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {

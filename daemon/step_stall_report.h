@@ -1,0 +1,55 @@
+// What a sync ps says when its global step stands still (docs/distributed.md,
+// "Stopping and failures"): sync training waits for every gradient a step
+// aggregates, so a stopped, hung or dead worker holds the job, as
+// SyncReplicasOptimizer does unless backup workers make up the step. The ps
+// cannot tell a stopped worker from a slow one, but it can say whom it
+// waits for.
+//
+//   StepStallReport report(shard, cluster);
+//   // about every second, on the ps's event-loop thread:
+//   if (auto line = report.check(seconds_now)) (line->suspects ? warn : info)(line->text);
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/cluster_spec.h"
+#include "core/parameter_shard.h"
+
+namespace traind {
+
+class StepStallReport {
+ public:
+  // A step may stand still this long, or 10 times as long as the last step
+  // took if that is longer, before the first report; the reports repeat as
+  // often while it still stands. The chief's evaluations and checkpoints
+  // hold a step for seconds.
+  static constexpr double kMinSeconds = 15.0;
+
+  StepStallReport(const ParameterShard& shard, const ClusterSpec& cluster)
+      : shard_(shard), cluster_(cluster) {}
+
+  struct Line {
+    // Some gradients of the step came and others are missing: the text
+    // names the workers they are missing from. Otherwise no worker has
+    // pushed the step yet (they wait for another ps's step, for the chief,
+    // or the job is ending) and the text says so.
+    bool suspects = false;
+    std::string text;
+  };
+
+  // `now`: seconds on a monotonic clock. A line when it is time for one.
+  std::optional<Line> check(double now);
+
+ private:
+  double threshold() const;
+
+  const ParameterShard& shard_;
+  const ClusterSpec& cluster_;
+  int64_t step_ = -1;         // the step standing, -1 before the shard is ready
+  double since_ = 0.0;        // when it began to stand
+  double last_step_ = 0.0;    // how long the step before it took; 0: not known
+  double next_report_ = 0.0;
+};
+
+}  // namespace traind
