@@ -193,26 +193,7 @@ TEST_CASE("frozen layers get no gradient and pass gradients through") {
 // ---- forward semantics ----
 
 TEST_CASE("SAME padding puts the odd pixel at the bottom and the right") {
-  // 4x4 ones, a 3x3 kernel of ones, stride 2: 2x2 outputs over a 5x5 padded
-  // input. Padding after gives windows of 9, 6, 6 and 4 ones; padding before
-  // would give 4, 6, 6, 9.
-  ModelSpec spec =
-      modelSpec({4, 4, 1}, {conv2d(1, 3, 2, Padding::Same, Activation::Linear), flatten()},
-                LossKind::MeanSquaredError);
-  spec.layers[0].kernel_initializer = {InitializerSpec::Kind::Constant, 1.0f};
-  const LayerGraph graph = buildLayerGraph(spec);
-  const VariableLayout layout(graph.variables);
-  FlatBuffer parameters(layout.totalSize());
-  initializeVariables(graph, layout, 1, parameters);
-  const auto replica = cpuDevice().createReplica(graph, layout, 1, kReplicaSeed);
-  const std::vector<float> ones(16, 1.0f);
-  const std::vector<float> expected{9, 6, 6, 4};
-  CHECK(replica->evaluate({1, ones.data(), nullptr, expected.data()}, parameters.data()).loss ==
-        Approx(0.0).margin(1e-12));
-  const std::vector<float> padded_before{4, 6, 6, 9};
-  CHECK(
-      replica->evaluate({1, ones.data(), nullptr, padded_before.data()}, parameters.data()).loss ==
-      Approx(12.5));
+  checkSamePaddingAfter(cpuDevice());
 }
 
 TEST_CASE("SAME pooling: maxima and averages over the real pixels only") {

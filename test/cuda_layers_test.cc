@@ -252,19 +252,7 @@ TEST_CASE("CUDA: the forward pass matches a naive NHWC reference") {
 }
 
 TEST_CASE("CUDA: SAME padding puts the odd pixel at the bottom and the right") {
-  ModelSpec spec =
-      modelSpec({4, 4, 1}, {conv2d(1, 3, 2, Padding::Same, Activation::Linear), flatten()},
-                LossKind::MeanSquaredError);
-  spec.layers[0].kernel_initializer = {InitializerSpec::Kind::Constant, 1.0f};
-  const LayerGraph graph = buildLayerGraph(spec);
-  const VariableLayout layout(graph.variables);
-  FlatBuffer parameters(layout.totalSize());
-  initializeVariables(graph, layout, 1, parameters);
-  const auto replica = gpuDevice().createReplica(graph, layout, 1, kReplicaSeed);
-  const std::vector<float> ones(16, 1.0f);
-  const std::vector<float> expected{9, 6, 6, 4};
-  CHECK(replica->evaluate({1, ones.data(), nullptr, expected.data()}, parameters.data()).loss ==
-        Approx(0.0).margin(1e-12));
+  checkSamePaddingAfter(gpuDevice());
 }
 
 TEST_CASE("CUDA: dropout masks are the CPU's, element for element") {

@@ -184,6 +184,26 @@ void checkGradientProgress(Replica& replica, const Model& model, const Batch& ba
   }
 }
 
+void checkSamePaddingAfter(Device& device) {
+  ModelSpec spec =
+      modelSpec({4, 4, 1}, {conv2d(1, 3, 2, Padding::Same, Activation::Linear), flatten()},
+                LossKind::MeanSquaredError);
+  spec.layers[0].kernel_initializer = {InitializerSpec::Kind::Constant, 1.0f};
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  FlatBuffer parameters(layout.totalSize());
+  initializeVariables(graph, layout, 1, parameters);
+  const auto replica = device.createReplica(graph, layout, 1, kReplicaSeed);
+  const std::vector<float> ones(16, 1.0f);
+  const std::vector<float> expected{9, 6, 6, 4};
+  CHECK(replica->evaluate({1, ones.data(), nullptr, expected.data()}, parameters.data()).loss ==
+        Approx(0.0).margin(1e-12));
+  const std::vector<float> padded_before{4, 6, 6, 9};
+  CHECK(
+      replica->evaluate({1, ones.data(), nullptr, padded_before.data()}, parameters.data()).loss ==
+      Approx(12.5));
+}
+
 void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected,
                         const FlatBuffer& actual) {
   for (const VariableView& v : layout.views()) {

@@ -95,6 +95,12 @@ void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected
 void checkGradientProgress(Replica& replica, const Model& model, const Batch& batch,
                            const std::vector<size_t>& expected_calls, int steps = 1);
 
+// A device's SAME padding of a stride-2 convolution puts the odd pixel at
+// the bottom and the right, as TensorFlow does: 4x4 ones, a 3x3 kernel of
+// ones, 2x2 outputs of 9, 6, 6 and 4 (padding before would give 4, 6, 6,
+// 9). Checks with Catch2.
+void checkSamePaddingAfter(Device& device);
+
 // A naive NHWC forward pass of `spec`'s layers on one example, in double
 // (dropout as in evaluation): what a device's forward must compute.
 std::vector<double> referenceForward(const ModelSpec& spec, const VariableLayout& layout,
