@@ -76,28 +76,7 @@ void checkPipelineMatchesOneDevice(const ModelSpec& spec, const std::vector<int>
   std::unique_ptr<Replica> whole = one[0]->createReplica(model.graph, model.layout, batch_size, 3);
   std::unique_ptr<Replica> split = createModelReplica(devicePointers(many), model.graph, plan,
                                                       model.layout, batch_size, micro_batches, 3);
-  REQUIRE(split->batchSize() == batch_size);
-
-  for (uint64_t step = 0; step < 3; ++step) {
-    INFO("step " << step);
-    const TestBatch data(model.graph, batch_size, 100 + step);
-    FlatBuffer expected = untouchedGradients(model.layout);
-    FlatBuffer actual = untouchedGradients(model.layout);
-    const StepResult e =
-        whole->trainStep(data.batch(), model.parameters.data(), expected.data(), step);
-    const StepResult a =
-        split->trainStep(data.batch(), model.parameters.data(), actual.data(), step);
-    CHECK(a.loss == Approx(e.loss).epsilon(1e-5));
-    CHECK(a.correct == e.correct);
-    checkSameGradients(model.layout, expected, actual);
-
-    const StepResult ee = whole->evaluate(data.batch(), model.parameters.data());
-    const StepResult ea = split->evaluate(data.batch(), model.parameters.data());
-    CHECK(ea.loss == Approx(ee.loss).epsilon(1e-5));
-    CHECK(ea.correct == ee.correct);
-    for (int64_t i = 0; i < model.parameters.size(); ++i)
-      if (!std::isnan(expected.data()[i])) model.parameters.data()[i] -= 0.1f * expected.data()[i];
-  }
+  checkSameTraining(*whole, *split, model, batch_size);
 }
 
 std::string inputErrorOf(const std::function<void()>& f) {

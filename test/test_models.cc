@@ -184,6 +184,30 @@ void checkGradientProgress(Replica& replica, const Model& model, const Batch& ba
   }
 }
 
+void checkSameTraining(Replica& whole, Replica& split, Model& model, int64_t batch_size) {
+  REQUIRE(split.batchSize() == batch_size);
+  for (uint64_t step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    const TestBatch data(model.graph, batch_size, 100 + step);
+    FlatBuffer expected = untouchedGradients(model.layout);
+    FlatBuffer actual = untouchedGradients(model.layout);
+    const StepResult e =
+        whole.trainStep(data.batch(), model.parameters.data(), expected.data(), step);
+    const StepResult a =
+        split.trainStep(data.batch(), model.parameters.data(), actual.data(), step);
+    CHECK(a.loss == Approx(e.loss).epsilon(1e-5));
+    CHECK(a.correct == e.correct);
+    checkSameGradients(model.layout, expected, actual);
+
+    const StepResult ee = whole.evaluate(data.batch(), model.parameters.data());
+    const StepResult ea = split.evaluate(data.batch(), model.parameters.data());
+    CHECK(ea.loss == Approx(ee.loss).epsilon(1e-5));
+    CHECK(ea.correct == ee.correct);
+    for (int64_t i = 0; i < model.parameters.size(); ++i)
+      if (!std::isnan(expected.data()[i])) model.parameters.data()[i] -= 0.1f * expected.data()[i];
+  }
+}
+
 void checkSamePaddingAfter(Device& device) {
   ModelSpec spec =
       modelSpec({4, 4, 1}, {conv2d(1, 3, 2, Padding::Same, Activation::Linear), flatten()},

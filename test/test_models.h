@@ -95,6 +95,12 @@ void checkSameGradients(const VariableLayout& layout, const FlatBuffer& expected
 void checkGradientProgress(Replica& replica, const Model& model, const Batch& batch,
                            const std::vector<size_t>& expected_calls, int steps = 1);
 
+// `split` (towers, a pipeline) against `whole` (one device with the whole
+// batch), both for batches of batch_size: the same loss, correct count and
+// gradients in 3 training steps, the parameters moved a little between
+// them as an update would, and the same evaluation. Checks with Catch2.
+void checkSameTraining(Replica& whole, Replica& split, Model& model, int64_t batch_size);
+
 // A device's SAME padding of a stride-2 convolution puts the odd pixel at
 // the bottom and the right, as TensorFlow does: 4x4 ones, a 3x3 kernel of
 // ones, 2x2 outputs of 9, 6, 6 and 4 (padding before would give 4, 6, 6,
