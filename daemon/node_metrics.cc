@@ -183,6 +183,11 @@ void NodeMetrics::setShardCounters(int64_t stale_gradients, int connected_worker
   connected_workers_ = connected_workers;
 }
 
+void NodeMetrics::setStepStanding(double seconds) {
+  std::lock_guard lock(mutex_);
+  step_standing_seconds_ = seconds;
+}
+
 void NodeMetrics::recordCheckpoint(int64_t global_step, const std::filesystem::path& path) {
   const SystemClock::time_point now = SystemClock::now();
   std::lock_guard lock(mutex_);
@@ -244,6 +249,10 @@ std::string NodeMetrics::prometheusText() const {
     out += fmt::format("traind_stale_gradients_total{{{}}} {}\n", l, stale_gradients_);
     family(out, "traind_connected_workers", "gauge", "Open connections to this shard.");
     out += fmt::format("traind_connected_workers{{{}}} {}\n", l, connected_workers_);
+    family(out, "traind_step_standing_seconds", "gauge",
+           "How long the global step has stood still (sync mode; 0 in async mode).");
+    out += fmt::format("traind_step_standing_seconds{{{}}} {}\n", l,
+                       number(step_standing_seconds_));
   }
   if (writes_checkpoints_) {
     family(out, "traind_checkpoint_age_seconds", "gauge",

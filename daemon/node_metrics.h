@@ -93,6 +93,8 @@ class NodeMetrics {
 
   // ps: its counters, as copied from the shard by the event loop.
   void setShardCounters(int64_t stale_gradients, int connected_workers);
+  // ps: how long its global step has stood still (sync; 0 in async mode).
+  void setStepStanding(double seconds);
 
   // A checkpoint written now, or found at start (its age is its
   // manifest's modification time).
@@ -130,6 +132,7 @@ class NodeMetrics {
   LatencyHistogram push_seconds_, pull_seconds_;
   int64_t stale_gradients_ = 0;
   int connected_workers_ = 0;
+  double step_standing_seconds_ = 0.0;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t last_checkpoint_step_ = 0;
   SystemClock::time_point last_checkpoint_time_;

@@ -32,9 +32,10 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
   });
 }
 
-// Sync: every second, what StepStallReport has to say, logged.
-kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report) {
-  return timer.afterDelay(1 * kj::SECONDS).then([&timer, &report] {
+// Every second, what StepStallReport has to say, logged, and how long the
+// step has stood, into the node's metrics.
+kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMetrics& metrics) {
+  return timer.afterDelay(1 * kj::SECONDS).then([&timer, &report, &metrics] {
     const double now = double((timer.now() - kj::origin<kj::TimePoint>()) / kj::MILLISECONDS) / 1e3;
     if (auto line = report.check(now)) {
       if (line->suspects)
@@ -42,7 +43,8 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report) {
       else
         spdlog::info("{}", line->text);
     }
-    return reportStalls(timer, report);
+    metrics.setStepStanding(report.standingSeconds());
+    return reportStalls(timer, report, metrics);
   });
 }
 
@@ -74,7 +76,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
       publishMetrics(timer, shard, server, metrics).eagerlyEvaluate(nullptr);
   StepStallReport stalls(shard, cluster);
   kj::Promise<void> reporting =
-      reportStalls(timer, stalls).eagerlyEvaluate([](kj::Exception&& e) {
+      reportStalls(timer, stalls, metrics).eagerlyEvaluate([](kj::Exception&& e) {
         spdlog::error("the stall report failed: {}", e.getDescription().cStr());
       });
   service.onStop().exclusiveJoin(whenSet(timer, stop_requested)).wait(io.waitScope);

@@ -26,6 +26,7 @@ std::string workers(const std::vector<uint32_t>& list) {
 double StepStallReport::threshold() const { return std::max(kMinSeconds, 10.0 * last_step_); }
 
 std::optional<StepStallReport::Line> StepStallReport::check(double now) {
+  standing_ = 0.0;
   // Async steps never wait; a shard that holds nothing gets no gradients
   // and keeps its step.
   if (cluster_.mode != TrainingMode::Sync || shard_.chunks().empty()) return std::nullopt;
@@ -40,6 +41,7 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
     next_report_ = now + threshold();
     return std::nullopt;
   }
+  standing_ = now - since_;
   if (now < next_report_) return std::nullopt;
   next_report_ = now + threshold();
   const int waited = int(now - since_);

@@ -41,6 +41,10 @@ class StepStallReport {
   // `now`: seconds on a monotonic clock. A line when it is time for one.
   std::optional<Line> check(double now);
 
+  // How long the global step has stood still as of the last check (0 in
+  // async mode, before the shard is ready, for a shard that holds nothing).
+  double standingSeconds() const { return standing_; }
+
  private:
   double threshold() const;
 
@@ -50,6 +54,7 @@ class StepStallReport {
   double since_ = 0.0;        // when it began to stand
   double last_step_ = 0.0;    // how long the step before it took; 0: not known
   double next_report_ = 0.0;
+  double standing_ = 0.0;
 };
 
 }  // namespace traind

@@ -91,6 +91,7 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
   CHECK_FALSE(line->suspects);
   CHECK_THAT(line->text, Catch::Contains("global step 0 has waited 15 s: no worker has pushed"));
   CHECK_FALSE(report.check(17.0));  // the next report comes 15 s later
+  CHECK(report.standingSeconds() == 16.0);
   shard.push(1, 0, kernel.shard_offset, two);
   shard.push(1, 0, bias.shard_offset, one);
   line = report.check(31.0);
@@ -106,6 +107,7 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
   shard.push(2, 0, bias.shard_offset, one);
   REQUIRE(shard.globalStep() == 1);
   CHECK_FALSE(report.check(41.0));
+  CHECK(report.standingSeconds() == 0.0);  // a new step
   CHECK_FALSE(report.check(41.0 + 399.0));
   CHECK(report.check(41.0 + 400.0));
 
@@ -115,6 +117,7 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
   StepStallReport async_report(async_shard, a.cluster);
   CHECK_FALSE(async_report.check(0.0));
   CHECK_FALSE(async_report.check(1000.0));  // async steps wait for nobody
+  CHECK(async_report.standingSeconds() == 0.0);
 }
 
 TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {
