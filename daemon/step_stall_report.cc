@@ -44,7 +44,7 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   standing_ = now - since_;
   if (now < next_report_) return std::nullopt;
   next_report_ = now + threshold();
-  const int waited = int(now - since_);
+  const int waited = int(standing_);
   if (!shard_.stepStarted())
     return Line{false, fmt::format("global step {} has waited {} s: no worker has pushed a "
                                    "gradient of it to this ps yet (they wait for another ps's "

@@ -389,8 +389,9 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   // A gate that fails (the step computing the gradient failed) ends the
   // push with its own error: no ps is to blame.
   kj::Maybe<kj::Exception> gate_failure;
-  const auto callChunks = [&] {
-    return callEveryChunk(
+  bool done = false;
+  try {
+    done = callEveryChunk(
         impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight, true,
         [&](ShardLink& link, size_t chunk) {
           const ShardChunk& c = link.chunks[chunk];
@@ -430,10 +431,6 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
                 return kj::mv(e);
               });
         });
-  };
-  bool done = false;
-  try {
-    done = callChunks();
   } catch (...) {
     KJ_IF_MAYBE(e, gate_failure) throw std::runtime_error(e->getDescription().cStr());
     throw;

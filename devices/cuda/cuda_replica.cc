@@ -17,8 +17,6 @@ CudaReplica::CudaReplica(int device, const LayerGraph& graph, const VariableLayo
       parameters_(size_t(layout.totalSize())),
       gradients_(size_t(layout.totalSize())),
       scalars_(1) {
-  for (const VariableView& v : layout.views())
-    if (v.trainable) trainable_.emplace_back(v.offset, v.size);
   network_ =
       std::make_unique<CudaNetwork>(context_, graph, layout, batch_size, seed, parameters_.data(),
                                     gradients_.data(), scalars_.data(), batch_size);
@@ -32,7 +30,7 @@ CudaReplica::CudaReplica(int device, const LayerGraph& graph, const VariableLayo
   staged_sums_ = PinnedArray<LossSums>(1);
 
   for (size_t i = graph.layers.size(); i-- > 0;) {
-    StreamedLayer layer;
+    GradientLayer layer;
     layer.layer = i;
     for (int v : graph.layers[i].variables) {
       const VariableView& view = layout.views()[size_t(v)];
@@ -47,7 +45,7 @@ CudaReplica::CudaReplica(int device, const LayerGraph& graph, const VariableLayo
     if (layer.trainable.empty()) continue;
     checkCuda(cudaEventCreateWithFlags(&layer.backward_done, cudaEventDisableTiming),
               "cudaEventCreate");
-    streamed_.push_back(std::move(layer));
+    gradient_layers_.push_back(std::move(layer));
   }
   checkCuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   checkCuda(cudaEventCreateWithFlags(&copies_done_, cudaEventDisableTiming), "cudaEventCreate");
@@ -57,7 +55,7 @@ CudaReplica::~CudaReplica() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(context_.stream());
   if (copy_stream_) cudaStreamSynchronize(copy_stream_);  // its callbacks name this replica
-  for (StreamedLayer& layer : streamed_) cudaEventDestroy(layer.backward_done);
+  for (GradientLayer& layer : gradient_layers_) cudaEventDestroy(layer.backward_done);
   if (copies_done_) cudaEventDestroy(copies_done_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
 }
@@ -118,10 +116,14 @@ StepResult CudaReplica::trainStep(const Batch& batch, const float* parameters, f
               "cudaMemcpyAsync (loss from the GPU)");
   });
   checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (train step)");
-  for (const auto& [offset, size] : trainable_)
+  for (const GradientLayer& layer : gradient_layers_) unstageGradients(layer, gradients);
+  return network_->result(staged_sums_[0]);
+}
+
+void CudaReplica::unstageGradients(const GradientLayer& layer, float* gradients) const {
+  for (const auto& [offset, size] : layer.trainable)
     std::memcpy(gradients + offset, staged_gradients_.data() + offset,
                 size_t(size) * sizeof(float));
-  return network_->result(staged_sums_[0]);
 }
 
 void CUDART_CB CudaReplica::layerCopied(void* replica) {
@@ -154,10 +156,10 @@ void CudaReplica::waitForCopies(size_t count) {
 void CudaReplica::enqueueStreamedStep() {
   cudaStream_t stream = context_.stream();
   enqueueUploads();
-  size_t next = 0;  // streamed_ is in the order the hook sees the layers
+  size_t next = 0;  // gradient_layers_ is in the order the hook sees the layers
   network_->enqueueTrainStep([&](size_t layer) {
-    if (next == streamed_.size() || streamed_[next].layer != layer) return;
-    const StreamedLayer& l = streamed_[next++];
+    if (next == gradient_layers_.size() || gradient_layers_[next].layer != layer) return;
+    const GradientLayer& l = gradient_layers_[next++];
     // The copy stream forks from the step's stream at each layer's end (so
     // that a capture follows it); the caller joins them again.
     checkCuda(cudaEventRecord(l.backward_done, stream), "cudaEventRecord");
@@ -169,9 +171,9 @@ void CudaReplica::enqueueStreamedStep() {
     checkCuda(cudaLaunchHostFunc(copy_stream_, &CudaReplica::layerCopied, this),
               "cudaLaunchHostFunc");
   });
-  if (next != streamed_.size())
+  if (next != gradient_layers_.size())
     throw std::logic_error("CUDA device: backward passed " + std::to_string(next) + " of " +
-                           std::to_string(streamed_.size()) + " layers with gradients");
+                           std::to_string(gradient_layers_.size()) + " layers with gradients");
   checkCuda(cudaMemcpyAsync(staged_sums_.data(), network_->sums(), sizeof(LossSums),
                             cudaMemcpyDeviceToHost, stream),
             "cudaMemcpyAsync (loss from the GPU)");
@@ -200,12 +202,10 @@ StepResult CudaReplica::trainStepWithProgress(const Batch& batch, const float* p
     checkCuda(cudaEventRecord(copies_done_, copy_stream_), "cudaEventRecord");
     checkCuda(cudaStreamWaitEvent(stream, copies_done_, 0), "cudaStreamWaitEvent");
   });
-  for (size_t k = 0; k < streamed_.size(); ++k) {
+  for (size_t k = 0; k < gradient_layers_.size(); ++k) {
     waitForCopies(k + 1);
-    for (const auto& [offset, size] : streamed_[k].trainable)
-      std::memcpy(gradients + offset, staged_gradients_.data() + offset,
-                  size_t(size) * sizeof(float));
-    progress.finalFrom(streamed_[k].first_variable);
+    unstageGradients(gradient_layers_[k], gradients);
+    progress.finalFrom(gradient_layers_[k].first_variable);
   }
   checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (train step)");
   progress.finalFrom(0);

@@ -39,15 +39,18 @@ class CudaReplica : public Replica {
   ~CudaReplica() override;
 
  private:
-  // A layer whose gradient trainStepWithProgress copies back on its own.
-  struct StreamedLayer {
+  // A layer with trainable variables: what a step writes back to the
+  // caller, and trainStepWithProgress copies back on its own.
+  struct GradientLayer {
     size_t layer = 0;           // its index in the graph
-    size_t first_variable = 0;  // its first variable's index in the layout
-    int64_t offset = 0;     // its variables' floats [offset, offset + size)
+    size_t first_variable = 0;  // its first trainable variable's index in the layout
+    int64_t offset = 0;         // its variables' floats [offset, offset + size)
     int64_t size = 0;
-    std::vector<std::pair<int64_t, int64_t>> trainable;  // as trainable_, its own
+    std::vector<std::pair<int64_t, int64_t>> trainable;  // each variable's [offset, +size)
     cudaEvent_t backward_done = nullptr;
   };
+  // The layer's staged gradients into the caller's buffer.
+  void unstageGradients(const GradientLayer& layer, float* gradients) const;
 
   // The uploads, the step, and each layer's gradient copied back on the
   // copy stream after its backward kernels, with a callback per copy; the
@@ -66,8 +69,6 @@ class CudaReplica : public Replica {
 
   int device_;
   int64_t parameter_count_;
-  // The trainable variables' [offset, offset + size): what trainStep writes.
-  std::vector<std::pair<int64_t, int64_t>> trainable_;
   CudaContext context_;
   DeviceArray<float> parameters_;
   DeviceArray<float> gradients_;
@@ -83,7 +84,7 @@ class CudaReplica : public Replica {
   CapturedWork train_step_{2};
   CapturedWork evaluation_{2};
 
-  std::vector<StreamedLayer> streamed_;  // last layer first: the order backward finishes them
+  std::vector<GradientLayer> gradient_layers_;  // last first: the order backward finishes them
   cudaStream_t copy_stream_ = nullptr;
   cudaEvent_t copies_done_ = nullptr;
   std::mutex copied_mutex_;
