@@ -154,7 +154,7 @@ uint16_t freePort() {
     const LayerGraph graph = buildLayerGraph(spec);
     ParameterShard shard(spec, graph, cluster, 0);
     kj::AsyncIoContext io = kj::setupAsyncIo();
-    ServedShard service(shard, architectureHash(spec));
+    ServedShard service(shard, architectureHash(spec), cluster.shared_memory);
     ShardServer server(io, cluster.ps[0].toString(),
                        [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
                          return service.newSession(kj::mv(connection));

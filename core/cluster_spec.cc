@@ -174,6 +174,14 @@ void readTraining(const std::optional<Field>& section, ClusterSpec& spec) {
   }
 }
 
+// How tensors travel between nodes; without the section, as `auto` says.
+void readTransport(const Field& section, ClusterSpec& spec) {
+  Mapping fields(section);
+  fields.allowOnly({"shared_memory"}, "the transport section");
+  if (auto f = fields.find("shared_memory"))
+    spec.shared_memory = readChoice<bool>(*f, {{"auto", true}, {"off", false}});
+}
+
 }  // namespace
 
 std::string HostPort::toString() const {
@@ -188,7 +196,7 @@ ClusterSpec loadClusterSpec(const std::string& path) {
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
   Mapping fields(rootField(root, path));
-  fields.allowOnly({"cluster", "training", "checkpoint", "http"}, "a cluster spec");
+  fields.allowOnly({"cluster", "training", "checkpoint", "http", "transport"}, "a cluster spec");
 
   ClusterSpec spec;
   spec.path = path;
@@ -204,6 +212,7 @@ ClusterSpec loadClusterSpec(const std::string& path) {
   }
   checkDistinctAddresses(spec);
   readTraining(fields.find("training"), spec);
+  if (auto f = fields.find("transport")) readTransport(*f, spec);
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
   return spec;
 }

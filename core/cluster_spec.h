@@ -41,6 +41,10 @@ struct ClusterSpec {
   int64_t max_staleness = 0;
   // Overrides the model spec's checkpoint section when present.
   std::optional<CheckpointSpec> checkpoint;
+  // transport.shared_memory: a worker and a ps on one host move tensors
+  // through shared memory (auto, true) or always over TCP (off, false);
+  // rpc/shared_region.h.
+  bool shared_memory = true;
   // The ops HTTP address (/healthz, /metrics, /status) of each task,
   // parallel to ps and worker; both empty when the spec has no http section.
   std::vector<HostPort> ps_http;

@@ -55,7 +55,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   const LayerGraph graph = buildLayerGraph(spec);
   ParameterShard shard(spec, graph, cluster, task);
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  ServedShard service(shard, architectureHash(spec));
+  ServedShard service(shard, architectureHash(spec), cluster.shared_memory);
   const std::string address = cluster.ps[size_t(task)].toString();
   ShardServer server(io, address,
                      [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {

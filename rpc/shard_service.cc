@@ -4,6 +4,8 @@
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "rpc/shard_server.h"
@@ -34,8 +36,11 @@ kj::Promise<void> checked(F&& body) {
 
 }  // namespace
 
-ServedShard::ServedShard(ParameterShard& shard, std::string architecture_hash)
-    : shard_(shard), architecture_hash_(std::move(architecture_hash)), stop_promise_(nullptr) {
+ServedShard::ServedShard(ParameterShard& shard, std::string architecture_hash, bool shared_memory)
+    : shard_(shard),
+      architecture_hash_(std::move(architecture_hash)),
+      shared_memory_(shared_memory),
+      stop_promise_(nullptr) {
   auto paf = kj::newPromiseAndFulfiller<void>();
   stop_promise_ = paf.promise.fork();
   stop_fulfiller_ = kj::mv(paf.fulfiller);
@@ -111,7 +116,9 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
       shard().workerJoined(params.getWorkerTask());
       worker_ = params.getWorkerTask();
     }
-    fillStatus(context.getResults().initStatus());
+    auto results = context.getResults();
+    if (params.hasSharedRegion()) attachRegion(params.getSharedRegion(), results);
+    fillStatus(results.initStatus());
     return kj::READY_NOW;
   });
 }
@@ -138,8 +145,48 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   });
 }
 
+void ShardService::attachRegion(wire::SharedRegionOffer::Reader offer,
+                                wire::ParameterShard::HelloResults::Builder results) {
+  const uint32_t worker = worker_.value_or(0);
+  if (!served_.shared_memory_) {
+    results.setSharedRefusal(fmt::format("ps {} has transport.shared_memory: off",
+                                         shard().shardIndex()));
+    return;
+  }
+  SharedRegion::Offer parsed;
+  parsed.host = offer.getHost();
+  parsed.pid = offer.getPid();
+  parsed.fd = offer.getFd();
+  parsed.bytes = offer.getBytes();
+  const capnp::Data::Reader token = offer.getToken();
+  try {
+    if (token.size() != parsed.token.size())
+      throw SharedRegionUnavailable(fmt::format("a token of {} bytes", token.size()));
+    std::memcpy(parsed.token.data(), token.begin(), token.size());
+    region_ = SharedRegion::attach(parsed, chunksExtent(shard().chunks()));
+    results.setSharedRegion(true);
+    spdlog::info("worker {}: tensors through shared memory", worker);
+  } catch (const SharedRegionUnavailable& e) {
+    region_.reset();
+    results.setSharedRefusal(e.what());
+    spdlog::info("worker {}: tensors over TCP, not shared memory: {}", worker, e.what());
+  }
+}
+
+const SharedRegion& ShardService::region() const {
+  if (!region_)
+    throw ProtocolError("a call through shared memory on a connection without a shared region");
+  return *region_;
+}
+
 template <typename Results>
-void ShardService::attachChunk(Results results, size_t chunk) {
+void ShardService::attachChunk(Results results, size_t chunk, bool shared) {
+  if (shared) {
+    const ShardChunk& c = shard().chunks()[chunk];
+    shard().read(0, c.shard_offset,
+                 {region().parameters() + c.shard_offset, size_t(c.size)});
+    return;
+  }
   // The reply references the chunk's values as they are now; the pin keeps
   // them unchanged (later updates go elsewhere) until the reply's bytes are
   // written. No zero-fill, no copy.
@@ -192,8 +239,18 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     auto params = context.getParams();
     checkWait(params.getMinStep());
     const int64_t offset = int64_t(params.getOffset());
-    const std::span<const float> gradient = floatsOf(params.getData());
-    const size_t chunk = shard().chunkAt(offset, int64_t(gradient.size()));
+    const bool shared = params.getSharedFloats() > 0;
+    if (shared && params.hasData())
+      throw ProtocolError("a push through shared memory that also carries data");
+    // A shared gradient's chunk is checked before its floats are touched.
+    const size_t chunk =
+        shared ? shard().chunkAt(offset, int64_t(std::min<uint64_t>(params.getSharedFloats(),
+                                                                     uint64_t(INT64_MAX))))
+               : shard().chunkAt(offset, int64_t(floatsOf(params.getData()).size()));
+    const std::span<const float> gradient =
+        shared ? std::span<const float>(region().gradients() + offset,
+                                        size_t(shard().chunks()[chunk].size))
+               : floatsOf(params.getData());
     const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
     const bool accepted = shard().push(params.getWorkerTask(), params.getStep(), offset, gradient);
     const int64_t min_step = params.getMinStep();
@@ -206,11 +263,11 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
       served_.releasePulls();
     // The reply waits for this chunk's step only (sync: until the chunk has
     // been applied), not for the rest of the shard.
-    return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted]() mutable {
+    return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted, shared]() mutable {
       auto results = context.getResults();
       results.setAccepted(accepted);
       results.setGlobalStep(shard().chunkStep(chunk));
-      attachChunk(results, chunk);
+      attachChunk(results, chunk, shared);
     });
   });
 }
@@ -220,11 +277,14 @@ kj::Promise<void> ShardService::pull(PullContext context) {
     auto params = context.getParams();
     checkWait(params.getMinStep());
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
+    const bool shared = params.getIntoSharedRegion();
+    if (shared) region();  // refused now, not after a wait
     context.allowCancellation();
-    return whenPullMayProceed(params.getMinStep(), std::nullopt, [this, context, chunk]() mutable {
+    return whenPullMayProceed(params.getMinStep(), std::nullopt,
+                              [this, context, chunk, shared]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());
-      attachChunk(results, chunk);
+      attachChunk(results, chunk, shared);
     });
   });
 }

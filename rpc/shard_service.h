@@ -5,7 +5,8 @@
 // for a step (sync) or for the slowest worker (bounded staleness), the stop
 // signal. ShardService is one connection's view of it: it knows which
 // worker is on the other end (from hello) and tells the shard when that
-// worker goes. Every call is checked by ParameterShard before it touches
+// worker goes, and maps the worker's shared region when it offers one
+// (rpc/shared_region.h). Every call is checked by ParameterShard before it touches
 // state and fails with the reason.
 #pragma once
 
@@ -17,13 +18,16 @@
 
 #include "core/parameter_shard.h"
 #include "rpc/pinning_stream.h"
+#include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
 
 namespace traind {
 
 class ServedShard {
  public:
-  ServedShard(ParameterShard& shard, std::string architecture_hash);
+  // `shared_memory`: whether workers on this host may move tensors through
+  // shared memory (the cluster spec's transport.shared_memory).
+  ServedShard(ParameterShard& shard, std::string architecture_hash, bool shared_memory);
 
   // A new capability for one connection; its pull replies pin parameter
   // chunks on `connection` until they are written.
@@ -61,6 +65,7 @@ class ServedShard {
 
   ParameterShard& shard_;
   std::string architecture_hash_;
+  bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
   kj::ForkedPromise<void> stop_promise_;
@@ -91,9 +96,14 @@ class ShardService final : public wire::ParameterShard::Server {
   kj::Promise<void> whenPullMayProceed(int64_t min_step, std::optional<size_t> chunk,
                                        kj::Function<void()> reply);
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
-  // pinned until the reply is written.
+  // pinned until the reply is written; or, for a call through the shared
+  // region, copies them into its parameter area and leaves `data` empty.
   template <typename Results>
-  void attachChunk(Results results, size_t chunk);
+  void attachChunk(Results results, size_t chunk, bool shared);
+  // Maps the region a hello offers, or says why not.
+  void attachRegion(wire::SharedRegionOffer::Reader offer, wire::ParameterShard::HelloResults::Builder results);
+  // The region a call through it uses; ProtocolError without one.
+  const SharedRegion& region() const;
   ParameterShard& shard() { return served_.shard_; }
 
   // Refuses (ProtocolError) a wait no worker asks for: a step beyond the
@@ -108,6 +118,7 @@ class ShardService final : public wire::ParameterShard::Server {
   // Outlives the connection while a call that waited still answers.
   kj::Own<PinningStream> connection_;
   std::optional<uint32_t> worker_;  // set by hello
+  std::optional<SharedRegion> region_;  // mapped at hello
   int waiting_calls_ = 0;
 };
 

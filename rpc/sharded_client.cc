@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "core/parameter_shard.h"
 #include "rpc/peer_silence.h"
 #include "rpc/shard_server.h"
+#include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
 
 namespace traind {
@@ -25,6 +27,10 @@ struct ShardLink {
   std::string address;
   std::vector<ShardChunk> chunks;
   std::vector<size_t> first_variables;  // per chunk: the first variable it holds
+  int64_t floats = 0;                    // the shard's flat size
+  // Offered to the ps at hello while it may take it; kept once it did.
+  std::optional<SharedRegion> region;
+  bool shared = false;  // the ps mapped `region`: tensors go through it
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
@@ -87,8 +93,42 @@ struct ShardedClient::Impl {
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
-          return hello.send().ignoreResult();
+          if (link.region) {
+            const SharedRegion::Offer& offer = link.region->offer();
+            auto wire_offer = hello.initSharedRegion();
+            wire_offer.setHost(offer.host);
+            wire_offer.setPid(offer.pid);
+            wire_offer.setFd(offer.fd);
+            wire_offer.setBytes(offer.bytes);
+            wire_offer.setToken(capnp::Data::Reader(offer.token.data(), offer.token.size()));
+          }
+          return hello.send().then([&link](auto reply) {
+            link.shared = link.region && reply.getSharedRegion();
+            if (link.shared) {
+              spdlog::info("ps {} at {}: tensors through shared memory (same host)", link.index,
+                           link.address);
+            } else if (link.region) {
+              spdlog::info("ps {} at {}: tensors over TCP, not shared memory: {}", link.index,
+                           link.address, reply.getSharedRefusal().cStr());
+              link.region.reset();
+            }
+          });
         });
+  }
+
+  // The region a worker offers each ps on its host, unless the cluster spec
+  // turns shared memory off or the kernel gives none (then TCP, said once).
+  void offerRegions() {
+    if (!cluster.shared_memory) return;
+    for (ShardLink& link : shards) {
+      if (link.floats == 0) continue;
+      try {
+        link.region = SharedRegion::create(link.floats);
+      } catch (const SharedRegionUnavailable& e) {
+        spdlog::info("tensors over TCP only: no shared memory region: {}", e.what());
+        return;
+      }
+    }
   }
 };
 
@@ -106,6 +146,7 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
     for (const ShardChunk& c : link.chunks)
       link.first_variables.push_back(
           size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
+    link.floats = chunksExtent(link.chunks);
     impl_->shards.push_back(std::move(link));
   }
 }
@@ -113,6 +154,7 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
 ShardedClient::~ShardedClient() = default;
 
 void ShardedClient::connect(double timeout_seconds) {
+  impl_->offerRegions();
   const Clock::time_point start = Clock::now();
   for (ShardLink& link : impl_->shards) {
     double delay = 0.05;
@@ -224,12 +266,15 @@ struct TransferTally {
 };
 
 // A chunk's parameters from a reply into the worker's flat buffer, as the
-// reply arrives (the other chunks are still on their way).
-void copyChunk(capnp::Data::Reader data, float* out, int64_t size) {
-  if (data.size() != size_t(size) * sizeof(float))
+// reply arrives (the other chunks are still on their way): from its data,
+// or from the shared region's parameter area (`shared`) where the ps wrote
+// them.
+void copyChunk(capnp::Data::Reader data, const float* shared, float* out, int64_t size) {
+  const size_t bytes = size_t(size) * sizeof(float);
+  if (data.size() != (shared ? 0 : bytes))
     throw std::runtime_error("a ps answered a pull of " + std::to_string(size) + " floats with " +
                              std::to_string(data.size()) + " bytes");
-  std::memcpy(out, data.begin(), data.size());
+  std::memcpy(out, shared ? reinterpret_cast<const kj::byte*>(shared) : data.begin(), bytes);
 }
 
 // Calls per shard in flight during a pull or a push+pull. A few keep the
@@ -355,14 +400,16 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     request.setMinStep(min_step);
     request.setOffset(uint64_t(c.shard_offset));
     request.setLength(uint64_t(c.size));
+    const float* shared = link.shared ? link.region->parameters() + c.shard_offset : nullptr;
+    request.setIntoSharedRegion(shared != nullptr);
     int64_t* step = &shard_steps_[size_t(link.index)];
     float* out = parameters.data() + c.layout_offset;
     const int64_t size = c.size;
     pulls.sent(0);
-    return request.send().then([step, out, size, &pulls](auto reply) {
-      copyChunk(reply.getData(), out, size);
+    return request.send().then([step, shared, out, size, &pulls](auto reply) {
+      copyChunk(reply.getData(), shared, out, size);
       *step = std::min(*step, int64_t(reply.getGlobalStep()));
-      pulls.answered(int64_t(reply.getData().size()));
+      pulls.answered(size * int64_t(sizeof(float)));
     });
   });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
@@ -404,24 +451,33 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             request.setStep(shard_steps_[size_t(link.index)]);
             request.setOffset(uint64_t(c.shard_offset));
             request.setMinStep(min_step);
-            attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
-                request, gradients.data() + c.layout_offset, c.size);
+            const float* shared = nullptr;
+            if (link.shared) {
+              // The chunk's areas are the ps's from this request to its reply.
+              std::memcpy(link.region->gradients() + c.shard_offset,
+                          gradients.data() + c.layout_offset, size_t(c.size) * sizeof(float));
+              request.setSharedFloats(uint64_t(c.size));
+              shared = link.region->parameters() + c.shard_offset;
+            } else {
+              attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
+                  request, gradients.data() + c.layout_offset, c.size);
+            }
             pushes.sent(c.size * int64_t(sizeof(float)));
             pulls.sent(0);
             int64_t* step = &steps[size_t(link.index)];
             float* out = parameters.data() + c.layout_offset;
             const int64_t size = c.size;
             return request.send().then(
-                [&dropped, &pushes, &pulls, step, sync, out, size](auto reply) {
+                [&dropped, &pushes, &pulls, step, sync, shared, out, size](auto reply) {
                   if (!reply.getAccepted()) ++dropped;
-                  copyChunk(reply.getData(), out, size);
+                  copyChunk(reply.getData(), shared, out, size);
                   const int64_t answered = int64_t(reply.getGlobalStep());
                   if (sync || *step == INT64_MAX)
                     *step = std::min(*step, answered);
                   else
                     *step = std::max(*step, answered);
                   pushes.answered(0);
-                  pulls.answered(int64_t(reply.getData().size()));
+                  pulls.answered(size * int64_t(sizeof(float)));
                 });
           };
           if (!gate) return send();

@@ -16,12 +16,26 @@ struct ShardStatus {
   stopping @2 :Bool;      # the job is done; the shard exits soon
 }
 
+struct SharedRegionOffer {
+  # A sealed memfd of the worker's (rpc/shared_region.h): /proc/<pid>/fd/<fd>
+  # on a host whose identity (boot id, pid namespace) is `host`, `bytes`
+  # long, starting with `token`.
+  host @0 :Text;
+  pid @1 :UInt32;
+  fd @2 :UInt32;
+  bytes @3 :UInt64;
+  token @4 :Data;
+}
+
 interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
-            wireVersion :UInt32) -> (status :ShardStatus);
+            wireVersion :UInt32, sharedRegion :SharedRegionOffer)
+      -> (status :ShardStatus, sharedRegion :Bool, sharedRefusal :Text);
   # Checks that the peer trains the same architecture, talks to the shard
   # it thinks it does, and cuts the shard into the same chunks (wireVersion:
   # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it).
+  # A worker may offer a region of shared memory (rpc/shared_region.h);
+  # sharedRegion says whether the ps mapped it, sharedRefusal why not.
 
   status @1 () -> (status :ShardStatus);
 
@@ -32,7 +46,8 @@ interface ParameterShard {
   markReady @3 (globalStep :Int64) -> ();
   # Initialisation is complete: serve pulls from this global step on.
 
-  pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64)
+  pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64,
+                  sharedFloats :UInt64)
       -> (accepted :Bool, globalStep :Int64, data :Data);
   # One chunk of a gradient computed from the parameters of global step
   # `step`, and that chunk's parameters back once the chunk's step has
@@ -41,12 +56,16 @@ interface ParameterShard {
   # so its reply need not wait for the other chunks). accepted is false when
   # the shard dropped the gradient as stale. One call per chunk: the shard
   # applies and answers a chunk while the next ones still arrive, so
-  # parameters flow back while gradients flow in.
+  # parameters flow back while gradients flow in. With sharedFloats > 0 the
+  # gradient (that many floats, data empty) is in the shared region's
+  # gradient area at offset, and the reply's parameters go to its parameter
+  # area there instead of into data.
 
-  pull @5 (minStep :Int64, offset :UInt64, length :UInt64)
+  pull @5 (minStep :Int64, offset :UInt64, length :UInt64, intoSharedRegion :Bool)
       -> (globalStep :Int64, data :Data);
   # Parameters [offset, offset + length) once the shard's global step has
-  # reached minStep (sync training waits here for the next step).
+  # reached minStep (sync training waits here for the next step); with
+  # intoSharedRegion into the shared region's parameter area, data empty.
 
   readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

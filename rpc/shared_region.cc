@@ -1,0 +1,145 @@
+#include "rpc/shared_region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+namespace traind {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+uint64_t pagesFor(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+std::string errnoText(const char* what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
+
+// Closes a descriptor on every path out of a function.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+uint64_t SharedRegion::bytesFor(int64_t floats) {
+  const uint64_t area = pagesFor(uint64_t(floats) * sizeof(float));
+  return kPage + 2 * area;
+}
+
+SharedRegion::SharedRegion(void* base, uint64_t bytes, int64_t floats, int fd, Offer offer)
+    : base_(base), bytes_(bytes), floats_(floats), fd_(fd), offer_(std::move(offer)) {
+  const uint64_t area = pagesFor(uint64_t(floats) * sizeof(float));
+  gradients_ = reinterpret_cast<float*>(static_cast<char*>(base) + kPage);
+  parameters_ = reinterpret_cast<float*>(static_cast<char*>(base) + kPage + area);
+}
+
+SharedRegion::SharedRegion(SharedRegion&& other) noexcept { *this = std::move(other); }
+
+SharedRegion& SharedRegion::operator=(SharedRegion&& other) noexcept {
+  if (this != &other) {
+    release();
+    base_ = std::exchange(other.base_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    floats_ = std::exchange(other.floats_, 0);
+    gradients_ = std::exchange(other.gradients_, nullptr);
+    parameters_ = std::exchange(other.parameters_, nullptr);
+    fd_ = std::exchange(other.fd_, -1);
+    offer_ = std::move(other.offer_);
+  }
+  return *this;
+}
+
+SharedRegion::~SharedRegion() { release(); }
+
+void SharedRegion::release() noexcept {
+  if (base_) ::munmap(base_, bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  base_ = nullptr;
+  fd_ = -1;
+}
+
+SharedRegion SharedRegion::create(int64_t floats) {
+  if (hostIdentity().empty())
+    throw SharedRegionUnavailable("cannot read this host's boot id and pid namespace in /proc");
+  const uint64_t bytes = bytesFor(floats);
+  const int fd = ::memfd_create("traind-tensors", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) throw SharedRegionUnavailable(errnoText("memfd_create"));
+  FdCloser closer{fd};
+  if (::ftruncate(fd, off_t(bytes)) != 0) throw SharedRegionUnavailable(errnoText("ftruncate"));
+  // Sealed before anyone else sees it: its size is fixed for good.
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    throw SharedRegionUnavailable(errnoText("sealing the memfd"));
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap"));
+
+  Offer offer;
+  offer.host = hostIdentity();
+  offer.pid = uint32_t(::getpid());
+  offer.fd = uint32_t(fd);
+  offer.bytes = bytes;
+  if (::getrandom(offer.token.data(), offer.token.size(), 0) != ssize_t(offer.token.size())) {
+    ::munmap(base, bytes);
+    throw SharedRegionUnavailable(errnoText("getrandom"));
+  }
+  std::memcpy(base, offer.token.data(), offer.token.size());
+  closer.fd = -1;
+  return SharedRegion(base, bytes, floats, fd, std::move(offer));
+}
+
+SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
+  if (offer.host.empty() || offer.host != hostIdentity())
+    throw SharedRegionUnavailable("the worker runs on another host (or in another pid namespace)");
+  const uint64_t bytes = bytesFor(floats);
+  if (offer.bytes != bytes)
+    throw SharedRegionUnavailable(
+        fmt::format("the worker's region has {} bytes, this shard needs {}", offer.bytes, bytes));
+
+  // Only a memfd is opened: a peer naming any other file (a device, a
+  // FIFO) would make this process open it.
+  const std::string path = fmt::format("/proc/{}/fd/{}", offer.pid, offer.fd);
+  char target[256] = {};
+  const ssize_t length = ::readlink(path.c_str(), target, sizeof target - 1);
+  if (length < 0) throw SharedRegionUnavailable(errnoText(("reading " + path).c_str()));
+  if (std::strncmp(target, "/memfd:", 7) != 0)
+    throw SharedRegionUnavailable(path + " is not a memfd");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) throw SharedRegionUnavailable(errnoText(("opening " + path).c_str()));
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes)
+    throw SharedRegionUnavailable(path + " is not a region of " + std::to_string(bytes) + " bytes");
+  // Unsealed, the worker could shrink the file under this mapping: every
+  // later access past its end would kill this process.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK))
+    throw SharedRegionUnavailable(path + " is not sealed against shrinking");
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap"));
+  if (std::memcmp(base, offer.token.data(), offer.token.size()) != 0) {
+    ::munmap(base, bytes);
+    throw SharedRegionUnavailable(path + " does not hold the worker's token");
+  }
+  return SharedRegion(base, bytes, floats, -1, Offer{});
+}
+
+std::string hostIdentity() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  char ns[64] = {};
+  if (::readlink("/proc/self/ns/pid", ns, sizeof ns - 1) < 0) return {};
+  if (boot_id.empty()) return {};
+  return boot_id + " " + ns;
+}
+
+}  // namespace traind

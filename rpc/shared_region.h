@@ -1,0 +1,90 @@
+// Tensors through shared memory between a worker and a ps on the same host.
+//
+// Over loopback TCP every byte of a gradient and of the parameters sent back
+// is copied into the kernel and out again, and the TCP stack runs for it:
+// with a ps and two workers on one machine that took half its CPU time
+// (docs/distributed.md, "Shared memory on one host"). So a worker offers
+// each ps, at hello, a region of its own memory: a sealed memfd with an area
+// for the shard's gradient and one for its parameters, each laid out as the
+// shard's flat buffer. A ps on the same host (same boot, same pid namespace,
+// allowed to open the worker's file descriptor) maps it; then a push names
+// its chunk instead of carrying it, the ps applies the gradient from the
+// gradient area, writes the chunk's parameters into the parameter area and
+// answers without data. The Cap'n Proto calls still order everything: a
+// chunk's areas belong to the ps from the worker's request until its reply.
+//
+// The region is sealed against shrinking before it is offered, so a peer
+// cannot make the other's mapping fault (SIGBUS) by truncating it; a ps
+// opens only a memfd (what /proc/<pid>/fd/<fd> names must be one) and
+// checks its size and a random token before it trusts it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace traind {
+
+// Why a ps did not take a region: another host, no access, a mismatch. The
+// pair falls back to TCP; the reason goes to both logs.
+class SharedRegionUnavailable : public std::runtime_error {
+ public:
+  explicit SharedRegionUnavailable(const std::string& why) : std::runtime_error(why) {}
+};
+
+class SharedRegion {
+ public:
+  // What hello carries from the worker to the ps.
+  struct Offer {
+    std::string host;  // hostIdentity() of the worker
+    uint32_t pid = 0;
+    uint32_t fd = 0;
+    uint64_t bytes = 0;
+    std::array<uint8_t, 16> token{};
+  };
+
+  // Worker: a new region for a shard of `floats` floats. Throws
+  // SharedRegionUnavailable when the kernel does not give one.
+  static SharedRegion create(int64_t floats);
+  // ps: maps the region `offer` names for a shard of `floats` floats, or
+  // throws SharedRegionUnavailable saying why not.
+  static SharedRegion attach(const Offer& offer, int64_t floats);
+
+  SharedRegion(SharedRegion&& other) noexcept;
+  SharedRegion& operator=(SharedRegion&& other) noexcept;
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+  ~SharedRegion();
+
+  // Only for the region's creator, while it keeps its descriptor open.
+  const Offer& offer() const { return offer_; }
+
+  // The two areas, each `floats()` floats at the shard's flat offsets.
+  float* gradients() const { return gradients_; }
+  float* parameters() const { return parameters_; }
+  int64_t floats() const { return floats_; }
+
+  // The size of a region for `floats` floats: a page of header (the token)
+  // and the two areas, each rounded up to whole pages.
+  static uint64_t bytesFor(int64_t floats);
+
+ private:
+  SharedRegion(void* base, uint64_t bytes, int64_t floats, int fd, Offer offer);
+  void release() noexcept;
+
+  void* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  int64_t floats_ = 0;
+  float* gradients_ = nullptr;
+  float* parameters_ = nullptr;
+  int fd_ = -1;  // the creator's: open while a ps may still attach
+  Offer offer_;
+};
+
+// This host as a process sees it: the kernel's boot id and the pid
+// namespace. Two processes with the same identity can reach each other's
+// /proc/<pid>/fd (given the permissions).
+std::string hostIdentity();
+
+}  // namespace traind
