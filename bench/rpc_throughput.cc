@@ -12,7 +12,11 @@
 //   traind push+pull  ShardedClient::pushAndPull: S of gradient up and S of
 //                     parameters back, one call per 1 MiB chunk (the ps
 //                     applies the chunk and answers with its parameters),
-//                     four calls in flight.
+//                     four calls in flight; over TCP (the cluster's
+//                     transport.shared_memory off for this worker).
+//   shared memory     the same calls from a second worker that moves the
+//                     tensors through shared memory (rpc/shared_region.h),
+//                     as workers on the ps's host do by default.
 //   raw TCP echo      S bytes written in --tcp-chunk-kib pieces and the same
 //                     S bytes read back, one thread with a non-blocking
 //                     socket (as the kj loop of a worker), the server echoing
@@ -104,10 +108,12 @@ ClusterSpec loopbackCluster(uint16_t ps_port) {
   ClusterSpec cluster;
   cluster.ps.push_back({"127.0.0.1", ps_port, {}});
   // A worker listens on nothing; its address only has to differ from the ps's.
-  cluster.worker.push_back({"127.0.0.1", uint16_t(ps_port == 65535 ? 1 : ps_port + 1), {}});
+  // Worker 0 moves tensors over TCP, worker 1 through shared memory.
+  for (int w = 1; w <= 2; ++w)
+    cluster.worker.push_back({"127.0.0.1", uint16_t(ps_port > 65533 ? w : ps_port + w), {}});
   cluster.mode = TrainingMode::Async;
-  cluster.replicas_to_aggregate = 1;
-  cluster.total_num_replicas = 1;
+  cluster.replicas_to_aggregate = 2;
+  cluster.total_num_replicas = 2;
   return cluster;
 }
 
@@ -248,7 +254,7 @@ Summary summarize(std::vector<double> values) {
 struct SizeResult {
   int64_t mib = 0;
   double others = 0.0;  // cores the rest of the machine used meanwhile
-  Summary tcp_ms, rpc_ms, pull_ms, shard_ms;
+  Summary tcp_ms, rpc_ms, shm_ms, pull_ms, shard_ms;
 };
 
 // The ps's own work for one push+pull of every chunk, with no network.
@@ -295,17 +301,24 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
 
   SizeResult result;
   result.mib = mib;
-  std::vector<double> tcp, rpc, pull;
+  std::vector<double> tcp, rpc, shm, pull;
   {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ModelState state(spec, graph);
     state.initialize();
     FlatBuffer gradients(state.layout().totalSize());
     std::fill(gradients.data(), gradients.data() + gradients.size(), 1e-3f);
-    ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), 0);
+    ClusterSpec over_tcp = cluster;
+    over_tcp.shared_memory = false;
+    ShardedClient ps(io, over_tcp, graph, state.layout(), architectureHash(spec), 0);
     ps.connect(30.0);
     ps.initialize(state);
     ps.pull(0, state.parameters());
+    ShardedClient ps_shared(io, cluster, graph, state.layout(), architectureHash(spec), 1);
+    if (sides != Sides::Tcp) {
+      ps_shared.connect(30.0);
+      ps_shared.pull(0, state.parameters());
+    }
 
     const int echo = connectTo(echo_port);
     const size_t bytes = size_t(mib * kMiB);
@@ -313,20 +326,17 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
 
     for (int rep = 0; rep < warmup + reps; ++rep) {
       const bool timed = rep >= warmup;
-      // Alternate which side goes first, so neither always runs right after the other.
-      for (int turn = 0; turn < 2; ++turn) {
-        const bool tcp_turn = (turn == 0) == (rep % 2 == 0);
-        if (tcp_turn && sides == Sides::Traind) continue;
-        if (!tcp_turn && sides == Sides::Tcp) continue;
-        if (tcp_turn) {
-          const Clock::time_point start = Clock::now();
+      // Rotate which side goes first, so none always runs right after another.
+      for (int turn = 0; turn < 3; ++turn) {
+        const int who = (turn + rep) % 3;  // 0 raw TCP, 1 traind over TCP, 2 shared memory
+        if (who == 0 && sides == Sides::Traind) continue;
+        if (who != 0 && sides == Sides::Tcp) continue;
+        const Clock::time_point start = Clock::now();
+        if (who == 0)
           echoRoundTrip(echo, out, in, tcp_chunk);
-          if (timed) tcp.push_back(millisecondsSince(start));
-        } else {
-          const Clock::time_point start = Clock::now();
-          ps.pushAndPull(gradients, 0, state.parameters());
-          if (timed) rpc.push_back(millisecondsSince(start));
-        }
+        else
+          (who == 1 ? ps : ps_shared).pushAndPull(gradients, 0, state.parameters());
+        if (timed) (who == 0 ? tcp : who == 1 ? rpc : shm).push_back(millisecondsSince(start));
       }
       if (sides == Sides::Tcp) continue;
       const Clock::time_point start = Clock::now();
@@ -351,6 +361,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   if (sides != Sides::Traind) result.tcp_ms = summarize(tcp);
   if (sides != Sides::Tcp) {
     result.rpc_ms = summarize(rpc);
+    result.shm_ms = summarize(shm);
     result.pull_ms = summarize(pull);
   }
   return result;
@@ -386,6 +397,17 @@ void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
       "\nratio = raw TCP time / traind time (1.0: as fast as the socket; target >= 0.9);\n"
       "others = cores the rest of the machine used meanwhile (well above 0: under load)\n");
   if (sides == Sides::Tcp) return;
+
+  std::printf(
+      "\nthe same push+pull through shared memory (a second worker of the same runs, on the "
+      "ps's\nhost: transport.shared_memory auto, the default); x raw TCP = raw TCP time / this "
+      "time\n\n");
+  std::printf("%5s | %-22s %6s | %s\n", "S MiB", "shared memory ms", "MiB/s", "x raw TCP");
+  std::printf("------+-------------------------------+----------\n");
+  for (const SizeResult& r : results)
+    std::printf("%5lld | %-22s %6.0f | %5.2f\n", (long long)r.mib, timing(r.shm_ms).c_str(),
+                rate(r.mib, r.shm_ms.median),
+                sides == Sides::Both ? r.tcp_ms.median / r.shm_ms.median : 0.0);
 
   std::printf(
       "\nwhere a traind push+pull's time goes (ms, medians): a pull alone (S one way); the "

@@ -184,7 +184,7 @@ void ShardService::attachChunk(Results results, size_t chunk, bool shared) {
   if (shared) {
     const ShardChunk& c = shard().chunks()[chunk];
     shard().read(0, c.shard_offset,
-                 {region().parameters() + c.shard_offset, size_t(c.size)});
+                 {region().tensors() + c.shard_offset, size_t(c.size)});
     return;
   }
   // The reply references the chunk's values as they are now; the pin keeps
@@ -248,7 +248,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
                                                                      uint64_t(INT64_MAX))))
                : shard().chunkAt(offset, int64_t(floatsOf(params.getData()).size()));
     const std::span<const float> gradient =
-        shared ? std::span<const float>(region().gradients() + offset,
+        shared ? std::span<const float>(region().tensors() + offset,
                                         size_t(shard().chunks()[chunk].size))
                : floatsOf(params.getData());
     const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);

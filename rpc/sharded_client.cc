@@ -119,7 +119,10 @@ struct ShardedClient::Impl {
   // The region a worker offers each ps on its host, unless the cluster spec
   // turns shared memory off or the kernel gives none (then TCP, said once).
   void offerRegions() {
-    if (!cluster.shared_memory) return;
+    if (!cluster.shared_memory) {
+      spdlog::info("tensors over TCP: transport.shared_memory is off");
+      return;
+    }
     for (ShardLink& link : shards) {
       if (link.floats == 0) continue;
       try {
@@ -400,7 +403,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     request.setMinStep(min_step);
     request.setOffset(uint64_t(c.shard_offset));
     request.setLength(uint64_t(c.size));
-    const float* shared = link.shared ? link.region->parameters() + c.shard_offset : nullptr;
+    const float* shared = link.shared ? link.region->tensors() + c.shard_offset : nullptr;
     request.setIntoSharedRegion(shared != nullptr);
     int64_t* step = &shard_steps_[size_t(link.index)];
     float* out = parameters.data() + c.layout_offset;
@@ -454,10 +457,10 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             const float* shared = nullptr;
             if (link.shared) {
               // The chunk's areas are the ps's from this request to its reply.
-              std::memcpy(link.region->gradients() + c.shard_offset,
+              std::memcpy(link.region->tensors() + c.shard_offset,
                           gradients.data() + c.layout_offset, size_t(c.size) * sizeof(float));
               request.setSharedFloats(uint64_t(c.size));
-              shared = link.region->parameters() + c.shard_offset;
+              shared = link.region->tensors() + c.shard_offset;
             } else {
               attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
                   request, gradients.data() + c.layout_offset, c.size);

@@ -8,10 +8,14 @@
 // for the shard's gradient and one for its parameters, each laid out as the
 // shard's flat buffer. A ps on the same host (same boot, same pid namespace,
 // allowed to open the worker's file descriptor) maps it; then a push names
-// its chunk instead of carrying it, the ps applies the gradient from the
-// gradient area, writes the chunk's parameters into the parameter area and
-// answers without data. The Cap'n Proto calls still order everything: a
-// chunk's areas belong to the ps from the worker's request until its reply.
+// its chunk instead of carrying it: the worker writes the chunk's gradient
+// there, the ps applies it from there, writes the chunk's parameters over
+// it and answers without data, and the worker reads them. The Cap'n Proto
+// calls still order everything: a chunk's floats belong to the ps from the
+// worker's request until its reply, and a worker has one call per chunk at
+// a time. One area serves both ways (the ps has used the gradient before it
+// writes the parameters), so a region costs the worker's host one copy of
+// the shard.
 //
 // The region is sealed against shrinking before it is offered, so a peer
 // cannot make the other's mapping fault (SIGBUS) by truncating it; a ps
@@ -60,13 +64,13 @@ class SharedRegion {
   // Only for the region's creator, while it keeps its descriptor open.
   const Offer& offer() const { return offer_; }
 
-  // The two areas, each `floats()` floats at the shard's flat offsets.
-  float* gradients() const { return gradients_; }
-  float* parameters() const { return parameters_; }
+  // The shard's floats at its flat offsets: a chunk's gradient, then its
+  // parameters.
+  float* tensors() const { return tensors_; }
   int64_t floats() const { return floats_; }
 
   // The size of a region for `floats` floats: a page of header (the token)
-  // and the two areas, each rounded up to whole pages.
+  // and the floats, rounded up to whole pages.
   static uint64_t bytesFor(int64_t floats);
 
  private:
@@ -76,8 +80,7 @@ class SharedRegion {
   void* base_ = nullptr;
   uint64_t bytes_ = 0;
   int64_t floats_ = 0;
-  float* gradients_ = nullptr;
-  float* parameters_ = nullptr;
+  float* tensors_ = nullptr;
   int fd_ = -1;  // the creator's: open while a ps may still attach
   Offer offer_;
 };

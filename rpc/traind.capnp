@@ -57,15 +57,15 @@ interface ParameterShard {
   # the shard dropped the gradient as stale. One call per chunk: the shard
   # applies and answers a chunk while the next ones still arrive, so
   # parameters flow back while gradients flow in. With sharedFloats > 0 the
-  # gradient (that many floats, data empty) is in the shared region's
-  # gradient area at offset, and the reply's parameters go to its parameter
-  # area there instead of into data.
+  # gradient (that many floats, data empty) is in the shared region at
+  # offset, and the reply's parameters are written over it there instead of
+  # into data.
 
   pull @5 (minStep :Int64, offset :UInt64, length :UInt64, intoSharedRegion :Bool)
       -> (globalStep :Int64, data :Data);
   # Parameters [offset, offset + length) once the shard's global step has
   # reached minStep (sync training waits here for the next step); with
-  # intoSharedRegion into the shared region's parameter area, data empty.
+  # intoSharedRegion into the shared region at offset, data empty.
 
   readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

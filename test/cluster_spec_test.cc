@@ -111,6 +111,7 @@ TEST_CASE("omitted sections and fields take their defaults", "[cluster_spec]") {
   CHECK(plain.replicas_to_aggregate == 3);
   CHECK(plain.total_num_replicas == 3);
   CHECK_FALSE(plain.checkpoint);
+  CHECK(plain.shared_memory);
 
   const ClusterSpec sync = load(dir, kCluster + "training: {mode: sync}\n");
   CHECK(sync.mode == TrainingMode::Sync);
@@ -147,6 +148,17 @@ TEST_CASE("the checkpoint section is the model spec's, relative to the file", "[
         "c.yaml:4:28: checkpoint.keep: expected a positive integer, got 0");
   CHECK(errorOf(kCluster + "checkpoint: {every_steps: 5}\n") ==
         "c.yaml:4:13: checkpoint: missing field 'dir'");
+}
+
+TEST_CASE("transport.shared_memory is auto or off", "[cluster_spec]") {
+  TempDir dir;
+  CHECK(load(dir, kCluster + "transport: {shared_memory: auto}\n").shared_memory);
+  CHECK_FALSE(load(dir, kCluster + "transport:\n  shared_memory: off\n").shared_memory);
+  CHECK(errorOf(kCluster + "transport: {shared_memory: false}\n") ==
+        "c.yaml:4:28: transport.shared_memory: expected one of auto, off, got 'false'");
+  CHECK(errorOf(kCluster + "transport: {shm: off}\n") ==
+        "c.yaml:4:13: transport: unknown field 'shm' (the fields of the transport section are "
+        "shared_memory)");
 }
 
 TEST_CASE("unknown fields suggest the closest known one or list them", "[cluster_spec]") {

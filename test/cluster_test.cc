@@ -22,6 +22,7 @@
 #include "core/safetensors.h"
 #include "rpc/shard_server.h"
 #include "rpc/sharded_client.h"
+#include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
 #include "test/traind_process.h"
 
@@ -111,6 +112,8 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   INFO(c.logs());
   CHECK(summaryValue(c.workers[0]->output(), "test accuracy") > 0.70);
   CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
+  for (auto& p : c.ps)
+    CHECK_THAT(p->output(), Catch::Contains("worker 1: tensors through shared memory"));
   // Both shards held a part of the model.
   for (auto& p : c.ps)
     CHECK_THAT(
@@ -128,8 +131,12 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   writeFile(dir / "half.yaml", spec);
   writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 50", "batch_size: 100"));
 
+  // Tensors through shared memory (same host), then over TCP.
+  const std::string shared_memory = GENERATE(as<std::string>(), "auto", "off");
   const auto cluster = writeCluster(
-      dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
+      dir, 1, 2,
+      "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\ntransport:\n"
+      "  shared_memory: " + shared_memory + "\n");
   Cluster c(dir, cluster,
             "--model " + (dir / "half.yaml").string() +
                 " --max-steps 60 --threads 1 --eval-every 0 --checkpoint-dir " +
@@ -140,6 +147,10 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   INFO(c.logs());
   // gradient_push: auto, sync.
   CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
+  CHECK_THAT(c.workers[1]->output(),
+             Catch::Contains(shared_memory == "auto"
+                                 ? "tensors through shared memory (same host)"
+                                 : "tensors over TCP: transport.shared_memory is off"));
   const ProcessResult standalone = runTraind("--model " + (dir / "double.yaml").string() +
                                              " --max-steps 60 --threads 1 --eval-every 0 "
                                              "--checkpoint-dir " + (dir / "standalone").string());
@@ -353,9 +364,10 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
                       dir / "ps.log");
   const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
   const LayerGraph graph = buildLayerGraph(spec);
-  const ShardChunk chunk = transferChunks(
+  const std::vector<ShardChunk> chunks = transferChunks(
       graph, placeVariables(VariableLayout(graph.variables), 1).shards[0],
-      ParameterShard::kChunkFloats)[0];
+      ParameterShard::kChunkFloats);
+  const ShardChunk chunk = chunks[0];
 
   // The liar speaks the protocol: it says hello as worker 0 and marks the
   // shard ready, as a chief would.
@@ -388,6 +400,50 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   auto ready = shard.markReadyRequest();
   ready.setGlobalStep(0);
   ready.send().wait(io.waitScope);
+
+  // Shared memory: an offer the ps cannot trust is refused with the reason
+  // (the pair goes on over TCP), and calls through a region the connection
+  // does not have fail.
+  auto offering = [&](const SharedRegion::Offer& offer) {
+    auto request = shard.helloRequest();
+    request.setArchitectureHash(architectureHash(spec));
+    request.setWorkerTask(0);
+    request.setWireVersion(kWireVersion);
+    auto wire_offer = request.initSharedRegion();
+    wire_offer.setHost(offer.host);
+    wire_offer.setPid(offer.pid);
+    wire_offer.setFd(offer.fd);
+    wire_offer.setBytes(offer.bytes);
+    wire_offer.setToken(capnp::Data::Reader(offer.token.data(), offer.token.size()));
+    auto reply = request.send().wait(io.waitScope);
+    return reply.getSharedRegion() ? std::string() : std::string(reply.getSharedRefusal().cStr());
+  };
+  const SharedRegion region = SharedRegion::create(chunksExtent(chunks));
+  SharedRegion::Offer lie = region.offer();
+  lie.fd = uint32_t(STDERR_FILENO);
+  CHECK_THAT(offering(lie), Catch::Contains("is not a memfd"));
+  lie = region.offer();
+  lie.bytes *= 1000;
+  CHECK_THAT(offering(lie), Catch::Contains("this shard needs"));
+  auto sharedPush = [&](uint64_t floats) {
+    auto request = shard.pushAndPullRequest();
+    request.setWorkerTask(0);
+    request.setOffset(uint64_t(chunk.shard_offset));
+    request.setSharedFloats(floats);
+    return kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); });
+  };
+  KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size)))
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("without a shared region"));
+  else
+    FAIL("a push through a shared region the ps did not map was accepted");
+  CHECK(offering(region.offer()).empty());
+  // Mapped now: a chunk of the wrong length is still refused before the ps
+  // reads the region.
+  KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size) + 1))
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("floats"));
+  else
+    FAIL("a shared push of the wrong length was accepted");
+
   auto pull = [&](int64_t min_step) {
     auto request = shard.pullRequest();
     request.setMinStep(min_step);
