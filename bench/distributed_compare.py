@@ -98,22 +98,22 @@ def busy_cpu_seconds():
 
 
 def memory_mib(pid):
-  """(VmHWM, RssAnon + RssFile) of a live process in MiB, None once it is
-  gone. VmHWM, the peak RSS, also counts pages of shared memory it maps (a
-  ps maps each worker's region, rpc/shared_region.h), RssAnon + RssFile
-  (now) only its own memory."""
+  """(VmHWM, RssShmem) of a live process in MiB, None once it is gone.
+  VmHWM, the peak RSS, also counts the pages of shared memory it maps (a ps
+  maps each worker's region, rpc/shared_region.h); RssShmem is those pages
+  now."""
   kib = {}
   try:
     with open(f"/proc/{pid}/status") as f:
       for line in f:
         key = line.split(":", 1)[0]
-        if key in ("VmHWM", "RssAnon", "RssFile"):
+        if key in ("VmHWM", "RssShmem"):
           kib[key] = int(line.split()[1])
   except (FileNotFoundError, ProcessLookupError):
     return None
-  if len(kib) != 3:
+  if len(kib) != 2:
     return None
-  return kib["VmHWM"] / 1024.0, (kib["RssAnon"] + kib["RssFile"]) / 1024.0
+  return kib["VmHWM"] / 1024.0, kib["RssShmem"] / 1024.0
 
 
 def others_load(seconds=1.0):
@@ -171,10 +171,10 @@ class Job:
 
   def wait(self, watch_pid=None):
     """Waits for every process; returns {label: output}, wall seconds, the
-    others' CPU in cores and, for watch_pid, (the largest VmHWM seen, the
-    largest RssAnon + RssFile seen; polled every 20 ms) and its ru_maxrss
-    (MiB). Fails when a process fails or the job takes too long."""
-    own_cpu, hwm, own, maxrss = 0.0, 0.0, 0.0, 0.0
+    others' CPU in cores and, for watch_pid, (the largest VmHWM and the
+    largest RssShmem seen, polled every 20 ms) and its ru_maxrss (MiB).
+    Fails when a process fails or the job takes too long."""
+    own_cpu, hwm, shmem, maxrss = 0.0, 0.0, 0.0, 0.0
     running = {proc.pid: label for label, _, proc, _ in self.procs}
     codes = {}
     while running:
@@ -184,7 +184,7 @@ class Job:
       if watch_pid in running:
         seen = memory_mib(watch_pid)
         if seen:
-          hwm, own = max(hwm, seen[0]), max(own, seen[1])
+          hwm, shmem = max(hwm, seen[0]), max(shmem, seen[1])
       for pid in list(running):
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done == 0:
@@ -204,7 +204,7 @@ class Job:
       if proc.returncode != 0:
         sys.exit(f"distributed_compare.py: {self.name}: {label} failed (exit {proc.returncode}): "
                  f"{' '.join(argv)}\n{outputs[label][-3000:]}")
-    return outputs, wall, others, (hwm, own), maxrss
+    return outputs, wall, others, (hwm, shmem), maxrss
 
 
 def traind_windows(output, what):
@@ -328,7 +328,7 @@ def run_cluster(args, tmp, model, workers, mode, steps, log_every, threads, time
                 shared_memory=True):
   """A 1 ps + `workers` cluster; returns the job's examples/sec (one worker:
   its median window; more: job_rate; None unless `timed`), others' CPU, the
-  ps's (VmHWM, own memory) as Job.wait gives them, and its ru_maxrss."""
+  ps's (VmHWM, RssShmem) as Job.wait gives them, and its ru_maxrss."""
   cluster = write_cluster(tmp, workers, mode, shared_memory)
   flags = traind_flags(steps, log_every, threads)
   job = Job(f"traind {mode} 1 ps + {workers} workers {os.path.basename(model)}")
@@ -518,13 +518,15 @@ data:
 def ps_peak_rss(args, tmp, model, mode, workers, shared_memory=True):
   """The ps's peaks in each of --rss-rounds runs, in MiB: (VmHWM, the larger
   of its polled value and ru_maxrss at exit, which are the same counter;
-  RssAnon + RssFile, its own memory, the largest polled)."""
+  its own memory at that peak: VmHWM less the workers' regions it maps,
+  RssShmem, which stays as it is from the first pull to the end)."""
   steps = args.rss_steps * (workers if mode == "async" else 1)  # steps per worker
   peaks = []
   for _ in range(args.rss_rounds):
-    _, _, (hwm, own), maxrss = run_cluster(args, tmp, model, workers, mode, steps, steps, 1,
-                                           timed=False, shared_memory=shared_memory)
-    peaks.append((max(hwm, maxrss), own))
+    _, _, (hwm, shmem), maxrss = run_cluster(args, tmp, model, workers, mode, steps, steps, 1,
+                                             timed=False, shared_memory=shared_memory)
+    peak = max(hwm, maxrss)
+    peaks.append((peak, peak - shmem))
   return peaks
 
 
@@ -543,7 +545,7 @@ def section_rss(args, tmp):
         f"parameters and Adam's slots are 3 P = {3 * p_mib:.0f} MiB")
   print("  over TCP the peak is VmHWM; through shared memory VmHWM also counts the pages of "
         "each\n  worker's region (P, the worker's memory) that the ps maps, so the ps's own "
-        "memory is\n  judged: RssAnon + RssFile, polled every 20 ms")
+        "memory is\n  judged: VmHWM less those pages (RssShmem)")
   print(f"  {'mode':6s} {'workers':>7s} {'tensors':8s} {'VmHWM MiB':18s} {'own MiB':18s} "
         f"{'max/P':>6s}  {'max beyond 3 P + base':22s} target")
   for shared_memory in (False, True):

@@ -317,6 +317,8 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     ShardedClient ps_shared(io, cluster, graph, state.layout(), architectureHash(spec), 1);
     if (sides != Sides::Tcp) {
       ps_shared.connect(30.0);
+      if (ps_shared.shardsThroughSharedMemory() != 1)
+        throw std::runtime_error("the ps did not map the second worker's shared memory");
       ps_shared.pull(0, state.parameters());
     }
 

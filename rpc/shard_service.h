@@ -97,7 +97,8 @@ class ShardService final : public wire::ParameterShard::Server {
                                        kj::Function<void()> reply);
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
   // pinned until the reply is written; or, for a call through the shared
-  // region, copies them into its parameter area and leaves `data` empty.
+  // region, copies them into the region over the chunk's gradient and
+  // leaves `data` empty.
   template <typename Results>
   void attachChunk(Results results, size_t chunk, bool shared);
   // Maps the region a hello offers, or says why not.

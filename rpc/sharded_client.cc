@@ -108,8 +108,10 @@ struct ShardedClient::Impl {
               spdlog::info("ps {} at {}: tensors through shared memory (same host)", link.index,
                            link.address);
             } else if (link.region) {
+              const std::string why = reply.getSharedRefusal();
               spdlog::info("ps {} at {}: tensors over TCP, not shared memory: {}", link.index,
-                           link.address, reply.getSharedRefusal().cStr());
+                           link.address,
+                           why.empty() ? "the ps did not map the region (an older traind?)" : why);
               link.region.reset();
             }
           });
@@ -117,7 +119,7 @@ struct ShardedClient::Impl {
   }
 
   // The region a worker offers each ps on its host, unless the cluster spec
-  // turns shared memory off or the kernel gives none (then TCP, said once).
+  // turns shared memory off or the kernel gives none (then TCP, logged).
   void offerRegions() {
     if (!cluster.shared_memory) {
       spdlog::info("tensors over TCP: transport.shared_memory is off");
@@ -128,8 +130,8 @@ struct ShardedClient::Impl {
       try {
         link.region = SharedRegion::create(link.floats);
       } catch (const SharedRegionUnavailable& e) {
-        spdlog::info("tensors over TCP only: no shared memory region: {}", e.what());
-        return;
+        spdlog::info("ps {} at {}: tensors over TCP, no shared memory region: {}", link.index,
+                     link.address, e.what());
       }
     }
   }
@@ -270,7 +272,7 @@ struct TransferTally {
 
 // A chunk's parameters from a reply into the worker's flat buffer, as the
 // reply arrives (the other chunks are still on their way): from its data,
-// or from the shared region's parameter area (`shared`) where the ps wrote
+// or from the shared region (`shared`, the chunk's place in it) where the ps wrote
 // them.
 void copyChunk(capnp::Data::Reader data, const float* shared, float* out, int64_t size) {
   const size_t bytes = size_t(size) * sizeof(float);
@@ -378,14 +380,28 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
                                 .then([&abandoned] { abandoned = true; }));
+  // A call given up may still be answered by the ps, which then writes its
+  // chunk's parameters into the shared region, over whatever this worker
+  // put there next: calls after one given up go over TCP.
+  auto stopSharing = [&shards] {
+    for (ShardLink& link : shards) link.shared = false;
+  };
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(io.waitScope); })) {
+    stopSharing();
     KJ_IF_MAYBE(first, first_failure) throw shardFailure(*first->link, first->exception);
     kj::throwFatalException(kj::mv(*e));
   }
+  if (abandoned) stopSharing();
   return !abandoned;
 }
 
 }  // namespace
+
+int ShardedClient::shardsThroughSharedMemory() const {
+  int count = 0;
+  for (const ShardLink& link : impl_->shards) count += link.shared ? 1 : 0;
+  return count;
+}
 
 int64_t ShardedClient::jobStep(int64_t min_step) {
   int64_t job = INT64_MAX;
@@ -456,7 +472,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             request.setMinStep(min_step);
             const float* shared = nullptr;
             if (link.shared) {
-              // The chunk's areas are the ps's from this request to its reply.
+              // The chunk's floats are the ps's from this request to its reply.
               std::memcpy(link.region->tensors() + c.shard_offset,
                           gradients.data() + c.layout_offset, size_t(c.size) * sizeof(float));
               request.setSharedFloats(uint64_t(c.size));

@@ -1,6 +1,7 @@
 // A worker's view of the parameter servers: one connection per ps shard,
-// tensors moved as 1 MiB chunks, several calls per shard in flight, each
-// reply copied into place as it arrives. Calls block the calling thread,
+// tensors moved as 1 MiB chunks (over TCP, or through shared memory with a
+// ps on this host), several calls per shard in flight, each reply copied
+// into place as it arrives. Calls block the calling thread,
 // which runs the kj event loop of `io` while it waits; use it from that
 // thread only.
 //
@@ -52,8 +53,15 @@ class ShardedClient {
   // Connects to every ps and says hello, retrying refused connections with
   // backoff and logging whom it is waiting for. Gives up (runtime_error)
   // after `timeout_seconds`. A ps that answers with another architecture or
-  // shard index is an InputError.
+  // shard index is an InputError. Unless the cluster spec turns
+  // transport.shared_memory off, hello offers each ps a shared memory
+  // region (rpc/shared_region.h); the calls to a ps that maps it (one on
+  // this host) move their tensors through it, the others over TCP. Each
+  // choice is logged with its reason.
   void connect(double timeout_seconds);
+
+  // How many ps shards this worker reaches through shared memory.
+  int shardsThroughSharedMemory() const;
 
   std::vector<ShardStatusView> statuses();
 

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -76,6 +78,11 @@ SharedRegion SharedRegion::create(int64_t floats) {
   if (fd < 0) throw SharedRegionUnavailable(errnoText("memfd_create"));
   FdCloser closer{fd};
   if (::ftruncate(fd, off_t(bytes)) != 0) throw SharedRegionUnavailable(errnoText("ftruncate"));
+  // Allocated now, by the worker: its pages are charged to the worker (not
+  // to the ps that would otherwise touch them first), and a shortage of
+  // memory is this error instead of a SIGBUS in either process later.
+  if (::fallocate(fd, 0, 0, off_t(bytes)) != 0)
+    throw SharedRegionUnavailable(errnoText("allocating the region"));
   // Sealed before anyone else sees it: its size is fixed for good.
   if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     throw SharedRegionUnavailable(errnoText("sealing the memfd"));
@@ -104,25 +111,44 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
     throw SharedRegionUnavailable(
         fmt::format("the worker's region has {} bytes, this shard needs {}", offer.bytes, bytes));
 
-  // Only a memfd is opened: a peer naming any other file (a device, a
-  // FIFO) would make this process open it.
+  // The peer's descriptor is pinned with O_PATH, which opens nothing (no
+  // device driver's open runs, no FUSE server is asked), and everything is
+  // checked on this process's own descriptor, which the peer cannot swap
+  // for another file as it could its own between two looks at it. Only
+  // then is the file opened for reading and writing: a memfd on tmpfs.
   const std::string path = fmt::format("/proc/{}/fd/{}", offer.pid, offer.fd);
+  const int pinned = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (pinned < 0) {
+    std::string why = errnoText(("opening " + path).c_str());
+    if (errno == EACCES || errno == EPERM) why += " (does the ps run as another user?)";
+    throw SharedRegionUnavailable(why);
+  }
+  FdCloser pinned_closer{pinned};
+  const std::string own = fmt::format("/proc/self/fd/{}", pinned);
   char target[256] = {};
-  const ssize_t length = ::readlink(path.c_str(), target, sizeof target - 1);
-  if (length < 0) throw SharedRegionUnavailable(errnoText(("reading " + path).c_str()));
+  if (::readlink(own.c_str(), target, sizeof target - 1) < 0)
+    throw SharedRegionUnavailable(errnoText(("reading " + own).c_str()));
   if (std::strncmp(target, "/memfd:", 7) != 0)
     throw SharedRegionUnavailable(path + " is not a memfd");
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  struct statfs filesystem {};
+  if (::fstatfs(pinned, &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC)
+    throw SharedRegionUnavailable(path + " is not a memfd on tmpfs");
+  const int fd = ::open(own.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) throw SharedRegionUnavailable(errnoText(("opening " + path).c_str()));
   FdCloser closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes)
-    throw SharedRegionUnavailable(path + " is not a region of " + std::to_string(bytes) + " bytes");
-  // Unsealed, the worker could shrink the file under this mapping: every
-  // later access past its end would kill this process.
+  // Sealed against shrinking before its size is looked at: unsealed, the
+  // worker could shrink the file under this mapping (after the size check,
+  // even), and every later access past its end would kill this process.
   const int seals = ::fcntl(fd, F_GET_SEALS);
   if (seals < 0 || !(seals & F_SEAL_SHRINK))
     throw SharedRegionUnavailable(path + " is not sealed against shrinking");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes)
+    throw SharedRegionUnavailable(path + " is not a region of " + std::to_string(bytes) + " bytes");
+  // Allocated by the worker (create() does): its pages are the worker's
+  // memory, and no write of the ps's can fail for want of one.
+  if (uint64_t(st.st_blocks) * 512 < bytes)
+    throw SharedRegionUnavailable(path + " is not allocated in full");
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap"));
   if (std::memcmp(base, offer.token.data(), offer.token.size()) != 0) {

@@ -4,23 +4,25 @@
 // is copied into the kernel and out again, and the TCP stack runs for it:
 // with a ps and two workers on one machine that took half its CPU time
 // (docs/distributed.md, "Shared memory on one host"). So a worker offers
-// each ps, at hello, a region of its own memory: a sealed memfd with an area
-// for the shard's gradient and one for its parameters, each laid out as the
-// shard's flat buffer. A ps on the same host (same boot, same pid namespace,
+// each ps, at hello, a region of its own memory: a sealed memfd holding one
+// copy of the shard's flat buffer. A ps on the same host (same boot, same pid namespace,
 // allowed to open the worker's file descriptor) maps it; then a push names
 // its chunk instead of carrying it: the worker writes the chunk's gradient
 // there, the ps applies it from there, writes the chunk's parameters over
 // it and answers without data, and the worker reads them. The Cap'n Proto
 // calls still order everything: a chunk's floats belong to the ps from the
 // worker's request until its reply, and a worker has one call per chunk at
-// a time. One area serves both ways (the ps has used the gradient before it
+// a time. The floats serve both ways (the ps has used the gradient before it
 // writes the parameters), so a region costs the worker's host one copy of
 // the shard.
 //
-// The region is sealed against shrinking before it is offered, so a peer
-// cannot make the other's mapping fault (SIGBUS) by truncating it; a ps
-// opens only a memfd (what /proc/<pid>/fd/<fd> names must be one) and
-// checks its size and a random token before it trusts it.
+// The region is allocated in full and sealed against shrinking before it is
+// offered, so a peer cannot make the other's mapping fault (SIGBUS) by
+// truncating it. A ps pins what /proc/<pid>/fd/<fd> names without opening
+// it, opens it only if that is a memfd on tmpfs, and checks the seal, the
+// size, the allocation and a random token before it trusts it. (A peer
+// that punches holes into its own region afterwards makes the ps's next
+// writes allocate pages again; no seal short of read-only prevents that.)
 #pragma once
 
 #include <array>

@@ -10,6 +10,9 @@
 #include <kj/async-io.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <regex>
 
@@ -440,9 +443,34 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   // Mapped now: a chunk of the wrong length is still refused before the ps
   // reads the region.
   KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size) + 1))
-    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("floats"));
+    CHECK_THAT(e->getDescription().cStr(),
+               Catch::Contains("holds " + std::to_string(chunk.size) + " floats, got " +
+                               std::to_string(chunk.size + 1)));
   else
     FAIL("a shared push of the wrong length was accepted");
+  // A pull and a push through the region answer with no data and leave the
+  // chunk's parameters in it, as a pull over TCP sends them.
+  float* in_region = region.tensors() + chunk.shard_offset;
+  std::fill(in_region, in_region + chunk.size, std::nanf(""));
+  auto tcp_pull = shard.pullRequest();
+  tcp_pull.setOffset(uint64_t(chunk.shard_offset));
+  tcp_pull.setLength(uint64_t(chunk.size));
+  auto over_tcp = tcp_pull.send().wait(io.waitScope);
+  REQUIRE(over_tcp.getData().size() == size_t(chunk.size) * sizeof(float));
+  auto sameAsTcp = [&] {
+    return std::memcmp(in_region, over_tcp.getData().begin(), over_tcp.getData().size()) == 0;
+  };
+  auto shared_pull = shard.pullRequest();
+  shared_pull.setOffset(uint64_t(chunk.shard_offset));
+  shared_pull.setLength(uint64_t(chunk.size));
+  shared_pull.setIntoSharedRegion(true);
+  CHECK(shared_pull.send().wait(io.waitScope).getData().size() == 0);
+  CHECK(sameAsTcp());
+  // Step 0's gradient from worker 0: one of the two the sync step needs, so
+  // the chunk's parameters stay as they were and come back over it.
+  std::fill(in_region, in_region + chunk.size, 1.0f);
+  CHECK(sharedPush(uint64_t(chunk.size)) == nullptr);
+  CHECK(sameAsTcp());
 
   auto pull = [&](int64_t min_step) {
     auto request = shard.pullRequest();
@@ -492,7 +520,10 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
 
 TEST_CASE("a push whose step fails ends with the step's error, and the ps serves on") {
   const auto dir = freshTempDir("failed-step");
-  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  // The ps's spec turns shared memory off, this worker's does not: its
+  // offer is refused, and it trains over TCP.
+  const auto cluster =
+      writeCluster(dir, 1, 1, "  mode: async\ntransport:\n  shared_memory: off\n");
   BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
                           modelPath("fashion_cnn.yaml") + " --job ps --task 0",
                       dir / "ps.log");
@@ -501,9 +532,11 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
   ModelState state(spec, graph);
   state.initialize();
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
-                       architectureHash(spec), 0);
+  ClusterSpec offering = loadClusterSpec(cluster.string());
+  offering.shared_memory = true;
+  ShardedClient client(io, offering, graph, state.layout(), architectureHash(spec), 0);
   client.connect(60);
+  CHECK(client.shardsThroughSharedMemory() == 0);
   client.initialize(state);
   FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
   REQUIRE(client.pull(0, parameters) == 0);

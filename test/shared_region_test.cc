@@ -65,7 +65,7 @@ TEST_CASE("a ps refuses a region it cannot trust, saying why") {
   }
   SECTION("a descriptor that is not open") {
     offer.fd = 100000;
-    CHECK_THAT(refusal(offer, 256), Catch::Contains("reading /proc/"));
+    CHECK_THAT(refusal(offer, 256), Catch::Contains("opening /proc/"));
   }
   SECTION("a file that is not a memfd") {
     const auto dir = testing::freshTempDir("shared_region");
@@ -78,11 +78,24 @@ TEST_CASE("a ps refuses a region it cannot trust, saying why") {
     ::close(fd);
   }
   SECTION("a memfd its owner could still shrink") {
+    // The seal is checked before the size: unsealed, a file of the right
+    // size could be shrunk right after the size check.
     const int fd = ::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     REQUIRE(fd >= 0);
-    REQUIRE(::ftruncate(fd, off_t(offer.bytes)) == 0);
+    REQUIRE(::ftruncate(fd, off_t(offer.bytes) / 2) == 0);
     offer.fd = uint32_t(fd);
     CHECK_THAT(refusal(offer, 256), Catch::Contains("not sealed against shrinking"));
+    ::close(fd);
+  }
+  SECTION("a sealed memfd whose pages are not allocated") {
+    // Its pages would be allocated by the ps's first writes: charged to the
+    // ps, or a SIGBUS when memory is short.
+    const int fd = ::memfd_create("sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, off_t(offer.bytes)) == 0);
+    REQUIRE(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    offer.fd = uint32_t(fd);
+    CHECK_THAT(refusal(offer, 256), Catch::Contains("is not allocated in full"));
     ::close(fd);
   }
 }
