@@ -22,6 +22,7 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
       variables_(shardVariables(graph, VariableLayout(graph.variables), plan_)),
       layout_(variables_),
       chunks_(transferChunks(graph, plan_, max_chunk_floats)),
+      model_size_(VariableLayout(graph.variables).totalSize()),
       parameters_(layout_.totalSize()),
       optimizer_(spec.optimizer, layout_) {
   for (const ShardChunk& c : chunks_) {

@@ -58,6 +58,9 @@ class ParameterShard {
 
   int shardIndex() const { return shard_index_; }
   int64_t size() const { return layout_.totalSize(); }
+  // A worker's flat buffers' size: the whole model's, which chunks'
+  // layout_offset index.
+  int64_t modelSize() const { return model_size_; }
   const ShardPlan& plan() const { return plan_; }
   const std::vector<ShardChunk>& chunks() const { return chunks_; }
   // Slots a checkpoint holds besides the parameters (Optimizer::slotNames).
@@ -135,6 +138,7 @@ class ParameterShard {
   std::vector<VariableSpec> variables_;
   VariableLayout layout_;
   std::vector<ShardChunk> chunks_;
+  int64_t model_size_;
   int64_t max_chunk_floats_ = 0;      // of chunks_: a partial sum's size
   FlatBuffer parameters_;              // home of every chunk's values
   std::vector<ChunkValues> values_;    // per chunk

@@ -111,12 +111,6 @@ std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan&
   return chunkShard(shard, max_floats, gradientGroups(graph));
 }
 
-int64_t chunksExtent(const std::vector<ShardChunk>& chunks) {
-  int64_t extent = 0;
-  for (const ShardChunk& c : chunks) extent = std::max(extent, c.shard_offset + c.size);
-  return extent;
-}
-
 std::vector<VariableSpec> shardVariables(const LayerGraph& graph, const VariableLayout& layout,
                                          const ShardPlan& shard) {
   std::vector<VariableSpec> variables;

@@ -80,10 +80,6 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
 std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan& shard,
                                        int64_t max_floats);
 
-// Where the last chunk ends in the shard's flat buffer: the floats a copy
-// of the shard laid out as that buffer needs (rpc/shared_region.h).
-int64_t chunksExtent(const std::vector<ShardChunk>& chunks);
-
 // The variables a shard holds, one per piece ("hidden1/kernel" or
 // "hidden1/kernel:rows=0..392"), so that a VariableLayout of them has the
 // pieces' shard offsets and an Optimizer can run over the shard.

@@ -1,9 +1,11 @@
 #include "core/variable_layout.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "core/random.h"
 
@@ -31,7 +33,18 @@ const VariableView* VariableLayout::find(const std::string& name) const {
   return nullptr;
 }
 
-void FlatBuffer::AlignedFree::operator()(float* p) const { std::free(p); }
+void FlatBuffer::AlignedFree::operator()(float* p) const {
+  if (owned) std::free(p);
+}
+
+FlatBuffer FlatBuffer::over(float* data, int64_t size) {
+  if (reinterpret_cast<uintptr_t>(data) % 64 != 0)
+    throw std::invalid_argument("FlatBuffer::over: memory not 64-byte aligned");
+  FlatBuffer buffer;
+  buffer.data_ = std::unique_ptr<float[], AlignedFree>(data, AlignedFree{false});
+  buffer.size_ = size;
+  return buffer;
+}
 
 FlatBuffer::FlatBuffer(int64_t size) : size_(size) {
   size_t bytes = (size_t(size) * sizeof(float) + 63) / 64 * 64;

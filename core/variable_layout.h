@@ -46,6 +46,10 @@ class FlatBuffer {
  public:
   FlatBuffer() = default;
   explicit FlatBuffer(int64_t size);
+  // A buffer over `size` floats at `data` that it does not own (a worker's
+  // shared memory region, rpc/shared_region.h): `data` must be 64-byte
+  // aligned, as a FlatBuffer's own memory is, and outlive it.
+  static FlatBuffer over(float* data, int64_t size);
 
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
@@ -57,6 +61,9 @@ class FlatBuffer {
 
  private:
   struct AlignedFree {
+    AlignedFree() : owned(true) {}
+    explicit AlignedFree(bool owns) : owned(owns) {}
+    bool owned;  // false: memory FlatBuffer::over was given
     void operator()(float* p) const;
   };
   std::unique_ptr<float[], AlignedFree> data_;

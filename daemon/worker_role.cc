@@ -209,6 +209,14 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                      "waiting for the chief (worker 0) to initialise the ps shards");
     ps.waitUntilReady(kPeerTimeoutSeconds);
   }
+  // With one step in flight and every ps on this host, the step computes in
+  // the shared memory region the ps tasks map: pushes and pulls copy nothing
+  // on this side (a chunk goes once the step is done with it).
+  if (const ShardedClient::SharedBuffers shared = ps.sharedBuffers();
+      shared.gradients && slots.size() == 1) {
+    slots.front()->gradients = FlatBuffer::over(shared.gradients, state.layout().totalSize());
+    slots.front()->parameters = FlatBuffer::over(shared.parameters, state.layout().totalSize());
+  }
   int64_t step = ps.pull(0, slots.front()->parameters);
   metrics.recordPull(ps.lastTransfer().pull_bytes, ps.lastTransfer().pull_seconds);
   metrics.setGlobalStep(step);

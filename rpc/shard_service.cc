@@ -163,7 +163,7 @@ void ShardService::attachRegion(wire::SharedRegionOffer::Reader offer,
     if (token.size() != parsed.token.size())
       throw SharedRegionUnavailable(fmt::format("a token of {} bytes", token.size()));
     std::memcpy(parsed.token.data(), token.begin(), token.size());
-    region_ = SharedRegion::attach(parsed, chunksExtent(shard().chunks()));
+    region_ = SharedRegion::attach(parsed, shard().modelSize());
     results.setSharedRegion(true);
     spdlog::info("worker {}: tensors through shared memory", worker);
   } catch (const SharedRegionUnavailable& e) {
@@ -183,8 +183,7 @@ template <typename Results>
 void ShardService::attachChunk(Results results, size_t chunk, bool shared) {
   if (shared) {
     const ShardChunk& c = shard().chunks()[chunk];
-    shard().read(0, c.shard_offset,
-                 {region().tensors() + c.shard_offset, size_t(c.size)});
+    shard().read(0, c.shard_offset, {region().parameters() + c.layout_offset, size_t(c.size)});
     return;
   }
   // The reply references the chunk's values as they are now; the pin keeps
@@ -247,9 +246,9 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
         shared ? shard().chunkAt(offset, int64_t(std::min<uint64_t>(params.getSharedFloats(),
                                                                      uint64_t(INT64_MAX))))
                : shard().chunkAt(offset, int64_t(floatsOf(params.getData()).size()));
+    const ShardChunk& c = shard().chunks()[chunk];
     const std::span<const float> gradient =
-        shared ? std::span<const float>(region().tensors() + offset,
-                                        size_t(shard().chunks()[chunk].size))
+        shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
                : floatsOf(params.getData());
     const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
     const bool accepted = shard().push(params.getWorkerTask(), params.getStep(), offset, gradient);

@@ -97,7 +97,7 @@ class ShardService final : public wire::ParameterShard::Server {
                                        kj::Function<void()> reply);
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
   // pinned until the reply is written; or, for a call through the shared
-  // region, copies them into the region over the chunk's gradient and
+  // region, copies them into the worker's parameter buffer there and
   // leaves `data` empty.
   template <typename Results>
   void attachChunk(Results results, size_t chunk, bool shared);

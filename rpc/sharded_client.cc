@@ -27,10 +27,7 @@ struct ShardLink {
   std::string address;
   std::vector<ShardChunk> chunks;
   std::vector<size_t> first_variables;  // per chunk: the first variable it holds
-  int64_t floats = 0;                    // the shard's flat size
-  // Offered to the ps at hello while it may take it; kept once it did.
-  std::optional<SharedRegion> region;
-  bool shared = false;  // the ps mapped `region`: tensors go through it
+  bool shared = false;  // the ps mapped the worker's region: tensors go through it
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
@@ -67,8 +64,11 @@ struct ShardedClient::Impl {
   ClusterSpec cluster;
   std::string architecture_hash;
   uint32_t worker_task;
+  int64_t model_floats;  // of the worker's flat buffers
+  // The worker's gradient and parameter buffers, offered to every ps at
+  // hello; kept while a ps maps it. Outlives the connections.
+  std::optional<SharedRegion> region;
   std::vector<ShardLink> shards;
-  size_t slot_count = 0;
 
   kj::Promise<void> connectOnce(ShardLink& link) {
     return io.provider->getNetwork()
@@ -93,8 +93,8 @@ struct ShardedClient::Impl {
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
-          if (link.region) {
-            const SharedRegion::Offer& offer = link.region->offer();
+          if (region) {
+            const SharedRegion::Offer& offer = region->offer();
             auto wire_offer = hello.initSharedRegion();
             wire_offer.setHost(offer.host);
             wire_offer.setPid(offer.pid);
@@ -102,37 +102,32 @@ struct ShardedClient::Impl {
             wire_offer.setBytes(offer.bytes);
             wire_offer.setToken(capnp::Data::Reader(offer.token.data(), offer.token.size()));
           }
-          return hello.send().then([&link](auto reply) {
-            link.shared = link.region && reply.getSharedRegion();
+          return hello.send().then([this, &link](auto reply) {
+            link.shared = region && reply.getSharedRegion();
             if (link.shared) {
               spdlog::info("ps {} at {}: tensors through shared memory (same host)", link.index,
                            link.address);
-            } else if (link.region) {
+            } else if (region) {
               const std::string why = reply.getSharedRefusal();
               spdlog::info("ps {} at {}: tensors over TCP, not shared memory: {}", link.index,
                            link.address,
                            why.empty() ? "the ps did not map the region (an older traind?)" : why);
-              link.region.reset();
             }
           });
         });
   }
 
-  // The region a worker offers each ps on its host, unless the cluster spec
-  // turns shared memory off or the kernel gives none (then TCP, logged).
-  void offerRegions() {
+  // The region this worker offers every ps, unless the cluster spec turns
+  // shared memory off or the kernel gives none (then TCP, logged).
+  void createRegion() {
     if (!cluster.shared_memory) {
       spdlog::info("tensors over TCP: transport.shared_memory is off");
       return;
     }
-    for (ShardLink& link : shards) {
-      if (link.floats == 0) continue;
-      try {
-        link.region = SharedRegion::create(link.floats);
-      } catch (const SharedRegionUnavailable& e) {
-        spdlog::info("ps {} at {}: tensors over TCP, no shared memory region: {}", link.index,
-                     link.address, e.what());
-      }
+    try {
+      region = SharedRegion::create(model_floats);
+    } catch (const SharedRegionUnavailable& e) {
+      spdlog::info("tensors over TCP: no shared memory region: {}", e.what());
     }
   }
 };
@@ -141,7 +136,7 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
                              const LayerGraph& graph, const VariableLayout& layout,
                              std::string architecture_hash, uint32_t worker_task)
     : impl_(std::make_unique<Impl>(Impl{io, cluster, std::move(architecture_hash), worker_task,
-                                        {}, 0})) {
+                                        layout.totalSize(), std::nullopt, {}})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
@@ -151,7 +146,6 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
     for (const ShardChunk& c : link.chunks)
       link.first_variables.push_back(
           size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
-    link.floats = chunksExtent(link.chunks);
     impl_->shards.push_back(std::move(link));
   }
 }
@@ -159,7 +153,7 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
 ShardedClient::~ShardedClient() = default;
 
 void ShardedClient::connect(double timeout_seconds) {
-  impl_->offerRegions();
+  impl_->createRegion();
   const Clock::time_point start = Clock::now();
   for (ShardLink& link : impl_->shards) {
     double delay = 0.05;
@@ -192,6 +186,12 @@ void ShardedClient::connect(double timeout_seconds) {
     }
     spdlog::info("connected to ps {} at {}", link.index, link.address);
   }
+  if (shardsThroughSharedMemory() == 0) impl_->region.reset();
+}
+
+ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {
+  if (!impl_->region || shardsThroughSharedMemory() != int(impl_->shards.size())) return {};
+  return {impl_->region->gradients(), impl_->region->parameters()};
 }
 
 std::vector<ShardStatusView> ShardedClient::statuses() {
@@ -272,14 +272,15 @@ struct TransferTally {
 
 // A chunk's parameters from a reply into the worker's flat buffer, as the
 // reply arrives (the other chunks are still on their way): from its data,
-// or from the shared region (`shared`, the chunk's place in it) where the ps wrote
-// them.
+// or from the region's parameter buffer (`shared`, the chunk's place in it)
+// where the ps wrote them.
 void copyChunk(capnp::Data::Reader data, const float* shared, float* out, int64_t size) {
   const size_t bytes = size_t(size) * sizeof(float);
   if (data.size() != (shared ? 0 : bytes))
     throw std::runtime_error("a ps answered a pull of " + std::to_string(size) + " floats with " +
                              std::to_string(data.size()) + " bytes");
-  std::memcpy(out, shared ? reinterpret_cast<const kj::byte*>(shared) : data.begin(), bytes);
+  if (out != shared)  // else the ps wrote them in place (sharedBuffers)
+    std::memcpy(out, shared ? reinterpret_cast<const kj::byte*>(shared) : data.begin(), bytes);
 }
 
 // Calls per shard in flight during a pull or a push+pull. A few keep the
@@ -419,7 +420,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     request.setMinStep(min_step);
     request.setOffset(uint64_t(c.shard_offset));
     request.setLength(uint64_t(c.size));
-    const float* shared = link.shared ? link.region->tensors() + c.shard_offset : nullptr;
+    const float* shared = link.shared ? impl_->region->parameters() + c.layout_offset : nullptr;
     request.setIntoSharedRegion(shared != nullptr);
     int64_t* step = &shard_steps_[size_t(link.index)];
     float* out = parameters.data() + c.layout_offset;
@@ -472,11 +473,14 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             request.setMinStep(min_step);
             const float* shared = nullptr;
             if (link.shared) {
-              // The chunk's floats are the ps's from this request to its reply.
-              std::memcpy(link.region->tensors() + c.shard_offset,
-                          gradients.data() + c.layout_offset, size_t(c.size) * sizeof(float));
+              // The chunk is the ps's from this request to its reply. No copy
+              // when the worker computes in the region (sharedBuffers).
+              float* in_region = impl_->region->gradients() + c.layout_offset;
+              if (gradients.data() + c.layout_offset != in_region)
+                std::memcpy(in_region, gradients.data() + c.layout_offset,
+                            size_t(c.size) * sizeof(float));
               request.setSharedFloats(uint64_t(c.size));
-              shared = link.region->tensors() + c.shard_offset;
+              shared = impl_->region->parameters() + c.layout_offset;
             } else {
               attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
                   request, gradients.data() + c.layout_offset, c.size);

@@ -63,6 +63,20 @@ class ShardedClient {
   // How many ps shards this worker reaches through shared memory.
   int shardsThroughSharedMemory() const;
 
+  // When every ps maps the region: its gradient and parameter buffers, of
+  // the layout's size, for the worker to compute in. Pushes and pulls with
+  // these as `gradients` and `parameters` copy nothing on this side: the ps
+  // reads each chunk's gradient and writes its parameters in place. A
+  // worker computing in them must leave a chunk alone from its push to the
+  // reply, as a gradient streamed during backward does (the step no longer
+  // reads the chunk's parameters, and its gradient is final). Null
+  // otherwise. They live as long as this client.
+  struct SharedBuffers {
+    float* gradients = nullptr;
+    float* parameters = nullptr;
+  };
+  SharedBuffers sharedBuffers() const;
+
   std::vector<ShardStatusView> statuses();
 
   // Polls until every shard is ready; logs while it waits.

@@ -35,14 +35,16 @@ struct FdCloser {
 }  // namespace
 
 uint64_t SharedRegion::bytesFor(int64_t floats) {
-  return kPage + pagesFor(uint64_t(floats) * sizeof(float));
+  return kPage + 2 * pagesFor(uint64_t(floats) * sizeof(float));
 }
 
 SharedRegion::SharedRegion(void* base, uint64_t bytes, int64_t floats, int fd, Offer offer)
     : base_(base),
       bytes_(bytes),
       floats_(floats),
-      tensors_(reinterpret_cast<float*>(static_cast<char*>(base) + kPage)),
+      gradients_(reinterpret_cast<float*>(static_cast<char*>(base) + kPage)),
+      parameters_(reinterpret_cast<float*>(static_cast<char*>(base) + kPage +
+                                           pagesFor(uint64_t(floats) * sizeof(float)))),
       fd_(fd),
       offer_(std::move(offer)) {}
 
@@ -54,7 +56,8 @@ SharedRegion& SharedRegion::operator=(SharedRegion&& other) noexcept {
     base_ = std::exchange(other.base_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     floats_ = std::exchange(other.floats_, 0);
-    tensors_ = std::exchange(other.tensors_, nullptr);
+    gradients_ = std::exchange(other.gradients_, nullptr);
+    parameters_ = std::exchange(other.parameters_, nullptr);
     fd_ = std::exchange(other.fd_, -1);
     offer_ = std::move(other.offer_);
   }

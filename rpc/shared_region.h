@@ -4,17 +4,18 @@
 // is copied into the kernel and out again, and the TCP stack runs for it:
 // with a ps and two workers on one machine that took half its CPU time
 // (docs/distributed.md, "Shared memory on one host"). So a worker offers
-// each ps, at hello, a region of its own memory: a sealed memfd holding one
-// copy of the shard's flat buffer. A ps on the same host (same boot, same pid namespace,
-// allowed to open the worker's file descriptor) maps it; then a push names
-// its chunk instead of carrying it: the worker writes the chunk's gradient
-// there, the ps applies it from there, writes the chunk's parameters over
-// it and answers without data, and the worker reads them. The Cap'n Proto
-// calls still order everything: a chunk's floats belong to the ps from the
-// worker's request until its reply, and a worker has one call per chunk at
-// a time. The floats serve both ways (the ps has used the gradient before it
-// writes the parameters), so a region costs the worker's host one copy of
-// the shard.
+// every ps, at hello, a region of its own memory: a sealed memfd holding
+// its gradient buffer and its parameter buffer, each laid out as the
+// model's flat buffer (VariableLayout), which the worker computes in. A ps
+// on the same host (same boot, same pid namespace, allowed to open the
+// worker's file descriptor) maps it; then a push names its chunk instead of
+// carrying it: the ps applies the chunk's gradient from the gradient
+// buffer, writes the chunk's parameters into the parameter buffer and
+// answers without data. Nothing is copied on the worker's side. The Cap'n
+// Proto calls still order everything: a worker sends a chunk once its
+// gradient is final and its step no longer reads its parameters, and has
+// one call per chunk at a time; the ps reads and writes the chunk only
+// between that request and its reply.
 //
 // The region is allocated in full and sealed against shrinking before it is
 // offered, so a peer cannot make the other's mapping fault (SIGBUS) by
@@ -50,10 +51,11 @@ class SharedRegion {
     std::array<uint8_t, 16> token{};
   };
 
-  // Worker: a new region for a shard of `floats` floats. Throws
-  // SharedRegionUnavailable when the kernel does not give one.
+  // Worker: a new region for a model of `floats` floats (the size of its
+  // flat buffers). Throws SharedRegionUnavailable when the kernel does not
+  // give one.
   static SharedRegion create(int64_t floats);
-  // ps: maps the region `offer` names for a shard of `floats` floats, or
+  // ps: maps the region `offer` names for a model of `floats` floats, or
   // throws SharedRegionUnavailable saying why not.
   static SharedRegion attach(const Offer& offer, int64_t floats);
 
@@ -66,13 +68,14 @@ class SharedRegion {
   // Only for the region's creator, while it keeps its descriptor open.
   const Offer& offer() const { return offer_; }
 
-  // The shard's floats at its flat offsets: a chunk's gradient, then its
-  // parameters.
-  float* tensors() const { return tensors_; }
+  // The worker's two flat buffers, `floats()` floats each (64-byte aligned,
+  // as FlatBuffer's).
+  float* gradients() const { return gradients_; }
+  float* parameters() const { return parameters_; }
   int64_t floats() const { return floats_; }
 
   // The size of a region for `floats` floats: a page of header (the token)
-  // and the floats, rounded up to whole pages.
+  // and the two buffers, each rounded up to whole pages.
   static uint64_t bytesFor(int64_t floats);
 
  private:
@@ -82,7 +85,8 @@ class SharedRegion {
   void* base_ = nullptr;
   uint64_t bytes_ = 0;
   int64_t floats_ = 0;
-  float* tensors_ = nullptr;
+  float* gradients_ = nullptr;
+  float* parameters_ = nullptr;
   int fd_ = -1;  // the creator's: open while a ps may still attach
   Offer offer_;
 };

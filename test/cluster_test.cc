@@ -421,7 +421,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
     auto reply = request.send().wait(io.waitScope);
     return reply.getSharedRegion() ? std::string() : std::string(reply.getSharedRefusal().cStr());
   };
-  const SharedRegion region = SharedRegion::create(chunksExtent(chunks));
+  const SharedRegion region = SharedRegion::create(VariableLayout(graph.variables).totalSize());
   SharedRegion::Offer lie = region.offer();
   lie.fd = uint32_t(STDERR_FILENO);
   CHECK_THAT(offering(lie), Catch::Contains("is not a memfd"));
@@ -449,8 +449,8 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   else
     FAIL("a shared push of the wrong length was accepted");
   // A pull and a push through the region answer with no data and leave the
-  // chunk's parameters in it, as a pull over TCP sends them.
-  float* in_region = region.tensors() + chunk.shard_offset;
+  // chunk's parameters in its parameter buffer, as a pull over TCP sends them.
+  float* in_region = region.parameters() + chunk.layout_offset;
   std::fill(in_region, in_region + chunk.size, std::nanf(""));
   auto tcp_pull = shard.pullRequest();
   tcp_pull.setOffset(uint64_t(chunk.shard_offset));
@@ -467,8 +467,10 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   CHECK(shared_pull.send().wait(io.waitScope).getData().size() == 0);
   CHECK(sameAsTcp());
   // Step 0's gradient from worker 0: one of the two the sync step needs, so
-  // the chunk's parameters stay as they were and come back over it.
-  std::fill(in_region, in_region + chunk.size, 1.0f);
+  // the chunk's parameters stay as they were and come back.
+  float* gradient = region.gradients() + chunk.layout_offset;
+  std::fill(gradient, gradient + chunk.size, 1.0f);
+  std::fill(in_region, in_region + chunk.size, std::nanf(""));
   CHECK(sharedPush(uint64_t(chunk.size)) == nullptr);
   CHECK(sameAsTcp());
 

@@ -34,15 +34,20 @@ TEST_CASE("a ps maps the region a worker on its host offers, and both see each o
   CHECK(worker.offer().host == hostIdentity());
   const SharedRegion ps = SharedRegion::attach(worker.offer(), 1000);
 
-  for (int i = 0; i < 1000; ++i) worker.tensors()[i] = float(i);
-  CHECK(ps.tensors()[0] == 0.0f);
-  CHECK(ps.tensors()[999] == 999.0f);
-  ps.tensors()[0] = 0.5f;
-  ps.tensors()[999] = -2.0f;
-  CHECK(worker.tensors()[0] == 0.5f);
-  CHECK(worker.tensors()[999] == -2.0f);
-  // The token lies in the header page, before the tensors.
-  CHECK(std::memcmp(reinterpret_cast<const char*>(worker.tensors()) - 4096,
+  for (int i = 0; i < 1000; ++i) worker.gradients()[i] = float(i);
+  CHECK(ps.gradients()[0] == 0.0f);
+  CHECK(ps.gradients()[999] == 999.0f);
+  ps.parameters()[0] = 0.5f;
+  ps.parameters()[999] = -2.0f;
+  CHECK(worker.parameters()[0] == 0.5f);
+  CHECK(worker.parameters()[999] == -2.0f);
+  // The buffers do not overlap, are aligned as FlatBuffer's, and the token
+  // lies in the header page before them.
+  CHECK(worker.parameters() >= worker.gradients() + 1000);
+  CHECK(worker.gradients()[999] == 999.0f);
+  CHECK(reinterpret_cast<uintptr_t>(worker.gradients()) % 64 == 0);
+  CHECK(reinterpret_cast<uintptr_t>(worker.parameters()) % 64 == 0);
+  CHECK(std::memcmp(reinterpret_cast<const char*>(worker.gradients()) - 4096,
                     worker.offer().token.data(), worker.offer().token.size()) == 0);
 }
 
