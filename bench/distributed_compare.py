@@ -5,6 +5,7 @@ side by side in one invocation per section, with ratios.
   python3 bench/distributed_compare.py --build-dir build cnn    # 1 ps + 1 worker vs standalone
   python3 bench/distributed_compare.py --build-dir build mlp    # 1 ps + 2 workers vs PyTorch
   python3 bench/distributed_compare.py --build-dir build wide   # the same, 784-1200-400-10
+  python3 bench/distributed_compare.py --build-dir build transport  # shared memory vs TCP
   python3 bench/distributed_compare.py --build-dir build rss    # a ps's peak RSS, Adam, 64 MiB
   python3 bench/distributed_compare.py --build-dir build accuracy  # same examples, test accuracy
 
@@ -21,6 +22,9 @@ mlp   fashion_mlp, 1 ps + 2 workers, batch 100 per worker, one compute
       over the length of that interval.
 wide  the same on a 784-1200-400-10 MLP (its model spec is written to a
       temporary directory).
+transport  traind's 1 ps + 2 workers on both MLPs, async and sync, with
+      tensors through shared memory (transport.shared_memory: auto, the
+      default on one host) against over TCP (off).
 rss   the peak RSS (VmHWM) of a ps holding P bytes of parameters trained
       with Adam, after a short run of 1 ps + 1 or 2 workers, async and sync
       (target: <= 3.2 P + 30 MiB).
@@ -487,6 +491,34 @@ def section_mlp(args, tmp, wide):
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
 
 
+def section_transport(args, tmp):
+  """traind's 1 ps + 2 workers with tensors through shared memory (the
+  default on one host) against the same over TCP, alternating."""
+  sides = ["shared memory", "tcp"]
+  for name, model, steps in [("fashion_mlp", FASHION_MLP, args.mlp_steps),
+                             ("wide MLP", wide_model(tmp), args.wide_steps)]:
+    for mode in ("async", "sync"):
+      # The async global step advances once per push of either worker.
+      global_steps = 2 * steps if mode == "async" else steps
+      results = {s: [] for s in sides}
+      others = {s: [] for s in sides}
+      for r in range(args.rounds):
+        for side in alternate(r, sides):
+          rate, load, _, _ = measured(args, lambda: run_cluster(
+              args, tmp, model, 2, mode, global_steps, global_steps // 6, 1,
+              shared_memory=side == "shared memory"))
+          results[side].append(rate)
+          others[side].append(load)
+          print(f"  round {r + 1}: {name} {mode} {side} {rate:.0f} examples/sec "
+                f"(others {load:.2f})", file=sys.stderr)
+      header(f"{name}, traind 1 ps + 2 workers {mode}, {steps} steps per worker: "
+             f"transport.shared_memory auto against off", args)
+      print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
+      print_row(args, "over TCP (shared_memory: off)", results["tcp"], others["tcp"])
+      print_row(args, "through shared memory (auto)", results["shared memory"],
+                others["shared memory"], (results["tcp"], others["tcp"]))
+
+
 def rss_model(tmp, hidden_units):
   """784 -> hidden_units -> 10 on Fashion-MNIST with Adam, batch 10, no test
   set (the chief's final evaluation of so wide a layer would take longer
@@ -518,8 +550,9 @@ data:
 def ps_peak_rss(args, tmp, model, mode, workers, shared_memory=True):
   """The ps's peaks in each of --rss-rounds runs, in MiB: (VmHWM, the larger
   of its polled value and ru_maxrss at exit, which are the same counter;
-  its own memory at that peak: VmHWM less the workers' regions it maps,
-  RssShmem, which stays as it is from the first pull to the end)."""
+  its own memory at that peak: VmHWM less the pages of the workers'
+  regions it touches, RssShmem, which once the first push has touched them
+  all stays as it is to the end)."""
   steps = args.rss_steps * (workers if mode == "async" else 1)  # steps per worker
   peaks = []
   for _ in range(args.rss_rounds):
@@ -544,7 +577,7 @@ def section_rss(args, tmp):
   print(f"  the same ps with a 784-16-10 model peaks at {base:.0f} MiB (code, libraries, heap); "
         f"parameters and Adam's slots are 3 P = {3 * p_mib:.0f} MiB")
   print("  over TCP the peak is VmHWM; through shared memory VmHWM also counts the pages of "
-        "each\n  worker's region (P, the worker's memory) that the ps maps, so the ps's own "
+        "each\n  worker's region (2 P, the worker's memory) that the ps maps, so the ps's own "
         "memory is\n  judged: VmHWM less those pages (RssShmem)")
   print(f"  {'mode':6s} {'workers':>7s} {'tensors':8s} {'VmHWM MiB':18s} {'own MiB':18s} "
         f"{'max/P':>6s}  {'max beyond 3 P + base':22s} target")
@@ -631,7 +664,8 @@ def parse_run_options(parser, script):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("sections", nargs="+", choices=["cnn", "mlp", "wide", "rss", "accuracy"])
+  parser.add_argument("sections", nargs="+",
+                      choices=["cnn", "mlp", "wide", "transport", "rss", "accuracy"])
   add_run_options(parser)
   parser.add_argument("--threads", type=int, default=2,
                       help="cnn: compute threads of standalone traind and of the worker")
@@ -654,6 +688,8 @@ def main():
         section_cnn(args, tmp)
       elif section in ("mlp", "wide"):
         section_mlp(args, tmp, wide=section == "wide")
+      elif section == "transport":
+        section_transport(args, tmp)
       elif section == "rss":
         section_rss(args, tmp)
       else:

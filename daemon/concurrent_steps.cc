@@ -45,7 +45,6 @@ std::vector<std::unique_ptr<StepSlot>> createStepSlots(const ModelSpec& spec,
         createDevices(spec.training.devices, threadsPerStep(spec.training.threads, k));
     slot->replica = createModelReplica(devicePointers(slot->devices), graph, plan, layout,
                                        batch_size, spec.training.micro_batches, spec.seed);
-    slot->gradients = FlatBuffer(layout.totalSize());
     if (k > 1) {
       slot->inputs.resize(size_t(batch_size * numElements(graph.input_shape)));
       slot->labels.resize(size_t(batch_size));

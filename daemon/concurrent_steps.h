@@ -6,6 +6,7 @@
 // batch is valid only until the next one is taken, by another slot).
 //
 //   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, layout);
+//   for (auto& slot : slots) slot->gradients = FlatBuffer(layout.totalSize());
 //   // on slot i's thread, with the input's lock held when K > 1:
 //   const Batch& batch = slots[i]->take(input);
 //   slots[i]->replica->trainStep(batch, params, slots[i]->gradients.data(), step);
@@ -35,10 +36,11 @@ struct StepSlot {
   std::vector<std::unique_ptr<Device>> devices;
   std::unique_ptr<Replica> replica;
   // The parameters its step computes from, where the role keeps a copy per
-  // step (empty until it allocates them: standalone with K = 1 reads its
-  // model state's own).
+  // step, and what its step computed: empty until the role allocates them
+  // (standalone with K = 1 reads its model state's parameters; a worker may
+  // compute in its shared memory region, rpc/sharded_client.h).
   FlatBuffer parameters;
-  FlatBuffer gradients;  // what its step computed
+  FlatBuffer gradients;
 
   // The next batch of `input`: with K = 1 the pipeline's own, with K > 1 a
   // copy into this slot's buffers (the same pointers every step, as a
@@ -54,9 +56,9 @@ struct StepSlot {
 };
 
 // spec.training.concurrent_steps slots, each with devices spec.training.devices
-// of threadsPerStep threads, its replica (devices/model_replica.h: towers
-// or a pipeline, by the spec's placement; built on this thread) and
-// gradients of the layout's size.
+// of threadsPerStep threads and its replica (devices/model_replica.h: towers
+// or a pipeline, by the spec's placement; built on this thread); the role
+// gives each its gradient (and parameter) buffers.
 std::vector<std::unique_ptr<StepSlot>> createStepSlots(const ModelSpec& spec,
                                                        const LayerGraph& graph,
                                                        const VariableLayout& layout);

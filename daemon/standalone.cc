@@ -47,6 +47,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const int64_t batch_size = spec.data.batch_size;
   const int concurrent_steps = spec.training.concurrent_steps;
   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
+  for (auto& slot : slots) slot->gradients = FlatBuffer(state.layout().totalSize());
   // With K > 1 a step computes from a copy of the parameters taken when it
   // starts, as the others' updates change them meanwhile.
   if (concurrent_steps > 1)

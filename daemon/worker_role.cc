@@ -184,15 +184,14 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   ModelState state(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), uint32_t(task));
+  // After ps: their buffers may be views into its shared memory region.
   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
-  // Each slot computes from the parameters of its own last pull.
-  for (auto& slot : slots) slot->parameters = FlatBuffer(state.layout().totalSize());
   std::optional<Evaluator> evaluator;
   if (chief && data.test)
     evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
 
-  kj::AsyncIoContext io = kj::setupAsyncIo();
-  ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), uint32_t(task));
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).
   ps.abandonWaitsOnStop(stop_requested);
@@ -211,11 +210,18 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   }
   // With one step in flight and every ps on this host, the step computes in
   // the shared memory region the ps tasks map: pushes and pulls copy nothing
-  // on this side (a chunk goes once the step is done with it).
+  // on this side (a chunk goes once the step is done with it). Otherwise
+  // each slot computes from the parameters of its own last pull.
+  const int64_t model_size = state.layout().totalSize();
   if (const ShardedClient::SharedBuffers shared = ps.sharedBuffers();
       shared.gradients && slots.size() == 1) {
-    slots.front()->gradients = FlatBuffer::over(shared.gradients, state.layout().totalSize());
-    slots.front()->parameters = FlatBuffer::over(shared.parameters, state.layout().totalSize());
+    slots.front()->gradients = FlatBuffer::over(shared.gradients, model_size);
+    slots.front()->parameters = FlatBuffer::over(shared.parameters, model_size);
+  } else {
+    for (auto& slot : slots) {
+      slot->gradients = FlatBuffer(model_size);
+      slot->parameters = FlatBuffer(model_size);
+    }
   }
   int64_t step = ps.pull(0, slots.front()->parameters);
   metrics.recordPull(ps.lastTransfer().pull_bytes, ps.lastTransfer().pull_seconds);

@@ -43,7 +43,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // What hello says of how the shards are cut into chunks: a ps and a worker
 // that cut them differently would refuse each other's chunks mid-run.
 // 1 (implicit, sent as 0): chunks cut by size; 2: never across gradient
-// groups (core/placement.h).
-constexpr uint32_t kWireVersion = 2;
+// groups (core/placement.h); 3: shared memory regions hold a worker's
+// buffers in layout order (rpc/shared_region.h).
+constexpr uint32_t kWireVersion = 3;
 
 }  // namespace traind

@@ -117,6 +117,16 @@ struct ShardedClient::Impl {
         });
   }
 
+  // A worker that computes in the region (sharedBuffers) must not call again
+  // once a call was given up: the ps may still answer the abandoned call
+  // into the region, over what the worker computes there now.
+  void refuseRegionAfterGivingUp(const FlatBuffer& parameters) const {
+    if (!region || parameters.data() != region->parameters()) return;
+    for (const ShardLink& link : shards)
+      if (!link.shared)
+        throw std::logic_error("a call into the shared memory region after one was given up");
+  }
+
   // The region this worker offers every ps, unless the cluster spec turns
   // shared memory off or the kernel gives none (then TCP, logged).
   void createRegion() {
@@ -382,8 +392,8 @@ bool callEveryChunk(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
                                 .then([&abandoned] { abandoned = true; }));
   // A call given up may still be answered by the ps, which then writes its
-  // chunk's parameters into the shared region, over whatever this worker
-  // put there next: calls after one given up go over TCP.
+  // chunk's parameters into the shared region: later calls go over TCP, and
+  // a worker that computes in the region may make none (sharedBuffers).
   auto stopSharing = [&shards] {
     for (ShardLink& link : shards) link.shared = false;
   };
@@ -411,6 +421,7 @@ int64_t ShardedClient::jobStep(int64_t min_step) {
 }
 
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
+  impl_->refuseRegionAfterGivingUp(parameters);
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
   TransferTally pulls;
   const bool done = callEveryChunk(impl_->io, stop_, impl_->shards, kCallsInFlight, false,
@@ -442,6 +453,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
 
 int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
                                    FlatBuffer& parameters, GradientGate* gate) {
+  impl_->refuseRegionAfterGivingUp(parameters);
   int64_t dropped = 0;
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
   // Sync: each chunk answers once it has been applied, in any order, with

@@ -70,7 +70,9 @@ class ShardedClient {
   // worker computing in them must leave a chunk alone from its push to the
   // reply, as a gradient streamed during backward does (the step no longer
   // reads the chunk's parameters, and its gradient is final). Null
-  // otherwise. They live as long as this client.
+  // otherwise. They live as long as this client. Once a call has been given
+  // up (a stop, a failure), calls with them throw logic_error: the ps may
+  // still answer the abandoned call into them.
   struct SharedBuffers {
     float* gradients = nullptr;
     float* parameters = nullptr;

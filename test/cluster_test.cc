@@ -396,7 +396,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   };
   // A peer that cuts chunks another way (an older traind) is refused at hello.
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { hello(0); }))
-    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("speaks wire version 2, the peer 0"));
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("speaks wire version 3, the peer 0"));
   else
     FAIL("a hello without the wire version was accepted");
   hello(kWireVersion);
