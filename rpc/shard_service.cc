@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 #include <span>
 
 #include "rpc/shard_server.h"
@@ -153,17 +152,8 @@ void ShardService::attachRegion(wire::SharedRegionOffer::Reader offer,
                                          shard().shardIndex()));
     return;
   }
-  SharedRegion::Offer parsed;
-  parsed.host = offer.getHost();
-  parsed.pid = offer.getPid();
-  parsed.fd = offer.getFd();
-  parsed.bytes = offer.getBytes();
-  const capnp::Data::Reader token = offer.getToken();
   try {
-    if (token.size() != parsed.token.size())
-      throw SharedRegionUnavailable(fmt::format("a token of {} bytes", token.size()));
-    std::memcpy(parsed.token.data(), token.begin(), token.size());
-    region_ = SharedRegion::attach(parsed, shard().modelSize());
+    region_ = SharedRegion::attach(readOffer(offer), shard().modelSize());
     results.setSharedRegion(true);
     spdlog::info("worker {}: tensors through shared memory", worker);
   } catch (const SharedRegionUnavailable& e) {

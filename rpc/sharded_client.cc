@@ -93,15 +93,7 @@ struct ShardedClient::Impl {
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
-          if (region) {
-            const SharedRegion::Offer& offer = region->offer();
-            auto wire_offer = hello.initSharedRegion();
-            wire_offer.setHost(offer.host);
-            wire_offer.setPid(offer.pid);
-            wire_offer.setFd(offer.fd);
-            wire_offer.setBytes(offer.bytes);
-            wire_offer.setToken(capnp::Data::Reader(offer.token.data(), offer.token.size()));
-          }
+          if (region) writeOffer(region->offer(), hello.initSharedRegion());
           return hello.send().then([this, &link](auto reply) {
             link.shared = region && reply.getSharedRegion();
             if (link.shared) {

@@ -161,6 +161,27 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
   return SharedRegion(base, bytes, floats, -1, Offer{});
 }
 
+void writeOffer(const SharedRegion::Offer& offer, wire::SharedRegionOffer::Builder out) {
+  out.setHost(offer.host);
+  out.setPid(offer.pid);
+  out.setFd(offer.fd);
+  out.setBytes(offer.bytes);
+  out.setToken(capnp::Data::Reader(offer.token.data(), offer.token.size()));
+}
+
+SharedRegion::Offer readOffer(wire::SharedRegionOffer::Reader in) {
+  SharedRegion::Offer offer;
+  offer.host = in.getHost();
+  offer.pid = in.getPid();
+  offer.fd = in.getFd();
+  offer.bytes = in.getBytes();
+  const capnp::Data::Reader token = in.getToken();
+  if (token.size() != offer.token.size())
+    throw SharedRegionUnavailable(fmt::format("a token of {} bytes", token.size()));
+  std::memcpy(offer.token.data(), token.begin(), token.size());
+  return offer;
+}
+
 std::string hostIdentity() {
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;

@@ -31,6 +31,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "rpc/traind.capnp.h"
+
 namespace traind {
 
 // Why a ps did not take a region: another host, no access, a mismatch. The
@@ -90,6 +92,11 @@ class SharedRegion {
   int fd_ = -1;  // the creator's: open while a ps may still attach
   Offer offer_;
 };
+
+// An offer as hello carries it, and back; reading throws
+// SharedRegionUnavailable for a token of the wrong length.
+void writeOffer(const SharedRegion::Offer& offer, wire::SharedRegionOffer::Builder out);
+SharedRegion::Offer readOffer(wire::SharedRegionOffer::Reader in);
 
 // This host as a process sees it: the kernel's boot id and the pid
 // namespace. Two processes with the same identity can reach each other's

@@ -412,12 +412,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
     request.setArchitectureHash(architectureHash(spec));
     request.setWorkerTask(0);
     request.setWireVersion(kWireVersion);
-    auto wire_offer = request.initSharedRegion();
-    wire_offer.setHost(offer.host);
-    wire_offer.setPid(offer.pid);
-    wire_offer.setFd(offer.fd);
-    wire_offer.setBytes(offer.bytes);
-    wire_offer.setToken(capnp::Data::Reader(offer.token.data(), offer.token.size()));
+    writeOffer(offer, request.initSharedRegion());
     auto reply = request.send().wait(io.waitScope);
     return reply.getSharedRegion() ? std::string() : std::string(reply.getSharedRefusal().cStr());
   };
