@@ -177,6 +177,11 @@ void NodeMetrics::recordPull(int64_t bytes, double seconds) {
   pull_seconds_.observe(seconds);
 }
 
+void NodeMetrics::setSharedMemoryShards(int shards) {
+  std::lock_guard lock(mutex_);
+  shared_memory_shards_ = shards;
+}
+
 void NodeMetrics::setShardCounters(int64_t stale_gradients, int connected_workers) {
   std::lock_guard lock(mutex_);
   stale_gradients_ = stale_gradients;
@@ -242,6 +247,9 @@ std::string NodeMetrics::prometheusText() const {
     family(out, "traind_pull_seconds", "histogram",
            "Time to pull the parameters from every ps task (sync: includes waiting for the step).");
     out += pull_seconds_.render("traind_pull_seconds", l);
+    family(out, "traind_shared_memory_ps_tasks", "gauge",
+           "ps tasks this worker reaches through shared memory (the others over TCP).");
+    out += fmt::format("traind_shared_memory_ps_tasks{{{}}} {}\n", l, shared_memory_shards_);
   }
   if (job_ == "ps") {
     family(out, "traind_stale_gradients_total", "counter",

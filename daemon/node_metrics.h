@@ -90,6 +90,9 @@ class NodeMetrics {
   // long it took from the first request sent to the last reply.
   void recordPush(int64_t bytes, double seconds);
   void recordPull(int64_t bytes, double seconds);
+  // Worker: how many ps tasks it reaches through shared memory (the others
+  // over TCP; rpc/shared_region.h).
+  void setSharedMemoryShards(int shards);
 
   // ps: its counters, as copied from the shard by the event loop.
   void setShardCounters(int64_t stale_gradients, int connected_workers);
@@ -130,6 +133,7 @@ class NodeMetrics {
   bool window_started_ = false;
   int64_t push_bytes_ = 0, pull_bytes_ = 0;
   LatencyHistogram push_seconds_, pull_seconds_;
+  int shared_memory_shards_ = 0;
   int64_t stale_gradients_ = 0;
   int connected_workers_ = 0;
   double step_standing_seconds_ = 0.0;

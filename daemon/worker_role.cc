@@ -197,6 +197,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   ps.abandonWaitsOnStop(stop_requested);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   ps.connect(kPeerTimeoutSeconds);
+  metrics.setSharedMemoryShards(ps.shardsThroughSharedMemory());
   if (chief) {
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
     prepareShards(spec, state, ps);

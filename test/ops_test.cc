@@ -70,6 +70,7 @@ TEST_CASE("metrics are Prometheus text with job and task labels") {
     chief.metrics.recordPush(4096, 0.003);
     chief.metrics.recordPull(4096, 0.2);
   }
+  chief.metrics.setSharedMemoryShards(2);
   chief.metrics.recordCheckpoint(4, "/tmp/ckpt/ckpt-0000000004");
 
   const std::string response = chief.raw("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -89,6 +90,7 @@ TEST_CASE("metrics are Prometheus text with job and task labels") {
   CHECK(sample(page, "traind_pull_seconds_bucket" + labels + ",le=\"+Inf\"}") == 4);
   CHECK(sample(page, "traind_pull_seconds_count" + labels + "}") == 4);
   CHECK(sample(page, "traind_pull_seconds_sum" + labels + "}") == Approx(0.8));
+  CHECK(sample(page, "traind_shared_memory_ps_tasks" + labels + "}") == 2);
   const std::optional<double> age = sample(page, "traind_checkpoint_age_seconds" + labels + "}");
   REQUIRE(age);
   CHECK(*age >= 0);
