@@ -65,6 +65,11 @@ checkpoint:
 http:
   ps: [10.213.0.1:9100]
   worker: [10.213.0.2:9100, 10.213.0.3:9100]
+# The namespaces share this machine's kernel and pid namespace, so the
+# tasks could move tensors through shared memory; as hosts apart they must
+# send them over the network.
+transport:
+  shared_memory: off
 SPEC
 model=$source_dir/configs/models/fashion_mlp.yaml
 max_steps=100
