@@ -1,4 +1,4 @@
-// rpc_throughput: how fast one worker moves a model's parameters through one
+// rpc_throughput: how fast a worker moves a model's parameters through one
 // ps over loopback, against a raw TCP echo of the same bytes, in one run.
 //
 //   build/bench/rpc_throughput                       # 1, 4, 16, 64 MiB, 30 repetitions
@@ -7,7 +7,7 @@
 // For each size S the model is one dense kernel of S MiB (no bias), trained
 // with SGD in async mode. A child process serves it exactly as a ps task
 // does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), another
-// child is a plain TCP echo server, and this process is the worker:
+// child is a plain TCP echo server, and this process is two workers:
 //
 //   traind push+pull  ShardedClient::pushAndPull: S of gradient up and S of
 //                     parameters back, one call per 1 MiB chunk (the ps
@@ -15,8 +15,9 @@
 //                     four calls in flight; over TCP (the cluster's
 //                     transport.shared_memory off for this worker).
 //   shared memory     the same calls from a second worker that moves the
-//                     tensors through shared memory (rpc/shared_region.h),
-//                     as workers on the ps's host do by default.
+//                     tensors through shared memory (rpc/shared_region.h)
+//                     and computes in its region, as a worker on the ps's
+//                     host with one step in flight does by default.
 //   raw TCP echo      S bytes written in --tcp-chunk-kib pieces and the same
 //                     S bytes read back, one thread with a non-blocking
 //                     socket (as the kj loop of a worker), the server echoing
@@ -29,8 +30,8 @@
 //                     ParameterShard::push and ::pinChunk of every chunk, in
 //                     this process.
 //
-// MiB/s counts both directions (2 S per round trip). The two sides take
-// turns, one repetition each, so that load from elsewhere hits both alike;
+// MiB/s counts both directions (2 S per round trip). The three sides take
+// turns, one repetition each, so that load from elsewhere hits all alike;
 // the table shows medians with the min-max range, the ratio of medians, and
 // the CPU the rest of the machine used meanwhile ("others", in cores).
 // --side traind (or tcp) runs one side alone, for a profiler.
@@ -315,11 +316,17 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     ps.initialize(state);
     ps.pull(0, state.parameters());
     ShardedClient ps_shared(io, cluster, graph, state.layout(), architectureHash(spec), 1);
+    // The second worker computes in its region, as traind's worker does.
+    FlatBuffer shared_gradients, shared_parameters;
     if (sides != Sides::Tcp) {
       ps_shared.connect(30.0);
-      if (ps_shared.shardsThroughSharedMemory() != 1)
+      const ShardedClient::SharedBuffers shared = ps_shared.sharedBuffers();
+      if (!shared.gradients)
         throw std::runtime_error("the ps did not map the second worker's shared memory");
-      ps_shared.pull(0, state.parameters());
+      shared_gradients = FlatBuffer::over(shared.gradients, gradients.size());
+      shared_parameters = FlatBuffer::over(shared.parameters, gradients.size());
+      std::fill(shared_gradients.data(), shared_gradients.data() + gradients.size(), 1e-3f);
+      ps_shared.pull(0, shared_parameters);
     }
 
     const int echo = connectTo(echo_port);
@@ -336,8 +343,10 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
         const Clock::time_point start = Clock::now();
         if (who == 0)
           echoRoundTrip(echo, out, in, tcp_chunk);
+        else if (who == 1)
+          ps.pushAndPull(gradients, 0, state.parameters());
         else
-          (who == 1 ? ps : ps_shared).pushAndPull(gradients, 0, state.parameters());
+          ps_shared.pushAndPull(shared_gradients, 0, shared_parameters);
         if (timed) (who == 0 ? tcp : who == 1 ? rpc : shm).push_back(millisecondsSince(start));
       }
       if (sides == Sides::Tcp) continue;

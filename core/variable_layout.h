@@ -41,7 +41,8 @@ class VariableLayout {
   int64_t total_size_ = 0;
 };
 
-// A zero-initialised, 64-byte aligned float buffer that is never resized.
+// A 64-byte aligned float buffer that is never resized: its own memory,
+// zero-initialised, or memory it is given (over()).
 class FlatBuffer {
  public:
   FlatBuffer() = default;

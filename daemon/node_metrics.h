@@ -90,8 +90,8 @@ class NodeMetrics {
   // long it took from the first request sent to the last reply.
   void recordPush(int64_t bytes, double seconds);
   void recordPull(int64_t bytes, double seconds);
-  // Worker: how many ps tasks it reaches through shared memory (the others
-  // over TCP; rpc/shared_region.h).
+  // Worker: how many ps tasks it reached through shared memory when it
+  // connected (the others over TCP; rpc/shared_region.h).
   void setSharedMemoryShards(int shards);
 
   // ps: its counters, as copied from the shard by the event loop.

@@ -154,7 +154,7 @@ void ShardService::attachRegion(wire::SharedRegionOffer::Reader offer,
   }
   try {
     region_ = SharedRegion::attach(readOffer(offer), shard().modelSize());
-    results.setSharedRegion(true);
+    results.setSharedRegionMapped(true);
     spdlog::info("worker {}: tensors through shared memory", worker);
   } catch (const SharedRegionUnavailable& e) {
     region_.reset();
@@ -163,7 +163,7 @@ void ShardService::attachRegion(wire::SharedRegionOffer::Reader offer,
   }
 }
 
-const SharedRegion& ShardService::region() const {
+SharedRegion& ShardService::region() {
   if (!region_)
     throw ProtocolError("a call through shared memory on a connection without a shared region");
   return *region_;
@@ -267,7 +267,8 @@ kj::Promise<void> ShardService::pull(PullContext context) {
     checkWait(params.getMinStep());
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
     const bool shared = params.getIntoSharedRegion();
-    if (shared) region();  // refused now, not after a wait
+    // Without a region the call is refused now (region() throws), not after a wait.
+    if (shared) region();
     context.allowCancellation();
     return whenPullMayProceed(params.getMinStep(), std::nullopt,
                               [this, context, chunk, shared]() mutable {

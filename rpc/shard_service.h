@@ -102,9 +102,10 @@ class ShardService final : public wire::ParameterShard::Server {
   template <typename Results>
   void attachChunk(Results results, size_t chunk, bool shared);
   // Maps the region a hello offers, or says why not.
-  void attachRegion(wire::SharedRegionOffer::Reader offer, wire::ParameterShard::HelloResults::Builder results);
+  void attachRegion(wire::SharedRegionOffer::Reader offer,
+                    wire::ParameterShard::HelloResults::Builder results);
   // The region a call through it uses; ProtocolError without one.
-  const SharedRegion& region() const;
+  SharedRegion& region();
   ParameterShard& shard() { return served_.shard_; }
 
   // Refuses (ProtocolError) a wait no worker asks for: a step beyond the

@@ -95,15 +95,13 @@ struct ShardedClient::Impl {
           hello.setWireVersion(kWireVersion);
           if (region) writeOffer(region->offer(), hello.initSharedRegion());
           return hello.send().then([this, &link](auto reply) {
-            link.shared = region && reply.getSharedRegion();
+            link.shared = region && reply.getSharedRegionMapped();
             if (link.shared) {
               spdlog::info("ps {} at {}: tensors through shared memory (same host)", link.index,
                            link.address);
             } else if (region) {
-              const std::string why = reply.getSharedRefusal();
               spdlog::info("ps {} at {}: tensors over TCP, not shared memory: {}", link.index,
-                           link.address,
-                           why.empty() ? "the ps did not map the region (an older traind?)" : why);
+                           link.address, reply.getSharedRefusal().cStr());
             }
           });
         });
@@ -122,6 +120,7 @@ struct ShardedClient::Impl {
   // The region this worker offers every ps, unless the cluster spec turns
   // shared memory off or the kernel gives none (then TCP, logged).
   void createRegion() {
+    if (region) return;  // connect() again: the region the buffers may view stays
     if (!cluster.shared_memory) {
       spdlog::info("tensors over TCP: transport.shared_memory is off");
       return;

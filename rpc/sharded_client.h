@@ -57,7 +57,7 @@ class ShardedClient {
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
-  // choice is logged with its reason.
+  // choice is logged with its reason. Once per client.
   void connect(double timeout_seconds);
 
   // How many ps shards this worker reaches through shared memory.

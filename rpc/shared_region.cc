@@ -1,9 +1,9 @@
 #include "rpc/shared_region.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 namespace traind {
@@ -22,7 +23,10 @@ constexpr uint64_t kPage = 4096;
 
 uint64_t pagesFor(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
-std::string errnoText(const char* what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
+// "what: the error" of `error` (errno, read before anything that may change it).
+std::string errnoText(std::string_view what, int error) {
+  return fmt::format("{}: {}", what, std::strerror(error));
+}
 
 // Closes a descriptor on every path out of a function.
 struct FdCloser {
@@ -78,19 +82,20 @@ SharedRegion SharedRegion::create(int64_t floats) {
     throw SharedRegionUnavailable("cannot read this host's boot id and pid namespace in /proc");
   const uint64_t bytes = bytesFor(floats);
   const int fd = ::memfd_create("traind-tensors", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) throw SharedRegionUnavailable(errnoText("memfd_create"));
+  if (fd < 0) throw SharedRegionUnavailable(errnoText("memfd_create", errno));
   FdCloser closer{fd};
-  if (::ftruncate(fd, off_t(bytes)) != 0) throw SharedRegionUnavailable(errnoText("ftruncate"));
+  if (::ftruncate(fd, off_t(bytes)) != 0)
+    throw SharedRegionUnavailable(errnoText("ftruncate", errno));
   // Allocated now, by the worker: its pages are charged to the worker (not
   // to the ps that would otherwise touch them first), and a shortage of
   // memory is this error instead of a SIGBUS in either process later.
   if (::fallocate(fd, 0, 0, off_t(bytes)) != 0)
-    throw SharedRegionUnavailable(errnoText("allocating the region"));
+    throw SharedRegionUnavailable(errnoText("allocating the region", errno));
   // Sealed before anyone else sees it: its size is fixed for good.
   if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-    throw SharedRegionUnavailable(errnoText("sealing the memfd"));
+    throw SharedRegionUnavailable(errnoText("sealing the memfd", errno));
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap"));
+  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap", errno));
 
   Offer offer;
   offer.host = hostIdentity();
@@ -98,8 +103,9 @@ SharedRegion SharedRegion::create(int64_t floats) {
   offer.fd = uint32_t(fd);
   offer.bytes = bytes;
   if (::getrandom(offer.token.data(), offer.token.size(), 0) != ssize_t(offer.token.size())) {
+    const int error = errno;
     ::munmap(base, bytes);
-    throw SharedRegionUnavailable(errnoText("getrandom"));
+    throw SharedRegionUnavailable(errnoText("getrandom", error));
   }
   std::memcpy(base, offer.token.data(), offer.token.size());
   closer.fd = -1;
@@ -112,7 +118,7 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
   const uint64_t bytes = bytesFor(floats);
   if (offer.bytes != bytes)
     throw SharedRegionUnavailable(
-        fmt::format("the worker's region has {} bytes, this shard needs {}", offer.bytes, bytes));
+        fmt::format("the worker's region has {} bytes, this model needs {}", offer.bytes, bytes));
 
   // The peer's descriptor is pinned with O_PATH, which opens nothing (no
   // device driver's open runs, no FUSE server is asked), and everything is
@@ -122,22 +128,28 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
   const std::string path = fmt::format("/proc/{}/fd/{}", offer.pid, offer.fd);
   const int pinned = ::open(path.c_str(), O_PATH | O_CLOEXEC);
   if (pinned < 0) {
-    std::string why = errnoText(("opening " + path).c_str());
-    if (errno == EACCES || errno == EPERM) why += " (does the ps run as another user?)";
+    const int error = errno;
+    std::string why = errnoText("opening " + path, error);
+    if (error == EACCES || error == EPERM) why += " (does the ps run as another user?)";
     throw SharedRegionUnavailable(why);
   }
   FdCloser pinned_closer{pinned};
   const std::string own = fmt::format("/proc/self/fd/{}", pinned);
   char target[256] = {};
-  if (::readlink(own.c_str(), target, sizeof target - 1) < 0)
-    throw SharedRegionUnavailable(errnoText(("reading " + own).c_str()));
+  if (::readlink(own.c_str(), target, sizeof target - 1) < 0) {
+    const int error = errno;
+    throw SharedRegionUnavailable(errnoText("reading " + own, error));
+  }
   if (std::strncmp(target, "/memfd:", 7) != 0)
     throw SharedRegionUnavailable(path + " is not a memfd");
   struct statfs filesystem {};
   if (::fstatfs(pinned, &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC)
     throw SharedRegionUnavailable(path + " is not a memfd on tmpfs");
   const int fd = ::open(own.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) throw SharedRegionUnavailable(errnoText(("opening " + path).c_str()));
+  if (fd < 0) {
+    const int error = errno;
+    throw SharedRegionUnavailable(errnoText("opening " + path, error));
+  }
   FdCloser closer{fd};
   // Sealed against shrinking before its size is looked at: unsealed, the
   // worker could shrink the file under this mapping (after the size check,
@@ -153,7 +165,7 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
   if (uint64_t(st.st_blocks) * 512 < bytes)
     throw SharedRegionUnavailable(path + " is not allocated in full");
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap"));
+  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap", errno));
   if (std::memcmp(base, offer.token.data(), offer.token.size()) != 0) {
     ::munmap(base, bytes);
     throw SharedRegionUnavailable(path + " does not hold the worker's token");

@@ -30,12 +30,12 @@ struct SharedRegionOffer {
 interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
             wireVersion :UInt32, sharedRegion :SharedRegionOffer)
-      -> (status :ShardStatus, sharedRegion :Bool, sharedRefusal :Text);
+      -> (status :ShardStatus, sharedRegionMapped :Bool, sharedRefusal :Text);
   # Checks that the peer trains the same architecture, talks to the shard
   # it thinks it does, and cuts the shard into the same chunks (wireVersion:
   # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it).
   # A worker may offer a region of shared memory (rpc/shared_region.h);
-  # sharedRegion says whether the ps mapped it, sharedRefusal why not.
+  # sharedRegionMapped says whether the ps mapped it, sharedRefusal why not.
 
   status @1 () -> (status :ShardStatus);
 
@@ -57,15 +57,17 @@ interface ParameterShard {
   # the shard dropped the gradient as stale. One call per chunk: the shard
   # applies and answers a chunk while the next ones still arrive, so
   # parameters flow back while gradients flow in. With sharedFloats > 0 the
-  # gradient (that many floats, data empty) is in the shared region at
-  # offset, and the reply's parameters are written over it there instead of
-  # into data.
+  # gradient (that many floats, data empty) is in the shared region's
+  # gradient buffer at the chunk's place in the worker's layout, and the
+  # reply's parameters go to the same place in its parameter buffer instead
+  # of into data.
 
   pull @5 (minStep :Int64, offset :UInt64, length :UInt64, intoSharedRegion :Bool)
       -> (globalStep :Int64, data :Data);
   # Parameters [offset, offset + length) once the shard's global step has
   # reached minStep (sync training waits here for the next step); with
-  # intoSharedRegion into the shared region at offset, data empty.
+  # intoSharedRegion into the shared region's parameter buffer (at the
+  # chunk's place in the worker's layout), data empty.
 
   readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

@@ -94,7 +94,19 @@ std::unique_ptr<Cluster> endlessSyncJob(const std::filesystem::path& dir) {
       1, 2);
 }
 
-
+// A step of fashion_cnn that fails halfway: its dense layers (variables 4-7)
+// are one chunk, its convolutions another; the dense layers' gradient is
+// final at once, and the step fails before the convolutions' is.
+struct FailingCnnStep : GradientGate {
+  kj::Timer& timer;
+  explicit FailingCnnStep(kj::Timer& t) : timer(t) {}
+  kj::Promise<void> ready(size_t variable) override {
+    if (variable >= 4) return kj::READY_NOW;
+    return timer.afterDelay(100 * kj::MILLISECONDS).then([]() -> kj::Promise<void> {
+      return KJ_EXCEPTION(FAILED, "the training step failed: out of memory");
+    });
+  }
+};
 
 }  // namespace
 
@@ -367,10 +379,9 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
                       dir / "ps.log");
   const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
   const LayerGraph graph = buildLayerGraph(spec);
-  const std::vector<ShardChunk> chunks = transferChunks(
+  const ShardChunk chunk = transferChunks(
       graph, placeVariables(VariableLayout(graph.variables), 1).shards[0],
-      ParameterShard::kChunkFloats);
-  const ShardChunk chunk = chunks[0];
+      ParameterShard::kChunkFloats)[0];
 
   // The liar speaks the protocol: it says hello as worker 0 and marks the
   // shard ready, as a chief would.
@@ -414,7 +425,8 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
     request.setWireVersion(kWireVersion);
     writeOffer(offer, request.initSharedRegion());
     auto reply = request.send().wait(io.waitScope);
-    return reply.getSharedRegion() ? std::string() : std::string(reply.getSharedRefusal().cStr());
+    return reply.getSharedRegionMapped() ? std::string()
+                                         : std::string(reply.getSharedRefusal().cStr());
   };
   const SharedRegion region = SharedRegion::create(VariableLayout(graph.variables).totalSize());
   SharedRegion::Offer lie = region.offer();
@@ -422,18 +434,37 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   CHECK_THAT(offering(lie), Catch::Contains("is not a memfd"));
   lie = region.offer();
   lie.bytes *= 1000;
-  CHECK_THAT(offering(lie), Catch::Contains("this shard needs"));
+  CHECK_THAT(offering(lie), Catch::Contains("this model needs"));
+  // Calls through the region: answered without data (the parameters are in
+  // the region), or failed.
   auto sharedPush = [&](uint64_t floats) {
     auto request = shard.pushAndPullRequest();
     request.setWorkerTask(0);
     request.setOffset(uint64_t(chunk.shard_offset));
     request.setSharedFloats(floats);
-    return kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); });
+    return kj::runCatchingExceptions([&] {
+      auto reply = request.send().wait(io.waitScope);
+      CHECK(reply.getData().size() == 0);
+    });
+  };
+  auto sharedPull = [&] {
+    auto request = shard.pullRequest();
+    request.setOffset(uint64_t(chunk.shard_offset));
+    request.setLength(uint64_t(chunk.size));
+    request.setIntoSharedRegion(true);
+    return kj::runCatchingExceptions([&] {
+      auto reply = request.send().wait(io.waitScope);
+      CHECK(reply.getData().size() == 0);
+    });
   };
   KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size)))
     CHECK_THAT(e->getDescription().cStr(), Catch::Contains("without a shared region"));
   else
     FAIL("a push through a shared region the ps did not map was accepted");
+  KJ_IF_MAYBE(e, sharedPull())
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("without a shared region"));
+  else
+    FAIL("a pull into a shared region the ps did not map was accepted");
   CHECK(offering(region.offer()).empty());
   // Mapped now: a chunk of the wrong length is still refused before the ps
   // reads the region.
@@ -455,11 +486,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   auto sameAsTcp = [&] {
     return std::memcmp(in_region, over_tcp.getData().begin(), over_tcp.getData().size()) == 0;
   };
-  auto shared_pull = shard.pullRequest();
-  shared_pull.setOffset(uint64_t(chunk.shard_offset));
-  shared_pull.setLength(uint64_t(chunk.size));
-  shared_pull.setIntoSharedRegion(true);
-  CHECK(shared_pull.send().wait(io.waitScope).getData().size() == 0);
+  CHECK(sharedPull() == nullptr);
   CHECK(sameAsTcp());
   // Step 0's gradient from worker 0: one of the two the sync step needs, so
   // the chunk's parameters stay as they were and come back.
@@ -538,23 +565,53 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
   FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
   REQUIRE(client.pull(0, parameters) == 0);
 
-  // fashion_cnn's dense layers (variables 4-7) are one chunk, its
-  // convolutions another: the dense layers' gradient is final at once, and
-  // the step fails before the convolutions' is.
-  struct FailingStep : GradientGate {
-    kj::Timer& timer;
-    explicit FailingStep(kj::Timer& t) : timer(t) {}
-    kj::Promise<void> ready(size_t variable) override {
-      if (variable >= 4) return kj::READY_NOW;
-      return timer.afterDelay(100 * kj::MILLISECONDS).then([]() -> kj::Promise<void> {
-        return KJ_EXCEPTION(FAILED, "the training step failed: out of memory");
-      });
-    }
-  } failing(io.provider->getTimer());
+  FailingCnnStep failing(io.provider->getTimer());
   CHECK_THROWS_WITH(client.pushAndPull(gradients, 0, parameters, &failing),
                     "the training step failed: out of memory");
   // A whole push: the ps took the half push and serves on.
   CHECK(client.pushAndPull(gradients, 0, parameters) >= 1);
+
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+}
+
+TEST_CASE("a worker computing in its shared memory region makes no call into it after a failed "
+          "one; other calls go over TCP") {
+  const auto dir = freshTempDir("failed-shared-step");
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_cnn.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_cnn.yaml"));
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
+                       architectureHash(spec), 0);
+  client.connect(60);
+  REQUIRE(client.shardsThroughSharedMemory() == 1);
+  client.initialize(state);
+  // As traind's worker does: its step's buffers are the region's.
+  const ShardedClient::SharedBuffers shared = client.sharedBuffers();
+  REQUIRE(shared.gradients);
+  const int64_t size = state.layout().totalSize();
+  FlatBuffer gradients = FlatBuffer::over(shared.gradients, size);
+  FlatBuffer parameters = FlatBuffer::over(shared.parameters, size);
+  REQUIRE(client.pull(0, parameters) == 0);
+  CHECK(std::memcmp(parameters.data(), state.parameters().data(), size_t(size) * sizeof(float)) ==
+        0);
+  CHECK(client.pushAndPull(gradients, 0, parameters) >= 1);
+
+  FailingCnnStep failing(io.provider->getTimer());
+  CHECK_THROWS_WITH(client.pushAndPull(gradients, 0, parameters, &failing),
+                    "the training step failed: out of memory");
+  // The ps may still write the given-up call's reply into the region.
+  CHECK(client.shardsThroughSharedMemory() == 0);
+  CHECK_THROWS_AS(client.pushAndPull(gradients, 0, parameters), std::logic_error);
+  FlatBuffer own_gradients(size), own_parameters(size);
+  CHECK(client.pushAndPull(own_gradients, 0, own_parameters) >= 1);
 
   ps.signal(SIGTERM);
   INFO(ps.output());

@@ -61,8 +61,8 @@ TEST_CASE("a ps refuses a region it cannot trust, saying why") {
     offer.host = "";
     CHECK_THAT(refusal(offer, 256), Catch::Contains("another host"));
   }
-  SECTION("a region of another shard's size") {
-    CHECK_THAT(refusal(offer, 100000), Catch::Contains("this shard needs"));
+  SECTION("a region of another model's size") {
+    CHECK_THAT(refusal(offer, 100000), Catch::Contains("this model needs"));
   }
   SECTION("a wrong token") {
     offer.token[3] ^= 1;
