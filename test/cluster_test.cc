@@ -94,6 +94,27 @@ std::unique_ptr<Cluster> endlessSyncJob(const std::filesystem::path& dir) {
       1, 2);
 }
 
+// A fashion_cnn ps task of `cluster` and, for a worker in the test's process
+// beside it, the model with its initial state and an event loop.
+struct CnnPsBeside {
+  BackgroundTraind ps;
+  ModelSpec spec;
+  LayerGraph graph;
+  ModelState state;
+  kj::AsyncIoContext io;
+
+  CnnPsBeside(const std::filesystem::path& dir, const std::filesystem::path& cluster)
+      : ps("--cluster " + cluster.string() + " --model " + modelPath("fashion_cnn.yaml") +
+               " --job ps --task 0",
+           dir / "ps.log"),
+        spec(loadModelSpec(modelPath("fashion_cnn.yaml"))),
+        graph(buildLayerGraph(spec)),
+        state(spec, graph),
+        io(kj::setupAsyncIo()) {
+    state.initialize();
+  }
+};
+
 // A step of fashion_cnn that fails halfway: its dense layers (variables 4-7)
 // are one chunk, its convolutions another; the dense layers' gradient is
 // final at once, and the step fails before the convolutions' is.
@@ -548,14 +569,8 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
   // offer is refused, and it trains over TCP.
   const auto cluster =
       writeCluster(dir, 1, 1, "  mode: async\ntransport:\n  shared_memory: off\n");
-  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
-                          modelPath("fashion_cnn.yaml") + " --job ps --task 0",
-                      dir / "ps.log");
-  const ModelSpec spec = loadModelSpec(modelPath("fashion_cnn.yaml"));
-  const LayerGraph graph = buildLayerGraph(spec);
-  ModelState state(spec, graph);
-  state.initialize();
-  kj::AsyncIoContext io = kj::setupAsyncIo();
+  CnnPsBeside job(dir, cluster);
+  auto& [ps, spec, graph, state, io] = job;
   ClusterSpec offering = loadClusterSpec(cluster.string());
   offering.shared_memory = true;
   ShardedClient client(io, offering, graph, state.layout(), architectureHash(spec), 0);
@@ -580,14 +595,8 @@ TEST_CASE("a worker computing in its shared memory region makes no call into it 
           "one; other calls go over TCP") {
   const auto dir = freshTempDir("failed-shared-step");
   const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
-  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
-                          modelPath("fashion_cnn.yaml") + " --job ps --task 0",
-                      dir / "ps.log");
-  const ModelSpec spec = loadModelSpec(modelPath("fashion_cnn.yaml"));
-  const LayerGraph graph = buildLayerGraph(spec);
-  ModelState state(spec, graph);
-  state.initialize();
-  kj::AsyncIoContext io = kj::setupAsyncIo();
+  CnnPsBeside job(dir, cluster);
+  auto& [ps, spec, graph, state, io] = job;
   ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
                        architectureHash(spec), 0);
   client.connect(60);
