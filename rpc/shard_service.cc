@@ -231,15 +231,16 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     const bool shared = params.getSharedFloats() > 0;
     if (shared && params.hasData())
       throw ProtocolError("a push through shared memory that also carries data");
+    const std::span<const float> sent =
+        shared ? std::span<const float>() : floatsOf(params.getData());
     // A shared gradient's chunk is checked before its floats are touched.
-    const size_t chunk =
-        shared ? shard().chunkAt(offset, int64_t(std::min<uint64_t>(params.getSharedFloats(),
-                                                                     uint64_t(INT64_MAX))))
-               : shard().chunkAt(offset, int64_t(floatsOf(params.getData()).size()));
+    const size_t chunk = shard().chunkAt(
+        offset, shared ? int64_t(std::min<uint64_t>(params.getSharedFloats(), INT64_MAX))
+                       : int64_t(sent.size()));
     const ShardChunk& c = shard().chunks()[chunk];
     const std::span<const float> gradient =
         shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
-               : floatsOf(params.getData());
+               : sent;
     const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
     const bool accepted = shard().push(params.getWorkerTask(), params.getStep(), offset, gradient);
     const int64_t min_step = params.getMinStep();

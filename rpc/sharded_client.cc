@@ -107,6 +107,12 @@ struct ShardedClient::Impl {
         });
   }
 
+  // Where the ps writes chunk `c`'s parameters in the region; null when
+  // `link` moves its tensors over TCP.
+  float* sharedParameters(const ShardLink& link, const ShardChunk& c) const {
+    return link.shared ? region->parameters() + c.layout_offset : nullptr;
+  }
+
   // A worker that computes in the region (sharedBuffers) must not call again
   // once a call was given up: the ps may still answer the abandoned call
   // into the region, over what the worker computes there now.
@@ -422,7 +428,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     request.setMinStep(min_step);
     request.setOffset(uint64_t(c.shard_offset));
     request.setLength(uint64_t(c.size));
-    const float* shared = link.shared ? impl_->region->parameters() + c.layout_offset : nullptr;
+    const float* shared = impl_->sharedParameters(link, c);
     request.setIntoSharedRegion(shared != nullptr);
     int64_t* step = &shard_steps_[size_t(link.index)];
     float* out = parameters.data() + c.layout_offset;
@@ -474,8 +480,8 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             request.setStep(shard_steps_[size_t(link.index)]);
             request.setOffset(uint64_t(c.shard_offset));
             request.setMinStep(min_step);
-            const float* shared = nullptr;
-            if (link.shared) {
+            const float* shared = impl_->sharedParameters(link, c);
+            if (shared) {
               // The chunk is the ps's from this request to its reply. No copy
               // when the worker computes in the region (sharedBuffers).
               float* in_region = impl_->region->gradients() + c.layout_offset;
@@ -483,7 +489,6 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
                 std::memcpy(in_region, gradients.data() + c.layout_offset,
                             size_t(c.size) * sizeof(float));
               request.setSharedFloats(uint64_t(c.size));
-              shared = impl_->region->parameters() + c.layout_offset;
             } else {
               attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
                   request, gradients.data() + c.layout_offset, c.size);

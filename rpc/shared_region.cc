@@ -28,13 +28,12 @@ std::string errnoText(std::string_view what, int error) {
   return fmt::format("{}: {}", what, std::strerror(error));
 }
 
-// Closes a descriptor on every path out of a function.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
+// Maps `bytes` of `fd` for reading and writing.
+void* mapShared(int fd, uint64_t bytes) {
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap", errno));
+  return base;
+}
 
 }  // namespace
 
@@ -42,74 +41,47 @@ uint64_t SharedRegion::bytesFor(int64_t floats) {
   return kPage + 2 * pagesFor(uint64_t(floats) * sizeof(float));
 }
 
-SharedRegion::SharedRegion(void* base, uint64_t bytes, int64_t floats, int fd, Offer offer)
-    : base_(base),
-      bytes_(bytes),
-      floats_(floats),
-      gradients_(reinterpret_cast<float*>(static_cast<char*>(base) + kPage)),
-      parameters_(reinterpret_cast<float*>(static_cast<char*>(base) + kPage +
-                                           pagesFor(uint64_t(floats) * sizeof(float)))),
-      fd_(fd),
-      offer_(std::move(offer)) {}
+void SharedRegion::Unmap::operator()(void* base) const { ::munmap(base, bytes); }
 
-SharedRegion::SharedRegion(SharedRegion&& other) noexcept { *this = std::move(other); }
+SharedRegion::SharedRegion(Mapping mapping, int64_t floats, kj::AutoCloseFd fd, Offer offer)
+    : mapping_(std::move(mapping)), floats_(floats), fd_(kj::mv(fd)), offer_(std::move(offer)) {}
 
-SharedRegion& SharedRegion::operator=(SharedRegion&& other) noexcept {
-  if (this != &other) {
-    release();
-    base_ = std::exchange(other.base_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-    floats_ = std::exchange(other.floats_, 0);
-    gradients_ = std::exchange(other.gradients_, nullptr);
-    parameters_ = std::exchange(other.parameters_, nullptr);
-    fd_ = std::exchange(other.fd_, -1);
-    offer_ = std::move(other.offer_);
-  }
-  return *this;
+float* SharedRegion::gradients() const {
+  return reinterpret_cast<float*>(static_cast<char*>(mapping_.get()) + kPage);
 }
 
-SharedRegion::~SharedRegion() { release(); }
-
-void SharedRegion::release() noexcept {
-  if (base_) ::munmap(base_, bytes_);
-  if (fd_ >= 0) ::close(fd_);
-  base_ = nullptr;
-  fd_ = -1;
+float* SharedRegion::parameters() const {
+  return gradients() + pagesFor(uint64_t(floats_) * sizeof(float)) / sizeof(float);
 }
 
 SharedRegion SharedRegion::create(int64_t floats) {
   if (hostIdentity().empty())
     throw SharedRegionUnavailable("cannot read this host's boot id and pid namespace in /proc");
   const uint64_t bytes = bytesFor(floats);
-  const int fd = ::memfd_create("traind-tensors", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) throw SharedRegionUnavailable(errnoText("memfd_create", errno));
-  FdCloser closer{fd};
-  if (::ftruncate(fd, off_t(bytes)) != 0)
+  const int created = ::memfd_create("traind-tensors", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (created < 0) throw SharedRegionUnavailable(errnoText("memfd_create", errno));
+  kj::AutoCloseFd fd(created);
+  if (::ftruncate(fd.get(), off_t(bytes)) != 0)
     throw SharedRegionUnavailable(errnoText("ftruncate", errno));
   // Allocated now, by the worker: its pages are charged to the worker (not
   // to the ps that would otherwise touch them first), and a shortage of
   // memory is this error instead of a SIGBUS in either process later.
-  if (::fallocate(fd, 0, 0, off_t(bytes)) != 0)
+  if (::fallocate(fd.get(), 0, 0, off_t(bytes)) != 0)
     throw SharedRegionUnavailable(errnoText("allocating the region", errno));
   // Sealed before anyone else sees it: its size is fixed for good.
-  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     throw SharedRegionUnavailable(errnoText("sealing the memfd", errno));
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap", errno));
+  Mapping mapping(mapShared(fd.get(), bytes), Unmap{bytes});
 
   Offer offer;
   offer.host = hostIdentity();
   offer.pid = uint32_t(::getpid());
-  offer.fd = uint32_t(fd);
+  offer.fd = uint32_t(fd.get());
   offer.bytes = bytes;
-  if (::getrandom(offer.token.data(), offer.token.size(), 0) != ssize_t(offer.token.size())) {
-    const int error = errno;
-    ::munmap(base, bytes);
-    throw SharedRegionUnavailable(errnoText("getrandom", error));
-  }
-  std::memcpy(base, offer.token.data(), offer.token.size());
-  closer.fd = -1;
-  return SharedRegion(base, bytes, floats, fd, std::move(offer));
+  if (::getrandom(offer.token.data(), offer.token.size(), 0) != ssize_t(offer.token.size()))
+    throw SharedRegionUnavailable(errnoText("getrandom", errno));
+  std::memcpy(mapping.get(), offer.token.data(), offer.token.size());
+  return SharedRegion(std::move(mapping), floats, kj::mv(fd), std::move(offer));
 }
 
 SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
@@ -126,15 +98,15 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
   // for another file as it could its own between two looks at it. Only
   // then is the file opened for reading and writing: a memfd on tmpfs.
   const std::string path = fmt::format("/proc/{}/fd/{}", offer.pid, offer.fd);
-  const int pinned = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (pinned < 0) {
+  const int pinned_fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (pinned_fd < 0) {
     const int error = errno;
     std::string why = errnoText("opening " + path, error);
     if (error == EACCES || error == EPERM) why += " (does the ps run as another user?)";
     throw SharedRegionUnavailable(why);
   }
-  FdCloser pinned_closer{pinned};
-  const std::string own = fmt::format("/proc/self/fd/{}", pinned);
+  const kj::AutoCloseFd pinned(pinned_fd);
+  const std::string own = fmt::format("/proc/self/fd/{}", pinned.get());
   char target[256] = {};
   if (::readlink(own.c_str(), target, sizeof target - 1) < 0) {
     const int error = errno;
@@ -143,34 +115,32 @@ SharedRegion SharedRegion::attach(const Offer& offer, int64_t floats) {
   if (std::strncmp(target, "/memfd:", 7) != 0)
     throw SharedRegionUnavailable(path + " is not a memfd");
   struct statfs filesystem {};
-  if (::fstatfs(pinned, &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC)
+  if (::fstatfs(pinned.get(), &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC)
     throw SharedRegionUnavailable(path + " is not a memfd on tmpfs");
-  const int fd = ::open(own.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
+  const int opened = ::open(own.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (opened < 0) {
     const int error = errno;
     throw SharedRegionUnavailable(errnoText("opening " + path, error));
   }
-  FdCloser closer{fd};
+  const kj::AutoCloseFd fd(opened);
   // Sealed against shrinking before its size is looked at: unsealed, the
   // worker could shrink the file under this mapping (after the size check,
   // even), and every later access past its end would kill this process.
-  const int seals = ::fcntl(fd, F_GET_SEALS);
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
   if (seals < 0 || !(seals & F_SEAL_SHRINK))
     throw SharedRegionUnavailable(path + " is not sealed against shrinking");
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes)
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes)
     throw SharedRegionUnavailable(path + " is not a region of " + std::to_string(bytes) + " bytes");
   // Allocated by the worker (create() does): its pages are the worker's
   // memory, and no write of the ps's can fail for want of one.
   if (uint64_t(st.st_blocks) * 512 < bytes)
     throw SharedRegionUnavailable(path + " is not allocated in full");
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) throw SharedRegionUnavailable(errnoText("mmap", errno));
-  if (std::memcmp(base, offer.token.data(), offer.token.size()) != 0) {
-    ::munmap(base, bytes);
+  Mapping mapping(mapShared(fd.get(), bytes), Unmap{bytes});
+  if (std::memcmp(mapping.get(), offer.token.data(), offer.token.size()) != 0)
     throw SharedRegionUnavailable(path + " does not hold the worker's token");
-  }
-  return SharedRegion(base, bytes, floats, -1, Offer{});
+  // The mapping holds the file; the descriptor closes here.
+  return SharedRegion(std::move(mapping), floats, kj::AutoCloseFd(), Offer{});
 }
 
 void writeOffer(const SharedRegion::Offer& offer, wire::SharedRegionOffer::Builder out) {

@@ -26,8 +26,11 @@
 // writes allocate pages again; no seal short of read-only prevents that.)
 #pragma once
 
+#include <kj/io.h>
+
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -61,19 +64,13 @@ class SharedRegion {
   // throws SharedRegionUnavailable saying why not.
   static SharedRegion attach(const Offer& offer, int64_t floats);
 
-  SharedRegion(SharedRegion&& other) noexcept;
-  SharedRegion& operator=(SharedRegion&& other) noexcept;
-  SharedRegion(const SharedRegion&) = delete;
-  SharedRegion& operator=(const SharedRegion&) = delete;
-  ~SharedRegion();
-
   // Only for the region's creator, while it keeps its descriptor open.
   const Offer& offer() const { return offer_; }
 
   // The worker's two flat buffers, `floats()` floats each (64-byte aligned,
   // as FlatBuffer's).
-  float* gradients() const { return gradients_; }
-  float* parameters() const { return parameters_; }
+  float* gradients() const;
+  float* parameters() const;
   int64_t floats() const { return floats_; }
 
   // The size of a region for `floats` floats: a page of header (the token)
@@ -81,15 +78,16 @@ class SharedRegion {
   static uint64_t bytesFor(int64_t floats);
 
  private:
-  SharedRegion(void* base, uint64_t bytes, int64_t floats, int fd, Offer offer);
-  void release() noexcept;
+  struct Unmap {
+    uint64_t bytes;
+    void operator()(void* base) const;
+  };
+  using Mapping = std::unique_ptr<void, Unmap>;
+  SharedRegion(Mapping mapping, int64_t floats, kj::AutoCloseFd fd, Offer offer);
 
-  void* base_ = nullptr;
-  uint64_t bytes_ = 0;
+  Mapping mapping_;
   int64_t floats_ = 0;
-  float* gradients_ = nullptr;
-  float* parameters_ = nullptr;
-  int fd_ = -1;  // the creator's: open while a ps may still attach
+  kj::AutoCloseFd fd_;  // the creator's: open while a ps may still attach
   Offer offer_;
 };
 
