@@ -33,12 +33,18 @@ float adamStepSize(const OptimizerSpec& s, float lr, int64_t update) {
 }
 
 // The update rule on n elements; a and b are the slots (null when unused).
+// With kCopyOut each new value also goes to out[i] in the same pass, so a
+// copy of the result costs no second read of p.
+template <bool kCopyOut>
 void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, float* b,
-                    int64_t n, float lr, float adam_lr, float wd) {
+                    float* out, int64_t n, float lr, float adam_lr, float wd) {
   switch (s.kind) {
     case OptimizerSpec::Kind::Sgd:
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        p[i] -= lr * (g[i] + wd * p[i]);
+        if constexpr (kCopyOut) out[i] = p[i];
+      }
       break;
     case OptimizerSpec::Kind::Momentum:
 #pragma omp simd
@@ -46,6 +52,7 @@ void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, 
         const float gi = g[i] + wd * p[i];
         a[i] = s.momentum * a[i] + gi;
         p[i] -= s.nesterov ? lr * (gi + s.momentum * a[i]) : lr * a[i];
+        if constexpr (kCopyOut) out[i] = p[i];
       }
       break;
     case OptimizerSpec::Kind::Adagrad:
@@ -54,6 +61,7 @@ void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, 
         const float gi = g[i] + wd * p[i];
         a[i] += gi * gi;
         p[i] -= lr * gi / (std::sqrt(a[i]) + s.epsilon);
+        if constexpr (kCopyOut) out[i] = p[i];
       }
       break;
     case OptimizerSpec::Kind::Adam:
@@ -63,6 +71,7 @@ void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, 
         a[i] = s.beta1 * a[i] + (1.0f - s.beta1) * gi;
         b[i] = s.beta2 * b[i] + (1.0f - s.beta2) * gi * gi;
         p[i] -= adam_lr * a[i] / (std::sqrt(b[i]) + s.epsilon);
+        if constexpr (kCopyOut) out[i] = p[i];
       }
       break;
   }
@@ -112,9 +121,9 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
       if (!v.trainable) continue;
       const int64_t begin = v.offset + v.size * thread / threads;
       const int64_t end = v.offset + v.size * (thread + 1) / threads;
-      updateElements(spec_, parameters.data() + begin, gradients.data() + begin,
-                     slot0 ? slot0 + begin : nullptr, slot1 ? slot1 + begin : nullptr,
-                     end - begin, learning_rate, adam_lr,
+      updateElements<false>(spec_, parameters.data() + begin, gradients.data() + begin,
+                            slot0 ? slot0 + begin : nullptr, slot1 ? slot1 + begin : nullptr,
+                            nullptr, end - begin, learning_rate, adam_lr,
                      v.is_kernel ? spec_.weight_decay : 0.0f);
       if (average)
         averageElements(average + begin, parameters.data() + begin, end - begin, decay);
@@ -124,14 +133,22 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
 
 void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset,
                            int64_t count, const float* gradients, float learning_rate,
-                           int64_t update) {
+                           int64_t update, float* values_out) {
   const VariableView& v = layout_.views()[variable];
-  if (!v.trainable) return;
+  if (!v.trainable) {
+    if (values_out) std::copy_n(parameters, count, values_out);
+    return;
+  }
   float* slot0 = rule_slots_ > 0 ? slots_[0].data() + offset : nullptr;
   float* slot1 = rule_slots_ > 1 ? slots_[1].data() + offset : nullptr;
-  updateElements(spec_, parameters, gradients, slot0, slot1, count,
-                 learning_rate, adamStepSize(spec_, learning_rate, update),
-                 v.is_kernel ? spec_.weight_decay : 0.0f);
+  const float adam_lr = adamStepSize(spec_, learning_rate, update);
+  const float decay = v.is_kernel ? spec_.weight_decay : 0.0f;
+  if (values_out)
+    updateElements<true>(spec_, parameters, gradients, slot0, slot1, values_out, count,
+                         learning_rate, adam_lr, decay);
+  else
+    updateElements<false>(spec_, parameters, gradients, slot0, slot1, nullptr, count,
+                          learning_rate, adam_lr, decay);
   if (spec_.moving_average)
     averageElements(slots_.back().data() + offset, parameters, count,
                     movingAverageDecay(*spec_.moving_average, update));

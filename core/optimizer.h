@@ -47,9 +47,12 @@ class Optimizer {
   // inside variable `variable` of the layout, from `gradients` (count floats),
   // to `parameters`: those count elements' values, wherever they live. A
   // parameter server applies each gradient chunk this way, on one thread, to
-  // the chunk's copy-on-write values.
+  // the chunk's copy-on-write values. `values_out`, when not null, receives
+  // the count new values as well, in the same pass (a worker's shared
+  // memory region: no second read of the parameters to copy them there).
   void applyRange(float* parameters, size_t variable, int64_t offset, int64_t count,
-                  const float* gradients, float learning_rate, int64_t update);
+                  const float* gradients, float learning_rate, int64_t update,
+                  float* values_out = nullptr);
 
  private:
   OptimizerSpec spec_;

@@ -31,6 +31,7 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
     home->data = parameters_.data() + c.shard_offset;
     values_.push_back({home, home});
   }
+  chunk_versions_.assign(chunks_.size(), 0);
   const size_t workers = cluster.worker.size();
   chunk_updates_.assign(chunks_.size(), 0);
   chunks_from_worker_.assign(workers, 0);
@@ -68,6 +69,7 @@ const FlatBuffer& ParameterShard::buffer(uint32_t slot) const {
 
 void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const float> values) {
   const size_t chunk = chunkAt(offset, int64_t(values.size()));
+  if (slot == 0) ++chunk_versions_[chunk];
   float* target = slot == 0 ? writableChunk(chunk) : buffer(slot).data() + offset;
   std::memcpy(target, values.data(), values.size_bytes());
 }
@@ -136,9 +138,11 @@ float* ParameterShard::writableChunk(size_t chunk) {
   return v.current->data;
 }
 
-void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t update) {
+void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t update,
+                                float* values_out) {
   const ShardChunk& c = chunks_[chunk];
   float* values = writableChunk(chunk);
+  ++chunk_versions_[chunk];
   const float learning_rate = learningRateAt(spec_.learning_rate, global_step_);
   // Piece by piece (the shard's variable i is piece i); the gaps between
   // pieces travel with the chunk but hold nothing.
@@ -146,8 +150,9 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
     const VariablePiece& p = plan_.pieces[size_t(i)];
     const int64_t begin = std::max(p.shard_offset, c.shard_offset);
     const int64_t end = std::min(p.shard_offset + p.size, c.shard_offset + c.size);
-    optimizer_.applyRange(values + (begin - c.shard_offset), size_t(i), begin, end - begin,
-                          gradient + (begin - c.shard_offset), learning_rate, update);
+    const int64_t at = begin - c.shard_offset;
+    optimizer_.applyRange(values + at, size_t(i), begin, end - begin, gradient + at,
+                          learning_rate, update, values_out ? values_out + at : nullptr);
   }
 }
 
@@ -206,7 +211,7 @@ bool ParameterShard::withinStaleness(uint32_t worker) const {
 }
 
 bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
-                          std::span<const float> gradient) {
+                          std::span<const float> gradient, float* values_out) {
   if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
   if (worker >= cluster_.worker.size())
     throw ProtocolError(fmt::format("ps {}: no worker {} in a cluster of {}", shard_index_, worker,
@@ -217,7 +222,7 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
   const size_t chunk = chunkAt(offset, int64_t(gradient.size()));
 
   if (cluster_.mode == TrainingMode::Async) {
-    applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk]);
+    applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk], values_out);
     if (++chunks_from_worker_[worker] == int64_t(chunks_.size())) {
       chunks_from_worker_[worker] = 0;
       ++clock_[worker];
@@ -246,7 +251,7 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
   if (++contributions_[chunk] == cluster_.replicas_to_aggregate) {
     const float scale = 1.0f / float(cluster_.replicas_to_aggregate);
     for (int64_t i = 0; i < c.size; ++i) sum[i] *= scale;
-    applyChunk(chunk, sum, global_step_ + 1);
+    applyChunk(chunk, sum, global_step_ + 1, values_out);
     free_sums_.push_back(std::move(sums_[chunk]));
     if (++chunks_applied_ == chunks_.size()) {
       chunks_applied_ = 0;

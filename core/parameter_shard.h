@@ -78,7 +78,15 @@ class ParameterShard {
   void markReady(int64_t global_step);
 
   // Returns false when the chunk was dropped as stale. Throws ProtocolError.
-  bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient);
+  // When this push applies the chunk (async, or sync's last gradient of the
+  // step) and `values_out` is not null, the chunk's new values also go to
+  // values_out (gradient.size() floats; the gaps between pieces are not
+  // written) in the same pass over memory: a worker's shared memory region.
+  bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient,
+            float* values_out = nullptr);
+  // Counts the changes of chunk `chunk`'s parameters (updates and the
+  // chief's initialisation): equal counts, equal values.
+  uint64_t chunkVersion(size_t chunk) const { return chunk_versions_.at(chunk); }
 
   // Connected workers, for bounded staleness. A worker that (re)joins starts
   // at the slowest connected worker's clock, so it never holds the others back.
@@ -129,7 +137,7 @@ class ParameterShard {
   // The chunk's values, for writing: in place when nobody holds them, else a
   // copy in a free buffer, which becomes the current version.
   float* writableChunk(size_t chunk);
-  void applyChunk(size_t chunk, const float* gradient, int64_t update);
+  void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out);
 
   const ModelSpec& spec_;
   ClusterSpec cluster_;
@@ -142,6 +150,7 @@ class ParameterShard {
   int64_t max_chunk_floats_ = 0;      // of chunks_: a partial sum's size
   FlatBuffer parameters_;              // home of every chunk's values
   std::vector<ChunkValues> values_;    // per chunk
+  std::vector<uint64_t> chunk_versions_;  // per chunk, see chunkVersion
   Optimizer optimizer_;
   bool ready_ = false;
   int64_t global_step_ = 0;

@@ -170,8 +170,10 @@ SharedRegion& ShardService::region() {
 }
 
 template <typename Results>
-void ShardService::attachChunk(Results results, size_t chunk, bool shared) {
+void ShardService::attachChunk(Results results, size_t chunk, bool shared,
+                               std::optional<uint64_t> region_version) {
   if (shared) {
+    if (region_version == shard().chunkVersion(chunk)) return;  // written by the push
     const ShardChunk& c = shard().chunks()[chunk];
     shard().read(0, c.shard_offset, {region().parameters() + c.layout_offset, size_t(c.size)});
     return;
@@ -242,7 +244,15 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
         shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
                : sent;
     const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
-    const bool accepted = shard().push(params.getWorkerTask(), params.getStep(), offset, gradient);
+    const uint64_t version_before = shard().chunkVersion(chunk);
+    // A push that applies the chunk writes its new values into the region
+    // as it computes them; the reply copies them only if they change again.
+    const bool accepted =
+        shard().push(params.getWorkerTask(), params.getStep(), offset, gradient,
+                     shared ? region().parameters() + c.layout_offset : nullptr);
+    std::optional<uint64_t> region_version;
+    if (shared && shard().chunkVersion(chunk) != version_before)
+      region_version = shard().chunkVersion(chunk);
     const int64_t min_step = params.getMinStep();
     // The gradient is applied: its 1 MiB need not wait with a sync pull.
     context.releaseParams();
@@ -253,11 +263,12 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
       served_.releasePulls();
     // The reply waits for this chunk's step only (sync: until the chunk has
     // been applied), not for the rest of the shard.
-    return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted, shared]() mutable {
+    return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted, shared,
+                                                region_version]() mutable {
       auto results = context.getResults();
       results.setAccepted(accepted);
       results.setGlobalStep(shard().chunkStep(chunk));
-      attachChunk(results, chunk, shared);
+      attachChunk(results, chunk, shared, region_version);
     });
   });
 }
@@ -275,7 +286,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
                               [this, context, chunk, shared]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());
-      attachChunk(results, chunk, shared);
+      attachChunk(results, chunk, shared, std::nullopt);
     });
   });
 }

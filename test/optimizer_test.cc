@@ -170,6 +170,39 @@ TEST_CASE("moving average: after each update, fixed decay and num_updates, froze
   CHECK(ranged.movingAverage()->data()[k + 1] == Approx(d * -2.0f + (1 - d) * -1.0f));
 }
 
+TEST_CASE("applyRange with values_out: the same update, its values copied there, frozen ones too") {
+  using Kind = OptimizerSpec::Kind;
+  for (Kind kind : {Kind::Sgd, Kind::Momentum, Kind::Adagrad, Kind::Adam}) {
+    CAPTURE(int(kind));
+    OptimizerSpec spec;
+    spec.kind = kind;
+    spec.momentum = 0.5f;
+    spec.nesterov = true;
+    spec.weight_decay = 0.1f;
+    TwoVariables plain, copied;
+    Optimizer a(spec, plain.layout), b(spec, copied.layout);
+    std::vector<float> out(size_t(copied.layout.totalSize()), -99.0f);
+    for (int64_t update = 1; update <= 2; ++update) {
+      for (size_t v = 0; v < 2; ++v) {
+        const VariableView& view = plain.layout.views()[v];
+        a.applyRange(plain.params.data() + view.offset, v, view.offset, view.size,
+                     plain.grads.data() + view.offset, 0.5f, update);
+        b.applyRange(copied.params.data() + view.offset, v, view.offset, view.size,
+                     copied.grads.data() + view.offset, 0.5f, update,
+                     out.data() + view.offset);
+      }
+    }
+    for (size_t v = 0; v < 2; ++v) {
+      const VariableView& view = plain.layout.views()[v];
+      for (int64_t i = view.offset; i < view.offset + view.size; ++i) {
+        CHECK(copied.params.data()[i] == plain.params.data()[i]);
+        CHECK(out[size_t(i)] == plain.params.data()[i]);
+      }
+    }
+    CHECK(out[size_t(plain.layout.views()[1].offset)] == 3.0f);  // frozen: copied unchanged
+  }
+}
+
 TEST_CASE("exponential decay, smooth and staircase") {
   LearningRateSpec lr;
   lr.kind = LearningRateSpec::Kind::ExponentialDecay;

@@ -157,6 +157,40 @@ TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are average
   CHECK(shard.globalStep() == 1);
 }
 
+TEST_CASE("a push that applies its chunk also writes the new values out; versions count changes") {
+  std::vector<float> out{-9.0f, -9.0f};
+  SECTION("sync: the step's last gradient applies, and only it writes") {
+    OneShard s(TrainingMode::Sync, 2, 2);
+    ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+    const ShardChunk& kernel = shard.chunks()[0];
+    shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+    CHECK(shard.chunkVersion(0) == 1);
+    shard.markReady(0);
+    CHECK(shard.push(0, 0, kernel.shard_offset, std::vector<float>{1.0f, 0.0f}, out.data()));
+    CHECK(out == std::vector<float>{-9.0f, -9.0f});  // summed, not applied
+    CHECK(shard.chunkVersion(0) == 1);
+    CHECK(shard.push(1, 0, kernel.shard_offset, std::vector<float>{3.0f, 2.0f}, out.data()));
+    CHECK(shard.chunkVersion(0) == 2);
+    CHECK(out == read(shard, kernel.shard_offset, 2));
+    CHECK(out == std::vector<float>{0.0f, 1.5f});
+    CHECK(shard.chunkVersion(1) == 0);  // the bias chunk: untouched
+  }
+  SECTION("async: every push applies and writes") {
+    OneShard s(TrainingMode::Async, 2, 2);
+    ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+    const ShardChunk& kernel = shard.chunks()[0];
+    shard.markReady(0);
+    const std::shared_ptr<const float> pinned = shard.pinChunk(0);  // a TCP reply in flight
+    CHECK(shard.push(0, 0, kernel.shard_offset, std::vector<float>{2.0f, 4.0f}, out.data()));
+    CHECK(out == std::vector<float>{-1.0f, -2.0f});
+    CHECK(shard.push(1, 0, kernel.shard_offset, std::vector<float>{2.0f, 2.0f}));
+    CHECK(shard.chunkVersion(0) == 2);
+    CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-2.0f, -3.0f});
+    CHECK(out == std::vector<float>{-1.0f, -2.0f});  // written by its own push only
+    CHECK(pinned.get()[0] == 0.0f);
+  }
+}
+
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
   OneShard s(TrainingMode::Sync, 2, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
