@@ -34,7 +34,8 @@ float adamStepSize(const OptimizerSpec& s, float lr, int64_t update) {
 
 // The update rule on n elements; a and b are the slots (null when unused).
 // With kCopyOut each new value also goes to out[i] in the same pass, so a
-// copy of the result costs no second read of p.
+// copy of the result costs no second read of p. A template argument, not a
+// test of out in the loop: the loops without a copy stay as they were.
 template <bool kCopyOut>
 void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, float* b,
                     float* out, int64_t n, float lr, float adam_lr, float wd) {
@@ -124,7 +125,7 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
       updateElements<false>(spec_, parameters.data() + begin, gradients.data() + begin,
                             slot0 ? slot0 + begin : nullptr, slot1 ? slot1 + begin : nullptr,
                             nullptr, end - begin, learning_rate, adam_lr,
-                     v.is_kernel ? spec_.weight_decay : 0.0f);
+                            v.is_kernel ? spec_.weight_decay : 0.0f);
       if (average)
         averageElements(average + begin, parameters.data() + begin, end - begin, decay);
     }

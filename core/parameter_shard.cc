@@ -31,7 +31,7 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
     home->data = parameters_.data() + c.shard_offset;
     values_.push_back({home, home});
   }
-  chunk_versions_.assign(chunks_.size(), 0);
+  chunk_changes_.assign(chunks_.size(), 0);
   const size_t workers = cluster.worker.size();
   chunk_updates_.assign(chunks_.size(), 0);
   chunks_from_worker_.assign(workers, 0);
@@ -69,8 +69,8 @@ const FlatBuffer& ParameterShard::buffer(uint32_t slot) const {
 
 void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const float> values) {
   const size_t chunk = chunkAt(offset, int64_t(values.size()));
-  if (slot == 0) ++chunk_versions_[chunk];
   float* target = slot == 0 ? writableChunk(chunk) : buffer(slot).data() + offset;
+  if (slot == 0) ++chunk_changes_[chunk];
   std::memcpy(target, values.data(), values.size_bytes());
 }
 
@@ -142,7 +142,7 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
                                 float* values_out) {
   const ShardChunk& c = chunks_[chunk];
   float* values = writableChunk(chunk);
-  ++chunk_versions_[chunk];
+  ++chunk_changes_[chunk];
   const float learning_rate = learningRateAt(spec_.learning_rate, global_step_);
   // Piece by piece (the shard's variable i is piece i); the gaps between
   // pieces travel with the chunk but hold nothing.

@@ -78,15 +78,17 @@ class ParameterShard {
   void markReady(int64_t global_step);
 
   // Returns false when the chunk was dropped as stale. Throws ProtocolError.
-  // When this push applies the chunk (async, or sync's last gradient of the
-  // step) and `values_out` is not null, the chunk's new values also go to
-  // values_out (gradient.size() floats; the gaps between pieces are not
-  // written) in the same pass over memory: a worker's shared memory region.
+  // A push that applies the chunk (async, or sync's last gradient of the
+  // step) raises chunkChanges(chunk) by one, and then, when `values_out` is
+  // not null, has written the chunk's new values there too (gradient.size()
+  // floats; the gaps between pieces are left as they are) in the same pass
+  // over memory: a worker's shared memory region. A push that does not
+  // apply it changes neither.
   bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient,
             float* values_out = nullptr);
   // Counts the changes of chunk `chunk`'s parameters (updates and the
   // chief's initialisation): equal counts, equal values.
-  uint64_t chunkVersion(size_t chunk) const { return chunk_versions_.at(chunk); }
+  uint64_t chunkChanges(size_t chunk) const { return chunk_changes_.at(chunk); }
 
   // Connected workers, for bounded staleness. A worker that (re)joins starts
   // at the slowest connected worker's clock, so it never holds the others back.
@@ -150,7 +152,7 @@ class ParameterShard {
   int64_t max_chunk_floats_ = 0;      // of chunks_: a partial sum's size
   FlatBuffer parameters_;              // home of every chunk's values
   std::vector<ChunkValues> values_;    // per chunk
-  std::vector<uint64_t> chunk_versions_;  // per chunk, see chunkVersion
+  std::vector<uint64_t> chunk_changes_;  // per chunk, see chunkChanges
   Optimizer optimizer_;
   bool ready_ = false;
   int64_t global_step_ = 0;

@@ -152,12 +152,17 @@ void ShardService::attachRegion(wire::SharedRegionOffer::Reader offer,
                                          shard().shardIndex()));
     return;
   }
+  // A connection keeps the region it mapped: calls in flight read and write
+  // it, and a reply counts on what its push wrote there.
+  if (region_) {
+    results.setSharedRefusal("this connection has mapped a shared region already");
+    return;
+  }
   try {
     region_ = SharedRegion::attach(readOffer(offer), shard().modelSize());
     results.setSharedRegionMapped(true);
     spdlog::info("worker {}: tensors through shared memory", worker);
   } catch (const SharedRegionUnavailable& e) {
-    region_.reset();
     results.setSharedRefusal(e.what());
     spdlog::info("worker {}: tensors over TCP, not shared memory: {}", worker, e.what());
   }
@@ -171,9 +176,9 @@ SharedRegion& ShardService::region() {
 
 template <typename Results>
 void ShardService::attachChunk(Results results, size_t chunk, bool shared,
-                               std::optional<uint64_t> region_version) {
+                               std::optional<uint64_t> region_holds) {
   if (shared) {
-    if (region_version == shard().chunkVersion(chunk)) return;  // written by the push
+    if (region_holds == shard().chunkChanges(chunk)) return;  // written by the push
     const ShardChunk& c = shard().chunks()[chunk];
     shard().read(0, c.shard_offset, {region().parameters() + c.layout_offset, size_t(c.size)});
     return;
@@ -244,15 +249,15 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
         shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
                : sent;
     const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
-    const uint64_t version_before = shard().chunkVersion(chunk);
+    const uint64_t changes_before = shard().chunkChanges(chunk);
     // A push that applies the chunk writes its new values into the region
     // as it computes them; the reply copies them only if they change again.
     const bool accepted =
         shard().push(params.getWorkerTask(), params.getStep(), offset, gradient,
                      shared ? region().parameters() + c.layout_offset : nullptr);
-    std::optional<uint64_t> region_version;
-    if (shared && shard().chunkVersion(chunk) != version_before)
-      region_version = shard().chunkVersion(chunk);
+    std::optional<uint64_t> region_holds;
+    if (shared && shard().chunkChanges(chunk) != changes_before)
+      region_holds = shard().chunkChanges(chunk);
     const int64_t min_step = params.getMinStep();
     // The gradient is applied: its 1 MiB need not wait with a sync pull.
     context.releaseParams();
@@ -264,11 +269,11 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     // The reply waits for this chunk's step only (sync: until the chunk has
     // been applied), not for the rest of the shard.
     return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted, shared,
-                                                region_version]() mutable {
+                                                region_holds]() mutable {
       auto results = context.getResults();
       results.setAccepted(accepted);
       results.setGlobalStep(shard().chunkStep(chunk));
-      attachChunk(results, chunk, shared, region_version);
+      attachChunk(results, chunk, shared, region_holds);
     });
   });
 }

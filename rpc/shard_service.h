@@ -98,11 +98,11 @@ class ShardService final : public wire::ParameterShard::Server {
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
   // pinned until the reply is written; or, for a call through the shared
   // region, copies them into the worker's parameter buffer there (unless
-  // it holds them already: `region_version` is the chunkVersion they are
-  // of, when the push wrote them) and leaves `data` empty.
+  // it holds them already: `region_holds` is the chunkChanges count they
+  // are of, when the push wrote them) and leaves `data` empty.
   template <typename Results>
   void attachChunk(Results results, size_t chunk, bool shared,
-                   std::optional<uint64_t> region_version);
+                   std::optional<uint64_t> region_holds);
   // Maps the region a hello offers, or says why not.
   void attachRegion(wire::SharedRegionOffer::Reader offer,
                     wire::ParameterShard::HelloResults::Builder results);

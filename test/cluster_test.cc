@@ -487,6 +487,9 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   else
     FAIL("a pull into a shared region the ps did not map was accepted");
   CHECK(offering(region.offer()).empty());
+  // A connection keeps the region it mapped.
+  const SharedRegion another = SharedRegion::create(VariableLayout(graph.variables).totalSize());
+  CHECK_THAT(offering(another.offer()), Catch::Contains("mapped a shared region already"));
   // Mapped now: a chunk of the wrong length is still refused before the ps
   // reads the region.
   KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size) + 1))

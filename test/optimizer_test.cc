@@ -200,7 +200,23 @@ TEST_CASE("applyRange with values_out: the same update, its values copied there,
       }
     }
     CHECK(out[size_t(plain.layout.views()[1].offset)] == 3.0f);  // frozen: copied unchanged
+    // The padding between the variables is not theirs: left alone.
+    for (int64_t i = plain.layout.views()[0].offset + 2; i < plain.layout.views()[1].offset; ++i)
+      CHECK(out[size_t(i)] == -99.0f);
   }
+  // With a moving average the copy is of the parameters, not of the average.
+  OptimizerSpec spec;
+  spec.kind = Kind::Sgd;
+  spec.moving_average = MovingAverageSpec{0.5f, false};
+  TwoVariables t;
+  Optimizer averaged(spec, t.layout);
+  averaged.startMovingAverage(t.params);
+  const int64_t k = t.layout.views()[0].offset;
+  float out[2] = {0.0f, 0.0f};
+  averaged.applyRange(t.params.data() + k, 0, k, 2, t.grads.data() + k, 1.0f, 1, out);
+  CHECK(out[0] == 0.5f);  // p = (1, -2) - (0.5, -1); the average is (0.75, -1.5)
+  CHECK(out[1] == -1.0f);
+  CHECK(averaged.movingAverage()->data()[k] == 0.75f);
 }
 
 TEST_CASE("exponential decay, smooth and staircase") {

@@ -164,16 +164,22 @@ TEST_CASE("a push that applies its chunk also writes the new values out; version
     ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
     const ShardChunk& kernel = shard.chunks()[0];
     shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
-    CHECK(shard.chunkVersion(0) == 1);
+    CHECK(shard.chunkChanges(0) == 1);
     shard.markReady(0);
     CHECK(shard.push(0, 0, kernel.shard_offset, std::vector<float>{1.0f, 0.0f}, out.data()));
     CHECK(out == std::vector<float>{-9.0f, -9.0f});  // summed, not applied
-    CHECK(shard.chunkVersion(0) == 1);
+    CHECK(shard.chunkChanges(0) == 1);
     CHECK(shard.push(1, 0, kernel.shard_offset, std::vector<float>{3.0f, 2.0f}, out.data()));
-    CHECK(shard.chunkVersion(0) == 2);
+    CHECK(shard.chunkChanges(0) == 2);
     CHECK(out == read(shard, kernel.shard_offset, 2));
     CHECK(out == std::vector<float>{0.0f, 1.5f});
-    CHECK(shard.chunkVersion(1) == 0);  // the bias chunk: untouched
+    CHECK(shard.chunkChanges(1) == 0);  // the bias chunk: untouched
+    // A stale push (a third gradient of the applied step) writes nothing.
+    std::vector<float> untouched{-9.0f, -9.0f};
+    CHECK_FALSE(shard.push(0, 0, kernel.shard_offset, std::vector<float>{5.0f, 5.0f},
+                           untouched.data()));
+    CHECK(untouched == std::vector<float>{-9.0f, -9.0f});
+    CHECK(shard.chunkChanges(0) == 2);
   }
   SECTION("async: every push applies and writes") {
     OneShard s(TrainingMode::Async, 2, 2);
@@ -184,7 +190,7 @@ TEST_CASE("a push that applies its chunk also writes the new values out; version
     CHECK(shard.push(0, 0, kernel.shard_offset, std::vector<float>{2.0f, 4.0f}, out.data()));
     CHECK(out == std::vector<float>{-1.0f, -2.0f});
     CHECK(shard.push(1, 0, kernel.shard_offset, std::vector<float>{2.0f, 2.0f}));
-    CHECK(shard.chunkVersion(0) == 2);
+    CHECK(shard.chunkChanges(0) == 2);
     CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-2.0f, -3.0f});
     CHECK(out == std::vector<float>{-1.0f, -2.0f});  // written by its own push only
     CHECK(pinned.get()[0] == 0.0f);
@@ -374,11 +380,18 @@ TEST_CASE("a chunk of several pieces updates each of them and leaves the gap bet
   std::vector<float> g0(17, 7.0f), g1(17, -7.0f);
   g0[0] = 2.0f, g0[1] = 2.0f, g0[16] = 4.0f;
   g1[0] = 0.0f, g1[1] = 2.0f, g1[16] = 0.0f;
-  CHECK(shard.push(0, 0, chunk.shard_offset, g0));
-  CHECK(shard.push(1, 0, chunk.shard_offset, g1));
+  // The last gradient's push writes each piece's new values out as well,
+  // and leaves the gap there as it was.
+  std::vector<float> out(17, -9.0f);
+  CHECK(shard.push(0, 0, chunk.shard_offset, g0, out.data()));
+  CHECK(out == std::vector<float>(17, -9.0f));
+  CHECK(shard.push(1, 0, chunk.shard_offset, g1, out.data()));
   CHECK(shard.globalStep() == 1);
   // means (1, 2) and 2, lr 0.5
   std::vector<float> expected(17, 0.0f);
   expected[0] = 0.5f, expected[1] = -1.0f, expected[16] = 2.0f;
   CHECK(read(shard, chunk.shard_offset, 17) == expected);
+  std::vector<float> expected_out(17, -9.0f);
+  expected_out[0] = 0.5f, expected_out[1] = -1.0f, expected_out[16] = 2.0f;
+  CHECK(out == expected_out);
 }
