@@ -39,40 +39,53 @@ float adamStepSize(const OptimizerSpec& s, float lr, int64_t update) {
 template <bool kCopyOut>
 void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, float* b,
                     float* out, int64_t n, float lr, float adam_lr, float wd) {
+  // The rule's constants in locals: read through `s` in the loops, each
+  // store to the arrays could change them as far as the compiler knows, and
+  // some loops stayed scalar.
+  const float momentum = s.momentum, beta1 = s.beta1, beta2 = s.beta2, epsilon = s.epsilon;
+  const bool nesterov = s.nesterov;
   switch (s.kind) {
     case OptimizerSpec::Kind::Sgd:
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
-        p[i] -= lr * (g[i] + wd * p[i]);
-        if constexpr (kCopyOut) out[i] = p[i];
+        const float v = p[i] - lr * (g[i] + wd * p[i]);
+        p[i] = v;
+        if constexpr (kCopyOut) out[i] = v;
       }
       break;
     case OptimizerSpec::Kind::Momentum:
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i] + wd * p[i];
-        a[i] = s.momentum * a[i] + gi;
-        p[i] -= s.nesterov ? lr * (gi + s.momentum * a[i]) : lr * a[i];
-        if constexpr (kCopyOut) out[i] = p[i];
+        const float ai = momentum * a[i] + gi;
+        a[i] = ai;
+        const float v = p[i] - (nesterov ? lr * (gi + momentum * ai) : lr * ai);
+        p[i] = v;
+        if constexpr (kCopyOut) out[i] = v;
       }
       break;
     case OptimizerSpec::Kind::Adagrad:
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i] + wd * p[i];
-        a[i] += gi * gi;
-        p[i] -= lr * gi / (std::sqrt(a[i]) + s.epsilon);
-        if constexpr (kCopyOut) out[i] = p[i];
+        const float ai = a[i] + gi * gi;
+        a[i] = ai;
+        const float v = p[i] - lr * gi / (std::sqrt(ai) + epsilon);
+        p[i] = v;
+        if constexpr (kCopyOut) out[i] = v;
       }
       break;
     case OptimizerSpec::Kind::Adam:
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i] + wd * p[i];
-        a[i] = s.beta1 * a[i] + (1.0f - s.beta1) * gi;
-        b[i] = s.beta2 * b[i] + (1.0f - s.beta2) * gi * gi;
-        p[i] -= adam_lr * a[i] / (std::sqrt(b[i]) + s.epsilon);
-        if constexpr (kCopyOut) out[i] = p[i];
+        const float ai = beta1 * a[i] + (1.0f - beta1) * gi;
+        const float bi = beta2 * b[i] + (1.0f - beta2) * gi * gi;
+        a[i] = ai;
+        b[i] = bi;
+        const float v = p[i] - adam_lr * ai / (std::sqrt(bi) + epsilon);
+        p[i] = v;
+        if constexpr (kCopyOut) out[i] = v;
       }
       break;
   }
