@@ -22,6 +22,13 @@
 //                     S bytes read back, one thread with a non-blocking
 //                     socket (as the kj loop of a worker), the server echoing
 //                     each piece as it arrives: the best a socket does.
+//   raw TCP request   S bytes written, then S bytes read back, the server
+//   and response      answering once it has read all S: a round trip that,
+//                     like a ps's, cannot send before it has received. The
+//                     echo overlaps the two directions; this does not, and
+//                     neither does one chunk of a push+pull (a ps applies a
+//                     chunk's whole gradient before it answers with its
+//                     parameters). Not the target's yardstick: the echo is.
 //
 // and, to show where a push+pull's time goes:
 //
@@ -198,12 +205,34 @@ uint16_t freePort() {
   }
 }
 
-// The echo server's socket listens before it is forked: no retries needed.
+// The request-response child: one connection; reads `bytes`, then writes
+// them back, until the connection closes.
+[[noreturn]] void serveRequestResponse(int listener, size_t bytes) {
+  const int fd = accept(listener, nullptr, nullptr);
+  if (fd < 0) _exit(1);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> buffer(bytes);
+  for (;;) {
+    for (size_t got = 0; got < bytes;) {
+      const ssize_t n = read(fd, buffer.data() + got, bytes - got);
+      if (n <= 0) _exit(n == 0 && got == 0 ? 0 : 1);
+      got += size_t(n);
+    }
+    for (size_t sent = 0; sent < bytes;) {
+      const ssize_t n = write(fd, buffer.data() + sent, bytes - sent);
+      if (n <= 0) _exit(1);
+      sent += size_t(n);
+    }
+  }
+}
+
+// The servers' sockets listen before they are forked: no retries needed.
 int connectTo(uint16_t port) {
   const int fd = tcpSocket();
   sockaddr_in addr = loopback(port);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    throw std::runtime_error("cannot connect to the echo server on port " + std::to_string(port) +
+    throw std::runtime_error("cannot connect to the raw TCP server on port " + std::to_string(port) +
                              ": " + std::strerror(errno));
   return fd;
 }
@@ -225,6 +254,21 @@ void echoRoundTrip(int fd, const std::vector<char>& out, std::vector<char>& in, 
       if (n == 0) throw std::runtime_error("the echo server closed the connection");
       if (n > 0) received += size_t(n);
     }
+  }
+}
+
+// Writes all of `out`, then reads all of `in`: the server answers once it
+// has the whole request.
+void requestResponse(int fd, const std::vector<char>& out, std::vector<char>& in) {
+  for (size_t sent = 0; sent < out.size();) {
+    const ssize_t n = send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) throw std::runtime_error("the request-response server stopped reading");
+    sent += size_t(n);
+  }
+  for (size_t received = 0; received < in.size();) {
+    const ssize_t n = recv(fd, in.data() + received, in.size() - received, 0);
+    if (n <= 0) throw std::runtime_error("the request-response server stopped answering");
+    received += size_t(n);
   }
 }
 
@@ -255,7 +299,7 @@ Summary summarize(std::vector<double> values) {
 struct SizeResult {
   int64_t mib = 0;
   double others = 0.0;  // cores the rest of the machine used meanwhile
-  Summary tcp_ms, rpc_ms, shm_ms, pull_ms, shard_ms;
+  Summary tcp_ms, request_response_ms, rpc_ms, shm_ms, pull_ms, shard_ms;
 };
 
 // The ps's own work for one push+pull of every chunk, with no network.
@@ -287,22 +331,34 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   const ModelSpec spec = modelOfSize(mib);
   const LayerGraph graph = buildLayerGraph(spec);
   const ClusterSpec cluster = loopbackCluster(freePort());
-  uint16_t echo_port = 0;
+  const size_t bytes = size_t(mib * kMiB);
+  uint16_t echo_port = 0, request_port = 0;
   const int echo_listener = listenOnFreePort(echo_port);
+  const int request_listener = listenOnFreePort(request_port);
 
   std::fflush(nullptr);
   const pid_t ps_pid = fork();
   if (ps_pid == 0) {
     close(echo_listener);
+    close(request_listener);
     servePs(spec, cluster);
   }
   const pid_t echo_pid = fork();
-  if (echo_pid == 0) serveEcho(echo_listener, tcp_chunk);
+  if (echo_pid == 0) {
+    close(request_listener);
+    serveEcho(echo_listener, tcp_chunk);
+  }
+  const pid_t request_pid = fork();
+  if (request_pid == 0) {
+    close(echo_listener);
+    serveRequestResponse(request_listener, bytes);
+  }
   close(echo_listener);
+  close(request_listener);
 
   SizeResult result;
   result.mib = mib;
-  std::vector<double> tcp, rpc, shm, pull;
+  std::vector<double> tcp, request_response, rpc, shm, pull;
   {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ModelState state(spec, graph);
@@ -330,24 +386,29 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     }
 
     const int echo = connectTo(echo_port);
-    const size_t bytes = size_t(mib * kMiB);
+    const int request = connectTo(request_port);
     std::vector<char> out(bytes, 1), in(bytes);
 
     for (int rep = 0; rep < warmup + reps; ++rep) {
       const bool timed = rep >= warmup;
       // Rotate which side goes first, so none always runs right after another.
-      for (int turn = 0; turn < 3; ++turn) {
-        const int who = (turn + rep) % 3;  // 0 raw TCP, 1 traind over TCP, 2 shared memory
-        if (who == 0 && sides == Sides::Traind) continue;
-        if (who != 0 && sides == Sides::Tcp) continue;
+      // 0 raw TCP echo, 1 traind over TCP, 2 shared memory, 3 raw request-response
+      for (int turn = 0; turn < 4; ++turn) {
+        const int who = (turn + rep) % 4;
+        const bool raw = who == 0 || who == 3;
+        if (raw && sides == Sides::Traind) continue;
+        if (!raw && sides == Sides::Tcp) continue;
         const Clock::time_point start = Clock::now();
         if (who == 0)
           echoRoundTrip(echo, out, in, tcp_chunk);
         else if (who == 1)
           ps.pushAndPull(gradients, 0, state.parameters());
-        else
+        else if (who == 2)
           ps_shared.pushAndPull(shared_gradients, 0, shared_parameters);
-        if (timed) (who == 0 ? tcp : who == 1 ? rpc : shm).push_back(millisecondsSince(start));
+        else
+          requestResponse(request, out, in);
+        std::vector<double>* times[] = {&tcp, &rpc, &shm, &request_response};
+        if (timed) times[who]->push_back(millisecondsSince(start));
       }
       if (sides == Sides::Tcp) continue;
       const Clock::time_point start = Clock::now();
@@ -355,10 +416,12 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
       if (timed) pull.push_back(millisecondsSince(start));
     }
     close(echo);
+    close(request);
     ps.stopAll();
   }
   int status = 0;
   waitpid(echo_pid, &status, 0);
+  waitpid(request_pid, &status, 0);
   waitpid(ps_pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("the ps child did not exit cleanly");
@@ -369,7 +432,10 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   }
   const double others = busyCpuSeconds() - busy_before - (ownCpuSeconds() - own_before);
   result.others = std::max(0.0, others / (millisecondsSince(started) / 1000.0));
-  if (sides != Sides::Traind) result.tcp_ms = summarize(tcp);
+  if (sides != Sides::Traind) {
+    result.tcp_ms = summarize(tcp);
+    result.request_response_ms = summarize(request_response);
+  }
   if (sides != Sides::Tcp) {
     result.rpc_ms = summarize(rpc);
     result.shm_ms = summarize(shm);
@@ -408,6 +474,21 @@ void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
       "\nratio = raw TCP time / traind time (1.0: as fast as the socket; target >= 0.9);\n"
       "others = cores the rest of the machine used meanwhile (well above 0: under load)\n");
   if (sides == Sides::Tcp) return;
+
+  if (sides == Sides::Both) {
+    std::printf(
+        "\nthe same bytes as a raw TCP request and response (the server answers once it has "
+        "read\nall S, as a ps applies a chunk before it answers): no overlap of the two "
+        "directions\n\n");
+    std::printf("%5s | %-22s %6s | %s\n", "S MiB", "request+response ms", "MiB/s",
+                "request+response time / traind time");
+    std::printf("------+-------------------------------+------------------------------------\n");
+    for (const SizeResult& r : results)
+      std::printf("%5lld | %-22s %6.0f | %5.2f\n", (long long)r.mib,
+                  timing(r.request_response_ms).c_str(),
+                  rate(r.mib, r.request_response_ms.median),
+                  r.request_response_ms.median / r.rpc_ms.median);
+  }
 
   std::printf(
       "\nthe same push+pull through shared memory (a second worker of the same runs, on the "
