@@ -45,14 +45,27 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
 }
 
 size_t ParameterShard::chunkAt(int64_t offset, int64_t size) const {
+  return chunkRun(offset, size, 1).first;
+}
+
+ChunkRun ParameterShard::chunkRun(int64_t offset, int64_t floats, uint64_t count) const {
   auto it = std::lower_bound(chunks_.begin(), chunks_.end(), offset,
                              [](const ShardChunk& c, int64_t o) { return c.shard_offset < o; });
   if (it == chunks_.end() || it->shard_offset != offset)
     throw ProtocolError(fmt::format("ps {}: no chunk starts at offset {}", shard_index_, offset));
-  if (it->size != size)
-    throw ProtocolError(fmt::format("ps {}: the chunk at offset {} holds {} floats, got {}",
-                                    shard_index_, offset, it->size, size));
-  return size_t(it - chunks_.begin());
+  const size_t first = size_t(it - chunks_.begin());
+  if (count == 0 || count > chunks_.size() - first)
+    throw ProtocolError(fmt::format("ps {}: {} chunks from offset {}, but the shard has {} from "
+                                    "there", shard_index_, count, offset, chunks_.size() - first));
+  int64_t held = 0;
+  for (size_t i = first; i < first + count; ++i) held += chunks_[i].size;
+  if (held != floats)
+    throw ProtocolError(
+        count == 1 ? fmt::format("ps {}: the chunk at offset {} holds {} floats, got {}",
+                                 shard_index_, offset, held, floats)
+                   : fmt::format("ps {}: the {} chunks from offset {} hold {} floats, got {}",
+                                 shard_index_, count, offset, held, floats));
+  return {first, size_t(count)};
 }
 
 FlatBuffer& ParameterShard::buffer(uint32_t slot) {
@@ -210,8 +223,7 @@ bool ParameterShard::withinStaleness(uint32_t worker) const {
   return true;
 }
 
-bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
-                          std::span<const float> gradient, float* values_out) {
+void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk) const {
   if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
   if (worker >= cluster_.worker.size())
     throw ProtocolError(fmt::format("ps {}: no worker {} in a cluster of {}", shard_index_, worker,
@@ -219,7 +231,21 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
   if (step > global_step_)
     throw ProtocolError(fmt::format("ps {}: a gradient of step {} from worker {}, but the global "
                                     "step is only {}", shard_index_, step, worker, global_step_));
+  if (cluster_.mode == TrainingMode::Sync && !staleInSync(step, chunk) &&
+      contributed_step_[chunk][worker] == step)
+    throw ProtocolError(
+        fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
+                    shard_index_, worker, chunks_[chunk].shard_offset, step));
+}
+
+bool ParameterShard::staleInSync(int64_t step, size_t chunk) const {
+  return step < global_step_ || contributions_[chunk] >= cluster_.replicas_to_aggregate;
+}
+
+bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
+                          std::span<const float> gradient, float* values_out) {
   const size_t chunk = chunkAt(offset, int64_t(gradient.size()));
+  checkPush(worker, step, chunk);
 
   if (cluster_.mode == TrainingMode::Async) {
     applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk], values_out);
@@ -232,14 +258,10 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
   }
 
   // sync: the first replicas_to_aggregate gradients of this step count.
-  if (step < global_step_ || contributions_[chunk] >= cluster_.replicas_to_aggregate) {
+  if (staleInSync(step, chunk)) {
     ++stale_dropped_;
     return false;
   }
-  if (contributed_step_[chunk][worker] == step)
-    throw ProtocolError(
-        fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
-                    shard_index_, worker, offset, step));
   contributed_step_[chunk][worker] = step;
   const ShardChunk& c = chunks_[chunk];
   if (contributions_[chunk] == 0) sums_[chunk] = takeSum();

@@ -45,6 +45,12 @@ class ProtocolError : public std::runtime_error {
   explicit ProtocolError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// Consecutive chunks of a shard: [first, first + count).
+struct ChunkRun {
+  size_t first = 0;
+  size_t count = 1;
+};
+
 class ParameterShard {
  public:
   // The most a chunk holds: 1 MiB of float32, what the workers use
@@ -86,6 +92,10 @@ class ParameterShard {
   // apply it changes neither.
   bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient,
             float* values_out = nullptr);
+  // Throws the ProtocolError that a push of chunk `chunk` would throw, and
+  // changes nothing: a call of several chunks checks them all before the
+  // first is applied.
+  void checkPush(uint32_t worker, int64_t step, size_t chunk) const;
   // Counts the changes of chunk `chunk`'s parameters (updates and the
   // chief's initialisation): equal counts, equal values.
   uint64_t chunkChanges(size_t chunk) const { return chunk_changes_.at(chunk); }
@@ -116,6 +126,9 @@ class ParameterShard {
   // The index of the chunk at `offset` of `size` floats; throws ProtocolError
   // when there is none.
   size_t chunkAt(int64_t offset, int64_t size) const;
+  // The `count` consecutive chunks from the one at `offset`, holding `floats`
+  // in all; throws ProtocolError when there are none such.
+  ChunkRun chunkRun(int64_t offset, int64_t floats, uint64_t count) const;
 
   // The parameters of chunk `chunk` (chunks()[chunk].size floats, 8-byte
   // aligned) as they are now, unchanged until the last copy of the handle is
@@ -140,6 +153,8 @@ class ParameterShard {
   // copy in a free buffer, which becomes the current version.
   float* writableChunk(size_t chunk);
   void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out);
+  // Sync: a gradient of `step` for `chunk` comes too late to count.
+  bool staleInSync(int64_t step, size_t chunk) const;
 
   const ModelSpec& spec_;
   ClusterSpec cluster_;

@@ -50,15 +50,18 @@ wire::ParameterShard::Client ServedShard::newSession(kj::Own<PinningStream> conn
 }
 
 bool ServedShard::pullMayProceed(int64_t min_step, std::optional<uint32_t> worker,
-                                 std::optional<size_t> chunk) const {
+                                 std::optional<ChunkRun> chunks) const {
   if (stopping_) return true;
-  const int64_t step = chunk ? shard_.chunkStep(*chunk) : shard_.globalStep();
-  return min_step <= step && (!worker || shard_.withinStaleness(*worker));
+  if (worker && !shard_.withinStaleness(*worker)) return false;
+  if (!chunks) return min_step <= shard_.globalStep();
+  for (size_t i = chunks->first; i < chunks->first + chunks->count; ++i)
+    if (shard_.chunkStep(i) < min_step) return false;
+  return true;
 }
 
 void ServedShard::releasePulls() {
   for (auto it = waiting_pulls_.begin(); it != waiting_pulls_.end();) {
-    if (pullMayProceed(it->min_step, it->worker, it->chunk)) {
+    if (pullMayProceed(it->min_step, it->worker, it->chunks)) {
       it->fulfiller->fulfill();
       it = waiting_pulls_.erase(it);
     } else {
@@ -174,15 +177,19 @@ SharedRegion& ShardService::region() {
   return *region_;
 }
 
-template <typename Results>
-void ShardService::attachChunk(Results results, size_t chunk, bool shared,
-                               std::optional<uint64_t> region_holds) {
-  if (shared) {
-    if (region_holds == shard().chunkChanges(chunk)) return;  // written by the push
+void ShardService::writeToRegion(ChunkRun chunks,
+                                 const std::vector<std::optional<uint64_t>>& region_holds) {
+  for (size_t i = 0; i < chunks.count; ++i) {
+    const size_t chunk = chunks.first + i;
+    if (i < region_holds.size() && region_holds[i] == shard().chunkChanges(chunk))
+      continue;  // written by the push
     const ShardChunk& c = shard().chunks()[chunk];
     shard().read(0, c.shard_offset, {region().parameters() + c.layout_offset, size_t(c.size)});
-    return;
   }
+}
+
+template <typename Results>
+void ShardService::attachChunk(Results results, size_t chunk) {
   // The reply references the chunk's values as they are now; the pin keeps
   // them unchanged (later updates go elsewhere) until the reply's bytes are
   // written. No zero-fill, no copy.
@@ -194,17 +201,18 @@ void ShardService::attachChunk(Results results, size_t chunk, bool shared,
   connection_->holdUntilWritten(bytes.begin(), std::move(values));
 }
 
-kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step, std::optional<size_t> chunk,
+kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step,
+                                                   std::optional<ChunkRun> chunks,
                                                    kj::Function<void()> reply) {
   if (!shard().ready() && !served_.stopping_)
     throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " is not initialised yet");
-  if (served_.pullMayProceed(min_step, worker_, chunk)) {
+  if (served_.pullMayProceed(min_step, worker_, chunks)) {
     reply();
     return kj::READY_NOW;
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   served_.dropCancelledWaits();
-  served_.waiting_pulls_.push_back({min_step, worker_, chunk, kj::mv(paf.fulfiller)});
+  served_.waiting_pulls_.push_back({min_step, worker_, chunks, kj::mv(paf.fulfiller)});
   ++waiting_calls_;
   return paf.promise
       .then([reply = kj::mv(reply)]() mutable {
@@ -238,42 +246,63 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     const bool shared = params.getSharedFloats() > 0;
     if (shared && params.hasData())
       throw ProtocolError("a push through shared memory that also carries data");
+    if (!shared && params.getSharedChunks() > 1)
+      throw ProtocolError("a push of several chunks carrying its data: one chunk per call");
     const std::span<const float> sent =
         shared ? std::span<const float>() : floatsOf(params.getData());
-    // A shared gradient's chunk is checked before its floats are touched.
-    const size_t chunk = shard().chunkAt(
-        offset, shared ? int64_t(std::min<uint64_t>(params.getSharedFloats(), INT64_MAX))
-                       : int64_t(sent.size()));
-    const ShardChunk& c = shard().chunks()[chunk];
-    const std::span<const float> gradient =
-        shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
-               : sent;
-    const int64_t before = shard().globalStep(), chunk_before = shard().chunkStep(chunk);
-    const uint64_t changes_before = shard().chunkChanges(chunk);
-    // A push that applies the chunk writes its new values into the region
-    // as it computes them; the reply copies them only if they change again.
-    const bool accepted =
-        shard().push(params.getWorkerTask(), params.getStep(), offset, gradient,
-                     shared ? region().parameters() + c.layout_offset : nullptr);
-    std::optional<uint64_t> region_holds;
-    if (shared && shard().chunkChanges(chunk) != changes_before)
-      region_holds = shard().chunkChanges(chunk);
+    // Every chunk is checked before any is applied, and a shared gradient's
+    // chunks before their floats are touched.
+    const ChunkRun run =
+        shared ? shard().chunkRun(offset,
+                                  int64_t(std::min<uint64_t>(params.getSharedFloats(), INT64_MAX)),
+                                  std::max<uint32_t>(params.getSharedChunks(), 1))
+               : ChunkRun{shard().chunkAt(offset, int64_t(sent.size())), 1};
+    const uint32_t worker = params.getWorkerTask();
+    const int64_t step = params.getStep();
+    for (size_t i = run.first; i < run.first + run.count; ++i) shard().checkPush(worker, step, i);
+    if (shared) region();
+
+    const int64_t before = shard().globalStep();
+    bool accepted = true, chunk_steps_moved = false;
+    std::vector<std::optional<uint64_t>> region_holds(shared ? run.count : 0);
+    for (size_t i = 0; i < run.count; ++i) {
+      const size_t chunk = run.first + i;
+      const ShardChunk& c = shard().chunks()[chunk];
+      const std::span<const float> gradient =
+          shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
+                 : sent;
+      const int64_t chunk_before = shard().chunkStep(chunk);
+      const uint64_t changes_before = shard().chunkChanges(chunk);
+      // A push that applies the chunk writes its new values into the
+      // region as it computes them; the reply copies them only if they
+      // change again.
+      accepted &= shard().push(worker, step, c.shard_offset, gradient,
+                               shared ? region().parameters() + c.layout_offset : nullptr);
+      if (shared && shard().chunkChanges(chunk) != changes_before)
+        region_holds[i] = shard().chunkChanges(chunk);
+      chunk_steps_moved |= shard().chunkStep(chunk) != chunk_before;
+    }
     const int64_t min_step = params.getMinStep();
     // The gradient is applied: its 1 MiB need not wait with a sync pull.
     context.releaseParams();
     // What is left is the wait and the reply: a worker that gives up its
     // wait (a stop, a lost connection) takes them along.
     context.allowCancellation();
-    if (shard().globalStep() != before || shard().chunkStep(chunk) != chunk_before)
-      served_.releasePulls();
-    // The reply waits for this chunk's step only (sync: until the chunk has
+    if (shard().globalStep() != before || chunk_steps_moved) served_.releasePulls();
+    // The reply waits for these chunks' steps only (sync: until each has
     // been applied), not for the rest of the shard.
-    return whenPullMayProceed(min_step, chunk, [this, context, chunk, accepted, shared,
-                                                region_holds]() mutable {
+    return whenPullMayProceed(min_step, run, [this, context, run, accepted, shared,
+                                              region_holds = kj::mv(region_holds)]() mutable {
       auto results = context.getResults();
       results.setAccepted(accepted);
-      results.setGlobalStep(shard().chunkStep(chunk));
-      attachChunk(results, chunk, shared, region_holds);
+      int64_t step = INT64_MAX;  // of the values sent: the lowest of the chunks'
+      for (size_t i = run.first; i < run.first + run.count; ++i)
+        step = std::min(step, shard().chunkStep(i));
+      results.setGlobalStep(step);
+      if (shared)
+        writeToRegion(run, region_holds);
+      else
+        attachChunk(results, run.first);
     });
   });
 }
@@ -291,7 +320,10 @@ kj::Promise<void> ShardService::pull(PullContext context) {
                               [this, context, chunk, shared]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());
-      attachChunk(results, chunk, shared, std::nullopt);
+      if (shared)
+        writeToRegion({chunk, 1}, {});
+      else
+        attachChunk(results, chunk);
     });
   });
 }

@@ -49,14 +49,14 @@ class ServedShard {
   struct PullWaiter {
     int64_t min_step;
     std::optional<uint32_t> worker;
-    std::optional<size_t> chunk;
+    std::optional<ChunkRun> chunks;
     kj::Own<kj::PromiseFulfiller<void>> fulfiller;
   };
 
-  // A reply for `chunk` waits for that chunk's step (ParameterShard::chunkStep),
-  // one without a chunk for the global step.
+  // A reply for some chunks waits for each one's step
+  // (ParameterShard::chunkStep), one without chunks for the global step.
   bool pullMayProceed(int64_t min_step, std::optional<uint32_t> worker,
-                      std::optional<size_t> chunk) const;
+                      std::optional<ChunkRun> chunks) const;
   // Answers the pulls that may proceed now (all of them when stopping).
   void releasePulls();
   // Forgets the waits of calls that were cancelled (their worker gave up or
@@ -91,18 +91,19 @@ class ShardService final : public wire::ParameterShard::Server {
  private:
   void fillStatus(wire::ShardStatus::Builder status) const;
   // Runs `reply` once a pull at min_step may proceed: now, or when the
-  // step (of `chunk`, else the global one) or the slowest worker allows
-  // (ServedShard::releasePulls).
-  kj::Promise<void> whenPullMayProceed(int64_t min_step, std::optional<size_t> chunk,
+  // step (of every chunk of `chunks`, else the global one) or the slowest
+  // worker allows (ServedShard::releasePulls).
+  kj::Promise<void> whenPullMayProceed(int64_t min_step, std::optional<ChunkRun> chunks,
                                        kj::Function<void()> reply);
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
-  // pinned until the reply is written; or, for a call through the shared
-  // region, copies them into the worker's parameter buffer there (unless
-  // it holds them already: `region_holds` is the chunkChanges count they
-  // are of, when the push wrote them) and leaves `data` empty.
+  // pinned until the reply is written.
   template <typename Results>
-  void attachChunk(Results results, size_t chunk, bool shared,
-                   std::optional<uint64_t> region_holds);
+  void attachChunk(Results results, size_t chunk);
+  // For a call through the shared region: copies the parameters of
+  // `chunks` into the worker's parameter buffer there, each chunk unless
+  // it holds them already (`region_holds[i]`, when given, is the
+  // chunkChanges count of the values the push wrote there).
+  void writeToRegion(ChunkRun chunks, const std::vector<std::optional<uint64_t>>& region_holds);
   // Maps the region a hello offers, or says why not.
   void attachRegion(wire::SharedRegionOffer::Reader offer,
                     wire::ParameterShard::HelloResults::Builder results);

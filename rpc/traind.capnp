@@ -47,7 +47,7 @@ interface ParameterShard {
   # Initialisation is complete: serve pulls from this global step on.
 
   pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64,
-                  sharedFloats :UInt64)
+                  sharedFloats :UInt64, sharedChunks :UInt32)
       -> (accepted :Bool, globalStep :Int64, data :Data);
   # One chunk of a gradient computed from the parameters of global step
   # `step`, and that chunk's parameters back once the chunk's step has
@@ -60,7 +60,11 @@ interface ParameterShard {
   # gradient (that many floats, data empty) is in the shared region's
   # gradient buffer at the chunk's place in the worker's layout, and the
   # reply's parameters go to the same place in its parameter buffer instead
-  # of into data.
+  # of into data. Such a call may cover sharedChunks consecutive chunks from
+  # the one at offset (0 counts as 1; sharedFloats is their floats in all):
+  # nothing crosses the socket but the call, which costs both sides more
+  # than a chunk's floats do. It answers once every chunk may be answered,
+  # globalStep the lowest of theirs, accepted false if any was dropped.
 
   pull @5 (minStep :Int64, offset :UInt64, length :UInt64, intoSharedRegion :Bool)
       -> (globalStep :Int64, data :Data);

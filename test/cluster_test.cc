@@ -400,9 +400,10 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
                       dir / "ps.log");
   const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
   const LayerGraph graph = buildLayerGraph(spec);
-  const ShardChunk chunk = transferChunks(
+  const std::vector<ShardChunk> chunks = transferChunks(
       graph, placeVariables(VariableLayout(graph.variables), 1).shards[0],
-      ParameterShard::kChunkFloats)[0];
+      ParameterShard::kChunkFloats);
+  const ShardChunk chunk = chunks[0];
 
   // The liar speaks the protocol: it says hello as worker 0 and marks the
   // shard ready, as a chief would.
@@ -428,7 +429,9 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   };
   // A peer that cuts chunks another way (an older traind) is refused at hello.
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { hello(0); }))
-    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("speaks wire version 3, the peer 0"));
+    CHECK_THAT(e->getDescription().cStr(),
+               Catch::Contains("speaks wire version " + std::to_string(kWireVersion) +
+                               ", the peer 0"));
   else
     FAIL("a hello without the wire version was accepted");
   hello(kWireVersion);
@@ -458,11 +461,12 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   CHECK_THAT(offering(lie), Catch::Contains("this model needs"));
   // Calls through the region: answered without data (the parameters are in
   // the region), or failed.
-  auto sharedPush = [&](uint64_t floats) {
+  auto sharedPush = [&](uint64_t floats, uint32_t chunk_count = 1) {
     auto request = shard.pushAndPullRequest();
     request.setWorkerTask(0);
     request.setOffset(uint64_t(chunk.shard_offset));
     request.setSharedFloats(floats);
+    request.setSharedChunks(chunk_count);
     return kj::runCatchingExceptions([&] {
       auto reply = request.send().wait(io.waitScope);
       CHECK(reply.getData().size() == 0);
@@ -498,6 +502,29 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
                                std::to_string(chunk.size + 1)));
   else
     FAIL("a shared push of the wrong length was accepted");
+  // A call through the region may cover several chunks, but only chunks the
+  // shard has, holding the floats it says; over TCP one chunk per call.
+  KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size), uint32_t(chunks.size() + 1)))
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("the shard has"));
+  else
+    FAIL("a shared push of more chunks than the shard has was accepted");
+  if (chunks.size() > 1) {
+    KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size), 2))
+      CHECK_THAT(e->getDescription().cStr(), Catch::Contains("the 2 chunks from offset"));
+    else
+      FAIL("a shared push of two chunks with one chunk's floats was accepted");
+  }
+  {
+    auto request = shard.pushAndPullRequest();
+    request.setWorkerTask(0);
+    request.setOffset(uint64_t(chunk.shard_offset));
+    request.initData(size_t(chunk.size) * sizeof(float));
+    request.setSharedChunks(2);
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); }))
+      CHECK_THAT(e->getDescription().cStr(), Catch::Contains("one chunk per call"));
+    else
+      FAIL("a push of several chunks over TCP was accepted");
+  }
   // A pull and a push through the region answer with no data and leave the
   // chunk's parameters in its parameter buffer, as a pull over TCP sends them.
   float* in_region = region.parameters() + chunk.layout_offset;

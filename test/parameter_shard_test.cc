@@ -197,6 +197,36 @@ TEST_CASE("a push that applies its chunk also writes the new values out; version
   }
 }
 
+TEST_CASE("a run of chunks: consecutive from its offset, their floats in all; checkPush changes nothing") {
+  OneShard s(TrainingMode::Sync, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  REQUIRE(shard.chunks().size() == 2);  // kernel (2 floats), bias (1)
+  const int64_t kernel = shard.chunks()[0].shard_offset, bias = shard.chunks()[1].shard_offset;
+  const ChunkRun both = shard.chunkRun(kernel, 3, 2);
+  CHECK(both.first == 0);
+  CHECK(both.count == 2);
+  CHECK(shard.chunkRun(bias, 1, 1).first == 1);
+  CHECK_THROWS_WITH(shard.chunkRun(kernel, 2, 2), Catch::Contains("the 2 chunks from offset"));
+  CHECK_THROWS_WITH(shard.chunkRun(kernel, 3, 3), Catch::Contains("the shard has 2 from there"));
+  CHECK_THROWS_WITH(shard.chunkRun(bias, 2, 2), Catch::Contains("the shard has 1 from there"));
+  CHECK_THROWS_WITH(shard.chunkRun(kernel, 0, 0), Catch::Contains("0 chunks"));
+  CHECK_THROWS_WITH(shard.chunkRun(kernel + 1, 1, 1), Catch::Contains("no chunk starts"));
+
+  shard.markReady(0);
+  CHECK_NOTHROW(shard.checkPush(0, 0, 0));
+  CHECK(shard.push(0, 0, kernel, std::vector<float>{1.0f, 1.0f}));
+  // A second gradient of the step from the same worker: refused, and the
+  // check leaves the partial sum as it was.
+  CHECK_THROWS_WITH(shard.checkPush(0, 0, 0), Catch::Contains("twice"));
+  CHECK_NOTHROW(shard.checkPush(0, 0, 1));
+  CHECK_THROWS_WITH(shard.checkPush(0, 1, 1), Catch::Contains("only 0"));
+  CHECK_THROWS_WITH(shard.checkPush(5, 0, 1), Catch::Contains("no worker 5"));
+  CHECK(shard.push(1, 0, kernel, std::vector<float>{3.0f, 3.0f}));
+  CHECK(read(shard, kernel, 2) == std::vector<float>{-1.0f, -1.0f});  // mean 2, lr 0.5
+  // Once the chunk has its gradients, a late one is stale (dropped), not refused.
+  CHECK_NOTHROW(shard.checkPush(0, 0, 0));
+}
+
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
   OneShard s(TrainingMode::Sync, 2, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
