@@ -27,7 +27,6 @@ struct ShardLink {
   std::string address;
   std::vector<ShardChunk> chunks;
   std::vector<size_t> first_variables;  // per chunk: the first variable it holds
-  std::vector<int> groups;              // per chunk: its gradient group
   bool shared = false;  // the ps mapped the worker's region: tensors go through it
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyVatNetwork> network;
@@ -146,17 +145,14 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
     : impl_(std::make_unique<Impl>(Impl{io, cluster, std::move(architecture_hash), worker_task,
                                         layout.totalSize(), std::nullopt, {}})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
-  const std::vector<int> groups = gradientGroups(graph);
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
     link.index = int(i);
     link.address = cluster.ps[i].toString();
     link.chunks = transferChunks(graph, placement.shards[i], ParameterShard::kChunkFloats);
-    for (const ShardChunk& c : link.chunks) {
-      const size_t variable = size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable);
-      link.first_variables.push_back(variable);
-      link.groups.push_back(groups[variable]);
-    }
+    for (const ShardChunk& c : link.chunks)
+      link.first_variables.push_back(
+          size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
     impl_->shards.push_back(std::move(link));
   }
 }
@@ -305,7 +301,15 @@ constexpr size_t kCallsInFlight = 4;
 // costs the ps a partial sum of at most 1 MiB while it waits: with 8 per
 // worker and shard a ps of P = 65 MiB and 2 workers peaks at 3.37 P
 // (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
+// Both counts are of chunks: calls of several chunks (through shared
+// memory) take as many chunks' share each.
 constexpr size_t kSyncCallsInFlight = 8;
+
+// The most chunks one call through shared memory takes. It bounds, with
+// the count in flight, the chunks a sync ps holds partial sums of for a
+// worker, and the time one call holds the ps's event loop (other workers'
+// calls wait behind its updates).
+constexpr size_t kMaxRunChunks = 4;
 
 // How often a waiting call looks at the stop flag.
 constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
@@ -361,14 +365,15 @@ std::vector<ChunkRun> eachChunk(const ShardLink& link) {
 // backward pass finishes them in). Over TCP one per chunk, so that the ps
 // applies and answers one while the next arrive. Through shared memory
 // nothing crosses the socket but the call, which costs both sides more than
-// a chunk's floats (fashion_mlp's async job: 7% more examples a second in
-// 16 MiB chunks than in 1 MiB ones), so one call takes every chunk: of the
-// shard, or with a `gated` gradient (sent as the backward pass finishes
-// it) of each gradient group.
+// a chunk's floats, so a call takes up to kMaxRunChunks consecutive chunks:
+// any, or with a `gated` gradient (sent as the backward pass finishes it)
+// only chunks of one variable, which are final together, so that no chunk
+// waits for an earlier layer's.
 std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated) {
   std::vector<ChunkRun> runs;
   for (size_t i = link.chunks.size(); i-- > 0;) {
-    if (link.shared && !runs.empty() && (!gated || link.groups[i] == link.groups[i + 1])) {
+    if (link.shared && !runs.empty() && runs.back().count < kMaxRunChunks &&
+        (!gated || link.first_variables[i] == link.first_variables[i + 1])) {
       runs.back() = {i, runs.back().count + 1};
       continue;
     }
@@ -377,9 +382,11 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated) {
   return runs;
 }
 
-// Makes `call` for each run of chunks `runs` gives for every shard and
-// waits for all of them: `in_flight` lanes per shard, lane j making calls
-// j, j + K, j + 2K... of the shard's runs.
+// Makes `call` for each run of chunks `runs_of` gives for every shard and
+// waits for all of them: K lanes per shard, lane j making calls j, j + K,
+// j + 2K... of the shard's runs, K = `in_flight` chunks' worth of calls of
+// the shard's longest run, at least 2 (a reply comes back while the next
+// call goes out).
 // Returns false when it gave up on them because *stop was held (the calls
 // are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
 // shardFailure() of the first shard whose call failed.
@@ -411,7 +418,10 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     };
   };
   for (size_t s = 0; s < shards.size(); ++s) {
-    const size_t stride = std::min(in_flight, runs[s].size());
+    size_t longest = 1;
+    for (const ChunkRun& run : runs[s]) longest = std::max(longest, run.count);
+    const size_t calls = longest == 1 ? in_flight : std::max<size_t>(2, in_flight / longest);
+    const size_t stride = std::min(calls, runs[s].size());
     for (size_t j = 0; j < stride; ++j)
       lanes.add(lane(shards[s], runs[s], j, stride).catch_(blaming(shards[s])));
   }

@@ -167,12 +167,19 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   writeFile(dir / "half.yaml", spec);
   writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 50", "batch_size: 100"));
 
-  // Tensors through shared memory (same host), then over TCP.
-  const std::string shared_memory = GENERATE(as<std::string>(), "auto", "off");
+  // Tensors through shared memory (same host), then over TCP; through
+  // shared memory also sent after the step, so that one call takes both
+  // chunks of the model.
+  const std::string shared_memory = GENERATE(as<std::string>(), "auto", "off", "after_step");
+  if (shared_memory == "after_step") {
+    spec = replaceAll(spec, "training:\n", "training:\n  gradient_push: after_step\n");
+    REQUIRE(spec.find("gradient_push") != std::string::npos);
+    writeFile(dir / "half.yaml", spec);
+  }
   const auto cluster = writeCluster(
       dir, 1, 2,
       "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\ntransport:\n"
-      "  shared_memory: " + shared_memory + "\n");
+      "  shared_memory: " + std::string(shared_memory == "off" ? "off" : "auto") + "\n");
   Cluster c(dir, cluster,
             "--model " + (dir / "half.yaml").string() +
                 " --max-steps 60 --threads 1 --eval-every 0 --checkpoint-dir " +
@@ -182,11 +189,14 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
   // gradient_push: auto, sync.
-  CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
   CHECK_THAT(c.workers[1]->output(),
-             Catch::Contains(shared_memory == "auto"
-                                 ? "tensors through shared memory (same host)"
-                                 : "tensors over TCP: transport.shared_memory is off"));
+             Catch::Contains(shared_memory == "after_step"
+                                 ? "gradients sent after each step"
+                                 : "gradients sent during the backward pass"));
+  CHECK_THAT(c.workers[1]->output(),
+             Catch::Contains(shared_memory == "off"
+                                 ? "tensors over TCP: transport.shared_memory is off"
+                                 : "tensors through shared memory (same host)"));
   const ProcessResult standalone = runTraind("--model " + (dir / "double.yaml").string() +
                                              " --max-steps 60 --threads 1 --eval-every 0 "
                                              "--checkpoint-dir " + (dir / "standalone").string());
@@ -461,10 +471,11 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   CHECK_THAT(offering(lie), Catch::Contains("this model needs"));
   // Calls through the region: answered without data (the parameters are in
   // the region), or failed.
-  auto sharedPush = [&](uint64_t floats, uint32_t chunk_count = 1) {
+  auto sharedPush = [&](uint64_t floats, uint32_t chunk_count = 1,
+                        int64_t offset = -1) {
     auto request = shard.pushAndPullRequest();
     request.setWorkerTask(0);
-    request.setOffset(uint64_t(chunk.shard_offset));
+    request.setOffset(uint64_t(offset < 0 ? chunk.shard_offset : offset));
     request.setSharedFloats(floats);
     request.setSharedChunks(chunk_count);
     return kj::runCatchingExceptions([&] {
@@ -539,9 +550,18 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   };
   CHECK(sharedPull() == nullptr);
   CHECK(sameAsTcp());
+  // A run of chunks is checked whole before any is applied: with the second
+  // chunk's gradient of step 0 in, a run of both is refused, and the first
+  // chunk still takes its gradient afterwards (it was not applied).
+  float* gradient = region.gradients() + chunk.layout_offset;
+  REQUIRE(chunks.size() > 1);
+  CHECK(sharedPush(uint64_t(chunks[1].size), 1, chunks[1].shard_offset) == nullptr);
+  KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size + chunks[1].size), 2))
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("twice"));
+  else
+    FAIL("a run with a chunk pushed twice was accepted");
   // Step 0's gradient from worker 0: one of the two the sync step needs, so
   // the chunk's parameters stay as they were and come back.
-  float* gradient = region.gradients() + chunk.layout_offset;
   std::fill(gradient, gradient + chunk.size, 1.0f);
   std::fill(in_region, in_region + chunk.size, std::nanf(""));
   CHECK(sharedPush(uint64_t(chunk.size)) == nullptr);
