@@ -260,7 +260,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     const uint32_t worker = params.getWorkerTask();
     const int64_t step = params.getStep();
     for (size_t i = run.first; i < run.first + run.count; ++i) shard().checkPush(worker, step, i);
-    if (shared) region();
+    if (shared) region();  // refused without a region, before anything changes
 
     const int64_t before = shard().globalStep();
     bool accepted = true, chunk_steps_moved = false;
