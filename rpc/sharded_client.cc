@@ -301,8 +301,8 @@ constexpr size_t kCallsInFlight = 4;
 // costs the ps a partial sum of at most 1 MiB while it waits: with 8 per
 // worker and shard a ps of P = 65 MiB and 2 workers peaks at 3.37 P
 // (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
-// Both counts are of chunks: calls of several chunks (through shared
-// memory) take as many chunks' share each.
+// Calls of several chunks (through shared memory) count as their chunks:
+// see callEveryRun.
 constexpr size_t kSyncCallsInFlight = 8;
 
 // The most chunks one call through shared memory takes. It bounds, with
@@ -310,6 +310,8 @@ constexpr size_t kSyncCallsInFlight = 8;
 // worker, and the time one call holds the ps's event loop (other workers'
 // calls wait behind its updates).
 constexpr size_t kMaxRunChunks = 4;
+// callEveryRun keeps at least 2 calls in flight: within the sync bound.
+static_assert(2 * kMaxRunChunks <= kSyncCallsInFlight);
 
 // How often a waiting call looks at the stop flag.
 constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
@@ -386,7 +388,11 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated) {
 // waits for all of them: K lanes per shard, lane j making calls j, j + K,
 // j + 2K... of the shard's runs, K = `in_flight` chunks' worth of calls of
 // the shard's longest run, at least 2 (a reply comes back while the next
-// call goes out).
+// call goes out). So a shard has at most max(in_flight, 2 kMaxRunChunks)
+// chunks in flight: in sync training in_flight, the partial sums its ps
+// holds for this worker. A shard whose longest run is long also sends its
+// single chunks K at a time, not in_flight at a time: a budget of chunks
+// instead of fixed lanes would not.
 // Returns false when it gave up on them because *stop was held (the calls
 // are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
 // shardFailure() of the first shard whose call failed.
@@ -420,8 +426,9 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   for (size_t s = 0; s < shards.size(); ++s) {
     size_t longest = 1;
     for (const ChunkRun& run : runs[s]) longest = std::max(longest, run.count);
-    const size_t calls = longest == 1 ? in_flight : std::max<size_t>(2, in_flight / longest);
-    const size_t stride = std::min(calls, runs[s].size());
+    const size_t lanes_wanted =
+        longest == 1 ? in_flight : std::max<size_t>(2, in_flight / longest);
+    const size_t stride = std::min(lanes_wanted, runs[s].size());
     for (size_t j = 0; j < stride; ++j)
       lanes.add(lane(shards[s], runs[s], j, stride).catch_(blaming(shards[s])));
   }
@@ -568,7 +575,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             });
           };
           if (!gate) return send();
-          // Every chunk's gradient final (a run keeps to one gradient group).
+          // Every chunk's gradient final (a gated run keeps to one variable's chunks).
           kj::Vector<kj::Promise<void>> ready;
           for (size_t i = run.first; i < run.first + run.count; ++i)
             ready.add(gate->ready(link.first_variables[i]));

@@ -519,12 +519,11 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
     CHECK_THAT(e->getDescription().cStr(), Catch::Contains("the shard has"));
   else
     FAIL("a shared push of more chunks than the shard has was accepted");
-  if (chunks.size() > 1) {
-    KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size), 2))
-      CHECK_THAT(e->getDescription().cStr(), Catch::Contains("the 2 chunks from offset"));
-    else
-      FAIL("a shared push of two chunks with one chunk's floats was accepted");
-  }
+  REQUIRE(chunks.size() > 1);  // fashion_mlp: hidden1, then hidden2 and logits
+  KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size), 2))
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("the 2 chunks from offset"));
+  else
+    FAIL("a shared push of two chunks with one chunk's floats was accepted");
   {
     auto request = shard.pushAndPullRequest();
     request.setWorkerTask(0);
@@ -554,7 +553,6 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   // chunk's gradient of step 0 in, a run of both is refused, and the first
   // chunk still takes its gradient afterwards (it was not applied).
   float* gradient = region.gradients() + chunk.layout_offset;
-  REQUIRE(chunks.size() > 1);
   CHECK(sharedPush(uint64_t(chunks[1].size), 1, chunks[1].shard_offset) == nullptr);
   KJ_IF_MAYBE(e, sharedPush(uint64_t(chunk.size + chunks[1].size), 2))
     CHECK_THAT(e->getDescription().cStr(), Catch::Contains("twice"));
