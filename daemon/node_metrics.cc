@@ -182,10 +182,12 @@ void NodeMetrics::setSharedMemoryShards(int shards) {
   shared_memory_shards_ = shards;
 }
 
-void NodeMetrics::setShardCounters(int64_t stale_gradients, int connected_workers) {
+void NodeMetrics::setShardCounters(int64_t stale_gradients, int connected_workers,
+                                   const PushCounts& pushes) {
   std::lock_guard lock(mutex_);
   stale_gradients_ = stale_gradients;
   connected_workers_ = connected_workers;
+  pushes_ = pushes;
 }
 
 void NodeMetrics::setStepStanding(double seconds) {
@@ -257,6 +259,18 @@ std::string NodeMetrics::prometheusText() const {
     out += fmt::format("traind_stale_gradients_total{{{}}} {}\n", l, stale_gradients_);
     family(out, "traind_connected_workers", "gauge", "Open connections to this shard.");
     out += fmt::format("traind_connected_workers{{{}}} {}\n", l, connected_workers_);
+    family(out, "traind_push_calls_total", "counter",
+           "pushAndPull calls whose gradient chunks this shard took, by transport.");
+    out += fmt::format("traind_push_calls_total{{{},transport=\"tcp\"}} {}\n", l,
+                       pushes_.tcp_calls);
+    out += fmt::format("traind_push_calls_total{{{},transport=\"shared_memory\"}} {}\n", l,
+                       pushes_.shared_calls);
+    family(out, "traind_pushed_chunks_total", "counter",
+           "Gradient chunks those calls carried (over TCP one per call), by transport.");
+    out += fmt::format("traind_pushed_chunks_total{{{},transport=\"tcp\"}} {}\n", l,
+                       pushes_.tcp_calls);
+    out += fmt::format("traind_pushed_chunks_total{{{},transport=\"shared_memory\"}} {}\n", l,
+                       pushes_.shared_chunks);
     family(out, "traind_step_standing_seconds", "gauge",
            "How long the global step has stood still (sync mode; 0 in async mode).");
     out += fmt::format("traind_step_standing_seconds{{{}}} {}\n", l,

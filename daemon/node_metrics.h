@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "rpc/push_counts.h"
+
 namespace traind {
 
 // Healthy (GET /healthz answers 200) in Training and Serving only.
@@ -95,7 +97,8 @@ class NodeMetrics {
   void setSharedMemoryShards(int shards);
 
   // ps: its counters, as copied from the shard by the event loop.
-  void setShardCounters(int64_t stale_gradients, int connected_workers);
+  void setShardCounters(int64_t stale_gradients, int connected_workers,
+                        const PushCounts& pushes);
   // ps: how long its global step has stood still (sync; 0 in async mode).
   void setStepStanding(double seconds);
 
@@ -136,6 +139,7 @@ class NodeMetrics {
   int shared_memory_shards_ = 0;
   int64_t stale_gradients_ = 0;
   int connected_workers_ = 0;
+  PushCounts pushes_;
   double step_standing_seconds_ = 0.0;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t last_checkpoint_step_ = 0;

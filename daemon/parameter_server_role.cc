@@ -23,12 +23,14 @@ kj::Promise<void> whenSet(kj::Timer& timer, const std::atomic<bool>& flag) {
 // marks the node serving once the chief has initialised the shard: the ops
 // thread never touches the shard, which belongs to this event loop.
 kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
-                                 const ShardServer& server, NodeMetrics& metrics) {
-  metrics.setShardCounters(shard.staleDropped(), server.connections());
+                                 const ServedShard& service, const ShardServer& server,
+                                 NodeMetrics& metrics) {
+  metrics.setShardCounters(shard.staleDropped(), server.connections(), service.pushCounts());
   metrics.setGlobalStep(shard.globalStep());
   if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
-  return timer.afterDelay(100 * kj::MILLISECONDS).then([&timer, &shard, &server, &metrics]() {
-    return publishMetrics(timer, shard, server, metrics);
+  return timer.afterDelay(100 * kj::MILLISECONDS).then([&timer, &shard, &service, &server,
+                                                        &metrics]() {
+    return publishMetrics(timer, shard, service, server, metrics);
   });
 }
 
@@ -73,7 +75,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   });
   kj::Timer& timer = io.provider->getTimer();
   kj::Promise<void> publishing =
-      publishMetrics(timer, shard, server, metrics).eagerlyEvaluate(nullptr);
+      publishMetrics(timer, shard, service, server, metrics).eagerlyEvaluate(nullptr);
   StepStallReport stalls(shard, cluster);
   kj::Promise<void> reporting =
       reportStalls(timer, stalls, metrics).eagerlyEvaluate([](kj::Exception&& e) {
@@ -88,8 +90,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   for (int waited = 0; server.connections() > 0 && waited < 50; ++waited)
     timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
   metrics.setState(NodeState::Done);
-  spdlog::info("ps {} done at global step {} ({} stale gradient chunks dropped)", task,
-               shard.globalStep(), shard.staleDropped());
+  const PushCounts& pushes = service.pushCounts();
+  spdlog::info("ps {} done at global step {} ({} stale gradient chunks dropped; gradients in {} "
+               "calls over TCP, {} chunks in {} calls through shared memory)",
+               task, shard.globalStep(), shard.staleDropped(), pushes.tcp_calls,
+               pushes.shared_chunks, pushes.shared_calls);
 }
 
 }  // namespace traind

@@ -261,6 +261,13 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     const int64_t step = params.getStep();
     for (size_t i = run.first; i < run.first + run.count; ++i) shard().checkPush(worker, step, i);
     if (shared) region();  // refused without a region, before anything changes
+    PushCounts& counts = served_.push_counts_;
+    if (shared) {
+      ++counts.shared_calls;
+      counts.shared_chunks += int64_t(run.count);
+    } else {
+      ++counts.tcp_calls;
+    }
 
     const int64_t before = shard().globalStep();
     bool accepted = true, chunk_steps_moved = false;

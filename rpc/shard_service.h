@@ -18,6 +18,7 @@
 
 #include "core/parameter_shard.h"
 #include "rpc/pinning_stream.h"
+#include "rpc/push_counts.h"
 #include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
 
@@ -42,6 +43,9 @@ class ServedShard {
   // one says the shards are stopping, so the workers end as at the job's end.
   // `by` names who asked, for the log.
   void beginStopping(const std::string& by);
+
+  // The pushes of every connection so far.
+  const PushCounts& pushCounts() const { return push_counts_; }
 
  private:
   friend class ShardService;
@@ -68,6 +72,7 @@ class ServedShard {
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
+  PushCounts push_counts_;
   kj::ForkedPromise<void> stop_promise_;
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
 };

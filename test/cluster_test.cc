@@ -23,6 +23,7 @@
 #include "core/parameter_shard.h"
 #include "core/placement.h"
 #include "core/safetensors.h"
+#include "rpc/push_counts.h"
 #include "rpc/shard_server.h"
 #include "rpc/sharded_client.h"
 #include "rpc/shared_region.h"
@@ -80,6 +81,17 @@ struct Cluster {
     return all;
   }
 };
+
+// What a ps's last log line says its pushAndPull calls carried.
+PushCounts pushCountsLogged(const std::string& ps_output) {
+  const std::regex done(
+      "done at global step [0-9]+ \\([0-9]+ stale gradient chunks dropped; gradients in "
+      "([0-9]+) calls over TCP, ([0-9]+) chunks in ([0-9]+) calls through shared memory\\)");
+  std::smatch m;
+  if (!std::regex_search(ps_output, m, done))
+    throw std::runtime_error("no \"done at global step\" line of a ps");
+  return {std::stoll(m[1]), std::stoll(m[3]), std::stoll(m[2])};
+}
 
 // 1 ps and 2 sync workers training fashion_mlp with no end in sight
 // (max_steps 10^6, a log line every 20 steps), checkpoints in <dir>/ckpt:
@@ -197,6 +209,18 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
              Catch::Contains(shared_memory == "off"
                                  ? "tensors over TCP: transport.shared_memory is off"
                                  : "tensors through shared memory (same host)"));
+  // fashion_mlp is two chunks on one ps: 60 steps of 2 workers push 240
+  // chunks (the chief's first push is its first step's), over TCP in a call
+  // each, through shared memory after the step in one call per push.
+  const PushCounts pushes = pushCountsLogged(c.ps[0]->output());
+  if (shared_memory == "off") {
+    CHECK(pushes.tcp_calls == 240);
+    CHECK(pushes.shared_calls == 0);
+  } else {
+    CHECK(pushes.tcp_calls == 0);
+    CHECK(pushes.shared_chunks == 240);
+    CHECK(pushes.shared_calls == (shared_memory == "after_step" ? 120 : 240));
+  }
   const ProcessResult standalone = runTraind("--model " + (dir / "double.yaml").string() +
                                              " --max-steps 60 --threads 1 --eval-every 0 "
                                              "--checkpoint-dir " + (dir / "standalone").string());

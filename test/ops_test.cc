@@ -110,13 +110,23 @@ TEST_CASE("metrics are Prometheus text with job and task labels") {
   }
 
   OpsNode ps("ps", 1, false);
-  ps.metrics.setShardCounters(7, 3);
+  ps.metrics.setShardCounters(7, 3, PushCounts{40, 12, 30});
   ps.metrics.setStepStanding(16.5);
   ps.metrics.setGlobalStep(120);
   const std::string ps_page = ps.get("/metrics").body;
   INFO(ps_page);
   CHECK(sample(ps_page, "traind_stale_gradients_total{job=\"ps\",task=\"1\"}") == 7);
   CHECK(sample(ps_page, "traind_connected_workers{job=\"ps\",task=\"1\"}") == 3);
+  CHECK(sample(ps_page, "traind_push_calls_total{job=\"ps\",task=\"1\",transport=\"tcp\"}") ==
+        40);
+  CHECK(sample(ps_page,
+               "traind_push_calls_total{job=\"ps\",task=\"1\",transport=\"shared_memory\"}") ==
+        12);
+  CHECK(sample(ps_page, "traind_pushed_chunks_total{job=\"ps\",task=\"1\",transport=\"tcp\"}") ==
+        40);
+  CHECK(sample(ps_page,
+               "traind_pushed_chunks_total{job=\"ps\",task=\"1\",transport=\"shared_memory\"}") ==
+        30);
   CHECK(sample(ps_page, "traind_step_standing_seconds{job=\"ps\",task=\"1\"}") == 16.5);
   CHECK(sample(ps_page, "traind_global_step{job=\"ps\",task=\"1\"}") == 120);
   CHECK_THAT(ps_page, !Catch::Contains("traind_loss"));
