@@ -187,31 +187,39 @@ uint16_t freePort() {
   }
 }
 
-// The echo child: one connection; every piece read is written straight back.
-[[noreturn]] void serveEcho(int listener, size_t chunk) {
+// A raw server child's one connection (it exits when there is none).
+int acceptOne(int listener) {
   const int fd = accept(listener, nullptr, nullptr);
   if (fd < 0) _exit(1);
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+// A raw server child writes all of `bytes` back (it exits when it cannot).
+void writeAllOrExit(int fd, const char* data, size_t bytes) {
+  for (size_t sent = 0; sent < bytes;) {
+    const ssize_t n = write(fd, data + sent, bytes - sent);
+    if (n <= 0) _exit(1);
+    sent += size_t(n);
+  }
+}
+
+// The echo child: one connection; every piece read is written straight back.
+[[noreturn]] void serveEcho(int listener, size_t chunk) {
+  const int fd = acceptOne(listener);
   std::vector<char> buffer(chunk);
   for (;;) {
     const ssize_t got = read(fd, buffer.data(), buffer.size());
     if (got <= 0) _exit(got == 0 ? 0 : 1);
-    for (ssize_t sent = 0; sent < got;) {
-      const ssize_t n = write(fd, buffer.data() + sent, size_t(got - sent));
-      if (n <= 0) _exit(1);
-      sent += n;
-    }
+    writeAllOrExit(fd, buffer.data(), size_t(got));
   }
 }
 
 // The request-response child: one connection; reads `bytes`, then writes
 // them back, until the connection closes.
 [[noreturn]] void serveRequestResponse(int listener, size_t bytes) {
-  const int fd = accept(listener, nullptr, nullptr);
-  if (fd < 0) _exit(1);
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const int fd = acceptOne(listener);
   std::vector<char> buffer(bytes);
   for (;;) {
     for (size_t got = 0; got < bytes;) {
@@ -219,11 +227,7 @@ uint16_t freePort() {
       if (n <= 0) _exit(n == 0 && got == 0 ? 0 : 1);
       got += size_t(n);
     }
-    for (size_t sent = 0; sent < bytes;) {
-      const ssize_t n = write(fd, buffer.data() + sent, bytes - sent);
-      if (n <= 0) _exit(1);
-      sent += size_t(n);
-    }
+    writeAllOrExit(fd, buffer.data(), bytes);
   }
 }
 

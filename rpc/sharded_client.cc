@@ -310,7 +310,8 @@ constexpr size_t kSyncCallsInFlight = 8;
 // worker, and the time one call holds the ps's event loop (other workers'
 // calls wait behind its updates).
 constexpr size_t kMaxRunChunks = 4;
-// callEveryRun keeps at least 2 calls in flight: within the sync bound.
+// callEveryRun lets two calls of the longest run be in flight: within the
+// sync bound.
 static_assert(2 * kMaxRunChunks <= kSyncCallsInFlight);
 
 // How often a waiting call looks at the stop flag.
@@ -384,15 +385,13 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated) {
   return runs;
 }
 
-// Makes `call` for each run of chunks `runs_of` gives for every shard and
-// waits for all of them: K lanes per shard, lane j making calls j, j + K,
-// j + 2K... of the shard's runs, K = `in_flight` chunks' worth of calls of
-// the shard's longest run, at least 2 (a reply comes back while the next
-// call goes out). So a shard has at most max(in_flight, 2 kMaxRunChunks)
-// chunks in flight: in sync training in_flight, the partial sums its ps
-// holds for this worker. A shard whose longest run is long also sends its
-// single chunks K at a time, not in_flight at a time: a budget of chunks
-// instead of fixed lanes would not.
+// Makes `call` for each run of chunks `runs_of` gives for every shard, in
+// the order given, and waits for all of them. A shard's calls share a budget
+// of chunks in flight, max(in_flight, twice its longest run), so that two
+// calls of any run fit (a reply comes back while the next call goes out):
+// the next run goes out as soon as its chunks fit beside those not yet
+// answered. In sync training the budget is in_flight (kSyncCallsInFlight),
+// the partial sums its ps holds for this worker.
 // Returns false when it gave up on them because *stop was held (the calls
 // are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
 // shardFailure() of the first shard whose call failed.
@@ -400,18 +399,8 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                   std::vector<ShardLink>& shards, size_t in_flight,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
                   const std::function<kj::Promise<void>(ShardLink&, ChunkRun)>& call) {
-  std::vector<std::vector<ChunkRun>> runs;
-  for (const ShardLink& link : shards) runs.push_back(runs_of(link));
-  std::function<kj::Promise<void>(ShardLink&, const std::vector<ChunkRun>&, size_t, size_t)>
-      lane = [&](ShardLink& link, const std::vector<ChunkRun>& calls, size_t i, size_t stride) {
-        if (i >= calls.size()) return kj::Promise<void>(kj::READY_NOW);
-        return call(link, calls[i]).then([&lane, &link, &calls, i, stride]() {
-          return lane(link, calls, i + stride, stride);
-        });
-      };
-  kj::Vector<kj::Promise<void>> lanes;
-  // The first call to fail, in time, and its shard (joinPromises reports the
-  // first lane's failure in array order, after every lane has ended).
+  // The first call to fail, in time, and its shard (joinPromises reports a
+  // failure only after every promise it joins has ended).
   struct Failure {
     const ShardLink* link;
     kj::Exception exception;
@@ -423,16 +412,39 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
       return kj::Promise<void>(kj::mv(e));
     };
   };
-  for (size_t s = 0; s < shards.size(); ++s) {
+  struct ShardCalls {
+    ShardLink& link;
+    std::vector<ChunkRun> runs;
+    size_t budget;         // chunks
+    size_t next = 0;       // the first run not called yet
+    size_t in_flight = 0;  // chunks of the calls not answered yet
+  };
+  std::vector<ShardCalls> calls;  // whole before the first call: they hold references into it
+  calls.reserve(shards.size());
+  for (ShardLink& link : shards) {
+    std::vector<ChunkRun> runs = runs_of(link);
     size_t longest = 1;
-    for (const ChunkRun& run : runs[s]) longest = std::max(longest, run.count);
-    const size_t lanes_wanted =
-        longest == 1 ? in_flight : std::max<size_t>(2, in_flight / longest);
-    const size_t stride = std::min(lanes_wanted, runs[s].size());
-    for (size_t j = 0; j < stride; ++j)
-      lanes.add(lane(shards[s], runs[s], j, stride).catch_(blaming(shards[s])));
+    for (const ChunkRun& run : runs) longest = std::max(longest, run.count);
+    calls.push_back({link, std::move(runs), std::max(in_flight, 2 * longest)});
   }
-  kj::Promise<void> all = kj::joinPromises(lanes.releaseAsArray());
+  // Calls the shard's next runs while they fit its budget; resolves once
+  // they and the calls their replies make room for have ended.
+  std::function<kj::Promise<void>(ShardCalls&)> callWhileTheyFit = [&](ShardCalls& s) {
+    kj::Vector<kj::Promise<void>> started;
+    while (s.next < s.runs.size() &&
+           (s.in_flight == 0 || s.in_flight + s.runs[s.next].count <= s.budget)) {
+      const ChunkRun run = s.runs[s.next++];
+      s.in_flight += run.count;
+      started.add(call(s.link, run).catch_(blaming(s.link)).then([&callWhileTheyFit, &s, run] {
+        s.in_flight -= run.count;
+        return callWhileTheyFit(s);
+      }));
+    }
+    return kj::joinPromises(started.releaseAsArray());
+  };
+  kj::Vector<kj::Promise<void>> every_shard;
+  for (ShardCalls& s : calls) every_shard.add(callWhileTheyFit(s));
+  kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
   for (ShardLink& link : shards)
     all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link).catch_(blaming(link)));
   bool abandoned = false;
