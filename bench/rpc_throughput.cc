@@ -372,14 +372,14 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     ClusterSpec over_tcp = cluster;
     over_tcp.shared_memory = false;
     ShardedClient ps(io, over_tcp, graph, state.layout(), architectureHash(spec), 0);
-    ps.connect(30.0);
+    (void)ps.connect(30.0);  // true or throws: no stop flag to give up on
     ps.initialize(state);
     ps.pull(0, state.parameters());
     ShardedClient ps_shared(io, cluster, graph, state.layout(), architectureHash(spec), 1);
     // The second worker computes in its region, as traind's worker does.
     FlatBuffer shared_gradients, shared_parameters;
     if (sides != Sides::Tcp) {
-      ps_shared.connect(30.0);
+      (void)ps_shared.connect(30.0);
       const ShardedClient::SharedBuffers shared = ps_shared.sharedBuffers();
       if (!shared.gradients)
         throw std::runtime_error("the ps did not map the second worker's shared memory");

@@ -161,6 +161,16 @@ bool pushesDuringBackward(const ModelSpec& spec, bool sync) {
   return false;
 }
 
+// A worker asked to stop while it still waited for its peers: a clean stop,
+// with nothing trained.
+TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
+  metrics.setState(NodeState::Done);
+  spdlog::info("done: stopped before training");
+  TrainingSummary summary;
+  summary.stopped = true;
+  return summary;
+}
+
 }  // namespace
 
 TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
@@ -196,7 +206,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   // too, will not finish ends the wait (trainctl stop asks every worker).
   ps.abandonWaitsOnStop(stop_requested);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
-  ps.connect(kPeerTimeoutSeconds);
+  if (!ps.connect(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
   metrics.setSharedMemoryShards(ps.shardsThroughSharedMemory());
   if (chief) {
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
@@ -207,7 +217,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   } else {
     metrics.setState(NodeState::Waiting,
                      "waiting for the chief (worker 0) to initialise the ps shards");
-    ps.waitUntilReady(kPeerTimeoutSeconds);
+    if (!ps.waitUntilReady(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
   }
   // With one step in flight and every ps on this host, the step computes in
   // the shared memory region the ps tasks map: pushes and pulls copy nothing

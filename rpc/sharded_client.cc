@@ -57,6 +57,19 @@ void attachFloats(ParamsBuilder request, const float* data, int64_t count) {
   }
 }
 
+// How often a waiting call looks at the stop flag.
+constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
+
+// Resolves once *stop has been set for ShardedClient::kStopGraceSeconds.
+kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::Duration held) {
+  return timer.afterDelay(kStopTick).then([&timer, &stop, held]() -> kj::Promise<void> {
+    const kj::Duration now_held = stop.load() ? held + kStopTick : 0 * kj::SECONDS;
+    if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
+      return kj::READY_NOW;
+    return stopHeld(timer, stop, now_held);
+  });
+}
+
 }  // namespace
 
 struct ShardedClient::Impl {
@@ -74,6 +87,12 @@ struct ShardedClient::Impl {
     return io.provider->getNetwork()
         .parseAddress(link.address)
         .then([](kj::Own<kj::NetworkAddress> addr) { return addr->connect(); })
+        .catch_([](kj::Exception&& e) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+          // Not the ps's answer: it may not be up, or its name not in DNS,
+          // yet (kj says FAILED for a name that does not resolve). Retried.
+          return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                               kj::str(e.getDescription()));
+        })
         .then([this, &link](kj::Own<kj::AsyncIoStream> stream) {
           if (auto refused = limitPeerSilence(*stream))
             spdlog::warn("ps {} at {}: a vanished host will not be noticed: {}", link.index,
@@ -159,15 +178,27 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
 
 ShardedClient::~ShardedClient() = default;
 
-void ShardedClient::connect(double timeout_seconds) {
+bool ShardedClient::connect(double timeout_seconds) {
   impl_->createRegion();
   const Clock::time_point start = Clock::now();
   for (ShardLink& link : impl_->shards) {
     double delay = 0.05;
     Clock::time_point last_log{};
     for (;;) {
-      kj::Maybe<kj::Exception> failure =
-          kj::runCatchingExceptions([&]() { impl_->connectOnce(link).wait(impl_->io.waitScope); });
+      if (stop_ && stop_->load()) {
+        spdlog::info("stop requested while waiting for ps {} at {}", link.index, link.address);
+        return false;
+      }
+      bool stopped = false;
+      kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
+        kj::Promise<void> attempt = impl_->connectOnce(link);
+        if (stop_)  // a connect to a host that does not answer can take minutes
+          attempt = attempt.exclusiveJoin(
+              stopHeld(impl_->io.provider->getTimer(), *stop_, 0 * kj::SECONDS)
+                  .then([&stopped] { stopped = true; }));
+        attempt.wait(impl_->io.waitScope);
+      });
+      if (stopped) continue;  // said above
       KJ_IF_MAYBE(e, failure) {
         const std::string reason = e->getDescription().cStr();
         if (e->getType() == kj::Exception::Type::FAILED)
@@ -194,6 +225,7 @@ void ShardedClient::connect(double timeout_seconds) {
     spdlog::info("connected to ps {} at {}", link.index, link.address);
   }
   if (shardsThroughSharedMemory() == 0) impl_->region.reset();
+  return true;
 }
 
 ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {
@@ -209,7 +241,7 @@ std::vector<ShardStatusView> ShardedClient::statuses() {
   return out;
 }
 
-void ShardedClient::waitUntilReady(double timeout_seconds) {
+bool ShardedClient::waitUntilReady(double timeout_seconds) {
   const Clock::time_point start = Clock::now();
   Clock::time_point last_log{};
   for (;;) {
@@ -217,7 +249,12 @@ void ShardedClient::waitUntilReady(double timeout_seconds) {
     const std::vector<ShardStatusView> all = statuses();
     for (size_t i = 0; i < all.size(); ++i)
       if (!all[i].ready) waiting.push_back(int(i));
-    if (waiting.empty()) return;
+    if (waiting.empty()) return true;
+    if (stop_ && stop_->load()) {
+      spdlog::info("stop requested while waiting for the chief to initialise ps {}",
+                   fmt::join(waiting, ", "));
+      return false;
+    }
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited > timeout_seconds)
       throw std::runtime_error("gave up waiting for the chief (worker 0) to initialise the ps "
@@ -313,19 +350,6 @@ constexpr size_t kMaxRunChunks = 4;
 // callEveryRun lets two calls of the longest run be in flight: within the
 // sync bound.
 static_assert(2 * kMaxRunChunks <= kSyncCallsInFlight);
-
-// How often a waiting call looks at the stop flag.
-constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
-
-// Resolves once *stop has been set for ShardedClient::kStopGraceSeconds.
-kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::Duration held) {
-  return timer.afterDelay(kStopTick).then([&timer, &stop, held]() -> kj::Promise<void> {
-    const kj::Duration now_held = stop.load() ? held + kStopTick : 0 * kj::SECONDS;
-    if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
-      return kj::READY_NOW;
-    return stopHeld(timer, stop, now_held);
-  });
-}
 
 // What a failed call to `link` throws: the shard named, kj's file, line and
 // stack left out.

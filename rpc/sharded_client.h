@@ -57,8 +57,9 @@ class ShardedClient {
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
-  // choice is logged with its reason. Once per client.
-  void connect(double timeout_seconds);
+  // choice is logged with its reason. Once per client. Returns false,
+  // logged, when a stop was asked for first (abandonWaitsOnStop).
+  [[nodiscard]] bool connect(double timeout_seconds);
 
   // How many ps shards this worker reaches through shared memory.
   int shardsThroughSharedMemory() const;
@@ -81,8 +82,9 @@ class ShardedClient {
 
   std::vector<ShardStatusView> statuses();
 
-  // Polls until every shard is ready; logs while it waits.
-  void waitUntilReady(double timeout_seconds);
+  // Polls until every shard is ready; logs while it waits. Returns false,
+  // logged, when a stop was asked for first (abandonWaitsOnStop).
+  [[nodiscard]] bool waitUntilReady(double timeout_seconds);
 
   // Chief: writes parameters and optimizer slots to every shard, then marks
   // them ready at the state's global step.
@@ -123,7 +125,8 @@ class ShardedClient {
   // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
   // waiting kStopGrace later is abandoned and returns -1, as when the shards
   // stop: it waits for a step that workers stopping too will not finish (a
-  // sync step). A call that is merely slow finishes first.
+  // sync step). A call that is merely slow finishes first. connect() and
+  // waitUntilReady() give up their waits for peers too.
   static constexpr double kStopGraceSeconds = 1.0;
   void abandonWaitsOnStop(const std::atomic<bool>& stop) { stop_ = &stop; }
 

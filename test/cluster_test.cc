@@ -330,6 +330,34 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
   CHECK(ps == 0);
 }
 
+TEST_CASE("SIGTERM stops a worker still waiting for its peers: exit 0") {
+  const auto dir = freshTempDir("stop-waiting");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string args = "--cluster " + cluster.string() + " --model " +
+                           modelPath("fashion_mlp.yaml") + " --max-steps 20 --threads 1 " +
+                           "--eval-every 0 --checkpoint-dir \"\" --job ";
+  SECTION("for a ps that is not up") {
+    BackgroundTraind worker(args + "worker --task 1", dir / "worker1.log");
+    REQUIRE(worker.waitForOutput("waiting for ps 0", 60));
+    worker.signal(SIGTERM);
+    CHECK(worker.wait(15) == 0);
+    INFO(worker.output());
+    CHECK_THAT(worker.output(), Catch::Contains("stop requested while waiting for ps 0"));
+  }
+  SECTION("for the chief to initialise the ps") {
+    BackgroundTraind ps(args + "ps --task 0", dir / "ps0.log");
+    BackgroundTraind worker(args + "worker --task 1", dir / "worker1.log");
+    REQUIRE(worker.waitForOutput("waiting for the chief (worker 0) to initialise ps 0", 60));
+    worker.signal(SIGTERM);
+    CHECK(worker.wait(15) == 0);
+    ps.signal(SIGTERM);
+    CHECK(ps.wait(15) == 0);
+    INFO(worker.output());
+    CHECK_THAT(worker.output(),
+               Catch::Contains("stop requested while waiting for the chief to initialise ps 0"));
+  }
+}
+
 TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");
@@ -646,7 +674,7 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
   ClusterSpec offering = loadClusterSpec(cluster.string());
   offering.shared_memory = true;
   ShardedClient client(io, offering, graph, state.layout(), architectureHash(spec), 0);
-  client.connect(60);
+  REQUIRE(client.connect(60));
   CHECK(client.shardsThroughSharedMemory() == 0);
   client.initialize(state);
   FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
@@ -671,7 +699,7 @@ TEST_CASE("a worker computing in its shared memory region makes no call into it 
   auto& [ps, spec, graph, state, io] = job;
   ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
                        architectureHash(spec), 0);
-  client.connect(60);
+  REQUIRE(client.connect(60));
   REQUIRE(client.shardsThroughSharedMemory() == 1);
   client.initialize(state);
   // As traind's worker does: its step's buffers are the region's.
