@@ -1,5 +1,6 @@
 // Integration tests of the distributed roles: real traind processes, a ps
 // job and a worker job, on free 127.0.0.1 ports.
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -387,10 +388,12 @@ TEST_CASE("async: the others finish when a worker is killed") {
   const auto cluster = writeCluster(dir, 1, 3, "  mode: async\n");
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 400 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                " --max-steps 4000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 3);
-  c.workers[1]->waitForOutput("step ");
+  // Mid-run: after its first line of step figures (it starts with the range
+  // of global steps, which says "step" too).
+  REQUIRE(c.workers[1]->waitForOutput(", loss = ", 60));
   c.workers[1]->signal(SIGKILL);
   CHECK(c.workers[0]->wait(kTimeout) == 0);
   CHECK(c.workers[2]->wait(kTimeout) == 0);
@@ -412,12 +415,26 @@ TEST_CASE("a stopped cluster resumes from its checkpoint") {
     for (auto& p : first.ps) CHECK(p->wait(30) == 0);
   }
   const std::vector<float> saved = readCheckpointTensor(dir / "ckpt", "hidden1/kernel");
-  Cluster second(dir, cluster, args + " --max-steps 50", 2, 1);
+  // The second run trains 10 more steps at a learning rate too small to move
+  // a float32 weight of this model, so its final checkpoint, read back from
+  // the ps tasks, holds what they restored.
+  std::string still = readFile(modelPath("fashion_mlp.yaml"));
+  still = replaceAll(still, "learning_rate: 0.1", "learning_rate: 1.0e-30");
+  REQUIRE(still.find("1.0e-30") != std::string::npos);
+  writeFile(dir / "still.yaml", still);
+  Cluster second(dir, cluster,
+                 "--model " + (dir / "still.yaml").string() +
+                     " --threads 1 --eval-every 0 --max-steps 60 --checkpoint-dir " +
+                     (dir / "ckpt").string(),
+                 2, 1);
   CHECK(second.workers[0]->wait(kTimeout) == 0);
   for (auto& p : second.ps) CHECK(p->wait(30) == 0);
   INFO(second.logs());
   CHECK_THAT(second.workers[0]->output(), Catch::Contains("at global step 50"));
-  CHECK_THAT(second.workers[0]->output(), Catch::Contains("done: global step 50, 0 steps"));
+  CHECK_THAT(second.workers[0]->output(), Catch::Contains("done: global step 60, 10 steps"));
+  const auto latest = findLatestCheckpoint(dir / "ckpt");
+  REQUIRE(latest.has_value());
+  CHECK_THAT(latest->filename().string(), Catch::Contains("60"));
   CHECK(readCheckpointTensor(dir / "ckpt", "hidden1/kernel") == saved);
 }
 
@@ -427,11 +444,13 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   const int ps_port = loadClusterSpec(cluster.string()).ps[0].port;
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 300 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                " --max-steps 3000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
                 (dir / "ckpt").string(),
             1, 1);
-  c.workers[0]->waitForOutput("step ");
-  auto send = [&](const std::string& bytes) {
+  REQUIRE(c.workers[0]->waitForOutput("step 20,", 60));
+  // Sends `bytes` and says whether the ps then closed the connection within
+  // 10 s (it reads whatever the ps says before closing).
+  auto psHangsUpAfter = [&](const std::string& bytes) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -439,18 +458,25 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
     (void)!write(fd, bytes.data(), bytes.size());
-    usleep(100000);
+    bool closed = false;
+    pollfd readable{fd, POLLIN, 0};
+    for (char reply[4096]; !closed && poll(&readable, 1, 10000) == 1;)
+      closed = read(fd, reply, sizeof reply) <= 0;
     close(fd);
+    return closed;
   };
   std::string garbage(4096, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char((i * 7919 + 13) % 251);
-  send(garbage);
-  // A Cap'n Proto frame header claiming one segment of 2^28 words (2 GiB).
-  send(std::string("\x00\x00\x00\x00\x00\x00\x00\x10", 8) + std::string(64, 'x'));
+  CHECK(psHangsUpAfter(garbage));
+  // A Cap'n Proto frame header claiming one segment of 2^28 words (2 GiB):
+  // dropped at the header, not waited for.
+  CHECK(psHangsUpAfter(std::string("\x00\x00\x00\x00\x00\x00\x00\x10", 8) +
+                       std::string(64, 'x')));
+  CHECK(!c.workers[0]->waitForOutput("done: global step", 0));  // it was training meanwhile
   CHECK(c.workers[0]->wait(kTimeout) == 0);
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
-  CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 300"));
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 3000"));
 }
 
 TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {
