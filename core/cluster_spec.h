@@ -36,8 +36,9 @@ struct ClusterSpec {
   // not used).
   int replicas_to_aggregate = 0;
   int total_num_replicas = 0;
-  // Async: a gradient more than max_staleness steps behind the shard's
-  // global step is dropped (0: never).
+  // Async: a worker more than max_staleness of its own steps ahead of the
+  // slowest connected worker waits for it before its next pull (0: no
+  // bound; docs/cluster-spec.md).
   int64_t max_staleness = 0;
   // Overrides the model spec's checkpoint section when present.
   std::optional<CheckpointSpec> checkpoint;

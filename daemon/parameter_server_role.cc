@@ -1,6 +1,9 @@
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
+#include "core/error.h"
 #include "core/parameter_shard.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/step_stall_report.h"
@@ -58,11 +61,19 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   ParameterShard shard(spec, graph, cluster, task);
   kj::AsyncIoContext io = kj::setupAsyncIo();
   ServedShard service(shard, architectureHash(spec), cluster.shared_memory);
-  const std::string address = cluster.ps[size_t(task)].toString();
-  ShardServer server(io, address,
-                     [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
-                       return service.newSession(kj::mv(connection));
-                     });
+  const HostPort& own = cluster.ps[size_t(task)];
+  const std::string address = own.toString();
+  // A port in use is the cluster spec's line to fix, or another process to stop.
+  std::optional<ShardServer> bound;
+  try {
+    bound.emplace(io, address,
+                  [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
+                    return service.newSession(kj::mv(connection));
+                  });
+  } catch (const InputError& e) {
+    throwInputError(own.location, fmt::format("cluster.ps[{}]", task), e.what());
+  }
+  ShardServer& server = *bound;
   metrics.setState(NodeState::Waiting,
                    "waiting for the chief (worker 0) to initialise the parameters");
   spdlog::info("ps {} serving {} of {} ({} floats, {} variable pieces, {} chunks) on {}, {} mode",

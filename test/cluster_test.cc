@@ -782,6 +782,23 @@ TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
   r = runTraind("--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--job"));
+
+  // A ps whose port is taken names the spec's line and the task's address.
+  const HostPort ps = loadClusterSpec(cluster.string()).ps[0];
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(ps.port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(taken, 1) == 0);
+  r = runTraind("--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml") +
+                " --job ps --task 0");
+  close(taken);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(cluster.string() + ":2:8: ") &&
+                           Catch::Contains("cluster.ps[0]: " + ps.toString() +
+                                           ": cannot listen (is the port in use?)"));
 }
 
 TEST_CASE("async with max_staleness: a worker waits for a stalled one, then both finish") {
