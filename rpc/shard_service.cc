@@ -117,6 +117,9 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     if (!worker_) {
       shard().workerJoined(params.getWorkerTask());
       worker_ = params.getWorkerTask();
+    } else if (params.getWorkerTask() != *worker_) {
+      throw ProtocolError(fmt::format("a hello as worker {} on the connection of worker {}",
+                                      params.getWorkerTask(), *worker_));
     }
     auto results = context.getResults();
     if (params.hasSharedRegion()) attachRegion(params.getSharedRegion(), results);
@@ -130,8 +133,21 @@ kj::Promise<void> ShardService::status(StatusContext context) {
   return kj::READY_NOW;
 }
 
+uint32_t ShardService::worker(const char* call) const {
+  if (!worker_) throw ProtocolError(fmt::format("{} before hello", call));
+  return *worker_;
+}
+
+void ShardService::checkChief(const char* call) const {
+  if (const uint32_t w = worker(call); w != 0)
+    throw ProtocolError(fmt::format(
+        "{} from worker {}: only the chief (worker 0) initialises, reads and stops the shards",
+        call, w));
+}
+
 kj::Promise<void> ShardService::initialize(InitializeContext context) {
   return checked([&]() -> kj::Promise<void> {
+    checkChief("initialize");
     auto params = context.getParams();
     shard().initialize(params.getSlot(), int64_t(params.getOffset()), floatsOf(params.getData()));
     return kj::READY_NOW;
@@ -140,6 +156,7 @@ kj::Promise<void> ShardService::initialize(InitializeContext context) {
 
 kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   return checked([&]() -> kj::Promise<void> {
+    checkChief("markReady");
     shard().markReady(context.getParams().getGlobalStep());
     spdlog::info("initialised by the chief at global step {}", shard().globalStep());
     served_.releasePulls();
@@ -241,6 +258,9 @@ void ShardService::checkWait(int64_t min_step) const {
 kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
+    if (params.getWorkerTask() != worker("pushAndPull"))
+      throw ProtocolError(fmt::format("a push as worker {} on the connection of worker {}",
+                                      params.getWorkerTask(), *worker_));
     checkWait(params.getMinStep());
     const int64_t offset = int64_t(params.getOffset());
     const bool shared = params.getSharedFloats() > 0;
@@ -316,6 +336,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
 
 kj::Promise<void> ShardService::pull(PullContext context) {
   return checked([&]() -> kj::Promise<void> {
+    worker("pull");
     auto params = context.getParams();
     checkWait(params.getMinStep());
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));
@@ -337,6 +358,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
 
 kj::Promise<void> ShardService::readState(ReadStateContext context) {
   return checked([&]() -> kj::Promise<void> {
+    checkChief("readState");
     auto params = context.getParams();
     const int64_t length = int64_t(params.getLength());
     if (length < 0 || length > ParameterShard::kChunkFloats)
@@ -353,8 +375,11 @@ kj::Promise<void> ShardService::readState(ReadStateContext context) {
 
 
 kj::Promise<void> ShardService::stop(StopContext context) {
-  served_.beginStopping("the chief");
-  return kj::READY_NOW;
+  return checked([&]() -> kj::Promise<void> {
+    checkChief("stop");
+    served_.beginStopping("the chief");
+    return kj::READY_NOW;
+  });
 }
 
 }  // namespace traind

@@ -95,6 +95,12 @@ class ShardService final : public wire::ParameterShard::Server {
 
  private:
   void fillStatus(wire::ShardStatus::Builder status) const;
+  // The worker that said hello on this connection; ProtocolError naming
+  // `call` when none has. Every call but hello and status needs one.
+  uint32_t worker(const char* call) const;
+  // ProtocolError unless the chief (worker 0) said hello: initialize,
+  // markReady, readState and stop are its calls.
+  void checkChief(const char* call) const;
   // Runs `reply` once a pull at min_step may proceed: now, or when the
   // step (of every chunk of `chunks`, else the global one) or the slowest
   // worker allows (ServedShard::releasePulls).

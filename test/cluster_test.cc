@@ -83,6 +83,20 @@ struct Cluster {
   }
 };
 
+// A raw connection to `address` (a ps starting up), for calls no worker makes.
+kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::string& address) {
+  kj::Own<kj::AsyncIoStream> stream;
+  for (int i = 0; i < 200 && !stream; ++i) {
+    kj::runCatchingExceptions([&] {
+      stream = io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->connect().wait(
+          io.waitScope);
+    });
+    if (!stream) usleep(50000);
+  }
+  REQUIRE(stream);
+  return stream;
+}
+
 // What a ps's last log line says its pushAndPull calls carried.
 PushCounts pushCountsLogged(const std::string& ps_output) {
   const std::regex done(
@@ -496,15 +510,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   // The liar speaks the protocol: it says hello as worker 0 and marks the
   // shard ready, as a chief would.
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  kj::Own<kj::AsyncIoStream> stream;
-  for (int i = 0; i < 200 && !stream; ++i) {
-    kj::runCatchingExceptions([&] {
-      stream = io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->connect().wait(
-          io.waitScope);
-    });
-    if (!stream) usleep(50000);
-  }
-  REQUIRE(stream);
+  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, address);
   capnp::TwoPartyClient client(*stream);
   auto shard = client.bootstrap().castAs<wire::ParameterShard>();
   auto hello = [&](uint32_t wire_version) {
@@ -684,6 +690,57 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   flood();
   CHECK(refused == 1100 - 1024);
 
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+}
+
+TEST_CASE("the ps takes a call only from the worker that said hello on its connection") {
+  const auto dir = freshTempDir("identity");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::AsyncIoStream> stream =
+      connectWithin10s(io, loadClusterSpec(cluster.string()).ps[0].toString());
+  capnp::TwoPartyClient client(*stream);
+  auto shard = client.bootstrap().castAs<wire::ParameterShard>();
+  auto refusal = [&](auto request) {
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); }))
+      return std::string(e->getDescription().cStr());
+    return std::string("answered");
+  };
+  auto push = [&](uint32_t worker) {
+    auto request = shard.pushAndPullRequest();
+    request.setWorkerTask(worker);
+    return request;
+  };
+  auto hello = [&](uint32_t worker) {
+    auto request = shard.helloRequest();
+    request.setArchitectureHash(architectureHash(spec));
+    request.setWorkerTask(worker);
+    request.setWireVersion(kWireVersion);
+    return request;
+  };
+  CHECK_THAT(refusal(push(1)), Catch::Contains("pushAndPull before hello"));
+  CHECK_THAT(refusal(shard.pullRequest()), Catch::Contains("pull before hello"));
+  CHECK_THAT(refusal(shard.stopRequest()), Catch::Contains("stop before hello"));
+  CHECK(refusal(hello(1)) == "answered");
+  CHECK_THAT(refusal(push(0)), Catch::Contains("a push as worker 0 on the connection of worker 1"));
+  CHECK_THAT(refusal(hello(0)), Catch::Contains("a hello as worker 0 on the connection of worker 1"));
+  for (auto [call, refused] :
+       {std::pair{std::string("markReady"), refusal(shard.markReadyRequest())},
+        {"initialize", refusal(shard.initializeRequest())},
+        {"readState", refusal(shard.readStateRequest())},
+        {"stop", refusal(shard.stopRequest())}}) {
+    INFO(call);
+    CHECK_THAT(refused, Catch::Contains(call + " from worker 1: only the chief (worker 0)"));
+  }
+  auto status = shard.statusRequest().send().wait(io.waitScope).getStatus();
+  CHECK(!status.getReady());
+  CHECK(!status.getStopping());
   ps.signal(SIGTERM);
   INFO(ps.output());
   CHECK(ps.wait(30) == 0);
