@@ -56,19 +56,30 @@ size_t editDistance(std::string_view a, std::string_view b) {
 }
 
 // The known word closest to `word`, when it is close enough to be a typo.
+// Whether `word` is `candidate` with letters left out, from the same first
+// letter ("every_secs" of "every_seconds").
+bool abbreviates(std::string_view word, std::string_view candidate) {
+  if (word.empty() || word.size() >= candidate.size() || word[0] != candidate[0]) return false;
+  size_t matched = 0;
+  for (char c : candidate)
+    if (matched < word.size() && word[matched] == c) ++matched;
+  return matched == word.size();
+}
+
+// A known word within a few edits of `word`: one that `word` abbreviates
+// if any ("every_secs": every_seconds, though every_steps is an edit
+// nearer), else the nearest.
 std::optional<std::string_view> closestWord(std::string_view word,
                                             const std::vector<std::string_view>& known) {
   if (word.size() > 64) return std::nullopt;  // no field name is that long
   const size_t allowed = std::clamp<size_t>(word.size() / 3, 1, 3);
   std::optional<std::string_view> best;
-  size_t best_distance = allowed + 1;
-  for (std::string_view candidate : known) {
-    const size_t d = editDistance(word, candidate);
-    if (d < best_distance) {
+  auto rank = [&](std::string_view candidate) {
+    return std::pair{!abbreviates(word, candidate), editDistance(word, candidate)};
+  };
+  for (std::string_view candidate : known)
+    if (rank(candidate).second <= allowed && (!best || rank(candidate) < rank(*best)))
       best = candidate;
-      best_distance = d;
-    }
-  }
   return best;
 }
 

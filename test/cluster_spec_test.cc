@@ -171,6 +171,9 @@ TEST_CASE("unknown fields suggest the closest known one or list them", "[cluster
         "mode, replicas_to_aggregate, total_num_replicas, max_staleness)");
   CHECK(errorOf(kCluster + "checkpoint: {dir: x, every_step: 5}\n") ==
         "c.yaml:4:22: checkpoint: unknown field 'every_step' (did you mean 'every_steps'?)");
+  // As near to every_steps, but short for every_seconds.
+  CHECK(errorOf(kCluster + "checkpoint: {dir: x, every_secs: 600}\n") ==
+        "c.yaml:4:22: checkpoint: unknown field 'every_secs' (did you mean 'every_seconds'?)");
 }
 
 TEST_CASE("ps and worker are required non-empty lists", "[cluster_spec]") {

@@ -97,6 +97,16 @@ kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::s
   return stream;
 }
 
+// The training losses of a worker's log lines ("step 20, loss = 0.61, ..."), in order.
+std::vector<double> loggedLosses(const std::string& output) {
+  const std::regex line("step [0-9]+, loss = ([-+0-9.e]+)");
+  std::vector<double> losses;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
+}
+
 // What a ps's last log line says its pushAndPull calls carried.
 PushCounts pushCountsLogged(const std::string& ps_output) {
   const std::regex done(
@@ -174,6 +184,9 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   for (auto& p : c.ps) CHECK(p->wait(30) == 0);
   INFO(c.logs());
   CHECK(summaryValue(c.workers[0]->output(), "test accuracy") > 0.70);
+  const std::vector<double> losses = loggedLosses(c.workers[0]->output());
+  REQUIRE(losses.size() >= 2);
+  CHECK(losses.back() < 0.8 * losses.front());
   CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
   for (auto& p : c.ps)
     CHECK_THAT(p->output(), Catch::Contains("worker 1: tensors through shared memory"));
