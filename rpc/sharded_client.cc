@@ -99,6 +99,10 @@ struct ShardedClient::Impl {
                          link.address, *refused);
           capnp::ReaderOptions options;
           options.traversalLimitInWords = kTraversalLimitWords;
+          // A retry: the last attempt's RPC system goes before the stream it reads.
+          link.client = nullptr;
+          link.rpc = nullptr;
+          link.network = nullptr;
           link.stream = kj::mv(stream);
           link.network = kj::heap<capnp::TwoPartyVatNetwork>(
               *link.stream, capnp::rpc::twoparty::Side::CLIENT, options);

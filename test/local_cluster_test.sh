@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# scripts/run-local-cluster as its users run it: one ps and two workers of
+# fashion_mlp on free 127.0.0.1 ports.
+#
+#   test/local_cluster_test.sh TRAIND stop       # SIGTERM mid-run: every task stops
+#                                                # cleanly, the chief's checkpoint is
+#                                                # written before the script exits 0
+#   test/local_cluster_test.sh TRAIND port-taken # the ps's port is held: the ps exits 2
+#                                                # naming the spec's line, the script
+#                                                # stops the workers and exits 2 at once
+set -uo pipefail
+traind=${1:?usage: local_cluster_test.sh TRAIND stop|port-taken}
+scenario=${2:-stop}
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
+fail() { echo "local_cluster_test: FAILED: $*"; echo "--- log:"; cat "$dir/log"; exit 1; }
+
+dir=$(mktemp -d /tmp/traind-local-cluster.XXXXXX)
+holder=""
+cleanup() { [[ -n $holder ]] && kill "$holder" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+# Three free ports: bound by Python, released just before the run.
+read -r p0 p1 p2 < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(3)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
+cat >"$dir/c.yaml" <<YAML
+cluster:
+  ps: [127.0.0.1:$p0]
+  worker: [127.0.0.1:$p1, 127.0.0.1:$p2]
+training:
+  mode: async
+YAML
+launcher=("$source_dir/scripts/run-local-cluster" "$dir/c.yaml"
+  "$source_dir/configs/models/fashion_mlp.yaml" --threads 1 --eval-every 0
+  --checkpoint-dir "$dir/ckpt")
+export TRAIND=$traind
+
+case $scenario in
+stop)
+  "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
+  script=$!
+  for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
+  grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
+  kill -TERM "$script"
+  wait "$script"
+  status=$?
+  ((status == 0)) || fail "exit status $status, expected 0"
+  grep -q "saved checkpoint" "$dir/log" || fail "the chief wrote no checkpoint"
+  ls "$dir"/ckpt/ckpt-* >/dev/null 2>&1 || fail "no checkpoint in $dir/ckpt"
+  pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
+  ;;
+port-taken)
+  python3 -c "import socket, time
+s = socket.socket(); s.bind(('127.0.0.1', $p0)); s.listen(); time.sleep(120)" &
+  holder=$!
+  sleep 0.5
+  start=$SECONDS
+  "${launcher[@]}" --max-steps 100 >"$dir/log" 2>&1
+  status=$?
+  ((status == 2)) || fail "exit status $status, expected 2 (the ps's)"
+  ((SECONDS - start < 30)) || fail "took $((SECONDS - start)) s: the workers waited"
+  grep -q "c.yaml:2:.*cluster.ps\[0\]: 127.0.0.1:$p0: cannot listen" "$dir/log" ||
+    fail "the ps's error does not name the spec's line and address"
+  [[ $(grep -c "done: stopped before training" "$dir/log") == 2 ]] ||
+    fail "the workers were not stopped"
+  ;;
+*) echo "unknown scenario $scenario" >&2; exit 2 ;;
+esac
+echo "local_cluster_test: $scenario passed"
