@@ -259,18 +259,17 @@ std::string NodeMetrics::prometheusText() const {
     out += fmt::format("traind_stale_gradients_total{{{}}} {}\n", l, stale_gradients_);
     family(out, "traind_connected_workers", "gauge", "Open connections to this shard.");
     out += fmt::format("traind_connected_workers{{{}}} {}\n", l, connected_workers_);
-    family(out, "traind_push_calls_total", "counter",
-           "pushAndPull calls whose gradient chunks this shard took, by transport.");
-    out += fmt::format("traind_push_calls_total{{{},transport=\"tcp\"}} {}\n", l,
-                       pushes_.tcp_calls);
-    out += fmt::format("traind_push_calls_total{{{},transport=\"shared_memory\"}} {}\n", l,
-                       pushes_.shared_calls);
-    family(out, "traind_pushed_chunks_total", "counter",
-           "Gradient chunks those calls carried (over TCP one per call), by transport.");
-    out += fmt::format("traind_pushed_chunks_total{{{},transport=\"tcp\"}} {}\n", l,
-                       pushes_.tcp_calls);
-    out += fmt::format("traind_pushed_chunks_total{{{},transport=\"shared_memory\"}} {}\n", l,
-                       pushes_.shared_chunks);
+    auto byTransport = [&](const char* name, const char* help, int64_t tcp, int64_t shared) {
+      family(out, name, "counter", help);
+      out += fmt::format("{}{{{},transport=\"tcp\"}} {}\n", name, l, tcp);
+      out += fmt::format("{}{{{},transport=\"shared_memory\"}} {}\n", name, l, shared);
+    };
+    byTransport("traind_push_calls_total",
+                "pushAndPull calls whose gradient chunks this shard took, by transport.",
+                pushes_.tcp_calls, pushes_.shared_calls);
+    byTransport("traind_pushed_chunks_total",
+                "Gradient chunks those calls carried (over TCP one per call), by transport.",
+                pushes_.tcp_calls, pushes_.shared_chunks);
     family(out, "traind_step_standing_seconds", "gauge",
            "How long the global step has stood still (sync mode; 0 in async mode).");
     out += fmt::format("traind_step_standing_seconds{{{}}} {}\n", l,
