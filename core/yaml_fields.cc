@@ -55,7 +55,6 @@ size_t editDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-// The known word closest to `word`, when it is close enough to be a typo.
 // Whether `word` is `candidate` with letters left out, from the same first
 // letter ("every_secs" of "every_seconds").
 bool abbreviates(std::string_view word, std::string_view candidate) {
@@ -74,12 +73,14 @@ std::optional<std::string_view> closestWord(std::string_view word,
   if (word.size() > 64) return std::nullopt;  // no field name is that long
   const size_t allowed = std::clamp<size_t>(word.size() / 3, 1, 3);
   std::optional<std::string_view> best;
-  auto rank = [&](std::string_view candidate) {
-    return std::pair{!abbreviates(word, candidate), editDistance(word, candidate)};
-  };
-  for (std::string_view candidate : known)
-    if (rank(candidate).second <= allowed && (!best || rank(candidate) < rank(*best)))
+  std::pair<bool, size_t> best_rank;  // (not an abbreviation, edits): lower is better
+  for (std::string_view candidate : known) {
+    const std::pair rank{!abbreviates(word, candidate), editDistance(word, candidate)};
+    if (rank.second <= allowed && (!best || rank < best_rank)) {
       best = candidate;
+      best_rank = rank;
+    }
+  }
   return best;
 }
 

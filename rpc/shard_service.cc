@@ -133,13 +133,13 @@ kj::Promise<void> ShardService::status(StatusContext context) {
   return kj::READY_NOW;
 }
 
-uint32_t ShardService::worker(const char* call) const {
+uint32_t ShardService::connectedWorker(const char* call) const {
   if (!worker_) throw ProtocolError(fmt::format("{} before hello", call));
   return *worker_;
 }
 
 void ShardService::checkChief(const char* call) const {
-  if (const uint32_t w = worker(call); w != 0)
+  if (const uint32_t w = connectedWorker(call); w != 0)
     throw ProtocolError(fmt::format(
         "{} from worker {}: only the chief (worker 0) initialises, reads and stops the shards",
         call, w));
@@ -258,7 +258,7 @@ void ShardService::checkWait(int64_t min_step) const {
 kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
-    if (params.getWorkerTask() != worker("pushAndPull"))
+    if (params.getWorkerTask() != connectedWorker("pushAndPull"))
       throw ProtocolError(fmt::format("a push as worker {} on the connection of worker {}",
                                       params.getWorkerTask(), *worker_));
     checkWait(params.getMinStep());
@@ -336,7 +336,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
 
 kj::Promise<void> ShardService::pull(PullContext context) {
   return checked([&]() -> kj::Promise<void> {
-    worker("pull");
+    connectedWorker("pull");  // refused before hello
     auto params = context.getParams();
     checkWait(params.getMinStep());
     const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), int64_t(params.getLength()));

@@ -97,7 +97,7 @@ class ShardService final : public wire::ParameterShard::Server {
   void fillStatus(wire::ShardStatus::Builder status) const;
   // The worker that said hello on this connection; ProtocolError naming
   // `call` when none has. Every call but hello and status needs one.
-  uint32_t worker(const char* call) const;
+  uint32_t connectedWorker(const char* call) const;
   // ProtocolError unless the chief (worker 0) said hello: initialize,
   // markReady, readState and stop are its calls.
   void checkChief(const char* call) const;
