@@ -238,8 +238,9 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
                                  ? "tensors over TCP: transport.shared_memory is off"
                                  : "tensors through shared memory (same host)"));
   // fashion_mlp is two chunks on one ps: 60 steps of 2 workers push 240
-  // chunks (the chief's first push is its first step's), over TCP in a call
-  // each, through shared memory after the step in one call per push.
+  // chunks, over TCP in a call each, streamed during backward a call each
+  // too (the chunks hold different variables), after the step in one call
+  // per push.
   const PushCounts pushes = pushCountsLogged(c.ps[0]->output());
   if (shared_memory == "off") {
     CHECK(pushes.tcp_calls == 240);
