@@ -480,10 +480,7 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   // 10 s (it reads whatever the ps says before closing).
   auto psHangsUpAfter = [&](const std::string& bytes) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(ps_port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in addr = loopbackAddress(ps_port);
     REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
     (void)!write(fd, bytes.data(), bytes.size());
     bool closed = false;
@@ -857,10 +854,7 @@ TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
   // A ps whose port is taken names the spec's line and the task's address.
   const HostPort ps = loadClusterSpec(cluster.string()).ps[0];
   const int taken = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(ps.port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = loopbackAddress(ps.port);
   REQUIRE(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   REQUIRE(listen(taken, 1) == 0);
   r = runTraind("--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml") +

@@ -138,14 +138,19 @@ void BackgroundTraind::signal(int signal_number) {
   if (exit_code_ < 0) kill(pid_, signal_number);
 }
 
-namespace {
-
-bool portFree(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+sockaddr_in loopbackAddress(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(uint16_t(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+namespace {
+
+bool portFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopbackAddress(port);
   const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   close(fd);
   return free;

@@ -1,6 +1,8 @@
 // Runs the real traind binary for integration tests and captures what it said.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -61,6 +63,9 @@ class BackgroundTraind {
   int exit_code_ = -1;
   std::filesystem::path log_;
 };
+
+// 127.0.0.1:port, for the tests' raw sockets.
+sockaddr_in loopbackAddress(int port);
 
 // A base port such that base .. base + count - 1 on 127.0.0.1 are free now.
 int freePortRange(int count);
