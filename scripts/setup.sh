@@ -5,9 +5,13 @@
 #   scripts/setup.sh --bench  also the PyTorch peer for bench/
 set -euo pipefail
 
+# ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, and
+# its CMake config fails without OpenCL's headers and library; apt only
+# recommends them, and recommends are not installed here.
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libasio-dev capnproto libcapnp-dev libdnnl-dev libyaml-cpp-dev libspdlog-dev
+  libasio-dev capnproto libcapnp-dev libdnnl-dev ocl-icd-opencl-dev
+  libyaml-cpp-dev libspdlog-dev
   catch2 libcli11-dev libsystemd-dev zlib1g-dev libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
   python3 python3-numpy python3-pip
