@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/model_spec.h"
 
 namespace traind {
 namespace {
@@ -268,6 +269,10 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
                         std::to_string(version) + " (written by another traind version)");
   CheckpointManifest manifest;
   manifest.global_step = integer("global_step");
+  if (manifest.global_step > kMaxGlobalStep)
+    throwInputError(where, "global_step",
+                    "expected at most 2^53 (" + std::to_string(kMaxGlobalStep) + "), got " +
+                        std::to_string(manifest.global_step));
   manifest.model_name = field("model_name", JsonValue::Type::String).text;
   manifest.architecture_hash = field("architecture_hash", JsonValue::Type::String).text;
   manifest.created = field("created", JsonValue::Type::String).text;

@@ -113,6 +113,14 @@ struct DataSpec {
   int prefetch_batches = 4;             // batches read ahead on the input thread
 };
 
+// The largest global step traind counts to: 2^53, the largest integer a
+// JSON number (a checkpoint's manifest) holds exactly. Far beyond any run,
+// and far from the int64 overflow that a step read from a lying file or
+// peer would otherwise bring within reach.
+constexpr int64_t kMaxGlobalStep = int64_t(1) << 53;
+// So that epochs times an epoch's steps stays below kMaxGlobalStep.
+constexpr int64_t kMaxEpochs = 1'000'000;
+
 struct TrainingSpec {
   int64_t max_steps = 0;   // 0: from epochs
   int64_t epochs = 0;      // 0: from max_steps; one of the two is set

@@ -29,6 +29,7 @@
 #include "rpc/sharded_client.h"
 #include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
+#include "test/cluster_fixture.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -37,22 +38,6 @@ using namespace traind::testing;
 namespace {
 
 constexpr double kTimeout = 240.0;
-
-std::string modelPath(const char* name) {
-  return std::string(TRAIND_SOURCE_DIR) + "/configs/models/" + name;
-}
-
-// A cluster of `ps` ps tasks and `workers` workers on consecutive free ports,
-// written to <dir>/cluster.yaml with `training` as its training section.
-std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int workers,
-                                   const std::string& training) {
-  const int base = freePortRange(ps + workers);
-  const std::string text = "cluster:\n  ps: " + localAddresses(base, ps) +
-                           "\n  worker: " + localAddresses(base + ps, workers) +
-                           "\ntraining:\n" + training;
-  writeFile(dir / "cluster.yaml", text);
-  return dir / "cluster.yaml";
-}
 
 struct Cluster {
   std::vector<std::unique_ptr<BackgroundTraind>> ps, workers;
@@ -82,20 +67,6 @@ struct Cluster {
     return all;
   }
 };
-
-// A raw connection to `address` (a ps starting up), for calls no worker makes.
-kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::string& address) {
-  kj::Own<kj::AsyncIoStream> stream;
-  for (int i = 0; i < 200 && !stream; ++i) {
-    kj::runCatchingExceptions([&] {
-      stream = io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->connect().wait(
-          io.waitScope);
-    });
-    if (!stream) usleep(50000);
-  }
-  REQUIRE(stream);
-  return stream;
-}
 
 // The training losses of a worker's log lines ("step 20, loss = 0.61, ..."), in order.
 std::vector<double> loggedLosses(const std::string& output) {

@@ -56,6 +56,10 @@ TEST_CASE("sync: the workers a step still lacks a gradient from, chunk by chunk"
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   REQUIRE(shard.chunks().size() == 2);  // kernel, bias
   const ShardChunk kernel = shard.chunks()[0], bias = shard.chunks()[1];
+  // The chief's step is bounded, so that no step count nears int64 overflow.
+  CHECK_THROWS_WITH(shard.markReady(-1), Catch::Contains("global step -1 is outside [0, 2^53]"));
+  CHECK_THROWS_WITH(shard.markReady(kMaxGlobalStep + 1), Catch::Contains("is outside [0, 2^53]"));
+  CHECK(!shard.ready());
   shard.markReady(0);
   const std::vector<float> two{1.0f, 1.0f}, one{1.0f};
   using Workers = std::vector<uint32_t>;

@@ -55,6 +55,7 @@ class BackgroundTraind {
   int wait(double timeout_seconds);
   void signal(int signal_number);
   std::string output() const { return readFile(log_); }
+  int pid() const { return pid_; }
   // Whether `text` appears in the output within `timeout_seconds`.
   bool waitForOutput(const std::string& text, double timeout_seconds = 30.0) const;
 

@@ -1,0 +1,451 @@
+// A peer that speaks the ps protocol but fills every field at random, from
+// values on and around the limits the ps checks: a chunk's start and one off
+// it, a chunk's size and one off it, the shard's end, steps ahead of the
+// global step, workers outside the cluster, the ranges' extremes. Thousands
+// of such calls go to a real ps process over three connections (the chief,
+// a worker that maps a shared memory region, and a stranger that may never
+// say hello). The ps must refuse what is wrong before it touches its state,
+// apply exactly what is right, answer with what it holds, stay within its
+// memory, and keep serving.
+#include <signal.h>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/model_state.h"
+#include "core/parameter_shard.h"
+#include "core/placement.h"
+#include "rpc/shard_server.h"
+#include "rpc/shared_region.h"
+#include "rpc/traind.capnp.h"
+#include "test/cluster_fixture.h"
+#include "test/traind_process.h"
+
+using namespace traind;
+using namespace traind::testing;
+
+namespace {
+
+// Every gradient float the peer sends. A power of two, so that the SGD
+// update the ps applies, p - lr * g, is one rounding of p - (lr * g) however
+// the ps orders it (lr * g is exact): the oracle below computes it the same.
+constexpr float kGradient = 1.0f / 1024;
+
+// The step after `step`, or `step` at the end of the range.
+int64_t stepAfter(int64_t step) {
+  return step == std::numeric_limits<int64_t>::max() ? step : step + 1;
+}
+
+// Draws field values, mostly ones a check can be off by one on.
+class FieldDice {
+ public:
+  FieldDice(uint64_t seed, const std::vector<ShardChunk>& chunks, int64_t shard_floats)
+      : rng_(seed), chunks_(chunks), shard_floats_(shard_floats) {}
+
+  bool coin(double p) { return std::bernoulli_distribution(p)(rng_); }
+  size_t below(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  const ShardChunk& chunk() { return chunks_[below(chunks_.size())]; }
+
+  // A shard offset in floats: mostly a chunk's start.
+  uint64_t offset() {
+    const ShardChunk& c = chunk();
+    if (coin(0.7)) return uint64_t(c.shard_offset);
+    switch (below(6)) {
+      case 0: return uint64_t(c.shard_offset) + 1;
+      case 1: return uint64_t(c.shard_offset) - 1;  // wraps below the first chunk
+      case 2: return uint64_t(shard_floats_);
+      case 3: return pick({uint64_t(1) << 31, uint64_t(1) << 32, uint64_t(1) << 62,
+                           uint64_t(1) << 63, std::numeric_limits<uint64_t>::max()});
+      case 4: return below(size_t(shard_floats_));
+      default: return uint64_t(c.shard_offset) + 16;  // the next aligned start
+    }
+  }
+
+  // A number of floats: mostly a chunk's or a run's, or off them.
+  uint64_t floats(uint64_t offset) {
+    const uint64_t exact = runFloats(offset, 1 + below(3));
+    if (coin(0.7)) return exact;
+    switch (below(6)) {
+      case 0: return exact + 1;
+      case 1: return exact - 1;
+      case 2: return 0;
+      case 3: return uint64_t(chunk().size);
+      case 4: return pick({uint64_t(1) << 32, uint64_t(1) << 61, std::numeric_limits<uint64_t>::max()});
+      default: return exact + 16;
+    }
+  }
+
+  // The floats of `count` chunks from the one at `offset` (0 if none starts there).
+  uint64_t runFloats(uint64_t offset, size_t count) const {
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      if (uint64_t(chunks_[i].shard_offset) != offset) continue;
+      uint64_t floats = 0;
+      for (size_t j = i; j < std::min(chunks_.size(), i + count); ++j) floats += chunks_[j].size;
+      return floats;
+    }
+    return 0;
+  }
+
+  // A step tag or a step to wait for: mostly the global step `now`.
+  int64_t step(int64_t now) {
+    if (coin(0.6)) return now;
+    switch (below(5)) {
+      case 0: return stepAfter(now);
+      case 1: return now == std::numeric_limits<int64_t>::min() ? now : now - 1;
+      case 2: return 0;
+      default: return pick({int64_t(-1), std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max(), int64_t(1) << 40});
+    }
+  }
+
+  uint32_t worker(uint32_t own) {
+    if (coin(0.85)) return own;
+    return pick({0u, 1u, 2u, 3u, 1u << 31, std::numeric_limits<uint32_t>::max()});
+  }
+
+  uint32_t count() {
+    return pick({0u, 1u, 1u, 1u, 2u, 3u, uint32_t(chunks_.size()), uint32_t(chunks_.size()) + 1,
+                 std::numeric_limits<uint32_t>::max()});
+  }
+
+  template <typename T>
+  T pick(std::initializer_list<T> values) {
+    return *(values.begin() + below(values.size()));
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  const std::vector<ShardChunk>& chunks_;
+  int64_t shard_floats_;
+};
+
+// What the ps's parameters should be: each chunk's initial values, less
+// lr * kGradient for every push the ps says it applied (async: each on
+// arrival). The gaps between a chunk's variables (each starts aligned) hold
+// nothing, and no update touches them.
+class ShardOracle {
+ public:
+  ShardOracle(const std::vector<ShardChunk>& chunks, const ShardPlan& plan,
+              const FlatBuffer& initial, float lr)
+      : chunks_(chunks), lr_(lr) {
+    for (const ShardChunk& c : chunks) {
+      values_.emplace_back(initial.data() + c.layout_offset,
+                           initial.data() + c.layout_offset + c.size);
+      std::vector<bool>& held = held_.emplace_back(size_t(c.size), false);
+      for (const VariablePiece& p : plan.pieces)
+        for (int64_t at = std::max(p.shard_offset, c.shard_offset);
+             at < std::min(p.shard_offset + p.size, c.shard_offset + c.size); ++at)
+          held[size_t(at - c.shard_offset)] = true;
+    }
+  }
+
+  std::optional<size_t> chunkAt(uint64_t offset) const {
+    for (size_t i = 0; i < chunks_.size(); ++i)
+      if (uint64_t(chunks_[i].shard_offset) == offset) return i;
+    return std::nullopt;
+  }
+  const std::vector<float>& chunk(size_t i) const { return values_[i]; }
+
+  void applied(size_t first, size_t count) {
+    for (size_t i = first; i < first + count; ++i)
+      for (size_t k = 0; k < values_[i].size(); ++k)
+        if (held_[i][k]) values_[i][k] = values_[i][k] - lr_ * kGradient;
+  }
+
+  // Whether `floats` are chunk i's values (within a float's rounding: the
+  // ps may fuse the multiply-add).
+  bool holds(size_t i, const float* floats) const {
+    for (size_t k = 0; k < values_[i].size(); ++k)
+      if (std::fabs(floats[k] - values_[i][k]) > 1e-6f) return false;
+    return true;
+  }
+
+  // The value at shard offset `at`; none after the last chunk (the shard's
+  // buffer ends aligned).
+  std::optional<float> at(int64_t at) const {
+    for (size_t i = 0; i < chunks_.size(); ++i)
+      if (at >= chunks_[i].shard_offset && at < chunks_[i].shard_offset + chunks_[i].size)
+        return values_[i][size_t(at - chunks_[i].shard_offset)];
+    return std::nullopt;
+  }
+
+ private:
+  const std::vector<ShardChunk>& chunks_;
+  float lr_;
+  std::vector<std::vector<float>> values_;
+  std::vector<std::vector<bool>> held_;  // per chunk: which floats are a variable's
+};
+
+int64_t peakRssKib(int pid) {
+  const std::string status = readFile("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6));
+}
+
+struct Connection {
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyClient client;
+  wire::ParameterShard::Client shard;
+  uint32_t worker;  // what its hellos say, mostly
+
+  Connection(kj::AsyncIoContext& io, const std::string& address, uint32_t worker_task)
+      : stream(connectWithin10s(io, address)),
+        client(*stream),
+        shard(client.bootstrap().castAs<wire::ParameterShard>()),
+        worker(worker_task) {}
+};
+
+}  // namespace
+
+TEST_CASE("a ps refuses calls with random field values before they touch its state, and serves on") {
+  const std::string mode = GENERATE(as<std::string>{}, "async", "sync");
+  // Each sync push that counts waits for the other worker's gradient, which
+  // a random peer seldom sends: those calls end at the wait's timeout.
+  const int calls = mode == "async" ? 4000 : 800;
+  const uint64_t seed = Catch::rngSeed() + (mode == "async" ? 1 : 2);
+  INFO(mode << " mode, seed " << seed << " (run with --rng-seed N for another)");
+
+  const auto dir = freshTempDir("hostile-" + mode);
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: " + mode + "\n");
+  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  const Placement placement = placeVariables(layout, 1);
+  const std::vector<ShardChunk> chunks =
+      transferChunks(graph, placement.shards[0], ParameterShard::kChunkFloats);
+  const int64_t shard_floats = placement.shards[0].size;
+  ModelState state(spec, graph);
+  state.initialize();
+  ShardOracle oracle(chunks, placement.shards[0], state.parameters(), spec.learning_rate.initial);
+  FieldDice dice(seed, chunks, shard_floats);
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Timer& timer = io.provider->getTimer();
+  Connection chief(io, address, 0), worker(io, address, 1), stranger(io, address, 2);
+  auto hello = [&](Connection& c, uint32_t worker_task) {
+    auto request = c.shard.helloRequest();
+    request.setArchitectureHash(architectureHash(spec));
+    request.setWorkerTask(worker_task);
+    request.setWireVersion(kWireVersion);
+    return request;
+  };
+  hello(chief, 0).send().wait(io.waitScope);
+  // The worker computes in a region the ps maps: its gradients are kGradient.
+  const SharedRegion region = SharedRegion::create(layout.totalSize());
+  std::fill(region.gradients(), region.gradients() + layout.totalSize(), kGradient);
+  {
+    auto request = hello(worker, 1);
+    writeOffer(region.offer(), request.initSharedRegion());
+    REQUIRE(request.send().wait(io.waitScope).getSharedRegionMapped());
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    auto request = chief.shard.initializeRequest();
+    request.setOffset(uint64_t(chunks[i].shard_offset));
+    const std::vector<float>& values = oracle.chunk(i);
+    request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(values.data()),
+                                        values.size() * sizeof(float)));
+    request.send().wait(io.waitScope);
+  }
+  chief.shard.markReadyRequest().send().wait(io.waitScope);
+
+  int answered = 0, refused = 0, waited = 0, pushes_applied = 0;
+  std::string last_refusal;
+  // Sends a call and checks its reply; true if the ps answered, false if it
+  // refused it. A call that may wait (for the next step) is given up after
+  // a while.
+  auto outcome = [&](auto&& request, auto&& check_reply, bool may_wait = false) {
+    auto sent = request.send();
+    std::optional<decltype(sent.wait(io.waitScope))> reply;
+    kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&] {
+      if (may_wait)
+        reply = timer.timeoutAfter(100 * kj::MILLISECONDS, kj::mv(sent)).wait(io.waitScope);
+      else
+        reply = sent.wait(io.waitScope);
+    });
+    KJ_IF_MAYBE(e, failure) {
+      if (e->getType() == kj::Exception::Type::OVERLOADED &&
+          std::string(e->getDescription().cStr()).find("timed out") != std::string::npos) {
+        ++waited;
+        return false;
+      }
+      REQUIRE(e->getType() != kj::Exception::Type::DISCONNECTED);  // the ps is gone
+      ++refused;
+      last_refusal = e->getDescription().cStr();
+      return false;
+    }
+    ++answered;
+    check_reply(*reply);
+    return true;
+  };
+  auto globalStep = [&] {
+    return chief.shard.statusRequest().send().wait(io.waitScope).getStatus().getGlobalStep();
+  };
+
+  for (int call = 0; call < calls; ++call) {
+    Connection& c = *dice.pick({&chief, &chief, &worker, &worker, &stranger});
+    INFO("call " << call << " on the connection of worker " << c.worker << "; the last refusal: "
+                 << last_refusal);
+    const int64_t now = globalStep();
+    const size_t kind = dice.below(20);
+    if (kind < 8) {  // pushAndPull
+      auto request = c.shard.pushAndPullRequest();
+      request.setWorkerTask(dice.worker(c.worker));
+      request.setStep(dice.step(now));
+      const uint64_t offset = dice.offset();
+      request.setOffset(offset);
+      int64_t min_step = dice.step(now);
+      // A push that waits for the next step is applied all the same: only a
+      // refusal says it was not, so the oracle keeps to pushes answered at once.
+      if (mode == "async" && min_step == stepAfter(now)) min_step = now;
+      request.setMinStep(min_step);
+      const bool shared = dice.coin(0.4);
+      uint64_t floats = dice.floats(offset);
+      const uint32_t run = dice.coin(0.7) ? uint32_t(1 + dice.below(3)) : dice.count();
+      if (shared) {
+        request.setSharedFloats(floats);
+        request.setSharedChunks(run);
+      } else {
+        floats = std::min<uint64_t>(floats, uint64_t(ParameterShard::kChunkFloats) + 1);
+        std::vector<float> gradient(size_t(floats), kGradient);
+        auto bytes = request.initData(gradient.size() * sizeof(float) + (dice.coin(0.05) ? 2 : 0));
+        std::memcpy(bytes.begin(), gradient.data(), gradient.size() * sizeof(float));
+        if (dice.coin(0.1)) request.setSharedChunks(run);
+      }
+      const std::optional<size_t> first = oracle.chunkAt(offset);
+      bool accepted = false;
+      const bool answered_now = outcome(request, [&](auto& reply) {
+        accepted = reply.getAccepted();
+        // A reply over TCP carries the chunk's values; through the region, none.
+        CHECK(reply.getData().size() == (shared ? 0 : size_t(floats) * sizeof(float)));
+      }, mode == "sync");
+      if (mode == "async" && answered_now) {
+        REQUIRE(first);
+        // sharedChunks unset (0) is one chunk, as for a push over TCP.
+        const size_t count = shared ? std::max<size_t>(run, 1) : 1;
+        REQUIRE(dice.runFloats(offset, count) == floats);
+        CHECK(accepted);  // async drops nothing
+        oracle.applied(*first, count);
+        ++pushes_applied;
+      }
+    } else if (kind < 12) {  // pull
+      auto request = c.shard.pullRequest();
+      request.setMinStep(dice.step(now));
+      const uint64_t offset = dice.offset();
+      request.setOffset(offset);
+      const uint64_t floats = dice.floats(offset);
+      request.setLength(floats);
+      const bool shared = dice.coin(0.3);
+      request.setIntoSharedRegion(shared);
+      outcome(request, [&](auto& reply) {
+        const std::optional<size_t> chunk = oracle.chunkAt(offset);
+        REQUIRE(chunk);
+        REQUIRE(oracle.chunk(*chunk).size() == floats);
+        const float* values =
+            shared ? region.parameters() + chunks[*chunk].layout_offset
+                   : reinterpret_cast<const float*>(reply.getData().begin());
+        REQUIRE((shared || reply.getData().size() == floats * sizeof(float)));
+        if (mode == "async") CHECK(oracle.holds(*chunk, values));
+      }, true);
+    } else if (kind < 14) {  // readState
+      auto request = c.shard.readStateRequest();
+      const uint32_t slot = dice.pick({0u, 0u, 0u, 1u, 2u, std::numeric_limits<uint32_t>::max()});
+      request.setSlot(slot);
+      const uint64_t offset = dice.coin(0.5) ? dice.offset() : dice.below(size_t(shard_floats));
+      request.setOffset(offset);
+      const uint64_t length = dice.coin(0.5) ? dice.floats(offset) : dice.below(4096);
+      request.setLength(length);
+      outcome(request, [&](auto& reply) {
+        REQUIRE(reply.getData().size() == length * sizeof(float));
+        REQUIRE(slot == 0);  // SGD keeps no slots
+        const float* values = reinterpret_cast<const float*>(reply.getData().begin());
+        if (mode == "async")
+          for (uint64_t k = 0; k < length; ++k)
+            if (const std::optional<float> held = oracle.at(int64_t(offset + k)))
+              REQUIRE(std::fabs(values[k] - *held) <= 1e-6f);
+      });
+    } else if (kind < 16) {  // initialize, with the values the shard should hold
+      auto request = c.shard.initializeRequest();
+      request.setSlot(dice.pick({0u, 0u, 0u, 1u, std::numeric_limits<uint32_t>::max()}));
+      const uint64_t offset = dice.offset();
+      request.setOffset(offset);
+      const uint64_t floats =
+          std::min<uint64_t>(dice.floats(offset), uint64_t(ParameterShard::kChunkFloats) + 1);
+      std::vector<float> values(size_t(floats), 0.0f);
+      if (const std::optional<size_t> chunk = oracle.chunkAt(offset))
+        std::copy_n(oracle.chunk(*chunk).begin(), std::min(values.size(), oracle.chunk(*chunk).size()),
+                    values.begin());
+      request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(values.data()),
+                                          values.size() * sizeof(float)));
+      outcome(request, [&](auto&) {
+        const std::optional<size_t> chunk = oracle.chunkAt(offset);
+        REQUIRE(chunk);
+        REQUIRE(oracle.chunk(*chunk).size() == floats);
+      });
+    } else if (kind < 18) {  // hello: the stranger's may make it a worker
+      auto request = c.shard.helloRequest();
+      request.setArchitectureHash(dice.coin(0.8) ? architectureHash(spec) : "0123abcd");
+      request.setShardIndex(dice.pick({0u, 0u, 0u, 1u, std::numeric_limits<uint32_t>::max()}));
+      const uint32_t worker_task = dice.worker(c.worker);
+      // A stranger that became the chief could stop the job: not this test's.
+      request.setWorkerTask(&c == &stranger && worker_task == 0 ? 1 : worker_task);
+      request.setWireVersion(dice.coin(0.8) ? kWireVersion : dice.pick({0u, kWireVersion + 1}));
+      outcome(request, [&](auto& reply) { CHECK(!reply.getSharedRegionMapped()); });
+    } else if (kind < 19) {  // markReady: the chief may restart the step count
+      auto request = c.shard.markReadyRequest();
+      const int64_t step = dice.step(now);
+      request.setGlobalStep(step);
+      outcome(request, [&](auto&) {
+        REQUIRE(&c == &chief);
+        REQUIRE(step >= 0);
+        REQUIRE(step <= kMaxGlobalStep);
+      });
+    } else if (&c != &chief) {  // stop, from a connection that must not stop the job
+      outcome(c.shard.stopRequest(), [&](auto&) { FAIL("a stop from worker " << c.worker); });
+    }
+  }
+  INFO(answered << " calls answered, " << refused << " refused, " << waited
+                << " given up while they waited; " << pushes_applied << " pushes applied");
+  // The dice hit both sides of the checks, not only one.
+  CHECK(answered > calls / 20);
+  CHECK(refused > calls / 5);
+  if (mode == "async") CHECK(pushes_applied > calls / 50);
+
+  // Still serving, on a connection of its own: every chunk holds what the
+  // applied pushes made of it.
+  Connection fresh(io, address, 1);
+  hello(fresh, 1).send().wait(io.waitScope);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    auto request = fresh.shard.pullRequest();
+    request.setOffset(uint64_t(chunks[i].shard_offset));
+    request.setLength(uint64_t(chunks[i].size));
+    auto reply = request.send().wait(io.waitScope);
+    REQUIRE(reply.getData().size() == size_t(chunks[i].size) * sizeof(float));
+    if (mode == "async")
+      CHECK(oracle.holds(i, reinterpret_cast<const float*>(reply.getData().begin())));
+  }
+  // fashion_mlp's 1 MiB of parameters; the ps held none of the lies' sizes.
+  const int64_t peak_kib = peakRssKib(ps.pid());
+  INFO("ps peak RSS " << peak_kib << " KiB");
+  CHECK(peak_kib > 0);
+  CHECK(peak_kib < 200 * 1024);
+
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+}
