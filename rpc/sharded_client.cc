@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <string_view>
 
 #include "core/parameter_shard.h"
 #include "rpc/peer_silence.h"
@@ -39,8 +40,17 @@ struct ShardLink {
   }
 };
 
+// A global step from a ps's reply. An honest ps never counts past
+// kMaxGlobalStep (ParameterShard::markReady) and the worker adds to it, so
+// a larger or a negative one is a lie it must not act on.
+int64_t reportedStep(int64_t step) {
+  if (step < 0 || step > kMaxGlobalStep)
+    throw std::runtime_error(fmt::format("reported global step {}, outside [0, 2^53]", step));
+  return step;
+}
+
 ShardStatusView toView(wire::ShardStatus::Reader s) {
-  return {s.getReady(), s.getGlobalStep(), s.getStopping()};
+  return {s.getReady(), reportedStep(s.getGlobalStep()), s.getStopping()};
 }
 
 // Data that a request points at instead of copying; Cap'n Proto needs
@@ -68,6 +78,19 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
       return kj::READY_NOW;
     return stopHeld(timer, stop, now_held);
   });
+}
+
+// What a failed call to `link` throws: the shard named, kj's file, line and
+// stack left out, and the prefix kj gives a std::exception thrown on this
+// side (a reply that failed the worker's checks).
+std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
+  std::string_view why = e.getDescription().cStr();
+  if (why.starts_with("std::exception: ")) why.remove_prefix(16);
+  if (e.getType() == kj::Exception::Type::DISCONNECTED)
+    return std::runtime_error(fmt::format("lost the connection to ps {} at {} (it stopped, or its "
+                                          "host cannot be reached): {}",
+                                          link.index, link.address, why));
+  return std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address, why));
 }
 
 }  // namespace
@@ -239,9 +262,14 @@ ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {
 
 std::vector<ShardStatusView> ShardedClient::statuses() {
   std::vector<ShardStatusView> out;
-  for (ShardLink& link : impl_->shards)
-    out.push_back(
-        toView(link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
+  for (ShardLink& link : impl_->shards) {
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
+                  out.push_back(toView(
+                      link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
+                })) {
+      throw shardFailure(link, *e);
+    }
+  }
   return out;
 }
 
@@ -325,7 +353,7 @@ struct TransferTally {
 void copyChunk(capnp::Data::Reader data, const float* shared, float* out, int64_t size) {
   const size_t bytes = size_t(size) * sizeof(float);
   if (data.size() != (shared ? 0 : bytes))
-    throw std::runtime_error("a ps answered a pull of " + std::to_string(size) + " floats with " +
+    throw std::runtime_error("answered a pull of " + std::to_string(size) + " floats with " +
                              std::to_string(data.size()) + " bytes");
   if (out != shared)  // else the ps wrote them in place (sharedBuffers)
     std::memcpy(out, shared ? reinterpret_cast<const kj::byte*>(shared) : data.begin(), bytes);
@@ -354,17 +382,6 @@ constexpr size_t kMaxRunChunks = 4;
 // callEveryRun lets two calls of the longest run be in flight: within the
 // sync bound.
 static_assert(2 * kMaxRunChunks <= kSyncCallsInFlight);
-
-// What a failed call to `link` throws: the shard named, kj's file, line and
-// stack left out.
-std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
-  if (e.getType() == kj::Exception::Type::DISCONNECTED)
-    return std::runtime_error(fmt::format("lost the connection to ps {} at {} (it stopped, or its "
-                                          "host cannot be reached): {}",
-                                          link.index, link.address, e.getDescription().cStr()));
-  return std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address,
-                                        e.getDescription().cStr()));
-}
 
 // Rejects once `link` leaves a status call unanswered for kPeerSilenceSeconds;
 // never resolves otherwise. One status call at a time, every
@@ -527,7 +544,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     pulls.sent(0);
     return request.send().then([step, shared, out, size, &pulls](auto reply) {
       copyChunk(reply.getData(), shared, out, size);
-      *step = std::min(*step, int64_t(reply.getGlobalStep()));
+      *step = std::min(*step, reportedStep(reply.getGlobalStep()));
       pulls.answered(size * int64_t(sizeof(float)));
     });
   });
@@ -605,7 +622,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
                           shared ? impl_->region->parameters() + c.layout_offset : nullptr,
                           parameters.data() + c.layout_offset, c.size);
               }
-              const int64_t answered = int64_t(reply.getGlobalStep());
+              const int64_t answered = reportedStep(reply.getGlobalStep());
               if (sync || *step == INT64_MAX)
                 *step = std::min(*step, answered);
               else
@@ -663,7 +680,7 @@ void ShardedClient::readState(ModelState& state) {
       if (data.size() != size_t(size) * sizeof(float))
         throw std::runtime_error("a ps answered a state read with the wrong length");
       std::memcpy(out, data.begin(), data.size());
-      if (first_shard) step = std::min(step, int64_t(reply.getGlobalStep()));
+      if (first_shard) step = std::min(step, reportedStep(reply.getGlobalStep()));
     });
   };
   std::function<kj::Promise<void>(ShardLink&, size_t)> lane = [&](ShardLink& link, size_t item) {

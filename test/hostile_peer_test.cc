@@ -1,12 +1,17 @@
-// A peer that speaks the ps protocol but fills every field at random, from
-// values on and around the limits the ps checks: a chunk's start and one off
-// it, a chunk's size and one off it, the shard's end, steps ahead of the
-// global step, workers outside the cluster, the ranges' extremes. Thousands
-// of such calls go to a real ps process over three connections (the chief,
-// a worker that maps a shared memory region, and a stranger that may never
-// say hello). The ps must refuse what is wrong before it touches its state,
-// apply exactly what is right, answer with what it holds, stay within its
-// memory, and keep serving.
+// Peers that speak the protocol and lie in it.
+//
+// A worker that fills every field at random, from values on and around the
+// limits the ps checks: a chunk's start and one off it, a chunk's size and
+// one off it, the shard's end, steps ahead of the global step, workers
+// outside the cluster, the ranges' extremes. Thousands of such calls go to a
+// real ps process over three connections (the chief, a worker that maps a
+// shared memory region, and a stranger that may never say hello). The ps
+// must refuse what is wrong before it touches its state, apply exactly what
+// is right, answer with what it holds, stay within its memory, and keep
+// serving.
+//
+// A ps whose replies lie to a real worker process: the worker must stop
+// with an error that names the ps and the lie, not act on it.
 #include <signal.h>
 
 #include <capnp/rpc-twoparty.h>
@@ -448,4 +453,76 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
   ps.signal(SIGTERM);
   INFO(ps.output());
   CHECK(ps.wait(30) == 0);
+}
+
+namespace {
+
+enum class Lie { ShortChunk, StepPast2To53, NegativeStatusStep };
+
+// A ps that answers like an honest one, ready at global step 0, but for one
+// lie: a pull reply a float short, or a global step no ps reports.
+class LyingShard final : public wire::ParameterShard::Server {
+ public:
+  explicit LyingShard(Lie lie) : lie_(lie) {}
+
+ protected:
+  kj::Promise<void> hello(HelloContext context) override {
+    auto results = context.getResults();
+    fillStatus(results.initStatus());
+    results.setSharedRefusal("this ps lies");
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> status(StatusContext context) override {
+    fillStatus(context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> pull(PullContext context) override {
+    const uint64_t floats = context.getParams().getLength();
+    auto results = context.getResults();
+    results.setGlobalStep(lie_ == Lie::StepPast2To53 ? kMaxGlobalStep + 1 : 0);
+    results.initData((floats - (lie_ == Lie::ShortChunk ? 1 : 0)) * sizeof(float));
+    return kj::READY_NOW;
+  }
+
+ private:
+  void fillStatus(wire::ShardStatus::Builder status) const {
+    status.setReady(true);
+    status.setGlobalStep(lie_ == Lie::NegativeStatusStep ? -1 : 0);
+  }
+
+  Lie lie_;
+};
+
+}  // namespace
+
+TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
+  const auto [lie, said] = GENERATE(table<Lie, std::string>(
+      {{Lie::ShortChunk, "answered a pull of 235500 floats with 941996 bytes"},
+       {Lie::StepPast2To53, "reported global step 9007199254740993, outside [0, 2^53]"},
+       {Lie::NegativeStatusStep, "reported global step -1, outside [0, 2^53]"}}));
+  INFO("the lie: " << said);
+  const auto dir = freshTempDir("lying-ps");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  capnp::TwoPartyServer server(kj::heap<LyingShard>(lie));
+  kj::Own<kj::ConnectionReceiver> listener =
+      io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->listen();
+  kj::Promise<void> serving = server.listen(*listener).eagerlyEvaluate(nullptr);
+
+  // Worker 1: it waits for no chief, only for its ps to be ready.
+  BackgroundTraind worker("--cluster " + cluster.string() + " --model " +
+                              modelPath("fashion_mlp.yaml") +
+                              " --job worker --task 1 --max-steps 10 --checkpoint-dir ''",
+                          dir / "worker.log");
+  int code = -1;
+  for (int i = 0; i < 600 && code < 0; ++i) {  // 60 s, serving the worker meanwhile
+    io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    code = worker.wait(0);
+  }
+  const std::string output = worker.output();
+  INFO(output);
+  CHECK(code == 1);
+  CHECK_THAT(output, Catch::Contains("ps 0 at " + address) && Catch::Contains(said));
 }
