@@ -115,6 +115,15 @@ TEST_CASE("the JSON reader takes JSON and only JSON", "[json]") {
         "t.json:1:3: invalid JSON: control character byte 0x09 inside a string");
   CHECK(error("\"\\ud800\"") ==
         "t.json:1:8: invalid JSON: unpaired UTF-16 high surrogate in \\u escape");
+  // Strings are UTF-8: well-formed sequences pass as they are, anything else
+  // (a stray byte, an overlong form, a surrogate, a cut sequence) is refused.
+  CHECK(parseJson("\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"", "t").text ==
+        "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  for (const char* bad : {"\"a\x91\"", "\"a\xc0\xaf\"", "\"a\xed\xa0\x80\"", "\"a\xe2\x82\"",
+                          "\"a\xf4\x90\x80\x80\"", "\"a\xff\""}) {
+    INFO(bad);
+    CHECK_THAT(error(bad), Catch::StartsWith("t.json:1:3: invalid JSON: invalid UTF-8 at byte 0x"));
+  }
   CHECK(error(std::string(100, '[')) == "t.json:1:66: invalid JSON: nested deeper than 64 levels");
   CHECK(error("") == "t.json:1:1: invalid JSON: expected a value, got end of text");
 }
