@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/model_spec.h"
+#include "core/printable.h"
 
 namespace traind {
 namespace {
@@ -211,7 +212,7 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
   while (!name.empty() && std::isspace(uint8_t(name.back()))) name.pop_back();
   if (!isPlainFileName(name))
     throw InputError(latest.string() + ": expected the name of a checkpoint directory, got '" +
-                     name + "'");
+                     printable(name) + "'");
   const fs::path checkpoint = dir / name;
   if (!fs::is_directory(checkpoint, ec))
     throw InputError(latest.string() + " names " + name + ", which does not exist");
@@ -280,7 +281,8 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
   if (!isPlainFileName(manifest.tensors_file))
     throwInputError(
         where, "tensors_file",
-        "expected a file name in the checkpoint directory, got '" + manifest.tensors_file + "'");
+        "expected a file name in the checkpoint directory, got '" + printable(manifest.tensors_file) +
+            "'");
   return manifest;
 }
 

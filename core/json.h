@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace traind {
 
@@ -295,35 +296,6 @@ class Parser {
     }
   }
 
-  // The bytes of the well-formed UTF-8 sequence at pos_ (its lead byte is at
-  // least 0x80), or 0: overlong forms, surrogates and code points past
-  // U+10FFFF are not well formed.
-  size_t utf8SequenceLength() const {
-    const auto byte = [&](size_t i) -> uint8_t {
-      return pos_ + i < text_.size() ? uint8_t(text_[pos_ + i]) : 0;
-    };
-    const uint8_t lead = byte(0);
-    size_t length = 0;
-    uint8_t low = 0x80, high = 0xbf;  // the range of the second byte
-    if (lead >= 0xc2 && lead <= 0xdf) {
-      length = 2;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-      length = 3;
-      if (lead == 0xe0) low = 0xa0;
-      if (lead == 0xed) high = 0x9f;
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-      length = 4;
-      if (lead == 0xf0) low = 0x90;
-      if (lead == 0xf4) high = 0x8f;
-    } else {
-      return 0;
-    }
-    if (byte(1) < low || byte(1) > high) return 0;
-    for (size_t i = 2; i < length; ++i)
-      if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
-    return length;
-  }
-
   std::string parseString() {
     ++pos_;  // opening quote
     std::string out;
@@ -338,7 +310,7 @@ class Parser {
       if (uint8_t(c) >= 0x80) {
         // JSON text is UTF-8 (RFC 8259): a name read from a corrupt file
         // must not reach a message or a log as raw bytes.
-        const size_t length = utf8SequenceLength();
+        const size_t length = utf8SequenceLength(text_, pos_);
         if (length == 0) fail("invalid UTF-8 at " + describeNext() + " inside a string");
         out.append(text_.substr(pos_, length));
         pos_ += length;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/printable.h"
 
 namespace traind {
 
@@ -26,7 +27,12 @@ namespace sf = safetensors_format;
   throw InputError(path.string() + ": " + what);
 }
 
-std::string quoted(const std::string& name) { return "'" + name + "'"; }
+std::string quoted(const std::string& name) {
+  std::string out = "'";  // not "'" + ...: GCC 12 warns falsely of an overlap (-Wrestrict)
+  out += printable(name);
+  out += "'";
+  return out;
+}
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }

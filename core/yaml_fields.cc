@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/printable.h"
+
 namespace traind::yaml_fields {
 namespace {
 
@@ -160,7 +162,7 @@ std::string describe(const YAML::Node& node) {
 
 std::string quoted(std::string text) {
   if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return "'" + text + "'";
+  return "'" + printable(text) + "'";
 }
 
 std::string joined(const std::vector<std::string_view>& words) {
@@ -299,7 +301,7 @@ std::string resolvePath(const Field& field, const fs::path& spec_dir) {
 
 std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
   const std::string path = resolvePath(field, spec_dir);
-  const std::string expected = "an existing file, got '" + path + "'";
+  const std::string expected = "an existing file, got '" + printable(path) + "'";
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
   if (status.type() == fs::file_type::not_found)

@@ -75,7 +75,8 @@ SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback);
 // written, text quoted, containers by kind ("a list", "an empty value").
 std::string describe(const YAML::Node& node);
 
-// Text from the file as it appears inside a message: quoted, and cut short
+// Text from the file as it appears inside a message: quoted, printable
+// (core/printable.h), and cut short
 // so that a runaway value cannot flood the log.
 std::string quoted(std::string text);
 

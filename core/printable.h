@@ -1,0 +1,20 @@
+// Text read from a file or a peer, as it may appear in a message or a log
+// line. Well-formed UTF-8 passes as it is; control characters and bytes that
+// are not UTF-8 become \xNN, so that a corrupt file cannot write raw bytes
+// (or a terminal's escape sequences) to a user's screen.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace traind {
+
+// The length of the well-formed UTF-8 sequence of two to four bytes that
+// starts at text[pos], or 0 when none does: overlong forms, surrogates and
+// code points past U+10FFFF are not well formed.
+size_t utf8SequenceLength(std::string_view text, size_t pos);
+
+std::string printable(std::string_view text);
+
+}  // namespace traind
