@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <span>
 
+#include "core/printable.h"
 #include "rpc/shard_server.h"
 
 namespace traind {
@@ -103,8 +104,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     if (hash != served_.architecture_hash_)
       throw ProtocolError("ps " + std::to_string(shard().shardIndex()) +
                           " serves architecture " + served_.architecture_hash_ +
-                          ", the peer trains " +
-                          hash + ": the nodes read different model specs");
+                          ", the peer trains " + printable(hash) +
+                          ": the nodes read different model specs");
     if (params.getWireVersion() != kWireVersion)
       throw ProtocolError(fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
                                       "traind release on every node",

@@ -31,6 +31,7 @@
 #include "core/model_state.h"
 #include "core/parameter_shard.h"
 #include "core/placement.h"
+#include "core/printable.h"
 #include "rpc/shard_server.h"
 #include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
@@ -292,6 +293,7 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
       REQUIRE(e->getType() != kj::Exception::Type::DISCONNECTED);  // the ps is gone
       ++refused;
       last_refusal = e->getDescription().cStr();
+      CHECK(printable(last_refusal) == last_refusal);  // no raw byte of a lie comes back
       return false;
     }
     ++answered;
@@ -404,7 +406,8 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
       });
     } else if (kind < 18) {  // hello: the stranger's may make it a worker
       auto request = c.shard.helloRequest();
-      request.setArchitectureHash(dice.coin(0.8) ? architectureHash(spec) : "0123abcd");
+      request.setArchitectureHash(dice.coin(0.8) ? architectureHash(spec)
+                                                 : dice.pick({"0123abcd", "\x1b[2J\xff"}));
       request.setShardIndex(dice.pick({0u, 0u, 0u, 1u, std::numeric_limits<uint32_t>::max()}));
       const uint32_t worker_task = dice.worker(c.worker);
       // A stranger that became the chief could stop the job: not this test's.
