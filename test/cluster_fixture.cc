@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/cluster_spec.h"
+#include "core/parameter_shard.h"
 #include "test/traind_process.h"
 
 namespace traind::testing {
@@ -34,5 +36,16 @@ kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::s
   REQUIRE(stream);
   return stream;
 }
+
+MlpPsTask::MlpPsTask(const std::filesystem::path& dir, const std::string& mode)
+    : cluster(writeCluster(dir, 1, 2, "  mode: " + mode + "\n")),
+      address(loadClusterSpec(cluster.string()).ps[0].toString()),
+      ps("--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml") +
+             " --job ps --task 0",
+         dir / "ps.log"),
+      spec(loadModelSpec(modelPath("fashion_mlp.yaml"))),
+      graph(buildLayerGraph(spec)),
+      plan(placeVariables(VariableLayout(graph.variables), 1).shards[0]),
+      chunks(transferChunks(graph, plan, ParameterShard::kChunkFloats)) {}
 
 }  // namespace traind::testing

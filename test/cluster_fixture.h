@@ -6,6 +6,12 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
+
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/placement.h"
+#include "test/traind_process.h"
 
 namespace traind::testing {
 
@@ -20,5 +26,20 @@ std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int
 // A raw connection to `address` (a ps starting up); fails the test when the
 // ps does not listen within 10 s.
 kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::string& address);
+
+// A fashion_mlp ps task, the one ps of a cluster with 2 workers in `mode`
+// ("async" or "sync") on free ports, and what a test that speaks its
+// protocol needs beside it: the model and the chunks of its shard.
+struct MlpPsTask {
+  MlpPsTask(const std::filesystem::path& dir, const std::string& mode);
+
+  std::filesystem::path cluster;  // the spec, <dir>/cluster.yaml
+  std::string address;            // the ps's
+  BackgroundTraind ps;
+  ModelSpec spec;
+  LayerGraph graph;
+  ShardPlan plan;                   // the shard's variables
+  std::vector<ShardChunk> chunks;  // as the ps cuts them
+};
 
 }  // namespace traind::testing

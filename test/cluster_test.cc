@@ -476,17 +476,8 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
 }
 
 TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {
-  const auto dir = freshTempDir("liar");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
-  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
-                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
-                      dir / "ps.log");
-  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
-  const LayerGraph graph = buildLayerGraph(spec);
-  const std::vector<ShardChunk> chunks = transferChunks(
-      graph, placeVariables(VariableLayout(graph.variables), 1).shards[0],
-      ParameterShard::kChunkFloats);
+  MlpPsTask task(freshTempDir("liar"), "sync");
+  auto& [cluster, address, ps, spec, graph, plan, chunks] = task;
   const ShardChunk chunk = chunks[0];
 
   // The liar speaks the protocol: it says hello as worker 0 and marks the
@@ -678,15 +669,11 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
 }
 
 TEST_CASE("the ps takes a call only from the worker that said hello on its connection") {
-  const auto dir = freshTempDir("identity");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
-  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
-                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
-                      dir / "ps.log");
-  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  MlpPsTask task(freshTempDir("identity"), "sync");
+  BackgroundTraind& ps = task.ps;
+  const ModelSpec& spec = task.spec;
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  kj::Own<kj::AsyncIoStream> stream =
-      connectWithin10s(io, loadClusterSpec(cluster.string()).ps[0].toString());
+  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, task.address);
   capnp::TwoPartyClient client(*stream);
   auto shard = client.bootstrap().castAs<wire::ParameterShard>();
   auto refusal = [&](auto request) {

@@ -222,23 +222,13 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
   const uint64_t seed = Catch::rngSeed() + (mode == "async" ? 1 : 2);
   INFO(mode << " mode, seed " << seed << " (run with --rng-seed N for another)");
 
-  const auto dir = freshTempDir("hostile-" + mode);
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: " + mode + "\n");
-  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
-  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
-                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
-                      dir / "ps.log");
-
-  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
-  const LayerGraph graph = buildLayerGraph(spec);
+  MlpPsTask task(freshTempDir("hostile-" + mode), mode);
+  auto& [cluster, address, ps, spec, graph, plan, chunks] = task;
   const VariableLayout layout(graph.variables);
-  const Placement placement = placeVariables(layout, 1);
-  const std::vector<ShardChunk> chunks =
-      transferChunks(graph, placement.shards[0], ParameterShard::kChunkFloats);
-  const int64_t shard_floats = placement.shards[0].size;
+  const int64_t shard_floats = plan.size;
   ModelState state(spec, graph);
   state.initialize();
-  ShardOracle oracle(chunks, placement.shards[0], state.parameters(), spec.learning_rate.initial);
+  ShardOracle oracle(chunks, plan, state.parameters(), spec.learning_rate.initial);
   FieldDice dice(seed, chunks, shard_floats);
 
   kj::AsyncIoContext io = kj::setupAsyncIo();
