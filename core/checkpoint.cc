@@ -154,9 +154,9 @@ std::string checkpointDirName(int64_t global_step) {
 
 fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
                         const std::vector<TensorRef>& tensors, int keep) {
-  if (manifest.global_step < 0)
+  if (manifest.global_step < 0 || manifest.global_step > kMaxGlobalStep)
     throw std::invalid_argument("saveCheckpoint: global step " +
-                                std::to_string(manifest.global_step));
+                                std::to_string(manifest.global_step));  // readManifest refuses it
   if (!isPlainFileName(manifest.tensors_file) || manifest.tensors_file == layout::kManifestFile)
     throw std::invalid_argument("saveCheckpoint: tensors_file '" + manifest.tensors_file + "'");
 

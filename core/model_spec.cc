@@ -476,7 +476,7 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
   if (epochs && max_steps) fail(*max_steps, "expected either epochs or max_steps, got both");
   if (!epochs && !max_steps) fail(field, "expected epochs or max_steps, got neither");
   if (epochs) training.epochs = readInt(*epochs, 1, kMaxEpochs);
-  if (max_steps) training.max_steps = readInt(*max_steps, 1, kMaxGlobalStep);
+  if (max_steps) training.max_steps = readInt(*max_steps, 1, kMaxSteps);
   if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
   if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
   if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, 1024));

@@ -113,12 +113,15 @@ struct DataSpec {
   int prefetch_batches = 4;             // batches read ahead on the input thread
 };
 
-// The largest global step traind counts to: 2^53, the largest integer a
-// JSON number (a checkpoint's manifest) holds exactly. Far beyond any run,
-// and far from the int64 overflow that a step read from a lying file or
-// peer would otherwise bring within reach.
+// The largest global step a node takes from a file or a peer (a checkpoint's
+// manifest, the chief, a ps's reply): 2^53, the largest integer a JSON
+// number holds exactly. Far beyond any run, and far from the int64 overflow
+// that a step from a lying file or peer would otherwise bring within reach.
 constexpr int64_t kMaxGlobalStep = int64_t(1) << 53;
-// So that epochs times an epoch's steps stays below kMaxGlobalStep.
+// The largest max_steps: half of kMaxGlobalStep, so that an async job, which
+// runs a few steps past its end, stays far below it.
+constexpr int64_t kMaxSteps = kMaxGlobalStep / 2;
+// So that epochs times an epoch's steps (at most 2^31) stays below kMaxSteps.
 constexpr int64_t kMaxEpochs = 1'000'000;
 
 struct TrainingSpec {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "core/printable.h"
 #include "core/safetensors.h"
 
 namespace traind {
@@ -58,7 +59,7 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
   const std::string hash = architectureHash(spec_);
   if (manifest.architecture_hash != hash)
     throw InputError(checkpoint.string() + ": the checkpoint is of another architecture (hash " +
-                     manifest.architecture_hash + ", this spec's is " + hash +
+                     printable(manifest.architecture_hash) + ", this spec's is " + hash +
                      "); point checkpoint.dir elsewhere or use init_from to reuse layers");
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   for (const VariableView& v : layout_.views()) {

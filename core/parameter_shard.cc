@@ -98,8 +98,8 @@ void ParameterShard::markReady(int64_t global_step) {
 
 void ParameterShard::read(uint32_t slot, int64_t offset, std::span<float> out) const {
   if (offset < 0 || int64_t(out.size()) > size() || offset > size() - int64_t(out.size()))
-    throw ProtocolError(fmt::format("ps {}: range [{}, {}) is outside the shard's {} floats",
-                                    shard_index_, offset, offset + int64_t(out.size()), size()));
+    throw ProtocolError(fmt::format("ps {}: {} floats from offset {} are outside the shard's {}",
+                                    shard_index_, out.size(), offset, size()));
   std::memcpy(out.data(), buffer(slot).data() + offset, out.size_bytes());
   if (slot != 0) return;
   // Chunks away from home hold their current values elsewhere.

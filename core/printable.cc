@@ -30,6 +30,15 @@ size_t utf8SequenceLength(std::string_view text, size_t pos) {
   return length;
 }
 
+namespace {
+
+// U+0080-U+009F, which a terminal may take as control codes (CSI is U+009B).
+bool isC1Control(std::string_view text, size_t pos) {
+  return uint8_t(text[pos]) == 0xc2 && pos + 1 < text.size() && uint8_t(text[pos + 1]) < 0xa0;
+}
+
+}  // namespace
+
 std::string printable(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -39,7 +48,8 @@ std::string printable(std::string_view text) {
     if (c >= 0x20 && c < 0x7f) {
       out += char(c);
       ++i;
-    } else if (const size_t length = c >= 0x80 ? utf8SequenceLength(text, i) : 0) {
+    } else if (const size_t length = c >= 0x80 && !isC1Control(text, i)
+                                         ? utf8SequenceLength(text, i) : 0) {
       out.append(text.substr(i, length));
       i += length;
     } else {
@@ -49,6 +59,13 @@ std::string printable(std::string_view text) {
       ++i;
     }
   }
+  return out;
+}
+
+std::string quotedPrintable(std::string_view text) {
+  std::string out = "'";  // not "'" + ...: GCC 12 warns falsely of an overlap (-Wrestrict)
+  out += printable(text);
+  out += "'";
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Text read from a file or a peer, as it may appear in a message or a log
-// line. Well-formed UTF-8 passes as it is; control characters and bytes that
-// are not UTF-8 become \xNN, so that a corrupt file cannot write raw bytes
+// line. Well-formed UTF-8 passes as it is; control characters (C0, DEL, C1)
+// and bytes that are not UTF-8 become \xNN, so that a corrupt file cannot write raw bytes
 // (or a terminal's escape sequences) to a user's screen.
 #pragma once
 
@@ -16,5 +16,8 @@ namespace traind {
 size_t utf8SequenceLength(std::string_view text, size_t pos);
 
 std::string printable(std::string_view text);
+
+// printable(text) in single quotes, as a message quotes a name or a value.
+std::string quotedPrintable(std::string_view text);
 
 }  // namespace traind

@@ -27,13 +27,6 @@ namespace sf = safetensors_format;
   throw InputError(path.string() + ": " + what);
 }
 
-std::string quoted(const std::string& name) {
-  std::string out = "'";  // not "'" + ...: GCC 12 warns falsely of an overlap (-Wrestrict)
-  out += printable(name);
-  out += "'";
-  return out;
-}
-
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
@@ -146,13 +139,13 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
              "__metadata__: expected an object, got " + std::string(jsonTypeName(value.type)));
       for (const auto& [key, text] : value.members) {
         if (text.type != JsonValue::Type::String)
-          fail(path, "__metadata__." + key + ": expected a string, got " +
+          fail(path, "__metadata__." + printable(key) + ": expected a string, got " +
                          std::string(jsonTypeName(text.type)));
         metadata_[key] = text.text;
       }
       continue;
     }
-    const std::string where = "tensor " + quoted(name) + ": ";
+    const std::string where = "tensor " + quotedPrintable(name) + ": ";
     if (value.type != JsonValue::Type::Object)
       fail(path, where + "expected an object, got " + std::string(jsonTypeName(value.type)));
     const JsonValue* dtype = value.find("dtype");
@@ -163,7 +156,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     if (dtype->type != JsonValue::Type::String)
       fail(path, where + "dtype: expected a string, got " + std::string(jsonTypeName(dtype->type)));
     if (dtype->text != sf::kFloat32)
-      fail(path, where + "dtype " + dtype->text + " is not supported (traind reads F32 only)");
+      fail(path, where + "dtype " + printable(dtype->text) +
+                     " is not supported (traind reads F32 only)");
 
     Entry entry;
     auto nonNegative = [](const JsonValue& v) {
@@ -209,7 +203,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
             [](const Span& a, const Span& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].begin < spans[i - 1].end)
-      fail(path, "tensors " + quoted(*spans[i - 1].name) + " and " + quoted(*spans[i].name) +
+      fail(path, "tensors " + quotedPrintable(*spans[i - 1].name) + " and " +
+                     quotedPrintable(*spans[i].name) +
                      " overlap (data_offsets " +
                      offsetsToString(spans[i - 1].begin, spans[i - 1].end) + " and " +
                      offsetsToString(spans[i].begin, spans[i].end) + ")");
@@ -228,7 +223,7 @@ bool SafetensorsReader::contains(const std::string& name) const {
 
 const SafetensorsReader::Entry& SafetensorsReader::entry(const std::string& name) const {
   const auto it = tensors_.find(name);
-  if (it == tensors_.end()) fail(path_, "no tensor " + quoted(name));
+  if (it == tensors_.end()) fail(path_, "no tensor " + quotedPrintable(name));
   return it->second;
 }
 
@@ -238,7 +233,7 @@ void SafetensorsReader::read(const std::string& name, const Shape& expected,
                              std::span<float> dst) const {
   const Entry& e = entry(name);
   if (e.shape != expected)
-    fail(path_, "tensor " + quoted(name) + ": expected shape " + shapeToString(expected) +
+    fail(path_, "tensor " + quotedPrintable(name) + ": expected shape " + shapeToString(expected) +
                     ", found " + shapeToString(e.shape));
   if (dst.size() != size_t(numElements(expected)))
     throw std::invalid_argument("SafetensorsReader::read: destination of " +

@@ -162,7 +162,7 @@ std::string describe(const YAML::Node& node) {
 
 std::string quoted(std::string text) {
   if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return "'" + printable(text) + "'";
+  return quotedPrintable(text);
 }
 
 std::string joined(const std::vector<std::string_view>& words) {

@@ -75,7 +75,7 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--model,-m", flags.model, "model spec (YAML)")->required();
   app.add_option("--max-steps", flags.max_steps,
                  "train until this global step (overrides training.max_steps and epochs)")
-      ->check(CLI::Range(int64_t(1), traind::kMaxGlobalStep));
+      ->check(CLI::Range(int64_t(1), traind::kMaxSteps));
   app.add_option("--log-every", flags.log_every, "log a line every N steps")
       ->check(CLI::PositiveNumber);
   app.add_option("--eval-every", flags.eval_every, "evaluate on the test set every N steps")

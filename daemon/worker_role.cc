@@ -293,15 +293,18 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
       std::lock_guard lock(input_mutex);
       batch = &slot.take(input);
     }
-    const int64_t dropout_step = (pulled[i].step * workers + task) * concurrent_steps + int64_t(i);
+    // A seed, not a count: unsigned, so that no step a ps reports can overflow it.
+    const uint64_t dropout_step =
+        (uint64_t(pulled[i].step) * uint64_t(workers) + uint64_t(task)) *
+            uint64_t(concurrent_steps) + uint64_t(i);
     if (!streamed) {
       results[i] = slot.replica->trainStep(*batch, slot.parameters.data(), slot.gradients.data(),
-                                           uint64_t(dropout_step));
+                                           dropout_step);
       return;
     }
     results[i] = slot.replica->trainStepWithProgress(*batch, slot.parameters.data(),
                                                      slot.gradients.data(),
-                                                     uint64_t(dropout_step), gradient_stream);
+                                                     dropout_step, gradient_stream);
     gradient_stream.finalFrom(0);  // whatever the replica said: the step is done
   };
   // A streamed step that fails, however, ends the push waiting for it.

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/parameter_shard.h"
+#include "core/printable.h"
 #include "rpc/peer_silence.h"
 #include "rpc/shard_server.h"
 #include "rpc/shared_region.h"
@@ -40,9 +41,11 @@ struct ShardLink {
   }
 };
 
-// A global step from a ps's reply. An honest ps never counts past
-// kMaxGlobalStep (ParameterShard::markReady) and the worker adds to it, so
-// a larger or a negative one is a lie it must not act on.
+// A global step from a ps's reply. An honest ps starts at most at
+// kMaxGlobalStep (ParameterShard::markReady, a checkpoint's manifest) and
+// runs to at most max_steps (kMaxSteps, half as far) and a few steps past,
+// and the worker adds to it: a larger or a negative step is a lie it must
+// not act on.
 int64_t reportedStep(int64_t step) {
   if (step < 0 || step > kMaxGlobalStep)
     throw std::runtime_error(fmt::format("reported global step {}, outside [0, 2^53]", step));
@@ -82,16 +85,48 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
 
 // What a failed call to `link` throws: the shard named, kj's file, line and
 // stack left out, and the prefix kj gives a std::exception thrown on this
-// side (a reply that failed the worker's checks).
+// side (a reply that failed the worker's checks). The rest may be the ps's
+// words: printable.
 std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
-  std::string_view why = e.getDescription().cStr();
-  if (why.starts_with("std::exception: ")) why.remove_prefix(16);
+  std::string_view description = e.getDescription().cStr();
+  if (description.starts_with("std::exception: ")) description.remove_prefix(16);
+  const std::string why = printable(description);
   if (e.getType() == kj::Exception::Type::DISCONNECTED)
     return std::runtime_error(fmt::format("lost the connection to ps {} at {} (it stopped, or its "
                                           "host cannot be reached): {}",
                                           link.index, link.address, why));
   return std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address, why));
 }
+
+// The first of several joined calls to fail, in time, and its shard:
+// joinPromises reports a failure only after every promise it joins has
+// ended, and not whose it was.
+class FirstFailure {
+ public:
+  // A catch_ handler for a call to `link`: notes the failure, passes it on.
+  auto of(ShardLink& link) {
+    return [this, &link](kj::Exception&& e) {
+      if (first_ == nullptr) first_ = Failure{&link, kj::cp(e)};
+      return kj::Promise<void>(kj::mv(e));
+    };
+  }
+  // Waits for `all`, the calls joined; on failure runs `cleanup`, then
+  // throws shardFailure() of the first shard whose call failed.
+  void wait(kj::Promise<void> all, kj::WaitScope& scope, const std::function<void()>& cleanup = {}) {
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
+      if (cleanup) cleanup();
+      KJ_IF_MAYBE(first, first_) throw shardFailure(*first->link, first->exception);
+      kj::throwFatalException(kj::mv(*e));
+    }
+  }
+
+ private:
+  struct Failure {
+    const ShardLink* link;
+    kj::Exception exception;
+  };
+  kj::Maybe<Failure> first_;
+};
 
 }  // namespace
 
@@ -147,7 +182,7 @@ struct ShardedClient::Impl {
                            link.address);
             } else if (region) {
               spdlog::info("ps {} at {}: tensors over TCP, not shared memory: {}", link.index,
-                           link.address, reply.getSharedRefusal().cStr());
+                           link.address, printable(reply.getSharedRefusal().cStr()));
             }
           });
         });
@@ -227,7 +262,7 @@ bool ShardedClient::connect(double timeout_seconds) {
       });
       if (stopped) continue;  // said above
       KJ_IF_MAYBE(e, failure) {
-        const std::string reason = e->getDescription().cStr();
+        const std::string reason = printable(e->getDescription().cStr());  // the ps's words
         if (e->getType() == kj::Exception::Type::FAILED)
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
@@ -444,19 +479,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                   std::vector<ShardLink>& shards, size_t in_flight,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
                   const std::function<kj::Promise<void>(ShardLink&, ChunkRun)>& call) {
-  // The first call to fail, in time, and its shard (joinPromises reports a
-  // failure only after every promise it joins has ended).
-  struct Failure {
-    const ShardLink* link;
-    kj::Exception exception;
-  };
-  kj::Maybe<Failure> first_failure;
-  auto blaming = [&first_failure](ShardLink& link) {
-    return [&first_failure, &link](kj::Exception&& e) {
-      if (first_failure == nullptr) first_failure = Failure{&link, kj::cp(e)};
-      return kj::Promise<void>(kj::mv(e));
-    };
-  };
+  FirstFailure failure;
   struct ShardCalls {
     ShardLink& link;
     std::vector<ChunkRun> runs;
@@ -480,7 +503,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
            (s.in_flight == 0 || s.in_flight + s.runs[s.next].count <= s.budget)) {
       const ChunkRun run = s.runs[s.next++];
       s.in_flight += run.count;
-      started.add(call(s.link, run).catch_(blaming(s.link)).then([&callWhileTheyFit, &s, run] {
+      started.add(call(s.link, run).catch_(failure.of(s.link)).then([&callWhileTheyFit, &s, run] {
         s.in_flight -= run.count;
         return callWhileTheyFit(s);
       }));
@@ -491,7 +514,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   for (ShardCalls& s : calls) every_shard.add(callWhileTheyFit(s));
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
   for (ShardLink& link : shards)
-    all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link).catch_(blaming(link)));
+    all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link).catch_(failure.of(link)));
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
@@ -502,11 +525,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   auto stopSharing = [&shards] {
     for (ShardLink& link : shards) link.shared = false;
   };
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(io.waitScope); })) {
-    stopSharing();
-    KJ_IF_MAYBE(first, first_failure) throw shardFailure(*first->link, first->exception);
-    kj::throwFatalException(kj::mv(*e));
-  }
+  failure.wait(kj::mv(all), io.waitScope, stopSharing);
   if (abandoned) stopSharing();
   return !abandoned;
 }
@@ -678,21 +697,23 @@ void ShardedClient::readState(ModelState& state) {
     return request.send().then([out, size, first_shard, &step](auto reply) {
       capnp::Data::Reader data = reply.getData();
       if (data.size() != size_t(size) * sizeof(float))
-        throw std::runtime_error("a ps answered a state read with the wrong length");
+        throw std::runtime_error(fmt::format("answered a state read of {} floats with {} bytes",
+                                             size, data.size()));
       std::memcpy(out, data.begin(), data.size());
       if (first_shard) step = std::min(step, reportedStep(reply.getGlobalStep()));
     });
   };
+  FirstFailure failure;
   std::function<kj::Promise<void>(ShardLink&, size_t)> lane = [&](ShardLink& link, size_t item) {
     if (item >= link.chunks.size() * (slots + 1)) return kj::Promise<void>(kj::READY_NOW);
-    return read(link, item).then([&lane, &link, item] {
+    return read(link, item).catch_(failure.of(link)).then([&lane, &link, item] {
       return lane(link, item + kCallsInFlight);
     });
   };
   kj::Vector<kj::Promise<void>> lanes;
   for (ShardLink& link : impl_->shards)
     for (size_t j = 0; j < kCallsInFlight; ++j) lanes.add(lane(link, j));
-  kj::joinPromises(lanes.releaseAsArray()).wait(impl_->io.waitScope);
+  failure.wait(kj::joinPromises(lanes.releaseAsArray()), impl_->io.waitScope);
   state.setGlobalStep(step);
 }
 

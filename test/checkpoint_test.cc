@@ -4,9 +4,14 @@
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <random>
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/model_state.h"
+#include "core/printable.h"
 #include "core/safetensors.h"
 #include "test/temp_dir.h"
 
@@ -404,6 +409,66 @@ TEST_CASE("readManifest checks every field", "[checkpoint]") {
   writeFile(path, "{\"format_version\": 1,\n  \"global_step\": 5,\n}");
   CHECK_THROWS_MATCHES(readManifest(dir.path()), InputError,
                        Catch::Message(path + ":3:1: invalid JSON: expected a string key, got '}'"));
+}
+
+
+TEST_CASE("a randomly corrupted checkpoint is restored or refused, naming its file", "[checkpoint]") {
+  // Bytes of the safetensors header and of the manifest changed, header
+  // sizes that lie, truncations: each restore must succeed (the damage hit
+  // tensor values) or throw an InputError that names the damaged file, with
+  // no raw byte of the damage in it.
+  TempDir dir;
+  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  const std::filesystem::path saved = state.save(dir.path() / "good", 1);
+  const std::string tensors = readFile(saved / "model.safetensors");
+  const std::string manifest = readFile(saved / "manifest.json");
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, tensors.data(), sizeof header_size);
+  REQUIRE(header_size + 8 < tensors.size());
+
+  std::mt19937_64 rng(Catch::rngSeed());
+  auto below = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  const char interesting[] = {'"', '\\', '-', '9', '.', 'e', '[', '{', '}', ',', ':', '\0', '\x1b'};
+  auto flip = [&](std::string& bytes, size_t begin, size_t end) {
+    for (size_t n = 1 + below(3); n > 0; --n)
+      bytes[begin + below(end - begin)] =
+          below(2) ? interesting[below(sizeof interesting)] : char(below(256));
+  };
+  int restored = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::filesystem::path checkpoint = dir.path() / "bad" / std::to_string(i);
+    std::filesystem::create_directories(checkpoint);
+    std::string t = tensors, m = manifest;
+    std::string damaged = "model.safetensors";  // for the report of a failure
+    switch (below(4)) {
+      case 0: flip(t, 8, 8 + size_t(header_size)); break;
+      case 1: {
+        const uint64_t lie = below(2) ? header_size + 1 - 2 * below(2) : rng();
+        std::memcpy(t.data(), &lie, sizeof lie);
+        break;
+      }
+      case 2: t.resize(below(t.size())); break;
+      default: flip(m, 0, m.size()); damaged = "manifest.json";
+    }
+    writeFile(checkpoint / "model.safetensors", t);
+    writeFile(checkpoint / "manifest.json", m);
+    INFO("case " << i << ", seed " << Catch::rngSeed() << ": " << damaged << " damaged");
+    ModelState target(spec, graph);
+    try {
+      target.restore(checkpoint);
+      ++restored;
+    } catch (const InputError& e) {
+      ++refused;
+      const std::string message = e.what();
+      CHECK_THAT(message, Catch::Contains(checkpoint.string()));
+      CHECK(printable(message) == message);
+    }
+  }
+  CHECK(refused > 200);  // most damage is to the structure
+  CHECK(restored + refused == 300);
 }
 
 }  // namespace traind

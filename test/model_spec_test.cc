@@ -638,10 +638,10 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
         path + ":8:23: training.max_steps: expected either epochs or max_steps, got both");
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {log_every: 10}") ==
         path + ":8:11: training: expected epochs or max_steps, got neither");
-  CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {max_steps: 9007199254740993}") ==
+  CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {max_steps: 4503599627370497}") ==
         path +
             ":8:23: training.max_steps: expected a positive integer of at most "
-            "9007199254740992, got 9007199254740993");
+            "4503599627370496, got 4503599627370497");
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {epochs: 1000001}") ==
         path +
             ":8:20: training.epochs: expected a positive integer of at most 1000000, got 1000001");

@@ -186,6 +186,9 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
 
   r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps -4");
   CHECK(r.exit_code == 2);
+  r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps 4503599627370497");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("not in range 1 to 4503599627370496"));
 }
 
 TEST_CASE("a checkpoint of another architecture is refused") {
