@@ -29,6 +29,7 @@
 #include "core/layer_graph.h"
 #include "core/model_state.h"
 #include "core/placement.h"
+#include "core/printable.h"
 #include "core/safetensors.h"
 #include "daemon/evaluation.h"
 #include "daemon/logging.h"
@@ -316,15 +317,15 @@ int runInspect(const std::string& path) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   const SafetensorsReader reader(checkpoint / manifest.tensors_file);
   std::printf("checkpoint: %s\nmodel: %s\nglobal step: %lld\ncreated: %s\narchitecture: %s\n",
-              checkpoint.string().c_str(), manifest.model_name.c_str(),
-              static_cast<long long>(manifest.global_step), manifest.created.c_str(),
-              manifest.architecture_hash.c_str());
+              checkpoint.string().c_str(), printable(manifest.model_name).c_str(),
+              static_cast<long long>(manifest.global_step), printable(manifest.created).c_str(),
+              printable(manifest.architecture_hash).c_str());
   std::vector<std::vector<std::string>> rows = {{"TENSOR", "SHAPE", "FLOATS"}};
   int64_t floats = 0;
   for (const std::string& name : reader.names()) {
     const Shape& shape = reader.shape(name);
     floats += numElements(shape);
-    rows.push_back({name, shapeToString(shape), std::to_string(numElements(shape))});
+    rows.push_back({printable(name), shapeToString(shape), std::to_string(numElements(shape))});
   }
   std::fputs(table(rows).c_str(), stdout);
   std::printf("%zu tensors, %lld floats (%.2f MiB)\n", rows.size() - 1,
