@@ -6,6 +6,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/parameter_shard.h"
+#include "rpc/shard_server.h"
 #include "test/traind_process.h"
 
 namespace traind::testing {
@@ -47,5 +48,14 @@ MlpPsTask::MlpPsTask(const std::filesystem::path& dir, const std::string& mode)
       graph(buildLayerGraph(spec)),
       plan(placeVariables(VariableLayout(graph.variables), 1).shards[0]),
       chunks(transferChunks(graph, plan, ParameterShard::kChunkFloats)) {}
+
+capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults>
+MlpPsTask::hello(wire::ParameterShard::Client& shard, uint32_t worker) const {
+  auto request = shard.helloRequest();
+  request.setArchitectureHash(architectureHash(spec));
+  request.setWorkerTask(worker);
+  request.setWireVersion(kWireVersion);
+  return request;
+}
 
 }  // namespace traind::testing

@@ -11,6 +11,7 @@
 #include "core/layer_graph.h"
 #include "core/model_spec.h"
 #include "core/placement.h"
+#include "rpc/traind.capnp.h"
 #include "test/traind_process.h"
 
 namespace traind::testing {
@@ -32,6 +33,10 @@ kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::s
 // protocol needs beside it: the model and the chunks of its shard.
 struct MlpPsTask {
   MlpPsTask(const std::filesystem::path& dir, const std::string& mode);
+
+  // A hello to this ps as `worker` would say it, ready to send (or to spoil).
+  capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults> hello(
+      wire::ParameterShard::Client& shard, uint32_t worker) const;
 
   std::filesystem::path cluster;  // the spec, <dir>/cluster.yaml
   std::string address;            // the ps's

@@ -487,10 +487,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   capnp::TwoPartyClient client(*stream);
   auto shard = client.bootstrap().castAs<wire::ParameterShard>();
   auto hello = [&](uint32_t wire_version) {
-    auto request = shard.helloRequest();
-    request.setArchitectureHash(architectureHash(spec));
-    request.setShardIndex(0);
-    request.setWorkerTask(0);
+    auto request = task.hello(shard, 0);
     request.setWireVersion(wire_version);
     request.send().wait(io.waitScope);
   };
@@ -510,10 +507,7 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   // (the pair goes on over TCP), and calls through a region the connection
   // does not have fail.
   auto offering = [&](const SharedRegion::Offer& offer) {
-    auto request = shard.helloRequest();
-    request.setArchitectureHash(architectureHash(spec));
-    request.setWorkerTask(0);
-    request.setWireVersion(kWireVersion);
+    auto request = task.hello(shard, 0);
     writeOffer(offer, request.initSharedRegion());
     auto reply = request.send().wait(io.waitScope);
     return reply.getSharedRegionMapped() ? std::string()
@@ -671,7 +665,6 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
 TEST_CASE("the ps takes a call only from the worker that said hello on its connection") {
   MlpPsTask task(freshTempDir("identity"), "sync");
   BackgroundTraind& ps = task.ps;
-  const ModelSpec& spec = task.spec;
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, task.address);
   capnp::TwoPartyClient client(*stream);
@@ -686,13 +679,7 @@ TEST_CASE("the ps takes a call only from the worker that said hello on its conne
     request.setWorkerTask(worker);
     return request;
   };
-  auto hello = [&](uint32_t worker) {
-    auto request = shard.helloRequest();
-    request.setArchitectureHash(architectureHash(spec));
-    request.setWorkerTask(worker);
-    request.setWireVersion(kWireVersion);
-    return request;
-  };
+  auto hello = [&](uint32_t worker) { return task.hello(shard, worker); };
   CHECK_THAT(refusal(push(1)), Catch::Contains("pushAndPull before hello"));
   CHECK_THAT(refusal(shard.pullRequest()), Catch::Contains("pull before hello"));
   CHECK_THAT(refusal(shard.stopRequest()), Catch::Contains("stop before hello"));

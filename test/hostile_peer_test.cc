@@ -234,13 +234,7 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Timer& timer = io.provider->getTimer();
   Connection chief(io, address, 0), worker(io, address, 1), stranger(io, address, 2);
-  auto hello = [&](Connection& c, uint32_t worker_task) {
-    auto request = c.shard.helloRequest();
-    request.setArchitectureHash(architectureHash(spec));
-    request.setWorkerTask(worker_task);
-    request.setWireVersion(kWireVersion);
-    return request;
-  };
+  auto hello = [&](Connection& c, uint32_t worker_task) { return task.hello(c.shard, worker_task); };
   hello(chief, 0).send().wait(io.waitScope);
   // The worker computes in a region the ps maps: its gradients are kGradient.
   const SharedRegion region = SharedRegion::create(layout.totalSize());
