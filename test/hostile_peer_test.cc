@@ -288,6 +288,53 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
     return chief.shard.statusRequest().send().wait(io.waitScope).getStatus().getGlobalStep();
   };
 
+  // A pushAndPull with fields from the dice, and what the oracle needs of it.
+  struct Push {
+    capnp::Request<wire::ParameterShard::PushAndPullParams, wire::ParameterShard::PushAndPullResults>
+        request;
+    bool shared, ragged;
+    uint64_t offset, floats;
+    size_t count;  // chunks, if the ps takes it
+  };
+  auto drawPush = [&](Connection& c, int64_t now) {
+    Push p{c.shard.pushAndPullRequest(), dice.coin(0.4), false, dice.offset(), 0, 1};
+    auto& request = p.request;
+    request.setWorkerTask(dice.worker(c.worker));
+    request.setStep(dice.step(now));
+    request.setOffset(p.offset);
+    int64_t min_step = dice.step(now);
+    // A push that waits for the next step is applied all the same: only a
+    // refusal says it was not, so the oracle keeps to pushes answered at once.
+    if (mode == "async" && min_step == stepAfter(now)) min_step = now;
+    request.setMinStep(min_step);
+    p.floats = dice.floats(p.offset);
+    const uint32_t run = dice.coin(0.7) ? uint32_t(1 + dice.below(3)) : dice.count();
+    p.ragged = !p.shared && dice.coin(0.05);  // 2 bytes past the last float
+    if (p.shared) {
+      request.setSharedFloats(p.floats);
+      request.setSharedChunks(run);
+      p.count = std::max<size_t>(run, 1);  // unset (0) is one chunk, as over TCP
+    } else {
+      p.floats = std::min<uint64_t>(p.floats, uint64_t(ParameterShard::kChunkFloats) + 1);
+      std::vector<float> gradient(size_t(p.floats), kGradient);
+      auto bytes = request.initData(gradient.size() * sizeof(float) + (p.ragged ? 2 : 0));
+      std::memcpy(bytes.begin(), gradient.data(), gradient.size() * sizeof(float));
+      if (dice.coin(0.1)) request.setSharedChunks(run);
+    }
+    return p;
+  };
+  // A push the ps answered: whole and in place, and (async) applied at once.
+  auto pushAnswered = [&](const Push& p, bool accepted) {
+    const std::optional<size_t> first = oracle.chunkAt(p.offset);
+    REQUIRE(first);
+    REQUIRE(dice.runFloats(p.offset, p.count) == p.floats);
+    REQUIRE(!p.ragged);
+    if (mode != "async") return;
+    CHECK(accepted);  // async drops nothing
+    oracle.applied(*first, p.count);
+    ++pushes_applied;
+  };
+
   for (int call = 0; call < calls; ++call) {
     Connection& c = *dice.pick({&chief, &chief, &worker, &worker, &stranger});
     INFO("call " << call << " on the connection of worker " << c.worker << "; the last refusal: "
@@ -295,49 +342,14 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
     const int64_t now = globalStep();
     const size_t kind = dice.below(20);
     if (kind < 8) {  // pushAndPull
-      auto request = c.shard.pushAndPullRequest();
-      request.setWorkerTask(dice.worker(c.worker));
-      request.setStep(dice.step(now));
-      const uint64_t offset = dice.offset();
-      request.setOffset(offset);
-      int64_t min_step = dice.step(now);
-      // A push that waits for the next step is applied all the same: only a
-      // refusal says it was not, so the oracle keeps to pushes answered at once.
-      if (mode == "async" && min_step == stepAfter(now)) min_step = now;
-      request.setMinStep(min_step);
-      const bool shared = dice.coin(0.4);
-      uint64_t floats = dice.floats(offset);
-      const uint32_t run = dice.coin(0.7) ? uint32_t(1 + dice.below(3)) : dice.count();
-      const bool ragged = !shared && dice.coin(0.05);  // 2 bytes past the last float
-      if (shared) {
-        request.setSharedFloats(floats);
-        request.setSharedChunks(run);
-      } else {
-        floats = std::min<uint64_t>(floats, uint64_t(ParameterShard::kChunkFloats) + 1);
-        std::vector<float> gradient(size_t(floats), kGradient);
-        auto bytes = request.initData(gradient.size() * sizeof(float) + (ragged ? 2 : 0));
-        std::memcpy(bytes.begin(), gradient.data(), gradient.size() * sizeof(float));
-        if (dice.coin(0.1)) request.setSharedChunks(run);
-      }
-      const std::optional<size_t> first = oracle.chunkAt(offset);
+      Push p = drawPush(c, now);
       bool accepted = false;
-      const bool answered_now = outcome(request, [&](auto& reply) {
-        accepted = reply.getAccepted();
-        // A reply over TCP carries the chunk's values; through the region, none.
-        CHECK(reply.getData().size() == (shared ? 0 : size_t(floats) * sizeof(float)));
-      }, mode == "sync");
-      // sharedChunks unset (0) is one chunk, as for a push over TCP.
-      const size_t count = shared ? std::max<size_t>(run, 1) : 1;
-      if (answered_now) {  // so the push was whole and in place
-        REQUIRE(first);
-        REQUIRE(dice.runFloats(offset, count) == floats);
-        REQUIRE(!ragged);
-      }
-      if (mode == "async" && answered_now) {
-        CHECK(accepted);  // async drops nothing
-        oracle.applied(*first, count);
-        ++pushes_applied;
-      }
+      if (outcome(p.request, [&](auto& reply) {
+            accepted = reply.getAccepted();
+            // A reply over TCP carries the chunk's values; through the region, none.
+            CHECK(reply.getData().size() == (p.shared ? 0 : size_t(p.floats) * sizeof(float)));
+          }, mode == "sync"))
+        pushAnswered(p, accepted);
     } else if (kind < 12) {  // pull
       auto request = c.shard.pullRequest();
       request.setMinStep(dice.step(now));
@@ -415,6 +427,44 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
       outcome(c.shard.stopRequest(), [&](auto&) { FAIL("a stop from worker " << c.worker); });
     }
   }
+
+  // Then bursts (async): pushes and pulls on all three connections at once,
+  // each answered in its own time, so that the ps's pinned replies, copies
+  // on write and waiting pulls interleave. Whatever the order, each push
+  // the ps answers subtracts the same lr * g: the final read checks the sum.
+  int burst_pushes = 0;
+  for (int burst = 0; mode == "async" && burst < 40; ++burst) {
+    INFO("burst " << burst);
+    const int64_t now = globalStep();
+    kj::Vector<kj::Promise<void>> in_flight;
+    for (int k = 0; k < 24; ++k) {
+      Connection& c = *dice.pick({&chief, &worker, &worker, &stranger});
+      if (dice.coin(0.6)) {
+        auto p = kj::heap<Push>(drawPush(c, now));
+        auto sent = p->request.send();
+        in_flight.add(sent.then(
+            [&, p = p.get()](auto reply) {
+              pushAnswered(*p, reply.getAccepted());
+              ++burst_pushes;
+            },
+            [&](kj::Exception&& e) {
+              REQUIRE(e.getType() != kj::Exception::Type::DISCONNECTED);
+              ++refused;
+            }).attach(kj::mv(p)));
+      } else {
+        const ShardChunk& chunk = dice.chunk();
+        auto request = c.shard.pullRequest();
+        request.setMinStep(dice.coin(0.8) ? now : stepAfter(now));  // may wait: given up
+        request.setOffset(uint64_t(chunk.shard_offset));
+        request.setLength(uint64_t(chunk.size));
+        request.setIntoSharedRegion(&c == &worker && dice.coin(0.5));
+        in_flight.add(timer.timeoutAfter(100 * kj::MILLISECONDS, request.send())
+                          .then([](auto) {}, [](kj::Exception&&) {}));
+      }
+    }
+    kj::joinPromises(in_flight.releaseAsArray()).wait(io.waitScope);
+  }
+  if (mode == "async") CHECK(burst_pushes > 40);
   INFO(answered << " calls answered, " << refused << " refused, " << waited
                 << " given up while they waited; " << pushes_applied << " pushes applied");
   // The dice hit both sides of the checks, not only one.
