@@ -279,10 +279,9 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
   manifest.created = field("created", JsonValue::Type::String).text;
   manifest.tensors_file = field("tensors_file", JsonValue::Type::String).text;
   if (!isPlainFileName(manifest.tensors_file))
-    throwInputError(
-        where, "tensors_file",
-        "expected a file name in the checkpoint directory, got '" + printable(manifest.tensors_file) +
-            "'");
+    throwInputError(where, "tensors_file",
+                    "expected a file name in the checkpoint directory, got '" +
+                        printable(manifest.tensors_file) + "'");
   return manifest;
 }
 

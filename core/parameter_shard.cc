@@ -89,8 +89,8 @@ void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const f
 
 void ParameterShard::markReady(int64_t global_step) {
   if (global_step < 0 || global_step > kMaxGlobalStep)
-    throw ProtocolError(fmt::format("ps {}: global step {} is outside [0, 2^53]", shard_index_,
-                                    global_step));
+    throw ProtocolError(
+        fmt::format("ps {}: global step {} is outside [0, 2^53]", shard_index_, global_step));
   global_step_ = global_step;
   std::fill(chunk_updates_.begin(), chunk_updates_.end(), global_step);
   ready_ = true;

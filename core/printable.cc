@@ -48,8 +48,8 @@ std::string printable(std::string_view text) {
     if (c >= 0x20 && c < 0x7f) {
       out += char(c);
       ++i;
-    } else if (const size_t length = c >= 0x80 && !isC1Control(text, i)
-                                         ? utf8SequenceLength(text, i) : 0) {
+    } else if (const size_t length =
+                   c >= 0x80 && !isC1Control(text, i) ? utf8SequenceLength(text, i) : 0) {
       out.append(text.substr(i, length));
       i += length;
     } else {

@@ -156,8 +156,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     if (dtype->type != JsonValue::Type::String)
       fail(path, where + "dtype: expected a string, got " + std::string(jsonTypeName(dtype->type)));
     if (dtype->text != sf::kFloat32)
-      fail(path, where + "dtype " + printable(dtype->text) +
-                     " is not supported (traind reads F32 only)");
+      fail(path,
+           where + "dtype " + printable(dtype->text) + " is not supported (traind reads F32 only)");
 
     Entry entry;
     auto nonNegative = [](const JsonValue& v) {
@@ -204,8 +204,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].begin < spans[i - 1].end)
       fail(path, "tensors " + quotedPrintable(*spans[i - 1].name) + " and " +
-                     quotedPrintable(*spans[i].name) +
-                     " overlap (data_offsets " +
+                     quotedPrintable(*spans[i].name) + " overlap (data_offsets " +
                      offsetsToString(spans[i - 1].begin, spans[i - 1].end) + " and " +
                      offsetsToString(spans[i].begin, spans[i].end) + ")");
   }

@@ -294,17 +294,15 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
       batch = &slot.take(input);
     }
     // A seed, not a count: unsigned, so that no step a ps reports can overflow it.
-    const uint64_t dropout_step =
-        (uint64_t(pulled[i].step) * uint64_t(workers) + uint64_t(task)) *
-            uint64_t(concurrent_steps) + uint64_t(i);
+    const uint64_t worker_step = uint64_t(pulled[i].step) * uint64_t(workers) + uint64_t(task);
+    const uint64_t dropout_step = worker_step * uint64_t(concurrent_steps) + uint64_t(i);
     if (!streamed) {
       results[i] = slot.replica->trainStep(*batch, slot.parameters.data(), slot.gradients.data(),
                                            dropout_step);
       return;
     }
-    results[i] = slot.replica->trainStepWithProgress(*batch, slot.parameters.data(),
-                                                     slot.gradients.data(),
-                                                     dropout_step, gradient_stream);
+    results[i] = slot.replica->trainStepWithProgress(
+        *batch, slot.parameters.data(), slot.gradients.data(), dropout_step, gradient_stream);
     gradient_stream.finalFrom(0);  // whatever the replica said: the step is done
   };
   // A streamed step that fails, however, ends the push waiting for it.

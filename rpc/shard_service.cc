@@ -102,9 +102,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     auto params = context.getParams();
     const std::string hash = params.getArchitectureHash();
     if (hash != served_.architecture_hash_)
-      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) +
-                          " serves architecture " + served_.architecture_hash_ +
-                          ", the peer trains " + printable(hash) +
+      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " serves architecture " +
+                          served_.architecture_hash_ + ", the peer trains " + printable(hash) +
                           ": the nodes read different model specs");
     if (params.getWireVersion() != kWireVersion)
       throw ProtocolError(fmt::format("ps {} speaks wire version {}, the peer {}: run the same "

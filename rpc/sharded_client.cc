@@ -92,9 +92,10 @@ std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
   if (description.starts_with("std::exception: ")) description.remove_prefix(16);
   const std::string why = printable(description);
   if (e.getType() == kj::Exception::Type::DISCONNECTED)
-    return std::runtime_error(fmt::format("lost the connection to ps {} at {} (it stopped, or its "
-                                          "host cannot be reached): {}",
-                                          link.index, link.address, why));
+    return std::runtime_error(
+        fmt::format("lost the connection to ps {} at {} (it stopped, or its "
+                    "host cannot be reached): {}",
+                    link.index, link.address, why));
   return std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address, why));
 }
 
@@ -112,10 +113,11 @@ class FirstFailure {
   }
   // Waits for `all`, the calls joined; on failure runs `cleanup`, then
   // throws shardFailure() of the first shard whose call failed.
-  void wait(kj::Promise<void> all, kj::WaitScope& scope, const std::function<void()>& cleanup = {}) {
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
+  void wait(kj::Promise<void> all, kj::WaitScope& scope,
+            const std::function<void()>& cleanup = {}) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
       if (cleanup) cleanup();
-      KJ_IF_MAYBE(first, first_) throw shardFailure(*first->link, first->exception);
+      KJ_IF_MAYBE (first, first_) throw shardFailure(*first->link, first->exception);
       kj::throwFatalException(kj::mv(*e));
     }
   }
@@ -298,10 +300,10 @@ ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {
 std::vector<ShardStatusView> ShardedClient::statuses() {
   std::vector<ShardStatusView> out;
   for (ShardLink& link : impl_->shards) {
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
-                  out.push_back(toView(
-                      link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
-                })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
+                   out.push_back(toView(
+                       link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
+                 })) {
       throw shardFailure(link, *e);
     }
   }
@@ -697,8 +699,8 @@ void ShardedClient::readState(ModelState& state) {
     return request.send().then([out, size, first_shard, &step](auto reply) {
       capnp::Data::Reader data = reply.getData();
       if (data.size() != size_t(size) * sizeof(float))
-        throw std::runtime_error(fmt::format("answered a state read of {} floats with {} bytes",
-                                             size, data.size()));
+        throw std::runtime_error(
+            fmt::format("answered a state read of {} floats with {} bytes", size, data.size()));
       std::memcpy(out, data.begin(), data.size());
       if (first_shard) step = std::min(step, reportedStep(reply.getGlobalStep()));
     });

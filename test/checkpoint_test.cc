@@ -411,8 +411,8 @@ TEST_CASE("readManifest checks every field", "[checkpoint]") {
                        Catch::Message(path + ":3:1: invalid JSON: expected a string key, got '}'"));
 }
 
-
-TEST_CASE("a randomly corrupted checkpoint is restored or refused, naming its file", "[checkpoint]") {
+TEST_CASE("a randomly corrupted checkpoint is restored or refused, naming its file",
+          "[checkpoint]") {
   // Bytes of the safetensors header and of the manifest changed, header
   // sizes that lie, truncations: each restore must succeed (the damage hit
   // tensor values) or throw an InputError that names the damaged file, with
@@ -444,14 +444,20 @@ TEST_CASE("a randomly corrupted checkpoint is restored or refused, naming its fi
     std::string t = tensors, m = manifest;
     std::string damaged = "model.safetensors";  // for the report of a failure
     switch (below(4)) {
-      case 0: flip(t, 8, 8 + size_t(header_size)); break;
+      case 0:
+        flip(t, 8, 8 + size_t(header_size));
+        break;
       case 1: {
         const uint64_t lie = below(2) ? header_size + 1 - 2 * below(2) : rng();
         std::memcpy(t.data(), &lie, sizeof lie);
         break;
       }
-      case 2: t.resize(below(t.size())); break;
-      default: flip(m, 0, m.size()); damaged = "manifest.json";
+      case 2:
+        t.resize(below(t.size()));
+        break;
+      default:
+        flip(m, 0, m.size());
+        damaged = "manifest.json";
     }
     writeFile(checkpoint / "model.safetensors", t);
     writeFile(checkpoint / "manifest.json", m);

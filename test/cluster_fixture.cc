@@ -19,8 +19,8 @@ std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int
                                    const std::string& training) {
   const int base = freePortRange(ps + workers);
   const std::string text = "cluster:\n  ps: " + localAddresses(base, ps) +
-                           "\n  worker: " + localAddresses(base + ps, workers) +
-                           "\ntraining:\n" + training;
+                           "\n  worker: " + localAddresses(base + ps, workers) + "\ntraining:\n" +
+                           training;
   writeFile(dir / "cluster.yaml", text);
   return dir / "cluster.yaml";
 }
@@ -29,8 +29,11 @@ kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::s
   kj::Own<kj::AsyncIoStream> stream;
   for (int i = 0; i < 200 && !stream; ++i) {
     kj::runCatchingExceptions([&] {
-      stream = io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->connect().wait(
-          io.waitScope);
+      stream = io.provider->getNetwork()
+                   .parseAddress(address)
+                   .wait(io.waitScope)
+                   ->connect()
+                   .wait(io.waitScope);
     });
     if (!stream) usleep(50000);
   }

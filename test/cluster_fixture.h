@@ -43,7 +43,7 @@ struct MlpPsTask {
   BackgroundTraind ps;
   ModelSpec spec;
   LayerGraph graph;
-  ShardPlan plan;                   // the shard's variables
+  ShardPlan plan;                  // the shard's variables
   std::vector<ShardChunk> chunks;  // as the ps cuts them
 };
 

@@ -1,17 +1,16 @@
 // Integration tests of the distributed roles: real traind processes, a ps
 // job and a worker job, on free 127.0.0.1 ports.
+#include <arpa/inet.h>
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
-#include <capnp/rpc-twoparty.h>
-#include <kj/async-io.h>
-
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <memory>

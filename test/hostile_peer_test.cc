@@ -12,10 +12,9 @@
 //
 // A ps whose replies lie to a real worker process: the worker must stop
 // with an error that names the ps and the lie, not act on it.
-#include <signal.h>
-
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
+#include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -69,13 +68,19 @@ class FieldDice {
     const ShardChunk& c = chunk();
     if (coin(0.7)) return uint64_t(c.shard_offset);
     switch (below(6)) {
-      case 0: return uint64_t(c.shard_offset) + 1;
-      case 1: return uint64_t(c.shard_offset) - 1;  // wraps below the first chunk
-      case 2: return uint64_t(shard_floats_);
-      case 3: return pick({uint64_t(1) << 31, uint64_t(1) << 32, uint64_t(1) << 62,
-                           uint64_t(1) << 63, std::numeric_limits<uint64_t>::max()});
-      case 4: return below(size_t(shard_floats_));
-      default: return uint64_t(c.shard_offset) + 16;  // the next aligned start
+      case 0:
+        return uint64_t(c.shard_offset) + 1;
+      case 1:
+        return uint64_t(c.shard_offset) - 1;  // wraps below the first chunk
+      case 2:
+        return uint64_t(shard_floats_);
+      case 3:
+        return pick({uint64_t(1) << 31, uint64_t(1) << 32, uint64_t(1) << 62, uint64_t(1) << 63,
+                     std::numeric_limits<uint64_t>::max()});
+      case 4:
+        return below(size_t(shard_floats_));
+      default:
+        return uint64_t(c.shard_offset) + 16;  // the next aligned start
     }
   }
 
@@ -84,12 +89,18 @@ class FieldDice {
     const uint64_t exact = runFloats(offset, 1 + below(3));
     if (coin(0.7)) return exact;
     switch (below(6)) {
-      case 0: return exact + 1;
-      case 1: return exact - 1;
-      case 2: return 0;
-      case 3: return uint64_t(chunk().size);
-      case 4: return pick({uint64_t(1) << 32, uint64_t(1) << 61, std::numeric_limits<uint64_t>::max()});
-      default: return exact + 16;
+      case 0:
+        return exact + 1;
+      case 1:
+        return exact - 1;
+      case 2:
+        return 0;
+      case 3:
+        return uint64_t(chunk().size);
+      case 4:
+        return pick({uint64_t(1) << 32, uint64_t(1) << 61, std::numeric_limits<uint64_t>::max()});
+      default:
+        return exact + 16;
     }
   }
 
@@ -108,11 +119,15 @@ class FieldDice {
   int64_t step(int64_t now) {
     if (coin(0.6)) return now;
     switch (below(5)) {
-      case 0: return stepAfter(now);
-      case 1: return now == std::numeric_limits<int64_t>::min() ? now : now - 1;
-      case 2: return 0;
-      default: return pick({int64_t(-1), std::numeric_limits<int64_t>::min(),
-                            std::numeric_limits<int64_t>::max(), int64_t(1) << 40});
+      case 0:
+        return stepAfter(now);
+      case 1:
+        return now == std::numeric_limits<int64_t>::min() ? now : now - 1;
+      case 2:
+        return 0;
+      default:
+        return pick({int64_t(-1), std::numeric_limits<int64_t>::min(),
+                     std::numeric_limits<int64_t>::max(), int64_t(1) << 40});
     }
   }
 
@@ -214,7 +229,8 @@ struct Connection {
 
 }  // namespace
 
-TEST_CASE("a ps refuses calls with random field values before they touch its state, and serves on") {
+TEST_CASE(
+    "a ps refuses calls with random field values before they touch its state, and serves on") {
   const std::string mode = GENERATE(as<std::string>{}, "async", "sync");
   // Each sync push that counts waits for the other worker's gradient, which
   // a random peer seldom sends: those calls end at the wait's timeout.
@@ -234,7 +250,9 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Timer& timer = io.provider->getTimer();
   Connection chief(io, address, 0), worker(io, address, 1), stranger(io, address, 2);
-  auto hello = [&](Connection& c, uint32_t worker_task) { return task.hello(c.shard, worker_task); };
+  auto hello = [&](Connection& c, uint32_t worker_task) {
+    return task.hello(c.shard, worker_task);
+  };
   hello(chief, 0).send().wait(io.waitScope);
   // The worker computes in a region the ps maps: its gradients are kGradient.
   const SharedRegion region = SharedRegion::create(layout.totalSize());
@@ -268,7 +286,7 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
       else
         reply = sent.wait(io.waitScope);
     });
-    KJ_IF_MAYBE(e, failure) {
+    KJ_IF_MAYBE (e, failure) {
       if (e->getType() == kj::Exception::Type::OVERLOADED &&
           std::string(e->getDescription().cStr()).find("timed out") != std::string::npos) {
         ++waited;
@@ -290,7 +308,8 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
 
   // A pushAndPull with fields from the dice, and what the oracle needs of it.
   struct Push {
-    capnp::Request<wire::ParameterShard::PushAndPullParams, wire::ParameterShard::PushAndPullResults>
+    capnp::Request<wire::ParameterShard::PushAndPullParams,
+                   wire::ParameterShard::PushAndPullResults>
         request;
     bool shared, ragged;
     uint64_t offset, floats;
@@ -337,18 +356,21 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
 
   for (int call = 0; call < calls; ++call) {
     Connection& c = *dice.pick({&chief, &chief, &worker, &worker, &stranger});
-    INFO("call " << call << " on the connection of worker " << c.worker << "; the last refusal: "
-                 << last_refusal);
+    INFO("call " << call << " on the connection of worker " << c.worker
+                 << "; the last refusal: " << last_refusal);
     const int64_t now = globalStep();
     const size_t kind = dice.below(20);
     if (kind < 8) {  // pushAndPull
       Push p = drawPush(c, now);
       bool accepted = false;
-      if (outcome(p.request, [&](auto& reply) {
-            accepted = reply.getAccepted();
-            // A reply over TCP carries the chunk's values; through the region, none.
-            CHECK(reply.getData().size() == (p.shared ? 0 : size_t(p.floats) * sizeof(float)));
-          }, mode == "sync"))
+      if (outcome(
+              p.request,
+              [&](auto& reply) {
+                accepted = reply.getAccepted();
+                // A reply over TCP carries the chunk's values; through the region, none.
+                CHECK(reply.getData().size() == (p.shared ? 0 : size_t(p.floats) * sizeof(float)));
+              },
+              mode == "sync"))
         pushAnswered(p, accepted);
     } else if (kind < 12) {  // pull
       auto request = c.shard.pullRequest();
@@ -359,16 +381,18 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
       request.setLength(floats);
       const bool shared = dice.coin(0.3);
       request.setIntoSharedRegion(shared);
-      outcome(request, [&](auto& reply) {
-        const std::optional<size_t> chunk = oracle.chunkAt(offset);
-        REQUIRE(chunk);
-        REQUIRE(oracle.chunk(*chunk).size() == floats);
-        const float* values =
-            shared ? region.parameters() + chunks[*chunk].layout_offset
-                   : reinterpret_cast<const float*>(reply.getData().begin());
-        REQUIRE((shared || reply.getData().size() == floats * sizeof(float)));
-        if (mode == "async") CHECK(oracle.holds(*chunk, values));
-      }, true);
+      outcome(
+          request,
+          [&](auto& reply) {
+            const std::optional<size_t> chunk = oracle.chunkAt(offset);
+            REQUIRE(chunk);
+            REQUIRE(oracle.chunk(*chunk).size() == floats);
+            const float* values = shared ? region.parameters() + chunks[*chunk].layout_offset
+                                         : reinterpret_cast<const float*>(reply.getData().begin());
+            REQUIRE((shared || reply.getData().size() == floats * sizeof(float)));
+            if (mode == "async") CHECK(oracle.holds(*chunk, values));
+          },
+          true);
     } else if (kind < 14) {  // readState
       auto request = c.shard.readStateRequest();
       const uint32_t slot = dice.pick({0u, 0u, 0u, 1u, 2u, std::numeric_limits<uint32_t>::max()});
@@ -395,8 +419,8 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
           std::min<uint64_t>(dice.floats(offset), uint64_t(ParameterShard::kChunkFloats) + 1);
       std::vector<float> values(size_t(floats), 0.0f);
       if (const std::optional<size_t> chunk = oracle.chunkAt(offset))
-        std::copy_n(oracle.chunk(*chunk).begin(), std::min(values.size(), oracle.chunk(*chunk).size()),
-                    values.begin());
+        std::copy_n(oracle.chunk(*chunk).begin(),
+                    std::min(values.size(), oracle.chunk(*chunk).size()), values.begin());
       request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(values.data()),
                                           values.size() * sizeof(float)));
       outcome(request, [&](auto&) {
@@ -443,14 +467,15 @@ TEST_CASE("a ps refuses calls with random field values before they touch its sta
         auto p = kj::heap<Push>(drawPush(c, now));
         auto sent = p->request.send();
         in_flight.add(sent.then(
-            [&, p = p.get()](auto reply) {
-              pushAnswered(*p, reply.getAccepted());
-              ++burst_pushes;
-            },
-            [&](kj::Exception&& e) {
-              REQUIRE(e.getType() != kj::Exception::Type::DISCONNECTED);
-              ++refused;
-            }).attach(kj::mv(p)));
+                              [&, p = p.get()](auto reply) {
+                                pushAnswered(*p, reply.getAccepted());
+                                ++burst_pushes;
+                              },
+                              [&](kj::Exception&& e) {
+                                REQUIRE(e.getType() != kj::Exception::Type::DISCONNECTED);
+                                ++refused;
+                              })
+                          .attach(kj::mv(p)));
       } else {
         const ShardChunk& chunk = dice.chunk();
         auto request = c.shard.pullRequest();

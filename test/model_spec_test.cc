@@ -606,7 +606,8 @@ TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
                                "'-' and '.', got 'conv/1'");
   // A byte that is not UTF-8 (or a control character) reaches the message
   // escaped, not raw; well-formed UTF-8 as it is.
-  path = dir.write("d.yaml", "input: [4]\nlayers: [{type: dense, name: \"h\xc3\xa9\\x1b\xff\", units: 3}]\n");
+  path = dir.write("d.yaml",
+                   "input: [4]\nlayers: [{type: dense, name: \"h\xc3\xa9\\x1b\xff\", units: 3}]\n");
   CHECK(loadError(path) == path +
                                ":2:30: layers[0].name: expected a name of letters, digits, '_', "
                                "'-' and '.', got the quoted string 'h\xc3\xa9\\x1b\\xff'");

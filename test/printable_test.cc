@@ -15,7 +15,8 @@ TEST_CASE("printable keeps text and well-formed UTF-8, and escapes everything el
   CHECK(printable("a\x1b[2Jb") == "a\\x1b[2Jb");
   CHECK(printable(std::string("a\0b", 3)) == "a\\x00b");
   CHECK(printable("\t\n\x7f") == "\\x09\\x0a\\x7f");
-  CHECK(printable("\xc2\x9b" "2J") == "\\xc2\\x9b2J");
+  CHECK(printable("\xc2\x9b"  // split: a hex escape would run on into the "2"
+                  "2J") == "\\xc2\\x9b2J");
   CHECK(printable("\xc2\xa0") == "\xc2\xa0");  // U+00A0, the first after C1
   // Not UTF-8: a stray continuation byte, an overlong form, a surrogate, a
   // code point past U+10FFFF, a sequence cut short (at the end or not).
@@ -36,5 +37,5 @@ TEST_CASE("utf8SequenceLength measures one well-formed sequence") {
   CHECK(utf8SequenceLength("\xf0\x8f\xbf\xbf", 0) == 0);  // overlong U+FFFF
   CHECK(utf8SequenceLength("\xe2\x82", 0) == 0);          // cut short at the end
   CHECK(utf8SequenceLength("\x80", 0) == 0);
-  CHECK(utf8SequenceLength("a", 0) == 0);                 // one byte is not a sequence
+  CHECK(utf8SequenceLength("a", 0) == 0);  // one byte is not a sequence
 }
