@@ -1,14 +1,22 @@
 // The ops server in-process on a port the system picks: health follows the
 // node's state, metrics are Prometheus text, POSTs set the flags the
 // training loop polls, and bad requests cost only their connection.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <future>
+#include <random>
 #include <regex>
 #include <sstream>
 
 #include "core/json.h"
+#include "core/printable.h"
 #include "daemon/ops_client.h"
 #include "daemon/ops_server.h"
+#include "test/traind_process.h"
 
 using namespace traind;
 
@@ -40,6 +48,40 @@ std::optional<double> sample(const std::string& page, const std::string& series)
   for (std::string line; std::getline(lines, line);)
     if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
   return std::nullopt;
+}
+
+// Sends `request` on a connection of its own, closes the sending side, and
+// reads until the server closes: its answer, "" if none. Fails the test when
+// the server neither answers nor closes within 5 s.
+std::string sendAndHangUp(uint16_t port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  const sockaddr_in address = testing::loopbackAddress(port);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server answered and closed before reading it all
+    sent += size_t(n);
+  }
+  shutdown(fd, SHUT_WR);
+  std::string reply;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      close(fd);
+      FAIL("the server neither answered nor closed within 5 s");
+    }
+    pollfd readable{fd, POLLIN, 0};
+    if (poll(&readable, 1, int(left.count())) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) break;  // closed, or reset after its answer
+    reply.append(buffer, size_t(n));
+  }
+  close(fd);
+  return reply;
 }
 
 }  // namespace
@@ -258,4 +300,49 @@ TEST_CASE("an address in use is an InputError naming it") {
   }
   CHECK_THROWS_AS(OpsServer(HostPort{"no-such-host.invalid", 8080, {}}, other, OpsControls{&stop}),
                   InputError);
+}
+
+TEST_CASE("random mutations of requests get an answer or a closed connection in time") {
+  OpsNode node("worker", 1, true);
+  node.metrics.setState(NodeState::Training);
+  const std::vector<std::string> valid = {
+      "GET /healthz HTTP/1.1\r\nHost: node\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\n\r\n",
+      "GET /status HTTP/1.1\r\nAccept: */*\r\n\r\n",
+      "HEAD /healthz HTTP/1.1\r\n\r\n",
+      "POST /checkpoint HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+  };
+  std::mt19937_64 rng(Catch::rngSeed());
+  auto below = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  int answered = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string request = valid[below(valid.size())];
+    for (size_t m = 1 + below(3); m > 0; --m) {
+      const size_t at = below(request.size() + 1);
+      switch (below(5)) {
+        case 0:  // a byte changed
+          if (!request.empty()) request[below(request.size())] = char(below(256));
+          break;
+        case 1:  // bytes inserted
+          request.insert(at, std::string(1 + below(8), char(below(256))));
+          break;
+        case 2:  // bytes cut, or the rest (a request that ends early)
+          request.erase(at, below(2) ? below(16) : std::string::npos);
+          break;
+        case 3:  // a line break
+          request.insert(at, "\r\n");
+          break;
+        default:  // a length that lies, or a flood
+          request.insert(at, below(2) ? "Content-Length: " + std::to_string(below(20000)) + "\r\n"
+                                      : std::string(below(20000), 'x'));
+      }
+    }
+    INFO("case " << i << " (seed " << Catch::rngSeed() << "): " << printable(request.substr(0, 300)));
+    const std::string reply = sendAndHangUp(node.server.port(), request);
+    if (reply.empty()) continue;
+    ++answered;
+    CHECK_THAT(reply, Catch::Matches("HTTP/1\\.1 [1-5][0-9][0-9] [^\\r\\n]*\\r\\n[\\s\\S]*"));
+  }
+  CHECK(answered > 150);
+  CHECK(node.get("/healthz").status == 200);
 }
