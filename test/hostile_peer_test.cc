@@ -53,6 +53,13 @@ int64_t stepAfter(int64_t step) {
   return step == std::numeric_limits<int64_t>::max() ? step : step + 1;
 }
 
+// The index of the chunk that starts at shard offset `offset`, if one does.
+std::optional<size_t> chunkStartingAt(const std::vector<ShardChunk>& chunks, uint64_t offset) {
+  for (size_t i = 0; i < chunks.size(); ++i)
+    if (uint64_t(chunks[i].shard_offset) == offset) return i;
+  return std::nullopt;
+}
+
 // Draws field values, mostly ones a check can be off by one on.
 class FieldDice {
  public:
@@ -106,13 +113,12 @@ class FieldDice {
 
   // The floats of `count` chunks from the one at `offset` (0 if none starts there).
   uint64_t runFloats(uint64_t offset, size_t count) const {
-    for (size_t i = 0; i < chunks_.size(); ++i) {
-      if (uint64_t(chunks_[i].shard_offset) != offset) continue;
-      uint64_t floats = 0;
-      for (size_t j = i; j < std::min(chunks_.size(), i + count); ++j) floats += chunks_[j].size;
-      return floats;
-    }
-    return 0;
+    const std::optional<size_t> first = chunkStartingAt(chunks_, offset);
+    if (!first) return 0;
+    uint64_t floats = 0;
+    for (size_t i = *first; i < std::min(chunks_.size(), *first + count); ++i)
+      floats += chunks_[i].size;
+    return floats;
   }
 
   // A step tag or a step to wait for: mostly the global step `now`.
@@ -172,11 +178,7 @@ class ShardOracle {
     }
   }
 
-  std::optional<size_t> chunkAt(uint64_t offset) const {
-    for (size_t i = 0; i < chunks_.size(); ++i)
-      if (uint64_t(chunks_[i].shard_offset) == offset) return i;
-    return std::nullopt;
-  }
+  std::optional<size_t> chunkAt(uint64_t offset) const { return chunkStartingAt(chunks_, offset); }
   const std::vector<float>& chunk(size_t i) const { return values_[i]; }
 
   void applied(size_t first, size_t count) {
