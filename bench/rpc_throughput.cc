@@ -29,6 +29,15 @@
 //                     neither does one chunk of a push+pull (a ps applies a
 //                     chunk's whole gradient before it answers with its
 //                     parameters). Not the target's yardstick: the echo is.
+//   raw TCP ps        a ps's work on a plain socket, with no Cap'n Proto: a
+//                     child reads each 1 MiB chunk's gradient whole, applies
+//                     SGD to its parameters and writes the chunk's new values
+//                     back (whole chunks, as ParameterShard applies a chunk
+//                     before it answers); or applies and answers whatever has
+//                     arrived, 64 KiB or more (streamed: a protocol that let
+//                     a ps answer part of a chunk). The worker writes and
+//                     reads as for the echo. What any protocol over this
+//                     socket could reach with each way of applying.
 //
 // and, to show where a push+pull's time goes:
 //
@@ -37,7 +46,7 @@
 //                     ParameterShard::push and ::pinChunk of every chunk, in
 //                     this process.
 //
-// MiB/s counts both directions (2 S per round trip). The three sides take
+// MiB/s counts both directions (2 S per round trip). The sides take
 // turns, one repetition each, so that load from elsewhere hits all alike;
 // the table shows medians with the min-max range, the ratio of medians, and
 // the CPU the rest of the machine used meanwhile ("others", in cores).
@@ -231,6 +240,42 @@ void writeAllOrExit(int fd, const char* data, size_t bytes) {
   }
 }
 
+// The raw ps child: one connection; a ps's work on a plain socket, with no
+// Cap'n Proto. Per round trip it reads the gradient of each chunk of
+// ParameterShard::kChunkFloats whole, applies SGD to its own parameters and
+// writes the chunk's new values back, as a ps answers a chunk once it has
+// applied all of it. `streamed`, it applies and answers whatever has
+// arrived, kStreamedPieceFloats or more at a time: what a protocol that let
+// a ps answer part of a chunk could do.
+constexpr size_t kStreamedPieceFloats = 16 * 1024;
+
+[[noreturn]] void serveRawPs(int listener, size_t bytes, bool streamed) {
+  const int fd = acceptOne(listener);
+  const size_t floats = bytes / sizeof(float), chunk = size_t(ParameterShard::kChunkFloats);
+  std::vector<float> parameters(floats, 0.5f), gradient(floats);
+  constexpr float kLearningRate = 1e-6f;
+  for (;;) {
+    size_t got = 0, answered = 0;  // bytes read, floats answered
+    while (answered < floats) {
+      if (got < bytes) {
+        const ssize_t n = read(fd, reinterpret_cast<char*>(gradient.data()) + got, bytes - got);
+        if (n <= 0) _exit(n == 0 && got == 0 ? 0 : 1);
+        got += size_t(n);
+      }
+      for (;;) {
+        const size_t arrived = got / sizeof(float);
+        const size_t end = streamed ? arrived : std::min(answered + chunk, floats);
+        if (end <= answered || arrived < end) break;
+        if (streamed && end - answered < kStreamedPieceFloats && got < bytes) break;
+        for (size_t i = answered; i < end; ++i) parameters[i] -= kLearningRate * gradient[i];
+        writeAllOrExit(fd, reinterpret_cast<const char*>(parameters.data() + answered),
+                       (end - answered) * sizeof(float));
+        answered = end;
+      }
+    }
+  }
+}
+
 // The servers' sockets listen before they are forked: no retries needed.
 int connectTo(uint16_t port) {
   const int fd = tcpSocket();
@@ -303,7 +348,8 @@ Summary summarize(std::vector<double> values) {
 struct SizeResult {
   int64_t mib = 0;
   double others = 0.0;  // cores the rest of the machine used meanwhile
-  Summary tcp_ms, request_response_ms, rpc_ms, shm_ms, pull_ms, shard_ms;
+  Summary tcp_ms, request_response_ms, raw_ps_ms, raw_ps_streamed_ms, rpc_ms, shm_ms, pull_ms,
+      shard_ms;
 };
 
 // The ps's own work for one push+pull of every chunk, with no network.
@@ -336,33 +382,36 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   const LayerGraph graph = buildLayerGraph(spec);
   const ClusterSpec cluster = loopbackCluster(freePort());
   const size_t bytes = size_t(mib * kMiB);
-  uint16_t echo_port = 0, request_port = 0;
-  const int echo_listener = listenOnFreePort(echo_port);
-  const int request_listener = listenOnFreePort(request_port);
+  // The raw servers, each a child serving one connection on its own port.
+  enum RawServer { kEcho, kRequestResponse, kRawPs, kRawPsStreamed, kRawServers };
+  uint16_t ports[kRawServers] = {};
+  int listeners[kRawServers] = {};
+  for (int r = 0; r < kRawServers; ++r) listeners[r] = listenOnFreePort(ports[r]);
+  auto closeListeners = [&listeners](int except) {
+    for (int r = 0; r < kRawServers; ++r)
+      if (r != except) close(listeners[r]);
+  };
 
   std::fflush(nullptr);
   const pid_t ps_pid = fork();
   if (ps_pid == 0) {
-    close(echo_listener);
-    close(request_listener);
+    closeListeners(-1);
     servePs(spec, cluster);
   }
-  const pid_t echo_pid = fork();
-  if (echo_pid == 0) {
-    close(request_listener);
-    serveEcho(echo_listener, tcp_chunk);
+  pid_t raw_pids[kRawServers] = {};
+  for (int r = 0; r < kRawServers; ++r) {
+    raw_pids[r] = fork();
+    if (raw_pids[r] != 0) continue;
+    closeListeners(r);
+    if (r == kEcho) serveEcho(listeners[r], tcp_chunk);
+    if (r == kRequestResponse) serveRequestResponse(listeners[r], bytes);
+    serveRawPs(listeners[r], bytes, r == kRawPsStreamed);
   }
-  const pid_t request_pid = fork();
-  if (request_pid == 0) {
-    close(echo_listener);
-    serveRequestResponse(request_listener, bytes);
-  }
-  close(echo_listener);
-  close(request_listener);
+  closeListeners(-1);
 
   SizeResult result;
   result.mib = mib;
-  std::vector<double> tcp, request_response, rpc, shm, pull;
+  std::vector<double> tcp, request_response, raw_ps, raw_ps_streamed, rpc, shm, pull;
   {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ModelState state(spec, graph);
@@ -389,29 +438,33 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
       ps_shared.pull(0, shared_parameters);
     }
 
-    const int echo = connectTo(echo_port);
-    const int request = connectTo(request_port);
+    int raw[kRawServers] = {};
+    for (int r = 0; r < kRawServers; ++r) raw[r] = connectTo(ports[r]);
     std::vector<char> out(bytes, 1), in(bytes);
+    std::fill_n(reinterpret_cast<float*>(out.data()), bytes / sizeof(float), 1e-3f);
 
+    // The raw servers' turns, then traind over TCP and through shared memory.
+    constexpr int kTraindTcp = kRawServers, kTraindShared = kRawServers + 1,
+                  kTurns = kRawServers + 2;
+    std::vector<double>* times[kTurns] = {&tcp, &request_response, &raw_ps, &raw_ps_streamed, &rpc,
+                                          &shm};
     for (int rep = 0; rep < warmup + reps; ++rep) {
       const bool timed = rep >= warmup;
       // Rotate which side goes first, so none always runs right after another.
-      // 0 raw TCP echo, 1 traind over TCP, 2 shared memory, 3 raw request-response
-      for (int turn = 0; turn < 4; ++turn) {
-        const int who = (turn + rep) % 4;
-        const bool raw = who == 0 || who == 3;
-        if (raw && sides == Sides::Traind) continue;
-        if (!raw && sides == Sides::Tcp) continue;
+      for (int turn = 0; turn < kTurns; ++turn) {
+        const int who = (turn + rep) % kTurns;
+        const bool is_raw = who < kRawServers;
+        if (is_raw && sides == Sides::Traind) continue;
+        if (!is_raw && sides == Sides::Tcp) continue;
         const Clock::time_point start = Clock::now();
-        if (who == 0)
-          echoRoundTrip(echo, out, in, tcp_chunk);
-        else if (who == 1)
+        if (who == kTraindTcp)
           ps.pushAndPull(gradients, 0, state.parameters());
-        else if (who == 2)
+        else if (who == kTraindShared)
           ps_shared.pushAndPull(shared_gradients, 0, shared_parameters);
-        else
-          requestResponse(request, out, in);
-        std::vector<double>* times[] = {&tcp, &rpc, &shm, &request_response};
+        else if (who == kRequestResponse)
+          requestResponse(raw[who], out, in);
+        else  // the echo and the raw ps: both directions at once
+          echoRoundTrip(raw[who], out, in, tcp_chunk);
         if (timed) times[who]->push_back(millisecondsSince(start));
       }
       if (sides == Sides::Tcp) continue;
@@ -419,13 +472,11 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
       ps.pull(0, state.parameters());
       if (timed) pull.push_back(millisecondsSince(start));
     }
-    close(echo);
-    close(request);
+    for (int fd : raw) close(fd);
     ps.stopAll();
   }
   int status = 0;
-  waitpid(echo_pid, &status, 0);
-  waitpid(request_pid, &status, 0);
+  for (pid_t pid : raw_pids) waitpid(pid, &status, 0);
   waitpid(ps_pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("the ps child did not exit cleanly");
@@ -439,6 +490,8 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   if (sides != Sides::Traind) {
     result.tcp_ms = summarize(tcp);
     result.request_response_ms = summarize(request_response);
+    result.raw_ps_ms = summarize(raw_ps);
+    result.raw_ps_streamed_ms = summarize(raw_ps_streamed);
   }
   if (sides != Sides::Tcp) {
     result.rpc_ms = summarize(rpc);
@@ -492,6 +545,24 @@ void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
                   timing(r.request_response_ms).c_str(),
                   rate(r.mib, r.request_response_ms.median),
                   r.request_response_ms.median / r.rpc_ms.median);
+
+    std::printf(
+        "\na ps's work on raw TCP, no Cap'n Proto: a server that reads each 1 MiB chunk's "
+        "gradient\nwhole, applies SGD and writes the chunk's parameters back (whole chunks), "
+        "and one that\napplies and answers whatever has arrived, 64 KiB or more (streamed); "
+        "x echo = raw TCP echo\ntime / this time; traind = this time / traind time\n\n");
+    std::printf("%5s | %-22s %6s | %6s | %6s | %-22s %6s | %6s | %6s\n", "S MiB", "whole chunks ms",
+                "MiB/s", "x echo", "traind", "streamed ms", "MiB/s", "x echo", "traind");
+    std::printf(
+        "------+-------------------------------+--------+--------+------------------------------"
+        "-+--------+-------\n");
+    for (const SizeResult& r : results)
+      std::printf("%5lld | %-22s %6.0f | %6.2f | %6.2f | %-22s %6.0f | %6.2f | %6.2f\n",
+                  (long long)r.mib, timing(r.raw_ps_ms).c_str(), rate(r.mib, r.raw_ps_ms.median),
+                  r.tcp_ms.median / r.raw_ps_ms.median, r.raw_ps_ms.median / r.rpc_ms.median,
+                  timing(r.raw_ps_streamed_ms).c_str(), rate(r.mib, r.raw_ps_streamed_ms.median),
+                  r.tcp_ms.median / r.raw_ps_streamed_ms.median,
+                  r.raw_ps_streamed_ms.median / r.rpc_ms.median);
   }
 
   std::printf(
