@@ -19,7 +19,10 @@ mlp   fashion_mlp, 1 ps + 2 workers, batch 100 per worker, one compute
       over gloo with 2 processes (bench/torch_ddp.py; target >= 1.5x).
       Figures are the job's examples/sec: the examples all its workers did
       while every one of them was past its first window and still running,
-      over the length of that interval.
+      over the length of that interval. Beside them, two standalone traind
+      at once (one thread each, no ps): the two workers' compute with
+      nothing to send, which no job of two such workers beats here; the
+      job's share of it says how much the ps and the transfers cost.
 wide  the same on a 784-1200-400-10 MLP (its model spec is written to a
       temporary directory).
 transport  traind's 1 ps + 2 workers on both MLPs, async and sync, with
@@ -328,6 +331,21 @@ def run_standalone(args, model, steps, log_every, threads):
   return window_rate(outputs["standalone"], job.name), others
 
 
+def run_standalone_pair(args, model, steps, log_every):
+  """Two standalone traind at once, one compute thread each: two workers'
+  compute with no ps and nothing to send, the most a job of two such
+  workers reaches on this machine. Returns the pair's examples/sec
+  (job_rate) and others' CPU."""
+  job = Job(f"2 x standalone {os.path.basename(model)}")
+  with bench_lock():
+    for w in range(2):
+      job.start(f"standalone {w}", [args.traind, "--model", model]
+                + traind_flags(steps, log_every, 1), env_with_threads(1))
+    outputs, _, others, _, _ = job.wait()
+  return job_rate([traind_curve(outputs[f"standalone {w}"], job.name) for w in range(2)],
+                  job.name), others
+
+
 def run_cluster(args, tmp, model, workers, mode, steps, log_every, threads, timed=True,
                 shared_memory=True):
   """A 1 ps + `workers` cluster; returns the job's examples/sec (one worker:
@@ -396,6 +414,12 @@ def print_row(args, name, values, others, baseline=None):
   print(f"  {name:44s} {text:24s} {ratio:6s}  {len(shown)}/{len(values)} runs, others {load:.2f}")
 
 
+def ratio_of(args, results, others, side, baseline):
+  """The ratio of two sides' medians, of their kept runs."""
+  return (statistics.median(kept(args, results[side], others[side])[0])
+          / statistics.median(kept(args, results[baseline], others[baseline])[0]))
+
+
 def header(title, args):
   print(f"\n{title}")
   print(f"  {args.rounds} rounds; median [min-max] examples/sec of the quiet runs (others <= "
@@ -456,7 +480,7 @@ def section_mlp(args, tmp, wide):
   steps = args.wide_steps if wide else args.mlp_steps  # per worker
   log_every = steps // 6
   workers, threads = 2, 1
-  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp"]
+  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp", "compute alone"]
   results = {s: [] for s in sides}
   others = {s: [] for s in sides}
   for r in range(args.rounds):
@@ -468,6 +492,8 @@ def section_mlp(args, tmp, wide):
       elif side == "traind sync":
         rate, load, _, _ = measured(args, lambda: run_cluster(
             args, tmp, model, workers, "sync", steps, log_every, threads))
+      elif side == "compute alone":
+        rate, load = measured(args, lambda: run_standalone_pair(args, model, steps, log_every))
       elif side == "torch rpc ps":
         rate, load = measured(args, lambda: run_torch(args, "torch_ps.py", widths, workers, steps,
                                                       log_every, threads))
@@ -488,7 +514,13 @@ def section_mlp(args, tmp, wide):
   print_row(args, "torch DDP gloo, 2 processes (sync)", results["torch ddp"], others["torch ddp"])
   print_row(args, "traind 1 ps + 2 workers sync (aggregate 2)", results["traind sync"],
             others["traind sync"], (results["torch ddp"], others["torch ddp"]))
+  print_row(args, "traind 2 x standalone at once (no ps)", results["compute alone"],
+            others["compute alone"])
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
+  print("  the compute's share: the job's examples/sec / 2 x standalone's (the two workers' "
+        "compute\n  with nothing to send; no job of two such workers goes faster here): "
+        f"traind async {ratio_of(args, results, others, 'traind async', 'compute alone'):.2f}, "
+        f"sync {ratio_of(args, results, others, 'traind sync', 'compute alone'):.2f}")
 
 
 def section_transport(args, tmp):
