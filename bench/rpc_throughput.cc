@@ -6,8 +6,9 @@
 //
 // For each size S the model is one dense kernel of S MiB (no bias), trained
 // with SGD in async mode. A child process serves it exactly as a ps task
-// does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), another
-// child is a plain TCP echo server, and this process is two workers:
+// does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), four
+// more are the raw TCP servers below, and this process is two workers and
+// the raw servers' client:
 //
 //   traind push+pull  ShardedClient::pushAndPull: S of gradient up and S of
 //                     parameters back, one call per 1 MiB chunk (the ps
@@ -29,15 +30,14 @@
 //                     neither does one chunk of a push+pull (a ps applies a
 //                     chunk's whole gradient before it answers with its
 //                     parameters). Not the target's yardstick: the echo is.
-//   raw TCP ps        a ps's work on a plain socket, with no Cap'n Proto: a
-//                     child reads each 1 MiB chunk's gradient whole, applies
-//                     SGD to its parameters and writes the chunk's new values
-//                     back (whole chunks, as ParameterShard applies a chunk
-//                     before it answers); or applies and answers whatever has
-//                     arrived, 64 KiB or more (streamed: a protocol that let
-//                     a ps answer part of a chunk). The worker writes and
-//                     reads as for the echo. What any protocol over this
-//                     socket could reach with each way of applying.
+//   raw TCP ps        a ps's work in a simple one-thread server on a plain
+//                     socket, with no Cap'n Proto: it reads each 1 MiB
+//                     chunk's gradient whole, applies SGD to its parameters
+//                     and writes the chunk's new values back (whole chunks,
+//                     as ParameterShard applies a chunk before it answers);
+//                     or applies and answers whatever has arrived, 64 KiB or
+//                     more (streamed: as if a ps could answer part of a
+//                     chunk). The client writes and reads as for the echo.
 //
 // and, to show where a push+pull's time goes:
 //
@@ -57,7 +57,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -196,6 +198,13 @@ uint16_t freePort() {
   }
 }
 
+// A child that outlives a run ended by an exception would wait for its
+// client forever: it goes with this process instead.
+void dieWithParent() {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) _exit(1);  // the parent went before the line above
+}
+
 // A raw server child's one connection (it exits when there is none).
 int acceptOne(int listener) {
   const int fd = accept(listener, nullptr, nullptr);
@@ -240,15 +249,16 @@ void writeAllOrExit(int fd, const char* data, size_t bytes) {
   }
 }
 
+// What the streamed raw ps applies and answers at least at a time.
+constexpr size_t kStreamedPieceFloats = 16 * 1024;
+
 // The raw ps child: one connection; a ps's work on a plain socket, with no
 // Cap'n Proto. Per round trip it reads the gradient of each chunk of
 // ParameterShard::kChunkFloats whole, applies SGD to its own parameters and
 // writes the chunk's new values back, as a ps answers a chunk once it has
 // applied all of it. `streamed`, it applies and answers whatever has
-// arrived, kStreamedPieceFloats or more at a time: what a protocol that let
-// a ps answer part of a chunk could do.
-constexpr size_t kStreamedPieceFloats = 16 * 1024;
-
+// arrived, kStreamedPieceFloats or more at a time, as if a ps could answer
+// part of a chunk.
 [[noreturn]] void serveRawPs(int listener, size_t bytes, bool streamed) {
   const int fd = acceptOne(listener);
   const size_t floats = bytes / sizeof(float), chunk = size_t(ParameterShard::kChunkFloats);
@@ -286,21 +296,33 @@ int connectTo(uint16_t port) {
   return fd;
 }
 
-// Writes `out` in pieces of at most `chunk` bytes and reads as many bytes
-// back into `in`, on one thread: poll, then whatever the socket takes.
-void echoRoundTrip(int fd, const std::vector<char>& out, std::vector<char>& in, size_t chunk) {
+// Whether a non-blocking send or recv that returned `n` failed for good.
+bool socketFailed(ssize_t n) {
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+// Writes `out` in pieces of at most `chunk` bytes to `server` and reads as
+// many bytes back into `in`, on one thread: poll, then whatever the socket
+// takes.
+void echoRoundTrip(int fd, const char* server, const std::vector<char>& out, std::vector<char>& in,
+                   size_t chunk) {
   size_t sent = 0, received = 0;
   while (received < in.size()) {
     pollfd p{fd, short(POLLIN | (sent < out.size() ? POLLOUT : 0)), 0};
-    if (poll(&p, 1, 10000) <= 0) throw std::runtime_error("the echo server stopped answering");
+    if (poll(&p, 1, 10000) <= 0)
+      throw std::runtime_error(std::string("the ") + server + " stopped answering");
     if ((p.revents & POLLOUT) && sent < out.size()) {
       const ssize_t n = send(fd, out.data() + sent, std::min(chunk, out.size() - sent),
                              MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (socketFailed(n))
+        throw std::runtime_error(std::string("sending to the ") + server + ": " +
+                                 std::strerror(errno));
       if (n > 0) sent += size_t(n);
     }
-    if (p.revents & POLLIN) {
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
       const ssize_t n = recv(fd, in.data() + received, in.size() - received, MSG_DONTWAIT);
-      if (n == 0) throw std::runtime_error("the echo server closed the connection");
+      if (n == 0 || socketFailed(n))
+        throw std::runtime_error(std::string("the ") + server + " closed the connection");
       if (n > 0) received += size_t(n);
     }
   }
@@ -384,6 +406,8 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   const size_t bytes = size_t(mib * kMiB);
   // The raw servers, each a child serving one connection on its own port.
   enum RawServer { kEcho, kRequestResponse, kRawPs, kRawPsStreamed, kRawServers };
+  const char* const kRawNames[kRawServers] = {"echo server", "request-response server",
+                                              "raw TCP ps", "streamed raw TCP ps"};
   uint16_t ports[kRawServers] = {};
   int listeners[kRawServers] = {};
   for (int r = 0; r < kRawServers; ++r) listeners[r] = listenOnFreePort(ports[r]);
@@ -395,6 +419,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   std::fflush(nullptr);
   const pid_t ps_pid = fork();
   if (ps_pid == 0) {
+    dieWithParent();
     closeListeners(-1);
     servePs(spec, cluster);
   }
@@ -402,10 +427,16 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   for (int r = 0; r < kRawServers; ++r) {
     raw_pids[r] = fork();
     if (raw_pids[r] != 0) continue;
+    dieWithParent();
     closeListeners(r);
-    if (r == kEcho) serveEcho(listeners[r], tcp_chunk);
-    if (r == kRequestResponse) serveRequestResponse(listeners[r], bytes);
-    serveRawPs(listeners[r], bytes, r == kRawPsStreamed);
+    switch (r) {
+      case kEcho:
+        serveEcho(listeners[r], tcp_chunk);
+      case kRequestResponse:
+        serveRequestResponse(listeners[r], bytes);
+      default:
+        serveRawPs(listeners[r], bytes, r == kRawPsStreamed);
+    }
   }
   closeListeners(-1);
 
@@ -440,7 +471,9 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
 
     int raw[kRawServers] = {};
     for (int r = 0; r < kRawServers; ++r) raw[r] = connectTo(ports[r]);
-    std::vector<char> out(bytes, 1), in(bytes);
+    // The raw ps applies what it reads as gradients: floats of the size the
+    // worker sends, not bytes whose floats would be denormal.
+    std::vector<char> out(bytes), in(bytes);
     std::fill_n(reinterpret_cast<float*>(out.data()), bytes / sizeof(float), 1e-3f);
 
     // The raw servers' turns, then traind over TCP and through shared memory.
@@ -464,7 +497,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
         else if (who == kRequestResponse)
           requestResponse(raw[who], out, in);
         else  // the echo and the raw ps: both directions at once
-          echoRoundTrip(raw[who], out, in, tcp_chunk);
+          echoRoundTrip(raw[who], kRawNames[who], out, in, tcp_chunk);
         if (timed) times[who]->push_back(millisecondsSince(start));
       }
       if (sides == Sides::Tcp) continue;
@@ -475,11 +508,13 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     for (int fd : raw) close(fd);
     ps.stopAll();
   }
-  int status = 0;
-  for (pid_t pid : raw_pids) waitpid(pid, &status, 0);
-  waitpid(ps_pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("the ps child did not exit cleanly");
+  for (int r = 0; r <= kRawServers; ++r) {
+    int status = 0;
+    waitpid(r < kRawServers ? raw_pids[r] : ps_pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw std::runtime_error(std::string("the ") + (r < kRawServers ? kRawNames[r] : "ps") +
+                               " child did not exit cleanly");
+  }
 
   if (sides == Sides::Both) {
     FlatBuffer gradients(VariableLayout(graph.variables).totalSize());
