@@ -331,16 +331,16 @@ def run_standalone(args, model, steps, log_every, threads):
   return window_rate(outputs["standalone"], job.name), others
 
 
-def run_standalone_pair(args, model, steps, log_every):
-  """Two standalone traind at once, one compute thread each: two workers'
-  compute with no ps and nothing to send, the most a job of two such
-  workers reaches on this machine. Returns the pair's examples/sec
+def run_standalone_pair(args, model, steps, log_every, threads):
+  """Two standalone traind at once, `threads` compute threads each: two
+  workers' compute with no ps and nothing to send, the most a job of two
+  such workers reaches on this machine. Returns the pair's examples/sec
   (job_rate) and others' CPU."""
   job = Job(f"2 x standalone {os.path.basename(model)}")
   with bench_lock():
     for w in range(2):
       job.start(f"standalone {w}", [args.traind, "--model", model]
-                + traind_flags(steps, log_every, 1), env_with_threads(1))
+                + traind_flags(steps, log_every, threads), env_with_threads(threads))
     outputs, _, others, _, _ = job.wait()
   return job_rate([traind_curve(outputs[f"standalone {w}"], job.name) for w in range(2)],
                   job.name), others
@@ -403,6 +403,10 @@ def kept(args, values, others):
   return values, max(others)
 
 
+def median_kept(args, values, others):
+  return statistics.median(kept(args, values, others)[0])
+
+
 def print_row(args, name, values, others, baseline=None):
   """One side: median [min-max] of its kept runs and, against `baseline`
   (another side's (values, others)), the ratio of the medians."""
@@ -410,14 +414,8 @@ def print_row(args, name, values, others, baseline=None):
   text = f"{statistics.median(shown):8.0f} [{min(shown):.0f}-{max(shown):.0f}]"
   ratio = ""
   if baseline:
-    ratio = f"{statistics.median(shown) / statistics.median(kept(args, *baseline)[0]):6.2f}"
+    ratio = f"{statistics.median(shown) / median_kept(args, *baseline):6.2f}"
   print(f"  {name:44s} {text:24s} {ratio:6s}  {len(shown)}/{len(values)} runs, others {load:.2f}")
-
-
-def ratio_of(args, results, others, side, baseline):
-  """The ratio of two sides' medians, of their kept runs."""
-  return (statistics.median(kept(args, results[side], others[side])[0])
-          / statistics.median(kept(args, results[baseline], others[baseline])[0]))
 
 
 def header(title, args):
@@ -480,7 +478,7 @@ def section_mlp(args, tmp, wide):
   steps = args.wide_steps if wide else args.mlp_steps  # per worker
   log_every = steps // 6
   workers, threads = 2, 1
-  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp", "compute alone"]
+  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp", "2 x standalone"]
   results = {s: [] for s in sides}
   others = {s: [] for s in sides}
   for r in range(args.rounds):
@@ -492,8 +490,9 @@ def section_mlp(args, tmp, wide):
       elif side == "traind sync":
         rate, load, _, _ = measured(args, lambda: run_cluster(
             args, tmp, model, workers, "sync", steps, log_every, threads))
-      elif side == "compute alone":
-        rate, load = measured(args, lambda: run_standalone_pair(args, model, steps, log_every))
+      elif side == "2 x standalone":
+        rate, load = measured(args, lambda: run_standalone_pair(args, model, steps, log_every,
+                                                                threads))
       elif side == "torch rpc ps":
         rate, load = measured(args, lambda: run_torch(args, "torch_ps.py", widths, workers, steps,
                                                       log_every, threads))
@@ -514,13 +513,15 @@ def section_mlp(args, tmp, wide):
   print_row(args, "torch DDP gloo, 2 processes (sync)", results["torch ddp"], others["torch ddp"])
   print_row(args, "traind 1 ps + 2 workers sync (aggregate 2)", results["traind sync"],
             others["traind sync"], (results["torch ddp"], others["torch ddp"]))
-  print_row(args, "traind 2 x standalone at once (no ps)", results["compute alone"],
-            others["compute alone"])
+  print_row(args, "traind 2 x standalone at once (no ps)", results["2 x standalone"],
+            others["2 x standalone"])
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
+  ceiling = median_kept(args, results["2 x standalone"], others["2 x standalone"])
+  share = {side: median_kept(args, results[side], others[side]) / ceiling
+           for side in ("traind async", "traind sync")}
   print("  the compute's share: the job's examples/sec / 2 x standalone's (the two workers' "
         "compute\n  with nothing to send; no job of two such workers goes faster here): "
-        f"traind async {ratio_of(args, results, others, 'traind async', 'compute alone'):.2f}, "
-        f"sync {ratio_of(args, results, others, 'traind sync', 'compute alone'):.2f}")
+        f"traind async {share['traind async']:.2f}, sync {share['traind sync']:.2f}")
 
 
 def section_transport(args, tmp):
