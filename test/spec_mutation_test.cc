@@ -2,10 +2,14 @@
 // or refused with an InputError that names the file and carries no raw
 // control byte; no other exception, crash or hang. The mutations are what
 // an editor's slip or a broken generator makes: a byte changed, a line lost,
-// doubled or moved, a value replaced by an extreme or by YAML of another
-// kind, the file cut short, huge or deeply nested values.
+// doubled, moved or indented otherwise, a value replaced by an extreme or by
+// YAML of another kind, the file cut short, huge or deeply nested values.
+// The example models' data files are replaced by empty files beside the
+// mutated spec (a spec only needs them to exist), so that the test checks
+// as much on a machine without the data set.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -58,13 +62,13 @@ std::string longList(size_t n) {
   return out + "]";
 }
 
-// One random change to `text`.
+// One random change to `text`. (std::mt19937 is the same everywhere; the
+// standard distributions are not, hence plain remainders.)
 std::string mutated(const std::string& text, std::mt19937& rng) {
-  auto below = [&rng](size_t n) {
-    return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
-  };
+  auto below = [&rng](size_t n) { return size_t(rng() % n); };
   std::vector<std::string> lines = linesOf(text);
-  std::string& line = lines[below(lines.size())];
+  const size_t at = below(lines.size());
+  std::string& line = lines[at];
   switch (below(8)) {
     case 0: {  // a byte changed
       std::string out = text;
@@ -72,10 +76,10 @@ std::string mutated(const std::string& text, std::mt19937& rng) {
       return out;
     }
     case 1:  // a line lost
-      lines.erase(lines.begin() + std::ptrdiff_t(&line - lines.data()));
+      lines.erase(lines.begin() + std::ptrdiff_t(at));
       break;
     case 2:  // a line doubled
-      lines.insert(lines.begin() + std::ptrdiff_t(&line - lines.data()), std::string(line));
+      lines.insert(lines.begin() + std::ptrdiff_t(at), lines[at]);
       break;
     case 3:  // a value replaced
       if (const size_t colon = line.find(':'); colon != std::string::npos)
@@ -117,40 +121,72 @@ std::string contentsOf(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Where the example models read Fashion-MNIST from.
+constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist/";
+
+// An example spec as the test mutates it: its data files are empty files in
+// `dir` (created here), named relative to the spec.
+std::string withLocalData(std::string text, const fs::path& dir) {
+  fs::create_directories(dir / "data");
+  for (size_t at; (at = text.find(kDataDir)) != std::string::npos;) {
+    const size_t end = text.find_first_of(" \n,}]", at);
+    const std::string name =
+        text.substr(at + std::strlen(kDataDir), end - at - std::strlen(kDataDir));
+    std::ofstream(dir / "data" / name);
+    text.replace(at, std::strlen(kDataDir), "data/");
+  }
+  return text;
+}
+
+// Control bytes other than the newline; bytes of 0x80 and above are UTF-8
+// or escaped.
+bool holdsControlByte(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return (byte < 0x20 && byte != '\n') || byte == 0x7f;
+  });
+}
+
 // `rounds` times over every example spec in configs/`folder`: writes a
-// mutation of it (one to three changes) under the same name and runs
-// `load` on it, which must load it or throw an InputError that names the
-// file and holds no raw control byte. Checks that both outcomes came up.
+// mutation of it (one or two changes) under the same name and runs `load`
+// on it, which must load it or throw an InputError that names the file and
+// holds no raw control byte. Checks that both outcomes come up often.
 template <typename Load>
 void mutateEach(const std::string& folder, uint32_t seed, int rounds, Load load) {
   TempDir dir;
   std::mt19937 rng(seed);
+  std::vector<std::string> originals;
+  for (const fs::path& file : examples(folder))
+    originals.push_back(withLocalData(contentsOf(file), dir.path()));
   const std::vector<fs::path> files = examples(folder);
-  int cases = 0, refused = 0;
+  int cases = 0, refused = 0, changed_and_loaded = 0;
   for (int round = 0; round < rounds; ++round) {
-    for (const fs::path& file : files) {
-      std::string text = contentsOf(file);
-      for (int changes = 1 + int(rng() % 3); changes > 0; --changes) text = mutated(text, rng);
-      const std::string path = (dir / file.filename().string()).string();
+    for (size_t f = 0; f < files.size(); ++f) {
+      std::string text = originals[f];
+      for (int changes = 1 + int(rng() % 2); changes > 0; --changes) text = mutated(text, rng);
+      const std::string path = (dir / files[f].filename().string()).string();
       std::ofstream(path, std::ios::binary) << text;
       ++cases;
       try {
         load(path);
+        changed_and_loaded += text != originals[f];
       } catch (const InputError& e) {
         ++refused;
         const std::string what = e.what();
-        INFO("the mutated file:\n" << text.substr(0, 2000) << "\nthe error: " << what);
+        INFO("the mutated file:\n" << text.substr(0, 4000) << "\nthe error: " << what);
         CHECK(what.find(path) != std::string::npos);
-        CHECK(std::none_of(what.begin(), what.end(),
-                           [](char c) { return (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }));
+        CHECK_FALSE(holdsControlByte(what));
       } catch (const std::exception& e) {
-        FAIL("not an InputError: " << e.what() << "\nthe mutated file:\n" << text.substr(0, 2000));
+        FAIL("not an InputError: " << e.what() << "\nthe mutated file:\n" << text.substr(0, 4000));
       }
     }
   }
-  // Both outcomes, or the mutations test little.
+  // Both outcomes, often, or the mutations test little: a loaded mutation
+  // went through every check the spec's fields have.
+  INFO(cases << " mutations, " << refused << " refused, " << changed_and_loaded
+             << " changed and loaded");
   CHECK(refused > cases / 4);
-  CHECK(refused < cases);
+  CHECK(changed_and_loaded > cases / 20);
 }
 
 }  // namespace
