@@ -536,8 +536,9 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   return result;
 }
 
-// MiB/s when 2 * mib MiB crossed in `ms` milliseconds.
-double rate(int64_t mib, double ms) { return 2.0 * double(mib) * 1000.0 / ms; }
+// MiB/s when 2 * mib MiB crossed in `ms` milliseconds; 0 for a side that
+// did not run (--side).
+double rate(int64_t mib, double ms) { return ms > 0 ? 2.0 * double(mib) * 1000.0 / ms : 0.0; }
 
 std::string timing(const Summary& s) {
   char text[64];
