@@ -199,10 +199,10 @@ uint16_t freePort() {
 }
 
 // A child that outlives a run ended by an exception would wait for its
-// client forever: it goes with this process instead.
-void dieWithParent() {
+// client forever: it goes with its parent, `parent`, instead.
+void dieWithParent(pid_t parent) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) _exit(1);  // the parent went before the line above
+  if (getppid() != parent) _exit(1);  // the parent went before the line above
 }
 
 // A raw server child's one connection (it exits when there is none).
@@ -417,9 +417,10 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   };
 
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t ps_pid = fork();
   if (ps_pid == 0) {
-    dieWithParent();
+    dieWithParent(parent);
     closeListeners(-1);
     servePs(spec, cluster);
   }
@@ -427,7 +428,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   for (int r = 0; r < kRawServers; ++r) {
     raw_pids[r] = fork();
     if (raw_pids[r] != 0) continue;
-    dieWithParent();
+    dieWithParent(parent);
     closeListeners(r);
     switch (r) {
       case kEcho:
