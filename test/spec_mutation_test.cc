@@ -155,10 +155,10 @@ template <typename Load>
 void mutateEach(const std::string& folder, uint32_t seed, int rounds, Load load) {
   TempDir dir;
   std::mt19937 rng(seed);
-  std::vector<std::string> originals;
-  for (const fs::path& file : examples(folder))
-    originals.push_back(withLocalData(contentsOf(file), dir.path()));
   const std::vector<fs::path> files = examples(folder);
+  std::vector<std::string> originals;
+  for (const fs::path& file : files)
+    originals.push_back(withLocalData(contentsOf(file), dir.path()));
   int cases = 0, refused = 0, changed_and_loaded = 0;
   for (int round = 0; round < rounds; ++round) {
     for (size_t f = 0; f < files.size(); ++f) {
