@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -24,9 +23,12 @@
 #include "core/model_spec.h"
 #include "core/stage_plan.h"
 #include "test/temp_dir.h"
+#include "test/traind_process.h"
 
 namespace fs = std::filesystem;
 using namespace traind;
+using traind::testing::readFile;
+using traind::testing::writeFile;
 
 namespace {
 
@@ -116,11 +118,6 @@ std::vector<fs::path> examples(const std::string& folder) {
   return files;
 }
 
-std::string contentsOf(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // Where the example models read Fashion-MNIST from.
 constexpr const char* kDataDir = "/usr/share/datasets/fashion-mnist/";
 
@@ -157,15 +154,14 @@ void mutateEach(const std::string& folder, uint32_t seed, int rounds, Load load)
   std::mt19937 rng(seed);
   const std::vector<fs::path> files = examples(folder);
   std::vector<std::string> originals;
-  for (const fs::path& file : files)
-    originals.push_back(withLocalData(contentsOf(file), dir.path()));
+  for (const fs::path& file : files) originals.push_back(withLocalData(readFile(file), dir.path()));
   int cases = 0, refused = 0, changed_and_loaded = 0;
   for (int round = 0; round < rounds; ++round) {
     for (size_t f = 0; f < files.size(); ++f) {
       std::string text = originals[f];
       for (int changes = 1 + int(rng() % 2); changes > 0; --changes) text = mutated(text, rng);
       const std::string path = (dir / files[f].filename().string()).string();
-      std::ofstream(path, std::ios::binary) << text;
+      writeFile(path, text);
       ++cases;
       try {
         load(path);
