@@ -62,6 +62,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -74,6 +75,7 @@ BENCH = os.path.join(REPO, "bench")
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's torch is invisible to a pyenv python3
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
 LOCK_FILE = "/tmp/traind-bench.lock"
+BATCH = 100  # examples per worker step in fashion_mlp.yaml and the wide MLP
 RUN_TIMEOUT = 240  # seconds; a run that takes longer is killed and reported
 NICE = 0  # niceness of the measured processes, from --nice
 
@@ -167,13 +169,18 @@ class Job:
     self.name = name
     self.procs = []  # (label, argv, Popen, output file)
 
-  def start(self, label, argv, env):
+  def start(self, label, argv, env, background=False):
+    """A background process runs until the others have exited, then gets
+    SIGTERM and must exit 0."""
     if not self.procs:
       self.busy_before, self.started = busy_cpu_seconds(), time.monotonic()
+      self.background = set()
     out = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                             text=True, preexec_fn=(lambda: os.nice(NICE)) if NICE else None)
     self.procs.append((label, argv, proc, out))
+    if background:
+      self.background.add(proc.pid)
     return proc.pid
 
   def wait(self, watch_pid=None):
@@ -184,7 +191,12 @@ class Job:
     own_cpu, hwm, shmem, maxrss = 0.0, 0.0, 0.0, 0.0
     running = {proc.pid: label for label, _, proc, _ in self.procs}
     codes = {}
+    stopping_background = False
     while running:
+      if not stopping_background and set(running) <= self.background:
+        stopping_background = True
+        for pid in running:
+          os.kill(pid, signal.SIGTERM)
       if time.monotonic() - self.started > RUN_TIMEOUT:
         for _, _, proc, _ in self.procs:
           proc.kill()
@@ -331,13 +343,21 @@ def run_standalone(args, model, steps, log_every, threads):
   return window_rate(outputs["standalone"], job.name), others
 
 
-def run_standalone_pair(args, model, steps, log_every, threads):
+def run_standalone_pair(args, model, steps, log_every, threads, ps_pushes_per_sec=None):
   """Two standalone traind at once, `threads` compute threads each: two
   workers' compute with no ps and nothing to send, the most a job of two
-  such workers reaches on this machine. Returns the pair's examples/sec
+  such workers reaches on this machine. With ps_pushes_per_sec, a third
+  process (bench/ps_update_load) does a ps's work for that many pushes a
+  second meanwhile, and nothing waits for it: the most an async job of
+  the two workers and a ps reaches. Returns the pair's examples/sec
   (job_rate) and others' CPU."""
   job = Job(f"2 x standalone {os.path.basename(model)}")
   with bench_lock():
+    if ps_pushes_per_sec:
+      job.start("ps updates", [os.path.join(os.path.dirname(args.traind), "..", "bench",
+                                            "ps_update_load"), "--model", model,
+                               "--pushes-per-sec", f"{ps_pushes_per_sec:.1f}"],
+                env_with_threads(1), background=True)
     for w in range(2):
       job.start(f"standalone {w}", [args.traind, "--model", model]
                 + traind_flags(steps, log_every, threads), env_with_threads(threads))
@@ -478,7 +498,10 @@ def section_mlp(args, tmp, wide):
   steps = args.wide_steps if wide else args.mlp_steps  # per worker
   log_every = steps // 6
   workers, threads = 2, 1
-  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp", "2 x standalone"]
+  # The last side needs the async job's push rate: round 1 runs it after
+  # the async job, the rounds after use the async runs so far.
+  sides = ["traind async", "torch rpc ps", "traind sync", "torch ddp", "2 x standalone",
+           "2 x standalone + ps updates"]
   results = {s: [] for s in sides}
   others = {s: [] for s in sides}
   for r in range(args.rounds):
@@ -493,6 +516,11 @@ def section_mlp(args, tmp, wide):
       elif side == "2 x standalone":
         rate, load = measured(args, lambda: run_standalone_pair(args, model, steps, log_every,
                                                                 threads))
+      elif side == "2 x standalone + ps updates":
+        # Each push is one worker's step of BATCH examples.
+        pushes_per_sec = statistics.median(results["traind async"]) / BATCH
+        rate, load = measured(args, lambda: run_standalone_pair(args, model, steps, log_every,
+                                                                threads, pushes_per_sec))
       elif side == "torch rpc ps":
         rate, load = measured(args, lambda: run_torch(args, "torch_ps.py", widths, workers, steps,
                                                       log_every, threads))
@@ -515,6 +543,8 @@ def section_mlp(args, tmp, wide):
             others["traind sync"], (results["torch ddp"], others["torch ddp"]))
   print_row(args, "traind 2 x standalone at once (no ps)", results["2 x standalone"],
             others["2 x standalone"])
+  print_row(args, "  the same + a ps's updates, nothing waits", results["2 x standalone + ps updates"],
+            others["2 x standalone + ps updates"])
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
   ceiling = median_kept(args, results["2 x standalone"], others["2 x standalone"])
   share = {side: median_kept(args, results[side], others[side]) / ceiling
@@ -522,6 +552,11 @@ def section_mlp(args, tmp, wide):
   print("  the compute's share: the job's examples/sec / 2 x standalone's (the two workers' "
         "compute\n  with nothing to send; no job of two such workers goes faster here): "
         f"traind async {share['traind async']:.2f}, sync {share['traind sync']:.2f}")
+  bound = median_kept(args, results["2 x standalone + ps updates"],
+                      others["2 x standalone + ps updates"])
+  print("  with a ps's updates at the async job's push rate beside them (bench/ps_update_load, "
+        "no\n  calls, no waits: the most an async job reaches here): "
+        f"{bound / ceiling:.2f} of 2 x standalone; traind async {share['traind async'] * ceiling / bound:.2f} of it")
 
 
 def section_transport(args, tmp):
