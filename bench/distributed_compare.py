@@ -362,6 +362,10 @@ def run_standalone_pair(args, model, steps, log_every, threads, ps_pushes_per_se
       job.start(f"standalone {w}", [args.traind, "--model", model]
                 + traind_flags(steps, log_every, threads), env_with_threads(threads))
     outputs, _, others, _, _ = job.wait()
+  if ps_pushes_per_sec:
+    load = json.loads(outputs["ps updates"].strip().splitlines()[-1])
+    print(f"  ps updates: {load['pushes']} pushes at {ps_pushes_per_sec:.0f}/s asked, "
+          f"{load['push_ms']:.3f} ms each", file=sys.stderr)
   return job_rate([traind_curve(outputs[f"standalone {w}"], job.name) for w in range(2)],
                   job.name), others
 
@@ -543,8 +547,8 @@ def section_mlp(args, tmp, wide):
             others["traind sync"], (results["torch ddp"], others["torch ddp"]))
   print_row(args, "traind 2 x standalone at once (no ps)", results["2 x standalone"],
             others["2 x standalone"])
-  print_row(args, "  the same + a ps's updates, nothing waits", results["2 x standalone + ps updates"],
-            others["2 x standalone + ps updates"])
+  print_row(args, "  the same + a ps's updates, nothing waits",
+            results["2 x standalone + ps updates"], others["2 x standalone + ps updates"])
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
   ceiling = median_kept(args, results["2 x standalone"], others["2 x standalone"])
   share = {side: median_kept(args, results[side], others[side]) / ceiling
@@ -556,7 +560,8 @@ def section_mlp(args, tmp, wide):
                       others["2 x standalone + ps updates"])
   print("  with a ps's updates at the async job's push rate beside them (bench/ps_update_load, "
         "no\n  calls, no waits: the most an async job reaches here): "
-        f"{bound / ceiling:.2f} of 2 x standalone; traind async {share['traind async'] * ceiling / bound:.2f} of it")
+        f"{bound / ceiling:.2f} of 2 x standalone; traind async "
+        f"{share['traind async'] * ceiling / bound:.2f} of it")
 
 
 def section_transport(args, tmp):

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     for (;; ++pushes) {
       const Clock::time_point due = start + pushes * period;
       if (seconds > 0 && due - start >= run_for) break;
-      std::this_thread::sleep_until(due);  // a signal ends the sleep at the latest
+      std::this_thread::sleep_until(due);  // a stop waits for this sleep's end
       if (g_stop) break;
       const Clock::time_point began = Clock::now();
       Region& region = regions[pushes % 2];
