@@ -119,8 +119,31 @@ void ParameterShard::read(uint32_t slot, int64_t offset, std::span<float> out) c
 }
 
 std::shared_ptr<const float> ParameterShard::pinChunk(size_t chunk) {
-  const std::shared_ptr<ChunkVersion>& current = values_.at(chunk).current;
-  return std::shared_ptr<const float>(current, current->data);
+  std::shared_ptr<ChunkVersion> version = values_.at(chunk).current;
+  const float* data = version->data;
+  // The release lets the chunk go back home at once: waiting for its next
+  // update would leave every chunk an update raced away from home, up to a
+  // second copy of the shard.
+  return std::shared_ptr<const float>(
+      data, [version = std::move(version), shard = std::weak_ptr<ParameterShard*>(self_),
+             chunk](const float*) mutable {
+        version.reset();
+        if (const std::shared_ptr<ParameterShard*> alive = shard.lock())
+          (*alive)->settleChunk(chunk);
+      });
+}
+
+void ParameterShard::settleChunk(size_t chunk) {
+  ChunkValues& v = values_[chunk];
+  // Owners that are not readers: `home`, and `current`.
+  if (v.current == v.home || v.home.use_count() > 1 || v.current.use_count() > 1) return;
+  std::memcpy(v.home->data, v.current->data, size_t(chunks_[chunk].size) * sizeof(float));
+  v.current = v.home;
+}
+
+size_t ParameterShard::chunksAwayFromHome() const {
+  return size_t(std::count_if(values_.begin(), values_.end(),
+                              [](const ChunkValues& v) { return v.current != v.home; }));
 }
 
 float* ParameterShard::writableChunk(size_t chunk) {

@@ -61,6 +61,9 @@ class ParameterShard {
   // take small chunks to see several of a small model).
   ParameterShard(const ModelSpec& spec, const LayerGraph& graph, const ClusterSpec& cluster,
                  int shard_index, int64_t max_chunk_floats = kChunkFloats);
+  // Pins reach it by address.
+  ParameterShard(const ParameterShard&) = delete;
+  ParameterShard& operator=(const ParameterShard&) = delete;
 
   int shardIndex() const { return shard_index_; }
   int64_t size() const { return layout_.totalSize(); }
@@ -132,8 +135,14 @@ class ParameterShard {
 
   // The parameters of chunk `chunk` (chunks()[chunk].size floats, 8-byte
   // aligned) as they are now, unchanged until the last copy of the handle is
-  // gone, however many updates come meanwhile.
+  // gone, however many updates come meanwhile. Drop handles on the thread
+  // that uses the shard: the last one of a version may move the chunk's
+  // values back home.
   std::shared_ptr<const float> pinChunk(size_t chunk);
+  // Chunks whose values live in a buffer of their own because an update
+  // came while a handle held the home values; each goes back home (and its
+  // buffer is freed) as soon as no handle holds either version.
+  size_t chunksAwayFromHome() const;
 
  private:
   // One buffer of a chunk's parameters: its place in parameters_ (home), or
@@ -152,6 +161,8 @@ class ParameterShard {
   // The chunk's values, for writing: in place when nobody holds them, else a
   // copy in a free buffer, which becomes the current version.
   float* writableChunk(size_t chunk);
+  // A chunk away from home whose versions nobody holds any more goes back.
+  void settleChunk(size_t chunk);
   void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out);
   // Sync: a gradient of `step` for `chunk` comes too late to count.
   bool staleInSync(int64_t step, size_t chunk) const;
@@ -188,6 +199,10 @@ class ParameterShard {
   std::vector<int> contributions_;            // per chunk, this step
   std::vector<std::vector<int64_t>> contributed_step_;  // per chunk, per worker
   size_t chunks_applied_ = 0;
+
+  // What a pin's release reaches the shard through; declared last, so gone
+  // first: a pin that outlives the shard finds it gone.
+  std::shared_ptr<ParameterShard*> self_ = std::make_shared<ParameterShard*>(this);
 };
 
 }  // namespace traind

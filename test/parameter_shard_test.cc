@@ -319,6 +319,45 @@ TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home 
   CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-3.0f, -2.0f});
 }
 
+TEST_CASE(
+    "a chunk an update moved away from home goes back once the pins go, not at its next update") {
+  OneShard s(TrainingMode::Async, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  const ShardChunk kernel = shard.chunks()[0];
+  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+  shard.markReady(0);
+  const size_t chunk = shard.chunkAt(kernel.shard_offset, kernel.size);
+  const std::vector<float> g{2.0f, 2.0f};
+
+  std::shared_ptr<const float> home = shard.pinChunk(chunk);
+  const float* home_address = home.get();
+  CHECK(shard.push(0, 0, kernel.shard_offset, g));
+  CHECK(shard.chunksAwayFromHome() == 1);
+  std::shared_ptr<const float> away = shard.pinChunk(chunk);
+  home.reset();  // the current values are pinned: they stay where they are
+  CHECK(shard.chunksAwayFromHome() == 1);
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{0.0f, 1.0f});
+  std::shared_ptr<const float> copy = away;
+  away.reset();  // one handle of that version is still out
+  CHECK(shard.chunksAwayFromHome() == 1);
+  copy.reset();
+  CHECK(shard.chunksAwayFromHome() == 0);
+  CHECK(shard.pinChunk(chunk).get() == home_address);
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{0.0f, 1.0f});
+
+  // A handle dropped after its shard is gone moves nothing (its values went
+  // with the shard: the ps's connections go before its shard).
+  std::shared_ptr<const float> late;
+  {
+    ParameterShard gone(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+    gone.markReady(0);
+    late = gone.pinChunk(chunk);
+    CHECK(gone.push(0, 0, kernel.shard_offset, g));
+    CHECK(gone.chunksAwayFromHome() == 1);
+  }
+  late.reset();
+}
+
 TEST_CASE("small pieces share a chunk, big ones are cut, gaps in the worker's layout split") {
   ShardPlan plan;
   // piece: variable, rows, layout offset, size, shard offset, index in the layout
