@@ -21,7 +21,8 @@
 // Each chunk's parameters are copy-on-write, so that a pull reply can send
 // them without a copy: pinChunk() hands out the chunk's values as they are,
 // and while any such handle lives an update writes the chunk's next values
-// into another buffer instead of over them.
+// into another buffer instead of over them; they go back over the home
+// values once no handle holds either.
 #pragma once
 
 #include <cstdint>
