@@ -279,14 +279,27 @@ TEST_CASE("async: every chunk applies at once; complete pushes advance the step 
   CHECK(shard.withinStaleness(0));
 }
 
+// An async shard of two workers whose kernel chunk holds {1, 2}; g is a
+// gradient of that chunk (SGD, learning rate 0.5: each push takes 1 off).
+struct PinnedKernel {
+  OneShard s{TrainingMode::Async, 2, 2};
+  ParameterShard shard{s.spec, s.graph, s.cluster, 0, kSmallChunks};
+  ShardChunk kernel = shard.chunks()[0];
+  size_t chunk = shard.chunkAt(kernel.shard_offset, kernel.size);
+  std::vector<float> g{2.0f, 2.0f};
+
+  PinnedKernel() {
+    shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+    shard.markReady(0);
+  }
+};
+
 TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home when free") {
-  OneShard s(TrainingMode::Async, 2, 2);
-  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
-  const ShardChunk kernel = shard.chunks()[0];
-  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
-  shard.markReady(0);
-  const size_t chunk = shard.chunkAt(kernel.shard_offset, kernel.size);
-  const std::vector<float> g{2.0f, 2.0f};
+  PinnedKernel k;
+  ParameterShard& shard = k.shard;
+  const ShardChunk& kernel = k.kernel;
+  const size_t chunk = k.chunk;
+  const std::vector<float>& g = k.g;
   auto values = [](const std::shared_ptr<const float>& p) {
     return std::vector<float>{p.get()[0], p.get()[1]};
   };
@@ -321,13 +334,11 @@ TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home 
 
 TEST_CASE(
     "a chunk an update moved away from home goes back once the pins go, not at its next update") {
-  OneShard s(TrainingMode::Async, 2, 2);
-  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
-  const ShardChunk kernel = shard.chunks()[0];
-  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
-  shard.markReady(0);
-  const size_t chunk = shard.chunkAt(kernel.shard_offset, kernel.size);
-  const std::vector<float> g{2.0f, 2.0f};
+  PinnedKernel k;
+  ParameterShard& shard = k.shard;
+  const ShardChunk& kernel = k.kernel;
+  const size_t chunk = k.chunk;
+  const std::vector<float>& g = k.g;
 
   std::shared_ptr<const float> home = shard.pinChunk(chunk);
   const float* home_address = home.get();
@@ -349,7 +360,7 @@ TEST_CASE(
   // with the shard: the ps's connections go before its shard).
   std::shared_ptr<const float> late;
   {
-    ParameterShard gone(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+    ParameterShard gone(k.s.spec, k.s.graph, k.s.cluster, 0, kSmallChunks);
     gone.markReady(0);
     late = gone.pinChunk(chunk);
     CHECK(gone.push(0, 0, kernel.shard_offset, g));
