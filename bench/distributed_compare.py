@@ -168,13 +168,13 @@ class Job:
   def __init__(self, name):
     self.name = name
     self.procs = []  # (label, argv, Popen, output file)
+    self.background = set()  # pids
 
   def start(self, label, argv, env, background=False):
     """A background process runs until the others have exited, then gets
     SIGTERM and must exit 0."""
     if not self.procs:
       self.busy_before, self.started = busy_cpu_seconds(), time.monotonic()
-      self.background = set()
     out = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                             text=True, preexec_fn=(lambda: os.nice(NICE)) if NICE else None)
@@ -354,8 +354,7 @@ def run_standalone_pair(args, model, steps, log_every, threads, ps_pushes_per_se
   job = Job(f"2 x standalone {os.path.basename(model)}")
   with bench_lock():
     if ps_pushes_per_sec:
-      job.start("ps updates", [os.path.join(os.path.dirname(args.traind), "..", "bench",
-                                            "ps_update_load"), "--model", model,
+      job.start("ps updates", [args.ps_update_load, "--model", model,
                                "--pushes-per-sec", f"{ps_pushes_per_sec:.1f}"],
                 env_with_threads(1), background=True)
     for w in range(2):
@@ -550,18 +549,16 @@ def section_mlp(args, tmp, wide):
   print_row(args, "  the same + a ps's updates, nothing waits",
             results["2 x standalone + ps updates"], others["2 x standalone + ps updates"])
   print("  ratios: traind async / torch rpc ps (target >= 2.5), traind sync / DDP (target >= 1.5)")
-  ceiling = median_kept(args, results["2 x standalone"], others["2 x standalone"])
-  share = {side: median_kept(args, results[side], others[side]) / ceiling
-           for side in ("traind async", "traind sync")}
+  median = {side: median_kept(args, results[side], others[side]) for side in sides}
+  ceiling, bound = median["2 x standalone"], median["2 x standalone + ps updates"]
   print("  the compute's share: the job's examples/sec / 2 x standalone's (the two workers' "
         "compute\n  with nothing to send; no job of two such workers goes faster here): "
-        f"traind async {share['traind async']:.2f}, sync {share['traind sync']:.2f}")
-  bound = median_kept(args, results["2 x standalone + ps updates"],
-                      others["2 x standalone + ps updates"])
+        f"traind async {median['traind async'] / ceiling:.2f}, "
+        f"sync {median['traind sync'] / ceiling:.2f}")
   print("  with a ps's updates at the async job's push rate beside them (bench/ps_update_load, "
         "no\n  calls, no waits: the most an async job reaches here): "
         f"{bound / ceiling:.2f} of 2 x standalone; traind async "
-        f"{share['traind async'] * ceiling / bound:.2f} of it")
+        f"{median['traind async'] / bound:.2f} of it")
 
 
 def section_transport(args, tmp):
@@ -730,8 +727,10 @@ def parse_run_options(parser, script):
   args = parser.parse_args()
   NICE = args.nice
   args.traind = os.path.join(REPO, args.build_dir, "daemon", "traind")
-  if not os.access(args.traind, os.X_OK):
-    sys.exit(f"{script}: no {args.traind}; build it first")
+  args.ps_update_load = os.path.join(REPO, args.build_dir, "bench", "ps_update_load")
+  for binary in (args.traind, args.ps_update_load):
+    if not os.access(binary, os.X_OK):
+      sys.exit(f"{script}: no {binary}; build it first")
   return args
 
 
