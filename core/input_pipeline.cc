@@ -52,7 +52,7 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
     slot.batch.labels = slot.labels.empty() ? nullptr : slot.labels.data();
     slot.batch.targets = slot.targets.empty() ? nullptr : slot.targets.data();
   }
-  thread_ = std::thread([this] { produce(); });
+  if (prefetch_batches > 0) thread_ = std::thread([this] { produce(); });
 }
 
 InputPipeline::~InputPipeline() {
@@ -61,10 +61,15 @@ InputPipeline::~InputPipeline() {
     stopping_ = true;
   }
   slot_free_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 const Batch& InputPipeline::next() {
+  if (!thread_.joinable()) {  // no read-ahead: the one slot, filled here
+    Slot& slot = slots_.front();
+    fill(slot, first_step_ + handed_out_++);
+    return slot.batch;
+  }
   std::unique_lock lock(mutex_);
   released_ = handed_out_;  // the caller is done with the batch of its previous call
   slot_free_.notify_one();

@@ -1,5 +1,6 @@
-// The input pipeline: batches for consecutive global steps, read ahead on a
-// background thread so that the next batch is ready when a step ends.
+// The input pipeline: batches for consecutive global steps, gathered from a
+// data set in memory, on the caller's thread or read ahead on a background
+// thread so that the next batch is ready when a step ends.
 //
 // The batch of step s is a pure function of (data, batch_size, shuffle, seed,
 // s): epoch e = s / stepsPerEpoch() visits the examples in the permutation
@@ -32,7 +33,11 @@ namespace traind {
 class InputPipeline {
  public:
   // Starts reading at global step `first_step`, keeping up to
-  // `prefetch_batches` batches ready beyond the one the consumer holds.
+  // `prefetch_batches` batches ready beyond the one the consumer holds on a
+  // thread of its own; with 0, next() gathers each batch itself and no
+  // thread starts. The consumer then wakes no other thread of its process
+  // for its batches, which a cluster worker needs (docs/distributed.md,
+  // "The input thread and the ps's core").
   // `data` must outlive the pipeline. std::invalid_argument unless
   // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0.
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
@@ -90,7 +95,9 @@ class InputPipeline {
   int64_t released_ = 0;    // batches the consumer is done with
   bool stopping_ = false;
 
-  std::thread thread_;  // last: starts after everything it uses exists
+  // Last: starts after everything it uses exists. Not started without
+  // read-ahead.
+  std::thread thread_;
 };
 
 }  // namespace traind

@@ -423,6 +423,18 @@ SyntheticRegressionSpec readSynthetic(const Field& field) {
   return synthetic;
 }
 
+// data.prefetch_batches: `auto` (unset) or a count of batches.
+std::optional<int> readPrefetchBatches(const Field& field) {
+  constexpr std::string_view kExpected = "auto or an integer from 0 to 1024";
+  if (!field.node.IsScalar() || isQuoted(field.node)) failExpected(field, kExpected);
+  const std::string& text = field.node.Scalar();
+  if (text == "auto") return std::nullopt;
+  if (text.empty() || text.size() > 4 ||
+      text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) > 1024)
+    failExpected(field, kExpected);
+  return std::stoi(text);
+}
+
 DataSpec readData(const Field& field, const fs::path& spec_dir) {
   Mapping fields(field);
   fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches"},
@@ -445,7 +457,7 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
   }
   if (auto f = fields.find("batch_size")) data.batch_size = readInt(*f, 1, kMaxDimension);
   if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
-  if (auto f = fields.find("prefetch_batches")) data.prefetch_batches = int(readInt(*f, 1, 1024));
+  if (auto f = fields.find("prefetch_batches")) data.prefetch_batches = readPrefetchBatches(*f);
   return data;
 }
 

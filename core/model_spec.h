@@ -110,7 +110,9 @@ struct DataSpec {
   SyntheticRegressionSpec synthetic;    // SyntheticRegression (its test set: points / 5)
   int64_t batch_size = 32;
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
-  int prefetch_batches = 4;             // batches read ahead on the input thread
+  // Batches read ahead on the input thread; unset is `auto`
+  // (readAheadBatches, daemon/training_data.h).
+  std::optional<int> prefetch_batches;
 };
 
 // The largest global step a node takes from a file or a peer (a checkpoint's

@@ -58,4 +58,8 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
   return data;
 }
 
+int readAheadBatches(const DataSpec& data, bool cluster_worker) {
+  return data.prefetch_batches.value_or(cluster_worker ? 0 : 4);
+}
+
 }  // namespace traind

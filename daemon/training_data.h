@@ -19,4 +19,12 @@ struct TrainingData {
 // labels for an mse model or regression targets for a softmax one.
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph);
 
+// data.prefetch_batches with `auto` decided: 4 batches read ahead on the
+// input thread standalone, and none on a cluster worker, whose step gathers
+// its batch itself (about 45 us for a Fashion-MNIST batch of 100). A worker
+// that woke its input thread every step kept the kernel from running the ps
+// on the worker's core while it waits for its push (docs/distributed.md,
+// "The input thread and the ps's core").
+int readAheadBatches(const DataSpec& data, bool cluster_worker);
+
 }  // namespace traind

@@ -256,7 +256,8 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   const int64_t total_steps = spec.training.max_steps > 0 ? spec.training.max_steps
                                                          : spec.training.epochs * steps_per_epoch;
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
-                      sync ? step : step / workers, spec.data.prefetch_batches, task, workers);
+                      sync ? step : step / workers,
+                      readAheadBatches(spec.data, /*cluster_worker=*/true), task, workers);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   spdlog::info("worker {}{} training {} in {} mode from global step {} to {}{}", task,

@@ -329,6 +329,8 @@ TEST_CASE("each shuffled epoch is a new permutation of the data set", "[pipeline
   CHECK(epochs[0] != epochs[1]);
   CHECK(epochs[1] != epochs[2]);
   CHECK(readSteps(data, 10, true, 7, 0, 30) == batches);  // same seed, same order
+  // Without read-ahead (no input thread) the batches are the same.
+  CHECK(readSteps(data, 10, true, 7, 0, 30, /*prefetch=*/0) == batches);
   CHECK(readSteps(data, 10, true, 8, 0, 10) !=
         std::vector<std::vector<int64_t>>(batches.begin(), batches.begin() + 10));
 }

@@ -187,7 +187,7 @@ TEST_CASE("omitted fields take their documented defaults", "[model_spec]") {
   CHECK(spec.data.synthetic.noise_stddev == 0.05f);
   CHECK(spec.data.batch_size == 32);
   CHECK(spec.data.shuffle);
-  CHECK(spec.data.prefetch_batches == 4);
+  CHECK(spec.data.prefetch_batches == std::nullopt);  // auto
   CHECK(spec.training.log_every == 100);
   CHECK(spec.training.eval_every == 0);
   CHECK(spec.training.threads == 0);
@@ -664,6 +664,15 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
         path + ":6:21: data.synthetic.type: expected one of regression, got 'classification'");
   CHECK(errorWith(dir, "batch_size: 8", "batch_size: 8\n  shuffle: yes") ==
         path + ":8:12: data.shuffle: expected true or false, got 'yes'");
+  for (const char* bad : {"-1", "lots", "'4'", "[4]", "1025", "99999"})
+    CHECK_THAT(
+        errorWith(dir, "batch_size: 8", std::string("batch_size: 8\n  prefetch_batches: ") + bad),
+        Catch::Contains(path + ":8:21: data.prefetch_batches: expected auto or an integer "
+                               "from 0 to 1024, got"));
+  CHECK(loadVariant(dir, "batch_size: 8", "batch_size: 8\n  prefetch_batches: 0")
+            .data.prefetch_batches == 0);
+  CHECK(loadVariant(dir, "batch_size: 8", "batch_size: 8\n  prefetch_batches: auto")
+            .data.prefetch_batches == std::nullopt);
 }
 
 TEST_CASE("init_from names layers of this spec that have variables", "[model_spec]") {
