@@ -237,6 +237,31 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   }
 }
 
+TEST_CASE("through shared memory an async push is one call and a sync one calls of four chunks") {
+  // A 784-1200-400-10 MLP: six chunks on one ps, sent after each step.
+  const std::string mode = GENERATE(as<std::string>(), "async", "sync");
+  const auto dir = freshTempDir("runs_" + mode);
+  std::string spec = readFile(modelPath("fashion_mlp.yaml"));
+  spec = replaceAll(replaceAll(spec, "units: 300", "units: 1200"), "units: 100,", "units: 400,");
+  writeFile(dir / "wide.yaml",
+            replaceAll(spec, "\ntraining:\n", "\ntraining:\n  gradient_push: after_step\n"));
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: " + mode + "\n");
+  Cluster c(dir, cluster,
+            "--model " + (dir / "wide.yaml").string() +
+                " --max-steps 20 --threads 1 --eval-every 0 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 1);
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  const PushCounts pushes = pushCountsLogged(c.ps[0]->output());
+  CHECK(pushes.tcp_calls == 0);
+  CHECK(pushes.shared_chunks == 20 * 6);
+  // Async: nothing waits at the ps, and one reply wakes the worker once.
+  // Sync: at most four chunks a call (their partial sums wait at the ps).
+  CHECK(pushes.shared_calls == (mode == "async" ? 20 : 2 * 20));
+}
+
 TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
   const auto dir = freshTempDir("backup");
   const auto cluster = writeCluster(
