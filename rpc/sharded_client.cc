@@ -416,8 +416,8 @@ constexpr size_t kSyncCallsInFlight = 8;
 // sums of for a worker. In async training nothing waits at the ps, and each
 // reply wakes the worker, which goes back to sleep until the last one
 // (waking, it also preempts the ps that is applying its next run): one call
-// for the wide MLP's 6 chunks made its async job 7% faster than calls of 4
-// and 2 (docs/distributed.md). There the bound is only on how long one call
+// for the wide MLP's 6 chunks made its async job 7-11% faster than calls of
+// 4 and 2 (docs/distributed.md). There the bound is only on how long one call
 // holds the ps's event loop, as other workers' calls wait behind its
 // updates: 16 chunks, a few milliseconds of SGD.
 constexpr size_t kMaxSyncRunChunks = 4;
