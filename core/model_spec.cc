@@ -425,14 +425,12 @@ SyntheticRegressionSpec readSynthetic(const Field& field) {
 
 // data.prefetch_batches: `auto` (unset) or a count of batches.
 std::optional<int> readPrefetchBatches(const Field& field) {
-  constexpr std::string_view kExpected = "auto or an integer from 0 to 1024";
-  if (!field.node.IsScalar() || isQuoted(field.node)) failExpected(field, kExpected);
-  const std::string& text = field.node.Scalar();
-  if (text == "auto") return std::nullopt;
-  if (text.empty() || text.size() > 4 ||
-      text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) > 1024)
-    failExpected(field, kExpected);
-  return std::stoi(text);
+  if (field.node.IsScalar() && !isQuoted(field.node)) {
+    if (field.node.Scalar() == "auto") return std::nullopt;
+    int64_t count = 0;
+    if (parseInt(field.node.Scalar(), count) && count >= 0 && count <= 1024) return int(count);
+  }
+  failExpected(field, "auto or an integer from 0 to 1024");
 }
 
 DataSpec readData(const Field& field, const fs::path& spec_dir) {

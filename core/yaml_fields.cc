@@ -25,13 +25,6 @@ std::string childPath(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : parent + "." + std::string(key);
 }
 
-bool parseInt(std::string_view text, int64_t& value) {
-  if (text.size() > 1 && text[0] == '+' && std::isdigit(uint8_t(text[1]))) text.remove_prefix(1);
-  const char* end = text.data() + text.size();
-  auto [stop, error] = std::from_chars(text.data(), end, value);
-  return !text.empty() && error == std::errc() && stop == end;
-}
-
 bool parseNumber(std::string_view text, double& value) {
   if (text.size() > 1 && text[0] == '+' && text[1] != '-') text.remove_prefix(1);
   const char* end = text.data() + text.size();
@@ -91,6 +84,13 @@ bool isNameCharacter(char c) {
 }
 
 }  // namespace
+
+bool parseInt(std::string_view text, int64_t& value) {
+  if (text.size() > 1 && text[0] == '+' && std::isdigit(uint8_t(text[1]))) text.remove_prefix(1);
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, value);
+  return !text.empty() && error == std::errc() && stop == end;
+}
 
 // ---------------------------------------------------------------------------
 // Files and fields.

@@ -86,6 +86,10 @@ std::string joined(const std::vector<std::string_view>& words);
 // A quoted scalar is a string even when it reads as a number or a boolean.
 bool isQuoted(const YAML::Node& node);
 
+// An integer as a spec writes one (digits, an optional sign); false for
+// anything else, or one beyond int64.
+bool parseInt(std::string_view text, int64_t& value);
+
 // ---------------------------------------------------------------------------
 // Mappings and lists.
 
