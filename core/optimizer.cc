@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/streaming_store.h"
+
 namespace traind {
 
 Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
@@ -31,6 +33,10 @@ float adamStepSize(const OptimizerSpec& s, float lr, int64_t update) {
   return float(lr * std::sqrt(1.0 - std::pow(double(s.beta2), double(update))) /
                (1.0 - std::pow(double(s.beta1), double(update))));
 }
+
+// applyRange streams its copy out in blocks of this many floats: 8 KiB,
+// with as much of the gradient and of each slot, well inside a 32 KiB L1.
+constexpr int64_t kStreamingBlock = 2048;
 
 // The update rule on n elements; a and b are the slots (null when unused).
 // With kCopyOut each new value also goes to out[i] in the same pass, so a
@@ -145,24 +151,44 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
   }
 }
 
-void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset,
-                           int64_t count, const float* gradients, float learning_rate,
-                           int64_t update, float* values_out) {
+void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset, int64_t count,
+                           const float* gradients, float learning_rate, int64_t update,
+                           UpdateCopyOut copy_out) {
   const VariableView& v = layout_.views()[variable];
+  float* out = copy_out.values;
   if (!v.trainable) {
-    if (values_out) std::copy_n(parameters, count, values_out);
+    if (!out) return;
+    if (copy_out.around_caches) {
+      streamingCopy(out, parameters, count);
+      streamingStoreFence();
+    } else {
+      std::copy_n(parameters, count, out);
+    }
     return;
   }
   float* slot0 = rule_slots_ > 0 ? slots_[0].data() + offset : nullptr;
   float* slot1 = rule_slots_ > 1 ? slots_[1].data() + offset : nullptr;
   const float adam_lr = adamStepSize(spec_, learning_rate, update);
   const float decay = v.is_kernel ? spec_.weight_decay : 0.0f;
-  if (values_out)
-    updateElements<true>(spec_, parameters, gradients, slot0, slot1, values_out, count,
-                         learning_rate, adam_lr, decay);
-  else
+  if (!out) {
     updateElements<false>(spec_, parameters, gradients, slot0, slot1, nullptr, count,
                           learning_rate, adam_lr, decay);
+  } else if (!copy_out.around_caches) {
+    updateElements<true>(spec_, parameters, gradients, slot0, slot1, out, count, learning_rate,
+                         adam_lr, decay);
+  } else {
+    // A block at a time, each streamed out while it is still in L1: the
+    // compiler writes no non-temporal stores of its own, and a second pass
+    // over the whole range would read it all again.
+    for (int64_t at = 0; at < count; at += kStreamingBlock) {
+      const int64_t n = std::min(kStreamingBlock, count - at);
+      updateElements<false>(spec_, parameters + at, gradients + at, slot0 ? slot0 + at : nullptr,
+                            slot1 ? slot1 + at : nullptr, nullptr, n, learning_rate, adam_lr,
+                            decay);
+      streamingCopy(out + at, parameters + at, n);
+    }
+    streamingStoreFence();
+  }
   if (spec_.moving_average)
     averageElements(slots_.back().data() + offset, parameters, count,
                     movingAverageDecay(*spec_.moving_average, update));

@@ -19,6 +19,12 @@
 
 namespace traind {
 
+// Where Optimizer::applyRange copies the new values to, if anywhere, and how.
+struct UpdateCopyOut {
+  float* values = nullptr;
+  bool around_caches = false;
+};
+
 class Optimizer {
  public:
   Optimizer(const OptimizerSpec& spec, const VariableLayout& layout);
@@ -47,12 +53,18 @@ class Optimizer {
   // inside variable `variable` of the layout, from `gradients` (count floats),
   // to `parameters`: those count elements' values, wherever they live. A
   // parameter server applies each gradient chunk this way, on one thread, to
-  // the chunk's copy-on-write values. `values_out`, when not null, receives
-  // the count new values as well, in the same pass (a worker's shared
-  // memory region: no second read of the parameters to copy them there).
+  // the chunk's copy-on-write values. `copy_out.values`, when not null,
+  // receives the count new values as well (a worker's shared memory region):
+  //   - in the same pass over memory as the update, so that the copy costs
+  //     no second read of the parameters;
+  //   - or, with `around_caches`, a few KiB at a time right after they are
+  //     computed, with stores that go around this core's caches
+  //     (core/streaming_store.h): for a shard too big to stay in them,
+  //     where the region's lines would only push the parameters out.
+  // Either way they are visible to other threads and processes on return.
   void applyRange(float* parameters, size_t variable, int64_t offset, int64_t count,
                   const float* gradients, float learning_rate, int64_t update,
-                  float* values_out = nullptr);
+                  UpdateCopyOut copy_out = {});
 
  private:
   OptimizerSpec spec_;

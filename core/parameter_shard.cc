@@ -180,6 +180,7 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
   float* values = writableChunk(chunk);
   ++chunk_changes_[chunk];
   const float learning_rate = learningRateAt(spec_.learning_rate, global_step_);
+  const bool around_caches = size() * int64_t(sizeof(float)) >= kStreamingCopyBytes;
   // Piece by piece (the shard's variable i is piece i); the gaps between
   // pieces travel with the chunk but hold nothing.
   for (int i = c.first_piece; i < c.first_piece + c.pieces; ++i) {
@@ -187,8 +188,8 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
     const int64_t begin = std::max(p.shard_offset, c.shard_offset);
     const int64_t end = std::min(p.shard_offset + p.size, c.shard_offset + c.size);
     const int64_t at = begin - c.shard_offset;
-    optimizer_.applyRange(values + at, size_t(i), begin, end - begin, gradient + at,
-                          learning_rate, update, values_out ? values_out + at : nullptr);
+    optimizer_.applyRange(values + at, size_t(i), begin, end - begin, gradient + at, learning_rate,
+                          update, {values_out ? values_out + at : nullptr, around_caches});
   }
 }
 

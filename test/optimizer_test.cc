@@ -3,8 +3,11 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/learning_rate.h"
+#include "core/streaming_store.h"
 
 using namespace traind;
 
@@ -170,40 +173,41 @@ TEST_CASE("moving average: after each update, fixed decay and num_updates, froze
   CHECK(ranged.movingAverage()->data()[k + 1] == Approx(d * -2.0f + (1 - d) * -1.0f));
 }
 
-TEST_CASE("applyRange with values_out: the same update, its values copied there, frozen ones too") {
+TEST_CASE("applyRange with a copy out: the same update, its values copied there, frozen ones too") {
   using Kind = OptimizerSpec::Kind;
-  for (Kind kind : {Kind::Sgd, Kind::Momentum, Kind::Adagrad, Kind::Adam}) {
-    CAPTURE(int(kind));
-    OptimizerSpec spec;
-    spec.kind = kind;
-    spec.momentum = 0.5f;
-    spec.nesterov = true;
-    spec.weight_decay = 0.1f;
-    TwoVariables plain, copied;
-    Optimizer a(spec, plain.layout), b(spec, copied.layout);
-    std::vector<float> out(size_t(copied.layout.totalSize()), -99.0f);
-    for (int64_t update = 1; update <= 2; ++update) {
+  for (Kind kind : {Kind::Sgd, Kind::Momentum, Kind::Adagrad, Kind::Adam})
+    for (bool around_caches : {false, true}) {
+      CAPTURE(int(kind), around_caches);
+      OptimizerSpec spec;
+      spec.kind = kind;
+      spec.momentum = 0.5f;
+      spec.nesterov = true;
+      spec.weight_decay = 0.1f;
+      TwoVariables plain, copied;
+      Optimizer a(spec, plain.layout), b(spec, copied.layout);
+      std::vector<float> out(size_t(copied.layout.totalSize()), -99.0f);
+      for (int64_t update = 1; update <= 2; ++update) {
+        for (size_t v = 0; v < 2; ++v) {
+          const VariableView& view = plain.layout.views()[v];
+          a.applyRange(plain.params.data() + view.offset, v, view.offset, view.size,
+                       plain.grads.data() + view.offset, 0.5f, update);
+          b.applyRange(copied.params.data() + view.offset, v, view.offset, view.size,
+                       copied.grads.data() + view.offset, 0.5f, update,
+                       {out.data() + view.offset, around_caches});
+        }
+      }
       for (size_t v = 0; v < 2; ++v) {
         const VariableView& view = plain.layout.views()[v];
-        a.applyRange(plain.params.data() + view.offset, v, view.offset, view.size,
-                     plain.grads.data() + view.offset, 0.5f, update);
-        b.applyRange(copied.params.data() + view.offset, v, view.offset, view.size,
-                     copied.grads.data() + view.offset, 0.5f, update,
-                     out.data() + view.offset);
+        for (int64_t i = view.offset; i < view.offset + view.size; ++i) {
+          CHECK(copied.params.data()[i] == plain.params.data()[i]);
+          CHECK(out[size_t(i)] == plain.params.data()[i]);
+        }
       }
+      CHECK(out[size_t(plain.layout.views()[1].offset)] == 3.0f);  // frozen: copied unchanged
+      // The padding between the variables is not theirs: left alone.
+      for (int64_t i = plain.layout.views()[0].offset + 2; i < plain.layout.views()[1].offset; ++i)
+        CHECK(out[size_t(i)] == -99.0f);
     }
-    for (size_t v = 0; v < 2; ++v) {
-      const VariableView& view = plain.layout.views()[v];
-      for (int64_t i = view.offset; i < view.offset + view.size; ++i) {
-        CHECK(copied.params.data()[i] == plain.params.data()[i]);
-        CHECK(out[size_t(i)] == plain.params.data()[i]);
-      }
-    }
-    CHECK(out[size_t(plain.layout.views()[1].offset)] == 3.0f);  // frozen: copied unchanged
-    // The padding between the variables is not theirs: left alone.
-    for (int64_t i = plain.layout.views()[0].offset + 2; i < plain.layout.views()[1].offset; ++i)
-      CHECK(out[size_t(i)] == -99.0f);
-  }
   // With a moving average the copy is of the parameters, not of the average.
   OptimizerSpec spec;
   spec.kind = Kind::Sgd;
@@ -213,10 +217,65 @@ TEST_CASE("applyRange with values_out: the same update, its values copied there,
   averaged.startMovingAverage(t.params);
   const int64_t k = t.layout.views()[0].offset;
   float out[2] = {0.0f, 0.0f};
-  averaged.applyRange(t.params.data() + k, 0, k, 2, t.grads.data() + k, 1.0f, 1, out);
+  averaged.applyRange(t.params.data() + k, 0, k, 2, t.grads.data() + k, 1.0f, 1, {out});
   CHECK(out[0] == 0.5f);  // p = (1, -2) - (0.5, -1); the average is (0.75, -1.5)
   CHECK(out[1] == -1.0f);
   CHECK(averaged.movingAverage()->data()[k] == 0.75f);
+}
+
+TEST_CASE("applyRange around the caches: ranges over several blocks at any alignment") {
+  // One kernel of 10007 elements: ranges that start off a 16-byte boundary
+  // and span several of the 2048-float blocks the streamed copy goes in.
+  LayerGraph graph;
+  VariableSpec kernel;
+  kernel.name = "d/kernel";
+  kernel.shape = {1, 10007};
+  kernel.is_kernel = true;
+  graph.variables = {kernel};
+  VariableLayout layout(graph.variables);
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Adam;
+  spec.weight_decay = 0.01f;
+  spec.moving_average = MovingAverageSpec{0.9f, false};
+  FlatBuffer plain(layout.totalSize()), streamed(layout.totalSize()), grads(layout.totalSize());
+  for (int64_t i = 0; i < layout.totalSize(); ++i) {
+    plain.data()[i] = streamed.data()[i] = 0.001f * float(i % 97) - 0.05f;
+    grads.data()[i] = 0.002f * float(i % 89) - 0.08f;
+  }
+  Optimizer a(spec, layout), b(spec, layout);
+  std::vector<float> out(size_t(layout.totalSize()) + 4, -99.0f);
+  const int64_t base = layout.views()[0].offset;
+  for (auto [offset, count] :
+       {std::pair<int64_t, int64_t>{0, 10007}, {3, 5001}, {5, 1}, {6, 4100}}) {
+    CAPTURE(offset, count);
+    const int64_t at = base + offset;
+    a.applyRange(plain.data() + at, 0, at, count, grads.data() + at, 0.1f, 1);
+    b.applyRange(streamed.data() + at, 0, at, count, grads.data() + at, 0.1f, 1,
+                 {out.data() + 1 + at, true});
+    for (int64_t i = at; i < at + count; ++i) {
+      REQUIRE(streamed.data()[i] == plain.data()[i]);
+      REQUIRE(out[size_t(1 + i)] == plain.data()[i]);
+      REQUIRE(b.slot(0).data()[i] == a.slot(0).data()[i]);
+      REQUIRE(b.movingAverage()->data()[i] == a.movingAverage()->data()[i]);
+    }
+  }
+  CHECK(out[0] == -99.0f);      // nothing before the ranges' copies
+  CHECK(out.back() == -99.0f);  // nor after them
+}
+
+TEST_CASE("streamingCopy copies every length at every alignment of its destination") {
+  std::vector<float> source(5000);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = float(i) + 0.5f;
+  for (int64_t n : {0, 1, 3, 4, 5, 17, 2048, 4099})
+    for (size_t skew = 0; skew < 4; ++skew) {
+      CAPTURE(n, skew);
+      std::vector<float> target(size_t(n) + 8, -1.0f);
+      streamingCopy(target.data() + skew, source.data() + 1, n);
+      streamingStoreFence();
+      for (size_t i = 0; i < skew; ++i) REQUIRE(target[i] == -1.0f);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(target[skew + size_t(i)] == source[size_t(i) + 1]);
+      for (size_t i = skew + size_t(n); i < target.size(); ++i) REQUIRE(target[i] == -1.0f);
+    }
 }
 
 TEST_CASE("exponential decay, smooth and staircase") {
