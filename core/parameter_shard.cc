@@ -1,13 +1,14 @@
 #include "core/parameter_shard.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#include <fmt/format.h>
-
 #include "core/learning_rate.h"
+#include "core/streaming_store.h"
 
 namespace traind {
 
@@ -118,6 +119,17 @@ void ParameterShard::read(uint32_t slot, int64_t offset, std::span<float> out) c
   }
 }
 
+void ParameterShard::copyChunkOut(size_t chunk, float* out) const {
+  const float* values = values_.at(chunk).current->data;
+  const int64_t count = chunks_[chunk].size;
+  if (copiesAroundCaches()) {
+    streamingCopy(out, values, count);
+    streamingStoreFence();
+  } else {
+    std::memcpy(out, values, size_t(count) * sizeof(float));
+  }
+}
+
 std::shared_ptr<const float> ParameterShard::pinChunk(size_t chunk) {
   std::shared_ptr<ChunkVersion> version = values_.at(chunk).current;
   const float* data = version->data;
@@ -180,7 +192,7 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
   float* values = writableChunk(chunk);
   ++chunk_changes_[chunk];
   const float learning_rate = learningRateAt(spec_.learning_rate, global_step_);
-  const bool around_caches = size() * int64_t(sizeof(float)) >= kStreamingCopyBytes;
+  const bool around_caches = copiesAroundCaches();
   // Piece by piece (the shard's variable i is piece i); the gaps between
   // pieces travel with the chunk but hold nothing.
   for (int i = c.first_piece; i < c.first_piece + c.pieces; ++i) {

@@ -101,6 +101,7 @@ class ParameterShard {
   // one host"): a 5.4 MiB shard's async job gained 7% from stores around the
   // caches, a 1 MiB one lost 5%, a 2.3 MiB one was even.
   static constexpr int64_t kStreamingCopyBytes = int64_t(4) << 20;
+  bool copiesAroundCaches() const { return size() * int64_t(sizeof(float)) >= kStreamingCopyBytes; }
   // Throws the ProtocolError that a push of chunk `chunk` would throw, and
   // changes nothing: a call of several chunks checks them all before the
   // first is applied.
@@ -131,6 +132,12 @@ class ParameterShard {
 
   // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.
   void read(uint32_t slot, int64_t offset, std::span<float> out) const;
+  // Copies chunk `chunk`'s parameters to `out` (chunks()[chunk].size
+  // floats) as a push that applies it writes them: around the core's caches
+  // for a shard of kStreamingCopyBytes or more. For a reply into a
+  // worker's region that its push did not write (a pull, a sync step that
+  // another worker's push applied).
+  void copyChunkOut(size_t chunk, float* out) const;
 
   // The index of the chunk at `offset` of `size` floats; throws ProtocolError
   // when there is none.

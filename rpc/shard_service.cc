@@ -200,8 +200,7 @@ void ShardService::writeToRegion(ChunkRun chunks,
     const size_t chunk = chunks.first + i;
     if (i < region_holds.size() && region_holds[i] == shard().chunkChanges(chunk))
       continue;  // written by the push
-    const ShardChunk& c = shard().chunks()[chunk];
-    shard().read(0, c.shard_offset, {region().parameters() + c.layout_offset, size_t(c.size)});
+    shard().copyChunkOut(chunk, region().parameters() + shard().chunks()[chunk].layout_offset);
   }
 }
 
