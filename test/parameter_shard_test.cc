@@ -201,6 +201,30 @@ TEST_CASE("a push that applies its chunk also writes the new values out; version
   }
 }
 
+TEST_CASE("a shard of 4 MiB or more writes its values out around the caches: the same values") {
+  OneShard small(TrainingMode::Async, 1, 1);
+  CHECK_FALSE(ParameterShard(small.spec, small.graph, small.cluster, 0).copiesAroundCaches());
+  OneShard s(TrainingMode::Async, 1, 1);
+  s.spec.input = {1024};
+  s.spec.layers[0].units = 1024;
+  s.graph = buildLayerGraph(s.spec);  // a 4 MiB kernel and a bias
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  REQUIRE(shard.copiesAroundCaches());
+  REQUIRE(shard.chunks().size() > 1);
+  shard.markReady(0);
+  for (size_t chunk : {size_t(0), shard.chunks().size() - 1}) {
+    const ShardChunk& c = shard.chunks()[chunk];
+    std::vector<float> gradient(size_t(c.size)), pushed(size_t(c.size)), copied(size_t(c.size));
+    for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = float(i % 13) - 6.0f;
+    REQUIRE(shard.push(0, 0, c.shard_offset, gradient, pushed.data()));
+    shard.copyChunkOut(chunk, copied.data());
+    const std::vector<float> values = read(shard, c.shard_offset, size_t(c.size));
+    CHECK(pushed == values);
+    CHECK(copied == values);
+    CHECK(values[7] == -0.5f);  // 0 - 0.5 * (7 % 13 - 6): the update happened
+  }
+}
+
 TEST_CASE("a run of chunks: consecutive from its offset, their floats in all; checkPush changes nothing") {
   OneShard s(TrainingMode::Sync, 2, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
