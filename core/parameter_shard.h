@@ -97,9 +97,12 @@ class ParameterShard {
   // push that does not apply it changes neither.
   bool push(uint32_t worker, int64_t step, int64_t offset, std::span<const float> gradient,
             float* values_out = nullptr);
-  // Measured on a 2-core AMD EPYC (docs/distributed.md, "Shared memory on
-  // one host"): a 5.4 MiB shard's async job gained 7% from stores around the
-  // caches, a 1 MiB one lost 5%, a 2.3 MiB one was even.
+  // A shard of this many bytes of parameters or more writes the values it
+  // copies into a worker's region around its core's caches; a smaller one,
+  // whose values stay in them, with ordinary stores. Measured on a 2-core
+  // AMD EPYC with 1 MiB of L2 per core (docs/benchmarks.md, the 2026-11-24
+  // 01:07 block): the async job of a 5.4 MiB shard gained 0.8-7.3% from
+  // those stores, of a 1 MiB shard lost 4.7%; a 2.3 MiB shard was even.
   static constexpr int64_t kStreamingCopyBytes = int64_t(4) << 20;
   bool copiesAroundCaches() const { return size() * int64_t(sizeof(float)) >= kStreamingCopyBytes; }
   // Throws the ProtocolError that a push of chunk `chunk` would throw, and
