@@ -57,7 +57,7 @@ class Optimizer {
   // receives the count new values as well (a worker's shared memory region):
   //   - in the same pass over memory as the update, so that the copy costs
   //     no second read of the parameters;
-  //   - or, with `around_caches`, a few KiB at a time right after they are
+  //   - or, with `around_caches`, 1 KiB at a time right after they are
   //     computed, with stores that go around this core's caches
   //     (core/streaming_store.h): for a shard too big to stay in them,
   //     where the region's lines would only push the parameters out.

@@ -225,7 +225,7 @@ TEST_CASE("applyRange with a copy out: the same update, its values copied there,
 
 TEST_CASE("applyRange around the caches: ranges over several blocks at any alignment") {
   // One kernel of 10007 elements: ranges that start off a 16-byte boundary
-  // and span several of the 2048-float blocks the streamed copy goes in.
+  // and span many of the 256-float blocks the streamed copy goes in.
   LayerGraph graph;
   VariableSpec kernel;
   kernel.name = "d/kernel";
