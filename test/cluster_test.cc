@@ -91,6 +91,15 @@ PushCounts pushCountsLogged(const std::string& ps_output) {
 // 1 ps and 2 sync workers training fashion_mlp with no end in sight
 // (max_steps 10^6, a log line every 20 steps), checkpoints in <dir>/ckpt:
 // the job the failure tests disturb.
+// fashion_mlp's spec text with its hidden layers widened to 1200 and 400
+// units: a 784-1200-400-10 MLP of 5.4 MiB, six chunks on one ps.
+std::string widenedMlp(const std::string& fashion_mlp) {
+  std::string wide = replaceAll(replaceAll(fashion_mlp, "units: 300", "units: 1200"), "units: 100,",
+                                "units: 400,");
+  REQUIRE(wide.find("units: 400,") != std::string::npos);
+  return wide;
+}
+
 std::unique_ptr<Cluster> endlessSyncJob(const std::filesystem::path& dir) {
   const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
   return std::make_unique<Cluster>(
@@ -182,10 +191,7 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   std::string spec = readFile(modelPath("fashion_mlp.yaml")) + "moving_average: {decay: 0.99}\n";
   spec = replaceAll(spec, "batch_size: 100", "batch_size: 50\n  shuffle: false");
   REQUIRE(spec.find("shuffle: false") != std::string::npos);
-  if (wide) {
-    spec = replaceAll(replaceAll(spec, "units: 300", "units: 1200"), "units: 100,", "units: 400,");
-    REQUIRE(spec.find("units: 400,") != std::string::npos);
-  }
+  if (wide) spec = widenedMlp(spec);
   writeFile(dir / "half.yaml", spec);
   writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 50", "batch_size: 100"));
 
@@ -253,8 +259,7 @@ TEST_CASE("through shared memory an async push is one call and a sync one calls 
   // A 784-1200-400-10 MLP: six chunks on one ps, sent after each step.
   const std::string mode = GENERATE(as<std::string>(), "async", "sync");
   const auto dir = freshTempDir("runs_" + mode);
-  std::string spec = readFile(modelPath("fashion_mlp.yaml"));
-  spec = replaceAll(replaceAll(spec, "units: 300", "units: 1200"), "units: 100,", "units: 400,");
+  const std::string spec = widenedMlp(readFile(modelPath("fashion_mlp.yaml")));
   writeFile(dir / "wide.yaml",
             replaceAll(spec, "\ntraining:\n", "\ntraining:\n  gradient_push: after_step\n"));
   const auto cluster = writeCluster(dir, 1, 1, "  mode: " + mode + "\n");
