@@ -489,7 +489,7 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
   if (max_steps) training.max_steps = readInt(*max_steps, 1, kMaxSteps);
   if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
   if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
-  if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, 1024));
+  if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, kMaxThreads));
   if (auto f = fields.find("devices")) training.devices = readDevices(*f);
   if (auto f = fields.find("summary_dir")) training.summary_dir = resolvePath(*f, spec_dir);
   if (auto f = fields.find("concurrent_steps")) {

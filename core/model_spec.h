@@ -125,6 +125,8 @@ constexpr int64_t kMaxGlobalStep = int64_t(1) << 53;
 constexpr int64_t kMaxSteps = kMaxGlobalStep / 2;
 // So that epochs times an epoch's steps (at most 2^31) stays below kMaxSteps.
 constexpr int64_t kMaxEpochs = 1'000'000;
+// The most compute threads a spec or --threads asks for.
+constexpr int64_t kMaxThreads = 1024;
 
 struct TrainingSpec {
   int64_t max_steps = 0;   // 0: from epochs

@@ -32,6 +32,7 @@
 #include "core/printable.h"
 #include "core/safetensors.h"
 #include "daemon/evaluation.h"
+#include "daemon/flag_checks.h"
 #include "daemon/logging.h"
 #include "daemon/ops_client.h"
 #include "daemon/training_data.h"
@@ -41,6 +42,11 @@ namespace traind {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Bounds of flags, so that a typo gets an error instead of an allocation
+// of billions of shards or a deadline past what a clock holds.
+constexpr int64_t kMaxPsTasks = 65536;
+constexpr int64_t kMaxTimeoutSeconds = 7 * 24 * 3600;
 
 // A node as trainctl addresses it.
 struct Node {
@@ -63,7 +69,7 @@ void addNodeFlags(CLI::App& command, NodeFlags& flags, double default_timeout) {
   command.add_option("--node", flags.nodes, "a node's ops address HOST:PORT (repeatable)");
   command.add_option("--timeout", flags.timeout, "seconds to wait")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(traind::secondsFlag(kMaxTimeoutSeconds));
 }
 
 std::vector<Node> nodesOf(const NodeFlags& flags) {
@@ -397,7 +403,8 @@ int main(int argc, char** argv) {
       app.add_subcommand("placement", "which ps task holds which variables (design §4)");
   placement->add_option("--model,-m", placement_model, "model spec (YAML)")->required();
   placement->add_option("--cluster", placement_cluster, "cluster spec (YAML)");
-  placement->add_option("--ps", placement_ps, "number of ps tasks")->check(CLI::PositiveNumber);
+  placement->add_option("--ps", placement_ps, "number of ps tasks")
+      ->check(traind::integerFlag(1, kMaxPsTasks));
 
   std::string eval_model, eval_checkpoint;
   int eval_threads = 0;
@@ -406,7 +413,7 @@ int main(int argc, char** argv) {
   eval->add_option("--checkpoint", eval_checkpoint, "a checkpoint, or a directory with a 'latest'")
       ->required();
   eval->add_option("--threads", eval_threads, "compute threads (0: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(traind::integerFlag(0, traind::kMaxThreads));
 
   try {
     app.parse(argc, argv);

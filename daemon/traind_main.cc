@@ -18,10 +18,12 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <limits>
 
 #include "core/cluster_spec.h"
 #include "core/layer_graph.h"
 #include "daemon/cluster_roles.h"
+#include "daemon/flag_checks.h"
 #include "daemon/logging.h"
 #include "daemon/model_check.h"
 #include "daemon/node_metrics.h"
@@ -75,18 +77,18 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--model,-m", flags.model, "model spec (YAML)")->required();
   app.add_option("--max-steps", flags.max_steps,
                  "train until this global step (overrides training.max_steps and epochs)")
-      ->check(CLI::Range(int64_t(1), traind::kMaxSteps));
+      ->check(traind::integerFlag(1, traind::kMaxSteps));
   app.add_option("--log-every", flags.log_every, "log a line every N steps")
-      ->check(CLI::PositiveNumber);
+      ->check(traind::integerFlag(1));
   app.add_option("--eval-every", flags.eval_every, "evaluate on the test set every N steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(traind::integerFlag(0));
   app.add_option("--checkpoint-dir", flags.checkpoint_dir,
                  "where checkpoints are written and resumed from (overrides checkpoint.dir)");
   app.add_option("--summary-dir", flags.summary_dir,
                  "where the chief writes TensorBoard event files (overrides "
                  "training.summary_dir; default <checkpoint dir>/summaries)");
   app.add_option("--threads", flags.threads, "compute threads (0: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(traind::integerFlag(0, traind::kMaxThreads));
   app.add_option("--devices", flags.devices,
                  "devices to train on, one tower each: cpu, cpu:0,cpu:1 (overrides "
                  "training.devices)");
@@ -97,7 +99,7 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
       ->check(CLI::IsMember({"ps", "worker"}));
   app.add_option("--task", flags.task, "this node's index within its job (worker 0 is the chief)")
       ->envname("TRAIND_TASK")
-      ->check(CLI::NonNegativeNumber);
+      ->check(traind::integerFlag(0, std::numeric_limits<int>::max()));
   app.add_option("--http", flags.http,
                  "serve /healthz, /metrics and /status on HOST:PORT (overrides the cluster "
                  "spec's http section)");

@@ -16,8 +16,6 @@ using namespace traind::testing;
 
 namespace {
 
-// The value after "<key> = " in the final "done:" line.
-
 // "step N, loss = X ..." lines, in order.
 std::vector<std::string> lossLines(const std::string& output) {
   std::vector<std::string> lines;
@@ -27,7 +25,6 @@ std::vector<std::string> lossLines(const std::string& output) {
     lines.push_back(it->str());
   return lines;
 }
-
 
 }  // namespace
 
@@ -188,7 +185,17 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK(r.exit_code == 2);
   r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps 4503599627370497");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("not in range 1 to 4503599627370496"));
+  CHECK_THAT(r.output,
+             Catch::Contains("--max-steps: expected an integer from 1 to 4503599627370496, "
+                             "got '4503599627370497'"));
+  // A flag keeps the bounds of the spec field it stands in for.
+  r = runTraind("--model configs/models/fashion_cnn.yaml --threads 5000");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("--threads: expected an integer from 0 to 1024, got '5000'"));
+  r = runTraind("--model configs/models/fashion_cnn.yaml --log-every 1.5");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--log-every: expected an integer 1 or more, got '1.5'"));
 }
 
 TEST_CASE("a checkpoint of another architecture is refused") {

@@ -170,5 +170,11 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK(r.exit_code == 2);
   r = runTrainctl("placement --model configs/models/fashion_mlp.yaml");
   CHECK(r.exit_code == 2);
+  r = runTrainctl("placement --model configs/models/fashion_mlp.yaml --ps 0");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--ps: expected an integer from 1 to 65536, got '0'"));
+  r = runTrainctl("status --node 127.0.0.1:1 --timeout 1e300");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--timeout: expected seconds above 0 and at most 604800"));
   CHECK(runTrainctl("--help").exit_code == 0);
 }
