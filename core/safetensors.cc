@@ -118,9 +118,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                    std::to_string(after_size) + " bytes that follow it");
   std::string header(header_size, '\0');
   data_size_ = after_size - header_size;
-  data_ = std::make_unique_for_overwrite<std::byte[]>(data_size_);
   in.read(header.data(), std::streamsize(header_size));
-  in.read(reinterpret_cast<char*>(data_.get()), std::streamsize(data_size_));
   if (!in) fail(path, "file ended early while reading it (is it being written?)");
 
   const JsonValue root = parseJson(header, path.string() + " (JSON header)");
@@ -208,6 +206,16 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                      offsetsToString(spans[i - 1].begin, spans[i - 1].end) + " and " +
                      offsetsToString(spans[i].begin, spans[i].end) + ")");
   }
+  // The data is read only once the header has accounted for all of it, so
+  // that a file grown past its tensors (or a sparse one) is not read first.
+  const uint64_t tensors_end = spans.empty() ? 0 : spans.back().end;
+  if (tensors_end != data_size_)
+    fail(path, "the data section has " + std::to_string(data_size_ - tensors_end) +
+                   " bytes after its last tensor (" + std::to_string(data_size_) +
+                   " bytes, the tensors end at " + std::to_string(tensors_end) + ")");
+  data_ = std::make_unique_for_overwrite<std::byte[]>(data_size_);
+  in.read(reinterpret_cast<char*>(data_.get()), std::streamsize(data_size_));
+  if (!in) fail(path, "file ended early while reading it (is it being written?)");
 }
 
 std::vector<std::string> SafetensorsReader::names() const {

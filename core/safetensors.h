@@ -53,8 +53,9 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Tenso
 // Reads a whole safetensors file into memory and validates it on open, so a
 // corrupt file fails before anything uses it: header size against the file
 // size (a lying header cannot cause a large allocation), JSON syntax, F32
-// only, shapes, offsets within the data section and not overlapping, and
-// each tensor's byte length equal to its shape's.
+// only, shapes, offsets within the data section and not overlapping, each
+// tensor's byte length equal to its shape's, and no bytes after the last
+// tensor (as the safetensors library requires). The data is read after that.
 class SafetensorsReader {
  public:
   // InputError naming the file and what is wrong when it is missing or corrupt.

@@ -99,19 +99,32 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
   const SourceLocation file{path, 0, 0};
   const std::string cannot_read = "cannot read the " + std::string(kind) + ": ";
   std::error_code error;
-  if (fs::is_directory(path, error)) throwInputError(file, "", cannot_read + "it is a directory");
+  const fs::file_status status = fs::status(path, error);
+  if (fs::is_directory(status)) throwInputError(file, "", cannot_read + "it is a directory");
+  // A FIFO would block the open, a device would never end.
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throwInputError(file, "", cannot_read + "expected a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throwInputError(file, "", cannot_read + std::strerror(errno));
-  const std::uintmax_t size = fs::file_size(path, error);
-  if (!error && size > kMaxSpecBytes) {
+  // Read one byte past the limit: a file that grew since its size was taken
+  // is refused too.
+  std::string text(kMaxSpecBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMaxSpecBytes) {
+    const std::uintmax_t size = fs::file_size(path, error);
     throwInputError(file, "",
                     "expected a " + std::string(kind) + " of at most " +
-                        std::to_string(kMaxSpecBytes) + " bytes, got " + std::to_string(size) +
-                        " bytes");
+                        std::to_string(kMaxSpecBytes) + " bytes, got " +
+                        (error ? "more" : std::to_string(size)) + " bytes");
   }
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   try {
-    return YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      throwInputError(locate(documents[1], file), "",
+                      "expected one YAML document, got " + std::to_string(documents.size()));
+    }
+    return documents.empty() ? YAML::Node() : documents[0];
   } catch (const YAML::ParserException& e) {
     const SourceLocation where =
         e.mark.is_null() ? file : SourceLocation{path, e.mark.line + 1, e.mark.column + 1};
@@ -308,6 +321,8 @@ std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
     fail(field, "expected " + expected + " (no such file)");
   if (error) fail(field, "expected " + expected + " (cannot be read: " + error.message() + ")");
   if (fs::is_directory(status)) fail(field, "expected " + expected + " (a directory)");
+  // A FIFO would block the probe below, a device would never end.
+  if (!fs::is_regular_file(status)) fail(field, "expected " + expected + " (not a regular file)");
   std::ifstream probe(path, std::ios::binary);
   if (!probe)
     fail(field, "expected " + expected + " (cannot be read: " + std::strerror(errno) + ")");

@@ -205,6 +205,10 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
     rejects(whole.substr(0, whole.size() - 4),
             "tensor 'w': data_offsets [0, 24] reach beyond the 20-byte data section");
   }
+  SECTION("bytes after the last tensor") {
+    rejects(safetensorsBytes(good, six + "junk"),
+            "the data section has 4 bytes after its last tensor (28 bytes, the tensors end at 24)");
+  }
   SECTION("a header size that lies") {
     rejects(safetensorsBytes(good, six, 1000),
             "header size 1000 exceeds the 81 bytes that follow it");

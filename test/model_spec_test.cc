@@ -1,5 +1,6 @@
 #include "core/model_spec.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -404,6 +405,18 @@ TEST_CASE("a missing data file names the field and the resolved path", "[model_s
         (dir.path() / "spec2.yaml").string() +
             ":4:43: data.train.labels: expected an existing file, got '" + root.string() +
             "/' (a directory)");
+
+  REQUIRE(mkfifo((dir.path() / "fifo").c_str(), 0600) == 0);
+  dir.write("spec3.yaml",
+            "input: [4]\n"
+            "layers: [{type: dense, units: 2}]\n"
+            "optimizer: {type: sgd, learning_rate: 0.1}\n"
+            "data: {train: {images: fifo, labels: labels.gz}, batch_size: 2}\n"
+            "training: {epochs: 1}\n");
+  CHECK(loadError((dir.path() / "spec3.yaml").string()) ==
+        (dir.path() / "spec3.yaml").string() +
+            ":4:24: data.train.images: expected an existing file, got '" +
+            (root / "fifo").string() + "' (not a regular file)");
 }
 
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {
@@ -523,6 +536,13 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   const std::string huge = dir.write("huge.yaml", std::string(2 << 20, '#'));
   CHECK(loadError(huge) ==
         huge + ": expected a model spec of at most 1048576 bytes, got 2097152 bytes");
+  // A FIFO would block the read and a device would never end.
+  const std::string fifo = (dir.path() / "fifo.yaml").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(loadError(fifo) == fifo + ": cannot read the model spec: expected a regular file");
+  CHECK(loadError("/dev/zero") == "/dev/zero: cannot read the model spec: expected a regular file");
+  const std::string two = dir.write("two.yaml", "name: a\n---\nname: b\n");
+  CHECK(loadError(two) == two + ":3:1: expected one YAML document, got 2");
 }
 
 TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
