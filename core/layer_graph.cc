@@ -5,10 +5,25 @@
 namespace traind {
 namespace {
 
-
 [[noreturn]] void shapeError(const LayerSpec& layer, const Shape& input, const std::string& what) {
   throwInputError(layer.location, "layer '" + layer.name + "' (" + layerKindName(layer.kind) + ")",
                   what + "; its input shape is " + shapeToString(input));
+}
+
+// A variable of `shape` for `layer`, within kMaxTensorFloats and, with those
+// before it (`parameters` so far, updated), kMaxParameterFloats.
+void checkVariableSize(const LayerSpec& layer, const Shape& input, const char* kind,
+                       const Shape& shape, int64_t& parameters) {
+  const int64_t floats = numElementsSaturated(shape);
+  if (floats > kMaxTensorFloats)
+    shapeError(layer, input,
+               std::string("its ") + kind + " " + shapeToString(shape) +
+                   " would hold more than the 2^31 floats a variable may hold");
+  parameters += floats;
+  if (parameters > kMaxParameterFloats)
+    shapeError(layer, input,
+               std::string("with its ") + kind + " " + shapeToString(shape) +
+                   " the model would hold more than the 2^32 parameters a model may hold");
 }
 
 // One spatial dimension of a window op, TensorFlow's rules. Same: out =
@@ -65,6 +80,12 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
   graph.input_shape = spec.input;
   graph.loss = spec.loss;
   Shape shape = spec.input;
+  const int64_t batch = spec.data.batch_size;
+  if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
+    throwInputError(SourceLocation{spec.path}, "input",
+                    "a batch of " + std::to_string(batch) + " examples of " + shapeToString(shape) +
+                        " would hold more than 2^31 floats");
+  int64_t parameters = 0;
 
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& layer = spec.layers[i];
@@ -79,6 +100,8 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
           shapeError(layer, shape,
                      "dense expects a vector per example (put a flatten layer before it)");
         const int64_t in = shape[0];
+        checkVariableSize(layer, shape, "kernel", {in, layer.units}, parameters);
+        if (layer.use_bias) checkVariableSize(layer, shape, "bias", {layer.units}, parameters);
         node.variables.push_back(int(graph.variables.size()));
         graph.variables.push_back(variable(layer, index, "kernel", {in, layer.units},
                                            layer.kernel_initializer, in, layer.units));
@@ -111,6 +134,10 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
         out[2] = shape[2];
         if (layer.kind == LayerKind::Conv2D) {
           const int64_t in_c = shape[2];
+          // Checked first: the fans below multiply what it bounds.
+          checkVariableSize(layer, shape, "kernel",
+                            {layer.window[0], layer.window[1], in_c, layer.filters}, parameters);
+          if (layer.use_bias) checkVariableSize(layer, shape, "bias", {layer.filters}, parameters);
           const int64_t area = layer.window[0] * layer.window[1];
           out[2] = layer.filters;
           node.variables.push_back(int(graph.variables.size()));
@@ -134,6 +161,10 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
       case LayerKind::Activation:
         break;
     }
+    if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
+      shapeError(layer, node.input_shape,
+                 "its output " + shapeToString(shape) + " for a batch of " + std::to_string(batch) +
+                     " would hold more than 2^31 floats");
     node.output_shape = shape;
     graph.layers.push_back(std::move(node));
   }

@@ -50,10 +50,18 @@ struct LayerGraph {
 // The spec's name of a layer kind: "dense", "conv2d", "max_pool", ...
 const char* layerKindName(LayerKind kind);
 
+// The most a spec may describe, so that a slip (units: 2147483647) is an
+// error naming its layer rather than an allocation of many GiB: a variable,
+// or one layer's output for a whole batch, holds at most 2^31 floats (8 GiB);
+// all variables together at most 2^32 (16 GiB, before optimizer slots).
+constexpr int64_t kMaxTensorFloats = int64_t(1) << 31;
+constexpr int64_t kMaxParameterFloats = int64_t(1) << 32;
+
 // Works out every layer's shapes and variables. Throws InputError naming the
 // layer, its spec location and both shapes when the chain cannot work (for
 // example a dense layer on an image without flatten, a window larger than its
-// input, softmax_cross_entropy on an output that is not a vector).
+// input, softmax_cross_entropy on an output that is not a vector), or when
+// it describes more than the bounds above.
 LayerGraph buildLayerGraph(const ModelSpec& spec);
 
 }  // namespace traind

@@ -1,10 +1,19 @@
 #include "core/shape.h"
 
+#include <cstdint>
+
 namespace traind {
 
 int64_t numElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t numElementsSaturated(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return INT64_MAX;
   return n;
 }
 

@@ -11,6 +11,9 @@ namespace traind {
 using Shape = std::vector<int64_t>;
 
 int64_t numElements(const Shape& shape);
+// numElements of a shape nothing has bounded yet: INT64_MAX when the product
+// does not fit in int64 (or a dimension is negative), instead of wrapping.
+int64_t numElementsSaturated(const Shape& shape);
 
 // "[28, 28, 1]"
 std::string shapeToString(const Shape& shape);

@@ -132,6 +132,43 @@ TEST_CASE("softmax cross-entropy needs a vector of at least two") {
   CHECK_NOTHROW(buildLayerGraph(spec));
 }
 
+TEST_CASE("a model beyond the size bounds is refused before anything wraps or allocates") {
+  ModelSpec spec;
+  spec.path = "big.yaml";
+  spec.input = {1};
+  spec.data.batch_size = 1;
+  spec.layers = {dense("wide", 1), dense("logits", 2)};
+  CHECK_NOTHROW(buildLayerGraph(spec));
+
+  // A kernel just over 2^31 floats, and one whose size overflows int64.
+  spec.layers[0].units = kMaxTensorFloats + 1;
+  CHECK_THROWS_WITH(buildLayerGraph(spec),
+                    Catch::Contains("'wide' (dense): its kernel [1, 2147483649] would hold more "
+                                    "than the 2^31 floats a variable may hold"));
+  ModelSpec image;
+  image.path = "big.yaml";
+  image.input = {28, 28, 1};
+  image.layers = {conv("c", 16, 1, 1, Padding::Same), flatten(), dense("logits", 2)};
+  image.layers[0].window = {int64_t(1) << 30, int64_t(1) << 30};
+  CHECK_THROWS_WITH(buildLayerGraph(image), Catch::Contains("more than the 2^31 floats"));
+
+  // Each variable within its bound, but not all of them together.
+  spec.layers = {dense("a", kMaxTensorFloats), dense("b", 1), dense("c", kMaxTensorFloats),
+                 dense("d", 1), dense("logits", 2)};
+  spec.layers[0].use_bias = spec.layers[2].use_bias = false;
+  CHECK_THROWS_WITH(buildLayerGraph(spec), Catch::Contains("the model would hold more than the "
+                                                           "2^32 parameters"));
+
+  // Activations: a layer's output for the whole batch.
+  spec.layers = {dense("wide", 1 << 25), dense("logits", 2)};
+  spec.data.batch_size = 128;
+  CHECK_THROWS_WITH(buildLayerGraph(spec),
+                    Catch::Contains("its output [33554432] for a batch of 128 would hold more "
+                                    "than 2^31 floats"));
+  spec.input = {1 << 30};
+  CHECK_THROWS_WITH(buildLayerGraph(spec), Catch::Contains("input: a batch of 128 examples"));
+}
+
 TEST_CASE("variable layout aligns every variable and initialisers are seeded by name") {
   const ModelSpec spec = fashionCnn();
   const LayerGraph g = buildLayerGraph(spec);
