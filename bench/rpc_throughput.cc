@@ -180,7 +180,7 @@ uint16_t freePort() {
     ParameterShard shard(spec, graph, cluster, 0);
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ServedShard service(shard, architectureHash(spec), cluster.shared_memory);
-    ShardServer server(io, cluster.ps[0].toString(),
+    ShardServer server(io, cluster.ps[0].toString(), mostConnectionsFor(cluster.worker.size()),
                        [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
                          return service.newSession(kj::mv(connection));
                        });

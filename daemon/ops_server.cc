@@ -5,10 +5,14 @@
 #include <asio.hpp>
 #include <cctype>
 #include <charconv>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "core/rate_limited_log.h"
 
 namespace traind {
 namespace {
@@ -143,14 +147,21 @@ std::optional<std::string> parseHead(std::string_view head, Request& out) {
   return std::nullopt;
 }
 
-// What the server knows besides sockets: the endpoints, and how many
-// connections are open.
+class Connection;
+
+// What the server knows besides sockets: the endpoints, and the connections
+// that are open. Touched on the server's thread only.
 struct Endpoints {
   Response route(const Request& request, const std::string& peer);
 
   NodeMetrics& metrics;
   OpsControls controls;
-  int open_connections = 0;  // touched on the server's thread only
+  int open_connections = 0;
+  // Those still sending their request, oldest first (and some that have
+  // finished since, dropped as they reach the front): when every slot is
+  // taken, the oldest of them makes room for a new client, so that slow
+  // clients holding every slot cannot keep a health probe out.
+  std::deque<std::weak_ptr<Connection>> sending_request;
 };
 
 // One client: read the head (and a small body, discarded), answer, close.
@@ -166,6 +177,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ~Connection() { --endpoints_.open_connections; }
 
   void start() {
+    auto& sending = endpoints_.sending_request;
+    while (!sending.empty() && !stillSending(sending.front().lock())) sending.pop_front();
+    sending.push_back(weak_from_this());
     armDeadline(kRequestTimeout);
     asio::async_read_until(socket_, head_, "\r\n\r\n",
                            [self = shared_from_this()](std::error_code error, size_t bytes) {
@@ -173,7 +187,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            });
   }
 
+  // Closes the oldest connection still sending its request; false if none is.
+  static bool evictSlowest(Endpoints& endpoints) {
+    auto& sending = endpoints.sending_request;
+    while (!sending.empty()) {
+      const std::shared_ptr<Connection> oldest = sending.front().lock();
+      sending.pop_front();
+      if (stillSending(oldest)) {
+        oldest->close();
+        return true;
+      }
+    }
+    return false;
+  }
+
  private:
+  static bool stillSending(const std::shared_ptr<Connection>& c) {
+    return c && c->socket_.is_open() && !c->request_read_;
+  }
+
   // Closing the socket ends whatever read or write is in flight.
   void armDeadline(std::chrono::seconds timeout) {
     deadline_.expires_after(timeout);
@@ -189,6 +221,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void onHead(std::error_code error, size_t bytes) {
+    request_read_ = true;
     if (error == asio::error::not_found) {  // the buffer filled up before the empty line
       respond(plain(400, "request headers over " +
                              std::to_string(OpsServer::kMaxHeaderBytes / 1024) + " KiB"));
@@ -265,6 +298,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   tcp::socket socket_;
   asio::steady_timer deadline_;
+  bool request_read_ = false;  // its head has arrived (or failed)
   asio::streambuf head_;
   std::vector<char> body_;
   Request request_;
@@ -286,6 +320,7 @@ struct OpsServer::Impl {
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
+  RateLimitedLog accept_failures{std::chrono::seconds(10)};
   std::thread thread;
 };
 
@@ -294,14 +329,19 @@ void OpsServer::Impl::accept() {
     if (error == asio::error::operation_aborted) return;
     if (error) {
       // Out of file descriptors, say: try again shortly instead of spinning.
-      spdlog::warn("the ops server could not accept a connection: {}", error.message());
+      accept_failures.log([&](size_t times) {
+        spdlog::warn(
+            "the ops server could not accept a connection: {} ({} failures since the "
+            "last such line)",
+            error.message(), times);
+      });
       accept_retry.expires_after(std::chrono::milliseconds(100));
       accept_retry.async_wait([this](std::error_code e) {
         if (!e) accept();
       });
       return;
     }
-    if (endpoints.open_connections >= kMaxConnections) {
+    if (endpoints.open_connections >= kMaxConnections && !Connection::evictSlowest(endpoints)) {
       std::error_code ignored;
       socket.close(ignored);
     } else {

@@ -66,7 +66,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // A port in use is the cluster spec's line to fix, or another process to stop.
   std::optional<ShardServer> bound;
   try {
-    bound.emplace(io, address,
+    bound.emplace(io, address, mostConnectionsFor(cluster.worker.size()),
                   [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
                     return service.newSession(kj::mv(connection));
                   });

@@ -22,19 +22,57 @@ std::vector<std::shared_ptr<const void>> PinningStream::takeHolds(
   return taken;
 }
 
+void PinningStream::gateReadsOnBacklog(kj::Function<bool()> backlogged) {
+  backlogged_ = kj::mv(backlogged);
+}
+
+kj::Promise<size_t> PinningStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
+  KJ_IF_MAYBE (backlogged, backlogged_) {
+    // After a failed write Cap'n Proto writes no more, and its backlog stays:
+    // the read goes on and finds the connection gone.
+    if (!write_failed_ && (*backlogged)()) {
+      // Cap'n Proto writes its queue one message at a time: wait for the one
+      // in progress, or, between two, for the next turn of the event loop.
+      kj::Promise<void> progress = kj::evalLater([] {});
+      KJ_IF_MAYBE (write, last_write_) {
+        if (writing_) progress = write->addBranch();
+      }
+      return progress.then(
+          [this, buffer, min_bytes, max_bytes] { return tryRead(buffer, min_bytes, max_bytes); });
+    }
+  }
+  return inner_->tryRead(buffer, min_bytes, max_bytes);
+}
+
+kj::Promise<void> PinningStream::tracked(kj::Promise<void> write) {
+  if (backlogged_ == nullptr) return write;
+  writing_ = true;
+  kj::ForkedPromise<void> forked = write
+                                       .then([this] { writing_ = false; },
+                                             [this](kj::Exception&& e) {
+                                               writing_ = false;
+                                               write_failed_ = true;
+                                               kj::throwFatalException(kj::mv(e));
+                                             })
+                                       .fork();
+  kj::Promise<void> branch = forked.addBranch();
+  last_write_ = kj::mv(forked);  // the one before it has completed
+  return branch;
+}
+
 kj::Promise<void> PinningStream::write(const void* buffer, size_t size) {
-  if (holds_.empty()) return inner_->write(buffer, size);
+  if (holds_.empty()) return tracked(inner_->write(buffer, size));
   const kj::ArrayPtr<const kj::byte> piece(static_cast<const kj::byte*>(buffer), size);
   std::vector<std::shared_ptr<const void>> written = takeHolds(kj::arrayPtr(&piece, 1));
-  if (written.empty()) return inner_->write(buffer, size);
-  return inner_->write(buffer, size).attach(std::move(written));
+  if (written.empty()) return tracked(inner_->write(buffer, size));
+  return tracked(inner_->write(buffer, size).attach(std::move(written)));
 }
 
 kj::Promise<void> PinningStream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
-  if (holds_.empty()) return inner_->write(pieces);
+  if (holds_.empty()) return tracked(inner_->write(pieces));
   std::vector<std::shared_ptr<const void>> written = takeHolds(pieces);
-  if (written.empty()) return inner_->write(pieces);
-  return inner_->write(pieces).attach(std::move(written));
+  if (written.empty()) return tracked(inner_->write(pieces));
+  return tracked(inner_->write(pieces).attach(std::move(written)));
 }
 
 }  // namespace traind

@@ -12,14 +12,21 @@
 // connection's RPC system writes to it, and each capability served on it
 // holds it too, since a call may still answer after the connection is gone.
 //
+// It also keeps a peer from queueing replies without end: with a backlog
+// gate set, it reads nothing more from the peer while the replies waiting to
+// be written exceed the gate, so a peer that sends calls but never reads the
+// answers stalls on its own full socket instead of growing the ps's heap.
+//
 //   auto stream = kj::refcounted<PinningStream>(kj::mv(socket));
 //   capnp::TwoPartyVatNetwork network(*stream, Side::SERVER, options);
+//   stream->gateReadsOnBacklog([&network] { return network.getCurrentQueueCount() > 1024; });
 //   ...answering a call:
 //   results.adoptData(orphanage.referenceExternalData(bytes));
 //   stream->holdUntilWritten(bytes.begin(), kj::mv(pin));
 #pragma once
 
 #include <kj/async-io.h>
+#include <kj/function.h>
 #include <kj/refcount.h>
 
 #include <memory>
@@ -38,12 +45,14 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   void holdUntilWritten(const kj::byte* bytes, std::shared_ptr<const void> hold);
   size_t holds() const { return holds_.size(); }
 
+  // From now on a read waits while `backlogged()` (too many replies queued
+  // for writing), and goes on as writes complete.
+  void gateReadsOnBacklog(kj::Function<bool()> backlogged);
+
   // kj::AsyncIoStream: everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
-  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
-    return inner_->tryRead(buffer, min_bytes, max_bytes);
-  }
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
   kj::Maybe<uint64_t> tryGetLength() override { return inner_->tryGetLength(); }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
   void shutdownWrite() override { inner_->shutdownWrite(); }
@@ -67,8 +76,16 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   std::vector<std::shared_ptr<const void>> takeHolds(
       kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
 
+  // A write of the inner stream, tracked so that a gated read can wait for
+  // the next one to complete.
+  kj::Promise<void> tracked(kj::Promise<void> write);
+
   kj::Own<kj::AsyncIoStream> inner_;
   std::vector<std::pair<const kj::byte*, std::shared_ptr<const void>>> holds_;
+  kj::Maybe<kj::Function<bool()>> backlogged_;
+  kj::Maybe<kj::ForkedPromise<void>> last_write_;
+  bool writing_ = false;       // last_write_ has not completed
+  bool write_failed_ = false;  // a write failed: the peer is gone
 };
 
 }  // namespace traind

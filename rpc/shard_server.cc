@@ -1,17 +1,28 @@
 #include "rpc/shard_server.h"
 
-#include <capnp/rpc-twoparty.h>
-#include <spdlog/spdlog.h>
-
 #include <arpa/inet.h>
+#include <capnp/rpc-twoparty.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 
 #include <list>
 
 #include "core/error.h"
+#include "core/rate_limited_log.h"
 #include "rpc/peer_silence.h"
 
 namespace traind {
+namespace {
+
+// What one connection may have the ps hold (hostile_peer_test): replies
+// queued for a peer that does not read them (it is not read from until they
+// drain), and calls received but not answered (Cap'n Proto's flow limit). A
+// worker keeps at most 16 chunks of 1 MiB in flight per shard.
+constexpr size_t kMostQueuedReplies = 1024;
+constexpr size_t kMostQueuedReplyBytes = size_t(64) << 20;
+constexpr size_t kFlowLimitWords = (size_t(64) << 20) / sizeof(capnp::word);
+
+}  // namespace
 
 struct ShardServer::Impl {
   struct Connection {
@@ -19,7 +30,13 @@ struct ShardServer::Impl {
                capnp::ReaderOptions options)
         : stream(kj::refcounted<PinningStream>(kj::mv(socket))),
           network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
-          rpc(capnp::makeRpcServer(network, new_session(kj::addRef(*stream)))) {}
+          rpc(capnp::makeRpcServer(network, new_session(kj::addRef(*stream)))) {
+      stream->gateReadsOnBacklog([this] {
+        return network.getCurrentQueueCount() > kMostQueuedReplies ||
+               network.getCurrentQueueSize() > kMostQueuedReplyBytes;
+      });
+      rpc.setFlowLimit(kFlowLimitWords);
+    }
     kj::Own<PinningStream> stream;
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
@@ -27,9 +44,14 @@ struct ShardServer::Impl {
   };
 
   kj::Own<kj::ConnectionReceiver> listener;
+  kj::Timer& timer;
+  size_t most_connections;
   NewSession new_session;
   std::list<Connection> connections;
   kj::TaskSet tasks;
+  // What a peer can bring about is logged at most every kLogEvery.
+  static constexpr auto kLogEvery = std::chrono::seconds(10);
+  RateLimitedLog refusals{kLogEvery}, accept_failures{kLogEvery};
 
   struct ErrorHandler : kj::TaskSet::ErrorHandler {
     void taskFailed(kj::Exception&& e) override {
@@ -37,30 +59,59 @@ struct ShardServer::Impl {
     }
   } error_handler;
 
-  explicit Impl(NewSession f)
-      : new_session(std::move(f)), tasks(error_handler) {}
+  Impl(kj::Timer& timer, size_t most_connections, NewSession f)
+      : timer(timer),
+        most_connections(most_connections),
+        new_session(std::move(f)),
+        tasks(error_handler) {}
 
   kj::Promise<void> acceptLoop() {
-    return listener->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
-      if (auto refused = limitPeerSilence(*stream))
-        spdlog::warn("a vanished worker host will not be noticed: {}", *refused);
-      capnp::ReaderOptions options;
-      options.traversalLimitInWords = kTraversalLimitWords;
-      connections.emplace_back(kj::mv(stream), new_session, options);
-      auto it = std::prev(connections.end());
-      it->peer = peerName(*it->stream);
-      spdlog::info("{} connected", it->peer);
-      tasks.add(it->network.onDisconnect().then(
-          [this, it]() {
-            spdlog::info("{} disconnected", it->peer);
-            return kj::evalLater([this, it]() { connections.erase(it); });
-          },
-          [this, it](kj::Exception&& e) {
-            spdlog::warn("dropped {}: {}", it->peer, e.getDescription().cStr());
-            return kj::evalLater([this, it]() { connections.erase(it); });
-          }));
-      return acceptLoop();
-    });
+    // evalNow: kj's accept throws at once for an error it meets at once.
+    return kj::evalNow([this] { return listener->accept(); })
+        .then(
+            [this](kj::Own<kj::AsyncIoStream> stream) {
+              serveConnection(kj::mv(stream));
+              return acceptLoop();
+            },
+            [this](kj::Exception&& e) {
+              accept_failures.log([&](size_t times) {
+                spdlog::warn(
+                    "accepting a connection failed: {}; retrying ({} failures since the "
+                    "last such line)",
+                    e.getDescription().cStr(), times);
+              });
+              return timer.afterDelay(100 * kj::MILLISECONDS).then([this] { return acceptLoop(); });
+            });
+  }
+
+  void serveConnection(kj::Own<kj::AsyncIoStream> stream) {
+    if (connections.size() >= most_connections) {
+      const std::string peer = peerName(*stream);
+      refusals.log([&](size_t times) {
+        spdlog::warn(
+            "closed {} new connections, the last from {}: {} are open, the most this "
+            "ps takes",
+            times, peer, connections.size());
+      });
+      return;  // the stream goes, and closes the socket
+    }
+    if (auto refused = limitPeerSilence(*stream))
+      spdlog::warn("a vanished worker host will not be noticed: {}", *refused);
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = kTraversalLimitWords;
+    connections.emplace_back(kj::mv(stream), new_session, options);
+    auto it = std::prev(connections.end());
+    it->peer = peerName(*it->stream);
+    spdlog::info("{} connected", it->peer);
+    tasks.add(it->network.onDisconnect().then(
+        [this, it]() {
+          spdlog::info("{} disconnected", it->peer);
+          return kj::evalLater([this, it]() { connections.erase(it); });
+        },
+        [this, it](kj::Exception&& e) {
+          spdlog::warn("dropped {}: {}", it->peer, e.getDescription().cStr());
+          return kj::evalLater([this, it]() { connections.erase(it); });
+        }));
   }
 
   static std::string peerName(kj::AsyncIoStream& stream) {
@@ -87,8 +138,9 @@ struct ShardServer::Impl {
 };
 
 ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
-                         NewSession new_session)
-    : impl_(std::make_unique<Impl>(std::move(new_session))) {
+                         size_t most_connections, NewSession new_session)
+    : impl_(std::make_unique<Impl>(io.provider->getTimer(), most_connections,
+                                   std::move(new_session))) {
   kj::Own<kj::NetworkAddress> addr;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
                 addr = io.provider->getNetwork().parseAddress(address).wait(io.waitScope);

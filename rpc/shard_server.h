@@ -22,8 +22,12 @@ class ShardServer {
   using NewSession = std::function<capnp::Capability::Client(kj::Own<PinningStream> connection)>;
 
   // Binds `address` ("host:port") now. Throws InputError when the address
-  // does not resolve or the port is in use.
-  ShardServer(kj::AsyncIoContext& io, const std::string& address, NewSession new_session);
+  // does not resolve or the port is in use. Beyond `most_connections` open at
+  // once a new connection is closed at once (a peer that opens and idles
+  // them would otherwise run the process out of file descriptors); a failed
+  // accept (out of them all the same) is retried.
+  ShardServer(kj::AsyncIoContext& io, const std::string& address, size_t most_connections,
+              NewSession new_session);
   ~ShardServer();
 
   // Serves until the returned promise is dropped.
@@ -34,6 +38,11 @@ class ShardServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The most connections a ps of a cluster of `workers` takes at once: a
+// worker holds one to each ps, and a restarted one a second until the first
+// is noticed gone; the rest is room for tools and probes.
+inline size_t mostConnectionsFor(size_t workers) { return 4 * workers + 16; }
 
 // Cap'n Proto reads at most this many 8-byte words per message: a 1 MiB
 // chunk plus its envelope fits with room to spare, and a forged size field

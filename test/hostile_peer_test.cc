@@ -13,8 +13,14 @@
 // A ps whose replies lie to a real worker process: the worker must stop
 // with an error that names the ps and the lie, not act on it.
 #include <capnp/rpc-twoparty.h>
+#include <capnp/rpc.capnp.h>
+#include <capnp/schema.h>
+#include <capnp/serialize.h>
 #include <kj/async-io.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -22,6 +28,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -594,4 +601,113 @@ TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
   INFO(output);
   CHECK(code == 1);
   CHECK_THAT(output, Catch::Contains("ps 0 at " + address + ": " + said));
+}
+
+namespace {
+
+// Bootstrap, then `calls` pipelined status calls on it, as one run of bytes.
+std::string pipelinedStatusCalls(uint32_t calls) {
+  std::string bytes;
+  auto append = [&](capnp::MessageBuilder& message) {
+    const kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
+    bytes.append(reinterpret_cast<const char*>(flat.begin()), flat.size() * sizeof(capnp::word));
+  };
+  const uint16_t status_method = capnp::Schema::from<wire::ParameterShard>()
+                                     .asInterface()
+                                     .getMethodByName("status")
+                                     .getIndex();
+  capnp::MallocMessageBuilder bootstrap;
+  bootstrap.initRoot<capnp::rpc::Message>().initBootstrap().setQuestionId(0);
+  append(bootstrap);
+  for (uint32_t question = 1; question <= calls; ++question) {
+    capnp::MallocMessageBuilder message(64);
+    auto call = message.initRoot<capnp::rpc::Message>().initCall();
+    call.setQuestionId(question);
+    call.initTarget().initPromisedAnswer().setQuestionId(0);
+    call.setInterfaceId(capnp::typeId<wire::ParameterShard>());
+    call.setMethodId(status_method);
+    call.initParams().getContent().initAs<wire::ParameterShard::StatusParams>();
+    append(message);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a peer that never reads its replies or idles on many connections leaves the ps "
+    "its memory and its other peers") {
+  MlpPsTask task(freshTempDir("unread"), "async");
+  const std::string& address = task.address;
+  const int port = loadClusterSpec(task.cluster.string()).ps[0].port;
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  auto answersStatus = [&] {
+    io.waitScope.poll();  // the timer's clock moves on only when the loop looks at the OS
+    Connection good(io, address, 1);
+    return io.provider->getTimer()
+        .timeoutAfter(10 * kj::SECONDS, good.shard.statusRequest().send())
+        .wait(io.waitScope)
+        .hasStatus();
+  };
+  REQUIRE(answersStatus());
+
+  // 200k calls whose replies (each in a message of its own) took the ps to
+  // 1.5 GB before it stopped reading from a peer with a backlog of them.
+  const std::string calls = pipelinedStatusCalls(200000);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  const int small = 4096;  // it never reads: let its window close early
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr = loopbackAddress(port);
+  pollfd writable{fd, POLLOUT, 0};
+  REQUIRE(
+      (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 || errno == EINPROGRESS));
+  REQUIRE(poll(&writable, 1, 10000) == 1);
+  size_t sent = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (sent < calls.size() && std::chrono::steady_clock::now() < give_up) {
+    const ssize_t n = send(fd, calls.data() + sent, calls.size() - sent, MSG_NOSIGNAL);
+    if (n > 0)
+      sent += size_t(n);
+    else if (n < 0 && errno == EAGAIN)
+      poll(&writable, 1, 10);
+    else
+      break;
+  }
+  INFO("the peer got " << sent << " of " << calls.size() << " bytes of calls through");
+  CHECK(sent < calls.size());  // the ps stopped reading it
+  CHECK(answersStatus());
+  const int64_t peak_kib = peakRssKib(task.ps.pid());
+  INFO("ps peak RSS " << peak_kib << " KiB");
+  CHECK(peak_kib < 128 * 1024);
+  close(fd);
+
+  // Idle connections beyond what the ps takes for its 2 workers are closed
+  // at once; once they are gone, a worker is served again.
+  std::vector<int> idle;
+  const size_t most = mostConnectionsFor(2);
+  for (size_t i = 0; i < most + 8; ++i) {
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to = loopbackAddress(port);
+    REQUIRE(connect(s, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    idle.push_back(s);
+  }
+  std::vector<pollfd> readable;
+  for (int s : idle) readable.push_back({s, POLLIN, 0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  REQUIRE(poll(readable.data(), readable.size(), 2000) > 0);
+  size_t closed_by_ps = 0;
+  for (const pollfd& p : readable) {
+    char byte;
+    if (p.revents != 0 && read(p.fd, &byte, 1) <= 0) ++closed_by_ps;
+  }
+  CHECK(closed_by_ps >= 8);
+  CHECK(closed_by_ps <= 8 + 1);  // the unread peer's may not have been counted out yet
+  for (int s : idle) close(s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(answersStatus());
+
+  task.ps.signal(SIGTERM);
+  INFO(task.ps.output());
+  CHECK(task.ps.wait(30) == 0);
+  CHECK_THAT(task.ps.output(), Catch::Contains("the most this ps takes"));
 }
