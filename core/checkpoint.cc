@@ -152,6 +152,16 @@ std::string checkpointDirName(int64_t global_step) {
   return std::string(layout::kDirPrefix) + digits;
 }
 
+void createCheckpointDir(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (!error && !fs::is_directory(dir, error))
+    error = std::make_error_code(std::errc::not_a_directory);
+  if (error)
+    throw InputError("checkpoint directory " + dir.string() +
+                     ": cannot create it: " + error.message());
+}
+
 fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
                         const std::vector<TensorRef>& tensors, int keep) {
   if (manifest.global_step < 0 || manifest.global_step > kMaxGlobalStep)

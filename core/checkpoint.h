@@ -57,6 +57,11 @@ std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
                                      const CheckpointManifest& manifest,
                                      const std::vector<TensorRef>& tensors, int keep);
 
+// Creates `dir` (and its parents) if it is not there, so that a run whose
+// checkpoint directory cannot be one fails as it starts, not at its first
+// save. InputError naming it and why.
+void createCheckpointDir(const std::filesystem::path& dir);
+
 // The checkpoint <dir>/latest names, or nullopt if there is none (no dir or no
 // latest file). InputError if latest names a missing or incomplete checkpoint.
 std::optional<std::filesystem::path> findLatestCheckpoint(const std::filesystem::path& dir);

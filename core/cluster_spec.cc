@@ -1,11 +1,15 @@
 #include "core/cluster_spec.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -23,33 +27,39 @@ bool isHostNameCharacter(char c) {
   return std::isalnum(uint8_t(c)) || c == '-' || c == '.' || c == '_';
 }
 
-// The inside of "[...]": hex groups, colons and dots (an IPv4 tail), and
-// an optional zone ("%eth0") for link-local addresses.
-bool isIpv6Address(std::string_view text) {
+// The inside of "[...]" as inet_ntop writes it ("0::1" is "::1", so that
+// two spellings of one address are seen as duplicates), with its zone
+// ("%eth0", for link-local addresses) as given; nullopt if it is no IPv6
+// address.
+std::optional<std::string> canonicalIpv6(std::string_view text) {
   const size_t percent = text.find('%');
-  const std::string_view address = text.substr(0, percent);
-  const bool address_ok = address.find(':') != std::string_view::npos &&
-                          std::all_of(address.begin(), address.end(), [](char c) {
-                            return std::isxdigit(uint8_t(c)) || c == ':' || c == '.';
-                          });
-  if (percent == std::string_view::npos) return address_ok;
+  const std::string address(text.substr(0, percent));
+  in6_addr parsed{};
+  if (inet_pton(AF_INET6, address.c_str(), &parsed) != 1) return std::nullopt;
+  char canonical[INET6_ADDRSTRLEN];
+  if (!inet_ntop(AF_INET6, &parsed, canonical, sizeof canonical)) return std::nullopt;
+  if (percent == std::string_view::npos) return std::string(canonical);
   const std::string_view zone = text.substr(percent + 1);
-  return address_ok && !zone.empty() && std::all_of(zone.begin(), zone.end(), isHostNameCharacter);
+  if (zone.empty() || !std::all_of(zone.begin(), zone.end(), isHostNameCharacter))
+    return std::nullopt;
+  return std::string(canonical) + "%" + std::string(zone);
 }
 
 // Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
 // when `text` is not one. Names are not resolved here: a name that does not
 // resolve is a connection failure later, reported with its address.
 const char* parseAddress(std::string_view text, HostPort& out) {
+  std::optional<std::string> ipv6;  // what host views for "[...]"
   std::string_view host;
   std::string_view port;
   if (!text.empty() && text[0] == '[') {
     const size_t close = text.find(']');
     if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
       return "[ipv6]:port";
-    host = text.substr(1, close - 1);
+    ipv6 = canonicalIpv6(text.substr(1, close - 1));
+    if (!ipv6) return "[ipv6]:port with an IPv6 address in brackets";
+    host = *ipv6;
     port = text.substr(close + 2);
-    if (!isIpv6Address(host)) return "[ipv6]:port with an IPv6 address in brackets";
   } else {
     const size_t colon = text.rfind(':');
     if (colon == std::string_view::npos) return "host:port";

@@ -32,7 +32,10 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   const std::filesystem::path checkpoint_dir = spec.checkpoint.dir;
   std::optional<std::filesystem::path> latest;
-  if (!checkpoint_dir.empty()) latest = findLatestCheckpoint(checkpoint_dir);
+  if (!checkpoint_dir.empty()) {
+    createCheckpointDir(checkpoint_dir);
+    latest = findLatestCheckpoint(checkpoint_dir);
+  }
   if (latest) {
     state.restore(*latest);
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());

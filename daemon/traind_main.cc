@@ -92,7 +92,8 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--devices", flags.devices,
                  "devices to train on, one tower each: cpu, cpu:0,cpu:1 (overrides "
                  "training.devices)");
-  app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout");
+  app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout")
+      ->check(traind::integerFlag(0));
   app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");
   app.add_option("--job", flags.job, "this node's job in the cluster: ps or worker")
       ->envname("TRAIND_JOB")

@@ -205,6 +205,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).
   ps.abandonWaitsOnStop(stop_requested);
+  if (chief && !spec.checkpoint.dir.empty()) createCheckpointDir(spec.checkpoint.dir);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   if (!ps.connect(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
   metrics.setSharedMemoryShards(ps.shardsThroughSharedMemory());

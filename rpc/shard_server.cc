@@ -89,9 +89,9 @@ struct ShardServer::Impl {
       const std::string peer = peerName(*stream);
       refusals.log([&](size_t times) {
         spdlog::warn(
-            "closed {} new connections, the last from {}: {} are open, the most this "
-            "ps takes",
-            times, peer, connections.size());
+            "closed a new connection from {} at once: {} are open, the most this ps takes "
+            "({} closed since the last such line)",
+            peer, connections.size(), times);
       });
       return;  // the stream goes, and closes the socket
     }

@@ -224,6 +224,14 @@ TEST_CASE("address syntax", "[cluster_spec]") {
   CHECK(addressError("\"[host]:2222\"") ==
         "c.yaml:3:12: cluster.worker[0]: expected [ipv6]:port with an IPv6 address in brackets, "
         "got the quoted string '[host]:2222'");
+  // Only hex digits and colons, but no IPv6 address.
+  for (const std::string lie :
+       {"[:::::]:1", "[1::2::3]:1", "[12345::]:1", "[1:2:3:4:5:6:7:8:9]:1"}) {
+    CHECK(addressError("\"" + lie + "\"") ==
+          "c.yaml:3:12: cluster.worker[0]: expected [ipv6]:port with an IPv6 address in "
+          "brackets, got the quoted string '" +
+              lie + "'");
+  }
   // Unquoted, YAML reads [::1]:2222 as a mapping from a list.
   CHECK(addressError("[::1]:2222") ==
         "c.yaml:3:12: cluster.worker[0]: expected host:port (an IPv6 address goes in quotes, as "
@@ -244,6 +252,12 @@ TEST_CASE("an address used twice names both places", "[cluster_spec]") {
   CHECK(errorOf("cluster:\n"
                 "  ps: [a:1]\n"
                 "  worker: [\"[::1]:5\", '[::1]:5']\n") ==
+        "c.yaml:3:23: cluster.worker[1]: duplicate address [::1]:5 (cluster.worker[0] at line 3, "
+        "column 12 has it too)");
+  // Two spellings of one IPv6 address are one address.
+  CHECK(errorOf("cluster:\n"
+                "  ps: [a:1]\n"
+                "  worker: [\"[::1]:5\", '[0:0::1]:5']\n") ==
         "c.yaml:3:23: cluster.worker[1]: duplicate address [::1]:5 (cluster.worker[0] at line 3, "
         "column 12 has it too)");
   // One host, different ports: fine.

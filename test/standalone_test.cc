@@ -196,6 +196,18 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   r = runTraind("--model configs/models/fashion_cnn.yaml --log-every 1.5");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--log-every: expected an integer 1 or more, got '1.5'"));
+  r = runTraind("--model configs/models/fashion_cnn.yaml --seed -1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--seed: expected an integer 0 or more, got '-1'"));
+
+  // A checkpoint directory that cannot be one fails the run as it starts.
+  writeFile(dir / "a-file", "x");
+  r = runTraind("--model configs/models/fashion_mlp.yaml --max-steps 5 --checkpoint-dir " +
+                (dir / "a-file").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("checkpoint directory " + (dir / "a-file").string() +
+                                       ": cannot create it"));
+  CHECK_THAT(r.output, !Catch::Contains("step 1,"));
 }
 
 TEST_CASE("a checkpoint of another architecture is refused") {
