@@ -295,4 +295,26 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
   return manifest;
 }
 
+void checkAgreesWithManifest(const fs::path& checkpoint, const CheckpointManifest& manifest,
+                             const SafetensorsReader& tensors) {
+  const std::string manifest_path = (checkpoint / layout::kManifestFile).string();
+  const std::string tensors_path = (checkpoint / manifest.tensors_file).string();
+  auto agree = [&](const std::string& key, const std::string& in_manifest) {
+    const auto it = tensors.metadata().find(key);
+    if (it == tensors.metadata().end() || it->second == in_manifest) return;
+    throw InputError(checkpoint.string() + ": corrupt checkpoint: " + manifest_path + " says " +
+                     key + " " + printable(in_manifest) + ", " + tensors_path + " says " +
+                     printable(it->second));
+  };
+  agree("global_step", std::to_string(manifest.global_step));
+  agree("model_name", manifest.model_name);
+  agree("architecture_hash", manifest.architecture_hash);
+  const std::string name = checkpoint.filename().string();
+  const std::optional<int64_t> step = stepOfDirName(name);
+  if (step && *step != manifest.global_step)
+    throw InputError(checkpoint.string() + ": corrupt checkpoint: " + manifest_path +
+                     " says global_step " + std::to_string(manifest.global_step) +
+                     ", the directory's name " + std::to_string(*step));
+}
+
 }  // namespace traind

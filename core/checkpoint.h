@@ -74,4 +74,11 @@ std::filesystem::path resolveCheckpoint(const std::filesystem::path& path);
 // if it is missing, not JSON, or a field is absent or of the wrong type.
 CheckpointManifest readManifest(const std::filesystem::path& checkpoint);
 
+// Checks that the tensors file's __metadata__ (what of it there is: files
+// written by other tools may carry none) and the checkpoint's directory name
+// (when it is ckpt-<step>) agree with `manifest`: a manifest edited alone
+// would otherwise resume a run at another step. InputError naming both.
+void checkAgreesWithManifest(const std::filesystem::path& checkpoint,
+                             const CheckpointManifest& manifest, const SafetensorsReader& tensors);
+
 }  // namespace traind

@@ -62,6 +62,7 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
                      printable(manifest.architecture_hash) + ", this spec's is " + hash +
                      "); point checkpoint.dir elsewhere or use init_from to reuse layers");
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  checkAgreesWithManifest(checkpoint, manifest, reader);
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {

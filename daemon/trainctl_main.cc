@@ -322,6 +322,7 @@ int runInspect(const std::string& path) {
   const std::filesystem::path checkpoint = resolveCheckpoint(path);
   const CheckpointManifest manifest = readManifest(checkpoint);
   const SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  checkAgreesWithManifest(checkpoint, manifest, reader);
   std::printf("checkpoint: %s\nmodel: %s\nglobal step: %lld\ncreated: %s\narchitecture: %s\n",
               checkpoint.string().c_str(), printable(manifest.model_name).c_str(),
               static_cast<long long>(manifest.global_step), printable(manifest.created).c_str(),

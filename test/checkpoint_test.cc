@@ -415,6 +415,43 @@ TEST_CASE("readManifest checks every field", "[checkpoint]") {
                        Catch::Message(path + ":3:1: invalid JSON: expected a string key, got '}'"));
 }
 
+TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
+  TempDir dir;
+  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  const std::filesystem::path saved = state.save(dir.path(), 1);
+  REQUIRE(saved.filename() == "ckpt-0000000000");
+  const std::string manifest = readFile(saved / "manifest.json");
+  const std::string tensors = (saved / "model.safetensors").string();
+  auto restoreWith = [&](const std::string& from, const std::string& to) {
+    std::string edited = manifest;
+    const size_t at = edited.find(from);
+    REQUIRE(at != std::string::npos);
+    writeFile(saved / "manifest.json", edited.replace(at, from.size(), to));
+    ModelState target(spec, graph);
+    target.restore(saved);
+  };
+  CHECK_THROWS_MATCHES(
+      restoreWith("\"global_step\": 0", "\"global_step\": 9007199254740992"), InputError,
+      Catch::Message(saved.string() +
+                     ": corrupt checkpoint: " + (saved / "manifest.json").string() +
+                     " says global_step 9007199254740992, " + tensors + " says 0"));
+  CHECK_THROWS_WITH(restoreWith("\"model_name\": \"regression\"", "\"model_name\": \"other\""),
+                    Catch::Contains("says model_name other, " + tensors + " says regression"));
+  // Manifest and tensors agree, the directory's name does not; a name that
+  // is no step says nothing.
+  writeFile(saved / "manifest.json", manifest);
+  const std::filesystem::path renamed = dir.path() / "ckpt-0000000007";
+  std::filesystem::rename(saved, renamed);
+  ModelState target(spec, graph);
+  CHECK_THROWS_WITH(target.restore(renamed),
+                    Catch::Contains("says global_step 0, the directory's name 7"));
+  std::filesystem::rename(renamed, dir.path() / "best");
+  CHECK_NOTHROW(target.restore(dir.path() / "best"));
+}
+
 TEST_CASE("a randomly corrupted checkpoint is restored or refused, naming its file",
           "[checkpoint]") {
   // Bytes of the safetensors header and of the manifest changed, header
