@@ -280,7 +280,9 @@ double readNumber(const Field& field, std::string_view expected, bool (*ok)(doub
 float readFloat(const Field& field, std::string_view expected, bool (*ok)(double)) {
   const double value = readNumber(field, expected, isAnyNumber);
   const float narrowed = float(value);
-  if (!std::isfinite(narrowed) || !ok(narrowed)) failExpected(field, expected);
+  if (!std::isfinite(narrowed))  // finite as a double: beyond float32's range
+    failExpected(field, "a number within float32's range (at most 3.4e38)");
+  if (!ok(narrowed)) failExpected(field, expected);
   return narrowed;
 }
 

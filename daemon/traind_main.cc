@@ -22,6 +22,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/layer_graph.h"
+#include "core/printable.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/flag_checks.h"
 #include "daemon/logging.h"
@@ -97,7 +98,12 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");
   app.add_option("--job", flags.job, "this node's job in the cluster: ps or worker")
       ->envname("TRAIND_JOB")
-      ->check(CLI::IsMember({"ps", "worker"}));
+      ->check(CLI::Validator(
+          [](std::string& job) -> std::string {
+            if (job == "ps" || job == "worker") return {};
+            return "expected ps or worker, got '" + traind::printable(job) + "'";
+          },
+          "ps or worker"));
   app.add_option("--task", flags.task, "this node's index within its job (worker 0 is the chief)")
       ->envname("TRAIND_TASK")
       ->check(traind::integerFlag(0, std::numeric_limits<int>::max()));

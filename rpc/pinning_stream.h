@@ -48,6 +48,7 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // From now on a read waits while `backlogged()` (too many replies queued
   // for writing), and goes on as writes complete.
   void gateReadsOnBacklog(kj::Function<bool()> backlogged);
+  void liftReadGate() { backlogged_ = nullptr; }
 
   // kj::AsyncIoStream: everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;

@@ -37,6 +37,9 @@ struct ShardServer::Impl {
       });
       rpc.setFlowLimit(kFlowLimitWords);
     }
+    // The stream may outlive the connection (its sessions hold it); the gate
+    // looks at the network.
+    ~Connection() { stream->liftReadGate(); }
     kj::Own<PinningStream> stream;
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;

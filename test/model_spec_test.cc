@@ -313,6 +313,11 @@ TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]"
              Catch::Contains("moving_average"));
   CHECK_THAT(errorWith(dir, optimizer, optimizer + "moving_average: {num_updates: true}\n"),
              Catch::Contains("decay"));
+  // Finite, but not as a float32: the message says which bound it broke.
+  CHECK(errorWith(dir, optimizer, "optimizer: {type: sgd, learning_rate: 1e39}\n") ==
+        path +
+            ":4:39: optimizer.learning_rate: expected a number within float32's range (at "
+            "most 3.4e38), got 1e39");
 }
 
 TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]") {

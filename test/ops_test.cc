@@ -11,6 +11,7 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "core/json.h"
 #include "core/printable.h"
@@ -285,6 +286,24 @@ TEST_CASE("a slow client neither blocks others nor stays forever") {
   });
   for (int i = 0; i < 20; ++i) CHECK(node.get("/status").status == 200);
   CHECK(slow.get().empty());
+}
+
+TEST_CASE("slow clients in every slot do not keep a probe out") {
+  OpsNode node("worker", 0, false);
+  node.metrics.setState(NodeState::Training);
+  // 80 clients that have sent half a request, more than the 64 slots.
+  std::vector<int> slow;
+  for (int i = 0; i < 80; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const sockaddr_in to = testing::loopbackAddress(node.server.port());
+    REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0);
+    const std::string half = "GET /healthz HTTP/1.1\r\nX-a: ";
+    REQUIRE(send(fd, half.data(), half.size(), MSG_NOSIGNAL) == ssize_t(half.size()));
+    slow.push_back(fd);
+  }
+  // Each probe takes the slot of the oldest of them.
+  for (int i = 0; i < 10; ++i) CHECK(node.get("/healthz").status == 200);
+  for (int fd : slow) close(fd);
 }
 
 TEST_CASE("an address in use is an InputError naming it") {
