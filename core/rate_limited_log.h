@@ -1,7 +1,7 @@
-// Logging of what a peer can repeat as fast as it likes (connections
-// refused, accepts failing): at most one line per interval, which says how
-// many occurrences it stands for. The first occurrence is logged at once;
-// those after the last line stay uncounted until the next one is due.
+// Logging of what a peer can repeat as fast as it likes (connections made
+// and refused, accepts failing): at most `burst` lines per interval, each
+// saying how many occurrences it stands for. Occurrences past the burst are
+// counted into the next line that is written.
 //
 //   RateLimitedLog refusals{std::chrono::seconds(10)};
 //   refusals.log([&](size_t times) { spdlog::warn("refused {} connections", times); });
@@ -16,7 +16,8 @@ class RateLimitedLog {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit RateLimitedLog(Clock::duration interval) : interval_(interval) {}
+  explicit RateLimitedLog(Clock::duration interval, int burst = 1)
+      : interval_(interval), burst_(burst) {}
 
   // Counts one occurrence; calls write(occurrences since the last line)
   // when a line is due.
@@ -24,17 +25,21 @@ class RateLimitedLog {
   void log(Write&& write) {
     ++unlogged_;
     const Clock::time_point now = Clock::now();
-    if (logged_ && now - last_line_ < interval_) return;
+    if (lines_ == 0 || now - window_start_ >= interval_) {
+      window_start_ = now;
+      lines_ = 0;
+    }
+    if (lines_ >= burst_) return;
     write(unlogged_);
     unlogged_ = 0;
-    last_line_ = now;
-    logged_ = true;
+    ++lines_;
   }
 
  private:
   Clock::duration interval_;
-  Clock::time_point last_line_;
-  bool logged_ = false;
+  int burst_;
+  Clock::time_point window_start_;
+  int lines_ = 0;  // written since window_start_
   size_t unlogged_ = 0;
 };
 

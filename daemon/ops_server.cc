@@ -330,10 +330,8 @@ void OpsServer::Impl::accept() {
     if (error) {
       // Out of file descriptors, say: try again shortly instead of spinning.
       accept_failures.log([&](size_t times) {
-        spdlog::warn(
-            "the ops server could not accept a connection: {} ({} failures since the "
-            "last such line)",
-            error.message(), times);
+        spdlog::warn("the ops server could not accept a connection: {}{}", error.message(),
+                     times > 1 ? " (" + std::to_string(times) + " such since the last line)" : "");
       });
       accept_retry.expires_after(std::chrono::milliseconds(100));
       accept_retry.async_wait([this](std::error_code e) {

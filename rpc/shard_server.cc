@@ -55,6 +55,8 @@ struct ShardServer::Impl {
   // What a peer can bring about is logged at most every kLogEvery.
   static constexpr auto kLogEvery = std::chrono::seconds(10);
   RateLimitedLog refusals{kLogEvery}, accept_failures{kLogEvery};
+  // Every connection of a cluster's start is logged; a flood of them is not.
+  RateLimitedLog comings{kLogEvery, 32}, goings{kLogEvery, 32};
 
   struct ErrorHandler : kj::TaskSet::ErrorHandler {
     void taskFailed(kj::Exception&& e) override {
@@ -78,10 +80,8 @@ struct ShardServer::Impl {
             },
             [this](kj::Exception&& e) {
               accept_failures.log([&](size_t times) {
-                spdlog::warn(
-                    "accepting a connection failed: {}; retrying ({} failures since the "
-                    "last such line)",
-                    e.getDescription().cStr(), times);
+                spdlog::warn("accepting a connection failed: {}; retrying{}",
+                             e.getDescription().cStr(), since(times));
               });
               return timer.afterDelay(100 * kj::MILLISECONDS).then([this] { return acceptLoop(); });
             });
@@ -92,9 +92,9 @@ struct ShardServer::Impl {
       const std::string peer = peerName(*stream);
       refusals.log([&](size_t times) {
         spdlog::warn(
-            "closed a new connection from {} at once: {} are open, the most this ps takes "
-            "({} closed since the last such line)",
-            peer, connections.size(), times);
+            "closed a new connection from {} at once: {} are open, the most this ps "
+            "takes{}",
+            peer, connections.size(), since(times));
       });
       return;  // the stream goes, and closes the socket
     }
@@ -105,16 +105,24 @@ struct ShardServer::Impl {
     connections.emplace_back(kj::mv(stream), new_session, options);
     auto it = std::prev(connections.end());
     it->peer = peerName(*it->stream);
-    spdlog::info("{} connected", it->peer);
+    comings.log([&](size_t times) { spdlog::info("{} connected{}", it->peer, since(times)); });
     tasks.add(it->network.onDisconnect().then(
         [this, it]() {
-          spdlog::info("{} disconnected", it->peer);
+          goings.log(
+              [&](size_t times) { spdlog::info("{} disconnected{}", it->peer, since(times)); });
           return kj::evalLater([this, it]() { connections.erase(it); });
         },
         [this, it](kj::Exception&& e) {
-          spdlog::warn("dropped {}: {}", it->peer, e.getDescription().cStr());
+          goings.log([&](size_t times) {
+            spdlog::warn("dropped {}: {}{}", it->peer, e.getDescription().cStr(), since(times));
+          });
           return kj::evalLater([this, it]() { connections.erase(it); });
         }));
+  }
+
+  // What a rate-limited line adds when it stands for more than itself.
+  static std::string since(size_t times) {
+    return times > 1 ? " (" + std::to_string(times) + " such since the last line)" : "";
   }
 
   static std::string peerName(kj::AsyncIoStream& stream) {
