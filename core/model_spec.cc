@@ -470,6 +470,14 @@ std::vector<std::string> readDevices(const Field& field) {
     const bool gpu = name.starts_with("cuda:");
     if (!gpu && std::find(devices.begin(), devices.end(), name) != devices.end())
       fail(item, "device " + quoted(name) + " is listed twice");
+    // `cpu` is the whole CPU as one device (createDevices refuses the mix in
+    // --devices too).
+    for (const std::string& earlier : devices) {
+      if (!gpu && !earlier.starts_with("cuda:") && (name == "cpu" || earlier == "cpu"))
+        fail(item, "devices " + quoted(earlier) + " and " + quoted(name) +
+                       ": cpu is the whole CPU as one device; name several CPU devices cpu:0, "
+                       "cpu:1, ...");
+    }
     devices.push_back(name);
   }
   return devices;

@@ -295,6 +295,22 @@ TEST_CASE("momentum and adagrad options", "[model_spec]") {
   CHECK(spec.optimizer.epsilon == 0.001f);
 }
 
+TEST_CASE("training.devices refuses a repeated CPU device and the whole CPU beside its parts",
+          "[model_spec]") {
+  TempDir dir;
+  const std::string training = "training: {max_steps: 10}";
+  const std::string path = (dir.path() / "variant.yaml").string();
+  CHECK(loadVariant(dir, training,
+                    "training: {max_steps: 10, devices: [cpu:0, cpu:1, cuda:0, cuda:0]}")
+            .training.devices.size() == 4);  // a GPU named twice holds two towers
+  CHECK(errorWith(dir, training, "training: {max_steps: 10, devices: [cpu:0, cpu:0]}") ==
+        path + ":8:44: training.devices[1]: device 'cpu:0' is listed twice");
+  CHECK(errorWith(dir, training, "training: {max_steps: 10, devices: [cpu, cpu:0]}") ==
+        path +
+            ":8:42: training.devices[1]: devices 'cpu' and 'cpu:0': cpu is the whole CPU as "
+            "one device; name several CPU devices cpu:0, cpu:1, ...");
+}
+
 TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]") {
   TempDir dir;
   const std::string optimizer = "optimizer: {type: sgd, learning_rate: 0.1}\n";
