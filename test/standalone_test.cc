@@ -181,24 +181,19 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("missing.yaml"));
 
-  r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps -4");
-  CHECK(r.exit_code == 2);
-  r = runTraind("--model configs/models/fashion_cnn.yaml --max-steps 4503599627370497");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output,
-             Catch::Contains("--max-steps: expected an integer from 1 to 4503599627370496, "
-                             "got '4503599627370497'"));
-  // A flag keeps the bounds of the spec field it stands in for.
-  r = runTraind("--model configs/models/fashion_cnn.yaml --threads 5000");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output,
-             Catch::Contains("--threads: expected an integer from 0 to 1024, got '5000'"));
-  r = runTraind("--model configs/models/fashion_cnn.yaml --log-every 1.5");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("--log-every: expected an integer 1 or more, got '1.5'"));
-  r = runTraind("--model configs/models/fashion_cnn.yaml --seed -1");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("--seed: expected an integer 0 or more, got '-1'"));
+  // A flag keeps the bounds of the spec field it stands in for, and says them.
+  const std::pair<std::string, std::string> bad_flags[] = {
+      {"--max-steps -4", "--max-steps: expected an integer from 1 to 4503599627370496, got '-4'"},
+      {"--max-steps 4503599627370497",
+       "--max-steps: expected an integer from 1 to 4503599627370496, got '4503599627370497'"},
+      {"--threads 5000", "--threads: expected an integer from 0 to 1024, got '5000'"},
+      {"--log-every 1.5", "--log-every: expected an integer 1 or more, got '1.5'"},
+      {"--seed -1", "--seed: expected an integer 0 or more, got '-1'"}};
+  for (const auto& [flag, message] : bad_flags) {
+    r = runTraind("--model configs/models/fashion_cnn.yaml " + flag);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
 
   // A checkpoint directory that cannot be one fails the run as it starts.
   writeFile(dir / "a-file", "x");
