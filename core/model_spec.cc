@@ -394,6 +394,7 @@ IdxSource readIdxSource(const Field& field, const fs::path& spec_dir) {
   source.images = readExistingFile(fields.get("images"), spec_dir);
   source.labels = readExistingFile(fields.get("labels"), spec_dir);
   if (auto f = fields.find("limit")) source.limit = readInt(*f, 0);
+  source.location = field.where;
   return source;
 }
 
@@ -450,10 +451,15 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
   } else {
     data.kind = DataSpec::Kind::SyntheticRegression;
     data.synthetic = readSynthetic(*synthetic);
+    data.synthetic_location = synthetic->where;
     if (auto f = fields.find("test"))
       fail(*f, "only allowed with data.train (synthetic data makes its own test set)");
   }
-  if (auto f = fields.find("batch_size")) data.batch_size = readInt(*f, 1, kMaxDimension);
+  data.batch_size_location = field.where;
+  if (auto f = fields.find("batch_size")) {
+    data.batch_size = readInt(*f, 1, kMaxDimension);
+    data.batch_size_location = f->where;
+  }
   if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
   if (auto f = fields.find("prefetch_batches")) data.prefetch_batches = readPrefetchBatches(*f);
   return data;

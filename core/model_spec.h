@@ -92,6 +92,7 @@ struct IdxSource {
   std::string images;
   std::string labels;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
+  SourceLocation location;  // its entry in the spec, for what its files' contents refute
 };
 
 // n points, x uniform in [x_min, x_max], y = x^2 + N(0, noise_stddev^2).
@@ -108,7 +109,9 @@ struct DataSpec {
   IdxSource train;                      // Idx
   std::optional<IdxSource> test;        // Idx, optional
   SyntheticRegressionSpec synthetic;    // SyntheticRegression (its test set: points / 5)
+  SourceLocation synthetic_location;
   int64_t batch_size = 32;
+  SourceLocation batch_size_location;   // the field, or the data section without one
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
   // Batches read ahead on the input thread; unset is `auto`
   // (readAheadBatches, daemon/training_data.h).

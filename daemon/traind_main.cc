@@ -31,6 +31,7 @@
 #include "daemon/ops_server.h"
 #include "daemon/standalone.h"
 #include "daemon/stop_signals.h"
+#include "daemon/training_data.h"
 #include "devices/device_list.h"
 
 namespace {
@@ -148,6 +149,12 @@ int main(int argc, char** argv) {
         const traind::ModelSpec spec = traind::loadModelSpec(check_model);
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
+        // Read as a run reads it: what the files hold must fit the model.
+        const traind::TrainingData data = traind::loadTrainingData(spec, graph);
+        std::printf("data: %lld training examples of %s, %lld test examples\n",
+                    static_cast<long long>(data.train.size),
+                    traind::shapeToString(data.train.example_shape).c_str(),
+                    static_cast<long long>(data.test ? data.test->size : 0));
         const auto devices = traind::createDevices(spec.training.devices, spec.training.threads);
         std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);

@@ -7,9 +7,9 @@
 namespace traind {
 namespace {
 
-void checkFits(const ModelSpec& spec, const LayerGraph& graph, const Dataset& data,
+// `where` and `field` name the data set's entry in the spec.
+void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocation& where,
                const std::string& field) {
-  const SourceLocation where{spec.path};
   if (numElements(data.example_shape) != numElements(graph.input_shape))
     throwInputError(where, field,
                     "examples of shape " + shapeToString(data.example_shape) +
@@ -49,10 +49,15 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
     data.train = loadIdxDataset(spec.data.train);
     if (spec.data.test) data.test = loadIdxDataset(*spec.data.test);
   }
-  checkFits(spec, graph, data.train, "data.train");
-  if (data.test) checkFits(spec, graph, *data.test, "data.test");
+  if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
+    checkFits(graph, data.train, spec.data.synthetic_location, "data.synthetic");
+    checkFits(graph, *data.test, spec.data.synthetic_location, "data.synthetic");
+  } else {
+    checkFits(graph, data.train, spec.data.train.location, "data.train");
+    if (data.test) checkFits(graph, *data.test, spec.data.test->location, "data.test");
+  }
   if (data.train.size < spec.data.batch_size)
-    throwInputError(SourceLocation{spec.path}, "data.batch_size",
+    throwInputError(spec.data.batch_size_location, "data.batch_size",
                     "expected at most the training set's " + std::to_string(data.train.size) +
                         " examples, got " + std::to_string(spec.data.batch_size));
   return data;

@@ -166,6 +166,21 @@ TEST_CASE("traind check prints the layer table") {
   CHECK_THAT(r.output, Catch::Contains("optimizer: adam\n"));
 }
 
+TEST_CASE("traind check reads the data as a run would and names the field that does not fit") {
+  const auto dir = freshTempDir("check-data");
+  const std::string spec =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/regression.yaml");
+  ProcessResult r = runTraind("check --model configs/models/regression.yaml");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("data: 1000 training examples of [1], 200 test examples"));
+  writeFile(dir / "big_batch.yaml", replaceAll(spec, "batch_size: 32", "batch_size: 5000"));
+  r = runTraind("check --model " + (dir / "big_batch.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("big_batch.yaml:15:15: data.batch_size"));
+  CHECK_THAT(r.output, Catch::Contains(": data.batch_size: expected at most the training set's "
+                                       "1000 examples, got 5000"));
+}
+
 TEST_CASE("bad input exits 2 with the file, line and field") {
   const auto dir = freshTempDir("bad");
   std::string spec = readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_cnn.yaml");
