@@ -1,5 +1,6 @@
 #include "core/layer_graph.h"
 
+#include <algorithm>
 #include <string>
 
 namespace traind {
@@ -80,11 +81,13 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
   graph.input_shape = spec.input;
   graph.loss = spec.loss;
   Shape shape = spec.input;
-  const int64_t batch = spec.data.batch_size;
+  // What one device holds: its share of the batch (towers split it).
+  const int64_t devices = std::max<int64_t>(1, int64_t(spec.training.devices.size()));
+  const int64_t batch = (spec.data.batch_size + devices - 1) / devices;
   if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
     throwInputError(SourceLocation{spec.path}, "input",
-                    "a batch of " + std::to_string(batch) + " examples of " + shapeToString(shape) +
-                        " would hold more than 2^31 floats");
+                    "a device's batch of " + std::to_string(batch) + " examples of " +
+                        shapeToString(shape) + " would hold more than 2^31 floats");
   int64_t parameters = 0;
 
   for (size_t i = 0; i < spec.layers.size(); ++i) {
@@ -163,8 +166,8 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
     }
     if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
       shapeError(layer, node.input_shape,
-                 "its output " + shapeToString(shape) + " for a batch of " + std::to_string(batch) +
-                     " would hold more than 2^31 floats");
+                 "its output " + shapeToString(shape) + " for a device's batch of " +
+                     std::to_string(batch) + " would hold more than 2^31 floats");
     node.output_shape = shape;
     graph.layers.push_back(std::move(node));
   }

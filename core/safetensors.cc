@@ -209,6 +209,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
   // The data is read only once the header has accounted for all of it, so
   // that a file grown past its tensors (or a sparse one) is not read first.
   const uint64_t tensors_end = spans.empty() ? 0 : spans.back().end;
+  if (tensors_end != data_size_ && spans.empty())
+    fail(path, "the data section has " + std::to_string(data_size_) +
+                   " bytes but the header lists no tensor data");
   if (tensors_end != data_size_)
     fail(path, "the data section has " + std::to_string(data_size_ - tensors_end) +
                    " bytes after its last tensor (" + std::to_string(data_size_) +

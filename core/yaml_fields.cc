@@ -120,6 +120,8 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
   }
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    // A `---` that ends the file (generated files have them) starts no document.
+    while (documents.size() > 1 && documents.back().IsNull()) documents.pop_back();
     if (documents.size() > 1) {
       throwInputError(locate(documents[1], file), "",
                       "expected one YAML document, got " + std::to_string(documents.size()));
@@ -281,7 +283,9 @@ float readFloat(const Field& field, std::string_view expected, bool (*ok)(double
   const double value = readNumber(field, expected, isAnyNumber);
   const float narrowed = float(value);
   if (!std::isfinite(narrowed))  // finite as a double: beyond float32's range
-    failExpected(field, "a number within float32's range (at most 3.4e38)");
+    failExpected(field, "a number of magnitude at most 3.4e38 (float32's range)");
+  if (narrowed == 0 && value != 0)
+    failExpected(field, "a number of magnitude at least 1.4e-45 (float32 rounds less to 0)");
   if (!ok(narrowed)) failExpected(field, expected);
   return narrowed;
 }

@@ -157,11 +157,13 @@ struct Endpoints {
   NodeMetrics& metrics;
   OpsControls controls;
   int open_connections = 0;
-  // Those still sending their request, oldest first (and some that have
-  // finished since, dropped as they reach the front): when every slot is
-  // taken, the oldest of them makes room for a new client, so that slow
-  // clients holding every slot cannot keep a health probe out.
-  std::deque<std::weak_ptr<Connection>> sending_request;
+  // Connections in the order they came, some closed since (dropped as they
+  // reach the front, or all at once past 2 x kMaxConnections entries): when
+  // every slot is taken, the oldest that is not writing its answer (still
+  // sending its request, or lingering after the answer) makes room for a
+  // new client, so that slow clients holding every slot cannot keep a health
+  // probe out.
+  std::deque<std::weak_ptr<Connection>> arrivals;
 };
 
 // One client: read the head (and a small body, discarded), answer, close.
@@ -177,9 +179,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ~Connection() { --endpoints_.open_connections; }
 
   void start() {
-    auto& sending = endpoints_.sending_request;
-    while (!sending.empty() && !stillSending(sending.front().lock())) sending.pop_front();
-    sending.push_back(weak_from_this());
+    auto& arrivals = endpoints_.arrivals;
+    while (!arrivals.empty() && !evictable(arrivals.front().lock())) arrivals.pop_front();
+    if (arrivals.size() > 2 * size_t(kMaxConnections))
+      std::erase_if(arrivals,
+                    [](const std::weak_ptr<Connection>& c) { return !evictable(c.lock()); });
+    arrivals.push_back(weak_from_this());
     armDeadline(kRequestTimeout);
     asio::async_read_until(socket_, head_, "\r\n\r\n",
                            [self = shared_from_this()](std::error_code error, size_t bytes) {
@@ -187,13 +192,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            });
   }
 
-  // Closes the oldest connection still sending its request; false if none is.
-  static bool evictSlowest(Endpoints& endpoints) {
-    auto& sending = endpoints.sending_request;
-    while (!sending.empty()) {
-      const std::shared_ptr<Connection> oldest = sending.front().lock();
-      sending.pop_front();
-      if (stillSending(oldest)) {
+  // Closes the oldest connection not writing its answer; false if there is none.
+  static bool evictOldest(Endpoints& endpoints) {
+    auto& arrivals = endpoints.arrivals;
+    while (!arrivals.empty()) {
+      const std::shared_ptr<Connection> oldest = arrivals.front().lock();
+      arrivals.pop_front();
+      if (evictable(oldest)) {
         oldest->close();
         return true;
       }
@@ -202,8 +207,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  static bool stillSending(const std::shared_ptr<Connection>& c) {
-    return c && c->socket_.is_open() && !c->request_read_;
+  static bool evictable(const std::shared_ptr<Connection>& c) {
+    return c && c->socket_.is_open() && !c->answering_;
   }
 
   // Closing the socket ends whatever read or write is in flight.
@@ -221,7 +226,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void onHead(std::error_code error, size_t bytes) {
-    request_read_ = true;
     if (error == asio::error::not_found) {  // the buffer filled up before the empty line
       respond(plain(400, "request headers over " +
                              std::to_string(OpsServer::kMaxHeaderBytes / 1024) + " KiB"));
@@ -265,6 +269,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void respond(const Response& response) {
+    answering_ = true;
     response_ = serialize(response);
     asio::async_write(socket_, asio::buffer(response_),
                       [self = shared_from_this()](std::error_code error, size_t) {
@@ -279,6 +284,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // closing with unread input would reset the connection and could destroy
   // the answer before the client reads it (a 400 for oversized headers).
   void linger() {
+    answering_ = false;
     std::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     armDeadline(kLingerTimeout);
@@ -298,7 +304,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   tcp::socket socket_;
   asio::steady_timer deadline_;
-  bool request_read_ = false;  // its head has arrived (or failed)
+  bool answering_ = false;  // its answer is being written
   asio::streambuf head_;
   std::vector<char> body_;
   Request request_;
@@ -339,7 +345,7 @@ void OpsServer::Impl::accept() {
       });
       return;
     }
-    if (endpoints.open_connections >= kMaxConnections && !Connection::evictSlowest(endpoints)) {
+    if (endpoints.open_connections >= kMaxConnections && !Connection::evictOldest(endpoints)) {
       std::error_code ignored;
       socket.close(ignored);
     } else {

@@ -26,6 +26,11 @@ void PinningStream::gateReadsOnBacklog(kj::Function<bool()> backlogged) {
   backlogged_ = kj::mv(backlogged);
 }
 
+void PinningStream::liftReadGate() {
+  backlogged_ = nullptr;
+  gated_read_ = nullptr;
+}
+
 kj::Promise<size_t> PinningStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
   KJ_IF_MAYBE (backlogged, backlogged_) {
     // After a failed write Cap'n Proto writes no more, and its backlog stays:
@@ -34,8 +39,10 @@ kj::Promise<size_t> PinningStream::tryRead(void* buffer, size_t min_bytes, size_
       // Cap'n Proto writes its queue one message at a time: wait for the one
       // in progress, or, between two, for the next turn of the event loop.
       kj::Promise<void> progress = kj::evalLater([] {});
-      KJ_IF_MAYBE (write, last_write_) {
-        if (writing_) progress = write->addBranch();
+      if (writing_) {
+        auto woken = kj::newPromiseAndFulfiller<void>();
+        gated_read_ = kj::mv(woken.fulfiller);
+        progress = kj::mv(woken.promise);
       }
       return progress.then(
           [this, buffer, min_bytes, max_bytes] { return tryRead(buffer, min_bytes, max_bytes); });
@@ -44,20 +51,27 @@ kj::Promise<size_t> PinningStream::tryRead(void* buffer, size_t min_bytes, size_
   return inner_->tryRead(buffer, min_bytes, max_bytes);
 }
 
+void PinningStream::wakeGatedRead() {
+  KJ_IF_MAYBE (read, gated_read_) {
+    (*read)->fulfill();
+  }
+  gated_read_ = nullptr;
+}
+
 kj::Promise<void> PinningStream::tracked(kj::Promise<void> write) {
   if (backlogged_ == nullptr) return write;
   writing_ = true;
-  kj::ForkedPromise<void> forked = write
-                                       .then([this] { writing_ = false; },
-                                             [this](kj::Exception&& e) {
-                                               writing_ = false;
-                                               write_failed_ = true;
-                                               kj::throwFatalException(kj::mv(e));
-                                             })
-                                       .fork();
-  kj::Promise<void> branch = forked.addBranch();
-  last_write_ = kj::mv(forked);  // the one before it has completed
-  return branch;
+  return write.then(
+      [this] {
+        writing_ = false;
+        wakeGatedRead();
+      },
+      [this](kj::Exception&& e) {
+        writing_ = false;
+        write_failed_ = true;
+        wakeGatedRead();
+        kj::throwFatalException(kj::mv(e));
+      });
 }
 
 kj::Promise<void> PinningStream::write(const void* buffer, size_t size) {

@@ -48,7 +48,9 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // From now on a read waits while `backlogged()` (too many replies queued
   // for writing), and goes on as writes complete.
   void gateReadsOnBacklog(kj::Function<bool()> backlogged);
-  void liftReadGate() { backlogged_ = nullptr; }
+  // Before the RPC system that the gate asks goes (a read waiting at the gate
+  // then fails).
+  void liftReadGate();
 
   // kj::AsyncIoStream: everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;
@@ -78,14 +80,16 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
       kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
 
   // A write of the inner stream, tracked so that a gated read can wait for
-  // the next one to complete.
+  // it to complete. The promise stays the caller's alone: dropping it
+  // cancels the write, whose buffers the caller owns.
   kj::Promise<void> tracked(kj::Promise<void> write);
+  void wakeGatedRead();
 
   kj::Own<kj::AsyncIoStream> inner_;
   std::vector<std::pair<const kj::byte*, std::shared_ptr<const void>>> holds_;
   kj::Maybe<kj::Function<bool()>> backlogged_;
-  kj::Maybe<kj::ForkedPromise<void>> last_write_;
-  bool writing_ = false;       // last_write_ has not completed
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> gated_read_;  // woken as a write completes
+  bool writing_ = false;                                       // a write is in progress
   bool write_failed_ = false;  // a write failed: the peer is gone
 };
 

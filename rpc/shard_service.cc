@@ -321,6 +321,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
                                               region_holds = kj::mv(region_holds)]() mutable {
       auto results = context.getResults();
       results.setAccepted(accepted);
+      results.setStopping(served_.stopping_);
       int64_t step = INT64_MAX;  // of the values sent: the lowest of the chunks'
       for (size_t i = run.first; i < run.first + run.count; ++i)
         step = std::min(step, shard().chunkStep(i));
@@ -347,6 +348,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
                               [this, context, chunk, shared]() mutable {
       auto results = context.getResults();
       results.setGlobalStep(shard().globalStep());
+      results.setStopping(served_.stopping_);
       if (shared)
         writeToRegion({chunk, 1}, {});
       else

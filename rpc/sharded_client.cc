@@ -547,6 +547,11 @@ int ShardedClient::shardsThroughSharedMemory() const {
 }
 
 int64_t ShardedClient::jobStep(int64_t min_step) {
+  if (stopping_shard_) {
+    if (!stop_logged_) spdlog::info("ps {} is stopping: the job is over", *stopping_shard_);
+    stop_logged_ = true;
+    return -1;
+  }
   int64_t job = INT64_MAX;
   for (int64_t s : shard_steps_) job = std::min(job, s);
   return job < min_step ? -1 : job;
@@ -569,7 +574,8 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     float* out = parameters.data() + c.layout_offset;
     const int64_t size = c.size;
     pulls.sent(0);
-    return request.send().then([step, shared, out, size, &pulls](auto reply) {
+    return request.send().then([this, &link, step, shared, out, size, &pulls](auto reply) {
+      if (reply.getStopping()) stopping_shard_ = link.index;
       copyChunk(reply.getData(), shared, out, size);
       *step = std::min(*step, reportedStep(reply.getGlobalStep()));
       pulls.answered(size * int64_t(sizeof(float)));
@@ -644,6 +650,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             return request.send().then([this, &link, run, &parameters, &dropped, &pushes, &pulls,
                                         step, sync, shared, floats](auto reply) {
               if (!reply.getAccepted()) ++dropped;
+              if (reply.getStopping()) stopping_shard_ = link.index;
               for (size_t i = run.first; i < run.first + run.count; ++i) {
                 const ShardChunk& c = link.chunks[i];
                 copyChunk(reply.getData(),

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,8 +93,9 @@ class ShardedClient {
 
   // Parameters from every shard once each has reached min_step, into
   // `parameters` (the model's flat layout). Returns the job's global step,
-  // the lowest of the shards' (they may be a step apart); -1 if the shards
-  // are stopping.
+  // the lowest of the shards' (they may be a step apart); -1 once a shard
+  // has said it is stopping (told to by the chief, a signal or POST /stop):
+  // the job is over.
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
 
   // While a pull or push+pull waits, each shard is asked for its status
@@ -154,6 +156,8 @@ class ShardedClient {
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
+  std::optional<int> stopping_shard_;  // a shard whose reply said it is stopping
+  bool stop_logged_ = false;
   const std::atomic<bool>* stop_ = nullptr;
   Transfer last_transfer_;
 };

@@ -48,7 +48,7 @@ interface ParameterShard {
 
   pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64,
                   sharedFloats :UInt64, sharedChunks :UInt32)
-      -> (accepted :Bool, globalStep :Int64, data :Data);
+      -> (accepted :Bool, globalStep :Int64, data :Data, stopping :Bool);
   # One chunk of a gradient computed from the parameters of global step
   # `step`, and that chunk's parameters back once the chunk's step has
   # reached minStep; globalStep is the step of the values sent (in sync
@@ -65,13 +65,16 @@ interface ParameterShard {
   # nothing crosses the socket but the call, which costs both sides more
   # than a chunk's floats do. It answers once every chunk may be answered,
   # globalStep the lowest of theirs, accepted false if any was dropped.
+  # stopping: the shard has been told to stop (by the chief, a signal or
+  # POST /stop), so the job is over for the worker.
 
   pull @5 (minStep :Int64, offset :UInt64, length :UInt64, intoSharedRegion :Bool)
-      -> (globalStep :Int64, data :Data);
+      -> (globalStep :Int64, data :Data, stopping :Bool);
   # Parameters [offset, offset + length) once the shard's global step has
   # reached minStep (sync training waits here for the next step); with
   # intoSharedRegion into the shared region's parameter buffer (at the
-  # chunk's place in the worker's layout), data empty.
+  # chunk's place in the worker's layout), data empty. stopping as for
+  # pushAndPull.
 
   readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

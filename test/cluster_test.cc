@@ -318,6 +318,28 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
   CHECK(c.ps[0]->wait(30) == 0);
 }
 
+TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
+  const auto dir = freshTempDir("ps-stop");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+                (dir / "ckpt").string(),
+            1, 2);
+  REQUIRE(c.workers[0]->waitForOutput("step 40,", 60));
+  c.ps[0]->signal(SIGTERM);
+  // The replies say the shard is stopping: the workers end as at max_steps,
+  // the chief with its last checkpoint, all before the ps closes.
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(c.workers[1]->wait(30) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("ps 0 is stopping: the job is over"));
+  CHECK_THAT(c.workers[1]->output(), Catch::Contains("ps 0 is stopping: the job is over"));
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("saved checkpoint"));
+  CHECK_THAT(c.logs(), !Catch::Contains("lost the connection"));
+}
+
 TEST_CASE("sync: the ps names the worker a standing step waits for") {
   const auto dir = freshTempDir("sync-stall");
   const std::unique_ptr<Cluster> job = endlessSyncJob(dir);

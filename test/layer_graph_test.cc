@@ -162,11 +162,17 @@ TEST_CASE("a model beyond the size bounds is refused before anything wraps or al
   // Activations: a layer's output for the whole batch.
   spec.layers = {dense("wide", 1 << 25), dense("logits", 2)};
   spec.data.batch_size = 128;
-  CHECK_THROWS_WITH(buildLayerGraph(spec),
-                    Catch::Contains("its output [33554432] for a batch of 128 would hold more "
-                                    "than 2^31 floats"));
+  CHECK_THROWS_WITH(
+      buildLayerGraph(spec),
+      Catch::Contains("its output [33554432] for a device's batch of 128 would hold more "
+                      "than 2^31 floats"));
   spec.input = {1 << 30};
-  CHECK_THROWS_WITH(buildLayerGraph(spec), Catch::Contains("input: a batch of 128 examples"));
+  CHECK_THROWS_WITH(buildLayerGraph(spec),
+                    Catch::Contains("input: a device's batch of 128 examples"));
+  // Two towers hold half the batch each.
+  spec.input = {1};
+  spec.training.devices = {"cpu:0", "cpu:1"};
+  CHECK_NOTHROW(buildLayerGraph(spec));
 }
 
 TEST_CASE("variable layout aligns every variable and initialisers are seeded by name") {

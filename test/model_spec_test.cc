@@ -332,8 +332,12 @@ TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]"
   // Finite, but not as a float32: the message says which bound it broke.
   CHECK(errorWith(dir, optimizer, "optimizer: {type: sgd, learning_rate: 1e39}\n") ==
         path +
-            ":4:39: optimizer.learning_rate: expected a number within float32's range (at "
-            "most 3.4e38), got 1e39");
+            ":4:39: optimizer.learning_rate: expected a number of magnitude at most 3.4e38 "
+            "(float32's range), got 1e39");
+  CHECK(errorWith(dir, optimizer, "optimizer: {type: sgd, learning_rate: 1e-50}\n") ==
+        path +
+            ":4:39: optimizer.learning_rate: expected a number of magnitude at least "
+            "1.4e-45 (float32 rounds less to 0), got 1e-50");
 }
 
 TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]") {
@@ -564,6 +568,9 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   CHECK(loadError("/dev/zero") == "/dev/zero: cannot read the model spec: expected a regular file");
   const std::string two = dir.write("two.yaml", "name: a\n---\nname: b\n");
   CHECK(loadError(two) == two + ":3:1: expected one YAML document, got 2");
+  // Markers that start or end the one document are fine.
+  const std::string marked = dir.write("marked.yaml", "---\n" + kMinimal + "...\n---\n");
+  CHECK_NOTHROW(loadModelSpec(marked));
 }
 
 TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {

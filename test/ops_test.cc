@@ -291,19 +291,22 @@ TEST_CASE("a slow client neither blocks others nor stays forever") {
 TEST_CASE("slow clients in every slot do not keep a probe out") {
   OpsNode node("worker", 0, false);
   node.metrics.setState(NodeState::Training);
-  // 80 clients that have sent half a request, more than the 64 slots.
+  // 80 clients that have sent half a request, more than the 64 slots: half
+  // of them stop in the headers, half in the body.
   std::vector<int> slow;
   for (int i = 0; i < 80; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     const sockaddr_in to = testing::loopbackAddress(node.server.port());
     REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0);
-    const std::string half = "GET /healthz HTTP/1.1\r\nX-a: ";
+    const std::string half = i % 2 ? "GET /healthz HTTP/1.1\r\nX-a: "
+                                   : "POST /stop HTTP/1.1\r\nContent-Length: 100\r\n\r\nx";
     REQUIRE(send(fd, half.data(), half.size(), MSG_NOSIGNAL) == ssize_t(half.size()));
     slow.push_back(fd);
   }
   // Each probe takes the slot of the oldest of them.
   for (int i = 0; i < 10; ++i) CHECK(node.get("/healthz").status == 200);
   for (int fd : slow) close(fd);
+  CHECK_FALSE(node.stop.load());
 }
 
 TEST_CASE("an address in use is an InputError naming it") {
