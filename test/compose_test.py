@@ -59,6 +59,13 @@ def check_compose():
               f"{name}: cluster-compose.yaml puts {key[0]} {key[1]} on '{tasks.get(key)}'")
         check(key not in served, f"{name}: {key[0]} {key[1]} has two services")
         served.add(key)
+        # The healthcheck asks the ops server where it listens: the task's
+        # http address, not localhost.
+        ops = spec["http"][key[0]][key[1]]
+        check(environment.get("TRAIND_OPS") == ops,
+              f"{name}: TRAIND_OPS is {environment.get('TRAIND_OPS')}, its ops address {ops}")
+        check("TRAIND_OPS" in " ".join(service["healthcheck"]["test"]),
+              f"{name}: the healthcheck does not ask TRAIND_OPS")
         volumes = " ".join(service.get("volumes", []))
         for target in ("/etc/traind/cluster.yaml", "/etc/traind/model.yaml", "/usr/share/datasets"):
             check(target in volumes, f"{name}: nothing mounted on {target}")
