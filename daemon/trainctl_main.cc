@@ -183,12 +183,13 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-// Every node's state; 1 when one could not be asked.
+// Every node's state; 1 when one could not be asked or says it is another
+// task than the cluster spec's http section lists it as.
 int runStatus(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "ADDRESS", "STATE", "STEP", "LOSS", "EXAMPLES/S", "LAST CHECKPOINT"}};
-  int unreachable = 0;
+  int unreachable = 0;  // or misplaced
   for (const Node& node : nodes) {
     try {
       const NodeStatus s = queryStatus(node, flags.timeout);
@@ -197,8 +198,13 @@ int runStatus(const NodeFlags& flags) {
         checkpoint = fmt::format("{} (step {})",
                                  std::filesystem::path(*s.last_checkpoint).filename().string(),
                                  s.last_checkpoint_step.value_or(0));
-      rows.push_back({nodeName(node, s), node.address.toString(), s.state,
-                      std::to_string(s.global_step), s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
+      std::string name = nodeName(node, s);
+      if (!node.job.empty() && (s.role != node.job || s.task != node.task)) {
+        name += fmt::format(" (says it is {})", nodeName(Node{}, s));
+        ++unreachable;
+      }
+      rows.push_back({name, node.address.toString(), s.state, std::to_string(s.global_step),
+                      s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
                       s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
                       checkpoint});
     } catch (const std::exception& e) {
@@ -246,11 +252,33 @@ bool postStop(const Node& node, double timeout) {
   return false;
 }
 
+// The cluster spec's http section says which node is which; stop and
+// checkpoint act on that order, so a node that says it is another task (the
+// section lists them out of order) is an error before anything is asked of
+// any. Nodes that do not answer are left to the command to report.
+void checkRoles(const std::vector<Node>& nodes, double timeout) {
+  std::string wrong;
+  for (const Node& node : nodes) {
+    if (node.job.empty()) continue;
+    NodeStatus status;
+    try {
+      status = queryStatus(node, std::min(timeout, 5.0));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (status.role != node.job || status.task != node.task)
+      wrong += fmt::format("\n  {} says it is {}", describe(node), nodeName(Node{}, status));
+  }
+  if (!wrong.empty())
+    throw InputError("the http section lists nodes as other tasks than they are:" + wrong);
+}
+
 // Stops the workers first and waits for the chief, which checkpoints
 // through the ps shards; then the ps tasks. Workers still blocked in a sync
 // step once the chief is gone are released by the ps's stop.
 int runStop(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
+  checkRoles(nodes, flags.timeout);
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(int64_t(flags.timeout * 1000));
   bool all_stopped = true;
@@ -288,6 +316,7 @@ int runCheckpoint(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Node* target = nullptr;
   if (!flags.cluster.empty()) {
+    checkRoles(nodes, flags.timeout);
     for (const Node& node : nodes)
       if (node.job == "worker" && node.task == 0) target = &node;
   } else if (nodes.size() == 1) {

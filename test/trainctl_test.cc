@@ -144,6 +144,24 @@ TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
                                    Catch::Contains("ps 0: ") &&
                                    Catch::Contains("  hidden1/kernel (235200 floats)"));
 
+  // The same nodes listed out of order: status says which is which, and
+  // stop refuses before it stops any (it would have stopped the ps first).
+  const std::filesystem::path swapped = dir / "swapped.yaml";
+  writeFile(swapped, "cluster:\n  ps: " + localAddresses(base, 1) +
+                         "\n  worker: " + localAddresses(base + 1, 2) +
+                         "\nhttp:\n  ps: " + localAddresses(base + 4, 1) +
+                         "\n  worker: [127.0.0.1:" + std::to_string(base + 3) +
+                         ", 127.0.0.1:" + std::to_string(base + 5) + "]\n");
+  const ProcessResult misread = runTrainctl("status --cluster " + swapped.string());
+  INFO(misread.output);
+  CHECK(misread.exit_code == 1);
+  CHECK_THAT(misread.output, Catch::Contains("ps 0 (says it is worker 0)") &&
+                                 Catch::Contains("worker 0 (says it is ps 0)"));
+  const ProcessResult refused = runTrainctl("stop --cluster " + swapped.string());
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("the http section lists nodes as other tasks"));
+
   const ProcessResult stop = runTrainctl("stop --cluster " + cluster.string());
   INFO(stop.output);
   INFO(logs());
