@@ -159,8 +159,13 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
     throw InputError(address + ": cannot resolve the address: " + e->getDescription().cStr());
   }
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() { impl_->listener = addr->listen(); })) {
-    throw InputError(address + ": cannot listen (is the port in use?): " +
-                     e->getDescription().cStr());
+    const std::string why = e->getDescription().cStr();
+    const char* hint = why.find("Address already in use") != std::string::npos
+                           ? " (is the port in use?)"
+                       : why.find("Cannot assign requested address") != std::string::npos
+                           ? " (is the address one of this host's?)"
+                           : "";
+    throw InputError(address + ": cannot listen" + hint + ": " + why);
   }
 }
 
