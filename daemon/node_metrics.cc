@@ -138,20 +138,26 @@ void NodeMetrics::recordStep(int64_t global_step, double loss, int64_t examples)
       window_start_ = now;
       window_started_ = true;
     }
+    if (window_start_step_ < 0) window_start_step_ = global_step - 1;
     window_loss_ += loss;
     window_examples_ += examples;
     ++window_steps_;
     const double seconds = std::chrono::duration<double>(now - window_start_).count();
-    const bool complete = window_steps_ >= log_every_;
-    if (complete || !loss_) {
+    // StepLog's rule (crossesMultiple): the global step reached or crossed a
+    // multiple of log_every.
+    const bool complete =
+        log_every_ > 0 && global_step / log_every_ > window_start_step_ / log_every_;
+    if (complete || !window_completed_) {
       loss_ = window_loss_ / double(window_steps_);
       if (seconds > 0) examples_per_second_ = double(window_examples_) / seconds;
     }
     if (!complete) return;
+    window_completed_ = true;
     window_loss_ = 0.0;
     window_examples_ = 0;
     window_steps_ = 0;
     window_start_ = now;
+    window_start_step_ = global_step;
     status = fmt::format("step {}, loss = {:.4f}", global_step, *loss_);
     if (examples_per_second_)
       status += fmt::format(" ({:.1f} examples/sec)", *examples_per_second_);

@@ -127,13 +127,18 @@ class NodeMetrics {
   std::string detail_;
   bool writes_checkpoints_ = false;
   int64_t global_step_ = 0;
-  // The last complete window's means (the running window's before one completes).
+  // The last complete window's means (the running window's before one
+  // completes). A window ends where StepLog's does: when the global step
+  // reaches or crosses a multiple of log_every, so the figures are the log
+  // line's.
   std::optional<double> loss_;
   std::optional<double> examples_per_second_;
   double window_loss_ = 0.0;
   int64_t window_steps_ = 0, window_examples_ = 0;
   Clock::time_point window_start_;
-  bool window_started_ = false;
+  bool window_started_ = false;     // its clock: from training's start, or the first step
+  int64_t window_start_step_ = -1;  // the global step before the window's first
+  bool window_completed_ = false;
   int64_t push_bytes_ = 0, pull_bytes_ = 0;
   LatencyHistogram push_seconds_, pull_seconds_;
   int shared_memory_shards_ = 0;

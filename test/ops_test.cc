@@ -176,6 +176,21 @@ TEST_CASE("metrics are Prometheus text with job and task labels") {
   CHECK_THAT(ps_page, !Catch::Contains("traind_checkpoint_age_seconds"));
 }
 
+TEST_CASE("the loss metric is the log line's: its windows end at multiples of the global step") {
+  OpsNode worker("worker", 1, false);  // log_every 2
+  worker.metrics.setState(NodeState::Training);
+  const std::string series = "traind_loss{job=\"worker\",task=\"1\"}";
+  auto loss = [&] { return sample(worker.get("/metrics").body, series); };
+  worker.metrics.recordStep(1, 1.0, 100);
+  CHECK(loss() == 1.0);                    // before a window ends: the mean so far
+  worker.metrics.recordStep(3, 3.0, 100);  // async: the global step jumps over 2
+  CHECK(loss() == 2.0);
+  worker.metrics.recordStep(4, 10.0, 100);  // another worker's steps in between
+  CHECK(loss() == 10.0);
+  worker.metrics.recordStep(5, 20.0, 100);  // a window running: the last one stands
+  CHECK(loss() == 10.0);
+}
+
 TEST_CASE("status is one line of JSON") {
   OpsNode node("standalone", 0, true);
   node.metrics.setState(NodeState::Training);
