@@ -100,14 +100,16 @@ std::string widenedMlp(const std::string& fashion_mlp) {
   return wide;
 }
 
-std::unique_ptr<Cluster> endlessSyncJob(const std::filesystem::path& dir) {
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+// fashion_mlp on 1 ps and `workers` workers in `mode`, one thread each, a
+// line every 20 steps, checkpoints in <dir>/ckpt.
+std::unique_ptr<Cluster> mlpJob(const std::filesystem::path& dir, const std::string& mode,
+                                int workers, int64_t max_steps) {
+  const auto cluster = writeCluster(dir, 1, workers, "  mode: " + mode + "\n");
   return std::make_unique<Cluster>(
       dir, cluster,
-      "--model " + modelPath("fashion_mlp.yaml") +
-          " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-          (dir / "ckpt").string(),
-      1, 2);
+      "--model " + modelPath("fashion_mlp.yaml") + " --max-steps " + std::to_string(max_steps) +
+          " --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " + (dir / "ckpt").string(),
+      1, workers);
 }
 
 // A fashion_cnn ps task of `cluster` and, for a worker in the test's process
@@ -300,7 +302,7 @@ TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
 
 TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish stops on SIGTERM") {
   const auto dir = freshTempDir("sync-stop");
-  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000);
   Cluster& c = *job;
   c.workers[0]->waitForOutput("step 40,");
   // Worker 1 stops cleanly; the chief is left waiting for a step that needs
@@ -320,12 +322,8 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
 
 TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
   const auto dir = freshTempDir("ps-stop");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-                (dir / "ckpt").string(),
-            1, 2);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 1000000);
+  Cluster& c = *job;
   REQUIRE(c.workers[0]->waitForOutput("step 40,", 60));
   c.ps[0]->signal(SIGTERM);
   // The replies say the shard is stopping: the workers end as at max_steps,
@@ -342,7 +340,7 @@ TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
 
 TEST_CASE("sync: the ps names the worker a standing step waits for") {
   const auto dir = freshTempDir("sync-stall");
-  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000);
   Cluster& c = *job;
   c.workers[0]->waitForOutput("step 40,");
   // Stopped, worker 1 keeps its connection and pushes nothing; killed, it
@@ -369,7 +367,7 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
   // The killed worker's calls still wait at the ps when their step
   // completes: their replies must go nowhere, not into its closed connection.
   const auto dir = freshTempDir("sync-killed-waiting");
-  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000);
   Cluster& c = *job;
   c.workers[1]->waitForOutput("step 40,");
   // Worker 1 freezes: the chief's next step waits for its gradient.
@@ -424,7 +422,7 @@ TEST_CASE("SIGTERM stops a worker still waiting for its peers: exit 0") {
 TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");
-  const std::unique_ptr<Cluster> job = endlessSyncJob(dir);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000);
   Cluster& c = *job;
   const std::string address = loadClusterSpec((dir / "cluster.yaml").string()).ps[0].toString();
   c.workers[0]->waitForOutput("step 40,");
@@ -447,12 +445,8 @@ TEST_CASE("workers give up a ps whose process is stopped, naming it") {
 
 TEST_CASE("async: the others finish when a worker is killed") {
   const auto dir = freshTempDir("async-kill");
-  const auto cluster = writeCluster(dir, 1, 3, "  mode: async\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 4000 --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
-                (dir / "ckpt").string(),
-            1, 3);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 3, 4000);
+  Cluster& c = *job;
   // Mid-run: after its first line of step figures (it starts with the range
   // of global steps, which says "step" too).
   REQUIRE(c.workers[1]->waitForOutput(", loss = ", 60));
