@@ -9,9 +9,10 @@
 //   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
 //   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
 //
-// Exit codes: 0 done, 2 bad configuration or input, 1 runtime failure (a
-// node unreachable or refusing, a stop or checkpoint that did not happen in
-// time).
+// Exit codes: 0 done, 2 bad configuration or input (stop and checkpoint:
+// nodes that say they are other tasks than the http section lists them as),
+// 1 runtime failure (a node unreachable, refusing or misplaced in status, a
+// stop or checkpoint that did not happen in time).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -189,7 +190,7 @@ int runStatus(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "ADDRESS", "STATE", "STEP", "LOSS", "EXAMPLES/S", "LAST CHECKPOINT"}};
-  int unreachable = 0;  // or misplaced
+  int failing = 0;  // unreachable or misplaced
   for (const Node& node : nodes) {
     try {
       const NodeStatus s = queryStatus(node, flags.timeout);
@@ -201,20 +202,20 @@ int runStatus(const NodeFlags& flags) {
       std::string name = nodeName(node, s);
       if (!node.job.empty() && (s.role != node.job || s.task != node.task)) {
         name += fmt::format(" (says it is {})", nodeName(Node{}, s));
-        ++unreachable;
+        ++failing;
       }
       rows.push_back({name, node.address.toString(), s.state, std::to_string(s.global_step),
                       s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
                       s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
                       checkpoint});
     } catch (const std::exception& e) {
-      ++unreachable;
+      ++failing;
       rows.push_back({node.job.empty() ? "?" : node.name, node.address.toString(),
                       std::string("unreachable (") + e.what() + ")"});
     }
   }
   std::fputs(table(rows).c_str(), stdout);
-  return unreachable == 0 ? 0 : 1;
+  return failing == 0 ? 0 : 1;
 }
 
 // True once the node no longer answers or says it is done.

@@ -48,8 +48,8 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // From now on a read waits while `backlogged()` (too many replies queued
   // for writing), and goes on as writes complete.
   void gateReadsOnBacklog(kj::Function<bool()> backlogged);
-  // Before the RPC system that the gate asks goes (a read waiting at the gate
-  // then fails).
+  // Called before whatever the gate asks (the connection's network) is
+  // destroyed: the stream may outlive it. A read waiting at the gate fails.
   void liftReadGate();
 
   // kj::AsyncIoStream: everything else passes straight through to the socket.
