@@ -103,11 +103,12 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
           shapeError(layer, shape,
                      "dense expects a vector per example (put a flatten layer before it)");
         const int64_t in = shape[0];
-        checkVariableSize(layer, shape, "kernel", {in, layer.units}, parameters);
+        const Shape kernel{in, layer.units};
+        checkVariableSize(layer, shape, "kernel", kernel, parameters);
         if (layer.use_bias) checkVariableSize(layer, shape, "bias", {layer.units}, parameters);
         node.variables.push_back(int(graph.variables.size()));
-        graph.variables.push_back(variable(layer, index, "kernel", {in, layer.units},
-                                           layer.kernel_initializer, in, layer.units));
+        graph.variables.push_back(
+            variable(layer, index, "kernel", kernel, layer.kernel_initializer, in, layer.units));
         if (layer.use_bias) {
           node.variables.push_back(int(graph.variables.size()));
           graph.variables.push_back(variable(layer, index, "bias", {layer.units},
@@ -137,16 +138,16 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
         out[2] = shape[2];
         if (layer.kind == LayerKind::Conv2D) {
           const int64_t in_c = shape[2];
+          const Shape kernel{layer.window[0], layer.window[1], in_c, layer.filters};
           // Checked first: the fans below multiply what it bounds.
-          checkVariableSize(layer, shape, "kernel",
-                            {layer.window[0], layer.window[1], in_c, layer.filters}, parameters);
+          checkVariableSize(layer, shape, "kernel", kernel, parameters);
           if (layer.use_bias) checkVariableSize(layer, shape, "bias", {layer.filters}, parameters);
           const int64_t area = layer.window[0] * layer.window[1];
           out[2] = layer.filters;
           node.variables.push_back(int(graph.variables.size()));
-          graph.variables.push_back(variable(
-              layer, index, "kernel", {layer.window[0], layer.window[1], in_c, layer.filters},
-              layer.kernel_initializer, area * in_c, area * layer.filters));
+          graph.variables.push_back(variable(layer, index, "kernel", kernel,
+                                             layer.kernel_initializer, area * in_c,
+                                             area * layer.filters));
           if (layer.use_bias) {
             node.variables.push_back(int(graph.variables.size()));
             graph.variables.push_back(variable(layer, index, "bias", {layer.filters},

@@ -4,11 +4,14 @@
 // counted into the next line that is written.
 //
 //   RateLimitedLog refusals{std::chrono::seconds(10)};
-//   refusals.log([&](size_t times) { spdlog::warn("refused {} connections", times); });
+//   refusals.log([&](size_t times) {
+//     spdlog::warn("refused a connection{}", RateLimitedLog::since(times));
+//   });
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 namespace traind {
 
@@ -18,6 +21,12 @@ class RateLimitedLog {
 
   explicit RateLimitedLog(Clock::duration interval, int burst = 1)
       : interval_(interval), burst_(burst) {}
+
+  // What a line adds when it stands for more than one occurrence:
+  // " (12 such since the last line)", or nothing.
+  static std::string since(size_t times) {
+    return times > 1 ? " (" + std::to_string(times) + " such since the last line)" : "";
+  }
 
   // Counts one occurrence; calls write(occurrences since the last line)
   // when a line is due.

@@ -337,7 +337,7 @@ void OpsServer::Impl::accept() {
       // Out of file descriptors, say: try again shortly instead of spinning.
       accept_failures.log([&](size_t times) {
         spdlog::warn("the ops server could not accept a connection: {}{}", error.message(),
-                     times > 1 ? " (" + std::to_string(times) + " such since the last line)" : "");
+                     RateLimitedLog::since(times));
       });
       accept_retry.expires_after(std::chrono::milliseconds(100));
       accept_retry.async_wait([this](std::error_code e) {

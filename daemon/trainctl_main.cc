@@ -184,6 +184,11 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// The node says it is another task than the http section lists it as.
+bool misplaced(const Node& node, const NodeStatus& status) {
+  return !node.job.empty() && (status.role != node.job || status.task != node.task);
+}
+
 // Every node's state; 1 when one could not be asked or says it is another
 // task than the cluster spec's http section lists it as.
 int runStatus(const NodeFlags& flags) {
@@ -200,7 +205,7 @@ int runStatus(const NodeFlags& flags) {
                                  std::filesystem::path(*s.last_checkpoint).filename().string(),
                                  s.last_checkpoint_step.value_or(0));
       std::string name = nodeName(node, s);
-      if (!node.job.empty() && (s.role != node.job || s.task != node.task)) {
+      if (misplaced(node, s)) {
         name += fmt::format(" (says it is {})", nodeName(Node{}, s));
         ++failing;
       }
@@ -267,7 +272,7 @@ void checkRoles(const std::vector<Node>& nodes, double timeout) {
     } catch (const std::exception&) {
       continue;
     }
-    if (status.role != node.job || status.task != node.task)
+    if (misplaced(node, status))
       wrong += fmt::format("\n  {} says it is {}", describe(node), nodeName(Node{}, status));
   }
   if (!wrong.empty())

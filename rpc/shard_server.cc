@@ -81,7 +81,7 @@ struct ShardServer::Impl {
             [this](kj::Exception&& e) {
               accept_failures.log([&](size_t times) {
                 spdlog::warn("accepting a connection failed: {}; retrying{}",
-                             e.getDescription().cStr(), since(times));
+                             e.getDescription().cStr(), RateLimitedLog::since(times));
               });
               return timer.afterDelay(100 * kj::MILLISECONDS).then([this] { return acceptLoop(); });
             });
@@ -94,7 +94,7 @@ struct ShardServer::Impl {
         spdlog::warn(
             "closed a new connection from {} at once: {} are open, the most this ps "
             "takes{}",
-            peer, connections.size(), since(times));
+            peer, connections.size(), RateLimitedLog::since(times));
       });
       return;  // the stream goes, and closes the socket
     }
@@ -105,24 +105,23 @@ struct ShardServer::Impl {
     connections.emplace_back(kj::mv(stream), new_session, options);
     auto it = std::prev(connections.end());
     it->peer = peerName(*it->stream);
-    comings.log([&](size_t times) { spdlog::info("{} connected{}", it->peer, since(times)); });
+    comings.log([&](size_t times) {
+      spdlog::info("{} connected{}", it->peer, RateLimitedLog::since(times));
+    });
     tasks.add(it->network.onDisconnect().then(
         [this, it]() {
-          goings.log(
-              [&](size_t times) { spdlog::info("{} disconnected{}", it->peer, since(times)); });
+          goings.log([&](size_t times) {
+            spdlog::info("{} disconnected{}", it->peer, RateLimitedLog::since(times));
+          });
           return kj::evalLater([this, it]() { connections.erase(it); });
         },
         [this, it](kj::Exception&& e) {
           goings.log([&](size_t times) {
-            spdlog::warn("dropped {}: {}{}", it->peer, e.getDescription().cStr(), since(times));
+            spdlog::warn("dropped {}: {}{}", it->peer, e.getDescription().cStr(),
+                         RateLimitedLog::since(times));
           });
           return kj::evalLater([this, it]() { connections.erase(it); });
         }));
-  }
-
-  // What a rate-limited line adds when it stands for more than itself.
-  static std::string since(size_t times) {
-    return times > 1 ? " (" + std::to_string(times) + " such since the last line)" : "";
   }
 
   static std::string peerName(kj::AsyncIoStream& stream) {
