@@ -504,7 +504,12 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
   if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
   if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
   if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, kMaxThreads));
-  if (auto f = fields.find("devices")) training.devices = readDevices(*f);
+  training.devices_location = field.where;
+  training.micro_batches_location = field.where;
+  if (auto f = fields.find("devices")) {
+    training.devices = readDevices(*f);
+    training.devices_location = f->where;
+  }
   if (auto f = fields.find("summary_dir")) training.summary_dir = resolvePath(*f, spec_dir);
   if (auto f = fields.find("concurrent_steps")) {
     training.concurrent_steps = int(readInt(*f, 1, 64));
@@ -512,6 +517,7 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
   }
   if (auto f = fields.find("micro_batches")) {
     training.micro_batches = int(readInt(*f, 1, batch_size));
+    training.micro_batches_location = f->where;
     if (batch_size % training.micro_batches != 0)
       fail(*f, "expected a divisor of data.batch_size " + std::to_string(batch_size) +
                    " (micro-batches are equal shares of a batch), got " +

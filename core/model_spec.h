@@ -140,6 +140,9 @@ struct TrainingSpec {
   // Where each step runs: one tower per device, the batch split between them
   // (docs/devices.md): "cpu", "cpu:N", "cuda:N".
   std::vector<std::string> devices{"cpu"};
+  // The field, the training section without one, or "--devices" (set by
+  // traind's flag): for errors about devices that need the model and the batch.
+  SourceLocation devices_location;
   // Steps in flight at once on the same devices, each on its own batch
   // (docs/devices.md, "Concurrent steps").
   int concurrent_steps = 1;
@@ -147,6 +150,7 @@ struct TrainingSpec {
   // Each batch split into this many micro-batches that flow through the
   // model's stages in a pipeline; divides data.batch_size.
   int micro_batches = 1;
+  SourceLocation micro_batches_location;  // the field, or the training section without one
   // When a worker with one step in flight sends the step's gradient
   // (docs/distributed.md, "Gradients sent during backward"): chunk by chunk
   // as the backward pass finishes them, or once the step is done. Auto:

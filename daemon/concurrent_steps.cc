@@ -38,6 +38,7 @@ std::vector<std::unique_ptr<StepSlot>> createStepSlots(const ModelSpec& spec,
   const int k = spec.training.concurrent_steps;
   const int64_t batch_size = spec.data.batch_size;
   const StagePlan plan = planStages(spec, graph, spec.training.devices);
+  checkModelReplica(spec, plan);
   std::vector<std::unique_ptr<StepSlot>> slots;
   for (int i = 0; i < k; ++i) {
     auto slot = std::make_unique<StepSlot>();

@@ -50,7 +50,7 @@ std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
   const StagePlan plan = planStages(spec, graph, devices);
   const int64_t batch_size = spec.data.batch_size;
   const int micro_batches = spec.training.micro_batches;
-  checkModelReplica(devices, plan, batch_size, micro_batches);
+  checkModelReplica(spec, plan);
   if (!plan.placed) {
     std::string out = devices.size() == 1
                           ? "placement: none: the whole model on " + devices.front() + "\n"

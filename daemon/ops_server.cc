@@ -315,7 +315,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 }  // namespace
 
 struct OpsServer::Impl {
-  Impl(NodeMetrics& metrics, OpsControls controls) : endpoints{metrics, controls} {}
+  Impl(NodeMetrics& metrics, OpsControls controls) : endpoints{metrics, controls, 0, {}} {}
 
   void accept();
   void run();

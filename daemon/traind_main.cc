@@ -61,6 +61,20 @@ struct RunFlags {
   std::optional<std::string> http;
 };
 
+// --devices checked as training.devices is, before anything loads.
+CLI::Validator deviceListFlag() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          traind::checkDeviceList(traind::splitDeviceList(text));
+          return {};
+        } catch (const traind::InputError& e) {
+          return e.what();
+        }
+      },
+      "DEVICES");
+}
+
 void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
   if (flags.max_steps) {
     spec.training.max_steps = *flags.max_steps;
@@ -71,7 +85,10 @@ void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
   if (flags.checkpoint_dir) spec.checkpoint.dir = *flags.checkpoint_dir;
   if (flags.summary_dir) spec.training.summary_dir = *flags.summary_dir;
   if (flags.threads) spec.training.threads = *flags.threads;
-  if (flags.devices) spec.training.devices = traind::splitDeviceList(*flags.devices);
+  if (flags.devices) {
+    spec.training.devices = traind::splitDeviceList(*flags.devices);
+    spec.training.devices_location = traind::SourceLocation{.file = "--devices"};
+  }
   if (flags.seed) spec.seed = *flags.seed;
 }
 
@@ -93,7 +110,8 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
       ->check(traind::integerFlag(0, traind::kMaxThreads));
   app.add_option("--devices", flags.devices,
                  "devices to train on, one tower each: cpu, cpu:0,cpu:1 (overrides "
-                 "training.devices)");
+                 "training.devices)")
+      ->check(deviceListFlag());
   app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout")
       ->check(traind::integerFlag(0));
   app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");

@@ -78,13 +78,10 @@ std::unique_ptr<Device> createDevice(const DeviceName& name, int cpu_threads) {
   throw std::logic_error("createDevice: unknown device kind of " + name.text);
 }
 
-}  // namespace
-
-std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
-                                                   int total_threads) {
+// The names taken apart and checked against each other.
+std::vector<DeviceName> parseDeviceList(const std::vector<std::string>& names) {
   if (names.empty()) throw InputError("devices: expected at least one device, got none");
   std::vector<DeviceName> parsed;
-  int cpu_devices = 0;
   for (const std::string& text : names) {
     DeviceName name = parseName(text);
     for (const DeviceName& earlier : parsed) {
@@ -99,9 +96,21 @@ std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string
                          ": cpu is the whole CPU as one device; name several CPU devices "
                          "cpu:0, cpu:1, ...");
     }
-    if (name.kind == DeviceKind::Cpu) ++cpu_devices;
     parsed.push_back(std::move(name));
   }
+  return parsed;
+}
+
+}  // namespace
+
+void checkDeviceList(const std::vector<std::string>& names) { parseDeviceList(names); }
+
+std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
+                                                   int total_threads) {
+  const std::vector<DeviceName> parsed = parseDeviceList(names);
+  const int cpu_devices =
+      int(std::count_if(parsed.begin(), parsed.end(),
+                        [](const DeviceName& name) { return name.kind == DeviceKind::Cpu; }));
 
   // One CPU device with total_threads 0 keeps OpenMP's default; several
   // split the cores between them.

@@ -28,6 +28,10 @@ namespace traind {
 std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
                                                    int total_threads);
 
+// The checks of createDevices that need no back end (names, repeats, `cpu`
+// beside `cpu:N`), for a flag before the run starts. Throws InputError.
+void checkDeviceList(const std::vector<std::string>& names);
+
 // The devices as createTowers takes them.
 std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices);
 
@@ -35,7 +39,7 @@ std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& 
 std::string deviceNames(const std::vector<std::unique_ptr<Device>>& devices);
 
 // "cpu:0,cpu:1" (traind's --devices) as a list of names; nothing is checked
-// here, createDevices does that.
+// here, checkDeviceList and createDevices do that.
 std::vector<std::string> splitDeviceList(const std::string& text);
 
 }  // namespace traind

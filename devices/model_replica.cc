@@ -1,8 +1,10 @@
 #include "devices/model_replica.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 #include "devices/pipeline.h"
@@ -71,14 +73,20 @@ std::string joined(const std::vector<std::string>& items) {
   return text;
 }
 
-void checkMicroBatches(int64_t batch_size, int micro_batches, int devices) {
+// A misfit: the spec field to change, and what is wrong with it.
+struct Misfit {
+  std::string_view field;
+  std::string what;
+};
+
+std::optional<Misfit> microBatchesMisfit(int64_t batch_size, int micro_batches, int devices) {
   if (micro_batches <= 0)
-    throw InputError("training.micro_batches: expected a positive number, got " +
-                     std::to_string(micro_batches));
+    return Misfit{"training.micro_batches",
+                  "expected a positive number, got " + std::to_string(micro_batches)};
   const std::vector<int64_t> shares = splitBatch(batch_size, devices);
   if (std::all_of(shares.begin(), shares.end(),
                   [&](int64_t share) { return share % micro_batches == 0; }))
-    return;
+    return std::nullopt;
   std::string what = "the batch of " + std::to_string(batch_size);
   if (devices > 1) {
     std::vector<std::string> listed;
@@ -86,23 +94,46 @@ void checkMicroBatches(int64_t batch_size, int micro_batches, int devices) {
     what = "each device's share of " + what + " over " + std::to_string(devices) + " devices (" +
            joined(listed) + ")";
   }
-  throw InputError("training.micro_batches: " + std::to_string(micro_batches) +
-                   " micro-batches do not divide " + what + " evenly");
+  return Misfit{"training.micro_batches",
+                std::to_string(micro_batches) + " micro-batches do not divide " + what + " evenly"};
 }
 
-void checkEveryDeviceHoldsLayers(const std::vector<std::string>& devices, const StagePlan& plan) {
+std::optional<Misfit> devicesMisfit(const std::vector<std::string>& devices,
+                                    const StagePlan& plan) {
   std::vector<std::string> unused;
   for (const std::string& device : devices)
     if (std::none_of(plan.stages.begin(), plan.stages.end(),
                      [&](const PipelineStage& stage) { return stage.device == device; }))
       unused.push_back(device);
-  if (unused.empty()) return;
+  if (unused.empty()) return std::nullopt;
   const std::string names = joined(unused);
   const std::string why =
       " no layer of this placed model: a placed model runs as one pipeline over the devices its "
       "layers name, and towers of pipelines are not supported; remove ";
-  throw InputError("training.devices: " + names + (unused.size() == 1 ? " holds" : " hold") + why +
-                   names + " from training.devices (or --devices), or place layers on it");
+  return Misfit{"training.devices", names + (unused.size() == 1 ? " holds" : " hold") + why +
+                                        names +
+                                        " from training.devices (or --devices), or "
+                                        "place layers on it"};
+}
+
+std::optional<Misfit> batchSizeMisfit(int64_t batch_size, const std::vector<std::string>& devices) {
+  if (batch_size >= int64_t(devices.size())) return std::nullopt;
+  return Misfit{"data.batch_size",
+                "a batch of " + std::to_string(batch_size) + " cannot be split over " +
+                    std::to_string(devices.size()) + " devices (" + joined(devices) +
+                    "): every device needs at least one example; raise data.batch_size or "
+                    "list fewer devices"};
+}
+
+// The first reason the named devices cannot hold a replica of the plan.
+std::optional<Misfit> replicaMisfit(const std::vector<std::string>& devices, const StagePlan& plan,
+                                    int64_t batch_size, int micro_batches) {
+  if (plan.placed) {
+    if (auto misfit = devicesMisfit(devices, plan)) return misfit;
+    return microBatchesMisfit(batch_size, micro_batches, 1);
+  }
+  if (auto misfit = batchSizeMisfit(batch_size, devices)) return misfit;
+  return microBatchesMisfit(batch_size, micro_batches, int(devices.size()));
 }
 
 std::vector<std::string> namesOf(const std::vector<Device*>& devices) {
@@ -113,14 +144,16 @@ std::vector<std::string> namesOf(const std::vector<Device*>& devices) {
 
 }  // namespace
 
-void checkModelReplica(const std::vector<std::string>& devices, const StagePlan& plan,
-                       int64_t batch_size, int micro_batches) {
-  if (plan.placed) {
-    checkEveryDeviceHoldsLayers(devices, plan);
-    checkMicroBatches(batch_size, micro_batches, 1);
-  } else {
-    checkMicroBatches(batch_size, micro_batches, int(devices.size()));
-  }
+void checkModelReplica(const ModelSpec& spec, const StagePlan& plan) {
+  const TrainingSpec& training = spec.training;
+  const auto misfit =
+      replicaMisfit(training.devices, plan, spec.data.batch_size, training.micro_batches);
+  if (!misfit) return;
+  const SourceLocation& where = misfit->field == "training.devices" ? training.devices_location
+                                : misfit->field == "data.batch_size"
+                                    ? spec.data.batch_size_location
+                                    : training.micro_batches_location;
+  throwInputError(where, misfit->field, misfit->what);
 }
 
 std::unique_ptr<Replica> createModelReplica(const std::vector<Device*>& devices,
@@ -128,8 +161,9 @@ std::unique_ptr<Replica> createModelReplica(const std::vector<Device*>& devices,
                                             const VariableLayout& layout, int64_t batch_size,
                                             int micro_batches, uint64_t seed) {
   if (devices.empty()) throw std::invalid_argument("createModelReplica: no devices");
+  if (const auto misfit = replicaMisfit(namesOf(devices), plan, batch_size, micro_batches))
+    throwInputError({}, misfit->field, misfit->what);
   if (plan.placed) {
-    checkModelReplica(namesOf(devices), plan, batch_size, micro_batches);
     std::vector<Device*> stage_devices;
     for (const PipelineStage& stage : plan.stages) {
       const auto found = std::find_if(devices.begin(), devices.end(),
@@ -142,7 +176,6 @@ std::unique_ptr<Replica> createModelReplica(const std::vector<Device*>& devices,
     return createPipeline(stage_devices, plan, graph, layout, batch_size, micro_batches, seed);
   }
   if (micro_batches == 1) return createTowers(devices, graph, layout, batch_size, seed);
-  checkModelReplica(namesOf(devices), plan, batch_size, micro_batches);
   if (devices.size() == 1)
     return createPipeline(devices, plan, graph, layout, batch_size, micro_batches, seed);
   return std::make_unique<MicroBatchedTowers>(devices, graph, plan, layout, batch_size,

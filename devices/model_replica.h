@@ -25,16 +25,18 @@
 
 namespace traind {
 
-// The InputErrors createModelReplica throws for the run's devices (by name),
-// before anything is built: for `traind check`.
-void checkModelReplica(const std::vector<std::string>& devices, const StagePlan& plan,
-                       int64_t batch_size, int micro_batches);
+// The InputErrors createModelReplica would throw for the spec's devices (by
+// name), at the spec line of the field to change (training.devices, which
+// --devices sets, training.micro_batches or data.batch_size), before anything
+// is built: for `traind check` and a run's start.
+void checkModelReplica(const ModelSpec& spec, const StagePlan& plan);
 
 // devices: the run's devices (not owned; they must outlive the replica).
 // Throws InputError when micro_batches does not divide the batch (or, with
-// towers, a device's share of it), when a placed model leaves a device
-// without layers (a pipeline per group of towers is not supported), and
-// when a device cannot run micro-batches or stages.
+// towers, a device's share of it), when the batch has fewer examples than
+// there are towers, when a placed model leaves a device without layers (a
+// pipeline per group of towers is not supported), and when a device cannot
+// run micro-batches or stages.
 std::unique_ptr<Replica> createModelReplica(const std::vector<Device*>& devices,
                                             const LayerGraph& graph, const StagePlan& plan,
                                             const VariableLayout& layout, int64_t batch_size,

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/error.h"
 #include "core/shape.h"
 #include "devices/thread_crew.h"
 
@@ -44,12 +43,6 @@ std::vector<std::vector<FloatRange>> averagingPieces(const VariableLayout& layou
     }
   }
   return pieces;
-}
-
-std::string deviceNames(const std::vector<Device*>& devices) {
-  std::string names;
-  for (const Device* device : devices) names += (names.empty() ? "" : ", ") + device->name();
-  return names;
 }
 
 class Towers : public Replica {
@@ -122,11 +115,9 @@ Towers::Towers(const std::vector<Device*>& devices, const LayerGraph& graph,
       towers_(devices.size()) {
   const int n = int(devices.size());
   const std::vector<int64_t> shares = splitBatch(batch_size, n);
-  if (shares.back() == 0)
-    throw InputError("a batch of " + std::to_string(batch_size) + " cannot be split over " +
-                     std::to_string(n) + " devices (" + deviceNames(devices) +
-                     "): every device needs at least one example; raise data.batch_size or "
-                     "list fewer devices");
+  if (shares.back() == 0)  // createModelReplica says which field to change
+    throw std::invalid_argument("Towers: a batch of " + std::to_string(batch_size) + " for " +
+                                std::to_string(n) + " towers");
   std::vector<std::vector<FloatRange>> pieces = averagingPieces(layout, n);
   int64_t begin = 0;
   for (int t = 0; t < n; ++t) {

@@ -39,7 +39,8 @@ std::vector<int64_t> splitBatch(int64_t batch_size, int towers);
 
 // A Replica over `devices` (not owned; they must outlive it) for batches of
 // batch_size. With one device it is that device's own replica. Throws
-// InputError when batch_size is smaller than the number of devices. The
+// std::invalid_argument when batch_size is smaller than the number of
+// devices (createModelReplica refuses that first, as an InputError). The
 // replica of each tower is built on the thread that will run it (OpenMP
 // keeps its thread count per thread).
 std::unique_ptr<Replica> createTowers(std::vector<Device*> devices, const LayerGraph& graph,

@@ -101,7 +101,7 @@ std::vector<std::vector<int64_t>> readSteps(const Dataset& data, int64_t batch_s
 // Speed is measured in bench/, not here: a timed test fails on a loaded machine.
 TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
   const Dataset data = loadIdxDataset(
-      {kFashion + "train-images-idx3-ubyte.gz", kFashion + "train-labels-idx1-ubyte.gz", 0});
+      {kFashion + "train-images-idx3-ubyte.gz", kFashion + "train-labels-idx1-ubyte.gz", 0, {}});
 
   REQUIRE(data.size == 60000);
   REQUIRE(data.example_shape == Shape{28, 28, 1});
@@ -125,8 +125,8 @@ TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
 }
 
 TEST_CASE("limit keeps the first examples of the test set", "[dataset][idx]") {
-  const IdxSource source{kFashion + "t10k-images-idx3-ubyte.gz",
-                         kFashion + "t10k-labels-idx1-ubyte.gz", 0};
+  const IdxSource source{
+      kFashion + "t10k-images-idx3-ubyte.gz", kFashion + "t10k-labels-idx1-ubyte.gz", 0, {}};
   const Dataset all = loadIdxDataset(source);
   REQUIRE(all.size == 10000);
   IdxSource limited = source;
@@ -155,7 +155,7 @@ TEST_CASE("raw and gzip IDX files load alike, told apart by content, not name", 
                                                         {"images.gz", "labels.gz"},
                                                         {"images.idx", "labels-raw.gz"}}) {
     INFO(images << " + " << labels);
-    const Dataset data = loadIdxDataset({dir / images, dir / labels, 0});
+    const Dataset data = loadIdxDataset({dir / images, dir / labels, 0, {}});
     REQUIRE(data.size == 3);
     REQUIRE(data.example_shape == Shape{2, 2, 1});
     REQUIRE(data.inputs.size() == 12);
@@ -173,7 +173,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
   writeRaw(labels, kLabels);
   auto loadWithImages = [&](const std::string& bytes) {
     writeRaw(images, bytes);
-    return loadIdxDataset({images, labels, 0});
+    return loadIdxDataset({images, labels, 0, {}});
   };
 
   SECTION("truncated pixels") {
@@ -231,11 +231,11 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
   }
   SECTION("a missing file") {
     CHECK_THROWS_MATCHES(
-        loadIdxDataset({dir / "nope", labels, 0}), InputError,
+        loadIdxDataset({dir / "nope", labels, 0, {}}), InputError,
         Catch::Message((dir / "nope").string() + ": cannot open: No such file or directory"));
   }
   SECTION("a directory") {
-    CHECK_THROWS_MATCHES(loadIdxDataset({dir.path(), labels, 0}), InputError,
+    CHECK_THROWS_MATCHES(loadIdxDataset({dir.path(), labels, 0, {}}), InputError,
                          Catch::Message(dir.path().string() + ": is a directory, not an IDX file"));
   }
   SECTION("a truncated gzip file") {
@@ -243,7 +243,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
     writeRaw(labels, gz.substr(0, gz.size() / 2));
     CHECK_THROWS_MATCHES(
-        loadIdxDataset({images, labels, 0}), InputError,
+        loadIdxDataset({images, labels, 0, {}}), InputError,
         Catch::Matchers::Predicate<std::exception>([&](const std::exception& e) {
           const std::string m = e.what();
           return m.starts_with(labels + ": header declares 10000 labels but the file holds ") &&
@@ -255,7 +255,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     gz[gz.size() - 6] ^= 0x55;  // the CRC-32 in the trailer
     writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
     writeRaw(labels, gz);
-    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 0}), InputError,
+    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 0, {}}), InputError,
                          Catch::Message(labels + ": corrupt gzip stream: incorrect data check"));
   }
 }

@@ -386,7 +386,7 @@ TEST_CASE("traind refuses bad placements with exit 2", "[pipeline][integration]"
     const ProcessResult r = runTraind("--model " + path.string() + " --max-steps 1");
     INFO(r.output);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("micro_batches"));
+    CHECK_THAT(r.output, Catch::Contains("spec.yaml:34:18: training.micro_batches"));
   }
   SECTION("a placed model and towers") {
     const ProcessResult r = runTraind(
@@ -394,8 +394,56 @@ TEST_CASE("traind refuses bad placements with exit 2", "[pipeline][integration]"
         "--max-steps 1 --checkpoint-dir ''");
     INFO(r.output);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("cpu:2 holds no layer"));
+    CHECK_THAT(r.output, Catch::Contains("--devices: training.devices: cpu:2 holds no layer"));
   }
+  SECTION("the same in the spec names its line") {
+    const auto path = dir / "spec.yaml";
+    testing::writeFile(path, testing::replaceAll(spec, "devices: [cpu:0, cpu:1]",
+                                                 "devices: [cpu:0, cpu:1, cpu:2]"));
+    const ProcessResult r = runTraind("check --model " + path.string());
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output,
+               Catch::Contains("spec.yaml:33:12: training.devices: cpu:2 holds no layer"));
+  }
+}
+
+TEST_CASE("traind refuses towers the batch does not fit with exit 2", "[pipeline][integration]") {
+  const auto dir = testing::freshTempDir("towers_misfit");
+  const std::string spec =
+      testing::readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  const auto path = dir / "spec.yaml";
+  SECTION("micro-batches that do not divide a device's share name their line") {
+    testing::writeFile(path,
+                       testing::replaceAll(spec, "training:\n", "training:\n  micro_batches: 5\n"));
+    const ProcessResult r =
+        runTraind("--model " + path.string() +
+                  " --devices cpu:0,cpu:1,cpu:2 --max-steps 1 --checkpoint-dir ''");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output,
+               Catch::Contains("spec.yaml:24:18: training.micro_batches: 5 micro-batches") &&
+                   Catch::Contains("(34, 33, 33)"));
+  }
+  SECTION("a batch smaller than the devices names data.batch_size's line") {
+    testing::writeFile(path, testing::replaceAll(spec, "batch_size: 100", "batch_size: 2"));
+    const ProcessResult r =
+        runTraind("--model " + path.string() +
+                  " --devices cpu:0,cpu:1,cpu:2 --max-steps 1 --checkpoint-dir ''");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("spec.yaml:22:15: data.batch_size: a batch of 2 cannot be "
+                                         "split over 3 devices"));
+  }
+}
+
+TEST_CASE("traind checks --devices as it reads its flags", "[pipeline][integration]") {
+  const ProcessResult r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --devices cpu:0,cpu:0 --max-steps 1 "
+      "--checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--devices: device cpu:0 is listed twice"));
 }
 
 }  // namespace

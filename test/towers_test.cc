@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "core/variable_layout.h"
 #include "devices/device_list.h"
+#include "devices/model_replica.h"
 #include "devices/optimizer_update.h"
 #include "test/temp_dir.h"
 #include "test/test_models.h"
@@ -186,12 +187,18 @@ TEST_CASE("an error in one tower reaches the caller and the towers go on", "[tow
 TEST_CASE("a batch smaller than the number of devices is an input error", "[towers]") {
   Model model(mlp());
   const std::vector<std::unique_ptr<Device>> devices = cpuDevices(3);
+  const StagePlan unplaced{.placed = false,
+                           .stages = {{"model", "", 0, int(model.graph.layers.size())}}};
   try {
-    createTowers(devicePointers(devices), model.graph, model.layout, 2, 3);
+    createModelReplica(devicePointers(devices), model.graph, unplaced, model.layout, 2, 1, 3);
     FAIL("no InputError");
   } catch (const InputError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("batch of 2") && Catch::Contains("cpu:0, cpu:1, cpu:2"));
+    CHECK_THAT(e.what(), Catch::StartsWith("data.batch_size: a batch of 2") &&
+                             Catch::Contains("cpu:0, cpu:1, cpu:2"));
   }
+  // Towers alone take it for a caller's mistake.
+  CHECK_THROWS_AS(createTowers(devicePointers(devices), model.graph, model.layout, 2, 3),
+                  std::invalid_argument);
 }
 
 TEST_CASE("devices are made from their names", "[devices]") {
