@@ -93,6 +93,9 @@ void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
 }
 
 void addRunFlags(CLI::App& app, RunFlags& flags) {
+  // A flag given twice takes the last value, so that a wrapper's defaults
+  // (scripts/demo.sh, a unit's ExecStart) can be overridden by appending.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model,-m", flags.model, "model spec (YAML)")->required();
   app.add_option("--max-steps", flags.max_steps,
                  "train until this global step (overrides training.max_steps and epochs)")

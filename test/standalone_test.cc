@@ -39,6 +39,16 @@ TEST_CASE("fashion_mlp learns on a slice") {
   CHECK(findLatestCheckpoint(dir).has_value());
 }
 
+TEST_CASE("a flag given twice takes its last value") {
+  // scripts/demo.sh passes its defaults first and the user's flags after them.
+  const ProcessResult r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --max-steps 1000 "
+      "--log-every 1 --checkpoint-dir '' --max-steps 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(lossLines(r.output).size() == 2);
+}
+
 TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   // oneDNN 2.6's jit f32 GEMM kernels point rsp into a heap buffer while they
   // run (oneDNN issue #4845): a signal handled on a computing thread wrote
