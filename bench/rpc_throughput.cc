@@ -179,7 +179,7 @@ uint16_t freePort() {
     const LayerGraph graph = buildLayerGraph(spec);
     ParameterShard shard(spec, graph, cluster, 0);
     kj::AsyncIoContext io = kj::setupAsyncIo();
-    ServedShard service(shard, architectureHash(spec), cluster.shared_memory);
+    ServedShard service(shard, specIdentity(spec), cluster.shared_memory);
     ShardServer server(io, cluster.ps[0].toString(), mostConnectionsFor(cluster.worker.size()),
                        [&service](kj::Own<PinningStream> connection) -> capnp::Capability::Client {
                          return service.newSession(kj::mv(connection));
@@ -452,11 +452,11 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     std::fill(gradients.data(), gradients.data() + gradients.size(), 1e-3f);
     ClusterSpec over_tcp = cluster;
     over_tcp.shared_memory = false;
-    ShardedClient ps(io, over_tcp, graph, state.layout(), architectureHash(spec), 0);
+    ShardedClient ps(io, over_tcp, graph, state.layout(), specIdentity(spec), 0);
     (void)ps.connect(30.0);  // true or throws: no stop flag to give up on
     ps.initialize(state);
     ps.pull(0, state.parameters());
-    ShardedClient ps_shared(io, cluster, graph, state.layout(), architectureHash(spec), 1);
+    ShardedClient ps_shared(io, cluster, graph, state.layout(), specIdentity(spec), 1);
     // The second worker computes in its region, as traind's worker does.
     FlatBuffer shared_gradients, shared_parameters;
     if (sides != Sides::Tcp) {

@@ -1,5 +1,7 @@
 #include "core/model_spec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cinttypes>
@@ -632,6 +634,41 @@ std::string architectureHash(const ModelSpec& spec) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
   return hex;
+}
+
+std::string updateRule(const ModelSpec& spec) {
+  using Kind = OptimizerSpec::Kind;
+  const OptimizerSpec& o = spec.optimizer;
+  std::string rule;
+  switch (o.kind) {
+    case Kind::Sgd:
+      rule = "sgd";
+      break;
+    case Kind::Momentum:
+      rule = fmt::format("momentum ({}{})", o.momentum, o.nesterov ? ", nesterov" : "");
+      break;
+    case Kind::Adagrad:
+      rule = fmt::format("adagrad (initial_accumulator {}, epsilon {})", o.initial_accumulator,
+                         o.epsilon);
+      break;
+    case Kind::Adam:
+      rule = fmt::format("adam (beta1 {}, beta2 {}, epsilon {})", o.beta1, o.beta2, o.epsilon);
+      break;
+  }
+  if (o.weight_decay != 0.0f) rule += fmt::format(", weight_decay {}", o.weight_decay);
+  const LearningRateSpec& lr = spec.learning_rate;
+  rule += fmt::format(", learning rate {}", lr.initial);
+  if (lr.kind == LearningRateSpec::Kind::ExponentialDecay)
+    rule += fmt::format(" decayed by {} every {} steps{}", lr.decay_rate, lr.decay_steps,
+                        lr.staircase ? " (staircase)" : "");
+  if (const auto& average = o.moving_average)
+    rule += fmt::format(", moving average {}{}", average->decay,
+                        average->num_updates ? " (num_updates)" : "");
+  return rule;
+}
+
+SpecIdentity specIdentity(const ModelSpec& spec) {
+  return {architectureHash(spec), updateRule(spec)};
 }
 
 }  // namespace traind

@@ -201,6 +201,20 @@ ModelSpec loadModelSpec(const std::string& path);
 // (input, layers, loss), as hex; checkpoints record it.
 std::string architectureHash(const ModelSpec& spec);
 
+// The update rule a ps applies, from its own spec: the optimizer with its
+// hyperparameters, the learning rate schedule and the moving average, as
+// one line ("adam (beta1 0.9, beta2 0.999, epsilon 1e-07), learning rate
+// 0.001"), the same for the same values.
+std::string updateRule(const ModelSpec& spec);
+
+// What every node of a job must agree on: a ps refuses a worker whose spec
+// differs in either (rpc/shard_service.h).
+struct SpecIdentity {
+  std::string architecture_hash;
+  std::string update_rule;
+};
+SpecIdentity specIdentity(const ModelSpec& spec);
+
 // Where a run's TensorBoard summaries go: training.summary_dir, else
 // <checkpoint.dir>/summaries, else "" (none). Read after flags and the cluster
 // spec have set the checkpoint directory.

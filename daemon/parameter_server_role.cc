@@ -60,7 +60,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   const LayerGraph graph = buildLayerGraph(spec);
   ParameterShard shard(spec, graph, cluster, task);
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  ServedShard service(shard, architectureHash(spec), cluster.shared_memory);
+  ServedShard service(shard, specIdentity(spec), cluster.shared_memory);
   const HostPort& own = cluster.ps[size_t(task)];
   const std::string address = own.toString();
   // A port in use is the cluster spec's line to fix, or another process to stop.

@@ -195,7 +195,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
 
   const int64_t batch_size = spec.data.batch_size;
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  ShardedClient ps(io, cluster, graph, state.layout(), architectureHash(spec), uint32_t(task));
+  ShardedClient ps(io, cluster, graph, state.layout(), specIdentity(spec), uint32_t(task));
   // After ps: their buffers may be views into its shared memory region.
   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
   std::optional<Evaluator> evaluator;

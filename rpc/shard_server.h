@@ -54,7 +54,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // 1 (implicit, sent as 0): chunks cut by size; 2: never across gradient
 // groups (core/placement.h); 3: shared memory regions hold a worker's
 // buffers in layout order (rpc/shared_region.h); 4: a push+pull through
-// shared memory may cover several chunks (rpc/traind.capnp).
-constexpr uint32_t kWireVersion = 4;
+// shared memory may cover several chunks (rpc/traind.capnp); 5: hello
+// carries the update rule.
+constexpr uint32_t kWireVersion = 5;
 
 }  // namespace traind

@@ -30,15 +30,16 @@ kj::Promise<void> checked(F&& body) {
     return body();
   } catch (const std::exception& e) {
     spdlog::warn("rejected a call: {}", e.what());
-    return KJ_EXCEPTION(FAILED, e.what());
+    // The message alone (KJ_EXCEPTION would prefix "e.what() = "): the peer logs it.
+    return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::heapString(e.what()));
   }
 }
 
 }  // namespace
 
-ServedShard::ServedShard(ParameterShard& shard, std::string architecture_hash, bool shared_memory)
+ServedShard::ServedShard(ParameterShard& shard, SpecIdentity identity, bool shared_memory)
     : shard_(shard),
-      architecture_hash_(std::move(architecture_hash)),
+      identity_(std::move(identity)),
       shared_memory_(shared_memory),
       stop_promise_(nullptr) {
   auto paf = kj::newPromiseAndFulfiller<void>();
@@ -101,15 +102,21 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
     const std::string hash = params.getArchitectureHash();
-    if (hash != served_.architecture_hash_)
+    if (hash != served_.identity_.architecture_hash)
       throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " serves architecture " +
-                          served_.architecture_hash_ + ", the peer trains " + printable(hash) +
-                          ": the nodes read different model specs");
+                          served_.identity_.architecture_hash + ", the peer trains " +
+                          printable(hash) + ": the nodes read different model specs");
     if (params.getWireVersion() != kWireVersion)
       throw ProtocolError(fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
                                       "traind release on every node",
                                       shard().shardIndex(), kWireVersion,
                                       params.getWireVersion()));
+    const std::string rule = params.getUpdateRule();
+    if (rule != served_.identity_.update_rule)
+      throw ProtocolError(fmt::format(
+          "ps {} applies {}; the peer's spec says {}: the nodes read different model specs "
+          "(optimizer, learning_rate and moving_average must be the same on every node)",
+          shard().shardIndex(), served_.identity_.update_rule, printable(rule)));
     if (params.getShardIndex() != uint32_t(shard().shardIndex()))
       throw ProtocolError("this is ps " + std::to_string(shard().shardIndex()) +
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +

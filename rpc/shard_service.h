@@ -28,7 +28,8 @@ class ServedShard {
  public:
   // `shared_memory`: whether workers on this host may move tensors through
   // shared memory (the cluster spec's transport.shared_memory).
-  ServedShard(ParameterShard& shard, std::string architecture_hash, bool shared_memory);
+  // `identity`: the ps's own spec's, which every worker's must equal.
+  ServedShard(ParameterShard& shard, SpecIdentity identity, bool shared_memory);
 
   // A new capability for one connection; its pull replies pin parameter
   // chunks on `connection` until they are written.
@@ -68,7 +69,7 @@ class ServedShard {
   void dropCancelledWaits();
 
   ParameterShard& shard_;
-  std::string architecture_hash_;
+  SpecIdentity identity_;
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;

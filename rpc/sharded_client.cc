@@ -83,14 +83,20 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
   });
 }
 
-// What a failed call to `link` throws: the shard named, kj's file, line and
-// stack left out, and the prefix kj gives a std::exception thrown on this
-// side (a reply that failed the worker's checks). The rest may be the ps's
-// words: printable.
-std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
+// Why a call failed, for a log line: kj's file, line and stack left out,
+// and the prefixes kj gives a std::exception thrown on this side (a reply
+// that failed the worker's checks) and Cap'n Proto an exception of the ps.
+// The rest may be the ps's words: printable.
+std::string failureReason(const kj::Exception& e) {
   std::string_view description = e.getDescription().cStr();
-  if (description.starts_with("std::exception: ")) description.remove_prefix(16);
-  const std::string why = printable(description);
+  for (std::string_view prefix : {"std::exception: ", "remote exception: "})
+    if (description.starts_with(prefix)) description.remove_prefix(prefix.size());
+  return printable(description);
+}
+
+// What a failed call to `link` throws: the shard named, and why.
+std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
+  const std::string why = failureReason(e);
   if (e.getType() == kj::Exception::Type::DISCONNECTED)
     return std::runtime_error(
         fmt::format("lost the connection to ps {} at {} (it stopped, or its "
@@ -135,7 +141,7 @@ class FirstFailure {
 struct ShardedClient::Impl {
   kj::AsyncIoContext& io;
   ClusterSpec cluster;
-  std::string architecture_hash;
+  SpecIdentity identity;
   uint32_t worker_task;
   int64_t model_floats;  // of the worker's flat buffers
   // The worker's gradient and parameter buffers, offered to every ps at
@@ -172,7 +178,8 @@ struct ShardedClient::Impl {
           id.setSide(capnp::rpc::twoparty::Side::SERVER);
           link.client = link.rpc->bootstrap(id).castAs<wire::ParameterShard>();
           auto hello = link.shard().helloRequest();
-          hello.setArchitectureHash(architecture_hash);
+          hello.setArchitectureHash(identity.architecture_hash);
+          hello.setUpdateRule(identity.update_rule);
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
@@ -224,9 +231,9 @@ struct ShardedClient::Impl {
 
 ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
                              const LayerGraph& graph, const VariableLayout& layout,
-                             std::string architecture_hash, uint32_t worker_task)
-    : impl_(std::make_unique<Impl>(Impl{io, cluster, std::move(architecture_hash), worker_task,
-                                        layout.totalSize(), std::nullopt, {}})) {
+                             SpecIdentity identity, uint32_t worker_task)
+    : impl_(std::make_unique<Impl>(Impl{
+          io, cluster, std::move(identity), worker_task, layout.totalSize(), std::nullopt, {}})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
@@ -264,7 +271,7 @@ bool ShardedClient::connect(double timeout_seconds) {
       });
       if (stopped) continue;  // said above
       KJ_IF_MAYBE(e, failure) {
-        const std::string reason = printable(e->getDescription().cStr());  // the ps's words
+        const std::string reason = failureReason(*e);
         if (e->getType() == kj::Exception::Type::FAILED)
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
@@ -338,6 +345,7 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
 }
 
 void ShardedClient::initialize(const ModelState& state) {
+  FirstFailure failure;
   kj::Vector<kj::Promise<void>> calls;
   const size_t slots = state.optimizer().slotNames().size();
   for (ShardLink& link : impl_->shards) {
@@ -350,15 +358,16 @@ void ShardedClient::initialize(const ModelState& state) {
         request.setOffset(uint64_t(c.shard_offset));
         attachFloats<wire::ParameterShard::InitializeParams::Builder>(
             request, source.data() + c.layout_offset, c.size);
-        calls.add(request.send().ignoreResult());
+        calls.add(request.send().ignoreResult().catch_(failure.of(link)));
       }
     }
   }
-  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  failure.wait(kj::joinPromises(calls.releaseAsArray()), impl_->io.waitScope);
   for (ShardLink& link : impl_->shards) {
     auto request = link.shard().markReadyRequest();
     request.setGlobalStep(state.globalStep());
-    request.send().wait(impl_->io.waitScope);
+    FirstFailure ready;
+    ready.wait(request.send().ignoreResult().catch_(ready.of(link)), impl_->io.waitScope);
   }
 }
 
@@ -734,9 +743,11 @@ void ShardedClient::readState(ModelState& state) {
 }
 
 void ShardedClient::stopAll() {
+  FirstFailure failure;
   kj::Vector<kj::Promise<void>> calls;
-  for (ShardLink& link : impl_->shards) calls.add(link.shard().stopRequest().send().ignoreResult());
-  kj::joinPromises(calls.releaseAsArray()).wait(impl_->io.waitScope);
+  for (ShardLink& link : impl_->shards)
+    calls.add(link.shard().stopRequest().send().ignoreResult().catch_(failure.of(link)));
+  failure.wait(kj::joinPromises(calls.releaseAsArray()), impl_->io.waitScope);
 }
 
 }  // namespace traind

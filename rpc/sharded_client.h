@@ -47,14 +47,13 @@ class GradientGate {
 class ShardedClient {
  public:
   ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster, const LayerGraph& graph,
-                const VariableLayout& layout, std::string architecture_hash,
-                uint32_t worker_task);
+                const VariableLayout& layout, SpecIdentity identity, uint32_t worker_task);
   ~ShardedClient();
 
   // Connects to every ps and says hello, retrying refused connections with
   // backoff and logging whom it is waiting for. Gives up (runtime_error)
-  // after `timeout_seconds`. A ps that answers with another architecture or
-  // shard index is an InputError. Unless the cluster spec turns
+  // after `timeout_seconds`. A ps that answers with another architecture,
+  // update rule or shard index is an InputError. Unless the cluster spec turns
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each

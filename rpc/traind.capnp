@@ -29,10 +29,12 @@ struct SharedRegionOffer {
 
 interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
-            wireVersion :UInt32, sharedRegion :SharedRegionOffer)
+            wireVersion :UInt32, sharedRegion :SharedRegionOffer, updateRule :Text)
       -> (status :ShardStatus, sharedRegionMapped :Bool, sharedRefusal :Text);
-  # Checks that the peer trains the same architecture, talks to the shard
-  # it thinks it does, and cuts the shard into the same chunks (wireVersion:
+  # Checks that the peer trains the same architecture with the same update
+  # rule (updateRule of core/model_spec.h: the chief initialises the
+  # optimizer's slots and checkpoints them), talks to the shard it thinks
+  # it does, and cuts the shard into the same chunks (wireVersion:
   # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it).
   # A worker may offer a region of shared memory (rpc/shared_region.h);
   # sharedRegionMapped says whether the ps mapped it, sharedRefusal why not.

@@ -56,6 +56,7 @@ capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloRes
 MlpPsTask::hello(wire::ParameterShard::Client& shard, uint32_t worker) const {
   auto request = shard.helloRequest();
   request.setArchitectureHash(architectureHash(spec));
+  request.setUpdateRule(updateRule(spec));
   request.setWorkerTask(worker);
   request.setWireVersion(kWireVersion);
   return request;

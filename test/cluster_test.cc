@@ -443,6 +443,28 @@ TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   CHECK(ps == 0);
 }
 
+TEST_CASE("a ps refuses a worker whose spec has another optimizer: exit 2, both named") {
+  const auto dir = freshTempDir("other-optimizer");
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  const auto adam = dir / "fashion_mlp_adam.yaml";
+  writeFile(adam, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "type: sgd", "type: adam"));
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  BackgroundTraind chief("--cluster " + cluster.string() + " --model " + adam.string() +
+                             " --job worker --task 0 --max-steps 10 --checkpoint-dir ''",
+                         dir / "worker.log");
+  const int chief_exit = chief.wait(kTimeout);
+  ps.signal(SIGTERM);
+  const int ps_exit = ps.wait(30);
+  INFO(chief.output() << ps.output());
+  CHECK(chief_exit == 2);
+  CHECK_THAT(chief.output(), Catch::Contains("refused this worker: ps 0 applies sgd, learning "
+                                             "rate 0.1; the peer's spec says adam (beta1 0.9,"));
+  CHECK_THAT(chief.output(), !Catch::Contains("stack:"));
+  CHECK(ps_exit == 0);
+}
+
 TEST_CASE("async: the others finish when a worker is killed") {
   const auto dir = freshTempDir("async-kill");
   const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 3, 4000);
@@ -769,7 +791,7 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
   auto& [ps, spec, graph, state, io] = job;
   ClusterSpec offering = loadClusterSpec(cluster.string());
   offering.shared_memory = true;
-  ShardedClient client(io, offering, graph, state.layout(), architectureHash(spec), 0);
+  ShardedClient client(io, offering, graph, state.layout(), specIdentity(spec), 0);
   REQUIRE(client.connect(60));
   CHECK(client.shardsThroughSharedMemory() == 0);
   client.initialize(state);
@@ -794,7 +816,7 @@ TEST_CASE("a worker computing in its shared memory region makes no call into it 
   CnnPsBeside job(dir, cluster);
   auto& [ps, spec, graph, state, io] = job;
   ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
-                       architectureHash(spec), 0);
+                       specIdentity(spec), 0);
   REQUIRE(client.connect(60));
   REQUIRE(client.shardsThroughSharedMemory() == 1);
   client.initialize(state);

@@ -446,6 +446,7 @@ TEST_CASE(
       // A stranger that became the chief could stop the job: not this test's.
       request.setWorkerTask(&c == &stranger && worker_task == 0 ? 1 : worker_task);
       request.setWireVersion(dice.coin(0.8) ? kWireVersion : dice.pick({0u, kWireVersion + 1}));
+      request.setUpdateRule(dice.coin(0.8) ? updateRule(spec) : dice.pick({"adam", "\x1b[2J\xff"}));
       outcome(request, [&](auto& reply) { CHECK(!reply.getSharedRegionMapped()); });
     } else if (kind < 19) {  // markReady: the chief may restart the step count
       auto request = c.shard.markReadyRequest();
