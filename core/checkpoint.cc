@@ -217,7 +217,20 @@ fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
 std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
   std::error_code ec;
   const fs::path latest = dir / layout::kLatestFile;
-  if (!fs::is_directory(dir, ec) || !fs::exists(latest, ec)) return std::nullopt;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  if (!fs::exists(latest, ec)) {
+    // A save renames its checkpoint into place before it writes `latest`:
+    // a crash in between, or a deleted `latest`, leaves checkpoints that a
+    // fresh start would shadow and its pruning delete.
+    std::optional<std::pair<int64_t, fs::path>> newest;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
+      if (const auto step = stepOfDirName(entry.path().filename().string());
+          step && entry.is_directory(ec) && (!newest || *step > newest->first))
+        newest.emplace(*step, entry.path());
+    if (!newest) return std::nullopt;
+    checkComplete(newest->second);
+    return newest->second;
+  }
   std::string name = readSmallFile(latest);
   while (!name.empty() && std::isspace(uint8_t(name.back()))) name.pop_back();
   if (!isPlainFileName(name))
@@ -238,10 +251,11 @@ fs::path resolveCheckpoint(const fs::path& path) {
     checkComplete(path);
     return path;
   }
-  if (fs::exists(path / layout::kLatestFile, ec)) return *findLatestCheckpoint(path);
+  if (std::optional<fs::path> latest = findLatestCheckpoint(path)) return *latest;
   throw InputError(path.string() + ": neither a checkpoint (no " +
                    std::string(layout::kManifestFile) + ") nor a checkpoint directory (no " +
-                   std::string(layout::kLatestFile) + " file)");
+                   std::string(layout::kLatestFile) + " file, no " +
+                   std::string(layout::kDirPrefix) + "N)");
 }
 
 CheckpointManifest readManifest(const fs::path& checkpoint) {

@@ -1,5 +1,6 @@
 #include "core/model_state.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -63,6 +64,7 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
                      "); point checkpoint.dir elsewhere or use init_from to reuse layers");
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   checkAgreesWithManifest(checkpoint, manifest, reader);
+  checkHoldsOptimizerState(checkpoint, reader);
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
@@ -75,6 +77,24 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
     }
   }
   global_step_ = manifest.global_step;
+}
+
+void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
+                                          const SafetensorsReader& reader) const {
+  const std::vector<VariableView>& views = layout_.views();
+  for (const std::string& slot : optimizer_.slotNames()) {
+    if (slot == Optimizer::kMovingAverageSlot) continue;  // restore() starts it
+    if (std::any_of(views.begin(), views.end(),
+                    [&](const VariableView& v) { return reader.contains(v.name + "/" + slot); }))
+      continue;  // a tensor missing among others is a damaged checkpoint: read() says which
+    throw InputError(
+        checkpoint.string() + ": the checkpoint holds no '" + slot + "' state of this spec's " +
+        updateRule(spec_) +
+        ": it was written with another optimizer. Resuming with another optimizer is not "
+        "supported (its state would start from nothing mid-run): train on with the "
+        "checkpoint's optimizer, or start a new run in another checkpoint.dir from these "
+        "parameters with init_from");
+  }
 }
 
 std::filesystem::path ModelState::save(const std::filesystem::path& dir, int keep) const {

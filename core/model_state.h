@@ -13,6 +13,8 @@
 
 namespace traind {
 
+class SafetensorsReader;
+
 class ModelState {
  public:
   ModelState(const ModelSpec& spec, const LayerGraph& graph);
@@ -38,7 +40,8 @@ class ModelState {
 
   // Resumes from a checkpoint of this same architecture: parameters, slots
   // and global step. InputError if the checkpoint belongs to another
-  // architecture or lacks a tensor.
+  // architecture, lacks a tensor, or was written with an optimizer that
+  // keeps none of the state this spec's needs (sgd before adam).
   void restore(const std::filesystem::path& checkpoint);
 
   // Writes a checkpoint into `dir` at the current global step.
@@ -46,6 +49,8 @@ class ModelState {
 
  private:
   void initFrom(const InitFromSpec& init_from);
+  void checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
+                                const SafetensorsReader& reader) const;
 
   const ModelSpec& spec_;
   const LayerGraph& graph_;

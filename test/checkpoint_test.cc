@@ -333,7 +333,8 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
   }
 }
 
-TEST_CASE("a latest that names a missing or incomplete checkpoint is an error", "[checkpoint]") {
+TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; none is the newest",
+          "[checkpoint]") {
   TempDir dir;
   const SampleTensors sample;
   const fs::path checkpoints = dir / "checkpoints";
@@ -363,13 +364,23 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error", 
         findLatestCheckpoint(checkpoints), InputError,
         Catch::Message(latest + ": expected the name of a checkpoint directory, got '../../etc'"));
   }
+  SECTION("no latest: the newest checkpoint, which a fresh start would shadow") {
+    saveCheckpoint(checkpoints, manifestAt(12), sample.refs(), 3);
+    saveCheckpoint(checkpoints, manifestAt(9), sample.refs(), 3);
+    fs::remove(checkpoints / "latest");
+    CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000012");
+    CHECK(resolveCheckpoint(checkpoints) == checkpoints / "ckpt-0000000012");
+    fs::remove(checkpoints / "ckpt-0000000012" / "model.safetensors");
+    CHECK_THROWS_AS(findLatestCheckpoint(checkpoints), InputError);
+  }
   SECTION("no latest, no checkpoint") {
     fs::remove(checkpoints / "latest");
+    fs::remove_all(saved);
     CHECK(!findLatestCheckpoint(checkpoints));
     CHECK_THROWS_MATCHES(
         resolveCheckpoint(checkpoints), InputError,
         Catch::Message(checkpoints.string() + ": neither a checkpoint (no manifest.json) nor a "
-                                              "checkpoint directory (no latest file)"));
+                                              "checkpoint directory (no latest file, no ckpt-N)"));
     CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "elsewhere"), InputError,
                          Catch::Message((dir / "elsewhere").string() +
                                         ": no such checkpoint or checkpoint directory"));

@@ -230,6 +230,35 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK_THAT(r.output, !Catch::Contains("step 1,"));
 }
 
+TEST_CASE(
+    "a checkpoint without the optimizer state a spec needs is refused; one with more is not") {
+  const auto dir = freshTempDir("other-optimizer");
+  const std::string sgd =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  REQUIRE(sgd.find("type: sgd") != std::string::npos);
+  writeFile(dir / "sgd.yaml", sgd);
+  writeFile(dir / "adam.yaml", replaceAll(sgd, "type: sgd", "type: adam"));
+  const std::string flags = " --max-steps 5 --threads 1 --eval-every 0 --checkpoint-dir ";
+  REQUIRE(runTraind("--model " + (dir / "sgd.yaml").string() + flags + (dir / "a").string())
+              .exit_code == 0);
+  const ProcessResult r =
+      runTraind("--model " + (dir / "adam.yaml").string() + flags + (dir / "a").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("ckpt-0000000005: the checkpoint holds no 'm' state of "
+                                       "this spec's adam (beta1 0.9") &&
+                           Catch::Contains("init_from"));
+  // Adam's checkpoint holds more than sgd needs: sgd trains on from it.
+  REQUIRE(runTraind("--model " + (dir / "adam.yaml").string() + flags + (dir / "b").string())
+              .exit_code == 0);
+  const ProcessResult more = runTraind("--model " + (dir / "sgd.yaml").string() +
+                                       " --max-steps 8 --threads 1 --eval-every 0 "
+                                       "--checkpoint-dir " +
+                                       (dir / "b").string());
+  INFO(more.output);
+  CHECK(more.exit_code == 0);
+}
+
 TEST_CASE("a checkpoint of another architecture is refused") {
   const auto dir = freshTempDir("other");
   REQUIRE(runTraind("--model configs/models/fashion_base.yaml --max-steps 10 --threads 1 "
