@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/device_name.h"
 #include "core/random.h"
 #include "core/yaml_fields.h"
 
@@ -80,29 +81,15 @@ InitializerSpec readInitializer(const Field& field) {
   failExpected(field, kExpected);
 }
 
-// The fields shared by the layers that own variables (dense, conv2d).
-// cpu, cpu:N or cuda:N. Whether this build has the device is for
-// devices/device_list.cc to say: the spec means the same on every build.
-bool isDeviceName(const std::string& name) {
-  std::string_view rest = name;
-  if (rest == "cpu") return true;
-  if (rest.starts_with("cpu:"))
-    rest.remove_prefix(4);
-  else if (rest.starts_with("cuda:"))
-    rest.remove_prefix(5);
-  else
-    return false;
-  return !rest.empty() && rest.size() <= 4 &&
-         std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// A device name such as cuda:0, for a layer's or a stage's `device`.
+// A device name such as cuda:0 (core/device_name.h), for a layer's or a
+// stage's `device` and training.devices.
 std::string readDeviceName(const Field& field) {
-  if (!field.node.IsScalar() || !isDeviceName(field.node.Scalar()))
-    failExpected(field, "a device: cpu, cpu:N or cuda:N");
+  if (!field.node.IsScalar() || !parseDeviceName(field.node.Scalar()))
+    failExpected(field, "a device: " + deviceNameForms());
   return field.node.Scalar();
 }
 
+// The fields shared by the layers that own variables (dense, conv2d).
 void readVariableOptions(const Mapping& fields, LayerSpec& layer) {
   if (auto f = fields.find("activation")) layer.activation = readActivation(*f);
   if (auto f = fields.find("use_bias")) layer.use_bias = readBool(*f);

@@ -3,9 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
 
+#include "core/device_name.h"
 #include "core/error.h"
 #include "devices/cpu/cpu_device.h"
 #ifdef TRAIND_HAVE_CUDA
@@ -15,42 +15,11 @@
 namespace traind {
 namespace {
 
-enum class DeviceKind { Cpu, Cuda };
-
-// A name taken apart: `cpu` has no index.
-struct DeviceName {
-  std::string text;
-  DeviceKind kind = DeviceKind::Cpu;
-  std::optional<int> index;
-};
-
-constexpr int kMaxDeviceIndex = 1023;
-
-// The index after "cpu:" or "cuda:": digits only, no sign, at most kMaxDeviceIndex.
-std::optional<int> parseIndex(const std::string& digits) {
-  if (digits.empty() ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  int index = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-  if (error != std::errc() || end != digits.data() + digits.size() || index > kMaxDeviceIndex)
-    return std::nullopt;
-  return index;
-}
+using DeviceKind = DeviceName::Kind;
 
 DeviceName parseName(const std::string& text) {
-  DeviceName name;
-  name.text = text;
-  if (text == "cpu") return name;
-  const size_t colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  if (colon != std::string::npos && (kind == "cpu" || kind == "cuda")) {
-    name.kind = kind == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
-    name.index = parseIndex(text.substr(colon + 1));
-    if (name.index) return name;
-  }
-  throw InputError("device '" + text + "': expected cpu, cpu:N or cuda:N (N from 0 to " +
-                   std::to_string(kMaxDeviceIndex) + ")");
+  if (std::optional<DeviceName> name = parseDeviceName(text)) return *name;
+  throw InputError("device '" + text + "': expected " + deviceNameForms());
 }
 
 // The one table from device names to back ends.

@@ -813,7 +813,17 @@ TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]
   CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, concurrent_steps: 0}"),
              Catch::Contains("training.concurrent_steps: expected a positive integer, got 0"));
   CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, device: gpu0}"),
-             Catch::Contains("layers[0].device: expected a device: cpu, cpu:N or cuda:N"));
+             Catch::Contains("layers[0].device: expected a device: cpu, cpu:N or cuda:N (N from 0 "
+                             "to 1023), got 'gpu0'"));
+  // One name a device: an index out of range, or with a leading zero, is none.
+  for (const std::string name : {"cpu:1024", "cpu:00", "cuda:01", "cpu:-1", "cpu:"}) {
+    INFO(name);
+    CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, devices: [cpu:0, '" + name + "']}"),
+               Catch::Contains("variant.yaml:8:") &&
+                   Catch::Contains("training.devices[1]: expected a device"));
+  }
+  CHECK(loadVariant(dir, "max_steps: 10}", "max_steps: 10, devices: [cpu:1023, cpu:10]}")
+            .training.devices == std::vector<std::string>{"cpu:1023", "cpu:10"});
 
   // When a worker sends its gradient.
   CHECK(spec.training.gradient_push == TrainingSpec::GradientPush::Auto);
