@@ -162,7 +162,9 @@ std::string describe(const YAML::Node& node) {
     case YAML::NodeType::Null:
       return "an empty value";
     case YAML::NodeType::Sequence:
-      return "a list";
+      if (node.size() == 0) return "an empty list";
+      return node.size() == 1 ? "a list of 1 item"
+                              : "a list of " + std::to_string(node.size()) + " items";
     case YAML::NodeType::Map:
       return "a mapping";
     default:
@@ -253,15 +255,20 @@ std::vector<Field> listItems(const Field& field, std::string_view expected) {
 // Scalars.
 
 int64_t readInt(const Field& field, int64_t min, int64_t max) {
-  std::string expected = min == 1   ? "a positive integer"
-                         : min == 0 ? "a non-negative integer"
-                                    : "an integer of at least " + std::to_string(min);
+  const bool bounded = max != std::numeric_limits<int64_t>::max();
+  std::string expected =
+      min == 1   ? "a positive integer"
+      : min == 0 ? "a non-negative integer"
+      : bounded  ? "an integer from " + std::to_string(min) + " to " + std::to_string(max)
+                 : "an integer of at least " + std::to_string(min);
   int64_t value = 0;
   if (!field.node.IsScalar() || isQuoted(field.node) || !parseInt(field.node.Scalar(), value) ||
       value < min) {
     failExpected(field, expected);
   }
-  if (value > max) failExpected(field, expected + " of at most " + std::to_string(max));
+  if (value > max)
+    failExpected(field,
+                 min == 0 || min == 1 ? expected + " of at most " + std::to_string(max) : expected);
   return value;
 }
 

@@ -557,7 +557,7 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   const std::string empty = dir.write("empty.yaml", "");
   CHECK(loadError(empty) == empty + ": expected a mapping of fields, got an empty value");
   const std::string list = dir.write("list.yaml", "- 1\n- 2\n");
-  CHECK(loadError(list) == list + ":1:1: expected a mapping of fields, got a list");
+  CHECK(loadError(list) == list + ":1:1: expected a mapping of fields, got a list of 2 items");
   const std::string huge = dir.write("huge.yaml", std::string(2 << 20, '#'));
   CHECK(loadError(huge) ==
         huge + ": expected a model spec of at most 1048576 bytes, got 2097152 bytes");
@@ -613,7 +613,7 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
       dir.write("h.yaml", "input: [4]\nlayers: [{type: conv2d, filters: 1, kernel: [3, 3, 3]}]\n");
   CHECK(loadError(path) == path +
                                ":2:45: layers[0].kernel: expected a positive integer or [height, "
-                               "width], got a list");
+                               "width], got a list of 3 items");
 
   path = dir.write("i.yaml", "input: [4]\nlayers: [{type: dense, units: 3000000000}]\n");
   CHECK(loadError(path) == path +
@@ -694,11 +694,15 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {epochs: 1000001}") ==
         path +
             ":8:20: training.epochs: expected a positive integer of at most 1000000, got 1000001");
+  CHECK_THAT(errorWith(dir, "{type: regression}", "{type: regression, points: 100000001}"),
+             Catch::EndsWith("data.synthetic.points: expected an integer from 5 to 100000000, got "
+                             "100000001"));
   CHECK(errorWith(dir, "training: {max_steps: 10}",
                   "training: {max_steps: 10}\ncheckpoint: {dir: x, keep: 0}") ==
         path + ":9:28: checkpoint.keep: expected a positive integer, got 0");
   CHECK(errorWith(dir, "input: [4]", "input: [4, 4]") ==
-        path + ":1:8: input: expected [features] or [height, width, channels], got a list");
+        path +
+            ":1:8: input: expected [features] or [height, width, channels], got a list of 2 items");
   CHECK(errorWith(dir, "input: [4]", "input: [4, 0, 1]") ==
         path + ":1:12: input[1]: expected a positive integer, got 0");
   CHECK(errorWith(dir, "{type: regression}", "{type: regression, x_min: 1, x_max: 1}") ==
@@ -730,7 +734,8 @@ TEST_CASE("init_from names layers of this spec that have variables", "[model_spe
   const std::string two_layers =
       "  - {type: dense, name: hidden, units: 3}\n  - {type: dropout, rate: 0.5}\n";
   CHECK(errorWith(dir, layers, two_layers + "init_from: {checkpoint: base, layers: []}\n") ==
-        path + ":5:39: init_from.layers: expected a non-empty list of layer names, got a list");
+        path +
+            ":5:39: init_from.layers: expected a non-empty list of layer names, got an empty list");
   CHECK(errorWith(dir, layers, two_layers + "init_from: {checkpoint: base, layers: [hiden]}\n") ==
         path +
             ":5:40: init_from.layers[0]: expected the name of a dense or conv2d layer of this "
