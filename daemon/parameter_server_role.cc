@@ -57,6 +57,7 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMe
 
 void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                         const std::atomic<bool>& stop_requested, NodeMetrics& metrics) {
+  checkModelFitsCluster(spec, cluster);  // not to serve a job its workers refuse
   const LayerGraph graph = buildLayerGraph(spec);
   ParameterShard shard(spec, graph, cluster, task);
   kj::AsyncIoContext io = kj::setupAsyncIo();

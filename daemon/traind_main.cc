@@ -180,8 +180,12 @@ int main(int argc, char** argv) {
         std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
       }
-      if (!check_cluster.empty())
-        std::fputs(traind::taskTable(traind::loadClusterSpec(check_cluster)).c_str(), stdout);
+      if (!check_cluster.empty()) {
+        const traind::ClusterSpec cluster = traind::loadClusterSpec(check_cluster);
+        std::fputs(traind::taskTable(cluster).c_str(), stdout);
+        if (!check_model.empty())
+          traind::checkModelFitsCluster(traind::loadModelSpec(check_model), cluster);
+      }
       return 0;
     }
     if (run_flags.model.empty()) {

@@ -173,19 +173,24 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
 
 }  // namespace
 
-TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                          const std::atomic<bool>& stop_requested,
-                          std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
-  const bool chief = task == 0;
-  const bool sync = cluster.mode == TrainingMode::Sync;
+void checkModelFitsCluster(const ModelSpec& spec, const ClusterSpec& cluster) {
   const int concurrent_steps = spec.training.concurrent_steps;
-  if (sync && concurrent_steps > 1)
+  if (cluster.mode == TrainingMode::Sync && concurrent_steps > 1)
     throwInputError(spec.training.concurrent_steps_location, "training.concurrent_steps",
                     fmt::format("{} steps in flight need mode: async, and {} sets mode: sync, "
                                 "where a worker's next step waits for the job's global step to "
                                 "advance, so its steps cannot overlap; set concurrent_steps: 1 "
                                 "or mode: async",
                                 concurrent_steps, cluster.path));
+}
+
+TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
+                          const std::atomic<bool>& stop_requested,
+                          std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
+  checkModelFitsCluster(spec, cluster);
+  const bool chief = task == 0;
+  const bool sync = cluster.mode == TrainingMode::Sync;
+  const int concurrent_steps = spec.training.concurrent_steps;
   const int workers = int(cluster.worker.size());
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =

@@ -101,19 +101,22 @@ TEST_CASE("concurrent_steps below 1 is an error naming the field") {
   }
 }
 
-TEST_CASE("a sync worker refuses K > 1, naming both files' fields") {
+TEST_CASE("sync refuses K > 1 on every node and in traind check, naming both files' fields") {
   const auto dir = freshTempDir("concurrent_sync");
   const auto cluster = writeCluster(dir, "sync");
   const auto model = writeModel(dir, 2);
-  // The worker refuses before it looks for its ps: none runs.
-  const ProcessResult r = runTraind("--cluster " + cluster.string() + " --model " +
-                                    model.string() + " --job worker --task 0 --threads 1");
-  INFO(r.output);
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains(model.string() + ":"));
-  CHECK_THAT(r.output, Catch::Contains("training.concurrent_steps"));
-  CHECK_THAT(r.output, Catch::Contains(cluster.string()));
-  CHECK_THAT(r.output, Catch::Contains("mode: sync"));
+  // A node refuses before it looks for its peers: none runs.
+  const std::string files = "--cluster " + cluster.string() + " --model " + model.string();
+  for (const std::string command : {files + " --job worker --task 0 --threads 1",
+                                    files + " --job ps --task 0", "check " + files}) {
+    const ProcessResult r = runTraind(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(model.string() + ":"));
+    CHECK_THAT(r.output, Catch::Contains("training.concurrent_steps"));
+    CHECK_THAT(r.output, Catch::Contains(cluster.string()));
+    CHECK_THAT(r.output, Catch::Contains("mode: sync"));
+  }
 }
 
 TEST_CASE("an async worker with K = 2 trains against a ps and all exit 0") {
