@@ -95,6 +95,31 @@ bool parseInt(std::string_view text, int64_t& value) {
 // ---------------------------------------------------------------------------
 // Files and fields.
 
+namespace {
+
+// Whether `text` holds an IPv6 address with a port, [host]:port, outside
+// quotes: YAML reads it as a list (a flow sequence), which cannot be
+// followed by `:port` inside a block list, so the parser fails with words
+// of its own.
+bool hasUnquotedBracketAddress(std::string_view text) {
+  for (size_t open = text.find('['); open != std::string_view::npos;
+       open = text.find('[', open + 1)) {
+    const size_t close = text.find(']', open);
+    if (close == std::string_view::npos || close + 2 >= text.size()) return false;
+    const std::string_view inside = text.substr(open + 1, close - open - 1);
+    const size_t before = text.find_last_not_of(" \t", open == 0 ? 0 : open - 1);
+    const bool quoted = open > 0 && before != std::string_view::npos &&
+                        (text[before] == '"' || text[before] == '\'');
+    if (!quoted && inside.find(':') != std::string_view::npos &&
+        inside.find_first_of(",\n") == std::string_view::npos && text[close + 1] == ':' &&
+        text[close + 2] >= '0' && text[close + 2] <= '9')
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
   const SourceLocation file{path, 0, 0};
   const std::string cannot_read = "cannot read the " + std::string(kind) + ": ";
@@ -130,7 +155,9 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
   } catch (const YAML::ParserException& e) {
     const SourceLocation where =
         e.mark.is_null() ? file : SourceLocation{path, e.mark.line + 1, e.mark.column + 1};
-    throwInputError(where, "", "invalid YAML: " + e.msg);
+    const std::string hint =
+        hasUnquotedBracketAddress(text) ? " (an IPv6 address must be quoted: \"[::1]:2222\")" : "";
+    throwInputError(where, "", "invalid YAML: " + e.msg + hint);
   } catch (const YAML::Exception& e) {
     throwInputError(file, "", std::string("invalid YAML: ") + e.what());
   }

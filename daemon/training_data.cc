@@ -36,6 +36,16 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
   }
 }
 
+// The files of a spec's data.train or data.test; what they hold that
+// refutes the spec names the entry too, as the spec's own errors do.
+Dataset loadDataFiles(const IdxSource& source, std::string_view field) {
+  try {
+    return loadIdxDataset(source);
+  } catch (const InputError& e) {
+    throwInputError(source.location, field, e.what());
+  }
+}
+
 }  // namespace
 
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
@@ -46,8 +56,8 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
     test.points = std::max<int64_t>(1, spec.data.synthetic.points / 5);
     data.test = makeSyntheticRegression(test, hashCombine(spec.seed, 1));
   } else {
-    data.train = loadIdxDataset(spec.data.train);
-    if (spec.data.test) data.test = loadIdxDataset(*spec.data.test);
+    data.train = loadDataFiles(spec.data.train, "data.train");
+    if (spec.data.test) data.test = loadDataFiles(*spec.data.test, "data.test");
   }
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     checkFits(graph, data.train, spec.data.synthetic_location, "data.synthetic");

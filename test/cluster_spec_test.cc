@@ -236,6 +236,12 @@ TEST_CASE("address syntax", "[cluster_spec]") {
   CHECK(addressError("[::1]:2222") ==
         "c.yaml:3:12: cluster.worker[0]: expected host:port (an IPv6 address goes in quotes, as "
         "\"[::1]:2222\"), got a mapping");
+  // In a block list it is not YAML at all.
+  CHECK(errorOf("cluster:\n  ps: [a:1]\n  worker:\n    - [::1]:2222\n") ==
+        "c.yaml:4:12: invalid YAML: end of sequence not found (an IPv6 address must be quoted: "
+        "\"[::1]:2222\")");
+  CHECK(errorOf("cluster:\n  ps: [a:1]\n  worker:\n    - \"[::1]:2222\"\n  x: [1, 2\n") ==
+        "c.yaml:6:1: invalid YAML: end of sequence flow not found");
 }
 
 TEST_CASE("an address used twice names both places", "[cluster_spec]") {

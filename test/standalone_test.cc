@@ -189,6 +189,17 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   CHECK_THAT(r.output, Catch::Contains("big_batch.yaml:15:15: data.batch_size"));
   CHECK_THAT(r.output, Catch::Contains(": data.batch_size: expected at most the training set's "
                                        "1000 examples, got 5000"));
+  // A data file that refutes itself names the spec's entry and the file.
+  const std::string mlp =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  const std::string images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  REQUIRE(mlp.find(images) != std::string::npos);
+  writeFile(dir / "short.idx", readFile(images).substr(0, 100));  // a gzip stream cut short
+  writeFile(dir / "cut.yaml", replaceAll(mlp, images, (dir / "short.idx").string()));
+  r = runTraind("check --model " + (dir / "cut.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("cut.yaml:20:5: data.test: " + (dir / "short.idx").string()));
 }
 
 TEST_CASE("bad input exits 2 with the file, line and field") {
