@@ -1,7 +1,9 @@
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -169,6 +171,13 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
   TrainingSummary summary;
   summary.stopped = true;
   return summary;
+}
+
+// The lowest of the shards' steps that a pull reported, `otherwise` when no
+// shard answered one (a shard that holds nothing keeps INT64_MAX).
+int64_t lowestStep(const std::vector<int64_t>& shard_steps, int64_t otherwise) {
+  const int64_t lowest = *std::min_element(shard_steps.begin(), shard_steps.end());
+  return lowest == INT64_MAX ? otherwise : lowest;
 }
 
 }  // namespace
@@ -391,7 +400,9 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   if (chief) {
     checkpoint();
     const int64_t final_step = ps.pull(0, state.parameters());
-    if (final_step >= 0) step = final_step;
+    // A stopping ps answers too (-1 says the job is over): the step of what
+    // it sent labels the evaluation.
+    step = final_step >= 0 ? final_step : lowestStep(ps.shardSteps(), step);
     if (state.optimizer().movingAverage()) ps.readState(state);
     if (evaluator) {
       test = evaluator->evaluate(state.evaluationValues().data());
