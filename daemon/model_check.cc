@@ -26,18 +26,18 @@ std::string optimizerSummary(const OptimizerSpec& optimizer) {
 
 std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   std::string out = fmt::format("model {} ({})\n", spec.name, spec.path);
-  out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", "layer", "type", "output shape", "params");
-  out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", "input", "", shapeToString(graph.input_shape),
+  out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", "layer", "type", "output shape", "params");
+  out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", "input", "", shapeToString(graph.input_shape),
                      0);
   for (const LayerNode& node : graph.layers) {
     int64_t params = 0;
     for (int v : node.variables) params += numElements(graph.variables[size_t(v)].shape);
     std::string type = layerKindName(node.spec.kind);
     if (!node.spec.trainable) type += " (frozen)";
-    out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", node.spec.name, type,
+    out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", node.spec.name, type,
                        shapeToString(node.output_shape), params);
   }
-  out += fmt::format("{:<16} {:<12} {:<16} {:>12}\n", "total", "", "", graph.parameterCount());
+  out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", "total", "", "", graph.parameterCount());
   out += "optimizer: " + optimizerSummary(spec.optimizer) + "\n";
   return out;
 }
@@ -62,10 +62,10 @@ std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
                          micro_batches, devices.size() == 1 ? "step" : "device's share");
     return out;
   }
-  std::string out = fmt::format(
-      "placement: {} stages ({}), {} micro-batch{} of {} per step\n", plan.stages.size(),
-      micro_batches == 1 ? "model parallel" : "pipeline", micro_batches,
-      micro_batches == 1 ? "" : "es", batch_size / micro_batches);
+  std::string out = fmt::format("placement: {} stage{} ({}), {} micro-batch{} of {} per step\n",
+                                plan.stages.size(), plan.stages.size() == 1 ? "" : "s",
+                                micro_batches == 1 ? "model parallel" : "pipeline", micro_batches,
+                                micro_batches == 1 ? "" : "es", batch_size / micro_batches);
   out += fmt::format("{:<16} {:<10} {}\n", "layer", "device", "stage");
   for (const PipelineStage& stage : plan.stages)
     for (int i = stage.first_layer; i < stage.end_layer; ++i)

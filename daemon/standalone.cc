@@ -64,10 +64,15 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const int64_t total_steps = spec.training.max_steps > 0
                                   ? spec.training.max_steps
                                   : spec.training.epochs * input.stepsPerEpoch();
-  spdlog::info("training {} ({} parameters) on {}{}: batch {}, {} steps/epoch, steps {}..{}",
-               spec.name, graph.parameterCount(), deviceNames(devices),
+  spdlog::info("training {} ({} parameters) on {}{}: batch {}, {} steps/epoch, {}", spec.name,
+               graph.parameterCount(), deviceNames(devices),
                concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps) : "",
-               batch_size, input.stepsPerEpoch(), state.globalStep(), total_steps);
+               batch_size, input.stepsPerEpoch(),
+               state.globalStep() < total_steps
+                   ? fmt::format("steps {}..{}", state.globalStep(), total_steps)
+                   : fmt::format("nothing to train: the checkpoint is at step {}, the run ends "
+                                 "at {}",
+                                 state.globalStep(), total_steps));
 
   StepLog log(spec, total_steps, openTrainingSummaries(spec, state.globalStep()));
   int64_t saved_step = latest ? state.globalStep() : -1;

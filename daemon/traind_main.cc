@@ -172,10 +172,11 @@ int main(int argc, char** argv) {
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
         // Read as a run reads it: what the files hold must fit the model.
         const traind::TrainingData data = traind::loadTrainingData(spec, graph);
-        std::printf("data: %lld training examples of %s, %lld test examples\n",
+        const long long tests = data.test ? data.test->size : 0;
+        std::printf("data: %lld training examples of %s, %lld test example%s\n",
                     static_cast<long long>(data.train.size),
-                    traind::shapeToString(data.train.example_shape).c_str(),
-                    static_cast<long long>(data.test ? data.test->size : 0));
+                    traind::shapeToString(data.train.example_shape).c_str(), tests,
+                    tests == 1 ? "" : "s");
         const auto devices = traind::createDevices(spec.training.devices, spec.training.threads);
         std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
