@@ -13,9 +13,10 @@ namespace {
 
 constexpr const char* kLibrary = "libtraind_cuda.so";
 
+// Where the back end may be; the one a user named, if any, alone.
 std::vector<std::string> candidates() {
   std::vector<std::string> paths;
-  if (const char* path = std::getenv("TRAIND_CUDA_LIBRARY"); path && *path) paths.push_back(path);
+  if (const char* path = std::getenv("TRAIND_CUDA_LIBRARY"); path && *path) return {path};
   std::error_code error;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
