@@ -7,6 +7,7 @@
 #include "core/parameter_shard.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/step_stall_report.h"
+#include "rpc/failure_text.h"
 #include "rpc/shard_server.h"
 #include "rpc/shard_service.h"
 
@@ -82,9 +83,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
                shard.chunks().size(), address,
                cluster.mode == TrainingMode::Sync ? "sync" : "async");
 
-  kj::Promise<void> serving = server.serve().eagerlyEvaluate([](kj::Exception&& e) {
-    spdlog::error("the listener failed: {}", e.getDescription().cStr());
-  });
+  kj::Promise<void> serving = server.serve().eagerlyEvaluate(
+      [](kj::Exception&& e) { spdlog::error("the listener failed: {}", failureText(e)); });
   kj::Timer& timer = io.provider->getTimer();
   kj::Promise<void> publishing =
       publishMetrics(timer, shard, service, server, metrics).eagerlyEvaluate(nullptr);

@@ -4,6 +4,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include "rpc/failure_text.h"
+
 namespace traind {
 
 std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream) {
@@ -19,7 +21,7 @@ std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream) {
     stream.setsockopt(IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
     stream.setsockopt(IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
   })) {
-    return std::string(e->getDescription().cStr());
+    return failureText(*e);
   }
   return std::nullopt;
 }

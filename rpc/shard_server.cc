@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/rate_limited_log.h"
+#include "rpc/failure_text.h"
 #include "rpc/peer_silence.h"
 
 namespace traind {
@@ -60,7 +61,7 @@ struct ShardServer::Impl {
 
   struct ErrorHandler : kj::TaskSet::ErrorHandler {
     void taskFailed(kj::Exception&& e) override {
-      spdlog::warn("connection task failed: {}", e.getDescription().cStr());
+      spdlog::warn("connection task failed: {}", failureText(e));
     }
   } error_handler;
 
@@ -80,8 +81,8 @@ struct ShardServer::Impl {
             },
             [this](kj::Exception&& e) {
               accept_failures.log([&](size_t times) {
-                spdlog::warn("accepting a connection failed: {}; retrying{}",
-                             e.getDescription().cStr(), RateLimitedLog::since(times));
+                spdlog::warn("accepting a connection failed: {}; retrying{}", failureText(e),
+                             RateLimitedLog::since(times));
               });
               return timer.afterDelay(100 * kj::MILLISECONDS).then([this] { return acceptLoop(); });
             });
@@ -117,7 +118,7 @@ struct ShardServer::Impl {
         },
         [this, it](kj::Exception&& e) {
           goings.log([&](size_t times) {
-            spdlog::warn("dropped {}: {}{}", it->peer, e.getDescription().cStr(),
+            spdlog::warn("dropped {}: {}{}", it->peer, failureText(e),
                          RateLimitedLog::since(times));
           });
           return kj::evalLater([this, it]() { connections.erase(it); });
@@ -155,10 +156,10 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
                 addr = io.provider->getNetwork().parseAddress(address).wait(io.waitScope);
               })) {
-    throw InputError(address + ": cannot resolve the address: " + e->getDescription().cStr());
+    throw InputError(address + ": cannot resolve the address: " + failureText(*e));
   }
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() { impl_->listener = addr->listen(); })) {
-    const std::string why = e->getDescription().cStr();
+    const std::string why = failureText(*e);
     const char* hint = why.find("Address already in use") != std::string::npos
                            ? " (is the port in use?)"
                        : why.find("Cannot assign requested address") != std::string::npos

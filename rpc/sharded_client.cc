@@ -13,6 +13,7 @@
 
 #include "core/parameter_shard.h"
 #include "core/printable.h"
+#include "rpc/failure_text.h"
 #include "rpc/peer_silence.h"
 #include "rpc/shard_server.h"
 #include "rpc/shared_region.h"
@@ -83,20 +84,9 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
   });
 }
 
-// Why a call failed, for a log line: kj's file, line and stack left out,
-// and the prefixes kj gives a std::exception thrown on this side (a reply
-// that failed the worker's checks) and Cap'n Proto an exception of the ps.
-// The rest may be the ps's words: printable.
-std::string failureReason(const kj::Exception& e) {
-  std::string_view description = e.getDescription().cStr();
-  for (std::string_view prefix : {"std::exception: ", "remote exception: "})
-    if (description.starts_with(prefix)) description.remove_prefix(prefix.size());
-  return printable(description);
-}
-
 // What a failed call to `link` throws: the shard named, and why.
 std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
-  const std::string why = failureReason(e);
+  const std::string why = failureText(e);
   if (e.getType() == kj::Exception::Type::DISCONNECTED)
     return std::runtime_error(
         fmt::format("lost the connection to ps {} at {} (it stopped, or its "
@@ -271,7 +261,7 @@ bool ShardedClient::connect(double timeout_seconds) {
       });
       if (stopped) continue;  // said above
       KJ_IF_MAYBE(e, failure) {
-        const std::string reason = failureReason(*e);
+        const std::string reason = failureText(*e);
         if (e->getType() == kj::Exception::Type::FAILED)
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);

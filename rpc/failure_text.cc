@@ -1,0 +1,44 @@
+#include "rpc/failure_text.h"
+
+#include <cctype>
+
+#include "core/printable.h"
+
+namespace traind {
+namespace {
+
+// The text after `key` up to the next "; " (kj's separator of its fields).
+std::string_view fieldAfter(std::string_view text, size_t key_end) {
+  const std::string_view rest = text.substr(key_end);
+  return rest.substr(0, rest.find("; "));
+}
+
+// Whether `text` starts with a system call as kj writes it: a name (with
+// optional "::"), its arguments, then "): ".
+size_t systemCallEnd(std::string_view text) {
+  size_t i = text.starts_with("::") ? 2 : 0;
+  const size_t name = i;
+  while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
+    ++i;
+  if (i == name || i >= text.size() || text[i] != '(') return std::string_view::npos;
+  const size_t end = text.find("): ", i);
+  return end == std::string_view::npos ? end : end + 3;
+}
+
+}  // namespace
+
+std::string failureText(std::string_view description) {
+  for (std::string_view prefix : {"std::exception: ", "remote exception: "})
+    if (description.starts_with(prefix)) description.remove_prefix(prefix.size());
+  constexpr std::string_view kLookup = "gai_strerror(status) = ";
+  if (description.starts_with("DNS lookup failed"))
+    if (const size_t at = description.find(kLookup); at != std::string_view::npos)
+      return "DNS lookup failed: " + printable(fieldAfter(description, at + kLookup.size()));
+  if (const size_t end = systemCallEnd(description); end != std::string_view::npos)
+    return printable(fieldAfter(description, end));
+  return printable(description);
+}
+
+std::string failureText(const kj::Exception& e) { return failureText(e.getDescription().cStr()); }
+
+}  // namespace traind
