@@ -251,6 +251,11 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   }
   int64_t step = ps.pull(0, slots.front()->parameters);
   metrics.recordPull(ps.lastTransfer().pull_bytes, ps.lastTransfer().pull_seconds);
+  if (step < 0) {  // the shards are stopping already (said above)
+    metrics.setState(NodeState::Done);
+    spdlog::info("done: the job ended before this worker trained");
+    return TrainingSummary{};
+  }
   metrics.setGlobalStep(step);
   // What each slot's parameters were pulled at: the global step, and each
   // shard's, which its push is tagged with. Every slot starts from the first pull.
