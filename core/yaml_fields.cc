@@ -218,7 +218,10 @@ std::string joined(const std::vector<std::string_view>& words) {
   return s;
 }
 
-bool isQuoted(const YAML::Node& node) { return node.Tag() == "!"; }
+bool isQuoted(const YAML::Node& node) {
+  // yaml-cpp tags a quoted scalar "!"; `!!str 3` is a string as surely.
+  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
+}
 
 // ---------------------------------------------------------------------------
 // Mappings and lists.

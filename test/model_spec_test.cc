@@ -694,6 +694,10 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {epochs: 1000001}") ==
         path +
             ":8:20: training.epochs: expected a positive integer of at most 1000000, got 1000001");
+  CHECK_THAT(errorWith(dir, "units: 3}", "units: !!str 3}"),
+             Catch::EndsWith("layers[0].units: expected a positive integer, got the quoted string "
+                             "'3'"));
+  CHECK(loadVariant(dir, "units: 3}", "units: +03}").layers[0].units == 3);
   CHECK_THAT(errorWith(dir, "{type: regression}", "{type: regression, points: 100000001}"),
              Catch::EndsWith("data.synthetic.points: expected an integer from 5 to 100000000, got "
                              "100000001"));
