@@ -82,6 +82,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
                task, spec.name, graph.parameterCount(), shard.size(), shard.plan().pieces.size(),
                shard.chunks().size(), address,
                cluster.mode == TrainingMode::Sync ? "sync" : "async");
+  if (!cluster.shared_memory)
+    spdlog::info("tensors over TCP only, from every worker: transport.shared_memory is off");
 
   kj::Promise<void> serving = server.serve().eagerlyEvaluate(
       [](kj::Exception&& e) { spdlog::error("the listener failed: {}", failureText(e)); });
