@@ -1,5 +1,7 @@
 #include "core/yaml_fields.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -152,6 +154,11 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
                       "expected one YAML document, got " + std::to_string(documents.size()));
     }
     return documents.empty() ? YAML::Node() : documents[0];
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp says only "bad file" here.
+    throwInputError(
+        SourceLocation{path, e.mark.line + 1, e.mark.column + 1}, "",
+        "invalid YAML: nested more than " + std::to_string(e.depth() - 1) + " levels deep");
   } catch (const YAML::ParserException& e) {
     const SourceLocation where =
         e.mark.is_null() ? file : SourceLocation{path, e.mark.line + 1, e.mark.column + 1};

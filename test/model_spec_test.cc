@@ -694,6 +694,9 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {epochs: 1000001}") ==
         path +
             ":8:20: training.epochs: expected a positive integer of at most 1000000, got 1000001");
+  CHECK_THAT(errorWith(dir, "units: 3}",
+                       "units: [" + std::string(3000, '[') + std::string(3000, ']') + "]}"),
+             Catch::Contains("invalid YAML: nested more than 499 levels deep"));
   CHECK_THAT(errorWith(dir, "units: 3}", "units: !!str 3}"),
              Catch::EndsWith("layers[0].units: expected a positive integer, got the quoted string "
                              "'3'"));
