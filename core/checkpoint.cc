@@ -143,6 +143,15 @@ void checkComplete(const fs::path& checkpoint) {
     throw InputError(checkpoint.string() + ": incomplete checkpoint: no " + manifest.tensors_file);
 }
 
+bool isComplete(const fs::path& checkpoint) {
+  try {
+    checkComplete(checkpoint);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::string checkpointDirName(int64_t global_step) {
@@ -222,14 +231,16 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
     // A save renames its checkpoint into place before it writes `latest`:
     // a crash in between, or a deleted `latest`, leaves checkpoints that a
     // fresh start would shadow and its pruning delete.
-    std::optional<std::pair<int64_t, fs::path>> newest;
+    // With no pointer to trust, the highest step that is complete.
+    std::vector<std::pair<int64_t, fs::path>> found;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
       if (const auto step = stepOfDirName(entry.path().filename().string());
-          step && entry.is_directory(ec) && (!newest || *step > newest->first))
-        newest.emplace(*step, entry.path());
-    if (!newest) return std::nullopt;
-    checkComplete(newest->second);
-    return newest->second;
+          step && entry.is_directory(ec))
+        found.emplace_back(*step, entry.path());
+    std::sort(found.begin(), found.end(), std::greater<>());
+    for (const auto& [step, path] : found)
+      if (isComplete(path)) return path;
+    return std::nullopt;
   }
   std::string name = readSmallFile(latest);
   while (!name.empty() && std::isspace(uint8_t(name.back()))) name.pop_back();

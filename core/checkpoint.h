@@ -62,10 +62,10 @@ std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
 // save. InputError naming it and why.
 void createCheckpointDir(const std::filesystem::path& dir);
 
-// The checkpoint <dir>/latest names; without a latest file the newest
-// ckpt-N in dir (a crash between a save's rename and its latest file, or a
-// deleted latest); nullopt if there is none. InputError if the one found is
-// missing or incomplete.
+// The checkpoint <dir>/latest names; without a latest file the complete
+// ckpt-N of dir with the highest step (a crash between a save's rename and
+// its latest file, or a deleted latest); nullopt if there is none.
+// InputError if latest names a missing or incomplete checkpoint.
 std::optional<std::filesystem::path> findLatestCheckpoint(const std::filesystem::path& dir);
 
 // Accepts either a checkpoint directory or a checkpoints dir with a `latest`

@@ -29,7 +29,8 @@ std::optional<DeviceName> parseDeviceName(std::string_view text) {
 }
 
 std::string deviceNameForms() {
-  return "cpu, cpu:N or cuda:N (N from 0 to " + std::to_string(kMaxDeviceIndex) + ")";
+  return "cpu, cpu:N or cuda:N (N from 0 to " + std::to_string(kMaxDeviceIndex) +
+         ", no leading zeros)";
 }
 
 }  // namespace traind

@@ -28,7 +28,7 @@ struct DeviceName {
 // The name taken apart; nullopt for anything that is not one.
 std::optional<DeviceName> parseDeviceName(std::string_view text);
 
-// "cpu, cpu:N or cuda:N (N from 0 to 1023)", for errors.
+// "cpu, cpu:N or cuda:N (N from 0 to 1023, no leading zeros)", for errors.
 std::string deviceNameForms();
 
 }  // namespace traind

@@ -651,6 +651,11 @@ std::string updateRule(const ModelSpec& spec) {
   if (const auto& average = o.moving_average)
     rule += fmt::format(", moving average {}{}", average->decay,
                         average->num_updates ? " (num_updates)" : "");
+  // What it leaves alone: frozen layers get no update and no average.
+  std::string frozen;
+  for (const LayerSpec& layer : spec.layers)
+    if (!layer.trainable) frozen += (frozen.empty() ? "" : ", ") + layer.name;
+  if (!frozen.empty()) rule += ", frozen " + frozen;
   return rule;
 }
 

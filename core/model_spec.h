@@ -202,9 +202,11 @@ ModelSpec loadModelSpec(const std::string& path);
 std::string architectureHash(const ModelSpec& spec);
 
 // The update rule a ps applies, from its own spec: the optimizer with its
-// hyperparameters, the learning rate schedule and the moving average, as
-// one line ("adam (beta1 0.9, beta2 0.999, epsilon 1e-07), learning rate
-// 0.001"), the same for the same values.
+// hyperparameters, the learning rate schedule, the moving average and the
+// frozen layers, as one line ("adam (beta1 0.9, beta2 0.999, epsilon
+// 1e-07), learning rate 0.001, frozen hidden1"), the same for the same
+// values. Nodes compare it at hello: a release that words it otherwise
+// bumps kWireVersion (rpc/shard_server.h).
 std::string updateRule(const ModelSpec& spec);
 
 // What every node of a job must agree on: a ps refuses a worker whose spec

@@ -56,6 +56,14 @@ void ModelState::initFrom(const InitFromSpec& init_from) {
 }
 
 void ModelState::restore(const std::filesystem::path& checkpoint) {
+  restoreFrom(checkpoint, Slots::All);
+}
+
+void ModelState::restoreForEvaluation(const std::filesystem::path& checkpoint) {
+  restoreFrom(checkpoint, Slots::MovingAverageOnly);
+}
+
+void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slots) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   const std::string hash = architectureHash(spec_);
   if (manifest.architecture_hash != hash)
@@ -64,13 +72,15 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
                      "); point checkpoint.dir elsewhere or use init_from to reuse layers");
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   checkAgreesWithManifest(checkpoint, manifest, reader);
-  checkHoldsOptimizerState(checkpoint, reader);
+  if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
+      const bool average = optimizer_.slotNames()[s] == Optimizer::kMovingAverageSlot;
+      if (!average && slots == Slots::MovingAverageOnly) continue;
       const std::string name = v.name + "/" + optimizer_.slotNames()[s];
       // A moving average turned on after this checkpoint starts from it.
-      if (optimizer_.slotNames()[s] == Optimizer::kMovingAverageSlot && !reader.contains(name))
+      if (average && !reader.contains(name))
         optimizer_.startMovingAverage(parameters_, v);
       else
         reader.read(name, v.shape, optimizer_.slot(s).view(v));
@@ -82,6 +92,7 @@ void ModelState::restore(const std::filesystem::path& checkpoint) {
 void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
                                           const SafetensorsReader& reader) const {
   const std::vector<VariableView>& views = layout_.views();
+  if (views.empty()) return;  // nothing to hold state for
   for (const std::string& slot : optimizer_.slotNames()) {
     if (slot == Optimizer::kMovingAverageSlot) continue;  // restore() starts it
     if (std::any_of(views.begin(), views.end(),

@@ -44,10 +44,18 @@ class ModelState {
   // keeps none of the state this spec's needs (sgd before adam).
   void restore(const std::filesystem::path& checkpoint);
 
+  // What evaluation needs of a checkpoint (trainctl eval): the parameters,
+  // the moving averages when the spec has them, and the global step; the
+  // optimizer's other state is left as initialised, so a checkpoint of any
+  // optimizer will do.
+  void restoreForEvaluation(const std::filesystem::path& checkpoint);
+
   // Writes a checkpoint into `dir` at the current global step.
   std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
 
  private:
+  enum class Slots { All, MovingAverageOnly };
+  void restoreFrom(const std::filesystem::path& checkpoint, Slots slots);
   void initFrom(const InitFromSpec& init_from);
   void checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
                                 const SafetensorsReader& reader) const;

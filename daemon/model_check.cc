@@ -24,20 +24,22 @@ std::string optimizerSummary(const OptimizerSpec& optimizer) {
 
 }  // namespace
 
+// Layer, type (15: "conv2d (frozen)"), output shape, parameters.
+constexpr const char* kRowFormat = "{:<16} {:<15} {:<16} {:>12}\n";
+
 std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
   std::string out = fmt::format("model {} ({})\n", spec.name, spec.path);
-  out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", "layer", "type", "output shape", "params");
-  out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", "input", "", shapeToString(graph.input_shape),
-                     0);
+  out += fmt::format(fmt::runtime(kRowFormat), "layer", "type", "output shape", "params");
+  out += fmt::format(fmt::runtime(kRowFormat), "input", "", shapeToString(graph.input_shape), 0);
   for (const LayerNode& node : graph.layers) {
     int64_t params = 0;
     for (int v : node.variables) params += numElements(graph.variables[size_t(v)].shape);
     std::string type = layerKindName(node.spec.kind);
     if (!node.spec.trainable) type += " (frozen)";
-    out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", node.spec.name, type,
+    out += fmt::format(fmt::runtime(kRowFormat), node.spec.name, type,
                        shapeToString(node.output_shape), params);
   }
-  out += fmt::format("{:<16} {:<14} {:<16} {:>12}\n", "total", "", "", graph.parameterCount());
+  out += fmt::format(fmt::runtime(kRowFormat), "total", "", "", graph.parameterCount());
   out += "optimizer: " + optimizerSummary(spec.optimizer) + "\n";
   return out;
 }

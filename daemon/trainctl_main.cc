@@ -396,10 +396,11 @@ int runEval(const std::string& model, const std::string& checkpoint_path, int th
   if (!data.test) throw InputError(model + ": data.test: eval needs a test set");
   const std::filesystem::path checkpoint = resolveCheckpoint(checkpoint_path);
   ModelState state(spec, graph);
-  state.restore(checkpoint);
+  state.restoreForEvaluation(checkpoint);
   const std::unique_ptr<Device> device = createCpuDevice(threads);
   Evaluator evaluator(*device, graph, state.layout(), *data.test, spec.data.batch_size, spec.seed);
-  const EvalResult r = evaluator.evaluate(state.parameters().data());
+  // As the chief and a standalone run evaluate: the moving averages, if any.
+  const EvalResult r = evaluator.evaluate(state.evaluationValues().data());
   std::string accuracy;
   if (spec.loss == LossKind::SoftmaxCrossEntropy)
     accuracy = fmt::format(", test accuracy = {:.4f}", r.accuracy);

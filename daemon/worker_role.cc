@@ -176,8 +176,8 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
 // The lowest of the shards' steps that a pull reported, `otherwise` when no
 // shard answered one (a shard that holds nothing keeps INT64_MAX).
 int64_t lowestStep(const std::vector<int64_t>& shard_steps, int64_t otherwise) {
-  const int64_t lowest = *std::min_element(shard_steps.begin(), shard_steps.end());
-  return lowest == INT64_MAX ? otherwise : lowest;
+  const auto lowest = std::min_element(shard_steps.begin(), shard_steps.end());
+  return lowest == shard_steps.end() || *lowest == INT64_MAX ? otherwise : *lowest;
 }
 
 }  // namespace
@@ -251,6 +251,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   }
   int64_t step = ps.pull(0, slots.front()->parameters);
   metrics.recordPull(ps.lastTransfer().pull_bytes, ps.lastTransfer().pull_seconds);
+  if (step < 0 && stop_requested.load()) return stoppedBeforeTraining(metrics);
   if (step < 0) {  // the shards are stopping already (said above)
     metrics.setState(NodeState::Done);
     spdlog::info("done: the job ended before this worker trained");

@@ -13,22 +13,28 @@ std::string_view fieldAfter(std::string_view text, size_t key_end) {
   return rest.substr(0, rest.find("; "));
 }
 
-// Whether `text` starts with a system call as kj writes it: a name (with
-// optional "::"), its arguments, then "): ".
+// Where the words after a system call start, when `text` starts with one
+// as kj writes it: a name (with optional "::"), its arguments in
+// parentheses, then ": ".
 size_t systemCallEnd(std::string_view text) {
   size_t i = text.starts_with("::") ? 2 : 0;
   const size_t name = i;
   while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
     ++i;
   if (i == name || i >= text.size() || text[i] != '(') return std::string_view::npos;
-  const size_t end = text.find("): ", i);
-  return end == std::string_view::npos ? end : end + 3;
+  for (int depth = 0; i < text.size(); ++i) {
+    if (text[i] == '(') ++depth;
+    if (text[i] == ')' && --depth == 0)
+      return text.substr(i + 1).starts_with(": ") ? i + 3 : std::string_view::npos;
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace
 
 std::string failureText(std::string_view description) {
-  for (std::string_view prefix : {"std::exception: ", "remote exception: "})
+  // Cap'n Proto's prefix comes first: "remote exception: std::exception: ...".
+  for (std::string_view prefix : {"remote exception: ", "std::exception: "})
     if (description.starts_with(prefix)) description.remove_prefix(prefix.size());
   constexpr std::string_view kLookup = "gai_strerror(status) = ";
   if (description.starts_with("DNS lookup failed"))

@@ -28,6 +28,10 @@ template <typename F>
 kj::Promise<void> checked(F&& body) {
   try {
     return body();
+  } catch (const kj::Exception& e) {  // a capnp check on a message: its words, not its stack
+    spdlog::warn("rejected a call: {}", e.getDescription().cStr());
+    return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                         kj::heapString(e.getDescription()));
   } catch (const std::exception& e) {
     spdlog::warn("rejected a call: {}", e.what());
     // The message alone (KJ_EXCEPTION would prefix "e.what() = "): the peer logs it.

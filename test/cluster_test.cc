@@ -449,6 +449,7 @@ TEST_CASE("a ps refuses a worker whose spec has another optimizer: exit 2, both 
   const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
   const auto adam = dir / "fashion_mlp_adam.yaml";
   writeFile(adam, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "type: sgd", "type: adam"));
+  REQUIRE(readFile(adam) != readFile(modelPath("fashion_mlp.yaml")));
   BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
                           modelPath("fashion_mlp.yaml") + " --job ps --task 0",
                       dir / "ps.log");

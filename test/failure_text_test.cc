@@ -23,6 +23,8 @@ TEST_CASE("a peer's words lose kj's prefixes and stay printable", "[failure_text
         "answered a pull of 4 floats with 3 bytes");
   CHECK(failureText("remote exception: \x1b[2J") == "\\x1b[2J");
   CHECK(failureText("a (parenthesis): in words") == "a (parenthesis): in words");
+  CHECK(failureText("f(x) is bad; see (a): b") == "f(x) is bad; see (a): b");
+  CHECK(failureText("remote exception: std::exception: no slot 1") == "no slot 1");
   CHECK(failureText(kj::Exception(kj::Exception::Type::DISCONNECTED, "f.c++", 1,
                                   kj::heapString("connect(): Connection refused"))) ==
         "Connection refused");

@@ -826,7 +826,7 @@ TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]
              Catch::Contains("training.concurrent_steps: expected a positive integer, got 0"));
   CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, device: gpu0}"),
              Catch::Contains("layers[0].device: expected a device: cpu, cpu:N or cuda:N (N from 0 "
-                             "to 1023), got 'gpu0'"));
+                             "to 1023, no leading zeros), got 'gpu0'"));
   // One name a device: an index out of range, or with a leading zero, is none.
   for (const std::string name : {"cpu:1024", "cpu:00", "cuda:01", "cpu:-1", "cpu:"}) {
     INFO(name);

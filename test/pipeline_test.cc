@@ -437,14 +437,5 @@ TEST_CASE("traind refuses towers the batch does not fit with exit 2", "[pipeline
   }
 }
 
-TEST_CASE("traind checks --devices as it reads its flags", "[pipeline][integration]") {
-  const ProcessResult r = runTraind(
-      "--model configs/models/fashion_mlp.yaml --devices cpu:0,cpu:0 --max-steps 1 "
-      "--checkpoint-dir ''");
-  INFO(r.output);
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("--devices: device cpu:0 is listed twice"));
-}
-
 }  // namespace
 }  // namespace traind

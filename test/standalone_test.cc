@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <optional>
 #include <regex>
 
 #include "core/checkpoint.h"
@@ -48,6 +50,35 @@ TEST_CASE("a flag given twice takes its last value") {
   REQUIRE(r.exit_code == 0);
   CHECK(lossLines(r.output).size() == 2);
 }
+
+TEST_CASE("traind checks --devices as it reads its flags") {
+  const ProcessResult r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --devices cpu:0,cpu:0 --max-steps 1 "
+      "--checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--devices: device cpu:0 is listed twice"));
+}
+
+#ifdef TRAIND_HAVE_CUDA
+TEST_CASE("TRAIND_CUDA_LIBRARY names the one place the CUDA back end is looked for") {
+  // The child's environment is this process's: set for the run, then as it was.
+  const char* before = std::getenv("TRAIND_CUDA_LIBRARY");
+  const std::optional<std::string> saved =
+      before ? std::optional<std::string>(before) : std::nullopt;
+  setenv("TRAIND_CUDA_LIBRARY", "/nonexistent/libtraind_cuda.so", 1);
+  const ProcessResult r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --devices cuda:0 --max-steps 1 --checkpoint-dir ''");
+  if (saved)
+    setenv("TRAIND_CUDA_LIBRARY", saved->c_str(), 1);
+  else
+    unsetenv("TRAIND_CUDA_LIBRARY");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::EndsWith("cannot load the CUDA back end libtraind_cuda.so "
+                                       "(/nonexistent/libtraind_cuda.so: no such file)\n"));
+}
+#endif
 
 TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   // oneDNN 2.6's jit f32 GEMM kernels point rsp into a heap buffer while they
@@ -268,6 +299,7 @@ TEST_CASE(
                                        (dir / "b").string());
   INFO(more.output);
   CHECK(more.exit_code == 0);
+  CHECK_THAT(more.output, Catch::Contains("steps 5..8"));  // resumed, not started afresh
 }
 
 TEST_CASE("a checkpoint of another architecture is refused") {

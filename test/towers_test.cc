@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -24,7 +23,6 @@
 #include "devices/optimizer_update.h"
 #include "test/temp_dir.h"
 #include "test/test_models.h"
-#include "test/traind_process.h"
 
 namespace traind {
 namespace {
@@ -233,20 +231,6 @@ TEST_CASE("a wrong device name is an input error naming it", "[devices]") {
   CHECK_THAT(inputErrorOf({}), Catch::Contains("at least one device"));
   CHECK_THAT(inputErrorOf({"cpu:00"}), Catch::Contains("'cpu:00'"));  // one name a device
 }
-
-#ifdef TRAIND_HAVE_CUDA
-TEST_CASE("TRAIND_CUDA_LIBRARY names the one place the CUDA back end is looked for",
-          "[devices][integration]") {
-  setenv("TRAIND_CUDA_LIBRARY", "/nonexistent/libtraind_cuda.so", 1);  // the child's environment
-  const testing::ProcessResult r = testing::runTraind(
-      "--model configs/models/fashion_mlp.yaml --devices cuda:0 --max-steps 1 --checkpoint-dir ''");
-  unsetenv("TRAIND_CUDA_LIBRARY");
-  INFO(r.output);
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::EndsWith("cannot load the CUDA back end libtraind_cuda.so "
-                                       "(/nonexistent/libtraind_cuda.so: no such file)\n"));
-}
-#endif
 
 // ---- training.devices in a model spec ----
 

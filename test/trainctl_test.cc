@@ -107,6 +107,17 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
       eval.output,
       Catch::Contains("(global step " + std::to_string(manifest.global_step) + "): test loss = ") &&
           Catch::Contains("test accuracy = 0.") && Catch::Contains("(10000 examples)"));
+
+  // Evaluation needs the parameters only: a spec with another optimizer reads them too.
+  const auto adam = dir / "adam.yaml";
+  writeFile(adam, replaceAll(readFile(model), "type: sgd", "type: adam"));
+  REQUIRE(readFile(adam) != readFile(model));
+  const ProcessResult other =
+      runTrainctl("eval --threads 1 --model " + adam.string() + " --checkpoint " + checkpoints);
+  INFO(other.output);
+  CHECK(other.exit_code == 0);
+  CHECK_THAT(other.output, Catch::Contains(fmt::format(
+                               "test loss = {:.4f}", summaryValue(traind.output(), "test loss"))));
 }
 
 TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
