@@ -28,6 +28,19 @@ std::optional<DeviceName> parseDeviceName(std::string_view text) {
   return name;
 }
 
+std::optional<std::string> deviceListConflict(const std::vector<DeviceName>& earlier,
+                                              const DeviceName& name) {
+  if (name.kind != DeviceName::Kind::Cpu) return std::nullopt;
+  for (const DeviceName& other : earlier) {
+    if (other.kind != DeviceName::Kind::Cpu) continue;
+    if (other.text == name.text) return "device " + name.text + " is listed twice";
+    if (!name.index || !other.index)
+      return "devices " + other.text + " and " + name.text +
+             ": cpu is the whole CPU as one device; name several CPU devices cpu:0, cpu:1, ...";
+  }
+  return std::nullopt;
+}
+
 std::string deviceNameForms() {
   return "cpu, cpu:N or cuda:N (N from 0 to " + std::to_string(kMaxDeviceIndex) +
          ", no leading zeros)";

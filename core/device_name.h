@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace traind {
 
@@ -27,6 +28,12 @@ struct DeviceName {
 
 // The name taken apart; nullopt for anything that is not one.
 std::optional<DeviceName> parseDeviceName(std::string_view text);
+
+// Why `name` cannot join `earlier` in one list of devices, or nullopt: a
+// CPU device named twice (it is a share of the threads already), or `cpu`
+// (the whole CPU) beside `cpu:N`. A GPU named twice is two towers on it.
+std::optional<std::string> deviceListConflict(const std::vector<DeviceName>& earlier,
+                                              const DeviceName& name);
 
 // "cpu, cpu:N or cuda:N (N from 0 to 1023, no leading zeros)", for errors.
 std::string deviceNameForms();

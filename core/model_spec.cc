@@ -83,10 +83,11 @@ InitializerSpec readInitializer(const Field& field) {
 
 // A device name such as cuda:0 (core/device_name.h), for a layer's or a
 // stage's `device` and training.devices.
-std::string readDeviceName(const Field& field) {
-  if (!field.node.IsScalar() || !parseDeviceName(field.node.Scalar()))
-    failExpected(field, "a device: " + deviceNameForms());
-  return field.node.Scalar();
+DeviceName readDeviceName(const Field& field) {
+  std::optional<DeviceName> name;
+  if (field.node.IsScalar()) name = parseDeviceName(field.node.Scalar());
+  if (!name) failExpected(field, "a device: " + deviceNameForms());
+  return *name;
 }
 
 // The fields shared by the layers that own variables (dense, conv2d).
@@ -202,7 +203,7 @@ LayerSpec readLayer(const Field& field) {
   layer.kind = type->kind;
   layer.location = field.where;
   if (auto f = fields.find("name")) layer.name = readName(*f);
-  if (auto f = fields.find("device")) layer.device = readDeviceName(*f);
+  if (auto f = fields.find("device")) layer.device = readDeviceName(*f).text;
   type->read(fields, layer);
   return layer;
 }
@@ -248,7 +249,7 @@ std::vector<StageSpec> readStages(const Field& field, const std::vector<LayerSpe
     for (const StageSpec& other : stages)
       if (other.name == stage.name)
         fail(fields.get("name"), "duplicate stage name " + quoted(stage.name));
-    stage.device = readDeviceName(fields.get("device"));
+    stage.device = readDeviceName(fields.get("device")).text;
     const Field names = fields.get("layers");
     const std::vector<Field> layer_items = listItems(names, "a list of layer names");
     if (layer_items.empty()) failExpected(names, "a non-empty list of layer names");
@@ -457,25 +458,15 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
 std::vector<std::string> readDevices(const Field& field) {
   const std::vector<Field> items = listItems(field, "a list of devices such as [cpu:0, cpu:1]");
   if (items.empty()) failExpected(field, "a non-empty list of devices");
-  std::vector<std::string> devices;
+  std::vector<DeviceName> devices;
   for (const Field& item : items) {
-    const std::string name = readDeviceName(item);
-    // A GPU named twice is two towers sharing it (docs/devices.md); a CPU
-    // device is already a share of the cores.
-    const bool gpu = name.starts_with("cuda:");
-    if (!gpu && std::find(devices.begin(), devices.end(), name) != devices.end())
-      fail(item, "device " + quoted(name) + " is listed twice");
-    // `cpu` is the whole CPU as one device (createDevices refuses the mix in
-    // --devices too).
-    for (const std::string& earlier : devices) {
-      if (!gpu && !earlier.starts_with("cuda:") && (name == "cpu" || earlier == "cpu"))
-        fail(item, "devices " + quoted(earlier) + " and " + quoted(name) +
-                       ": cpu is the whole CPU as one device; name several CPU devices cpu:0, "
-                       "cpu:1, ...");
-    }
-    devices.push_back(name);
+    DeviceName name = readDeviceName(item);
+    if (const auto conflict = deviceListConflict(devices, name)) fail(item, *conflict);
+    devices.push_back(std::move(name));
   }
-  return devices;
+  std::vector<std::string> names;
+  for (const DeviceName& device : devices) names.push_back(device.text);
+  return names;
 }
 
 TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t batch_size) {

@@ -53,18 +53,7 @@ std::vector<DeviceName> parseDeviceList(const std::vector<std::string>& names) {
   std::vector<DeviceName> parsed;
   for (const std::string& text : names) {
     DeviceName name = parseName(text);
-    for (const DeviceName& earlier : parsed) {
-      // A GPU named twice holds two towers (docs/devices.md); a CPU device
-      // is a share of the threads, named once.
-      if (earlier.text == name.text && name.kind == DeviceKind::Cpu)
-        throw InputError("device " + name.text + " is listed twice");
-      // `cpu` is the whole CPU as one device; several CPU devices are named cpu:N.
-      if (name.kind == DeviceKind::Cpu && earlier.kind == DeviceKind::Cpu &&
-          (!name.index || !earlier.index))
-        throw InputError("devices " + earlier.text + " and " + name.text +
-                         ": cpu is the whole CPU as one device; name several CPU devices "
-                         "cpu:0, cpu:1, ...");
-    }
+    if (const auto conflict = deviceListConflict(parsed, name)) throw InputError(*conflict);
     parsed.push_back(std::move(name));
   }
   return parsed;

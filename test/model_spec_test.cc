@@ -304,10 +304,10 @@ TEST_CASE("training.devices refuses a repeated CPU device and the whole CPU besi
                     "training: {max_steps: 10, devices: [cpu:0, cpu:1, cuda:0, cuda:0]}")
             .training.devices.size() == 4);  // a GPU named twice holds two towers
   CHECK(errorWith(dir, training, "training: {max_steps: 10, devices: [cpu:0, cpu:0]}") ==
-        path + ":8:44: training.devices[1]: device 'cpu:0' is listed twice");
+        path + ":8:44: training.devices[1]: device cpu:0 is listed twice");
   CHECK(errorWith(dir, training, "training: {max_steps: 10, devices: [cpu, cpu:0]}") ==
         path +
-            ":8:42: training.devices[1]: devices 'cpu' and 'cpu:0': cpu is the whole CPU as "
+            ":8:42: training.devices[1]: devices cpu and cpu:0: cpu is the whole CPU as "
             "one device; name several CPU devices cpu:0, cpu:1, ...");
 }
 
