@@ -107,7 +107,8 @@ bool hasUnquotedBracketAddress(std::string_view text) {
   for (size_t open = text.find('['); open != std::string_view::npos;
        open = text.find('[', open + 1)) {
     const size_t close = text.find(']', open);
-    if (close == std::string_view::npos || close + 2 >= text.size()) return false;
+    if (close == std::string_view::npos) return false;
+    if (close + 2 >= text.size()) continue;
     const std::string_view inside = text.substr(open + 1, close - open - 1);
     const size_t before = text.find_last_not_of(" \t", open == 0 ? 0 : open - 1);
     const bool quoted = open > 0 && before != std::string_view::npos &&
@@ -205,7 +206,8 @@ std::string describe(const YAML::Node& node) {
       break;
   }
   const std::string& text = node.Scalar();
-  if (isQuoted(node)) return "the quoted string " + quoted(text);
+  if (isQuoted(node))
+    return (node.Tag() == "!" ? "the quoted string " : "the string ") + quoted(text);
   double number;
   if (parseNumber(text, number)) return text;  // a number is short
   return quoted(text);

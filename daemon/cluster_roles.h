@@ -13,11 +13,6 @@
 
 namespace traind {
 
-// The InputErrors of a model spec that the cluster spec's training section
-// refutes (steps in flight in sync mode): checked by every node as it
-// starts, and by `traind check --cluster c.yaml --model m.yaml`.
-void checkModelFitsCluster(const ModelSpec& spec, const ClusterSpec& cluster);
-
 // Serves until the chief says the job is done or `stop_requested` is set
 // (then its workers' pulls say the job is done, as at the end). Reports its
 // state and counters in `metrics`.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/parameter_shard.h"
+#include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/step_stall_report.h"
 #include "rpc/failure_text.h"

@@ -23,6 +23,7 @@
 #include "core/cluster_spec.h"
 #include "core/layer_graph.h"
 #include "core/printable.h"
+#include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/flag_checks.h"
 #include "daemon/logging.h"
@@ -166,8 +167,9 @@ int main(int argc, char** argv) {
 
   try {
     if (check->parsed()) {
+      std::optional<traind::ModelSpec> checked_spec;
       if (!check_model.empty()) {
-        const traind::ModelSpec spec = traind::loadModelSpec(check_model);
+        const traind::ModelSpec& spec = checked_spec.emplace(traind::loadModelSpec(check_model));
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
         // Read as a run reads it: what the files hold must fit the model.
@@ -184,8 +186,7 @@ int main(int argc, char** argv) {
       if (!check_cluster.empty()) {
         const traind::ClusterSpec cluster = traind::loadClusterSpec(check_cluster);
         std::fputs(traind::taskTable(cluster).c_str(), stdout);
-        if (!check_model.empty())
-          traind::checkModelFitsCluster(traind::loadModelSpec(check_model), cluster);
+        if (checked_spec) traind::checkModelFitsCluster(*checked_spec, cluster);
       }
       return 0;
     }

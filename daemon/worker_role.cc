@@ -14,6 +14,7 @@
 
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
+#include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/concurrent_steps.h"
 #include "daemon/evaluation.h"
@@ -181,17 +182,6 @@ int64_t lowestStep(const std::vector<int64_t>& shard_steps, int64_t otherwise) {
 }
 
 }  // namespace
-
-void checkModelFitsCluster(const ModelSpec& spec, const ClusterSpec& cluster) {
-  const int concurrent_steps = spec.training.concurrent_steps;
-  if (cluster.mode == TrainingMode::Sync && concurrent_steps > 1)
-    throwInputError(spec.training.concurrent_steps_location, "training.concurrent_steps",
-                    fmt::format("{} steps in flight need mode: async, and {} sets mode: sync, "
-                                "where a worker's next step waits for the job's global step to "
-                                "advance, so its steps cannot overlap; set concurrent_steps: 1 "
-                                "or mode: async",
-                                concurrent_steps, cluster.path));
-}
 
 TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                           const std::atomic<bool>& stop_requested,

@@ -75,13 +75,20 @@ std::string joined(const std::vector<std::string>& items) {
 
 // A misfit: the spec field to change, and what is wrong with it.
 struct Misfit {
-  std::string_view field;
+  enum class Field { Devices, MicroBatches, BatchSize };
+  Field field;
   std::string what;
+
+  std::string_view fieldName() const {
+    return field == Field::Devices        ? "training.devices"
+           : field == Field::MicroBatches ? "training.micro_batches"
+                                          : "data.batch_size";
+  }
 };
 
 std::optional<Misfit> microBatchesMisfit(int64_t batch_size, int micro_batches, int devices) {
   if (micro_batches <= 0)
-    return Misfit{"training.micro_batches",
+    return Misfit{Misfit::Field::MicroBatches,
                   "expected a positive number, got " + std::to_string(micro_batches)};
   const std::vector<int64_t> shares = splitBatch(batch_size, devices);
   if (std::all_of(shares.begin(), shares.end(),
@@ -94,7 +101,7 @@ std::optional<Misfit> microBatchesMisfit(int64_t batch_size, int micro_batches, 
     what = "each device's share of " + what + " over " + std::to_string(devices) + " devices (" +
            joined(listed) + ")";
   }
-  return Misfit{"training.micro_batches",
+  return Misfit{Misfit::Field::MicroBatches,
                 std::to_string(micro_batches) + " micro-batches do not divide " + what + " evenly"};
 }
 
@@ -110,15 +117,15 @@ std::optional<Misfit> devicesMisfit(const std::vector<std::string>& devices,
   const std::string why =
       " no layer of this placed model: a placed model runs as one pipeline over the devices its "
       "layers name, and towers of pipelines are not supported; remove ";
-  return Misfit{"training.devices", names + (unused.size() == 1 ? " holds" : " hold") + why +
-                                        names +
-                                        " from training.devices (or --devices), or "
-                                        "place layers on it"};
+  return Misfit{Misfit::Field::Devices, names + (unused.size() == 1 ? " holds" : " hold") + why +
+                                            names +
+                                            " from training.devices (or --devices), or "
+                                            "place layers on it"};
 }
 
 std::optional<Misfit> batchSizeMisfit(int64_t batch_size, const std::vector<std::string>& devices) {
   if (batch_size >= int64_t(devices.size())) return std::nullopt;
-  return Misfit{"data.batch_size",
+  return Misfit{Misfit::Field::BatchSize,
                 "a batch of " + std::to_string(batch_size) + " cannot be split over " +
                     std::to_string(devices.size()) + " devices (" + joined(devices) +
                     "): every device needs at least one example; raise data.batch_size or "
@@ -149,11 +156,12 @@ void checkModelReplica(const ModelSpec& spec, const StagePlan& plan) {
   const auto misfit =
       replicaMisfit(training.devices, plan, spec.data.batch_size, training.micro_batches);
   if (!misfit) return;
-  const SourceLocation& where = misfit->field == "training.devices" ? training.devices_location
-                                : misfit->field == "data.batch_size"
+  using Field = Misfit::Field;
+  const SourceLocation& where = misfit->field == Field::Devices ? training.devices_location
+                                : misfit->field == Field::BatchSize
                                     ? spec.data.batch_size_location
                                     : training.micro_batches_location;
-  throwInputError(where, misfit->field, misfit->what);
+  throwInputError(where, misfit->fieldName(), misfit->what);
 }
 
 std::unique_ptr<Replica> createModelReplica(const std::vector<Device*>& devices,
@@ -162,7 +170,7 @@ std::unique_ptr<Replica> createModelReplica(const std::vector<Device*>& devices,
                                             int micro_batches, uint64_t seed) {
   if (devices.empty()) throw std::invalid_argument("createModelReplica: no devices");
   if (const auto misfit = replicaMisfit(namesOf(devices), plan, batch_size, micro_batches))
-    throwInputError({}, misfit->field, misfit->what);
+    throwInputError({}, misfit->fieldName(), misfit->what);
   if (plan.placed) {
     std::vector<Device*> stage_devices;
     for (const PipelineStage& stage : plan.stages) {
