@@ -302,6 +302,21 @@ TEST_CASE(
   CHECK_THAT(more.output, Catch::Contains("steps 5..8"));  // resumed, not started afresh
 }
 
+TEST_CASE("a run whose checkpoint is past its end says there is nothing to train") {
+  const auto dir = freshTempDir("past-end");
+  const std::string flags =
+      "--model configs/models/fashion_mlp.yaml --threads 1 --eval-every 0 "
+      "--checkpoint-dir " +
+      dir.string();
+  REQUIRE(runTraind(flags + " --max-steps 5").exit_code == 0);
+  const ProcessResult r = runTraind(flags + " --max-steps 3");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("nothing to train: the checkpoint is at step 5, the run "
+                                       "ends at 3"));
+  CHECK_THAT(r.output, Catch::Contains("done: global step 5, 0 steps"));
+}
+
 TEST_CASE("a checkpoint of another architecture is refused") {
   const auto dir = freshTempDir("other");
   REQUIRE(runTraind("--model configs/models/fashion_base.yaml --max-steps 10 --threads 1 "
