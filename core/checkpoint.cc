@@ -230,8 +230,8 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
   if (!fs::exists(latest, ec)) {
     // A save renames its checkpoint into place before it writes `latest`:
     // a crash in between, or a deleted `latest`, leaves checkpoints that a
-    // fresh start would shadow and its pruning delete.
-    // With no pointer to trust, the highest step that is complete.
+    // fresh start would shadow and its pruning delete. With no pointer to
+    // trust, the complete one of the highest step.
     std::vector<std::pair<int64_t, fs::path>> found;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
       if (const auto step = stepOfDirName(entry.path().filename().string());

@@ -364,7 +364,7 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; n
         findLatestCheckpoint(checkpoints), InputError,
         Catch::Message(latest + ": expected the name of a checkpoint directory, got '../../etc'"));
   }
-  SECTION("no latest: the newest checkpoint, which a fresh start would shadow") {
+  SECTION("no latest: the complete checkpoint of the highest step, not a fresh start") {
     saveCheckpoint(checkpoints, manifestAt(12), sample.refs(), 3);
     saveCheckpoint(checkpoints, manifestAt(9), sample.refs(), 3);
     fs::remove(checkpoints / "latest");
