@@ -1,7 +1,6 @@
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -172,13 +171,6 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
   TrainingSummary summary;
   summary.stopped = true;
   return summary;
-}
-
-// The lowest of the shards' steps that a pull reported, `otherwise` when no
-// shard answered one (a shard that holds nothing keeps INT64_MAX).
-int64_t lowestStep(const std::vector<int64_t>& shard_steps, int64_t otherwise) {
-  const auto lowest = std::min_element(shard_steps.begin(), shard_steps.end());
-  return lowest == shard_steps.end() || *lowest == INT64_MAX ? otherwise : *lowest;
 }
 
 }  // namespace
@@ -398,7 +390,7 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     const int64_t final_step = ps.pull(0, state.parameters());
     // A stopping ps answers too (-1 says the job is over): the step of what
     // it sent labels the evaluation.
-    step = final_step >= 0 ? final_step : lowestStep(ps.shardSteps(), step);
+    step = final_step >= 0 ? final_step : ps.lastPulledStep().value_or(step);
     if (state.optimizer().movingAverage()) ps.readState(state);
     if (evaluator) {
       test = evaluator->evaluate(state.evaluationValues().data());

@@ -551,9 +551,17 @@ int64_t ShardedClient::jobStep(int64_t min_step) {
     stop_logged_ = true;
     return -1;
   }
-  int64_t job = INT64_MAX;
-  for (int64_t s : shard_steps_) job = std::min(job, s);
+  // No step from any shard (each holds nothing) does not hold the job back.
+  const int64_t job = lastPulledStep().value_or(INT64_MAX);
   return job < min_step ? -1 : job;
+}
+
+std::optional<int64_t> ShardedClient::lastPulledStep() const {
+  // A shard that holds nothing answers nothing and keeps INT64_MAX.
+  int64_t lowest = INT64_MAX;
+  for (int64_t s : shard_steps_) lowest = std::min(lowest, s);
+  if (lowest == INT64_MAX) return std::nullopt;
+  return lowest;
 }
 
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {

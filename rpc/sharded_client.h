@@ -137,6 +137,11 @@ class ShardedClient {
   const std::vector<int64_t>& shardSteps() const { return shard_steps_; }
   void setShardSteps(std::vector<int64_t> steps) { shard_steps_ = std::move(steps); }
 
+  // The global step of what the last pull brought, the lowest of the shards'
+  // (also when a shard said it is stopping, where pull() returns -1);
+  // nullopt when no shard answered with one.
+  std::optional<int64_t> lastPulledStep() const;
+
   int64_t gradientsDropped() const { return dropped_; }
 
   // What the last pull() or pushAndPull() moved: tensor bytes, and the time
