@@ -36,6 +36,11 @@ std::string failureText(std::string_view description) {
   // Cap'n Proto's prefix comes first: "remote exception: std::exception: ...".
   for (std::string_view prefix : {"remote exception: ", "std::exception: "})
     if (description.starts_with(prefix)) description.remove_prefix(prefix.size());
+  // A failed KJ_REQUIRE: "expected CONDITION [VALUES]; words". The
+  // condition is the library's code; the words are for a reader.
+  if (description.starts_with("expected "))
+    if (const size_t words = description.find("; "); words != std::string_view::npos)
+      description.remove_prefix(words + 2);
   constexpr std::string_view kLookup = "gai_strerror(status) = ";
   if (description.starts_with("DNS lookup failed"))
     if (const size_t at = description.find(kLookup); at != std::string_view::npos)

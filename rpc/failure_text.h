@@ -3,9 +3,11 @@
 // kj describes a failed system call with the call and its arguments
 // ("::bind(sockfd, &addr.generic, addrlen): Address already in use;
 // toString() = 127.0.0.1:2221"), a failed name lookup with its parameters,
-// a std::exception thrown on this side as "std::exception: ...", and Cap'n
-// Proto a peer's exception as "remote exception: ...". A user needs the
-// system's words, or the peer's.
+// a std::exception thrown on this side as "std::exception: ...", a failed
+// requirement with its condition first ("expected segmentCount() < 512
+// [600 < 512]; Message has too many segments."), and Cap'n Proto a peer's
+// exception as "remote exception: ...". A user needs the system's words,
+// or the peer's.
 #pragma once
 
 #include <kj/exception.h>

@@ -74,15 +74,26 @@ kj::Promise<void> PinningStream::tracked(kj::Promise<void> write) {
       });
 }
 
+void PinningStream::keepIfShort(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  size_t size = 0;
+  for (const kj::ArrayPtr<const kj::byte>& piece : pieces) size += piece.size();
+  last_short_write_.clear();
+  if (size > kShortWrite) return;
+  for (const kj::ArrayPtr<const kj::byte>& piece : pieces)
+    last_short_write_.insert(last_short_write_.end(), piece.begin(), piece.end());
+}
+
 kj::Promise<void> PinningStream::write(const void* buffer, size_t size) {
-  if (holds_.empty()) return tracked(inner_->write(buffer, size));
   const kj::ArrayPtr<const kj::byte> piece(static_cast<const kj::byte*>(buffer), size);
+  keepIfShort(kj::arrayPtr(&piece, 1));
+  if (holds_.empty()) return tracked(inner_->write(buffer, size));
   std::vector<std::shared_ptr<const void>> written = takeHolds(kj::arrayPtr(&piece, 1));
   if (written.empty()) return tracked(inner_->write(buffer, size));
   return tracked(inner_->write(buffer, size).attach(std::move(written)));
 }
 
 kj::Promise<void> PinningStream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  keepIfShort(pieces);
   if (holds_.empty()) return tracked(inner_->write(pieces));
   std::vector<std::shared_ptr<const void>> written = takeHolds(pieces);
   if (written.empty()) return tracked(inner_->write(pieces));

@@ -12,6 +12,9 @@
 // connection's RPC system writes to it, and each capability served on it
 // holds it too, since a call may still answer after the connection is gone.
 //
+// It keeps a copy of the last message written when that was short, which is
+// where Cap'n Proto's reason for ending a connection goes (abort_reason.h).
+//
 // It also keeps a peer from queueing replies without end: with a backlog
 // gate set, it reads nothing more from the peer while the replies waiting to
 // be written exceed the gate, so a peer that sends calls but never reads the
@@ -44,6 +47,13 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // several replies: each written piece releases one hold.
   void holdUntilWritten(const kj::byte* bytes, std::shared_ptr<const void> hold);
   size_t holds() const { return holds_.size(); }
+
+  // The last message written, when it was at most kShortWrite bytes, else
+  // empty: a connection's Abort, once it has gone.
+  static constexpr size_t kShortWrite = 4096;
+  kj::ArrayPtr<const kj::byte> lastShortWrite() const {
+    return kj::arrayPtr(last_short_write_.data(), last_short_write_.size());
+  }
 
   // From now on a read waits while `backlogged()` (too many replies queued
   // for writing), and goes on as writes complete.
@@ -83,10 +93,12 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // it to complete. The promise stays the caller's alone: dropping it
   // cancels the write, whose buffers the caller owns.
   kj::Promise<void> tracked(kj::Promise<void> write);
+  void keepIfShort(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
   void wakeGatedRead();
 
   kj::Own<kj::AsyncIoStream> inner_;
   std::vector<std::pair<const kj::byte*, std::shared_ptr<const void>>> holds_;
+  std::vector<kj::byte> last_short_write_;
   kj::Maybe<kj::Function<bool()>> backlogged_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> gated_read_;  // woken as a write completes
   bool writing_ = false;                                       // a write is in progress

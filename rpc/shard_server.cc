@@ -6,9 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <list>
+#include <optional>
 
 #include "core/error.h"
 #include "core/rate_limited_log.h"
+#include "rpc/abort_reason.h"
 #include "rpc/failure_text.h"
 #include "rpc/peer_silence.h"
 
@@ -111,8 +113,15 @@ struct ShardServer::Impl {
     });
     tasks.add(it->network.onDisconnect().then(
         [this, it]() {
+          // Cap'n Proto ends a connection for a reason by telling the peer
+          // (an Abort, the last message written) and then closing.
+          const std::optional<std::string> reason = abortReason(it->stream->lastShortWrite());
           goings.log([&](size_t times) {
-            spdlog::info("{} disconnected{}", it->peer, RateLimitedLog::since(times));
+            if (reason && !isDeparture(*reason))
+              spdlog::warn("{} disconnected: {}{}", it->peer, failureText(*reason),
+                           RateLimitedLog::since(times));
+            else
+              spdlog::info("{} disconnected{}", it->peer, RateLimitedLog::since(times));
           });
           return kj::evalLater([this, it]() { connections.erase(it); });
         },

@@ -554,6 +554,9 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 3000"));
+  // The ps's log says why it dropped each (what it told the peer).
+  CHECK_THAT(c.ps[0]->output(), Catch::Contains("disconnected: Message has too many segments."));
+  CHECK_THAT(c.ps[0]->output(), Catch::Contains("disconnected: Message is too large."));
 }
 
 TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {

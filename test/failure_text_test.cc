@@ -30,5 +30,11 @@ TEST_CASE("a peer's words lose kj's prefixes and stay printable", "[failure_text
         "Connection refused");
 }
 
+TEST_CASE("a failed requirement reads as its words without the condition", "[failure_text]") {
+  CHECK(failureText("expected segmentCount() < 512 [2955319054 < 512]; Message has too many "
+                    "segments.") == "Message has too many segments.");
+  CHECK(failureText("expected to see a list") == "expected to see a list");
+}
+
 }  // namespace
 }  // namespace traind
