@@ -216,9 +216,14 @@ ClusterSpec loadClusterSpec(const std::string& path) {
   spec.worker = readJob(cluster.get("worker"));
   if (auto f = fields.find("http")) {
     Mapping http(*f);
-    http.allowOnly({"ps", "worker"}, "the http section");
-    spec.ps_http = readJobParallel(http.get("ps"), spec.ps.size(), "cluster.ps");
-    spec.worker_http = readJobParallel(http.get("worker"), spec.worker.size(), "cluster.worker");
+    http.allowOnly({"ps", "worker", "stall_seconds"}, "the http section");
+    // The addresses come as a pair; nodes started with --http may take
+    // only the stall limit from here.
+    if (http.find("ps") || http.find("worker") || !http.find("stall_seconds")) {
+      spec.ps_http = readJobParallel(http.get("ps"), spec.ps.size(), "cluster.ps");
+      spec.worker_http = readJobParallel(http.get("worker"), spec.worker.size(), "cluster.worker");
+    }
+    if (auto g = http.find("stall_seconds")) spec.stall_seconds = readInt(*g, 0, kMaxStallSeconds);
   }
   checkDistinctAddresses(spec);
   readTraining(fields.find("training"), spec);

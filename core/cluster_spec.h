@@ -23,6 +23,11 @@ struct HostPort {
 
 enum class TrainingMode { Async, Sync };
 
+// http.stall_seconds: its default (what a standalone run and a spec without
+// the field get), and the most it takes (a week; 0 turns the check off).
+constexpr int64_t kDefaultStallSeconds = 300;
+constexpr int64_t kMaxStallSeconds = 7 * 24 * 3600;
+
 struct ClusterSpec {
   std::string path;
   std::vector<HostPort> ps;      // at least one
@@ -50,6 +55,9 @@ struct ClusterSpec {
   // parallel to ps and worker; both empty when the spec has no http section.
   std::vector<HostPort> ps_http;
   std::vector<HostPort> worker_http;
+  // http.stall_seconds: how long a training or serving node's global step
+  // may stand still before its /healthz answers 503 (0: however long).
+  int64_t stall_seconds = kDefaultStallSeconds;
 };
 
 // Reads and checks a cluster spec: addresses parse, none is repeated (the

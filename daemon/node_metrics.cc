@@ -92,6 +92,8 @@ void NodeMetrics::setState(NodeState state, std::string detail) {
       window_start_ = Clock::now();
       window_started_ = true;
     }
+    if ((state == NodeState::Training || state == NodeState::Serving) && state != state_)
+      last_progress_ = Clock::now();
     state_ = state;
     detail_ = std::move(detail);
   }
@@ -120,9 +122,22 @@ bool NodeMetrics::writesCheckpoints() const {
   return writes_checkpoints_;
 }
 
+void NodeMetrics::setStallLimit(std::chrono::seconds limit) {
+  std::lock_guard lock(mutex_);
+  stall_limit_ = limit;
+}
+
 NodeMetrics::Health NodeMetrics::health() const {
   std::lock_guard lock(mutex_);
-  if (state_ == NodeState::Training || state_ == NodeState::Serving) return {true, "ok"};
+  if (state_ == NodeState::Training || state_ == NodeState::Serving) {
+    const auto standing = Clock::now() - last_progress_;
+    if (stall_limit_.count() == 0 || standing <= stall_limit_) return {true, "ok"};
+    return {false,
+            fmt::format("{}: the global step has stood at {} for {} s (http.stall_seconds: {})",
+                        nodeStateName(state_), global_step_,
+                        std::chrono::duration_cast<std::chrono::seconds>(standing).count(),
+                        stall_limit_.count())};
+  }
   std::string reason = nodeStateName(state_);
   if (!detail_.empty()) reason += ": " + detail_;
   return {false, reason};
@@ -133,6 +148,7 @@ void NodeMetrics::recordStep(int64_t global_step, double loss, int64_t examples)
   std::string status;  // systemd's STATUS line, once per completed window
   {
     std::lock_guard lock(mutex_);
+    if (global_step != global_step_) last_progress_ = now;
     global_step_ = global_step;
     if (!window_started_) {
       window_start_ = now;
@@ -168,6 +184,7 @@ void NodeMetrics::recordStep(int64_t global_step, double loss, int64_t examples)
 
 void NodeMetrics::setGlobalStep(int64_t global_step) {
   std::lock_guard lock(mutex_);
+  if (global_step != global_step_) last_progress_ = Clock::now();
   global_step_ = global_step;
 }
 

@@ -26,7 +26,8 @@
 
 namespace traind {
 
-// Healthy (GET /healthz answers 200) in Training and Serving only.
+// Healthy (GET /healthz answers 200) in Training and Serving only, and
+// there only while the global step moves (NodeMetrics::setStallLimit).
 enum class NodeState {
   Starting,  // loading specs, data, building the model
   Waiting,   // for peers: the ps tasks, the chief's initialisation
@@ -77,6 +78,12 @@ class NodeMetrics {
   void setWritesCheckpoints(bool writes);
   bool writesCheckpoints() const;
 
+  // How long the global step may stand still, in Training or Serving,
+  // before the node is unhealthy (0: however long). A hung training
+  // thread, or a sync step that waits on a stopped worker, stops the step
+  // while this thread still answers.
+  void setStallLimit(std::chrono::seconds limit);
+
   struct Health {
     bool ok = false;
     std::string reason;  // "ok", or the state and its detail
@@ -125,6 +132,9 @@ class NodeMetrics {
   mutable std::mutex mutex_;
   NodeState state_ = NodeState::Starting;
   std::string detail_;
+  std::chrono::seconds stall_limit_{0};
+  // When the global step last moved, or the node began to train or serve.
+  Clock::time_point last_progress_;
   bool writes_checkpoints_ = false;
   int64_t global_step_ = 0;
   // The last complete window's means (the running window's before one

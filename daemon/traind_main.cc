@@ -214,6 +214,8 @@ int main(int argc, char** argv) {
     const int task = cluster ? *run_flags.task : 0;
     if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
+    metrics.setStallLimit(
+        std::chrono::seconds(cluster ? cluster->stall_seconds : traind::kDefaultStallSeconds));
     metrics.setState(traind::NodeState::Starting, "loading the model and the data");
     const bool checkpoints = job == "standalone" || (job == "worker" && task == 0);
     metrics.setWritesCheckpoints(checkpoints && !spec.checkpoint.dir.empty());

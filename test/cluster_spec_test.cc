@@ -289,6 +289,26 @@ TEST_CASE("the http section gives each task an ops address", "[cluster_spec]") {
   CHECK(without.ps_http.empty());
   CHECK(without.worker_http.empty());
   CHECK_FALSE(httpAddress(without, "worker", 0));
+  CHECK(without.stall_seconds == kDefaultStallSeconds);
+}
+
+TEST_CASE("http.stall_seconds goes with or without the addresses", "[cluster_spec]") {
+  TempDir dir;
+  const ClusterSpec alone = load(dir, kCluster + "http: {stall_seconds: 0}\n");
+  CHECK(alone.stall_seconds == 0);
+  CHECK(alone.ps_http.empty());
+  const ClusterSpec both =
+      load(dir, kCluster + "http: {ps: [a:1], worker: [a:2, a:3, a:4], stall_seconds: 60}\n");
+  CHECK(both.stall_seconds == 60);
+  CHECK(both.worker_http.size() == 3);
+  CHECK(errorOf(kCluster + "http: {stall_seconds: -1}\n") ==
+        "c.yaml:4:23: http.stall_seconds: expected a non-negative integer, got -1");
+  CHECK(errorOf(kCluster + "http: {stall_seconds: 604801}\n") ==
+        "c.yaml:4:23: http.stall_seconds: expected a non-negative integer of at most 604800, got "
+        "604801");
+  CHECK(errorOf(kCluster + "http: {worker: [a:2, a:3, a:4], stall_seconds: 60}\n") ==
+        "c.yaml:4:7: http: missing field 'ps'");
+  CHECK(errorOf(kCluster + "http: {}\n") == "c.yaml:4:7: http: missing field 'ps'");
 }
 
 TEST_CASE("http addresses match the tasks and clash with nothing", "[cluster_spec]") {

@@ -2,6 +2,7 @@
 // job and a worker job, on free 127.0.0.1 ports.
 #include <arpa/inet.h>
 #include <capnp/rpc-twoparty.h>
+#include <fmt/format.h>
 #include <kj/async-io.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include "core/parameter_shard.h"
 #include "core/placement.h"
 #include "core/safetensors.h"
+#include "daemon/ops_client.h"
 #include "rpc/push_counts.h"
 #include "rpc/shard_server.h"
 #include "rpc/sharded_client.h"
@@ -339,16 +341,36 @@ TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
   CHECK_THAT(c.logs(), !Catch::Contains("lost the connection"));
 }
 
-TEST_CASE("sync: the ps names the worker a standing step waits for") {
+TEST_CASE("sync: the ps names the worker a standing step waits for and healthz says 503") {
   const auto dir = freshTempDir("sync-stall");
-  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000);
-  Cluster& c = *job;
+  // Ops endpoints for the ps and the chief, which call the node unhealthy
+  // once the step has stood for 3 s.
+  const int http = freePortRange(3);
+  const HostPort ps_http{"127.0.0.1", uint16_t(http), {}},
+      chief_http{"127.0.0.1", uint16_t(http + 1), {}};
+  const auto cluster =
+      writeCluster(dir, 1, 2,
+                   fmt::format("  mode: sync\nhttp:\n  ps: [{}]\n  worker: [{}, 127.0.0.1:{}]\n  "
+                               "stall_seconds: 3\n",
+                               ps_http.toString(), chief_http.toString(), http + 2));
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
+            1, 2);
   c.workers[0]->waitForOutput("step 40,");
+  CHECK(requestOps(chief_http, "GET", "/healthz", 5.0).status == 200);
   // Stopped, worker 1 keeps its connection and pushes nothing; killed, it
   // is gone. Either way the step waits for it, as sync training does.
   c.workers[1]->signal(SIGSTOP);
   const bool stopped_named =
       c.ps[0]->waitForOutput("from worker 1 (connected: stopped, hung or slow?)", 40);
+  // By now the step has stood for 15 s: past the stall limit.
+  const OpsReply chief_health = requestOps(chief_http, "GET", "/healthz", 5.0);
+  CHECK(chief_health.status == 503);
+  CHECK_THAT(chief_health.body, Catch::StartsWith("training: the global step has stood at "));
+  const OpsReply ps_health = requestOps(ps_http, "GET", "/healthz", 5.0);
+  CHECK(ps_health.status == 503);
+  CHECK_THAT(ps_health.body, Catch::StartsWith("serving: the global step has stood at "));
   c.workers[1]->signal(SIGKILL);
   const bool killed_named = c.ps[0]->waitForOutput("from worker 1 (not connected)", 40);
   c.workers[0]->signal(SIGTERM);

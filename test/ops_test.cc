@@ -11,6 +11,7 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "core/json.h"
@@ -102,6 +103,34 @@ TEST_CASE("healthz follows the node's state") {
   CHECK(r.body == "ok\n");
   node.metrics.setState(NodeState::Stopping);
   CHECK(node.get("/healthz").status == 503);
+}
+
+TEST_CASE("healthz says 503 while the global step stands past the stall limit") {
+  OpsNode node("worker", 1, false);
+  node.metrics.setStallLimit(std::chrono::seconds(1));
+  node.metrics.setState(NodeState::Training);
+  node.metrics.recordStep(7, 0.5, 100);
+  CHECK(node.get("/healthz").status == 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  OpsReply r = node.get("/healthz");
+  CHECK(r.status == 503);
+  CHECK_THAT(r.body, Catch::StartsWith("training: the global step has stood at 7 for "));
+  CHECK_THAT(r.body, Catch::EndsWith(" s (http.stall_seconds: 1)\n"));
+  node.metrics.recordStep(8, 0.5, 100);  // it moves again
+  CHECK(node.get("/healthz").status == 200);
+  // A ps's step moves when its shard's does.
+  OpsNode ps("ps", 0, false);
+  ps.metrics.setStallLimit(std::chrono::seconds(1));
+  ps.metrics.setState(NodeState::Serving);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ps.metrics.setGlobalStep(0);  // refreshed, unchanged
+  CHECK(ps.get("/healthz").status == 503);
+  ps.metrics.setGlobalStep(1);
+  CHECK(ps.get("/healthz").status == 200);
+  // 0 turns the check off.
+  node.metrics.setStallLimit(std::chrono::seconds(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  CHECK(node.get("/healthz").status == 200);
 }
 
 TEST_CASE("metrics are Prometheus text with job and task labels") {
