@@ -313,8 +313,10 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
   for (;;) {
     std::vector<int> waiting;
     const std::vector<ShardStatusView> all = statuses();
+    // A stopping shard is not waited for: the job ended before the chief
+    // initialised it, and the pull that follows says so.
     for (size_t i = 0; i < all.size(); ++i)
-      if (!all[i].ready) waiting.push_back(int(i));
+      if (!all[i].ready && !all[i].stopping) waiting.push_back(int(i));
     if (waiting.empty()) return true;
     if (stop_ && stop_->load()) {
       spdlog::info("stop requested while waiting for the chief to initialise ps {}",

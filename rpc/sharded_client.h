@@ -82,8 +82,9 @@ class ShardedClient {
 
   std::vector<ShardStatusView> statuses();
 
-  // Polls until every shard is ready; logs while it waits. Returns false,
-  // logged, when a stop was asked for first (abandonWaitsOnStop).
+  // Polls until every shard is ready or stopping (the job ended before it
+  // was initialised: a pull then returns -1); logs while it waits. Returns
+  // false, logged, when a stop was asked for first (abandonWaitsOnStop).
   [[nodiscard]] bool waitUntilReady(double timeout_seconds);
 
   // Chief: writes parameters and optimizer slots to every shard, then marks

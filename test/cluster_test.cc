@@ -442,6 +442,27 @@ TEST_CASE("SIGTERM stops a worker still waiting for its peers: exit 0") {
   }
 }
 
+TEST_CASE("a worker that joins as the job ends says so and exits 0") {
+  const auto dir = freshTempDir("late-worker");
+  MlpPsTask task(dir, "async");
+  BackgroundTraind late("--cluster " + task.cluster.string() + " --model " +
+                            modelPath("fashion_mlp.yaml") + " --job worker --task 1 --threads 1",
+                        dir / "worker1.log");
+  REQUIRE(late.waitForOutput("waiting for the chief (worker 0) to initialise", 60));
+  // The chief (this test) says hello and ends the job before it initialises
+  // the shard: the waiting worker finds the job over.
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, task.address);
+  capnp::TwoPartyClient client(*stream);
+  auto shard = client.bootstrap().castAs<wire::ParameterShard>();
+  task.hello(shard, 0).send().wait(io.waitScope);
+  shard.stopRequest().send().wait(io.waitScope);
+  CHECK(late.wait(kTimeout) == 0);
+  INFO(late.output());
+  CHECK_THAT(late.output(), Catch::Contains("ps 0 is stopping: the job is over"));
+  CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker trained"));
+}
+
 TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");
