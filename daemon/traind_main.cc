@@ -13,11 +13,13 @@
 // Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM), 2 bad
 // configuration or input, 1 runtime failure.
 #include <malloc.h>
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "core/cluster_spec.h"
@@ -26,6 +28,7 @@
 #include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/flag_checks.h"
+#include "daemon/host_threads.h"
 #include "daemon/logging.h"
 #include "daemon/model_check.h"
 #include "daemon/node_metrics.h"
@@ -213,6 +216,18 @@ int main(int argc, char** argv) {
     const std::string job = cluster ? run_flags.job : "standalone";
     const int task = cluster ? *run_flags.task : 0;
     if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
+    if (cluster && spec.training.threads == 0 && !std::getenv("OMP_NUM_THREADS")) {
+      const int cores = omp_get_num_procs();
+      const traind::HostShare share =
+          traind::shareHostCores(*cluster, run_flags.job, *run_flags.task, cores);
+      spec.training.threads = share.threads;
+      if (share.sharing > 1)
+        spdlog::info(
+            "{} compute thread{} of this host's {} cores: {} {} of the cluster run here "
+            "(training.threads, --threads or OMP_NUM_THREADS to choose)",
+            share.threads, share.threads == 1 ? "" : "s", cores, share.sharing,
+            run_flags.job == "worker" ? "workers" : "tasks");
+    }
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
     metrics.setStallLimit(
         std::chrono::seconds(cluster ? cluster->stall_seconds : traind::kDefaultStallSeconds));
