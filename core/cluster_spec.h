@@ -52,7 +52,8 @@ struct ClusterSpec {
   // rpc/shared_region.h.
   bool shared_memory = true;
   // The ops HTTP address (/healthz, /metrics, /status) of each task,
-  // parallel to ps and worker; both empty when the spec has no http section.
+  // parallel to ps and worker; both empty when the spec's http section is
+  // absent or holds only stall_seconds.
   std::vector<HostPort> ps_http;
   std::vector<HostPort> worker_http;
   // http.stall_seconds: how long a training or serving node's global step

@@ -1,6 +1,7 @@
 #include "daemon/host_threads.h"
 
 #include <algorithm>
+#include <string>
 
 namespace traind {
 namespace {
@@ -15,15 +16,12 @@ bool sameHost(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-HostShare shareHostCores(const ClusterSpec& cluster, const std::string& job, int task, int cores) {
-  const bool worker = job == "worker";
-  const std::string& host = (worker ? cluster.worker : cluster.ps).at(size_t(task)).host;
+HostShare shareHostCores(const ClusterSpec& cluster, int task, int cores) {
+  const std::string& host = cluster.worker.at(size_t(task)).host;
   HostShare share;
-  share.sharing = 0;
-  for (const HostPort& w : cluster.worker) share.sharing += sameHost(w.host, host);
-  if (!worker)
-    for (const HostPort& p : cluster.ps) share.sharing += sameHost(p.host, host);
-  share.threads = std::max(1, cores / share.sharing);
+  share.workers = int(std::count_if(cluster.worker.begin(), cluster.worker.end(),
+                                    [&](const HostPort& w) { return sameHost(w.host, host); }));
+  share.threads = std::max(1, cores / share.workers);
   return share;
 }
 

@@ -62,6 +62,9 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   checkModelFitsCluster(spec, cluster);  // not to serve a job its workers refuse
   const LayerGraph graph = buildLayerGraph(spec);
   ParameterShard shard(spec, graph, cluster, task);
+  // A shard that holds no variable takes no gradient: its step never moves,
+  // and that says nothing of the job's health.
+  if (shard.chunks().empty()) metrics.setStallLimit(std::chrono::seconds(0));
   kj::AsyncIoContext io = kj::setupAsyncIo();
   ServedShard service(shard, specIdentity(spec), cluster.shared_memory);
   const HostPort& own = cluster.ps[size_t(task)];

@@ -81,7 +81,8 @@ std::vector<Node> nodesOf(const NodeFlags& flags) {
     const ClusterSpec cluster = loadClusterSpec(flags.cluster);
     if (cluster.ps_http.empty())
       throw InputError(flags.cluster +
-                       ": no http section, so the nodes serve no ops endpoint "
+                       ": no http addresses (http.ps and http.worker), so trainctl cannot "
+                       "reach the nodes: name them with --node HOST:PORT "
                        "(docs/cluster-spec.md#http-optional)");
     for (size_t i = 0; i < cluster.ps_http.size(); ++i)
       nodes.push_back({fmt::format("ps {}", i), cluster.ps_http[i], "ps", int(i)});

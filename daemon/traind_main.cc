@@ -63,6 +63,7 @@ struct RunFlags {
   std::string job;
   std::optional<int> task;
   std::optional<std::string> http;
+  std::optional<int64_t> stall_seconds;
 };
 
 // --devices checked as training.devices is, before anything loads.
@@ -136,6 +137,10 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--http", flags.http,
                  "serve /healthz, /metrics and /status on HOST:PORT (overrides the cluster "
                  "spec's http section)");
+  app.add_option("--stall-seconds", flags.stall_seconds,
+                 "/healthz answers 503 once the global step has stood this long (0: never; "
+                 "overrides http.stall_seconds, default 300)")
+      ->check(traind::integerFlag(0, traind::kMaxStallSeconds));
 }
 
 }  // namespace
@@ -216,21 +221,21 @@ int main(int argc, char** argv) {
     const std::string job = cluster ? run_flags.job : "standalone";
     const int task = cluster ? *run_flags.task : 0;
     if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
-    if (cluster && spec.training.threads == 0 && !std::getenv("OMP_NUM_THREADS")) {
+    if (cluster && job == "worker" && spec.training.threads == 0 &&
+        !std::getenv("OMP_NUM_THREADS")) {
       const int cores = omp_get_num_procs();
-      const traind::HostShare share =
-          traind::shareHostCores(*cluster, run_flags.job, *run_flags.task, cores);
+      const traind::HostShare share = traind::shareHostCores(*cluster, task, cores);
       spec.training.threads = share.threads;
-      if (share.sharing > 1)
+      if (share.workers > 1)
         spdlog::info(
-            "{} compute thread{} of this host's {} cores: {} {} of the cluster run here "
-            "(training.threads, --threads or OMP_NUM_THREADS to choose)",
-            share.threads, share.threads == 1 ? "" : "s", cores, share.sharing,
-            run_flags.job == "worker" ? "workers" : "tasks");
+            "{} compute thread{} of this host's {} cores: {} workers of the cluster run "
+            "here (training.threads, --threads or OMP_NUM_THREADS to choose)",
+            share.threads, share.threads == 1 ? "" : "s", cores, share.workers);
     }
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
-    metrics.setStallLimit(
-        std::chrono::seconds(cluster ? cluster->stall_seconds : traind::kDefaultStallSeconds));
+    metrics.setStallLimit(std::chrono::seconds(run_flags.stall_seconds ? *run_flags.stall_seconds
+                                               : cluster               ? cluster->stall_seconds
+                                                         : traind::kDefaultStallSeconds));
     metrics.setState(traind::NodeState::Starting, "loading the model and the data");
     const bool checkpoints = job == "standalone" || (job == "worker" && task == 0);
     metrics.setWritesCheckpoints(checkpoints && !spec.checkpoint.dir.empty());

@@ -4,6 +4,9 @@
 #include <capnp/serialize.h>
 
 #include <cstring>
+#include <string_view>
+
+#include "rpc/failure_text.h"
 
 namespace traind {
 
@@ -23,10 +26,20 @@ std::optional<std::string> abortReason(kj::ArrayPtr<const kj::byte> message) {
   return reason;
 }
 
-bool isDeparture(const std::string& reason) {
-  // Cap'n Proto 0.9.2's words: the peer closed its socket, or its RpcSystem
-  // was destroyed (and told this side so).
-  return reason == "Peer disconnected." || reason == "RpcSystem was destroyed.";
+ConnectionEnd connectionEnd(const std::optional<std::string>& reason) {
+  if (!reason) return {};
+  // A peer's Abort comes back out as this side's reason, with Cap'n Proto's
+  // prefix for a remote exception.
+  constexpr std::string_view kRemote = "remote exception: ";
+  const bool peers = std::string_view(*reason).starts_with(kRemote);
+  const std::string text = failureText(*reason);
+  // Cap'n Proto 0.9.2's words for a peer that closed its socket, whose
+  // RpcSystem went with its process, and the system's for a process killed
+  // with bytes unread.
+  if (text == "Peer disconnected." || text == "RpcSystem was destroyed." ||
+      text == "Connection reset by peer")
+    return {};
+  return {peers ? ConnectionEnd::Kind::PeersWords : ConnectionEnd::Kind::Dropped, text};
 }
 
 }  // namespace traind

@@ -20,8 +20,18 @@ namespace traind {
 // bytes that do not parse.
 std::optional<std::string> abortReason(kj::ArrayPtr<const kj::byte> message);
 
-// Whether an Abort's reason is a peer leaving as it should: it closed the
-// connection, or its RPC system went with its process.
-bool isDeparture(const std::string& reason);
+// Why a connection ended, from the Abort this side wrote, in words for a
+// log line (failure_text.h).
+struct ConnectionEnd {
+  enum class Kind {
+    Departure,   // the peer left: it closed, its process ended or was killed
+    PeersWords,  // the peer ended it with an Abort of its own: `text` is its reason
+    Dropped,     // this side ended it: `text` is why (garbage, a message too large)
+  };
+  Kind kind = Kind::Departure;
+  std::string text;
+};
+// `reason`: abortReason's, or nothing when no Abort was written.
+ConnectionEnd connectionEnd(const std::optional<std::string>& reason);
 
 }  // namespace traind

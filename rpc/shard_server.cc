@@ -115,13 +115,20 @@ struct ShardServer::Impl {
         [this, it]() {
           // Cap'n Proto ends a connection for a reason by telling the peer
           // (an Abort, the last message written) and then closing.
-          const std::optional<std::string> reason = abortReason(it->stream->lastShortWrite());
+          const ConnectionEnd end = connectionEnd(abortReason(it->stream->lastShortWrite()));
           goings.log([&](size_t times) {
-            if (reason && !isDeparture(*reason))
-              spdlog::warn("{} disconnected: {}{}", it->peer, failureText(*reason),
-                           RateLimitedLog::since(times));
-            else
-              spdlog::info("{} disconnected{}", it->peer, RateLimitedLog::since(times));
+            const std::string since = RateLimitedLog::since(times);
+            switch (end.kind) {
+              case ConnectionEnd::Kind::Departure:
+                spdlog::info("{} disconnected{}", it->peer, since);
+                break;
+              case ConnectionEnd::Kind::PeersWords:
+                spdlog::info("{} disconnected, saying: {}{}", it->peer, end.text, since);
+                break;
+              case ConnectionEnd::Kind::Dropped:
+                spdlog::warn("{} disconnected: {}{}", it->peer, end.text, since);
+                break;
+            }
           });
           return kj::evalLater([this, it]() { connections.erase(it); });
         },

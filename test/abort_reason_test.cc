@@ -32,10 +32,21 @@ TEST_CASE("any other message or bytes give no reason", "[abort_reason]") {
   CHECK(!abortReason(nullptr));
 }
 
-TEST_CASE("a peer that left as it should is a departure", "[abort_reason]") {
-  CHECK(isDeparture("Peer disconnected."));
-  CHECK(isDeparture("RpcSystem was destroyed."));
-  CHECK(!isDeparture("Message has too many segments."));
+TEST_CASE("a connection's end says who ended it and why", "[abort_reason]") {
+  using Kind = ConnectionEnd::Kind;
+  CHECK(connectionEnd(std::nullopt).kind == Kind::Departure);
+  CHECK(connectionEnd("Peer disconnected.").kind == Kind::Departure);
+  CHECK(connectionEnd("recv(fd, buffer, size, 0): Connection reset by peer").kind ==
+        Kind::Departure);
+  // A peer's Abort comes back out with Cap'n Proto's prefix.
+  CHECK(connectionEnd("remote exception: RpcSystem was destroyed.").kind == Kind::Departure);
+  const ConnectionEnd said = connectionEnd("remote exception: Message is too large.");
+  CHECK(said.kind == Kind::PeersWords);
+  CHECK(said.text == "Message is too large.");
+  const ConnectionEnd dropped = connectionEnd(
+      "expected segmentCount() < 512 [2955319054 < 512]; Message has too many segments.");
+  CHECK(dropped.kind == Kind::Dropped);
+  CHECK(dropped.text == "Message has too many segments.");
 }
 
 }  // namespace

@@ -344,15 +344,16 @@ TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
 TEST_CASE("sync: the ps names the worker a standing step waits for and healthz says 503") {
   const auto dir = freshTempDir("sync-stall");
   // Ops endpoints for the ps and the chief, which call the node unhealthy
-  // once the step has stood for 3 s.
-  const int http = freePortRange(3);
-  const HostPort ps_http{"127.0.0.1", uint16_t(http), {}},
-      chief_http{"127.0.0.1", uint16_t(http + 1), {}};
-  const auto cluster =
-      writeCluster(dir, 1, 2,
-                   fmt::format("  mode: sync\nhttp:\n  ps: [{}]\n  worker: [{}, 127.0.0.1:{}]\n  "
-                               "stall_seconds: 3\n",
-                               ps_http.toString(), chief_http.toString(), http + 2));
+  // once the step has stood for 3 s. One range of free ports for all six.
+  const int base = freePortRange(6);
+  const auto local = [&](int i) { return fmt::format("127.0.0.1:{}", base + i); };
+  const HostPort ps_http{"127.0.0.1", uint16_t(base + 3), {}},
+      chief_http{"127.0.0.1", uint16_t(base + 4), {}};
+  const auto cluster = dir / "cluster.yaml";
+  writeFile(cluster, fmt::format("cluster:\n  ps: [{}]\n  worker: [{}, {}]\ntraining:\n  mode: "
+                                 "sync\nhttp:\n  ps: [{}]\n  worker: [{}, {}]\n  "
+                                 "stall_seconds: 3\n",
+                                 local(0), local(1), local(2), local(3), local(4), local(5)));
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
                 " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
@@ -457,8 +458,9 @@ TEST_CASE("a worker that joins as the job ends says so and exits 0") {
   auto shard = client.bootstrap().castAs<wire::ParameterShard>();
   task.hello(shard, 0).send().wait(io.waitScope);
   shard.stopRequest().send().wait(io.waitScope);
-  CHECK(late.wait(kTimeout) == 0);
+  const int status = late.wait(kTimeout);
   INFO(late.output());
+  CHECK(status == 0);
   CHECK_THAT(late.output(), Catch::Contains("ps 0 is stopping: the job is over"));
   CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker trained"));
 }

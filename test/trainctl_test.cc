@@ -188,7 +188,7 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   const std::string no_http = std::string(TRAIND_SOURCE_DIR) + "/configs/clusters/local_async.yaml";
   ProcessResult r = runTrainctl("status --cluster " + no_http);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("no http section"));
+  CHECK_THAT(r.output, Catch::Contains("no http addresses (http.ps and http.worker)"));
   r = runTrainctl("status --node localhost");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--node: expected host:port, got 'localhost'"));
