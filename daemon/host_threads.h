@@ -10,17 +10,26 @@
 // 2-core machine: 2.2k against 55.9k examples/sec).
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "core/cluster_spec.h"
 
 namespace traind {
+
+// Whether `host` (a name or an address of a cluster spec) is this machine:
+// a loopback address, or one that resolves to an address of one of its
+// network interfaces. A name that does not resolve is another machine.
+bool isThisHost(const std::string& host);
 
 struct HostShare {
   int threads = 1;  // cores / workers, at least 1
   int workers = 1;  // the cluster's workers on this host, this one included
 };
 
-// Worker `task`'s share of `cores`. Workers are on one host when their
-// addresses have the same host text, or are both loopback addresses.
-HostShare shareHostCores(const ClusterSpec& cluster, int task, int cores);
+// Worker `task`'s share of `cores`, counting the workers whose host
+// `on_this_host` says is this machine.
+HostShare shareHostCores(const ClusterSpec& cluster, int task, int cores,
+                         const std::function<bool(const std::string&)>& on_this_host);
 
 }  // namespace traind

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "core/cluster_spec.h"
 #include "core/layer_graph.h"
@@ -143,6 +144,34 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
       ->check(traind::integerFlag(0, traind::kMaxStallSeconds));
 }
 
+// A worker's compute threads when nothing chose them: its host's cores
+// shared among the cluster's workers there (daemon/host_threads.h). When
+// something did, a warning if that oversubscribes the host's cores.
+void chooseWorkerThreads(const traind::ClusterSpec& cluster, int task, traind::ModelSpec& spec) {
+  const int cores = omp_get_num_procs();
+  const traind::HostShare share = traind::shareHostCores(cluster, task, cores, traind::isThisHost);
+  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
+  if (spec.training.threads == 0 && !omp_threads) {
+    spec.training.threads = share.threads;
+    if (share.workers > 1)
+      spdlog::info(
+          "{} compute thread{} of this host's {} cores: {} workers of the cluster run "
+          "here (training.threads, --threads or OMP_NUM_THREADS to choose)",
+          share.threads, share.threads == 1 ? "" : "s", cores, share.workers);
+    return;
+  }
+  const int threads = spec.training.threads > 0 ? spec.training.threads : omp_get_max_threads();
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const bool passive = wait_policy && std::string_view(wait_policy) == "passive";
+  if (share.workers > 1 && threads * share.workers > cores && !passive)
+    spdlog::warn(
+        "{} workers of the cluster run on this host with {} compute threads each, more "
+        "than its {} cores: their OpenMP threads spin against each other and every "
+        "step may take many times as long; leave training.threads at 0 (each takes "
+        "{}), or set OMP_WAIT_POLICY=passive",
+        share.workers, threads, cores, share.threads);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,17 +250,7 @@ int main(int argc, char** argv) {
     const std::string job = cluster ? run_flags.job : "standalone";
     const int task = cluster ? *run_flags.task : 0;
     if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
-    if (cluster && job == "worker" && spec.training.threads == 0 &&
-        !std::getenv("OMP_NUM_THREADS")) {
-      const int cores = omp_get_num_procs();
-      const traind::HostShare share = traind::shareHostCores(*cluster, task, cores);
-      spec.training.threads = share.threads;
-      if (share.workers > 1)
-        spdlog::info(
-            "{} compute thread{} of this host's {} cores: {} workers of the cluster run "
-            "here (training.threads, --threads or OMP_NUM_THREADS to choose)",
-            share.threads, share.threads == 1 ? "" : "s", cores, share.workers);
-    }
+    if (cluster && job == "worker") chooseWorkerThreads(*cluster, task, spec);
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
     metrics.setStallLimit(std::chrono::seconds(run_flags.stall_seconds ? *run_flags.stall_seconds
                                                : cluster               ? cluster->stall_seconds

@@ -1,8 +1,9 @@
-// shareHostCores: a worker's default compute threads, this host's cores
-// shared among the cluster's workers on it.
+// shareHostCores and isThisHost: a worker's default compute threads, this
+// host's cores shared among the cluster's workers on it.
 #include "daemon/host_threads.h"
 
 #include <catch2/catch.hpp>
+#include <set>
 
 namespace traind {
 namespace {
@@ -15,20 +16,24 @@ ClusterSpec clusterOf(std::vector<std::string> workers) {
 }
 
 TEST_CASE("workers on one host share its cores", "[host_threads]") {
-  const ClusterSpec local = clusterOf({"127.0.0.1", "localhost", "::1"});
-  CHECK(shareHostCores(local, 1, 16).threads == 5);
-  CHECK(shareHostCores(local, 1, 16).workers == 3);
-  CHECK(shareHostCores(local, 0, 2).threads == 1);  // never 0
+  const std::set<std::string> here = {"10.0.0.2", "h2"};
+  const auto onThisHost = [&](const std::string& host) { return here.count(host) > 0; };
+  const ClusterSpec cluster = clusterOf({"10.0.0.2", "10.0.0.3", "h2", "h3"});
+  CHECK(shareHostCores(cluster, 0, 16, onThisHost).workers == 2);
+  CHECK(shareHostCores(cluster, 0, 16, onThisHost).threads == 8);
+  CHECK(shareHostCores(cluster, 0, 1, onThisHost).threads == 1);  // never 0
+  // A worker counts itself, whatever its address says.
+  CHECK(shareHostCores(cluster, 1, 16, onThisHost).workers == 3);
+  CHECK(shareHostCores(clusterOf({"10.0.0.3"}), 0, 16, onThisHost).threads == 16);
 }
 
-TEST_CASE("workers on other hosts take nothing of this host's cores", "[host_threads]") {
-  const ClusterSpec hosts = clusterOf({"10.0.0.2", "10.0.0.3", "10.0.0.2"});
-  CHECK(shareHostCores(hosts, 1, 8).threads == 8);
-  CHECK(shareHostCores(hosts, 0, 8).threads == 4);
-  // Loopback is one host whatever its spelling; a name and its address are two.
-  const ClusterSpec mixed = clusterOf({"127.0.0.2", "node1", "127.0.0.1"});
-  CHECK(shareHostCores(mixed, 0, 8).workers == 2);
-  CHECK(shareHostCores(mixed, 1, 8).workers == 1);
+TEST_CASE("loopback and this machine's names are this host; others are not", "[host_threads]") {
+  CHECK(isThisHost("127.0.0.1"));
+  CHECK(isThisHost("127.0.0.2"));
+  CHECK(isThisHost("::1"));
+  CHECK(isThisHost("localhost"));
+  CHECK_FALSE(isThisHost("192.0.2.77"));  // TEST-NET-1: no machine's interface
+  CHECK_FALSE(isThisHost("no-such-host.invalid"));
 }
 
 }  // namespace
