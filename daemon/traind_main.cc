@@ -231,6 +231,11 @@ int main(int argc, char** argv) {
       std::fputs("traind: --model is required (see traind --help)\n", stderr);
       return 2;
     }
+    // A node whose --cluster was forgotten must not train alone.
+    if (run_flags.cluster.empty() && (!run_flags.job.empty() || run_flags.task))
+      throw traind::InputError(
+          "--job and --task (or TRAIND_JOB and TRAIND_TASK) name a task of a cluster: give "
+          "--cluster c.yaml as well, or neither for a standalone run");
     traind::ModelSpec spec = traind::loadModelSpec(run_flags.model);
     std::optional<traind::ClusterSpec> cluster;
     if (!run_flags.cluster.empty()) {
@@ -262,10 +267,17 @@ int main(int argc, char** argv) {
     if (cluster) http = traind::httpAddress(*cluster, job, task);
     if (run_flags.http) http = traind::parseHostPort(*run_flags.http, "--http");
     std::optional<traind::OpsServer> ops;
-    if (http)
-      ops.emplace(*http, metrics,
-                  traind::OpsControls{&g_stop_requested,
-                                      checkpoints ? &g_checkpoint_requested : nullptr});
+    if (http) {
+      try {
+        ops.emplace(*http, metrics,
+                    traind::OpsControls{&g_stop_requested,
+                                        checkpoints ? &g_checkpoint_requested : nullptr});
+      } catch (const traind::InputError& e) {
+        // The address to change: the flag's, or the spec's line.
+        if (run_flags.http) throw traind::InputError(std::string("--http: ") + e.what());
+        traind::throwInputError(http->location, fmt::format("http.{}[{}]", job, task), e.what());
+      }
+    }
     if (!cluster)
       traind::runStandalone(spec, g_stop_requested, g_checkpoint_requested, metrics);
     else if (job == "ps")

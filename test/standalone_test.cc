@@ -2,6 +2,7 @@
 // example specs on a slice of Fashion-MNIST, resumes, fine-tunes and refuses
 // bad input.
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -58,6 +59,33 @@ TEST_CASE("traind checks --devices as it reads its flags") {
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--devices: device cpu:0 is listed twice"));
+}
+
+TEST_CASE("a task of a cluster without --cluster is refused, not trained alone") {
+  const ProcessResult r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --job worker --task 1 --max-steps 1 "
+      "--checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--job and --task (or TRAIND_JOB and TRAIND_TASK) name a "
+                                       "task of a cluster: give --cluster c.yaml as well"));
+}
+
+TEST_CASE("an ops address in use names the flag that gave it") {
+  const int port = freePortRange(1);
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  const sockaddr_in address = loopbackAddress(port);
+  REQUIRE(bind(taken, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(listen(taken, 1) == 0);
+  const ProcessResult r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --max-steps 1 "
+      "--checkpoint-dir '' --http 127.0.0.1:" +
+      std::to_string(port));
+  close(taken);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--http: the ops server's address 127.0.0.1:" +
+                                       std::to_string(port) + " cannot be bound"));
 }
 
 #ifdef TRAIND_HAVE_CUDA
