@@ -127,17 +127,20 @@ void NodeMetrics::setStallLimit(std::chrono::seconds limit) {
   stall_limit_ = limit;
 }
 
+std::optional<std::string> NodeMetrics::stallLocked() const {
+  if (state_ != NodeState::Training && state_ != NodeState::Serving) return std::nullopt;
+  const auto standing = Clock::now() - last_progress_;
+  if (stall_limit_.count() == 0 || standing <= stall_limit_) return std::nullopt;
+  return fmt::format("{}: the global step has stood at {} for {} s (http.stall_seconds: {})",
+                     nodeStateName(state_), global_step_,
+                     std::chrono::duration_cast<std::chrono::seconds>(standing).count(),
+                     stall_limit_.count());
+}
+
 NodeMetrics::Health NodeMetrics::health() const {
   std::lock_guard lock(mutex_);
-  if (state_ == NodeState::Training || state_ == NodeState::Serving) {
-    const auto standing = Clock::now() - last_progress_;
-    if (stall_limit_.count() == 0 || standing <= stall_limit_) return {true, "ok"};
-    return {false,
-            fmt::format("{}: the global step has stood at {} for {} s (http.stall_seconds: {})",
-                        nodeStateName(state_), global_step_,
-                        std::chrono::duration_cast<std::chrono::seconds>(standing).count(),
-                        stall_limit_.count())};
-  }
+  if (std::optional<std::string> stall = stallLocked()) return {false, std::move(*stall)};
+  if (state_ == NodeState::Training || state_ == NodeState::Serving) return {true, "ok"};
   std::string reason = nodeStateName(state_);
   if (!detail_.empty()) reason += ": " + detail_;
   return {false, reason};
@@ -312,13 +315,16 @@ std::string NodeMetrics::prometheusText() const {
 std::string NodeMetrics::statusJson() const {
   std::lock_guard lock(mutex_);
   const bool trains = job_ != "ps";
+  const std::optional<std::string> stall = stallLocked();
   return fmt::format(
       "{{\"role\":{},\"task\":{},\"state\":\"{}\",\"detail\":{},\"global_step\":{},\"loss\":{},"
-      "\"examples_per_sec\":{},\"last_checkpoint\":{},\"last_checkpoint_step\":{}}}\n",
+      "\"examples_per_sec\":{},\"last_checkpoint\":{},\"last_checkpoint_step\":{},"
+      "\"stalled\":{}}}\n",
       jsonQuote(job_), task_, nodeStateName(state_), jsonQuote(detail_), global_step_,
       trains ? jsonNumber(loss_) : "null", trains ? jsonNumber(examples_per_second_) : "null",
       last_checkpoint_ ? jsonQuote(last_checkpoint_->string()) : "null",
-      last_checkpoint_ ? std::to_string(last_checkpoint_step_) : "null");
+      last_checkpoint_ ? std::to_string(last_checkpoint_step_) : "null",
+      stall ? jsonQuote(*stall) : "null");
 }
 
 }  // namespace traind

@@ -117,13 +117,17 @@ class NodeMetrics {
   // Prometheus text exposition format 0.0.4.
   std::string prometheusText() const;
   // {"role":"worker","task":1,"state":"training","detail":"","global_step":1200,
-  //  "loss":0.41,"examples_per_sec":5312.0,"last_checkpoint":null,"last_checkpoint_step":null}
+  //  "loss":0.41,"examples_per_sec":5312.0,"last_checkpoint":null,"last_checkpoint_step":null,
+  //  "stalled":null}   ("stalled": /healthz's reason while the step stands past the limit)
   std::string statusJson() const;
 
  private:
   using Clock = std::chrono::steady_clock;
 
   std::string labels() const;  // job="worker",task="1"
+  // Why the node is stalled (its step has stood past the limit while it
+  // trains or serves), or nothing; with mutex_ held.
+  std::optional<std::string> stallLocked() const;
 
   const std::string job_;
   const int task_;

@@ -11,8 +11,8 @@
 //
 // Exit codes: 0 done, 2 bad configuration or input (stop and checkpoint:
 // nodes that say they are other tasks than the http section lists them as),
-// 1 runtime failure (a node unreachable, refusing or misplaced in status, a
-// stop or checkpoint that did not happen in time).
+// 1 runtime failure (a node unreachable, refusing, misplaced or stalled in
+// status, a stop or checkpoint that did not happen in time).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -104,6 +104,7 @@ struct NodeStatus {
   std::optional<double> loss, examples_per_sec;
   std::optional<std::string> last_checkpoint;
   std::optional<int64_t> last_checkpoint_step;
+  std::optional<std::string> stalled;  // why its step has stood too long
 };
 
 // Throws OpsUnreachable when the node cannot be asked, runtime_error when
@@ -153,6 +154,7 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   status.examples_per_sec = number("examples_per_sec");
   status.last_checkpoint = text("last_checkpoint");
   status.last_checkpoint_step = integer("last_checkpoint_step");
+  if (json.find("stalled")) status.stalled = text("stalled");  // nodes before it lack it
   return status;
 }
 
@@ -196,7 +198,7 @@ int runStatus(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "ADDRESS", "STATE", "STEP", "LOSS", "EXAMPLES/S", "LAST CHECKPOINT"}};
-  int failing = 0;  // unreachable or misplaced
+  int failing = 0;  // unreachable, misplaced or stalled
   for (const Node& node : nodes) {
     try {
       const NodeStatus s = queryStatus(node, flags.timeout);
@@ -210,8 +212,9 @@ int runStatus(const NodeFlags& flags) {
         name += fmt::format(" (says it is {})", nodeName(Node{}, s));
         ++failing;
       }
-      rows.push_back({name, node.address.toString(), s.state, std::to_string(s.global_step),
-                      s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
+      if (s.stalled) ++failing;
+      rows.push_back({name, node.address.toString(), s.stalled ? *s.stalled : s.state,
+                      std::to_string(s.global_step), s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
                       s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
                       checkpoint});
     } catch (const std::exception& e) {

@@ -372,6 +372,11 @@ TEST_CASE("sync: the ps names the worker a standing step waits for and healthz s
   const OpsReply ps_health = requestOps(ps_http, "GET", "/healthz", 5.0);
   CHECK(ps_health.status == 503);
   CHECK_THAT(ps_health.body, Catch::StartsWith("serving: the global step has stood at "));
+  // trainctl status (the compose stack's health check) fails on it too.
+  const ProcessResult status =
+      runDaemonBinary("trainctl", "status --node " + chief_http.toString());
+  CHECK(status.exit_code == 1);
+  CHECK_THAT(status.output, Catch::Contains("training: the global step has stood at "));
   c.workers[1]->signal(SIGKILL);
   const bool killed_named = c.ps[0]->waitForOutput("from worker 1 (not connected)", 40);
   c.workers[0]->signal(SIGTERM);

@@ -119,6 +119,9 @@ TEST_CASE("healthz says 503 while the global step stands past the stall limit") 
   CHECK(r.status == 503);
   CHECK_THAT(r.body, Catch::StartsWith("training: the global step has stood at 7 for "));
   CHECK_THAT(r.body, Catch::EndsWith(" s (http.stall_seconds: 2)\n"));
+  // /status says so too (trainctl status shows it and exits 1).
+  const JsonValue status = parseJson(worker.get("/status").body, "status");
+  CHECK(status.find("stalled")->text + "\n" == r.body);
   ps.metrics.setGlobalStep(0);  // refreshed, unchanged: a ps's step moves when its shard's does
   CHECK(ps.get("/healthz").status == 503);
   ps.metrics.setStallLimit(std::chrono::seconds(0));  // 0 turns the check off
@@ -230,6 +233,7 @@ TEST_CASE("status is one line of JSON") {
   CHECK(status.find("examples_per_sec")->type == JsonValue::Type::Number);
   CHECK(status.find("last_checkpoint")->text == "/tmp/a \"quoted\" dir/ckpt-0000000010");
   CHECK(status.find("last_checkpoint_step")->asInt64() == 10);
+  CHECK(status.find("stalled")->type == JsonValue::Type::Null);
 }
 
 TEST_CASE("POST /stop and /checkpoint set the flags the training loop polls") {
