@@ -300,9 +300,12 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     }
 
     const int64_t before = shard().globalStep();
-    bool accepted = true, chunk_steps_moved = false;
+    // A stopping ps applies nothing more: the chief's final checkpoint, read
+    // after the stop began, holds the job's last state.
+    const bool applies = !served_.stopping_;
+    bool accepted = applies, chunk_steps_moved = false;
     std::vector<std::optional<uint64_t>> region_holds(shared ? run.count : 0);
-    for (size_t i = 0; i < run.count; ++i) {
+    for (size_t i = 0; applies && i < run.count; ++i) {
       const size_t chunk = run.first + i;
       const ShardChunk& c = shard().chunks()[chunk];
       const std::span<const float> gradient =

@@ -658,7 +658,8 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             int64_t* step = &steps[size_t(link.index)];
             return request.send().then([this, &link, run, &parameters, &dropped, &pushes, &pulls,
                                         step, sync, shared, floats](auto reply) {
-              if (!reply.getAccepted()) ++dropped;
+              // A stopping ps applies no more gradients: not a stale one.
+              if (!reply.getAccepted() && !reply.getStopping()) ++dropped;
               if (reply.getStopping()) stopping_shard_ = link.index;
               for (size_t i = run.first; i < run.first + run.count; ++i) {
                 const ShardChunk& c = link.chunks[i];

@@ -322,9 +322,10 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
   CHECK(c.ps[0]->wait(30) == 0);
 }
 
-TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
-  const auto dir = freshTempDir("ps-stop");
-  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 1000000);
+TEST_CASE("a ps stopped by SIGTERM ends the job with a final checkpoint of its last state") {
+  const std::string mode = GENERATE(as<std::string>{}, "async", "sync");
+  const auto dir = freshTempDir("ps-stop-" + mode);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, mode, 2, 1000000);
   Cluster& c = *job;
   // Mid-run: an async worker's lines fall near multiples of 20, not on them.
   REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
@@ -337,8 +338,22 @@ TEST_CASE("async: a ps stopped by SIGTERM ends the job for its workers") {
   INFO(c.logs());
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("ps 0 is stopping: the job is over"));
   CHECK_THAT(c.workers[1]->output(), Catch::Contains("ps 0 is stopping: the job is over"));
-  CHECK_THAT(c.workers[0]->output(), Catch::Contains("saved checkpoint"));
   CHECK_THAT(c.logs(), !Catch::Contains("lost the connection"));
+  CHECK_THAT(c.logs(), !Catch::Contains("dropped as stale"));
+  // A stopping ps applies no more gradients: the checkpoint, the chief's
+  // last line and the ps's hold one global step.
+  auto lastNumber = [](const std::string& text, const std::string& pattern) -> int64_t {
+    std::smatch match;
+    int64_t last = -1;
+    for (auto it = text.cbegin(); std::regex_search(it, text.cend(), match, std::regex(pattern));
+         it = match.suffix().first)
+      last = std::stoll(match[1]);
+    return last;
+  };
+  const int64_t saved = lastNumber(c.workers[0]->output(), "saved checkpoint .*ckpt-0*([0-9]+)");
+  CHECK(saved > 0);
+  CHECK(lastNumber(c.workers[0]->output(), "done: global step ([0-9]+)") == saved);
+  CHECK(lastNumber(c.ps[0]->output(), "ps 0 done at global step ([0-9]+)") == saved);
 }
 
 TEST_CASE("sync: the ps names the worker a standing step waits for and healthz says 503") {
