@@ -263,11 +263,15 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                       readAheadBatches(spec.data, /*cluster_worker=*/true), task, workers);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
-  spdlog::info("worker {}{} training {} in {} mode from global step {} to {}{}", task,
-               chief ? " (chief)" : "", spec.name, sync ? "sync" : "async", step, total_steps,
-               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps)
-               : streamed           ? ", gradients sent during the backward pass"
-                                    : ", gradients sent after each step");
+  if (step < total_steps)
+    spdlog::info("worker {}{} training {} in {} mode from global step {} to {}{}", task,
+                 chief ? " (chief)" : "", spec.name, sync ? "sync" : "async", step, total_steps,
+                 concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps)
+                 : streamed           ? ", gradients sent during the backward pass"
+                                      : ", gradients sent after each step");
+  else
+    spdlog::info("worker {}{}: nothing to train: the job is at global step {}, it ends at {}", task,
+                 chief ? " (chief)" : "", step, total_steps);
 
   StepLog log(spec, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
   auto last_checkpoint = std::chrono::steady_clock::now();
