@@ -68,8 +68,10 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
   const std::string hash = architectureHash(spec_);
   if (manifest.architecture_hash != hash)
     throw InputError(checkpoint.string() + ": the checkpoint is of another architecture (hash " +
-                     printable(manifest.architecture_hash) + ", this spec's is " + hash +
-                     "); point checkpoint.dir elsewhere or use init_from to reuse layers");
+                     printable(manifest.architecture_hash) + ", this spec's is " + hash + ")" +
+                     (slots == Slots::All
+                          ? "; point checkpoint.dir elsewhere or use init_from to reuse layers"
+                          : ": evaluate it with the model spec it was trained with"));
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   checkAgreesWithManifest(checkpoint, manifest, reader);
   if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);

@@ -118,6 +118,17 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
   CHECK(other.exit_code == 0);
   CHECK_THAT(other.output, Catch::Contains(fmt::format(
                                "test loss = {:.4f}", summaryValue(traind.output(), "test loss"))));
+
+  // Another architecture's spec is refused, pointing at the spec.
+  const auto wider = dir / "wider.yaml";
+  writeFile(wider, replaceAll(readFile(model), "units: 300", "units: 301"));
+  REQUIRE(readFile(wider) != readFile(model));
+  const ProcessResult refused =
+      runTrainctl("eval --threads 1 --model " + wider.string() + " --checkpoint " + checkpoints);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output,
+             Catch::Contains("evaluate it with the model spec it was trained with"));
 }
 
 TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
