@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "core/printable.h"
 #include "core/safetensors.h"
@@ -36,9 +37,16 @@ void ModelState::initialize() {
 }
 
 void ModelState::initFrom(const InitFromSpec& init_from) {
-  const std::filesystem::path checkpoint = resolveCheckpoint(init_from.checkpoint);
-  const CheckpointManifest manifest = readManifest(checkpoint);
-  SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  std::filesystem::path checkpoint;
+  std::optional<CheckpointManifest> manifest;
+  try {
+    checkpoint = resolveCheckpoint(init_from.checkpoint);
+    manifest = readManifest(checkpoint);
+  } catch (const InputError& e) {
+    // The spec's line is the one to change.
+    throwInputError(init_from.location, "init_from.checkpoint", e.what());
+  }
+  SafetensorsReader reader(checkpoint / manifest->tensors_file);
   for (const std::string& layer : init_from.layers) {
     bool found = false;
     for (const VariableView& v : layout_.views()) {

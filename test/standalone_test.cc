@@ -300,6 +300,20 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK_THAT(r.output, !Catch::Contains("step 1,"));
 }
 
+TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
+  const auto dir = freshTempDir("init-from-missing");
+  const std::string spec =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml") +
+      "init_from:\n  checkpoint: " + (dir / "nothing").string() + "\n  layers: [hidden1]\n";
+  writeFile(dir / "m.yaml", spec);
+  const ProcessResult r = runTraind("--model " + (dir / "m.yaml").string() +
+                                    " --max-steps 1 --threads 1 --checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matches("(.|\\n)*m\\.yaml:[0-9]+:[0-9]+: init_from\\.checkpoint: "
+                                      ".*nothing: no such checkpoint(.|\\n)*"));
+}
+
 TEST_CASE(
     "a checkpoint without the optimizer state a spec needs is refused; one with more is not") {
   const auto dir = freshTempDir("other-optimizer");
