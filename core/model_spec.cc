@@ -266,9 +266,13 @@ std::vector<StageSpec> readStages(const Field& field, const std::vector<LayerSpe
                              quoted(this_stage ? stage.name : stages[stage_of[index]].name));
       }
       if (previous >= 0 && index != previous + 1)
-        fail(layer_item, "a stage is a run of consecutive layers: expected " +
-                             quoted(layers[previous + 1].name) + " after " +
-                             quoted(layers[previous].name) + ", got " + quoted(layer->name));
+        fail(
+            layer_item,
+            "a stage is a run of consecutive layers: expected " +
+                (size_t(previous) + 1 < layers.size()
+                     ? quoted(layers[previous + 1].name) + " after " + quoted(layers[previous].name)
+                     : "nothing after " + quoted(layers[previous].name) + ", the last layer") +
+                ", got " + quoted(layer->name));
       if (!layer->device.empty() && layer->device != stage.device)
         fail(layer_item, "layer " + quoted(layer->name) + " is placed on " + layer->device +
                              " (line " + std::to_string(layer->location.line) + "), stage " +

@@ -867,4 +867,7 @@ TEST_CASE("a stage is a run of consecutive layers, each in one stage", "[model_s
                          " {name: s, device: cpu:1, layers: [b]}]\n"),
              Catch::Contains("duplicate stage name 's'"));
   CHECK_THAT(stagesError("stages: [{name: s, layers: [a]}]\n"), Catch::Contains("device"));
+  // Nothing follows the last layer (this read past the list once).
+  CHECK_THAT(stagesError("stages: [{name: s, device: cpu:0, layers: [c, b]}]\n"),
+             Catch::Contains("expected nothing after 'c', the last layer, got 'b'"));
 }
