@@ -1,9 +1,13 @@
 #include "core/model_state.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <optional>
+#include <stdexcept>
 
 #include "core/printable.h"
 #include "core/safetensors.h"
@@ -125,6 +129,16 @@ std::filesystem::path ModelState::save(const std::filesystem::path& dir, int kee
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s)
       tensors.push_back({v.name + "/" + optimizer_.slotNames()[s], v.shape,
                          optimizer_.slot(s).data() + v.offset});
+  }
+  // A diverged run's state is no checkpoint: it would become the latest,
+  // and every resume would start from it.
+  for (const TensorRef& t : tensors) {
+    const float* end = t.data + numElements(t.shape);
+    if (std::find_if(t.data, end, [](float x) { return !std::isfinite(x); }) != end)
+      throw std::runtime_error(fmt::format(
+          "step {}: no checkpoint written: '{}' holds a value that is not finite; the run "
+          "diverged: lower the learning rate or check the data",
+          global_step_, t.name));
   }
   CheckpointManifest manifest;
   manifest.global_step = global_step_;

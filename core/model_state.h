@@ -50,7 +50,9 @@ class ModelState {
   // optimizer will do.
   void restoreForEvaluation(const std::filesystem::path& checkpoint);
 
-  // Writes a checkpoint into `dir` at the current global step.
+  // Writes a checkpoint into `dir` at the current global step; throws
+  // std::runtime_error, writing nothing, when a tensor holds a NaN or an
+  // infinity (a diverged run).
   std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
 
  private:

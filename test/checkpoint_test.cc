@@ -1,6 +1,7 @@
 #include "core/checkpoint.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -424,6 +425,26 @@ TEST_CASE("readManifest checks every field", "[checkpoint]") {
   writeFile(path, "{\"format_version\": 1,\n  \"global_step\": 5,\n}");
   CHECK_THROWS_MATCHES(readManifest(dir.path()), InputError,
                        Catch::Message(path + ":3:1: invalid JSON: expected a string key, got '}'"));
+}
+
+TEST_CASE("a diverged state is not saved: latest stays the last good checkpoint", "[checkpoint]") {
+  TempDir dir;
+  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  const std::filesystem::path good = state.save(dir.path(), 5);
+  state.parameters().data()[0] = std::nanf("");  // the first variable's first value
+  state.setGlobalStep(7);
+  try {
+    state.save(dir.path(), 5);
+    FAIL("a state holding a NaN was saved");
+  } catch (const std::runtime_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("step 7: no checkpoint written: '") &&
+                             Catch::Contains("holds a value that is not finite"));
+  }
+  CHECK(findLatestCheckpoint(dir.path()) == good);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "ckpt-0000000007"));
 }
 
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
