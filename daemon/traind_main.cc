@@ -145,13 +145,17 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
 }
 
 // A worker's compute threads when nothing chose them: its host's cores
-// shared among the cluster's workers there (daemon/host_threads.h). When
-// something did, a warning if that oversubscribes the host's cores.
-void chooseWorkerThreads(const traind::ClusterSpec& cluster, int task, traind::ModelSpec& spec) {
+// shared among the cluster's workers there (daemon/host_threads.h). Threads
+// chosen otherwise that oversubscribe the host's cores get a warning. A ps
+// starts no compute threads.
+void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, int task,
+                   traind::ModelSpec& spec) {
+  if (job == "ps") return;
   const int cores = omp_get_num_procs();
-  const traind::HostShare share = traind::shareHostCores(cluster, task, cores, traind::isThisHost);
+  traind::HostShare share{cores, 1};
+  if (cluster) share = traind::shareHostCores(*cluster, task, cores, traind::isThisHost);
   const char* omp_threads = std::getenv("OMP_NUM_THREADS");
-  if (spec.training.threads == 0 && !omp_threads) {
+  if (cluster && spec.training.threads == 0 && !omp_threads) {
     spec.training.threads = share.threads;
     if (share.workers > 1)
       spdlog::info(
@@ -163,13 +167,20 @@ void chooseWorkerThreads(const traind::ClusterSpec& cluster, int task, traind::M
   const int threads = spec.training.threads > 0 ? spec.training.threads : omp_get_max_threads();
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const bool passive = wait_policy && std::string_view(wait_policy) == "passive";
-  if (share.workers > 1 && threads * share.workers > cores && !passive)
+  if (threads * share.workers <= cores || passive) return;
+  if (share.workers > 1)
     spdlog::warn(
         "{} workers of the cluster run on this host with {} compute threads each, more "
         "than its {} cores: their OpenMP threads spin against each other and every "
         "step may take many times as long; leave training.threads at 0 (each takes "
         "{}), or set OMP_WAIT_POLICY=passive",
         share.workers, threads, cores, share.threads);
+  else
+    spdlog::warn(
+        "{} compute threads on this host's {} cores: OpenMP threads beyond the cores spin "
+        "against each other and every step may take many times as long; use at most {}, or "
+        "set OMP_WAIT_POLICY=passive",
+        threads, cores, cores);
 }
 
 }  // namespace
@@ -255,7 +266,7 @@ int main(int argc, char** argv) {
     const std::string job = cluster ? run_flags.job : "standalone";
     const int task = cluster ? *run_flags.task : 0;
     if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
-    if (cluster && job == "worker") chooseWorkerThreads(*cluster, task, spec);
+    chooseThreads(cluster ? &*cluster : nullptr, job, task, spec);
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
     metrics.setStallLimit(std::chrono::seconds(run_flags.stall_seconds ? *run_flags.stall_seconds
                                                : cluster               ? cluster->stall_seconds
