@@ -565,6 +565,16 @@ ModelSpec loadModelSpec(const std::string& path) {
     spec.loss = readChoice<LossKind>(*f, {{"softmax_cross_entropy", LossKind::SoftmaxCrossEntropy},
                                           {"mse", LossKind::MeanSquaredError}});
   }
+  // The loss applies the softmax to the last layer's outputs: an activation
+  // there would squash the logits first and train far worse, silently.
+  if (spec.loss == LossKind::SoftmaxCrossEntropy &&
+      spec.layers.back().activation != Activation::Linear) {
+    const Field last = listItems(fields.get("layers"), "a list of layers").back();
+    const std::optional<Field> activation = Mapping(last).find("activation");
+    fail(activation ? *activation : last,
+         "the last layer under softmax_cross_entropy stays linear: the loss applies the softmax "
+         "to its outputs, the logits; remove its activation");
+  }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
   if (auto f = fields.find("moving_average")) spec.optimizer.moving_average = readMovingAverage(*f);
   spec.data = readData(fields.get("data"), spec_dir);

@@ -143,6 +143,7 @@ TEST_CASE("omitted fields take their documented defaults", "[model_spec]") {
                                                  "  - {type: dropout, rate: 0.25}\n"
                                                  "  - {type: dense, units: 2}\n"
                                                  "  - {type: activation, activation: sigmoid}\n"
+                                                 "  - {type: dense, units: 2}\n"
                                                  "optimizer: {type: momentum, learning_rate: 0.5}\n"
                                                  "data:\n"
                                                  "  synthetic: {type: regression}\n"
@@ -174,6 +175,7 @@ TEST_CASE("omitted fields take their documented defaults", "[model_spec]") {
   CHECK(spec.layers[5].name == "dense_2");  // counts the named dense layer too
   CHECK(spec.layers[6].name == "activation_1");
   CHECK(spec.layers[6].activation == Activation::Sigmoid);
+  CHECK(spec.layers[7].name == "dense_3");
 
   CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Momentum);
   CHECK(spec.optimizer.momentum == 0.9f);
@@ -774,9 +776,14 @@ TEST_CASE("architectureHash covers what decides variable shapes, and only that",
   CHECK(architectureHash(loadVariant(dir, "learning_rate: 0.1", "learning_rate: 0.5")) == base);
   CHECK(architectureHash(loadVariant(dir, "type: sgd", "type: adam")) == base);
   CHECK(architectureHash(loadVariant(dir, "batch_size: 8", "batch_size: 16")) == base);
-  CHECK(architectureHash(loadVariant(dir, layer,
-                                     "{type: dense, units: 3, activation: relu, trainable: "
-                                     "false, kernel_initializer: zeros}")) == base);
+  // (An activation on the last layer under mse: softmax_cross_entropy keeps it linear.)
+  auto mseHash = [&](const std::string& last_layer) {
+    std::string text = kMinimal + "loss: mse\n";
+    text.replace(text.find(layer), layer.size(), last_layer);
+    return architectureHash(loadModelSpec(dir.write("mse.yaml", text)));
+  };
+  CHECK(mseHash("{type: dense, units: 3, activation: relu, trainable: false, kernel_initializer: "
+                "zeros}") == mseHash(layer));
   CHECK(architectureHash(loadVariant(dir, layer, "{type: dense, name: dense_1, units: 3}")) ==
         base);
   // Changed by the input, any layer's shape-deciding fields, names and the loss.
@@ -843,6 +850,20 @@ TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]
   CHECK_THAT(errorWith(dir, "max_steps: 10}", "max_steps: 10, gradient_push: early}"),
              Catch::Contains("training.gradient_push: expected one of auto, during_backward, "
                              "after_step, got 'early'"));
+}
+
+TEST_CASE("the last layer under softmax_cross_entropy stays linear", "[model_spec]") {
+  TempDir dir;
+  const std::string layer = "  - {type: dense, units: 3}\n";
+  CHECK_THAT(errorWith(dir, layer, "  - {type: dense, units: 3, activation: sigmoid}\n"),
+             Catch::Contains("layers[0].activation: the last layer under softmax_cross_entropy "
+                             "stays linear"));
+  CHECK_THAT(errorWith(dir, layer, layer + "  - {type: activation, activation: relu}\n"),
+             Catch::Contains("layers[1].activation: the last layer under"));
+  // Under mse the outputs are the predictions: an activation is the model's.
+  CHECK(loadVariant(dir, layer, "  - {type: dense, units: 3, activation: sigmoid}\nloss: mse\n")
+            .layers[0]
+            .activation == Activation::Sigmoid);
 }
 
 TEST_CASE("a stage is a run of consecutive layers, each in one stage", "[model_spec]") {
