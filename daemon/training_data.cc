@@ -10,7 +10,12 @@ namespace {
 // `where` and `field` name the data set's entry in the spec.
 void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocation& where,
                const std::string& field) {
-  if (numElements(data.example_shape) != numElements(graph.input_shape))
+  // A flat input takes images as their values in order; an image input
+  // takes them only as they are (a [14, 56, 1] view of 28x28 images would
+  // train on scrambled pictures).
+  const bool images = data.example_shape.size() == 3 && graph.input_shape.size() == 3;
+  if (numElements(data.example_shape) != numElements(graph.input_shape) ||
+      (images && data.example_shape != graph.input_shape))
     throwInputError(where, field,
                     "examples of shape " + shapeToString(data.example_shape) +
                         " do not fit the model's input " + shapeToString(graph.input_shape));

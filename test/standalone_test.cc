@@ -300,6 +300,19 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK_THAT(r.output, !Catch::Contains("step 1,"));
 }
 
+TEST_CASE("images that do not fit an image input name data.train, even with as many values") {
+  const auto dir = freshTempDir("input-shape");
+  const std::string cnn =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_cnn.yaml");
+  REQUIRE(cnn.find("input: [28, 28, 1]") != std::string::npos);
+  writeFile(dir / "m.yaml", replaceAll(cnn, "input: [28, 28, 1]", "input: [14, 56, 1]"));
+  const ProcessResult r = runTraind("check --model " + (dir / "m.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("data.train: examples of shape [28, 28, 1] do not fit the "
+                                       "model's input [14, 56, 1]"));
+}
+
 TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
   const auto dir = freshTempDir("init-from-missing");
   const std::string spec =
