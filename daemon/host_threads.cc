@@ -34,16 +34,20 @@ bool isLoopback(const sockaddr* address) {
   return false;
 }
 
-std::vector<std::string> interfaceAddresses() {
-  std::vector<std::string> addresses;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return addresses;
-  for (const ifaddrs* i = list; i; i = i->ifa_next)
-    if (i->ifa_addr) {
-      std::string bytes = addressBytes(i->ifa_addr);
-      if (!bytes.empty()) addresses.push_back(std::move(bytes));
-    }
-  freeifaddrs(list);
+// Read once: a worker asks about every worker of its cluster as it starts.
+const std::vector<std::string>& interfaceAddresses() {
+  static const std::vector<std::string> addresses = [] {
+    std::vector<std::string> found;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return found;
+    for (const ifaddrs* i = list; i; i = i->ifa_next)
+      if (i->ifa_addr) {
+        std::string bytes = addressBytes(i->ifa_addr);
+        if (!bytes.empty()) found.push_back(std::move(bytes));
+      }
+    freeifaddrs(list);
+    return found;
+  }();
   return addresses;
 }
 
@@ -55,7 +59,7 @@ bool isThisHost(const std::string& host) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
-  const std::vector<std::string> own = interfaceAddresses();
+  const std::vector<std::string>& own = interfaceAddresses();
   bool here = false;
   for (const addrinfo* a = found; a && !here; a = a->ai_next)
     here = isLoopback(a->ai_addr) ||

@@ -343,9 +343,10 @@ TEST_CASE("a ps stopped by SIGTERM ends the job with a final checkpoint of its l
   // A stopping ps applies no more gradients: the checkpoint, the chief's
   // last line and the ps's hold one global step.
   auto lastNumber = [](const std::string& text, const std::string& pattern) -> int64_t {
+    const std::regex number(pattern);
     std::smatch match;
     int64_t last = -1;
-    for (auto it = text.cbegin(); std::regex_search(it, text.cend(), match, std::regex(pattern));
+    for (auto it = text.cbegin(); std::regex_search(it, text.cend(), match, number);
          it = match.suffix().first)
       last = std::stoll(match[1]);
     return last;

@@ -108,23 +108,24 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
       Catch::Contains("(global step " + std::to_string(manifest.global_step) + "): test loss = ") &&
           Catch::Contains("test accuracy = 0.") && Catch::Contains("(10000 examples)"));
 
+  // trainctl eval of the checkpoint with the model spec changed from `what` to `with`.
+  auto evalWithSpec = [&](const std::string& name, const std::string& what,
+                          const std::string& with) {
+    const auto variant = dir / name;
+    writeFile(variant, replaceAll(readFile(model), what, with));
+    REQUIRE(readFile(variant) != readFile(model));
+    return runTrainctl("eval --threads 1 --model " + variant.string() + " --checkpoint " +
+                       checkpoints);
+  };
   // Evaluation needs the parameters only: a spec with another optimizer reads them too.
-  const auto adam = dir / "adam.yaml";
-  writeFile(adam, replaceAll(readFile(model), "type: sgd", "type: adam"));
-  REQUIRE(readFile(adam) != readFile(model));
-  const ProcessResult other =
-      runTrainctl("eval --threads 1 --model " + adam.string() + " --checkpoint " + checkpoints);
+  const ProcessResult other = evalWithSpec("adam.yaml", "type: sgd", "type: adam");
   INFO(other.output);
   CHECK(other.exit_code == 0);
   CHECK_THAT(other.output, Catch::Contains(fmt::format(
                                "test loss = {:.4f}", summaryValue(traind.output(), "test loss"))));
 
   // Another architecture's spec is refused, pointing at the spec.
-  const auto wider = dir / "wider.yaml";
-  writeFile(wider, replaceAll(readFile(model), "units: 300", "units: 301"));
-  REQUIRE(readFile(wider) != readFile(model));
-  const ProcessResult refused =
-      runTrainctl("eval --threads 1 --model " + wider.string() + " --checkpoint " + checkpoints);
+  const ProcessResult refused = evalWithSpec("wider.yaml", "units: 300", "units: 301");
   INFO(refused.output);
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.output,
