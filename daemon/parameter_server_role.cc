@@ -107,6 +107,14 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // Let the workers see that the job is done before the connections close.
   for (int waited = 0; server.connections() > 0 && waited < 50; ++waited)
     timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  // A worker still connected has not heard it (paused, or slow): it is told
+  // as the connection closes, and reads it when it goes on.
+  if (server.connections() > 0) {
+    server.endConnections(fmt::format("{}: ps {} stopped at global step {}", kJobOverReason, task,
+                                      shard.globalStep()));
+    for (int waited = 0; server.connections() > 0 && waited < 10; ++waited)
+      timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  }
   metrics.setState(NodeState::Done);
   const PushCounts& pushes = service.pushCounts();
   spdlog::info("ps {} done at global step {} ({} stale gradient chunks dropped; gradients in {} "

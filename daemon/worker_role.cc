@@ -173,11 +173,9 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
   return summary;
 }
 
-}  // namespace
-
-TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                          const std::atomic<bool>& stop_requested,
-                          std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
+TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
+                              const std::atomic<bool>& stop_requested,
+                              std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
   checkModelFitsCluster(spec, cluster);
   const bool chief = task == 0;
   const bool sync = cluster.mode == TrainingMode::Sync;
@@ -410,6 +408,24 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
   logSummary(spec, summary.global_step, summary.steps_run, summary.seconds, test);
   metrics.setState(NodeState::Done);
   return summary;
+}
+
+}  // namespace
+
+TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
+                          const std::atomic<bool>& stop_requested,
+                          std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
+  try {
+    return trainAsWorker(spec, cluster, task, stop_requested, checkpoint_requested, metrics);
+  } catch (const JobEnded& e) {
+    // The job ended while this worker could not hear it (paused, or slow).
+    clearProgress();
+    if (task == 0 && !spec.checkpoint.dir.empty())
+      spdlog::warn("no final checkpoint written: the ps tasks stopped before the chief read them");
+    metrics.setState(NodeState::Done);
+    spdlog::info("done: {}", e.what());
+    return TrainingSummary{};
+  }
 }
 
 }  // namespace traind

@@ -31,7 +31,18 @@ void PinningStream::liftReadGate() {
   gated_read_ = nullptr;
 }
 
+void PinningStream::endReads(const kj::Exception& reason) {
+  if (reads_ended_ != nullptr) return;
+  reads_ended_ = kj::cp(reason);
+  reads_.cancel(reason);
+}
+
 kj::Promise<size_t> PinningStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
+  KJ_IF_MAYBE (ended, reads_ended_) return kj::cp(*ended);
+  return reads_.wrap(gatedRead(buffer, min_bytes, max_bytes));
+}
+
+kj::Promise<size_t> PinningStream::gatedRead(void* buffer, size_t min_bytes, size_t max_bytes) {
   KJ_IF_MAYBE (backlogged, backlogged_) {
     // After a failed write Cap'n Proto writes no more, and its backlog stays:
     // the read goes on and finds the connection gone.
@@ -45,7 +56,7 @@ kj::Promise<size_t> PinningStream::tryRead(void* buffer, size_t min_bytes, size_
         progress = kj::mv(woken.promise);
       }
       return progress.then(
-          [this, buffer, min_bytes, max_bytes] { return tryRead(buffer, min_bytes, max_bytes); });
+          [this, buffer, min_bytes, max_bytes] { return gatedRead(buffer, min_bytes, max_bytes); });
     }
   }
   return inner_->tryRead(buffer, min_bytes, max_bytes);

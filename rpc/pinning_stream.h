@@ -62,6 +62,13 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // destroyed: the stream may outlive it. A read waiting at the gate fails.
   void liftReadGate();
 
+  // Fails the read in progress, and every later one, with `reason`. Cap'n
+  // Proto then ends the connection and, before it closes, writes the reason
+  // to the peer as an Abort message: how a ps tells a worker that was not
+  // listening (paused, or slow) why it went.
+  void endReads(const kj::Exception& reason);
+  bool readsEnded() const { return reads_ended_ != nullptr; }
+
   // kj::AsyncIoStream: everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
@@ -93,12 +100,16 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   // it to complete. The promise stays the caller's alone: dropping it
   // cancels the write, whose buffers the caller owns.
   kj::Promise<void> tracked(kj::Promise<void> write);
+  // A read of the inner stream once the backlog gate lets it through.
+  kj::Promise<size_t> gatedRead(void* buffer, size_t min_bytes, size_t max_bytes);
   void keepIfShort(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
   void wakeGatedRead();
 
   kj::Own<kj::AsyncIoStream> inner_;
   std::vector<std::pair<const kj::byte*, std::shared_ptr<const void>>> holds_;
   std::vector<kj::byte> last_short_write_;
+  kj::Canceler reads_;                    // ended by endReads
+  kj::Maybe<kj::Exception> reads_ended_;  // why, once they are
   kj::Maybe<kj::Function<bool()>> backlogged_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> gated_read_;  // woken as a write completes
   bool writing_ = false;                                       // a write is in progress

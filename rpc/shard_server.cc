@@ -118,6 +118,10 @@ struct ShardServer::Impl {
           const ConnectionEnd end = connectionEnd(abortReason(it->stream->lastShortWrite()));
           goings.log([&](size_t times) {
             const std::string since = RateLimitedLog::since(times);
+            if (it->stream->readsEnded()) {  // endConnections: this ps's own reason
+              spdlog::info("closed the connection of {}: {}{}", it->peer, end.text, since);
+              return;
+            }
             switch (end.kind) {
               case ConnectionEnd::Kind::Departure:
                 spdlog::info("{} disconnected{}", it->peer, since);
@@ -190,5 +194,10 @@ ShardServer::~ShardServer() = default;
 kj::Promise<void> ShardServer::serve() { return impl_->acceptLoop(); }
 
 int ShardServer::connections() const { return int(impl_->connections.size()); }
+
+void ShardServer::endConnections(const std::string& reason) {
+  const kj::Exception why(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str(reason));
+  for (Impl::Connection& connection : impl_->connections) connection.stream->endReads(why);
+}
 
 }  // namespace traind

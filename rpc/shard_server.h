@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "rpc/pinning_stream.h"
 
@@ -33,11 +34,20 @@ class ShardServer {
   // Serves until the returned promise is dropped.
   kj::Promise<void> serve();
   int connections() const;
+  // Ends every open connection, telling its peer `reason` first (an Abort;
+  // rpc/pinning_stream.h): the peer reads it even if it was paused while
+  // the ps went. The connections close as the event loop runs.
+  void endConnections(const std::string& reason);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// How the reason a ps gives for ending the connections of a finished job
+// starts: a worker that reads it has seen the job end (sharded_client.h's
+// JobEnded).
+constexpr std::string_view kJobOverReason = "the job is over";
 
 // The most connections a ps of a cluster of `workers` takes at once: a
 // worker holds one to each ps, and a restarted one a second until the first

@@ -15,6 +15,7 @@
 #include "core/printable.h"
 #include "rpc/failure_text.h"
 #include "rpc/peer_silence.h"
+#include "rpc/reason_first_stream.h"
 #include "rpc/shard_server.h"
 #include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
@@ -84,15 +85,18 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
   });
 }
 
-// What a failed call to `link` throws: the shard named, and why.
-std::runtime_error shardFailure(const ShardLink& link, const kj::Exception& e) {
+// Throws for a failed call to `link`: the shard named, and why.
+[[noreturn]] void throwShardFailure(const ShardLink& link, const kj::Exception& e) {
   const std::string why = failureText(e);
+  if (why.starts_with(kJobOverReason))
+    throw JobEnded(
+        fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
   if (e.getType() == kj::Exception::Type::DISCONNECTED)
-    return std::runtime_error(
+    throw std::runtime_error(
         fmt::format("lost the connection to ps {} at {} (it stopped, or its "
                     "host cannot be reached): {}",
                     link.index, link.address, why));
-  return std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address, why));
+  throw std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address, why));
 }
 
 // The first of several joined calls to fail, in time, and its shard:
@@ -108,12 +112,12 @@ class FirstFailure {
     };
   }
   // Waits for `all`, the calls joined; on failure runs `cleanup`, then
-  // throws shardFailure() of the first shard whose call failed.
+  // throws as throwShardFailure() for the first shard whose call failed.
   void wait(kj::Promise<void> all, kj::WaitScope& scope,
             const std::function<void()>& cleanup = {}) {
     KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
       if (cleanup) cleanup();
-      KJ_IF_MAYBE (first, first_) throw shardFailure(*first->link, first->exception);
+      KJ_IF_MAYBE (first, first_) throwShardFailure(*first->link, first->exception);
       kj::throwFatalException(kj::mv(*e));
     }
   }
@@ -159,7 +163,7 @@ struct ShardedClient::Impl {
           link.client = nullptr;
           link.rpc = nullptr;
           link.network = nullptr;
-          link.stream = kj::mv(stream);
+          link.stream = kj::heap<ReasonFirstStream>(kj::mv(stream), io.provider->getTimer());
           link.network = kj::heap<capnp::TwoPartyVatNetwork>(
               *link.stream, capnp::rpc::twoparty::Side::CLIENT, options);
           link.rpc = kj::heap(capnp::makeRpcClient(*link.network));
@@ -301,7 +305,7 @@ std::vector<ShardStatusView> ShardedClient::statuses() {
                    out.push_back(toView(
                        link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
                  })) {
-      throw shardFailure(link, *e);
+      throwShardFailure(link, *e);
     }
   }
   return out;
@@ -483,7 +487,7 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // the partial sums its ps holds for this worker.
 // Returns false when it gave up on them because *stop was held (the calls
 // are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
-// shardFailure() of the first shard whose call failed.
+// as throwShardFailure() for the first shard whose call failed.
 bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                   std::vector<ShardLink>& shards, size_t in_flight,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ class GradientGate {
  public:
   virtual ~GradientGate() = default;
   virtual kj::Promise<void> ready(size_t variable) = 0;
+};
+
+// What a call to the ps tasks throws when a ps closed the connection at the
+// job's end without this worker having heard that the job was over (it was
+// paused, or slower than the ps's wait for it): the job ended, nothing failed.
+class JobEnded : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class ShardedClient {

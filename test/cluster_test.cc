@@ -486,6 +486,28 @@ TEST_CASE("a worker that joins as the job ends says so and exits 0") {
   CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker trained"));
 }
 
+TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0") {
+  const auto dir = freshTempDir("paused-worker");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 1000000);
+  Cluster& c = *job;
+  REQUIRE(c.workers[1]->waitForOutput(", loss = ", 60));
+  c.workers[1]->signal(SIGSTOP);
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  // A stop asked of the ps ends the job; the paused worker does not hear it.
+  c.ps[0]->signal(SIGTERM);
+  const int chief = c.workers[0]->wait(kTimeout), ps = c.ps[0]->wait(30);
+  c.workers[1]->signal(SIGCONT);
+  const int paused = c.workers[1]->wait(60);
+  INFO(c.logs());
+  CHECK(chief == 0);
+  CHECK(ps == 0);
+  CHECK_THAT(c.ps[0]->output(), Catch::Contains(": the job is over: ps 0 stopped at global step"));
+  CHECK(paused == 0);
+  CHECK_THAT(
+      c.workers[1]->output(),
+      Catch::Contains("closed the connection: the job is over: ps 0 stopped at global step"));
+}
+
 TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");

@@ -1,0 +1,51 @@
+#include "rpc/reason_first_stream.h"
+
+namespace traind {
+
+ReasonFirstStream::ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer)
+    : ReasonFirstStream(kj::mv(inner), timer, kj::newPromiseAndFulfiller<void>()) {}
+
+ReasonFirstStream::ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer,
+                                     kj::PromiseFulfillerPair<void> reads_end)
+    : inner_(kj::mv(inner)),
+      timer_(timer),
+      reads_ended_(reads_end.promise.fork()),
+      end_reads_(kj::mv(reads_end.fulfiller)) {}
+
+// kj's socket writes at once, and throws at once when that fails: evalNow
+// makes every failure the promise's.
+kj::Promise<void> ReasonFirstStream::write(const void* buffer, size_t size) {
+  return heldOnFailure(kj::evalNow([&] { return inner_->write(buffer, size); }));
+}
+
+kj::Promise<void> ReasonFirstStream::write(
+    kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  return heldOnFailure(kj::evalNow([&] { return inner_->write(pieces); }));
+}
+
+kj::Promise<size_t> ReasonFirstStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
+  return inner_->tryRead(buffer, min_bytes, max_bytes)
+      .then(
+          [this, min_bytes](size_t read) {
+            if (read < min_bytes) readsEnded();  // the end of the stream
+            return read;
+          },
+          [this](kj::Exception&& e) -> size_t {
+            readsEnded();
+            kj::throwFatalException(kj::mv(e));
+          });
+}
+
+kj::Promise<void> ReasonFirstStream::heldOnFailure(kj::Promise<void> write) {
+  return write.catch_([this](kj::Exception&& e) {
+    return reads_ended_.addBranch()
+        .exclusiveJoin(timer_.afterDelay(kWriteFailureGrace))
+        .then([e = kj::mv(e)]() mutable -> kj::Promise<void> { return kj::mv(e); });
+  });
+}
+
+void ReasonFirstStream::readsEnded() {
+  if (end_reads_->isWaiting()) end_reads_->fulfill();
+}
+
+}  // namespace traind

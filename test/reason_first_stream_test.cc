@@ -1,0 +1,64 @@
+// ReasonFirstStream: a write that fails on a connection the peer closed waits
+// for the reads, so that what the peer said before it closed is read first.
+#include "rpc/reason_first_stream.h"
+
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+namespace traind {
+namespace {
+
+// This side of a socket pair whose peer wrote `words` and closed.
+kj::Own<kj::AsyncIoStream> afterPeerSaid(kj::AsyncIoContext& io, const char* words) {
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  REQUIRE(write(fds[1], words, std::strlen(words)) == ssize_t(std::strlen(words)));
+  close(fds[1]);
+  return io.lowLevelProvider->wrapSocketFd(fds[0], kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+}
+
+TEST_CASE("a failed write waits until the reads have brought the peer's last words",
+          "[reason_first_stream]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ReasonFirstStream stream(afterPeerSaid(io, "the job is over"), io.provider->getTimer());
+  const char call[] = "a call";
+  kj::Promise<void> sent = stream.write(call, sizeof call);
+  CHECK(!sent.poll(io.waitScope));  // failed, but held: nothing has been read
+
+  char words[15];
+  CHECK(stream.tryRead(words, sizeof words, sizeof words).wait(io.waitScope) == sizeof words);
+  CHECK(std::string(words, sizeof words) == "the job is over");
+  CHECK(!sent.poll(io.waitScope));
+  CHECK(stream.tryRead(words, 1, 1).wait(io.waitScope) == 0);  // the end: the failure goes on
+  REQUIRE(sent.poll(io.waitScope));
+  CHECK_THROWS_WITH(sent.wait(io.waitScope), Catch::Contains("Broken pipe"));
+}
+
+TEST_CASE("a failed write with no read to wait for fails after the grace",
+          "[reason_first_stream]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ReasonFirstStream stream(afterPeerSaid(io, "bye"), io.provider->getTimer());
+  const char call[] = "a call";
+  const kj::TimePoint start = io.provider->getTimer().now();
+  CHECK_THROWS_WITH(stream.write(call, sizeof call).wait(io.waitScope),
+                    Catch::Contains("Broken pipe"));
+  CHECK(io.provider->getTimer().now() - start >= ReasonFirstStream::kWriteFailureGrace);
+}
+
+TEST_CASE("writes and reads pass through while the connection stands", "[reason_first_stream]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  auto pipe = io.provider->newTwoWayPipe();
+  ReasonFirstStream stream(kj::mv(pipe.ends[0]), io.provider->getTimer());
+  stream.write("ping", 4).wait(io.waitScope);
+  char got[4];
+  CHECK(pipe.ends[1]->tryRead(got, 4, 4).wait(io.waitScope) == 4);
+  CHECK(std::string(got, 4) == "ping");
+  pipe.ends[1]->write("pong", 4).wait(io.waitScope);
+  CHECK(stream.tryRead(got, 4, 4).wait(io.waitScope) == 4);
+  CHECK(std::string(got, 4) == "pong");
+}
+
+}  // namespace
+}  // namespace traind
