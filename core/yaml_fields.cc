@@ -300,14 +300,21 @@ int64_t readInt(const Field& field, int64_t min, int64_t max) {
       : min == 0 ? "a non-negative integer"
       : bounded  ? "an integer from " + std::to_string(min) + " to " + std::to_string(max)
                  : "an integer of at least " + std::to_string(min);
+  const std::string at_most = min == 0 || min == 1 ? expected + " of at most " + std::to_string(max)
+                                                   : "an integer from " + std::to_string(min) +
+                                                         " to " + std::to_string(max);
   int64_t value = 0;
-  if (!field.node.IsScalar() || isQuoted(field.node) || !parseInt(field.node.Scalar(), value) ||
-      value < min) {
-    failExpected(field, expected);
+  if (!field.node.IsScalar() || isQuoted(field.node)) failExpected(field, expected);
+  const std::string& text = field.node.Scalar();
+  if (!parseInt(text, value)) {
+    // Digits past what 64 bits hold are an integer too large, not a word.
+    const bool digits =
+        text.size() > 1 && (text[0] == '+' || std::isdigit(uint8_t(text[0]))) &&
+        std::all_of(text.begin() + 1, text.end(), [](char c) { return std::isdigit(uint8_t(c)); });
+    failExpected(field, digits ? at_most : expected);
   }
-  if (value > max)
-    failExpected(field,
-                 min == 0 || min == 1 ? expected + " of at most " + std::to_string(max) : expected);
+  if (value < min) failExpected(field, expected);
+  if (value > max) failExpected(field, at_most);
   return value;
 }
 

@@ -1,4 +1,4 @@
-// CLI11 checks for numeric flags that say what they expected.
+// CLI11 checks for flags that say what they expected.
 //
 //   app.add_option("--threads", threads)->check(traind::integerFlag(0, traind::kMaxThreads));
 //   $ traind --threads abc  ->  --threads: expected an integer from 0 to 1024, got 'abc'
@@ -27,7 +27,11 @@ inline CLI::Validator integerFlag(int64_t min, int64_t max = std::numeric_limits
         int64_t value = 0;
         const char* end = text.data() + text.size();
         const auto [stop, error] = std::from_chars(text.data(), end, value);
-        if (text.empty() || error != std::errc() || stop != end || value < min || value > max)
+        if (error == std::errc::result_out_of_range ||
+            (error == std::errc() && stop == end && value > max))
+          return "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                 ", got '" + text + "'";
+        if (text.empty() || error != std::errc() || stop != end || value < min)
           return "expected an integer " + range + ", got '" + text + "'";
         return {};
       },
@@ -49,6 +53,15 @@ inline CLI::Validator secondsFlag(int64_t max) {
         return {};
       },
       "SECONDS " + range);
+}
+
+// A directory's path, not empty: an empty one would be taken for no flag.
+inline CLI::Validator directoryFlag() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "expected a directory, got ''" : std::string();
+      },
+      "DIR");
 }
 
 }  // namespace traind

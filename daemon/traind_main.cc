@@ -25,6 +25,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/layer_graph.h"
+#include "core/memory_need.h"
 #include "core/printable.h"
 #include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
@@ -114,7 +115,8 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
                  "where checkpoints are written and resumed from (overrides checkpoint.dir)");
   app.add_option("--summary-dir", flags.summary_dir,
                  "where the chief writes TensorBoard event files (overrides "
-                 "training.summary_dir; default <checkpoint dir>/summaries)");
+                 "training.summary_dir; default <checkpoint dir>/summaries)")
+      ->check(traind::directoryFlag());
   app.add_option("--threads", flags.threads, "compute threads (0: one per core)")
       ->check(traind::integerFlag(0, traind::kMaxThreads));
   app.add_option("--devices", flags.devices,
@@ -200,9 +202,13 @@ int main(int argc, char** argv) {
   CLI::App* check = app.add_subcommand(
       "check", "validate a model spec (print its layer table) or a cluster spec (print its tasks)");
   std::string check_model, check_cluster;
+  RunFlags check_flags;  // what a run would take from its flags
   check->add_option("--model,-m", check_model, "model spec (YAML)");
   check->add_option("--cluster", check_cluster, "cluster spec (YAML)");
-  check->require_option(1, 2);
+  check->add_option("--threads", check_flags.threads, "compute threads, as a run takes them")
+      ->check(traind::integerFlag(0, traind::kMaxThreads));
+  check->add_option("--devices", check_flags.devices, "devices, as a run takes them")
+      ->check(deviceListFlag());
   // The run flags are required only when no subcommand is given.
   app.get_option("--model")->required(false);
 
@@ -215,11 +221,18 @@ int main(int argc, char** argv) {
 
   try {
     if (check->parsed()) {
+      if (check_model.empty() && check_cluster.empty())
+        throw traind::InputError("check: expected --model m.yaml, --cluster c.yaml, or both");
       std::optional<traind::ModelSpec> checked_spec;
       if (!check_model.empty()) {
-        const traind::ModelSpec& spec = checked_spec.emplace(traind::loadModelSpec(check_model));
+        traind::ModelSpec& spec = checked_spec.emplace(traind::loadModelSpec(check_model));
+        applyFlags(check_flags, spec);
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
+        const traind::MemoryNeed memory = traind::memoryNeed(spec, graph);
+        const std::optional<int64_t> available = traind::memoryAvailable();
+        std::fputs(traind::memoryReport(memory, available).c_str(), stdout);
+        traind::checkMemoryFits(spec, graph, memory, available);
         // Read as a run reads it: what the files hold must fit the model.
         const traind::TrainingData data = traind::loadTrainingData(spec, graph);
         const long long tests = data.test ? data.test->size : 0;
@@ -267,6 +280,12 @@ int main(int argc, char** argv) {
     const int task = cluster ? *run_flags.task : 0;
     if (cluster) traind::setLogPrefix(fmt::format("{} {}", job, task));
     chooseThreads(cluster ? &*cluster : nullptr, job, task, spec);
+    // A ps holds its shard only; the others the whole model and its steps.
+    if (job != "ps") {
+      const traind::LayerGraph graph = traind::buildLayerGraph(spec);
+      traind::checkMemoryFits(spec, graph, traind::memoryNeed(spec, graph),
+                              traind::memoryAvailable());
+    }
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
     metrics.setStallLimit(std::chrono::seconds(run_flags.stall_seconds ? *run_flags.stall_seconds
                                                : cluster               ? cluster->stall_seconds
@@ -299,6 +318,11 @@ int main(int argc, char** argv) {
   } catch (const traind::InputError& e) {
     spdlog::error("{}", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    spdlog::error(
+        "out of memory: this process could not get the memory the run needs (traind check "
+        "--model M prints the least a model needs, and what this machine gives)");
+    return 1;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

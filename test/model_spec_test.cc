@@ -621,6 +621,14 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
   CHECK(loadError(path) == path +
                                ":2:31: layers[0].units: expected a positive integer of at most "
                                "2147483647, got 3000000000");
+
+  // Past what 64 bits hold: too large, not a word.
+  path = dir.write("j.yaml",
+                   "seed: 99999999999999999999\ninput: [4]\nlayers: [{type: dense, "
+                   "units: 2}]\n");
+  CHECK(loadError(path) == path +
+                               ":1:7: seed: expected a non-negative integer of at most "
+                               "9223372036854775807, got 99999999999999999999");
 }
 
 TEST_CASE("a runaway field name is cut short in the message", "[model_spec]") {

@@ -233,6 +233,38 @@ TEST_CASE("traind check prints the layer table") {
   CHECK_THAT(r.output, Catch::Contains("[14, 14, 64]"));
   CHECK_THAT(r.output, Catch::Contains("220234"));
   CHECK_THAT(r.output, Catch::Contains("optimizer: adam\n"));
+  CHECK_THAT(r.output, Catch::Contains("memory: at least 20.1 MiB (3.4 MiB of variables with their "
+                                       "gradients and optimizer slots, 16.8 MiB of layer outputs "
+                                       "per step)"));
+  CHECK_THAT(r.output, Catch::Contains("devices: cpu\n"));
+}
+
+TEST_CASE("traind check takes --devices and --threads as a run does") {
+  const ProcessResult towers =
+      runTraind("check --model configs/models/fashion_mlp.yaml --devices cpu:0,cpu:1 --threads 2");
+  INFO(towers.output);
+  CHECK(towers.exit_code == 0);
+  CHECK_THAT(towers.output, Catch::Contains("devices: cpu:0, cpu:1\n"));
+  CHECK_THAT(towers.output, Catch::Contains("towers, the whole model on each of 2 devices"));
+  const ProcessResult bad =
+      runTraind("check --model configs/models/fashion_mlp.yaml --devices gpu");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("--devices"));
+  const ProcessResult none = runTraind("check");
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.output,
+             Catch::Contains("check: expected --model m.yaml, --cluster c.yaml, or both"));
+}
+
+TEST_CASE("flags refuse an empty summary directory and an integer past 64 bits") {
+  const ProcessResult empty = runTraind("--model configs/models/fashion_mlp.yaml --summary-dir ''");
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.output, Catch::Contains("--summary-dir: expected a directory, got ''"));
+  const ProcessResult seed =
+      runTraind("--model configs/models/fashion_mlp.yaml --seed 99999999999999999999");
+  CHECK(seed.exit_code == 2);
+  CHECK_THAT(seed.output, Catch::Contains("--seed: expected an integer from 0 to "
+                                          "9223372036854775807, got '99999999999999999999'"));
 }
 
 TEST_CASE("traind check reads the data as a run would and names the field that does not fit") {

@@ -1,0 +1,53 @@
+// The memory a training run of a model needs at the least, against what
+// this machine or container gives a process.
+//
+// The spec's caps (layer_graph.h) keep each tensor to 8 GiB and all
+// variables to 16 GiB, but a model within them can still need more than a
+// machine has: its allocations then fail with a bare std::bad_alloc, or
+// succeed on overcommitted memory until the kernel kills the process
+// mid-run. A run and `traind check` compare this lower bound with the
+// memory first, and refuse the spec with the line to change.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+
+namespace traind {
+
+struct MemoryNeed {
+  // The model's variables, their gradients and the optimizer's slots (and
+  // the moving averages), as a standalone run or a worker holds them.
+  int64_t state_bytes = 0;
+  // Every layer's output for the examples of one step, once per step in
+  // flight (training.concurrent_steps).
+  int64_t activation_bytes = 0;
+  // The layer whose variables are the largest part of state_bytes.
+  int largest_layer = -1;
+  int64_t largest_layer_bytes = 0;
+
+  int64_t total() const { return state_bytes + activation_bytes; }
+};
+
+MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph);
+
+// Physical memory and swap, or the process's cgroup limit when that is
+// lower; nothing when none can be read.
+std::optional<int64_t> memoryAvailable();
+
+// "1.5 GiB", "300.0 MiB", "12.0 KiB".
+std::string byteSize(int64_t bytes);
+
+// "memory: at least 1.2 GiB: ..." for `traind check`.
+std::string memoryReport(const MemoryNeed& need, std::optional<int64_t> available);
+
+// Throws InputError when `need` exceeds `available`, at the largest
+// layer's line when the variables take more than the layer outputs, else
+// at data.batch_size's.
+void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const MemoryNeed& need,
+                     std::optional<int64_t> available);
+
+}  // namespace traind
