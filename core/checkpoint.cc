@@ -161,14 +161,27 @@ std::string checkpointDirName(int64_t global_step) {
   return std::string(layout::kDirPrefix) + digits;
 }
 
-void createCheckpointDir(const fs::path& dir) {
+void createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (!error && !fs::is_directory(dir, error))
     error = std::make_error_code(std::errc::not_a_directory);
   if (error)
-    throw InputError("checkpoint directory " + dir.string() +
-                     ": cannot create it: " + error.message());
+    throwInputError(
+        where, where.line > 0 ? "checkpoint.dir" : "",
+        "checkpoint directory " + dir.string() + ": cannot create it: " + error.message());
+  // A save writes a directory of its own in it first: one this process may
+  // not create (another owner, a read-only mount) would fail the first save,
+  // after the steps before it had trained.
+  const fs::path probe =
+      dir / (std::string(layout::kTempPrefix) + "probe." + std::to_string(getpid()));
+  if (!fs::create_directory(probe, error) && !error)
+    error = std::make_error_code(std::errc::file_exists);
+  if (error)
+    throwInputError(
+        where, where.line > 0 ? "checkpoint.dir" : "",
+        "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
+  fs::remove(probe, error);
 }
 
 fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,

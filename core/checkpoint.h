@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "core/safetensors.h"
 
 namespace traind {
@@ -59,8 +60,9 @@ std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
 
 // Creates `dir` (and its parents) if it is not there, so that a run whose
 // checkpoint directory cannot be one fails as it starts, not at its first
-// save. InputError naming it and why.
-void createCheckpointDir(const std::filesystem::path& dir);
+// save. InputError naming it and why, at `where` (the spec's checkpoint.dir
+// or the flag that set it).
+void createCheckpointDir(const std::filesystem::path& dir, const SourceLocation& where);
 
 // The checkpoint <dir>/latest names; without a latest file the complete
 // ckpt-N of dir with the highest step (a crash between a save's rename and

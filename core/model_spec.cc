@@ -494,7 +494,10 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
     training.devices = readDevices(*f);
     training.devices_location = f->where;
   }
-  if (auto f = fields.find("summary_dir")) training.summary_dir = resolvePath(*f, spec_dir);
+  if (auto f = fields.find("summary_dir")) {
+    training.summary_dir = resolvePath(*f, spec_dir);
+    training.summary_dir_location = f->where;
+  }
   if (auto f = fields.find("concurrent_steps")) {
     training.concurrent_steps = int(readInt(*f, 1, 64));
     training.concurrent_steps_location = f->where;

@@ -160,10 +160,12 @@ struct TrainingSpec {
   // Where the chief writes TensorBoard event files; empty: <checkpoint.dir>/summaries,
   // or none without a checkpoint directory (summaryDirectory says which).
   std::string summary_dir;
+  SourceLocation summary_dir_location;  // the field or --summary-dir; unknown when unset
 };
 
 struct CheckpointSpec {
   std::string dir;             // empty: no checkpoints
+  SourceLocation dir_location;  // the field (a model or cluster spec's) or --checkpoint-dir
   int64_t every_steps = 0;     // 0: not by steps
   double every_seconds = 0.0;  // 0: not by time
   int keep = 5;                // newest kept; older ones deleted

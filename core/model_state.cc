@@ -59,7 +59,13 @@ void ModelState::initFrom(const InitFromSpec& init_from) {
       if (!reader.contains(v.name))
         throwInputError(init_from.location, "init_from.layers",
                         "checkpoint " + checkpoint.string() + " has no tensor '" + v.name + "'");
-      reader.read(v.name, v.shape, parameters_.view(v));
+      try {
+        reader.read(v.name, v.shape, parameters_.view(v));
+      } catch (const InputError& e) {
+        // The layer as this spec declares it, or the list, is what to change.
+        throwInputError(init_from.location, "init_from.layers",
+                        "layer '" + layer + "' does not fit the checkpoint's: " + e.what());
+      }
     }
     if (!found)
       throwInputError(init_from.location, "init_from.layers",

@@ -395,7 +395,9 @@ CheckpointSpec readCheckpoint(const Field& field, const fs::path& spec_dir) {
   Mapping fields(field);
   fields.allowOnly({"dir", "every_steps", "every_seconds", "keep"}, "the checkpoint section");
   CheckpointSpec checkpoint;
-  checkpoint.dir = resolvePath(fields.get("dir"), spec_dir);
+  const Field dir = fields.get("dir");
+  checkpoint.dir = resolvePath(dir, spec_dir);
+  checkpoint.dir_location = dir.where;
   if (auto f = fields.find("every_steps")) checkpoint.every_steps = readInt(*f, 0);
   if (auto f = fields.find("every_seconds"))
     checkpoint.every_seconds = readNumber(*f, "a non-negative number", isNonNegative);

@@ -33,7 +33,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const std::filesystem::path checkpoint_dir = spec.checkpoint.dir;
   std::optional<std::filesystem::path> latest;
   if (!checkpoint_dir.empty()) {
-    createCheckpointDir(checkpoint_dir);
+    createCheckpointDir(checkpoint_dir, spec.checkpoint.dir_location);
     latest = findLatestCheckpoint(checkpoint_dir);
   }
   if (latest) {

@@ -89,8 +89,14 @@ void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
   }
   if (flags.log_every) spec.training.log_every = *flags.log_every;
   if (flags.eval_every) spec.training.eval_every = *flags.eval_every;
-  if (flags.checkpoint_dir) spec.checkpoint.dir = *flags.checkpoint_dir;
-  if (flags.summary_dir) spec.training.summary_dir = *flags.summary_dir;
+  if (flags.checkpoint_dir) {
+    spec.checkpoint.dir = *flags.checkpoint_dir;
+    spec.checkpoint.dir_location = traind::SourceLocation{.file = "--checkpoint-dir"};
+  }
+  if (flags.summary_dir) {
+    spec.training.summary_dir = *flags.summary_dir;
+    spec.training.summary_dir_location = traind::SourceLocation{.file = "--summary-dir"};
+  }
   if (flags.threads) spec.training.threads = *flags.threads;
   if (flags.devices) {
     spec.training.devices = traind::splitDeviceList(*flags.devices);

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/error.h"
+
 namespace traind {
 
 TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
@@ -43,7 +45,19 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
                                                          int64_t start_step) {
   const std::string dir = summaryDirectory(spec);
   if (dir.empty()) return nullptr;
-  return std::make_unique<TrainingSummaries>(spec, dir, start_step);
+  try {
+    return std::make_unique<TrainingSummaries>(spec, dir, start_step);
+  } catch (const InputError& e) {
+    // The directory named, or the checkpoint directory it defaults under.
+    const bool named = !spec.training.summary_dir.empty();
+    const SourceLocation& where =
+        named ? spec.training.summary_dir_location : spec.checkpoint.dir_location;
+    throwInputError(where,
+                    where.line <= 0 ? ""
+                    : named         ? "training.summary_dir"
+                                    : "checkpoint.dir",
+                    e.what());
+  }
 }
 
 }  // namespace traind

@@ -330,6 +330,17 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK_THAT(r.output, Catch::Contains("checkpoint directory " + (dir / "a-file").string() +
                                        ": cannot create it"));
   CHECK_THAT(r.output, !Catch::Contains("step 1,"));
+
+  // So does one it may not write in (sysfs takes no new entries, from root
+  // either), as a directory of another owner or on a read-only mount.
+  r = runTraind(
+      "--model configs/models/fashion_mlp.yaml --max-steps 5 --checkpoint-dir "
+      "/sys/kernel --summary-dir " +
+      (dir / "summaries").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--checkpoint-dir: checkpoint directory /sys/kernel: "
+                                       "cannot write in it"));
+  CHECK_THAT(r.output, !Catch::Contains("step 1,"));
 }
 
 TEST_CASE("images that do not fit an image input name data.train, even with as many values") {
@@ -357,6 +368,29 @@ TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Matches("(.|\\n)*m\\.yaml:[0-9]+:[0-9]+: init_from\\.checkpoint: "
                                       ".*nothing: no such checkpoint(.|\\n)*"));
+}
+
+TEST_CASE("an init_from layer of another shape than the checkpoint's names the spec's line") {
+  const auto dir = freshTempDir("init-from-shape");
+  const std::string mlp =
+      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  writeFile(dir / "base.yaml", mlp);
+  REQUIRE(runTraind("--model " + (dir / "base.yaml").string() +
+                    " --max-steps 1 --threads 1 --eval-every 0 --checkpoint-dir " +
+                    (dir / "base").string())
+              .exit_code == 0);
+  REQUIRE(mlp.find("units: 300") != std::string::npos);
+  writeFile(dir / "m.yaml", replaceAll(mlp, "units: 300", "units: 200") +
+                                "init_from:\n  checkpoint: " + (dir / "base").string() +
+                                "\n  layers: [hidden1]\n");
+  const ProcessResult r = runTraind("--model " + (dir / "m.yaml").string() +
+                                    " --max-steps 1 --threads 1 --checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Matches("(.|\\n)*m\\.yaml:[0-9]+:[0-9]+: init_from\\.layers: layer "
+                                      "'hidden1' does not fit the checkpoint's: .*tensor "
+                                      "'hidden1/kernel': expected shape \\[784, 200\\], found "
+                                      "\\[784, 300\\](.|\\n)*"));
 }
 
 TEST_CASE(
