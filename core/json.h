@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -193,13 +194,16 @@ class Parser {
       ++pos_;
       return;
     }
+    // The keys so far, hashed: a header may hold hundreds of thousands, and
+    // a scan of the members for each would take hours at the size limit.
+    std::unordered_set<std::string> keys;
     while (true) {
       skipWhitespace();
       if (pos_ >= text_.size() || text_[pos_] != '"')
         fail("expected a string key, got " + describeNext());
       const size_t key_pos = pos_;
       std::string key = parseString();
-      if (object.find(key) != nullptr) {
+      if (!keys.insert(key).second) {
         pos_ = key_pos;
         fail("duplicate key " + jsonQuote(key));
       }
