@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -250,6 +251,15 @@ void SafetensorsReader::read(const std::string& name, const Shape& expected,
                                 std::to_string(dst.size()) + " floats for tensor '" + name +
                                 "' of shape " + shapeToString(expected));
   if (e.end > e.begin) std::memcpy(dst.data(), data_.get() + e.begin, e.end - e.begin);
+  // traind never writes such a value (ModelState::save refuses them): a
+  // bit flipped on disk, or another writer's diverged run. Either would
+  // train or evaluate on quietly (a NaN that ReLU turns into 0).
+  const auto bad = std::find_if(dst.begin(), dst.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != dst.end())
+    fail(path_, "tensor " + quotedPrintable(name) + ": element " +
+                    std::to_string(bad - dst.begin()) + " is " +
+                    (std::isnan(*bad) ? "NaN" : "infinite") +
+                    ": expected finite values (the file is corrupt, or its writer's run diverged)");
 }
 
 }  // namespace traind

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -256,6 +257,18 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
                              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
                              six),
             "tensors 'a' and 'b' overlap (data_offsets [0, 16] and [12, 20])");
+  }
+  SECTION("values that are not finite") {
+    std::vector<float> w(6);
+    const SafetensorsReader nan = open(safetensorsBytes(
+        good, floatBytes({1, 2, 3, std::numeric_limits<float>::quiet_NaN(), 5, 6})));
+    CHECK_THROWS_MATCHES(nan.read("w", {2, 3}, w), InputError,
+                         Catch::Message(path + ": tensor 'w': element 3 is NaN: expected finite "
+                                               "values (the file is corrupt, or its writer's run "
+                                               "diverged)"));
+    const SafetensorsReader inf = open(safetensorsBytes(
+        good, floatBytes({-std::numeric_limits<float>::infinity(), 2, 3, 4, 5, 6})));
+    CHECK_THROWS_WITH(inf.read("w", {2, 3}, w), Catch::Contains("element 0 is infinite"));
   }
 }
 
