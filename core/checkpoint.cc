@@ -111,10 +111,14 @@ std::optional<int64_t> stepOfDirName(const std::string& name) {
 }
 
 // Deletes leftovers of interrupted saves and all but the newest `keep`
-// checkpoints other than `current`. Failing to delete an old checkpoint does
-// not make the new one any less saved, so such failures are left for the
-// next save to retry rather than reported as a failed save.
-void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current) {
+// checkpoints other than `current`, of step `current_step`. Checkpoints of
+// later steps are another run's, abandoned when `latest` was set back to an
+// earlier one: they are neither counted nor deleted (this run's own would go
+// first). Failing to delete an old checkpoint does not make the new one any
+// less saved, so such failures are left for the next save to retry rather
+// than reported as a failed save.
+void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current,
+                      int64_t current_step) {
   std::vector<fs::path> leftovers;
   std::vector<std::pair<int64_t, fs::path>> checkpoints;
   std::error_code ec;
@@ -123,7 +127,7 @@ void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current)
     if (name.starts_with(layout::kTempPrefix)) {
       leftovers.push_back(entry.path());
     } else if (const std::optional<int64_t> step = stepOfDirName(name);
-               step && name != current && entry.is_directory(ec)) {
+               step && *step < current_step && entry.is_directory(ec)) {
       checkpoints.emplace_back(*step, entry.path());
     }
   }
@@ -232,7 +236,7 @@ fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
   renameOrThrow(latest_temp, dir / layout::kLatestFile);
   syncPath(dir, true);
 
-  pruneCheckpoints(dir, keep, name);
+  pruneCheckpoints(dir, keep, name, manifest.global_step);
   return checkpoint;
 }
 

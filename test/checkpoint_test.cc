@@ -325,11 +325,17 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
     saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 0);
     CHECK(entries(checkpoints).size() == 4);
   }
-  SECTION("the checkpoint just written is kept even when older by step") {
+  SECTION("after latest was set back, a run keeps its own newest, and leaves later steps be") {
+    // A run resumed from an earlier checkpoint: 200 and 300 are of the run
+    // it abandoned. They neither count towards its `keep` nor are deleted.
     saveCheckpoint(checkpoints, manifestAt(50), sample.refs(), 2);
-    CHECK(entries(checkpoints) ==
-          std::vector<std::string>{"ckpt-0000000050", "ckpt-0000000300", "latest"});
     CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000050");
+    saveCheckpoint(checkpoints, manifestAt(60), sample.refs(), 2);
+    saveCheckpoint(checkpoints, manifestAt(70), sample.refs(), 2);
+    CHECK(entries(checkpoints) == std::vector<std::string>{"ckpt-0000000060", "ckpt-0000000070",
+                                                           "ckpt-0000000200", "ckpt-0000000300",
+                                                           "latest"});
+    CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000070");
   }
   SECTION("saving a step again replaces it in place") {
     SampleTensors changed;
