@@ -286,6 +286,25 @@ fs::path resolveCheckpoint(const fs::path& path) {
                    std::string(layout::kDirPrefix) + "N)");
 }
 
+fs::path readResolvedCheckpoint(const fs::path& path,
+                                const std::function<void(const fs::path& checkpoint)>& read) {
+  constexpr int kAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    const fs::path checkpoint = resolveCheckpoint(path);
+    try {
+      read(checkpoint);
+      return checkpoint;
+    } catch (const InputError&) {
+      std::error_code ec;
+      if (checkpoint == path || fs::exists(checkpoint, ec)) throw;
+      if (attempt == kAttempts)
+        throw InputError(checkpoint.string() + ": removed while it was read, " +
+                         std::to_string(kAttempts) + " times: the run writing " + path.string() +
+                         " keeps too few checkpoints for them to be read (checkpoint.keep)");
+    }
+  }
+}
+
 CheckpointManifest readManifest(const fs::path& checkpoint) {
   const fs::path path = checkpoint / layout::kManifestFile;
   std::error_code ec;

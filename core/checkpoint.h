@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,15 @@ std::optional<std::filesystem::path> findLatestCheckpoint(const std::filesystem:
 // Accepts either a checkpoint directory or a checkpoints dir with a `latest`
 // (resolves it). InputError if it is neither, or the checkpoint is incomplete.
 std::filesystem::path resolveCheckpoint(const std::filesystem::path& path);
+
+// Resolves `path` as resolveCheckpoint does and calls `read` with the
+// checkpoint; returns the checkpoint read. The run writing a directory may
+// prune the checkpoint its `latest` named before `read` is done with it
+// (with checkpoint.keep 1, one save later): when `read` fails and that
+// checkpoint is gone, the directory is resolved again, up to 3 times.
+std::filesystem::path readResolvedCheckpoint(
+    const std::filesystem::path& path,
+    const std::function<void(const std::filesystem::path& checkpoint)>& read);
 
 // Reads <checkpoint>/manifest.json. InputError naming the file and the field
 // if it is missing, not JSON, or a field is absent or of the wrong type.

@@ -358,24 +358,25 @@ int runCheckpoint(const NodeFlags& flags) {
 }
 
 int runInspect(const std::string& path) {
-  const std::filesystem::path checkpoint = resolveCheckpoint(path);
-  const CheckpointManifest manifest = readManifest(checkpoint);
-  const SafetensorsReader reader(checkpoint / manifest.tensors_file);
-  checkAgreesWithManifest(checkpoint, manifest, reader);
-  std::printf("checkpoint: %s\nmodel: %s\nglobal step: %lld\ncreated: %s\narchitecture: %s\n",
-              checkpoint.string().c_str(), printable(manifest.model_name).c_str(),
-              static_cast<long long>(manifest.global_step), printable(manifest.created).c_str(),
-              printable(manifest.architecture_hash).c_str());
-  std::vector<std::vector<std::string>> rows = {{"TENSOR", "SHAPE", "FLOATS"}};
-  int64_t floats = 0;
-  for (const std::string& name : reader.names()) {
-    const Shape& shape = reader.shape(name);
-    floats += numElements(shape);
-    rows.push_back({printable(name), shapeToString(shape), std::to_string(numElements(shape))});
-  }
-  std::fputs(table(rows).c_str(), stdout);
-  std::printf("%zu tensors, %lld floats (%.2f MiB)\n", rows.size() - 1,
-              static_cast<long long>(floats), double(floats) * 4.0 / (1 << 20));
+  readResolvedCheckpoint(path, [](const std::filesystem::path& checkpoint) {
+    const CheckpointManifest manifest = readManifest(checkpoint);
+    const SafetensorsReader reader(checkpoint / manifest.tensors_file);
+    checkAgreesWithManifest(checkpoint, manifest, reader);
+    std::printf("checkpoint: %s\nmodel: %s\nglobal step: %lld\ncreated: %s\narchitecture: %s\n",
+                checkpoint.string().c_str(), printable(manifest.model_name).c_str(),
+                static_cast<long long>(manifest.global_step), printable(manifest.created).c_str(),
+                printable(manifest.architecture_hash).c_str());
+    std::vector<std::vector<std::string>> rows = {{"TENSOR", "SHAPE", "FLOATS"}};
+    int64_t floats = 0;
+    for (const std::string& name : reader.names()) {
+      const Shape& shape = reader.shape(name);
+      floats += numElements(shape);
+      rows.push_back({printable(name), shapeToString(shape), std::to_string(numElements(shape))});
+    }
+    std::fputs(table(rows).c_str(), stdout);
+    std::printf("%zu tensors, %lld floats (%.2f MiB)\n", rows.size() - 1,
+                static_cast<long long>(floats), double(floats) * 4.0 / (1 << 20));
+  });
   return 0;
 }
 
@@ -398,9 +399,11 @@ int runEval(const std::string& model, const std::string& checkpoint_path, int th
   const LayerGraph graph = buildLayerGraph(spec);
   const TrainingData data = loadTrainingData(spec, graph);
   if (!data.test) throw InputError(model + ": data.test: eval needs a test set");
-  const std::filesystem::path checkpoint = resolveCheckpoint(checkpoint_path);
   ModelState state(spec, graph);
-  state.restoreForEvaluation(checkpoint);
+  const std::filesystem::path checkpoint =
+      readResolvedCheckpoint(checkpoint_path, [&state](const std::filesystem::path& checkpoint) {
+        state.restoreForEvaluation(checkpoint);
+      });
   const std::unique_ptr<Device> device = createCpuDevice(threads);
   Evaluator evaluator(*device, graph, state.layout(), *data.test, spec.data.batch_size, spec.seed);
   // As the chief and a standalone run evaluate: the moving averages, if any.

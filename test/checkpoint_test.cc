@@ -407,6 +407,44 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; n
   }
 }
 
+TEST_CASE("a checkpoint pruned as it is read is read again from the directory's latest",
+          "[checkpoint]") {
+  TempDir dir;
+  const SampleTensors sample;
+  const fs::path checkpoints = dir / "checkpoints";
+  saveCheckpoint(checkpoints, manifestAt(10), sample.refs(), 1);
+  // The run writing the directory saves step 11 with keep 1 while step 10
+  // is being read: the read fails, its checkpoint gone.
+  std::vector<fs::path> read;
+  const fs::path got = readResolvedCheckpoint(checkpoints, [&](const fs::path& checkpoint) {
+    read.push_back(checkpoint);
+    if (read.size() == 1) {
+      saveCheckpoint(checkpoints, manifestAt(11), sample.refs(), 1);
+      readManifest(checkpoint);
+    }
+  });
+  CHECK(read ==
+        std::vector<fs::path>{checkpoints / "ckpt-0000000010", checkpoints / "ckpt-0000000011"});
+  CHECK(got == checkpoints / "ckpt-0000000011");
+
+  // Pruned every time: said so.
+  int64_t step = 11;
+  CHECK_THROWS_WITH(readResolvedCheckpoint(checkpoints,
+                                           [&](const fs::path& checkpoint) {
+                                             saveCheckpoint(checkpoints, manifestAt(++step),
+                                                            sample.refs(), 1);
+                                             readManifest(checkpoint);
+                                           }),
+                    Catch::EndsWith(": removed while it was read, 3 times: the run writing " +
+                                    checkpoints.string() +
+                                    " keeps too few checkpoints for them to be read "
+                                    "(checkpoint.keep)"));
+  // A checkpoint named itself, or one still there, fails as it is.
+  CHECK_THROWS_WITH(readResolvedCheckpoint(checkpoints / "ckpt-0000000014",
+                                           [](const fs::path&) { throw InputError("bad"); }),
+                    "bad");
+}
+
 TEST_CASE("readManifest checks every field", "[checkpoint]") {
   TempDir dir;
   const std::string path = (dir / "manifest.json").string();
