@@ -273,6 +273,11 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
 
 fs::path resolveCheckpoint(const fs::path& path) {
   std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+    throw InputError(path.string() + ": a file, not a checkpoint: expected a checkpoint's " +
+                     "directory (" + std::string(layout::kDirPrefix) +
+                     "N) or a checkpoint directory (with a " + std::string(layout::kLatestFile) +
+                     " file)");
   if (!fs::is_directory(path, ec))
     throw InputError(path.string() + ": no such checkpoint or checkpoint directory");
   if (fs::exists(path / layout::kManifestFile, ec)) {

@@ -175,8 +175,11 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   std::optional<EvalResult> test;
   if (evaluator) {
-    test = evaluator->evaluate(state.evaluationValues().data());
-    log.logEvaluation(state.globalStep(), *test);
+    test = log.evaluationAt(state.globalStep());
+    if (!test) {
+      test = evaluator->evaluate(state.evaluationValues().data());
+      log.logEvaluation(state.globalStep(), *test);
+    }
     summary.test_loss = test->loss;
     if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;
   }

@@ -104,7 +104,13 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   }
 }
 
-void StepLog::logEvaluation(int64_t step, const EvalResult& r) const {
+std::optional<EvalResult> StepLog::evaluationAt(int64_t global_step) const {
+  if (last_evaluation_ && last_evaluation_->first == global_step) return last_evaluation_->second;
+  return std::nullopt;
+}
+
+void StepLog::logEvaluation(int64_t step, const EvalResult& r) {
+  last_evaluation_.emplace(step, r);
   if (spec_.loss == LossKind::SoftmaxCrossEntropy)
     spdlog::info("step {}, test loss = {:.4f}, test accuracy = {:.4f} ({} examples)", step, r.loss,
                  r.accuracy, r.examples);

@@ -10,11 +10,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/model_spec.h"
-#include "devices/device.h"
 #include "daemon/evaluation.h"
 #include "daemon/training_summaries.h"
+#include "devices/device.h"
 
 namespace traind {
 
@@ -30,7 +31,10 @@ class StepLog {
   // progress line. Throws runtime_error when the loss is not finite.
   void record(const StepResult& result, int64_t global_step);
 
-  void logEvaluation(int64_t global_step, const EvalResult& result) const;
+  void logEvaluation(int64_t global_step, const EvalResult& result);
+  // The evaluation logged at `global_step`, if the last one was: a run that
+  // stops at an evaluation's step reports it rather than logging it twice.
+  std::optional<EvalResult> evaluationAt(int64_t global_step) const;
 
   int64_t stepsRun() const { return steps_run_; }
   double secondsRunning() const;
@@ -46,6 +50,7 @@ class StepLog {
   double window_loss_ = 0.0;
   int64_t window_steps_ = 0, window_correct_ = 0, steps_run_ = 0;
   std::unique_ptr<TrainingSummaries> summaries_;
+  std::optional<std::pair<int64_t, EvalResult>> last_evaluation_;
 };
 
 // "1h02m", "3m07s", "12s"

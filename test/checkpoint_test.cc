@@ -404,6 +404,12 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; n
     CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "elsewhere"), InputError,
                          Catch::Message((dir / "elsewhere").string() +
                                         ": no such checkpoint or checkpoint directory"));
+    writeFile(dir / "model.safetensors", "x");
+    CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "model.safetensors"), InputError,
+                         Catch::Message((dir / "model.safetensors").string() +
+                                        ": a file, not a checkpoint: expected a checkpoint's "
+                                        "directory (ckpt-N) or a checkpoint directory (with a "
+                                        "latest file)"));
   }
 }
 

@@ -129,6 +129,26 @@ TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   CHECK_THAT(traind.output(), Catch::Contains("saved checkpoint"));
 }
 
+TEST_CASE("a run stopped at an evaluation's step reports that evaluation, not a second") {
+  const auto dir = freshTempDir("stop-at-eval");
+  // Every step is an evaluation's: the stop lands on one.
+  BackgroundTraind traind(
+      "--model configs/models/fashion_mlp.yaml --max-steps 1000000 "
+      "--threads 1 --eval-every 1 --checkpoint-dir ''",
+      dir / "traind.log");
+  REQUIRE(traind.waitForOutput("step 3, test loss", 60));
+  traind.signal(SIGTERM);
+  REQUIRE(traind.wait(60) == 0);
+  const std::string output = traind.output();
+  INFO(output);
+  std::smatch done;
+  REQUIRE(std::regex_search(output, done, std::regex("done: global step ([0-9]+),")));
+  const std::string line = "step " + done[1].str() + ", test loss";
+  const size_t first = output.find(line);
+  REQUIRE(first != std::string::npos);
+  CHECK(output.find(line, first + 1) == std::string::npos);
+}
+
 TEST_CASE("moving averages are kept, checkpointed and evaluated; a run can turn them on") {
   const auto dir = freshTempDir("moving-average");
   const std::string base = readFile("configs/models/fashion_mlp.yaml");
