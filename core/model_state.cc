@@ -33,14 +33,21 @@ ModelState::ModelState(const ModelSpec& spec, const LayerGraph& graph)
       parameters_(layout_.totalSize()),
       optimizer_(spec.optimizer, layout_) {}
 
-void ModelState::initialize() {
+std::string ModelState::initialize() {
   initializeVariables(graph_, layout_, spec_.seed, parameters_);
   global_step_ = 0;
-  if (spec_.init_from) initFrom(*spec_.init_from);
+  std::string said = "initialised the parameters";
+  if (spec_.init_from) {
+    std::string layers;
+    for (const std::string& layer : spec_.init_from->layers)
+      layers += (layers.empty() ? "" : ", ") + layer;
+    said += "; layers " + layers + " from " + initFrom(*spec_.init_from).string();
+  }
   optimizer_.startMovingAverage(parameters_);
+  return said;
 }
 
-void ModelState::initFrom(const InitFromSpec& init_from) {
+std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
   std::filesystem::path checkpoint;
   std::optional<CheckpointManifest> manifest;
   try {
@@ -71,6 +78,7 @@ void ModelState::initFrom(const InitFromSpec& init_from) {
       throwInputError(init_from.location, "init_from.layers",
                       "layer '" + layer + "' has no variables in this model");
   }
+  return checkpoint;
 }
 
 void ModelState::restore(const std::filesystem::path& checkpoint) {

@@ -35,8 +35,9 @@ class ModelState {
   void setGlobalStep(int64_t step) { global_step_ = step; }
 
   // Fresh start: every variable from its initializer, then the spec's
-  // init_from layers (fine-tuning) copied from their checkpoint.
-  void initialize();
+  // init_from layers (fine-tuning) copied from their checkpoint. Returns a
+  // line for the log: "initialised the parameters", and from where.
+  std::string initialize();
 
   // Resumes from a checkpoint of this same architecture: parameters, slots
   // and global step. InputError if the checkpoint belongs to another
@@ -58,7 +59,8 @@ class ModelState {
  private:
   enum class Slots { All, MovingAverageOnly };
   void restoreFrom(const std::filesystem::path& checkpoint, Slots slots);
-  void initFrom(const InitFromSpec& init_from);
+  // Returns the checkpoint the layers came from.
+  std::filesystem::path initFrom(const InitFromSpec& init_from);
   void checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
                                 const SafetensorsReader& reader) const;
 

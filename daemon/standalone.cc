@@ -41,10 +41,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
     metrics.recordExistingCheckpoint(*latest);
   } else {
-    state.initialize();
-    if (spec.init_from)
-      spdlog::info("initialised; layers {} from {}", fmt::join(spec.init_from->layers, ", "),
-                   spec.init_from->checkpoint);
+    spdlog::info("{}", state.initialize());
   }
 
   const int64_t batch_size = spec.data.batch_size;

@@ -9,6 +9,7 @@ namespace traind {
 TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
                                      int64_t start_step)
     : classification_(spec.loss == LossKind::SoftmaxCrossEntropy),
+      start_step_(start_step),
       events_(std::make_unique<EventFileWriter>(dir)) {
   // An event at step S describes training up to global step S, which the
   // checkpoint at S holds; a crashed run's events past S are orphans, and
@@ -26,6 +27,10 @@ void TrainingSummaries::logWindow(int64_t step, double loss, std::optional<doubl
 }
 
 void TrainingSummaries::logEvaluation(int64_t step, const EvalResult& result) {
+  // The parameters a run resumed with are its checkpoint's, which the run
+  // that wrote it evaluated, as a rule: another point at that step would
+  // be a duplicate in every rerun of a finished run.
+  if (step <= start_step_) return;
   std::vector<Scalar> scalars{{"test/loss", result.loss}};
   if (classification_) scalars.push_back({"test/accuracy", result.accuracy});
   write(step, scalars);

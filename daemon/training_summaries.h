@@ -5,7 +5,7 @@
 //   loss, accuracy        the log line's window means (accuracy: classification)
 //   learning_rate         the rate of the window's last step
 //   examples_per_sec      the window's throughput
-//   test/loss, test/accuracy   each evaluation
+//   test/loss, test/accuracy   each evaluation past the step the run started at
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,7 @@ class TrainingSummaries {
   void write(int64_t step, const std::vector<Scalar>& scalars);
 
   bool classification_;
+  int64_t start_step_;
   std::unique_ptr<EventFileWriter> events_;  // null once a write has failed
 };
 

@@ -47,8 +47,7 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
     state.restore(*latest);
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
   } else {
-    state.initialize();
-    spdlog::info("initialised the parameters");
+    spdlog::info("{}", state.initialize());
   }
   ps.initialize(state);
 }

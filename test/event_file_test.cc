@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/summary.pb.h"
 #include "core/tfrecord.h"
+#include "daemon/training_summaries.h"
 #include "test/temp_dir.h"
 
 namespace traind {
@@ -152,6 +153,25 @@ TEST_CASE("an event file holds the version, then the events written", "[event_fi
   CHECK(summary.value(0).simple_value() == 0.25f);
   CHECK(summary.value(1).tag() == "test/accuracy");
   CHECK(summary.value(1).simple_value() == 0.875f);
+}
+
+TEST_CASE("a resumed run writes no evaluation at the step it resumed from", "[event_file]") {
+  TempDir tmp;
+  ModelSpec spec;
+  spec.loss = LossKind::MeanSquaredError;
+  fs::path path;
+  {
+    // A rerun of a finished run at step 40 evaluates the checkpoint again.
+    TrainingSummaries summaries(spec, tmp.path(), 40);
+    summaries.logEvaluation(40, EvalResult{0.5, 0.0, 10});
+    summaries.logEvaluation(41, EvalResult{0.25, 0.0, 10});
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(tmp.path())) path = entry.path();
+  const std::vector<tensorboard::Event> events = readEvents(path);
+  REQUIRE(events.size() == 3);  // the version, START at 41, the evaluation at 41
+  CHECK(events[1].session_log().status() == tensorboard::SessionLog::START);
+  CHECK(events[2].step() == 41);
+  CHECK(events[2].summary().value(0).tag() == "test/loss");
 }
 
 TEST_CASE("a second writer in the same directory gets its own file", "[event_file]") {
