@@ -266,7 +266,9 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
                      printable(name) + "'");
   const fs::path checkpoint = dir / name;
   if (!fs::is_directory(checkpoint, ec))
-    throw InputError(latest.string() + " names " + printable(name) + ", which does not exist");
+    throw InputError(
+        latest.string() + " names " + printable(name) + ", which " +
+        (fs::exists(checkpoint, ec) ? "is not a checkpoint's directory" : "does not exist"));
   checkComplete(checkpoint);
   return checkpoint;
 }

@@ -366,6 +366,12 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; n
     CHECK_THROWS_MATCHES(findLatestCheckpoint(checkpoints), InputError,
                          Catch::Message(latest + " names ckpt-0000000007, which does not exist"));
   }
+  SECTION("itself") {
+    writeFile(latest, "latest\n");
+    CHECK_THROWS_MATCHES(
+        findLatestCheckpoint(checkpoints), InputError,
+        Catch::Message(latest + " names latest, which is not a checkpoint's directory"));
+  }
   SECTION("no manifest") {
     fs::remove(saved / "manifest.json");
     CHECK_THROWS_MATCHES(
