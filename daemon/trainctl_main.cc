@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -62,6 +63,7 @@ struct NodeFlags {
   std::string cluster;
   std::vector<std::string> nodes;
   double timeout = 0.0;
+  bool force = false;  // stop: the ps tasks even when the chief did not stop
 };
 
 void addNodeFlags(CLI::App& command, NodeFlags& flags, double default_timeout) {
@@ -262,17 +264,31 @@ bool postStop(const Node& node, double timeout) {
   return false;
 }
 
+// The most a node is waited for in one request of stop and checkpoint.
+constexpr double kRequestSeconds = 5.0;
+
+Clock::time_point deadlineIn(double seconds) {
+  return Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+}
+
+// What one request may take of what is left until `deadline`: at most
+// kRequestSeconds, at least a moment (a node that answers at once still can).
+double requestSeconds(Clock::time_point deadline) {
+  const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+  return std::clamp(left, 0.2, kRequestSeconds);
+}
+
 // The cluster spec's http section says which node is which; stop and
 // checkpoint act on that order, so a node that says it is another task (the
 // section lists them out of order) is an error before anything is asked of
 // any. Nodes that do not answer are left to the command to report.
-void checkRoles(const std::vector<Node>& nodes, double timeout) {
+void checkRoles(const std::vector<Node>& nodes, Clock::time_point deadline) {
   std::string wrong;
   for (const Node& node : nodes) {
     if (node.job.empty()) continue;
     NodeStatus status;
     try {
-      status = queryStatus(node, std::min(timeout, 5.0));
+      status = queryStatus(node, requestSeconds(deadline));
     } catch (const std::exception&) {
       continue;
     }
@@ -285,27 +301,38 @@ void checkRoles(const std::vector<Node>& nodes, double timeout) {
 
 // Stops the workers first and waits for the chief, which checkpoints
 // through the ps shards; then the ps tasks. Workers still blocked in a sync
-// step once the chief is gone are released by the ps's stop.
+// step once the chief is gone are released by the ps's stop. A chief that
+// did not take the stop wrote no final checkpoint: the ps tasks then hold
+// the job's only copy of what it trained since its last one, and are left
+// running unless `flags.force`.
 int runStop(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
-  checkRoles(nodes, flags.timeout);
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::milliseconds(int64_t(flags.timeout * 1000));
+  const Clock::time_point deadline = deadlineIn(flags.timeout);
+  checkRoles(nodes, deadline);
   bool all_stopped = true;
   std::vector<const Node*> stopping;
   auto stopEach = [&](bool ps) {
     for (const Node& node : nodes)
       if ((node.job == "ps") == ps) {
-        if (postStop(node, std::min(flags.timeout, 5.0)))
+        if (postStop(node, requestSeconds(deadline)))
           stopping.push_back(&node);
         else
           all_stopped = false;
       }
   };
   stopEach(false);
+  const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
   const Node* chief = nullptr;
   for (const Node* node : stopping)
-    if (node->job == "worker" && node->task == 0) chief = node;
+    if (isChief(*node)) chief = node;
+  if (!chief && std::any_of(nodes.begin(), nodes.end(), isChief) && !flags.force) {
+    std::printf(
+        "not stopped: the ps tasks are left running, since the chief (worker 0) did not take "
+        "the stop and wrote no final checkpoint; they hold all the job trained since its last "
+        "one. Start the chief again (it rejoins the job) and stop the job then, or stop the ps "
+        "tasks anyway with --force\n");
+    return 1;
+  }
   if (chief && !waitUntilGone({chief}, deadline).empty()) {
     std::printf("%s did not stop within %g s\n", chief->name.c_str(), flags.timeout);
     return 1;
@@ -316,7 +343,7 @@ int runStop(const NodeFlags& flags) {
   for (const Node* node : left)
     std::printf("%s did not stop within %g s\n", node->name.c_str(), flags.timeout);
   if (!left.empty()) return 1;
-  if (all_stopped) std::printf("stopped\n");
+  std::printf(all_stopped ? "stopped\n" : "stopped, but for the nodes above\n");
   return all_stopped ? 0 : 1;
 }
 
@@ -325,8 +352,9 @@ int runStop(const NodeFlags& flags) {
 int runCheckpoint(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Node* target = nullptr;
+  const Clock::time_point deadline = deadlineIn(flags.timeout);
   if (!flags.cluster.empty()) {
-    checkRoles(nodes, flags.timeout);
+    checkRoles(nodes, deadline);
     for (const Node& node : nodes)
       if (node.job == "worker" && node.task == 0) target = &node;
   } else if (nodes.size() == 1) {
@@ -334,16 +362,15 @@ int runCheckpoint(const NodeFlags& flags) {
   } else {
     throw InputError("checkpoint: name one node (the chief or a standalone run) with --node");
   }
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::milliseconds(int64_t(flags.timeout * 1000));
-  const NodeStatus before = queryStatus(*target, flags.timeout);
-  const OpsReply reply = requestOps(target->address, "POST", "/checkpoint", flags.timeout);
+  const NodeStatus before = queryStatus(*target, requestSeconds(deadline));
+  const OpsReply reply =
+      requestOps(target->address, "POST", "/checkpoint", requestSeconds(deadline));
   if (reply.status / 100 != 2) {
     std::printf("%s: refused: %d %s", describe(*target).c_str(), reply.status, reply.body.c_str());
     return 1;
   }
   for (;;) {
-    const NodeStatus now = queryStatus(*target, flags.timeout);
+    const NodeStatus now = queryStatus(*target, requestSeconds(deadline));
     if (now.last_checkpoint && now.last_checkpoint_step.value_or(-1) >= before.global_step) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
                   now.last_checkpoint->c_str(), static_cast<long long>(*now.last_checkpoint_step));
@@ -432,6 +459,9 @@ int main(int argc, char** argv) {
   CLI::App* stop = app.add_subcommand(
       "stop", "stop the job cleanly: workers first (the chief checkpoints), then the ps tasks");
   addNodeFlags(*stop, stop_flags, 60.0);
+  stop->add_flag("--force", stop_flags.force,
+                 "stop the ps tasks even when the chief did not stop (what the job trained since "
+                 "its last checkpoint is lost)");
   CLI::App* checkpoint =
       app.add_subcommand("checkpoint", "have the chief (or a standalone run) checkpoint now");
   addNodeFlags(*checkpoint, checkpoint_flags, 60.0);

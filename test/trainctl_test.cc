@@ -2,6 +2,7 @@
 // standalone run and of a local cluster over their ops endpoints, and the
 // file commands (inspect, placement, eval) on what they left behind.
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,6 +195,52 @@ TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
   CHECK(ps.wait(30) == 0);
   CHECK_THAT(chief.output(), Catch::Contains("saved checkpoint"));
   CHECK(findLatestCheckpoint(dir / "ckpt"));
+}
+
+TEST_CASE("trainctl stop leaves the ps running when the chief cannot checkpoint, unless forced") {
+  const auto dir = freshTempDir("stop-hung-chief");
+  const std::string model = writeModel(dir);
+  const int base = freePortRange(4);
+  const std::filesystem::path cluster = dir / "cluster.yaml";
+  writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) +
+                         "\n  worker: " + localAddresses(base + 1, 1) +
+                         "\nhttp:\n  ps: " + localAddresses(base + 2, 1) + "\n  worker: " +
+                         localAddresses(base + 3, 1) + "\ntraining:\n  mode: async\n");
+  const std::string common = " --cluster " + cluster.string() + " --model " + model +
+                             " --max-steps 1000000 --threads 1 --eval-every 0 --checkpoint-dir " +
+                             (dir / "ckpt").string();
+  BackgroundTraind ps("--job ps --task 0" + common, dir / "ps0.log");
+  BackgroundTraind chief("--job worker --task 0" + common, dir / "worker0.log");
+  REQUIRE(waitHealthy(base + 3, 60));
+
+  // A hung chief takes no stop and writes no checkpoint: the ps, which holds
+  // all the job trained, is left running, within the timeout given.
+  chief.signal(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult hung = runTrainctl("stop --cluster " + cluster.string() + " --timeout 3");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(hung.output);
+  CHECK(hung.exit_code == 1);
+  CHECK_THAT(hung.output, Catch::Contains("worker 0: unreachable") &&
+                              Catch::Contains("not stopped: the ps tasks are left running"));
+  CHECK(took < 4.5);
+  CHECK(waitHealthy(base + 2, 5));
+
+  // Forced: the ps stops (once it has waited 5 s for the chief to go); the
+  // chief, once it goes on, hears that the job is over and says that it
+  // wrote no final checkpoint.
+  const ProcessResult forced =
+      runTrainctl("stop --cluster " + cluster.string() + " --timeout 30 --force");
+  INFO(forced.output);
+  CHECK(forced.exit_code == 1);
+  CHECK_THAT(forced.output, Catch::Contains("ps 0 (" + address(base + 2) + "): stopping") &&
+                                Catch::Contains("stopped, but for the nodes above"));
+  CHECK(ps.wait(30) == 0);
+  chief.signal(SIGCONT);
+  CHECK(chief.wait(30) == 0);
+  INFO(chief.output());
+  CHECK_THAT(chief.output(), Catch::Contains("no final checkpoint written"));
 }
 
 TEST_CASE("trainctl refuses bad input with exit code 2") {
