@@ -16,6 +16,10 @@ sigset_t stopSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  // The terminal or ssh session that started it going away: its default
+  // killed a job's every task with no checkpoint (run-local-cluster's tasks
+  // share its process group, which a hangup reaches whole).
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -24,7 +28,7 @@ sigset_t stopSignals() {
 StopSignals::StopSignals(std::atomic<bool>& stop_requested) : stop_requested_(stop_requested) {
   const sigset_t set = stopSignals();
   if (const int error = pthread_sigmask(SIG_BLOCK, &set, nullptr))
-    throw std::runtime_error(std::string("cannot block SIGINT and SIGTERM: ") +
+    throw std::runtime_error(std::string("cannot block SIGINT, SIGTERM and SIGHUP: ") +
                              std::strerror(error));
   try {
     waiter_ = std::thread([this, set] {

@@ -1,9 +1,10 @@
-// SIGINT and SIGTERM as a request to stop, taken by a thread of their own.
+// SIGINT, SIGTERM and SIGHUP as a request to stop, taken by a thread of their
+// own.
 //
 // No thread that computes may take a signal: oneDNN 2.6's jit f32 GEMM
 // kernels point rsp into a heap buffer while they run (oneDNN issue #4845,
 // fixed in 3.11), so the frame of a signal handled there is written over the
-// heap and the process aborts later in free(). The constructor blocks both
+// heap and the process aborts later in free(). The constructor blocks the
 // signals in the calling thread, every thread started from it afterwards
 // inherits the mask, and one thread waits for them with sigwait().
 //
@@ -19,7 +20,7 @@ namespace traind {
 
 class StopSignals {
  public:
-  // Sets *stop_requested at each SIGINT or SIGTERM from now on, until the
+  // Sets *stop_requested at each SIGINT, SIGTERM or SIGHUP from now on, until the
   // destructor; then the signals are blocked, as a daemon that has stopped
   // training has nothing left to stop.
   explicit StopSignals(std::atomic<bool>& stop_requested);

@@ -129,6 +129,20 @@ TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   CHECK_THAT(traind.output(), Catch::Contains("saved checkpoint"));
 }
 
+TEST_CASE("SIGHUP (its terminal gone) stops a run cleanly, with a checkpoint") {
+  const auto dir = freshTempDir("sighup");
+  BackgroundTraind traind(
+      "--model configs/models/fashion_mlp.yaml --max-steps 1000000 "
+      "--threads 1 --log-every 20 --eval-every 0 --checkpoint-dir " +
+          (dir / "ckpt").string(),
+      dir / "traind.log");
+  REQUIRE(traind.waitForOutput("step 20,", 60));
+  traind.signal(SIGHUP);
+  CHECK(traind.wait(60) == 0);
+  INFO(traind.output());
+  CHECK_THAT(traind.output(), Catch::Contains("saved checkpoint"));
+}
+
 TEST_CASE("a run stopped at an evaluation's step reports that evaluation, not a second") {
   const auto dir = freshTempDir("stop-at-eval");
   // Every step is an evaluation's: the stop lands on one.
