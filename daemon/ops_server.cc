@@ -93,12 +93,50 @@ bool equalsLowercase(std::string_view s, std::string_view lower) {
                     [](char a, char b) { return std::tolower(uint8_t(a)) == b; });
 }
 
+// A request head's lines end in CRLF, or in a bare LF, which RFC 9112 §2.2
+// lets a server take as a line's end (printf into nc sends them).
+struct HeadEnd {
+  // asio's match condition: the end of the empty line that ends the head,
+  // or where to look again once more has arrived.
+  template <typename Iterator>
+  std::pair<Iterator, bool> operator()(Iterator begin, Iterator end) const {
+    for (Iterator i = begin; i != end; ++i) {
+      if (*i != '\n') continue;
+      Iterator next = std::next(i);
+      if (next != end && *next == '\r') ++next;
+      if (next == end) return {i, false};
+      if (*next == '\n') return {std::next(next), true};
+    }
+    return {end, false};
+  }
+};
+
+}  // namespace
+}  // namespace traind
+
+template <>
+struct asio::is_match_condition<traind::HeadEnd> : std::true_type {};
+
+namespace traind {
+namespace {
+
+// The line of `head` that starts at `start`, without its CR; `start` moves
+// past its LF (npos after the last).
+std::string_view nextLine(std::string_view head, size_t& start) {
+  const size_t lf = head.find('\n', start);
+  std::string_view line = head.substr(start, lf == std::string_view::npos ? lf : lf - start);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  start = lf == std::string_view::npos ? lf : lf + 1;
+  return line;
+}
+
 // Parses a request head (request line, header lines, the empty line) into
 // `out`; returns what is wrong with it instead, for the 400's body.
 std::optional<std::string> parseHead(std::string_view head, Request& out) {
-  head.remove_suffix(4);  // the final "\r\n\r\n"
-  size_t end = head.find("\r\n");
-  const std::string_view line = head.substr(0, end);
+  // Without the empty line that ends it (HeadEnd found it).
+  head.remove_suffix(head.ends_with("\r\n") ? 2 : 1);
+  size_t next = 0;
+  const std::string_view line = nextLine(head, next);
   const size_t first = line.find(' ');
   const size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
   if (second == std::string_view::npos) return "expected a request line 'METHOD /path HTTP/1.1'";
@@ -114,11 +152,8 @@ std::optional<std::string> parseHead(std::string_view head, Request& out) {
   out.path = std::string(target.substr(0, target.find('?')));
 
   std::optional<size_t> content_length;
-  while (end != std::string_view::npos) {
-    const size_t start = end + 2;
-    end = head.find("\r\n", start);
-    const std::string_view header =
-        head.substr(start, end == std::string_view::npos ? end : end - start);
+  while (next != std::string_view::npos && next < head.size()) {
+    const std::string_view header = nextLine(head, next);
     if (header.empty() || header[0] == ' ' || header[0] == '\t')
       return "a header line is empty or folded";
     const size_t colon = header.find(':');
@@ -186,7 +221,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                     [](const std::weak_ptr<Connection>& c) { return !evictable(c.lock()); });
     arrivals.push_back(weak_from_this());
     armDeadline(kRequestTimeout);
-    asio::async_read_until(socket_, head_, "\r\n\r\n",
+    asio::async_read_until(socket_, head_, HeadEnd{},
                            [self = shared_from_this()](std::error_code error, size_t bytes) {
                              self->onHead(error, bytes);
                            });

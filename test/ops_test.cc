@@ -269,6 +269,20 @@ TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   CHECK_THAT(head, Catch::EndsWith("\r\n\r\n"));
 }
 
+TEST_CASE("request lines may end in a bare LF, as printf into nc sends them") {
+  OpsNode node("worker", 1, false);
+  node.metrics.setState(NodeState::Training);
+  CHECK_THAT(node.raw("GET /healthz HTTP/1.1\nHost: x\n\n"), Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK_THAT(node.raw("GET /healthz HTTP/1.1\r\nHost: x\n\r\n"),
+             Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK_THAT(node.raw("GET /healthz HTTP/1.1\n\n"), Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK_THAT(node.raw("POST /stop HTTP/1.1\nContent-Length: 2\n\nab"),
+             Catch::StartsWith("HTTP/1.1 202"));
+  CHECK(node.stop.load());
+  CHECK_THAT(node.raw("GET /healthz HTTP/1.1\nno colon here\n\n"),
+             Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
+}
+
 TEST_CASE("malformed requests get 400 and the server lives on") {
   OpsNode node("worker", 2, false);
   node.metrics.setState(NodeState::Training);
