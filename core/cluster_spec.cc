@@ -122,29 +122,38 @@ std::vector<HostPort> readJobParallel(const Field& field, size_t tasks, std::str
 // HTTP servers. Host names are compared without case; different spellings of
 // one host (a name and its address) are not detected, since nothing is
 // resolved here.
-void checkDistinctAddresses(const ClusterSpec& spec) {
-  std::map<std::string, std::string> first_at;  // address -> "cluster.ps[0] at line 2, column 9"
+// An address as two spellings of it compare: host names are not case-sensitive.
+std::string addressKey(const HostPort& address) {
+  std::string key = address.toString();
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](char c) { return char(std::tolower(uint8_t(c))); });
+  return key;
+}
+
+// Every address of the spec with its field: the tasks', then the ops servers'.
+std::vector<std::pair<std::string, const HostPort*>> addressesOf(const ClusterSpec& spec) {
+  std::vector<std::pair<std::string, const HostPort*>> all;
   const std::pair<const char*, const std::vector<HostPort>*> lists[] = {
       {"cluster.ps", &spec.ps},
       {"cluster.worker", &spec.worker},
       {"http.ps", &spec.ps_http},
       {"http.worker", &spec.worker_http}};
-  for (const auto& [list, tasks] : lists) {
-    for (size_t i = 0; i < tasks->size(); ++i) {
-      const HostPort& address = (*tasks)[i];
-      std::string key = address.toString();
-      std::transform(key.begin(), key.end(), key.begin(),
-                     [](char c) { return char(std::tolower(uint8_t(c))); });
-      const std::string path = std::string(list) + "[" + std::to_string(i) + "]";
-      const auto [seen, inserted] =
-          first_at.try_emplace(key, path + " at line " + std::to_string(address.location.line) +
-                                        ", column " + std::to_string(address.location.column));
-      if (!inserted) {
-        throwInputError(
-            address.location, path,
-            "duplicate address " + address.toString() + " (" + seen->second + " has it too)");
-      }
-    }
+  for (const auto& [list, tasks] : lists)
+    for (size_t i = 0; i < tasks->size(); ++i)
+      all.emplace_back(std::string(list) + "[" + std::to_string(i) + "]", &(*tasks)[i]);
+  return all;
+}
+
+void checkDistinctAddresses(const ClusterSpec& spec) {
+  std::map<std::string, std::string> first_at;  // address -> "cluster.ps[0] at line 2, column 9"
+  for (const auto& [path, address] : addressesOf(spec)) {
+    const auto [seen, inserted] = first_at.try_emplace(
+        addressKey(*address), path + " at line " + std::to_string(address->location.line) +
+                                  ", column " + std::to_string(address->location.column));
+    if (!inserted)
+      throwInputError(
+          address->location, path,
+          "duplicate address " + address->toString() + " (" + seen->second + " has it too)");
   }
 }
 
@@ -252,6 +261,12 @@ HostPort parseHostPort(const std::string& text, const std::string& what) {
   if (const char* expected = parseAddress(text, address))
     throw InputError(what + ": expected " + expected + ", got " + quoted(text));
   return address;
+}
+
+std::optional<std::string> fieldHolding(const ClusterSpec& cluster, const HostPort& address) {
+  for (const auto& [path, held] : addressesOf(cluster))
+    if (addressKey(*held) == addressKey(address)) return path;
+  return std::nullopt;
 }
 
 std::optional<HostPort> httpAddress(const ClusterSpec& cluster, const std::string& job, int task) {

@@ -82,4 +82,9 @@ HostPort parseHostPort(const std::string& text, const std::string& what);
 // spec has no http section.
 std::optional<HostPort> httpAddress(const ClusterSpec& cluster, const std::string& job, int task);
 
+// The field of `cluster` that holds `address` ("cluster.ps[0]", "http.worker[1]"),
+// if one does: an address given apart from the spec (traind --http) that
+// another listener of the job takes.
+std::optional<std::string> fieldHolding(const ClusterSpec& cluster, const HostPort& address);
+
 }  // namespace traind

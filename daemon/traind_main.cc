@@ -301,7 +301,17 @@ int main(int argc, char** argv) {
     metrics.setWritesCheckpoints(checkpoints && !spec.checkpoint.dir.empty());
     std::optional<traind::HostPort> http;
     if (cluster) http = traind::httpAddress(*cluster, job, task);
-    if (run_flags.http) http = traind::parseHostPort(*run_flags.http, "--http");
+    if (run_flags.http) {
+      http = traind::parseHostPort(*run_flags.http, "--http");
+      // The spec's own entry for this node's ops server is the one --http replaces.
+      const std::string own = fmt::format("http.{}[{}]", job, task);
+      if (cluster)
+        if (const auto taken = traind::fieldHolding(*cluster, *http); taken && *taken != own)
+          throw traind::InputError(fmt::format(
+              "--http: {} is {}'s address in {}: expected another port for this node's ops "
+              "server",
+              http->toString(), *taken, run_flags.cluster));
+    }
     std::optional<traind::OpsServer> ops;
     if (http) {
       try {

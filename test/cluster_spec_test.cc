@@ -269,6 +269,13 @@ TEST_CASE("an address used twice names both places", "[cluster_spec]") {
   // One host, different ports: fine.
   TempDir dir;
   CHECK(load(dir, "cluster: {ps: [a:1], worker: [a:2]}\n").worker[0].port == 2);
+
+  // An address from elsewhere (traind --http) is looked up the same way.
+  const ClusterSpec spec =
+      load(dir, "cluster: {ps: [Host:1], worker: [b:2]}\nhttp: {ps: [c:3], worker: [d:4]}\n");
+  CHECK(fieldHolding(spec, parseHostPort("host:1", "--http")) == "cluster.ps[0]");
+  CHECK(fieldHolding(spec, parseHostPort("d:4", "--http")) == "http.worker[0]");
+  CHECK(!fieldHolding(spec, parseHostPort("b:3", "--http")));
 }
 
 TEST_CASE("the http section gives each task an ops address", "[cluster_spec]") {
