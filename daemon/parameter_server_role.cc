@@ -82,10 +82,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   ShardServer& server = *bound;
   metrics.setState(NodeState::Waiting,
                    "waiting for the chief (worker 0) to initialise the parameters");
-  spdlog::info("ps {} serving {} of {} ({} floats, {} variable pieces, {} chunks) on {}, {} mode",
-               task, spec.name, graph.parameterCount(), shard.size(), shard.plan().pieces.size(),
-               shard.chunks().size(), address,
-               cluster.mode == TrainingMode::Sync ? "sync" : "async");
+  spdlog::info(
+      "ps {} listening on {}, {} mode: its shard of {} ({} parameters) is {} floats, {} variable "
+      "pieces, {} chunks; waiting for the chief (worker 0) to initialise it",
+      task, address, cluster.mode == TrainingMode::Sync ? "sync" : "async", spec.name,
+      graph.parameterCount(), shard.size(), shard.plan().pieces.size(), shard.chunks().size());
   if (!cluster.shared_memory)
     spdlog::info("tensors over TCP only, from every worker: transport.shared_memory is off");
 
@@ -104,6 +105,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // does; the chief can still read the state for its last checkpoint.
   service.beginStopping("a signal or POST /stop");
   metrics.setState(NodeState::Stopping);
+  // A step that stands while the job stops is no one's fault.
+  reporting = kj::READY_NOW;
   // Let the workers see that the job is done before the connections close.
   for (int waited = 0; server.connections() > 0 && waited < 50; ++waited)
     timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);

@@ -175,9 +175,9 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
     CHECK_THAT(p->output(), Catch::Contains("worker 1: tensors through shared memory"));
   // Both shards held a part of the model.
   for (auto& p : c.ps)
-    CHECK_THAT(
-        p->output(),
-        Catch::Matches("(?:.|\\n)*serving fashion_mlp of 266610 \\([1-9][0-9]* floats(?:.|\\n)*"));
+    CHECK_THAT(p->output(),
+               Catch::Matches("(?:.|\\n)*its shard of fashion_mlp \\(266610 parameters\\) is "
+                              "[1-9][0-9]* floats(?:.|\\n)*"));
   CHECK(findLatestCheckpoint(dir / "ckpt").has_value());
 }
 
