@@ -490,6 +490,18 @@ int main(int argc, char** argv) {
       ->check(traind::integerFlag(0, traind::kMaxThreads));
 
   try {
+    // CLI11 says only "A subcommand is required" of a word that is none.
+    const std::vector<CLI::App*> commands = app.get_subcommands({});
+    if (argc > 1 && argv[1][0] != '-' &&
+        std::none_of(commands.begin(), commands.end(),
+                     [&](const CLI::App* command) { return command->check_name(argv[1]); })) {
+      std::string names;
+      for (const CLI::App* command : commands)
+        names += (names.empty() ? "" : ", ") + command->get_name();
+      std::fprintf(stderr, "trainctl: unknown command '%s': expected one of %s\n",
+                   printable(argv[1]).c_str(), names.c_str());
+      return 2;
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);

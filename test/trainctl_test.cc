@@ -252,7 +252,10 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--node: expected host:port, got 'localhost'"));
   CHECK(runTrainctl("status").exit_code == 2);
-  CHECK(runTrainctl("frobnicate").exit_code == 2);
+  r = runTrainctl("frobnicate");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("trainctl: unknown command 'frobnicate': expected one of "
+                                       "status, stop, checkpoint, inspect, placement, eval"));
   const auto dir = freshTempDir("bad-ops");
   r = runTrainctl("inspect " + (dir / "nothing").string());
   CHECK(r.exit_code == 2);
