@@ -118,11 +118,9 @@ std::vector<HostPort> readJobParallel(const Field& field, size_t tasks, std::str
   return addresses;
 }
 
-// Two tasks on one address cannot both listen there, nor a task's RPC and
-// HTTP servers. Host names are compared without case; different spellings of
-// one host (a name and its address) are not detected, since nothing is
-// resolved here.
-// An address as two spellings of it compare: host names are not case-sensitive.
+// An address as two of its spellings compare: host names without case.
+// Different spellings of one host (a name and its address) differ, since
+// nothing is resolved here.
 std::string addressKey(const HostPort& address) {
   std::string key = address.toString();
   std::transform(key.begin(), key.end(), key.begin(),
@@ -144,6 +142,8 @@ std::vector<std::pair<std::string, const HostPort*>> addressesOf(const ClusterSp
   return all;
 }
 
+// Two tasks on one address cannot both listen there, nor a task's RPC and
+// HTTP servers.
 void checkDistinctAddresses(const ClusterSpec& spec) {
   std::map<std::string, std::string> first_at;  // address -> "cluster.ps[0] at line 2, column 9"
   for (const auto& [path, address] : addressesOf(spec)) {
