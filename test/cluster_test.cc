@@ -953,7 +953,7 @@ TEST_CASE("async: a ps task that holds no variable does not end the job early") 
   CHECK(c.workers[0]->wait(kTimeout) == 0);
   for (auto& p : c.ps) CHECK(p->wait(30) == 0);
   INFO(c.logs());
-  CHECK_THAT(c.ps[2]->output(), Catch::Contains("of 2 (0 floats"));
+  CHECK_THAT(c.ps[2]->output(), Catch::Contains("(2 parameters) is 0 floats"));
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 60, 60 steps"));
 }
 
