@@ -177,10 +177,12 @@ void createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
   // A save writes a directory of its own in it first: one this process may
   // not create (another owner, a read-only mount) would fail the first save,
   // after the steps before it had trained.
+  // A probe left by a process of this pid that was killed (pid 1 in a
+  // container, every start) goes first.
   const fs::path probe =
       dir / (std::string(layout::kTempPrefix) + "probe." + std::to_string(getpid()));
-  if (!fs::create_directory(probe, error) && !error)
-    error = std::make_error_code(std::errc::file_exists);
+  fs::remove_all(probe, error);
+  fs::create_directory(probe, error);
   if (error)
     throwInputError(
         where, where.line > 0 ? "checkpoint.dir" : "",
@@ -302,8 +304,16 @@ fs::path readResolvedCheckpoint(const fs::path& path,
       read(checkpoint);
       return checkpoint;
     } catch (const InputError&) {
-      std::error_code ec;
-      if (checkpoint == path || fs::exists(checkpoint, ec)) throw;
+      // Pruned mid-read (its files go before its directory): `latest` has
+      // moved on since. A checkpoint named itself, or one still latest,
+      // failed for what it holds.
+      if (checkpoint == path) throw;
+      std::optional<fs::path> now;
+      try {
+        now = resolveCheckpoint(path);
+      } catch (const InputError&) {
+      }
+      if (!now || *now == checkpoint) throw;
       if (attempt == kAttempts)
         throw InputError(checkpoint.string() + ": removed while it was read, " +
                          std::to_string(kAttempts) + " times: the run writing " + path.string() +

@@ -78,8 +78,8 @@ std::filesystem::path resolveCheckpoint(const std::filesystem::path& path);
 // Resolves `path` as resolveCheckpoint does and calls `read` with the
 // checkpoint; returns the checkpoint read. The run writing a directory may
 // prune the checkpoint its `latest` named before `read` is done with it
-// (with checkpoint.keep 1, one save later): when `read` fails and that
-// checkpoint is gone, the directory is resolved again, up to 3 times.
+// (with checkpoint.keep 1, one save later): when `read` fails and the
+// directory's latest has moved on, it is resolved again, up to 3 times.
 std::filesystem::path readResolvedCheckpoint(
     const std::filesystem::path& path,
     const std::function<void(const std::filesystem::path& checkpoint)>& read);

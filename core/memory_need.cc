@@ -3,32 +3,15 @@
 #include <fmt/format.h>
 #include <sys/sysinfo.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string_view>
 
 #include "core/error.h"
+#include "core/optimizer.h"
 
 namespace traind {
 namespace {
-
-int64_t optimizerSlots(const ModelSpec& spec) {
-  int64_t slots = 0;
-  switch (spec.optimizer.kind) {
-    case OptimizerSpec::Kind::Sgd:
-      slots = 0;
-      break;
-    case OptimizerSpec::Kind::Momentum:
-      slots = 1;
-      break;
-    case OptimizerSpec::Kind::Adagrad:
-      slots = 1;
-      break;
-    case OptimizerSpec::Kind::Adam:
-      slots = 2;
-      break;
-  }
-  return spec.optimizer.moving_average ? slots + 1 : slots;
-}
 
 // A cgroup's limit file: a number of bytes, or "max" (none).
 std::optional<int64_t> cgroupLimit(const std::string& path) {
@@ -45,9 +28,23 @@ std::optional<int64_t> cgroupLimit(const std::string& path) {
   }
 }
 
-// The limits of this process's memory cgroup, v2 and v1, at the path
-// /proc/self/cgroup names and at the root a cgroup namespace shows.
-std::optional<int64_t> cgroupMemoryLimit() {
+// What a cgroup's limits let its processes have, memory and swap, at its
+// directory `dir` (v2, or v1 with `v1`); `host_swap` where it leaves swap
+// unbounded.
+std::optional<int64_t> cgroupAllows(const std::string& dir, bool v1, int64_t host_swap) {
+  if (v1) {
+    if (const auto both = cgroupLimit(dir + "/memory.memsw.limit_in_bytes")) return both;
+    if (const auto memory = cgroupLimit(dir + "/memory.limit_in_bytes")) return *memory + host_swap;
+    return std::nullopt;
+  }
+  const auto memory = cgroupLimit(dir + "/memory.max");
+  if (!memory) return std::nullopt;
+  return *memory + cgroupLimit(dir + "/memory.swap.max").value_or(host_swap);
+}
+
+// The lowest of what this process's memory cgroups allow, v2 and v1, at the
+// paths /proc/self/cgroup names and at the root a cgroup namespace shows.
+std::optional<int64_t> cgroupMemoryLimit(int64_t host_swap) {
   std::optional<int64_t> lowest;
   auto take = [&](std::optional<int64_t> limit) {
     if (limit && (!lowest || *limit < *lowest)) lowest = limit;
@@ -55,12 +52,12 @@ std::optional<int64_t> cgroupMemoryLimit() {
   std::ifstream cgroups("/proc/self/cgroup");
   for (std::string line; std::getline(cgroups, line);) {
     if (line.starts_with("0::"))
-      take(cgroupLimit("/sys/fs/cgroup" + line.substr(3) + "/memory.max"));
+      take(cgroupAllows("/sys/fs/cgroup" + line.substr(3), false, host_swap));
     else if (const size_t at = line.find(":memory:"); at != std::string::npos)
-      take(cgroupLimit("/sys/fs/cgroup/memory" + line.substr(at + 8) + "/memory.limit_in_bytes"));
+      take(cgroupAllows("/sys/fs/cgroup/memory" + line.substr(at + 8), true, host_swap));
   }
-  take(cgroupLimit("/sys/fs/cgroup/memory.max"));
-  take(cgroupLimit("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
+  take(cgroupAllows("/sys/fs/cgroup", false, host_swap));
+  take(cgroupAllows("/sys/fs/cgroup/memory", true, host_swap));
   return lowest;
 }
 
@@ -68,7 +65,12 @@ std::optional<int64_t> cgroupMemoryLimit() {
 
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
   MemoryNeed need;
-  const int64_t copies = 2 + optimizerSlots(spec);  // values, gradients, slots
+  // Values, gradients, the optimizer's slots.
+  const int64_t copies = 2 + int64_t(Optimizer::slotNamesOf(spec.optimizer).size());
+  // Layer outputs on a GPU are its memory, not the host's.
+  const bool host_outputs =
+      std::none_of(spec.training.devices.begin(), spec.training.devices.end(),
+                   [](const std::string& d) { return d.starts_with("cuda"); });
   for (size_t i = 0; i < graph.layers.size(); ++i) {
     const LayerNode& layer = graph.layers[i];
     int64_t floats = 0;
@@ -79,18 +81,22 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
       need.largest_layer = int(i);
       need.largest_layer_bytes = state;
     }
-    need.activation_bytes += numElements(layer.output_shape) * spec.data.batch_size *
-                             int64_t(sizeof(float)) * spec.training.concurrent_steps;
+    if (host_outputs)
+      need.activation_bytes += numElements(layer.output_shape) * spec.data.batch_size *
+                               int64_t(sizeof(float)) * spec.training.concurrent_steps;
   }
   return need;
 }
 
 std::optional<int64_t> memoryAvailable() {
   std::optional<int64_t> available;
+  int64_t swap = 0;
   struct sysinfo info {};
-  if (sysinfo(&info) == 0)
-    available = (int64_t(info.totalram) + int64_t(info.totalswap)) * int64_t(info.mem_unit);
-  if (const std::optional<int64_t> limit = cgroupMemoryLimit())
+  if (sysinfo(&info) == 0) {
+    swap = int64_t(info.totalswap) * int64_t(info.mem_unit);
+    available = int64_t(info.totalram) * int64_t(info.mem_unit) + swap;
+  }
+  if (const std::optional<int64_t> limit = cgroupMemoryLimit(swap))
     if (!available || *limit < *available) available = limit;
   return available;
 }
@@ -120,7 +126,7 @@ void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const Memor
   const std::string what = fmt::format(
       "the model needs at least {} of memory ({} of variables with their gradients and "
       "optimizer slots, {} of layer outputs for a batch of {}{}), and this machine gives a "
-      "process {} (physical memory and swap, or its cgroup's limit)",
+      "process {} (physical memory and swap, or what its cgroup allows)",
       byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
       spec.data.batch_size,
       spec.training.concurrent_steps > 1

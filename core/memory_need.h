@@ -23,7 +23,8 @@ struct MemoryNeed {
   // the moving averages), as a standalone run or a worker holds them.
   int64_t state_bytes = 0;
   // Every layer's output for the examples of one step, once per step in
-  // flight (training.concurrent_steps).
+  // flight (training.concurrent_steps); none on CUDA devices, whose memory
+  // they take instead of the host's.
   int64_t activation_bytes = 0;
   // The layer whose variables are the largest part of state_bytes.
   int largest_layer = -1;
@@ -34,14 +35,17 @@ struct MemoryNeed {
 
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph);
 
-// Physical memory and swap, or the process's cgroup limit when that is
-// lower; nothing when none can be read.
+// Physical memory and swap, or what the process's cgroup allows (its
+// memory limit and its swap limit, or the host's swap) when that is lower;
+// nothing when none can be read.
 std::optional<int64_t> memoryAvailable();
 
 // "1.5 GiB", "300.0 MiB", "12.0 KiB".
 std::string byteSize(int64_t bytes);
 
-// "memory: at least 1.2 GiB: ..." for `traind check`.
+// "memory: at least 20.1 MiB (3.4 MiB of variables ..., 16.8 MiB of layer
+// outputs per step); this machine gives a process 23.5 GiB", for
+// `traind check`.
 std::string memoryReport(const MemoryNeed& need, std::optional<int64_t> available);
 
 // Throws InputError when `need` exceeds `available`, at the largest

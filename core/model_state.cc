@@ -66,13 +66,14 @@ std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
       if (!reader.contains(v.name))
         throwInputError(init_from.location, "init_from.layers",
                         "checkpoint " + checkpoint.string() + " has no tensor '" + v.name + "'");
-      try {
-        reader.read(v.name, v.shape, parameters_.view(v));
-      } catch (const InputError& e) {
-        // The layer as this spec declares it, or the list, is what to change.
+      // The layer as this spec declares it, or the list, is what to change.
+      if (reader.shape(v.name) != v.shape)
         throwInputError(init_from.location, "init_from.layers",
-                        "layer '" + layer + "' does not fit the checkpoint's: " + e.what());
-      }
+                        "layer '" + layer +
+                            "' does not fit the checkpoint's: " + checkpoint.string() + " holds '" +
+                            v.name + "' of shape " + shapeToString(reader.shape(v.name)) +
+                            ", this model's is " + shapeToString(v.shape));
+      reader.read(v.name, v.shape, parameters_.view(v));
     }
     if (!found)
       throwInputError(init_from.location, "init_from.layers",

@@ -9,16 +9,27 @@
 
 namespace traind {
 
-Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
-    : spec_(spec), layout_(layout) {
+std::vector<std::string> Optimizer::slotNamesOf(const OptimizerSpec& spec) {
+  std::vector<std::string> names;
   switch (spec.kind) {
     case OptimizerSpec::Kind::Sgd: break;
-    case OptimizerSpec::Kind::Momentum: slot_names_ = {"momentum"}; break;
-    case OptimizerSpec::Kind::Adagrad: slot_names_ = {"accumulator"}; break;
-    case OptimizerSpec::Kind::Adam: slot_names_ = {"m", "v"}; break;
+    case OptimizerSpec::Kind::Momentum:
+      names = {"momentum"};
+      break;
+    case OptimizerSpec::Kind::Adagrad:
+      names = {"accumulator"};
+      break;
+    case OptimizerSpec::Kind::Adam:
+      names = {"m", "v"};
+      break;
   }
-  rule_slots_ = slot_names_.size();
-  if (spec.moving_average) slot_names_.push_back(kMovingAverageSlot);
+  if (spec.moving_average) names.push_back(kMovingAverageSlot);
+  return names;
+}
+
+Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
+    : spec_(spec), layout_(layout), slot_names_(slotNamesOf(spec)) {
+  rule_slots_ = slot_names_.size() - (spec.moving_average ? 1 : 0);
   for (size_t i = 0; i < slot_names_.size(); ++i) slots_.emplace_back(layout.totalSize());
   if (spec.kind == OptimizerSpec::Kind::Adagrad) {
     float* a = slots_[0].data();

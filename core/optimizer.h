@@ -33,6 +33,8 @@ class Optimizer {
   // momentum: "momentum"; adagrad: "accumulator"; adam: "m", "v"; sgd: none;
   // then "ExponentialMovingAverage" (kMovingAverageSlot) with a moving average.
   const std::vector<std::string>& slotNames() const { return slot_names_; }
+  // The same, for a spec, before any optimizer holds them.
+  static std::vector<std::string> slotNamesOf(const OptimizerSpec& spec);
   FlatBuffer& slot(size_t i) { return slots_[i]; }
   const FlatBuffer& slot(size_t i) const { return slots_[i]; }
 

@@ -327,10 +327,12 @@ int runStop(const NodeFlags& flags) {
     if (isChief(*node)) chief = node;
   if (!chief && std::any_of(nodes.begin(), nodes.end(), isChief) && !flags.force) {
     std::printf(
-        "not stopped: the ps tasks are left running, since the chief (worker 0) did not take "
-        "the stop and wrote no final checkpoint; they hold all the job trained since its last "
-        "one. Start the chief again (it rejoins the job) and stop the job then, or stop the ps "
-        "tasks anyway with --force\n");
+        "the ps tasks are left running: the chief (worker 0) did not take the stop, so no final "
+        "checkpoint was written now, and the ps tasks may hold what the job trained since the "
+        "last one (the other workers were stopped). Start the chief again (it rejoins the job) "
+        "and stop the job then; or, if nothing trained since the chief's last checkpoint (it "
+        "stopped alone after writing it, and no worker trained on), stop the ps tasks with "
+        "--force\n");
     return 1;
   }
   if (chief && !waitUntilGone({chief}, deadline).empty()) {
@@ -370,7 +372,13 @@ int runCheckpoint(const NodeFlags& flags) {
     return 1;
   }
   for (;;) {
-    const NodeStatus now = queryStatus(*target, requestSeconds(deadline));
+    NodeStatus now = before;
+    try {
+      now = queryStatus(*target, requestSeconds(deadline));
+    } catch (const std::exception&) {
+      // A node slow to answer near the deadline: said as the deadline's.
+      if (Clock::now() < deadline) throw;
+    }
     if (now.last_checkpoint && now.last_checkpoint_step.value_or(-1) >= before.global_step) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
                   now.last_checkpoint->c_str(), static_cast<long long>(*now.last_checkpoint_step));

@@ -10,7 +10,7 @@
 // templated systemd units). --http HOST:PORT (or the cluster spec's http
 // section) serves /healthz, /metrics and /status (docs/operations.md).
 //
-// Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM), 2 bad
+// Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM/SIGHUP), 2 bad
 // configuration or input, 1 runtime failure.
 #include <malloc.h>
 #include <omp.h>
@@ -238,7 +238,12 @@ int main(int argc, char** argv) {
         const traind::MemoryNeed memory = traind::memoryNeed(spec, graph);
         const std::optional<int64_t> available = traind::memoryAvailable();
         std::fputs(traind::memoryReport(memory, available).c_str(), stdout);
-        traind::checkMemoryFits(spec, graph, memory, available);
+        // The machine that trains may be another than the one that checks.
+        try {
+          traind::checkMemoryFits(spec, graph, memory, available);
+        } catch (const traind::InputError& e) {
+          std::printf("warning: a run on this machine would stop at once: %s\n", e.what());
+        }
         // Read as a run reads it: what the files hold must fit the model.
         const traind::TrainingData data = traind::loadTrainingData(spec, graph);
         const long long tests = data.test ? data.test->size : 0;

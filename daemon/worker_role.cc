@@ -172,9 +172,11 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
   return summary;
 }
 
+// `final_checkpoint` is set once the chief has written its final checkpoint.
 TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                               const std::atomic<bool>& stop_requested,
-                              std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
+                              std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics,
+                              bool& final_checkpoint) {
   checkModelFitsCluster(spec, cluster);
   const bool chief = task == 0;
   const bool sync = cluster.mode == TrainingMode::Sync;
@@ -389,6 +391,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   std::optional<EvalResult> test;
   if (chief) {
     checkpoint();
+    final_checkpoint = true;
     const int64_t final_step = ps.pull(0, state.parameters());
     // A stopping ps answers too (-1 says the job is over): the step of what
     // it sent labels the evaluation.
@@ -418,13 +421,17 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
 TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                           const std::atomic<bool>& stop_requested,
                           std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
+  bool final_checkpoint = false;
   try {
-    return trainAsWorker(spec, cluster, task, stop_requested, checkpoint_requested, metrics);
+    return trainAsWorker(spec, cluster, task, stop_requested, checkpoint_requested, metrics,
+                         final_checkpoint);
   } catch (const JobEnded& e) {
     // The job ended while this worker could not hear it (paused, or slow).
     clearProgress();
-    if (task == 0 && !spec.checkpoint.dir.empty())
+    if (task == 0 && !spec.checkpoint.dir.empty() && !final_checkpoint)
       spdlog::warn("no final checkpoint written: the ps tasks stopped before the chief read them");
+    else if (task == 0)
+      spdlog::warn("no final evaluation: the ps tasks stopped before the chief read them");
     metrics.setState(NodeState::Done);
     spdlog::info("done: {}", e.what());
     return TrainingSummary{};

@@ -39,6 +39,10 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   need = memoryNeed(spec, buildLayerGraph(spec));
   CHECK(need.state_bytes == kFloats * 3 * 4);  // values, gradients, the averages
   CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 3);
+
+  // On GPUs the layer outputs take the GPU's memory, not the host's.
+  spec.training.devices = {"cuda:0", "cuda:1"};
+  CHECK(memoryNeed(spec, buildLayerGraph(spec)).activation_bytes == 0);
 }
 
 TEST_CASE("a model that needs more than the machine gives is refused at the line to change",
@@ -53,7 +57,7 @@ TEST_CASE("a model that needs more than the machine gives is refused at the line
       Catch::Message("m.yaml:8:5: layers[0] (layer0): the model needs at least 3.7 MiB of "
                      "memory (3.6 MiB of variables with their gradients and optimizer slots, "
                      "60.5 KiB of layer outputs for a batch of 50), and this machine gives a "
-                     "process 3.7 MiB (physical memory and swap, or its cgroup's limit); this "
+                     "process 3.7 MiB (physical memory and swap, or what its cgroup allows); this "
                      "layer's part is 3.6 MiB: expected a smaller layer"));
 
   // Layer outputs take the most: the batch is the field to change.
