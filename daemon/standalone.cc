@@ -172,11 +172,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   std::optional<EvalResult> test;
   if (evaluator) {
-    test = log.evaluationAt(state.globalStep());
-    if (!test) {
-      test = evaluator->evaluate(state.evaluationValues().data());
-      log.logEvaluation(state.globalStep(), *test);
-    }
+    test = log.finalEvaluation(
+        state.globalStep(), [&] { return evaluator->evaluate(state.evaluationValues().data()); });
     summary.test_loss = test->loss;
     if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;
   }

@@ -104,9 +104,12 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   }
 }
 
-std::optional<EvalResult> StepLog::evaluationAt(int64_t global_step) const {
+EvalResult StepLog::finalEvaluation(int64_t global_step,
+                                    const std::function<EvalResult()>& evaluate) {
   if (last_evaluation_ && last_evaluation_->first == global_step) return last_evaluation_->second;
-  return std::nullopt;
+  const EvalResult result = evaluate();
+  logEvaluation(global_step, result);
+  return result;
 }
 
 void StepLog::logEvaluation(int64_t step, const EvalResult& r) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,9 +33,10 @@ class StepLog {
   void record(const StepResult& result, int64_t global_step);
 
   void logEvaluation(int64_t global_step, const EvalResult& result);
-  // The evaluation logged at `global_step`, if the last one was: a run that
-  // stops at an evaluation's step reports it rather than logging it twice.
-  std::optional<EvalResult> evaluationAt(int64_t global_step) const;
+  // The run's last evaluation, at `global_step`: the one logged there
+  // already when the run stopped at an evaluation's step, else
+  // `evaluate()`'s, logged.
+  EvalResult finalEvaluation(int64_t global_step, const std::function<EvalResult()>& evaluate);
 
   int64_t stepsRun() const { return steps_run_; }
   double secondsRunning() const;

@@ -398,11 +398,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     step = final_step >= 0 ? final_step : ps.lastPulledStep().value_or(step);
     if (state.optimizer().movingAverage()) ps.readState(state);
     if (evaluator) {
-      test = log.evaluationAt(step);
-      if (!test) {
-        test = evaluator->evaluate(state.evaluationValues().data());
-        log.logEvaluation(step, *test);
-      }
+      test = log.finalEvaluation(
+          step, [&] { return evaluator->evaluate(state.evaluationValues().data()); });
       summary.test_loss = test->loss;
       if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;
     }
