@@ -36,11 +36,13 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/forwarding_stream.h"
+
 namespace traind {
 
-class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
+class PinningStream final : public ForwardingStream, public kj::Refcounted {
  public:
-  explicit PinningStream(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
+  explicit PinningStream(kj::Own<kj::AsyncIoStream> inner) : ForwardingStream(kj::mv(inner)) {}
 
   // Keeps `hold` until a write whose pieces include one starting at `bytes`
   // completes, or until the stream goes. The same buffer may be held for
@@ -69,27 +71,10 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   void endReads(const kj::Exception& reason);
   bool readsEnded() const { return reads_ended_ != nullptr; }
 
-  // kj::AsyncIoStream: everything else passes straight through to the socket.
+  // The calls it watches; everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
-  kj::Maybe<uint64_t> tryGetLength() override { return inner_->tryGetLength(); }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, uint* length) override {
-    inner_->getsockname(addr, length);
-  }
-  void getpeername(struct sockaddr* addr, uint* length) override {
-    inner_->getpeername(addr, length);
-  }
-  kj::Maybe<int> getFd() const override { return inner_->getFd(); }
 
  private:
   // The holds of the buffers that start one of `pieces`, taken out of holds_.
@@ -105,7 +90,6 @@ class PinningStream final : public kj::AsyncIoStream, public kj::Refcounted {
   void keepIfShort(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
   void wakeGatedRead();
 
-  kj::Own<kj::AsyncIoStream> inner_;
   std::vector<std::pair<const kj::byte*, std::shared_ptr<const void>>> holds_;
   std::vector<kj::byte> last_short_write_;
   kj::Canceler reads_;                    // ended by endReads

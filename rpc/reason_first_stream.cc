@@ -7,7 +7,7 @@ ReasonFirstStream::ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer
 
 ReasonFirstStream::ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer,
                                      kj::PromiseFulfillerPair<void> reads_end)
-    : inner_(kj::mv(inner)),
+    : ForwardingStream(kj::mv(inner)),
       timer_(timer),
       reads_ended_(reads_end.promise.fork()),
       end_reads_(kj::mv(reads_end.fulfiller)) {}

@@ -16,38 +16,22 @@
 
 #include <kj/async-io.h>
 #include <kj/timer.h>
-#include <sys/types.h>
+
+#include "rpc/forwarding_stream.h"
 
 namespace traind {
 
-class ReasonFirstStream final : public kj::AsyncIoStream {
+class ReasonFirstStream final : public ForwardingStream {
  public:
   // At most this long a failed write waits for the reads to end.
   static constexpr kj::Duration kWriteFailureGrace = 1 * kj::SECONDS;
 
   ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer);
 
-  // kj::AsyncIoStream: everything else passes straight through to the socket.
+  // The calls it watches; everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
-  kj::Maybe<uint64_t> tryGetLength() override { return inner_->tryGetLength(); }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, uint* length) override {
-    inner_->getsockname(addr, length);
-  }
-  void getpeername(struct sockaddr* addr, uint* length) override {
-    inner_->getpeername(addr, length);
-  }
-  kj::Maybe<int> getFd() const override { return inner_->getFd(); }
 
  private:
   ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer,
@@ -56,7 +40,6 @@ class ReasonFirstStream final : public kj::AsyncIoStream {
   kj::Promise<void> heldOnFailure(kj::Promise<void> write);
   void readsEnded();
 
-  kj::Own<kj::AsyncIoStream> inner_;
   kj::Timer& timer_;
   kj::ForkedPromise<void> reads_ended_;
   kj::Own<kj::PromiseFulfiller<void>> end_reads_;
