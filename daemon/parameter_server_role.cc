@@ -107,16 +107,19 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   metrics.setState(NodeState::Stopping);
   // A step that stands while the job stops is no one's fault.
   reporting = kj::READY_NOW;
+  auto waitForConnectionsToClose = [&](kj::Duration most) {
+    for (kj::Duration waited = 0 * kj::SECONDS; server.connections() > 0 && waited < most;
+         waited += 100 * kj::MILLISECONDS)
+      timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  };
   // Let the workers see that the job is done before the connections close.
-  for (int waited = 0; server.connections() > 0 && waited < 50; ++waited)
-    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  waitForConnectionsToClose(5 * kj::SECONDS);
   // A worker still connected has not heard it (paused, or slow): it is told
   // as the connection closes, and reads it when it goes on.
   if (server.connections() > 0) {
     server.endConnections(fmt::format("{}: ps {} stopped at global step {}", kJobOverReason, task,
                                       shard.globalStep()));
-    for (int waited = 0; server.connections() > 0 && waited < 10; ++waited)
-      timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    waitForConnectionsToClose(1 * kj::SECONDS);
   }
   metrics.setState(NodeState::Done);
   const PushCounts& pushes = service.pushCounts();

@@ -19,6 +19,11 @@ using namespace traind::testing;
 
 namespace {
 
+// The text of configs/models/<file>, to change for a test.
+std::string exampleSpec(const std::string& file) {
+  return readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/" + file);
+}
+
 // "step N, loss = X ..." lines, in order.
 std::vector<std::string> lossLines(const std::string& output) {
   std::vector<std::string> lines;
@@ -212,7 +217,7 @@ TEST_CASE("a resumed run continues exactly as an uninterrupted one") {
   // Adam (slots in the checkpoint), dropout (masks from the step) and
   // shuffling (order from the epoch) must all continue where they stopped.
   const auto dir = freshTempDir("resume");
-  std::string spec = readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  std::string spec = exampleSpec("fashion_mlp.yaml");
   spec = replaceAll(spec, "- {type: dense, name: logits",
                     "- {type: dropout, rate: 0.3}\n  - {type: dense, name: logits");
   writeFile(dir / "spec.yaml", spec);
@@ -243,8 +248,7 @@ TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint"
                                        (dir / "base").string());
   INFO(base.output);
   REQUIRE(base.exit_code == 0);
-  std::string spec =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_finetune.yaml");
+  std::string spec = exampleSpec("fashion_finetune.yaml");
   spec = replaceAll(spec, "/tmp/traind/fashion_base", (dir / "base").string());
   REQUIRE(spec.find((dir / "base").string()) != std::string::npos);
   writeFile(dir / "finetune.yaml", spec);
@@ -303,8 +307,7 @@ TEST_CASE("flags refuse an empty summary directory and an integer past 64 bits")
 
 TEST_CASE("traind check reads the data as a run would and names the field that does not fit") {
   const auto dir = freshTempDir("check-data");
-  const std::string spec =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/regression.yaml");
+  const std::string spec = exampleSpec("regression.yaml");
   ProcessResult r = runTraind("check --model configs/models/regression.yaml");
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("data: 1000 training examples of [1], 200 test examples"));
@@ -315,8 +318,7 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   CHECK_THAT(r.output, Catch::Contains(": data.batch_size: expected at most the training set's "
                                        "1000 examples, got 5000"));
   // A data file that refutes itself names the spec's entry and the file.
-  const std::string mlp =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  const std::string mlp = exampleSpec("fashion_mlp.yaml");
   const std::string images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
   REQUIRE(mlp.find(images) != std::string::npos);
   writeFile(dir / "short.idx", readFile(images).substr(0, 100));  // a gzip stream cut short
@@ -329,7 +331,7 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
 
 TEST_CASE("bad input exits 2 with the file, line and field") {
   const auto dir = freshTempDir("bad");
-  std::string spec = readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_cnn.yaml");
+  std::string spec = exampleSpec("fashion_cnn.yaml");
   writeFile(dir / "bad.yaml", replaceAll(spec, "filters: 64", "filters: -3"));
   ProcessResult r = runTraind("--model " + (dir / "bad.yaml").string());
   INFO(r.output);
@@ -379,8 +381,7 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
 
 TEST_CASE("images that do not fit an image input name data.train, even with as many values") {
   const auto dir = freshTempDir("input-shape");
-  const std::string cnn =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_cnn.yaml");
+  const std::string cnn = exampleSpec("fashion_cnn.yaml");
   REQUIRE(cnn.find("input: [28, 28, 1]") != std::string::npos);
   writeFile(dir / "m.yaml", replaceAll(cnn, "input: [28, 28, 1]", "input: [14, 56, 1]"));
   const ProcessResult r = runTraind("check --model " + (dir / "m.yaml").string());
@@ -392,9 +393,9 @@ TEST_CASE("images that do not fit an image input name data.train, even with as m
 
 TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
   const auto dir = freshTempDir("init-from-missing");
-  const std::string spec =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml") +
-      "init_from:\n  checkpoint: " + (dir / "nothing").string() + "\n  layers: [hidden1]\n";
+  const std::string spec = exampleSpec("fashion_mlp.yaml") +
+                           "init_from:\n  checkpoint: " + (dir / "nothing").string() +
+                           "\n  layers: [hidden1]\n";
   writeFile(dir / "m.yaml", spec);
   const ProcessResult r = runTraind("--model " + (dir / "m.yaml").string() +
                                     " --max-steps 1 --threads 1 --checkpoint-dir ''");
@@ -406,8 +407,7 @@ TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
 
 TEST_CASE("an init_from layer of another shape than the checkpoint's names the spec's line") {
   const auto dir = freshTempDir("init-from-shape");
-  const std::string mlp =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  const std::string mlp = exampleSpec("fashion_mlp.yaml");
   writeFile(dir / "base.yaml", mlp);
   REQUIRE(runTraind("--model " + (dir / "base.yaml").string() +
                     " --max-steps 1 --threads 1 --eval-every 0 --checkpoint-dir " +
@@ -430,8 +430,7 @@ TEST_CASE("an init_from layer of another shape than the checkpoint's names the s
 TEST_CASE(
     "a checkpoint without the optimizer state a spec needs is refused; one with more is not") {
   const auto dir = freshTempDir("other-optimizer");
-  const std::string sgd =
-      readFile(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  const std::string sgd = exampleSpec("fashion_mlp.yaml");
   REQUIRE(sgd.find("type: sgd") != std::string::npos);
   writeFile(dir / "sgd.yaml", sgd);
   writeFile(dir / "adam.yaml", replaceAll(sgd, "type: sgd", "type: adam"));
