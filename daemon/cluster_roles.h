@@ -10,14 +10,16 @@
 #include "core/model_spec.h"
 #include "daemon/node_metrics.h"
 #include "daemon/standalone.h"
+#include "daemon/stop_request.h"
 
 namespace traind {
 
-// Serves until the chief says the job is done or `stop_requested` is set
-// (then its workers' pulls say the job is done, as at the end). Reports its
+// Serves until the chief says the job is done or `stop` is requested (then
+// its workers' pulls say the job is done, as at the end, and its log who
+// asked). Reports its
 // state and counters in `metrics`.
 void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                        const std::atomic<bool>& stop_requested, NodeMetrics& metrics);
+                        const StopRequest& stop, NodeMetrics& metrics);
 
 // Trains until the job's global step reaches its end, the ps shards stop, or
 // `stop_requested` is set (the chief then checkpoints first). The chief

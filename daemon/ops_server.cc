@@ -433,8 +433,7 @@ Response Endpoints::route(const Request& request, const std::string& peer) {
       return r;
     }
     if (path == "/stop") {
-      spdlog::info("stop requested over HTTP by {}", peer);
-      controls.stop->store(true);
+      controls.stop->request("POST /stop from " + peer);
       return plain(202, "stopping at the next step boundary");
     }
     if (!controls.checkpoint)

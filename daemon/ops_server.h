@@ -29,12 +29,13 @@
 
 #include "core/cluster_spec.h"
 #include "daemon/node_metrics.h"
+#include "daemon/stop_request.h"
 
 namespace traind {
 
 // What an operator may ask of the node; the flags are only ever set here.
 struct OpsControls {
-  std::atomic<bool>* stop = nullptr;        // POST /stop
+  StopRequest* stop = nullptr;              // POST /stop
   std::atomic<bool>* checkpoint = nullptr;  // POST /checkpoint; null where the node writes none
 };
 

@@ -26,17 +26,25 @@ kj::Promise<void> whenSet(kj::Timer& timer, const std::atomic<bool>& flag) {
 
 // Copies the shard's counters into the node's metrics every 100 ms, and
 // marks the node serving once the chief has initialised the shard: the ops
-// thread never touches the shard, which belongs to this event loop.
+// thread never touches the shard, which belongs to this event loop. A
+// checkpoint the chief reported since the last look (`saves_seen` of them
+// before) is logged and becomes the node's last checkpoint.
 kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
                                  const ServedShard& service, const ShardServer& server,
-                                 NodeMetrics& metrics) {
+                                 NodeMetrics& metrics, uint64_t saves_seen = 0) {
   metrics.setShardCounters(shard.staleDropped(), server.connections(), service.pushCounts());
   metrics.setGlobalStep(shard.globalStep());
   if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
-  return timer.afterDelay(100 * kj::MILLISECONDS).then([&timer, &shard, &service, &server,
-                                                        &metrics]() {
-    return publishMetrics(timer, shard, service, server, metrics);
-  });
+  if (const auto& saved = service.lastSaved(); saved && saved->count != saves_seen) {
+    spdlog::info("the chief's checkpoint {} holds this shard at global step {}", saved->path,
+                 saved->global_step);
+    metrics.recordCheckpoint(saved->global_step, saved->path);
+    saves_seen = saved->count;
+  }
+  return timer.afterDelay(100 * kj::MILLISECONDS)
+      .then([&timer, &shard, &service, &server, &metrics, saves_seen]() {
+        return publishMetrics(timer, shard, service, server, metrics, saves_seen);
+      });
 }
 
 // Every second, what StepStallReport has to say, logged, and how long the
@@ -58,7 +66,7 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMe
 }  // namespace
 
 void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
-                        const std::atomic<bool>& stop_requested, NodeMetrics& metrics) {
+                        const StopRequest& stop, NodeMetrics& metrics) {
   checkModelFitsCluster(spec, cluster);  // not to serve a job its workers refuse
   const LayerGraph graph = buildLayerGraph(spec);
   ParameterShard shard(spec, graph, cluster, task);
@@ -100,10 +108,10 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
       reportStalls(timer, stalls, metrics).eagerlyEvaluate([](kj::Exception&& e) {
         spdlog::error("the stall report failed: {}", e.getDescription().cStr());
       });
-  service.onStop().exclusiveJoin(whenSet(timer, stop_requested)).wait(io.waitScope);
+  service.onStop().exclusiveJoin(whenSet(timer, stop.flag())).wait(io.waitScope);
   // A stop asked of this ps ends the job for its workers as the chief's stop
   // does; the chief can still read the state for its last checkpoint.
-  service.beginStopping("a signal or POST /stop");
+  service.beginStopping(stop.by());
   metrics.setState(NodeState::Stopping);
   // A step that stands while the job stops is no one's fault.
   reporting = kj::READY_NOW;

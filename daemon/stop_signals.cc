@@ -25,7 +25,7 @@ sigset_t stopSignals() {
 
 }  // namespace
 
-StopSignals::StopSignals(std::atomic<bool>& stop_requested) : stop_requested_(stop_requested) {
+StopSignals::StopSignals(StopRequest& stop) : stop_(stop) {
   const sigset_t set = stopSignals();
   if (const int error = pthread_sigmask(SIG_BLOCK, &set, nullptr))
     throw std::runtime_error(std::string("cannot block SIGINT, SIGTERM and SIGHUP: ") +
@@ -36,7 +36,7 @@ StopSignals::StopSignals(std::atomic<bool>& stop_requested) : stop_requested_(st
         int signal_number = 0;
         if (sigwait(&set, &signal_number) != 0) continue;
         if (closing_.load()) return;
-        stop_requested_.store(true);
+        stop_.request(std::string("SIG") + sigabbrev_np(signal_number));
       }
     });
   } catch (...) {

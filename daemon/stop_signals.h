@@ -8,29 +8,31 @@
 // signals in the calling thread, every thread started from it afterwards
 // inherits the mask, and one thread waits for them with sigwait().
 //
-//   std::atomic<bool> stop{false};
+//   traind::StopRequest stop;
 //   traind::StopSignals signals(stop);  // before any other thread starts
-//   ... training threads look at `stop` ...
+//   ... training threads look at stop.requested() ...
 #pragma once
 
 #include <atomic>
 #include <thread>
 
+#include "daemon/stop_request.h"
+
 namespace traind {
 
 class StopSignals {
  public:
-  // Sets *stop_requested at each SIGINT, SIGTERM or SIGHUP from now on, until the
+  // Requests `stop` at each SIGINT, SIGTERM or SIGHUP from now on, until the
   // destructor; then the signals are blocked, as a daemon that has stopped
   // training has nothing left to stop.
-  explicit StopSignals(std::atomic<bool>& stop_requested);
+  explicit StopSignals(StopRequest& stop);
   ~StopSignals();
 
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  std::atomic<bool>& stop_requested_;
+  StopRequest& stop_;
   std::atomic<bool> closing_{false};
   std::thread waiter_;
 };

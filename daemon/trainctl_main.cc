@@ -299,12 +299,38 @@ void checkRoles(const std::vector<Node>& nodes, Clock::time_point deadline) {
     throw InputError("the http section lists nodes as other tasks than they are:" + wrong);
 }
 
+// Whether stopping the ps tasks now loses nothing: each one's global step
+// is the one the chief last reported a checkpoint of its shard at (or 0:
+// it has not trained). A line per ps, saying where its state is, goes to
+// `report`; one that cannot be asked counts as not saved.
+bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, std::string& report) {
+  bool saved = true;
+  for (const Node& node : nodes) {
+    if (node.job != "ps") continue;
+    try {
+      const NodeStatus status = queryStatus(node, requestSeconds(deadline));
+      const bool held = status.global_step == status.last_checkpoint_step.value_or(0);
+      saved = saved && held;
+      report += fmt::format("\n  {}: at global step {}, ", describe(node), status.global_step);
+      report += status.last_checkpoint
+                    ? fmt::format("in the chief's checkpoint {} at global step {}",
+                                  *status.last_checkpoint, *status.last_checkpoint_step)
+                    : std::string("in no checkpoint");
+    } catch (const std::exception& e) {
+      saved = false;
+      report += fmt::format("\n  {}: cannot be asked ({})", describe(node), e.what());
+    }
+  }
+  return saved;
+}
+
 // Stops the workers first and waits for the chief, which checkpoints
 // through the ps shards; then the ps tasks. Workers still blocked in a sync
 // step once the chief is gone are released by the ps's stop. A chief that
-// did not take the stop wrote no final checkpoint: the ps tasks then hold
-// the job's only copy of what it trained since its last one, and are left
-// running unless `flags.force`.
+// did not take the stop wrote no final checkpoint: unless each ps's state
+// is in the chief's last checkpoint (it stopped alone after writing it, and
+// no worker trained on), the ps tasks hold the job's only copy of what it
+// trained since, and are left running unless `flags.force`.
 int runStop(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Clock::time_point deadline = deadlineIn(flags.timeout);
@@ -326,14 +352,22 @@ int runStop(const NodeFlags& flags) {
   for (const Node* node : stopping)
     if (isChief(*node)) chief = node;
   if (!chief && std::any_of(nodes.begin(), nodes.end(), isChief) && !flags.force) {
+    // The stopped workers push no more once they are gone.
+    stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+    std::string report;
+    if (!psStateSaved(nodes, deadline, report)) {
+      std::printf(
+          "the ps tasks are left running: the chief (worker 0) did not take the stop, so no "
+          "final checkpoint was written now, and the ps tasks hold what the job trained since "
+          "the last one (the other workers were stopped):%s\nStart the chief again (it rejoins "
+          "the job) and stop the job then, or stop the ps tasks with --force and lose it\n",
+          report.c_str());
+      return 1;
+    }
     std::printf(
-        "the ps tasks are left running: the chief (worker 0) did not take the stop, so no final "
-        "checkpoint was written now, and the ps tasks may hold what the job trained since the "
-        "last one (the other workers were stopped). Start the chief again (it rejoins the job) "
-        "and stop the job then; or, if nothing trained since the chief's last checkpoint (it "
-        "stopped alone after writing it, and no worker trained on), stop the ps tasks with "
-        "--force\n");
-    return 1;
+        "the chief (worker 0) did not take the stop, but the ps tasks hold nothing its "
+        "last checkpoint does not:%s\n",
+        report.c_str());
   }
   if (chief && !waitUntilGone({chief}, deadline).empty()) {
     std::printf("%s did not stop within %g s\n", chief->name.c_str(), flags.timeout);

@@ -36,13 +36,14 @@
 #include "daemon/node_metrics.h"
 #include "daemon/ops_server.h"
 #include "daemon/standalone.h"
+#include "daemon/stop_request.h"
 #include "daemon/stop_signals.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
 
 namespace {
 
-std::atomic<bool> g_stop_requested{false};
+traind::StopRequest g_stop;
 // Set by POST /checkpoint, cleared by the training loop when it checkpoints.
 std::atomic<bool> g_checkpoint_requested{false};
 
@@ -284,7 +285,7 @@ int main(int argc, char** argv) {
     }
     applyFlags(run_flags, spec);
     // Before the first thread of the run starts: they all inherit its mask.
-    const traind::StopSignals stop_signals(g_stop_requested);
+    const traind::StopSignals stop_signals(g_stop);
     // One progress line per terminal: the standalone run's or the chief's.
     traind::enableProgress(!cluster || (run_flags.job == "worker" && *run_flags.task == 0));
     const std::string job = cluster ? run_flags.job : "standalone";
@@ -321,8 +322,7 @@ int main(int argc, char** argv) {
     if (http) {
       try {
         ops.emplace(*http, metrics,
-                    traind::OpsControls{&g_stop_requested,
-                                        checkpoints ? &g_checkpoint_requested : nullptr});
+                    traind::OpsControls{&g_stop, checkpoints ? &g_checkpoint_requested : nullptr});
       } catch (const traind::InputError& e) {
         // The address to change: the flag's, or the spec's line.
         if (run_flags.http) throw traind::InputError(std::string("--http: ") + e.what());
@@ -330,11 +330,11 @@ int main(int argc, char** argv) {
       }
     }
     if (!cluster)
-      traind::runStandalone(spec, g_stop_requested, g_checkpoint_requested, metrics);
+      traind::runStandalone(spec, g_stop.flag(), g_checkpoint_requested, metrics);
     else if (job == "ps")
-      traind::runParameterServer(spec, *cluster, task, g_stop_requested, metrics);
+      traind::runParameterServer(spec, *cluster, task, g_stop, metrics);
     else
-      traind::runWorker(spec, *cluster, task, g_stop_requested, g_checkpoint_requested, metrics);
+      traind::runWorker(spec, *cluster, task, g_stop.flag(), g_checkpoint_requested, metrics);
     return 0;
   } catch (const traind::InputError& e) {
     spdlog::error("{}", e.what());

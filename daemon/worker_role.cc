@@ -50,6 +50,7 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
     spdlog::info("{}", state.initialize());
   }
   ps.initialize(state);
+  if (latest) ps.reportSaved(latest->string());
 }
 
 // The steps of a worker's slots. With K > 1 each computes on a thread of its
@@ -282,6 +283,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     ps.readState(state);
     if (state.globalStep() == saved_step) return;
     const std::filesystem::path path = state.save(spec.checkpoint.dir, spec.checkpoint.keep);
+    ps.reportSaved(std::filesystem::absolute(path).string());
     saved_step = state.globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
     metrics.recordCheckpoint(saved_step, path);

@@ -83,7 +83,7 @@ void ServedShard::dropCancelledWaits() {
 void ServedShard::beginStopping(const std::string& by) {
   if (stopping_) return;
   stopping_ = true;
-  spdlog::info("stop requested by {} at global step {}", by, shard_.globalStep());
+  spdlog::info("stopping at global step {}: stop requested by {}", shard_.globalStep(), by);
   releasePulls();
   stop_fulfiller_->fulfill();
 }
@@ -393,6 +393,29 @@ kj::Promise<void> ShardService::stop(StopContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("stop");
     served_.beginStopping("the chief");
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::saved(SavedContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    checkChief("saved");
+    const auto params = context.getParams();
+    const int64_t step = params.getGlobalStep();
+    const capnp::Text::Reader path = params.getCheckpoint();
+    if (!shard().ready())
+      throw ProtocolError("saved: the shard has not been initialised: it holds no state to save");
+    // The state a checkpoint was written from was read from this shard.
+    if (step < 0 || step > shard().globalStep())
+      throw ProtocolError(
+          fmt::format("saved: global step {} is not one the shard has held (it "
+                      "is at {})",
+                      step, shard().globalStep()));
+    if (path.size() == 0 || path.size() > kMaxCheckpointPathBytes)
+      throw ProtocolError(fmt::format("saved: a checkpoint path of {} bytes: expected 1 to {}",
+                                      path.size(), kMaxCheckpointPathBytes));
+    const uint64_t count = served_.last_saved_ ? served_.last_saved_->count + 1 : 1;
+    served_.last_saved_ = ServedShard::SavedCheckpoint{printable(path.cStr()), step, count};
     return kj::READY_NOW;
   });
 }

@@ -48,6 +48,16 @@ class ServedShard {
   // The pushes of every connection so far.
   const PushCounts& pushCounts() const { return push_counts_; }
 
+  // The chief's last word that a checkpoint holds the shard's state
+  // (saved): its path on the chief's host and the shard's global step in
+  // it. `count` goes up by one with each.
+  struct SavedCheckpoint {
+    std::string path;
+    int64_t global_step = 0;
+    uint64_t count = 0;
+  };
+  const std::optional<SavedCheckpoint>& lastSaved() const { return last_saved_; }
+
  private:
   friend class ShardService;
 
@@ -74,6 +84,7 @@ class ServedShard {
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
   PushCounts push_counts_;
+  std::optional<SavedCheckpoint> last_saved_;
   kj::ForkedPromise<void> stop_promise_;
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
 };
@@ -93,6 +104,7 @@ class ShardService final : public wire::ParameterShard::Server {
   kj::Promise<void> pull(PullContext context) override;
   kj::Promise<void> readState(ReadStateContext context) override;
   kj::Promise<void> stop(StopContext context) override;
+  kj::Promise<void> saved(SavedContext context) override;
 
  private:
   void fillStatus(wire::ShardStatus::Builder status) const;
@@ -100,7 +112,7 @@ class ShardService final : public wire::ParameterShard::Server {
   // `call` when none has. Every call but hello and status needs one.
   uint32_t connectedWorker(const char* call) const;
   // ProtocolError unless the chief (worker 0) said hello: initialize,
-  // markReady, readState and stop are its calls.
+  // markReady, readState, stop and saved are its calls.
   void checkChief(const char* call) const;
   // Runs `reply` once a pull at min_step may proceed: now, or when the
   // step (of every chunk of `chunks`, else the global one) or the slowest
@@ -130,6 +142,8 @@ class ShardService final : public wire::ParameterShard::Server {
   void checkWait(int64_t min_step) const;
 
   static constexpr int kMaxWaitingCalls = 1024;
+  // PATH_MAX: the longest path the chief's system can name.
+  static constexpr size_t kMaxCheckpointPathBytes = 4096;
 
   ServedShard& served_;
   // Outlives the connection while a call that waited still answers.

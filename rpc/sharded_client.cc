@@ -365,6 +365,7 @@ void ShardedClient::initialize(const ModelState& state) {
     FirstFailure ready;
     ready.wait(request.send().ignoreResult().catch_(ready.of(link)), impl_->io.waitScope);
   }
+  state_steps_.assign(impl_->shards.size(), state.globalStep());
 }
 
 namespace {
@@ -707,7 +708,9 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
 
 void ShardedClient::readState(ModelState& state) {
   const size_t slots = state.optimizer().slotNames().size();
-  int64_t step = INT64_MAX;
+  // Each shard's lowest reported step; a shard that holds no variable is
+  // read nothing and keeps the step it was initialised at.
+  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
   // One call per chunk and slot, kCallsInFlight per shard at a time: each
   // reply is a message of up to 1 MiB that the ps builds at once and holds
   // until its socket takes it, so asking for everything at once can cost
@@ -723,14 +726,14 @@ void ShardedClient::readState(ModelState& state) {
     request.setLength(uint64_t(c.size));
     float* out = target.data() + c.layout_offset;
     const int64_t size = c.size;
-    const bool first_shard = link.index == 0;
-    return request.send().then([out, size, first_shard, &step](auto reply) {
+    int64_t& step = steps[size_t(link.index)];
+    return request.send().then([out, size, &step](auto reply) {
       capnp::Data::Reader data = reply.getData();
       if (data.size() != size_t(size) * sizeof(float))
         throw std::runtime_error(
             fmt::format("answered a state read of {} floats with {} bytes", size, data.size()));
       std::memcpy(out, data.begin(), data.size());
-      if (first_shard) step = std::min(step, reportedStep(reply.getGlobalStep()));
+      step = std::min(step, reportedStep(reply.getGlobalStep()));
     });
   };
   FirstFailure failure;
@@ -744,7 +747,22 @@ void ShardedClient::readState(ModelState& state) {
   for (ShardLink& link : impl_->shards)
     for (size_t j = 0; j < kCallsInFlight; ++j) lanes.add(lane(link, j));
   failure.wait(kj::joinPromises(lanes.releaseAsArray()), impl_->io.waitScope);
-  state.setGlobalStep(step);
+  state_steps_.resize(steps.size(), state.globalStep());
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i] != INT64_MAX) state_steps_[i] = steps[i];
+  state.setGlobalStep(state_steps_[0]);
+}
+
+void ShardedClient::reportSaved(const std::string& checkpoint) {
+  FirstFailure failure;
+  kj::Vector<kj::Promise<void>> calls;
+  for (ShardLink& link : impl_->shards) {
+    auto request = link.shard().savedRequest();
+    request.setGlobalStep(state_steps_.at(size_t(link.index)));
+    request.setCheckpoint(checkpoint);
+    calls.add(request.send().ignoreResult().catch_(failure.of(link)));
+  }
+  failure.wait(kj::joinPromises(calls.releaseAsArray()), impl_->io.waitScope);
 }
 
 void ShardedClient::stopAll() {

@@ -130,6 +130,11 @@ class ShardedClient {
   // checkpoint; state's global step becomes shard 0's.
   void readState(ModelState& state);
 
+  // Chief: tells every shard that `checkpoint` holds its state, as the last
+  // readState() read it (each shard at the lowest step its replies
+  // reported) or initialize() wrote it.
+  void reportSaved(const std::string& checkpoint);
+
   // Chief: tells every shard that the job is done.
   void stopAll();
 
@@ -170,6 +175,8 @@ class ShardedClient {
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
+  // Each shard's step in the state last read from it or written to it.
+  std::vector<int64_t> state_steps_;
   std::optional<int> stopping_shard_;  // a shard whose reply said it is stopping
   bool stop_logged_ = false;
   const std::atomic<bool>* stop_ = nullptr;

@@ -84,4 +84,11 @@ interface ParameterShard {
 
   stop @7 () -> ();
   # The job is done: the shard answers, then exits cleanly.
+
+  saved @8 (globalStep :Int64, checkpoint :Text) -> ();
+  # The chief has written `checkpoint` (a path on its host), which holds
+  # the shard's state at globalStep: the lowest step the readState replies
+  # it was written from reported; or it has restored the shard from it. The
+  # ps reports it in its /status, so that trainctl can tell whether the ps
+  # holds steps no checkpoint has.
 }

@@ -340,6 +340,7 @@ TEST_CASE("a ps stopped by SIGTERM ends the job with a final checkpoint of its l
   CHECK_THAT(c.workers[1]->output(), Catch::Contains("ps 0 is stopping: the job is over"));
   CHECK_THAT(c.logs(), !Catch::Contains("lost the connection"));
   CHECK_THAT(c.logs(), !Catch::Contains("dropped as stale"));
+  CHECK_THAT(c.ps[0]->output(), Catch::Contains("stop requested by SIGTERM"));
   // A stopping ps applies no more gradients: the checkpoint, the chief's
   // last line and the ps's hold one global step.
   auto lastNumber = [](const std::string& text, const std::string& pattern) -> int64_t {
@@ -862,6 +863,7 @@ TEST_CASE("the ps takes a call only from the worker that said hello on its conne
        {std::pair{std::string("markReady"), refusal(shard.markReadyRequest())},
         {"initialize", refusal(shard.initializeRequest())},
         {"readState", refusal(shard.readStateRequest())},
+        {"saved", refusal(shard.savedRequest())},
         {"stop", refusal(shard.stopRequest())}}) {
     INFO(call);
     CHECK_THAT(refused, Catch::Contains(call + " from worker 1: only the chief (worker 0)"));

@@ -368,7 +368,7 @@ TEST_CASE(
     INFO("call " << call << " on the connection of worker " << c.worker
                  << "; the last refusal: " << last_refusal);
     const int64_t now = globalStep();
-    const size_t kind = dice.below(20);
+    const size_t kind = dice.below(21);
     if (kind < 8) {  // pushAndPull
       Push p = drawPush(c, now);
       bool accepted = false;
@@ -456,6 +456,19 @@ TEST_CASE(
         REQUIRE(&c == &chief);
         REQUIRE(step >= 0);
         REQUIRE(step <= kMaxGlobalStep);
+      });
+    } else if (kind < 20) {  // saved: the chief's word that a checkpoint holds the shard
+      auto request = c.shard.savedRequest();
+      const int64_t step = dice.step(now);
+      request.setGlobalStep(step);
+      const std::string path = dice.pick({std::string("/ckpt/ckpt-1"), std::string(),
+                                          std::string(5000, 'p'), std::string("\x1b[2J\xff")});
+      request.setCheckpoint(path);
+      outcome(request, [&](auto&) {
+        REQUIRE(&c == &chief);
+        REQUIRE(step >= 0);
+        REQUIRE(!path.empty());
+        REQUIRE(path.size() <= 4096);
       });
     } else if (&c != &chief) {  // stop, from a connection that must not stop the job
       outcome(c.shard.stopRequest(), [&](auto&) { FAIL("a stop from worker " << c.worker); });

@@ -38,7 +38,7 @@ struct OpsNode {
   OpsReply post(const std::string& path) { return requestOps(address(), "POST", path, kTimeout); }
   std::string raw(const std::string& request) { return exchangeRaw(address(), request, kTimeout); }
 
-  std::atomic<bool> stop{false};
+  StopRequest stop;
   std::atomic<bool> checkpoint{false};
   NodeMetrics metrics;
   OpsServer server;
@@ -243,9 +243,10 @@ TEST_CASE("POST /stop and /checkpoint set the flags the training loop polls") {
   chief.metrics.setWritesCheckpoints(true);
   CHECK(chief.post("/checkpoint").status == 202);
   CHECK(chief.checkpoint.load());
-  CHECK_FALSE(chief.stop.load());
+  CHECK_FALSE(chief.stop.requested());
   CHECK(chief.post("/stop").status == 202);
-  CHECK(chief.stop.load());
+  CHECK(chief.stop.requested());
+  CHECK_THAT(chief.stop.by(), Catch::StartsWith("POST /stop from 127.0.0.1:"));
 
   OpsNode worker("worker", 1, false);
   const OpsReply r = worker.post("/checkpoint");
@@ -261,7 +262,7 @@ TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   CHECK(node.get("/").status == 404);
   CHECK(node.get("/healthz/extra").status == 404);
   CHECK(node.get("/stop").status == 405);
-  CHECK_FALSE(node.stop.load());
+  CHECK_FALSE(node.stop.requested());
   CHECK(node.post("/metrics").status == 405);
   CHECK(node.get("/healthz?verbose=1").status == 503);  // the query is not part of the path
   const std::string head = node.raw("HEAD /status HTTP/1.1\r\n\r\n");
@@ -278,7 +279,7 @@ TEST_CASE("request lines may end in a bare LF, as printf into nc sends them") {
   CHECK_THAT(node.raw("GET /healthz HTTP/1.1\n\n"), Catch::StartsWith("HTTP/1.1 200 OK"));
   CHECK_THAT(node.raw("POST /stop HTTP/1.1\nContent-Length: 2\n\nab"),
              Catch::StartsWith("HTTP/1.1 202"));
-  CHECK(node.stop.load());
+  CHECK(node.stop.requested());
   CHECK_THAT(node.raw("GET /healthz HTTP/1.1\nno colon here\n\n"),
              Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
 }
@@ -309,7 +310,7 @@ TEST_CASE("malformed requests get 400 and the server lives on") {
     INFO(request);
     CHECK_THAT(node.raw(request), Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
   }
-  CHECK_FALSE(node.stop.load());
+  CHECK_FALSE(node.stop.requested());
   // A request with a small body is fine; the body is read and ignored.
   CHECK_THAT(node.raw("POST /stop HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
              Catch::StartsWith("HTTP/1.1 202"));
@@ -329,7 +330,7 @@ TEST_CASE("oversized requests get 400") {
   const std::string big_body =
       "POST /stop HTTP/1.1\r\nContent-Length: 9000\r\n\r\n" + std::string(9000, 'b');
   CHECK_THAT(node.raw(big_body), Catch::StartsWith("HTTP/1.1 400"));
-  CHECK_FALSE(node.stop.load());
+  CHECK_FALSE(node.stop.requested());
   CHECK(node.get("/healthz").status == 503);
 }
 
@@ -362,13 +363,13 @@ TEST_CASE("slow clients in every slot do not keep a probe out") {
   // Each probe takes the slot of the oldest of them.
   for (int i = 0; i < 10; ++i) CHECK(node.get("/healthz").status == 200);
   for (int fd : slow) close(fd);
-  CHECK_FALSE(node.stop.load());
+  CHECK_FALSE(node.stop.requested());
 }
 
 TEST_CASE("an address in use is an InputError naming it") {
   OpsNode node("worker", 0, false);
   NodeMetrics other("worker", 1, 1);
-  std::atomic<bool> stop{false};
+  StopRequest stop;
   try {
     OpsServer clash(node.address(), other, OpsControls{&stop, nullptr});
     FAIL("a second server bound the same port");

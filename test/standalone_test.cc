@@ -145,6 +145,7 @@ TEST_CASE("SIGHUP (its terminal gone) stops a run cleanly, with a checkpoint") {
   traind.signal(SIGHUP);
   CHECK(traind.wait(60) == 0);
   INFO(traind.output());
+  CHECK_THAT(traind.output(), Catch::Contains("stop requested by SIGHUP"));
   CHECK_THAT(traind.output(), Catch::Contains("saved checkpoint"));
 }
 

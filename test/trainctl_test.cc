@@ -78,7 +78,7 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
   INFO(stop.output);
   CHECK(stop.exit_code == 0);
   CHECK(traind.wait(30) == 0);
-  CHECK_THAT(traind.output(), Catch::Contains("stop requested over HTTP"));
+  CHECK_THAT(traind.output(), Catch::Contains("stop requested by POST /stop from 127.0.0.1:"));
 
   const ProcessResult gone = runTrainctl("status --timeout 1 --node " + address(port));
   CHECK(gone.exit_code == 1);
@@ -197,43 +197,65 @@ TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
   CHECK(findLatestCheckpoint(dir / "ckpt"));
 }
 
+namespace {
+
+// 1 ps and its chief, the job's only worker, each with an ops server
+// (127.0.0.1:base + 2 and base + 3), training until stopped.
+struct ChiefAndPs {
+  explicit ChiefAndPs(const std::string& name)
+      : dir(freshTempDir(name)), cluster(dir / "cluster.yaml"), base(freePortRange(4)) {
+    writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) +
+                           "\n  worker: " + localAddresses(base + 1, 1) +
+                           "\nhttp:\n  ps: " + localAddresses(base + 2, 1) + "\n  worker: " +
+                           localAddresses(base + 3, 1) + "\ntraining:\n  mode: async\n");
+    const std::string common = " --cluster " + cluster.string() + " --model " + writeModel(dir) +
+                               " --max-steps 1000000 --threads 1 --eval-every 0 " +
+                               "--checkpoint-dir " + (dir / "ckpt").string();
+    ps = std::make_unique<BackgroundTraind>("--job ps --task 0" + common, dir / "ps0.log");
+    chief =
+        std::make_unique<BackgroundTraind>("--job worker --task 0" + common, dir / "worker0.log");
+  }
+  std::string stop(const std::string& flags) const {
+    return "stop --cluster " + cluster.string() + " " + flags;
+  }
+
+  std::filesystem::path dir, cluster;
+  int base;
+  std::unique_ptr<BackgroundTraind> ps, chief;
+};
+
+}  // namespace
+
 TEST_CASE("trainctl stop leaves the ps running when the chief cannot checkpoint, unless forced") {
-  const auto dir = freshTempDir("stop-hung-chief");
-  const std::string model = writeModel(dir);
-  const int base = freePortRange(4);
-  const std::filesystem::path cluster = dir / "cluster.yaml";
-  writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) +
-                         "\n  worker: " + localAddresses(base + 1, 1) +
-                         "\nhttp:\n  ps: " + localAddresses(base + 2, 1) + "\n  worker: " +
-                         localAddresses(base + 3, 1) + "\ntraining:\n  mode: async\n");
-  const std::string common = " --cluster " + cluster.string() + " --model " + model +
-                             " --max-steps 1000000 --threads 1 --eval-every 0 --checkpoint-dir " +
-                             (dir / "ckpt").string();
-  BackgroundTraind ps("--job ps --task 0" + common, dir / "ps0.log");
-  BackgroundTraind chief("--job worker --task 0" + common, dir / "worker0.log");
+  ChiefAndPs job("stop-hung-chief");
+  BackgroundTraind& ps = *job.ps;
+  BackgroundTraind& chief = *job.chief;
+  const int base = job.base;
   REQUIRE(waitHealthy(base + 3, 60));
 
   // A hung chief takes no stop and writes no checkpoint: the ps, which holds
   // all the job trained, is left running, within the timeout given.
   chief.signal(SIGSTOP);
   const auto start = std::chrono::steady_clock::now();
-  const ProcessResult hung = runTrainctl("stop --cluster " + cluster.string() + " --timeout 3");
+  const ProcessResult hung = runTrainctl(job.stop("--timeout 3"));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(hung.output);
   CHECK(hung.exit_code == 1);
-  CHECK_THAT(hung.output,
-             Catch::Contains("worker 0: unreachable") &&
-                 Catch::Contains("the ps tasks are left running: the chief (worker 0) did "
-                                 "not take the stop"));
+  CHECK_THAT(
+      hung.output,
+      Catch::Contains("worker 0: unreachable") &&
+          Catch::Contains("the ps tasks are left running: the chief (worker 0) did "
+                          "not take the stop") &&
+          Catch::Matches("(.|\n)*ps 0 \\(127.0.0.1:[0-9]+\\): at global step [1-9][0-9]*, in no "
+                         "checkpoint(.|\n)*"));
   CHECK(took < 4.5);
   CHECK(waitHealthy(base + 2, 5));
 
   // Forced: the ps stops (once it has waited 5 s for the chief to go); the
   // chief, once it goes on, hears that the job is over and says that it
   // wrote no final checkpoint.
-  const ProcessResult forced =
-      runTrainctl("stop --cluster " + cluster.string() + " --timeout 30 --force");
+  const ProcessResult forced = runTrainctl(job.stop("--timeout 30 --force"));
   INFO(forced.output);
   CHECK(forced.exit_code == 1);
   CHECK_THAT(forced.output, Catch::Contains("ps 0 (" + address(base + 2) + "): stopping") &&
@@ -243,6 +265,38 @@ TEST_CASE("trainctl stop leaves the ps running when the chief cannot checkpoint,
   CHECK(chief.wait(30) == 0);
   INFO(chief.output());
   CHECK_THAT(chief.output(), Catch::Contains("no final checkpoint written"));
+}
+
+TEST_CASE("trainctl stop stops the ps of a chief that stopped alone after its checkpoint") {
+  ChiefAndPs job("stop-lone-chief");
+  REQUIRE(waitHealthy(job.base + 3, 60));
+  // The chief, stopped alone, writes its checkpoint and tells the ps, which
+  // shows it in its status; no other worker trains on.
+  job.chief->signal(SIGTERM);
+  REQUIRE(job.chief->wait(30) == 0);
+  const std::optional<std::filesystem::path> latest = findLatestCheckpoint(job.dir / "ckpt");
+  REQUIRE(latest);
+  const HostPort ps_ops{"127.0.0.1", uint16_t(job.base + 2), {}};
+  const auto holds = [&] {
+    return requestOps(ps_ops, "GET", "/status", 5.0).body.find(latest->string()) !=
+           std::string::npos;
+  };
+  for (int i = 0; i < 20 && !holds(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string status = requestOps(ps_ops, "GET", "/status", 5.0).body;
+  INFO(status);
+  CHECK(holds());
+
+  // Nothing is lost by stopping the ps: trainctl does, unforced.
+  const ProcessResult stop = runTrainctl(job.stop("--timeout 30"));
+  INFO(stop.output);
+  CHECK_THAT(stop.output,
+             Catch::Contains("worker 0: unreachable") &&
+                 Catch::Contains("the ps tasks hold nothing its last checkpoint does not") &&
+                 Catch::Contains("in the chief's checkpoint " + latest->string()) &&
+                 Catch::Contains("ps 0 (" + address(job.base + 2) + "): stopping"));
+  CHECK(stop.exit_code == 1);  // the chief did not answer
+  CHECK(job.ps->wait(30) == 0);
 }
 
 TEST_CASE("trainctl refuses bad input with exit code 2") {
