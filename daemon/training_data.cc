@@ -1,5 +1,7 @@
 #include "daemon/training_data.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/random.h"
@@ -53,7 +55,7 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field) {
 
 }  // namespace
 
-TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers) {
   TrainingData data;
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     data.train = makeSyntheticRegression(spec.data.synthetic, spec.seed);
@@ -75,6 +77,13 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph) {
     throwInputError(spec.data.batch_size_location, "data.batch_size",
                     "expected at most the training set's " + std::to_string(data.train.size) +
                         " examples, got " + std::to_string(spec.data.batch_size));
+  // batch_size <= 2^31 and readers a cluster's worker count: no overflow.
+  if (data.train.size < spec.data.batch_size * readers)
+    throwInputError(
+        spec.data.batch_size_location, "data.batch_size",
+        fmt::format("expected at most {} (the training set's {} examples shared by "
+                    "{} workers, a batch each at least), got {}",
+                    data.train.size / readers, data.train.size, readers, spec.data.batch_size));
   return data;
 }
 

@@ -16,8 +16,10 @@ struct TrainingData {
 
 // InputError (naming the data field and both shapes) when the data cannot
 // feed the model: another example size, labels beyond the logits, class
-// labels for an mse model or regression targets for a softmax one.
-TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph);
+// labels for an mse model or regression targets for a softmax one; or
+// naming data.batch_size when the training set holds fewer than a batch
+// for each of `readers` (a cluster's workers, which take disjoint shares).
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers = 1);
 
 // data.prefetch_batches with `auto` decided: 4 batches read ahead on the
 // input thread standalone, and none on a cluster worker, whose step gathers

@@ -50,7 +50,7 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
     spdlog::info("{}", state.initialize());
   }
   ps.initialize(state);
-  if (latest) ps.reportSaved(latest->string());
+  if (latest) ps.reportSaved(std::filesystem::absolute(*latest).string());
 }
 
 // The steps of a worker's slots. With K > 1 each computes on a thread of its
@@ -186,7 +186,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads);
-  const TrainingData data = loadTrainingData(spec, graph);
+  const TrainingData data = loadTrainingData(spec, graph, workers);
   ModelState state(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;

@@ -970,6 +970,18 @@ TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--job"));
 
+  // Each of 2 workers takes a batch of its own share: 1000 examples give
+  // them at most 500 each. Said before the worker looks for its peers.
+  const std::string regression =
+      replaceAll(readFile(modelPath("regression.yaml")), "batch_size: 32", "batch_size: 600");
+  writeFile(dir / "big_batch.yaml", regression);
+  r = runTraind("--cluster " + cluster.string() + " --model " + (dir / "big_batch.yaml").string() +
+                " --job worker --task 1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("big_batch.yaml:15:") &&
+                           Catch::Contains("data.batch_size: expected at most 500 (the training "
+                                           "set's 1000 examples shared by 2 workers"));
+
   // A ps whose port is taken names the spec's line and the task's address.
   const HostPort ps = loadClusterSpec(cluster.string()).ps[0];
   const int taken = socket(AF_INET, SOCK_STREAM, 0);

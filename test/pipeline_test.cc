@@ -181,6 +181,23 @@ TEST_CASE("frozen first stages have no backward pass", "[pipeline]") {
   checkPipelineMatchesOneDevice(spec, {0, 1, 3}, 8, 2);
 }
 
+TEST_CASE("a stage that passes its input through hands the next stage a copy", "[pipeline]") {
+  // The flatten stage's output was the first stage's slot buffer, which the
+  // first stage refilled while the third still read it: without a backward
+  // pass of the flatten stage (a frozen first stage), or in an evaluation,
+  // nothing held the first stage back. Wide layers give the third stage
+  // time to be caught reading.
+  const bool frozen_first = GENERATE(true, false);
+  const LayerSpec first = dense(64, Activation::Relu);
+  const ModelSpec spec =
+      modelSpec({64}, {frozen_first ? frozen(first) : first, flatten(),
+                       dense(1024, Activation::Relu), dense(1024, Activation::Relu), dense(10)});
+  for (int round = 0; round < 3; ++round) {
+    INFO("frozen first stage: " << frozen_first << ", round " << round);
+    checkPipelineMatchesOneDevice(spec, {0, 1, 2}, 64, 8);
+  }
+}
+
 TEST_CASE("micro-batches without placement accumulate the whole batch's gradient", "[pipeline]") {
   Model model(cnn());
   const StagePlan unplaced{.placed = false, .stages = {{"model", "", 0, 6}}};

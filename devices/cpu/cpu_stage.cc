@@ -49,6 +49,16 @@ CpuStage::CpuStage(const dnnl::engine& engine, const LayerGraph& graph,
     if (last_) {
       if (out.value.get_desc() != canonicalDesc({micro_batch_size, outputs_}))
         throw std::logic_error("CPU stage: the last layer's output is not a row-major matrix");
+    } else if (!out.value.get_data_handle()) {
+      // Layers that pass their input through (flatten, a linear activation)
+      // leave the output over the stage's input, the previous stage's slot
+      // buffer. The next stage would read that buffer, which the previous
+      // stage refills as soon as this one is done with it, while the next
+      // may still be reading: a copy of its own, then.
+      slot->output.memory = slot->memory.allocate(output);
+      slot->output.reorder = &primitives_.addReorder(out.value, slot->output.memory);
+      if (has_backward_)
+        slot->output_gradient = writeAs(primitives_, slot->memory, out.grad, output);
     } else {
       slot->output = readAs(primitives_, slot->memory, out.value, output);
       if (has_backward_)
