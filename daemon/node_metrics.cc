@@ -318,10 +318,11 @@ std::string NodeMetrics::statusJson() const {
   const std::optional<std::string> stall = stallLocked();
   return fmt::format(
       "{{\"role\":{},\"task\":{},\"state\":\"{}\",\"detail\":{},\"global_step\":{},\"loss\":{},"
-      "\"examples_per_sec\":{},\"last_checkpoint\":{},\"last_checkpoint_step\":{},"
-      "\"stalled\":{}}}\n",
+      "\"examples_per_sec\":{},\"writes_checkpoints\":{},\"last_checkpoint\":{},"
+      "\"last_checkpoint_step\":{},\"stalled\":{}}}\n",
       jsonQuote(job_), task_, nodeStateName(state_), jsonQuote(detail_), global_step_,
       trains ? jsonNumber(loss_) : "null", trains ? jsonNumber(examples_per_second_) : "null",
+      writes_checkpoints_ ? "true" : "false",
       last_checkpoint_ ? jsonQuote(last_checkpoint_->string()) : "null",
       last_checkpoint_ ? std::to_string(last_checkpoint_step_) : "null",
       stall ? jsonQuote(*stall) : "null");

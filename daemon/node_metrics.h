@@ -117,8 +117,9 @@ class NodeMetrics {
   // Prometheus text exposition format 0.0.4.
   std::string prometheusText() const;
   // {"role":"worker","task":1,"state":"training","detail":"","global_step":1200,
-  //  "loss":0.41,"examples_per_sec":5312.0,"last_checkpoint":null,"last_checkpoint_step":null,
-  //  "stalled":null}   ("stalled": /healthz's reason while the step stands past the limit)
+  //  "loss":0.41,"examples_per_sec":5312.0,"writes_checkpoints":true,"last_checkpoint":null,
+  //  "last_checkpoint_step":null,"stalled":null}   ("stalled": /healthz's reason while the step
+  //  stands past the limit)
   std::string statusJson() const;
 
  private:

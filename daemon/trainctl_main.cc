@@ -104,6 +104,7 @@ struct NodeStatus {
   std::string state;
   int64_t global_step = 0;
   std::optional<double> loss, examples_per_sec;
+  bool writes_checkpoints = false;
   std::optional<std::string> last_checkpoint;
   std::optional<int64_t> last_checkpoint_step;
   std::optional<std::string> stalled;  // why its step has stood too long
@@ -154,6 +155,10 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   status.global_step = integer("global_step").value_or(0);
   status.loss = number("loss");
   status.examples_per_sec = number("examples_per_sec");
+  // Nodes before it lack it.
+  if (json.find("writes_checkpoints"))
+    if (const JsonValue* writes = member("writes_checkpoints", JsonValue::Type::Bool))
+      status.writes_checkpoints = writes->boolean;
   status.last_checkpoint = text("last_checkpoint");
   status.last_checkpoint_step = integer("last_checkpoint_step");
   if (json.find("stalled")) status.stalled = text("stalled");  // nodes before it lack it
@@ -324,57 +329,89 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
   return saved;
 }
 
-// Stops the workers first and waits for the chief, which checkpoints
-// through the ps shards; then the ps tasks. Workers still blocked in a sync
-// step once the chief is gone are released by the ps's stop. A chief that
-// did not take the stop wrote no final checkpoint: unless each ps's state
-// is in the chief's last checkpoint (it stopped alone after writing it, and
-// no worker trained on), the ps tasks hold the job's only copy of what it
-// trained since, and are left running unless `flags.force`.
+// Polls psStateSaved() for up to 2 s: a ps publishes the chief's word of a
+// checkpoint in its status within a tenth of a second, and the chief may
+// exit sooner.
+bool psStateSavedSoon(const std::vector<Node>& nodes, Clock::time_point deadline,
+                      std::string& report) {
+  const Clock::time_point until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+  for (;;) {
+    report.clear();
+    const bool saved = psStateSaved(nodes, deadline, report);
+    if (saved || Clock::now() >= until) return saved;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// Stops the other workers first, and once they are gone the chief, which
+// writes a final checkpoint through the ps shards (a gradient pushed after
+// it would be in no checkpoint); then the ps tasks. Unless `flags.force`,
+// the ps tasks are left running while they hold anything the chief's last
+// checkpoint does not: a chief that did not take the stop (down, hung) or
+// whose final save failed leaves them the job's only copy of what it
+// trained since. A chief that stopped alone after its checkpoint, with no
+// worker training on, leaves nothing unsaved.
 int runStop(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Clock::time_point deadline = deadlineIn(flags.timeout);
   checkRoles(nodes, deadline);
+  const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
   bool all_stopped = true;
   std::vector<const Node*> stopping;
-  auto stopEach = [&](bool ps) {
-    for (const Node& node : nodes)
-      if ((node.job == "ps") == ps) {
-        if (postStop(node, requestSeconds(deadline)))
-          stopping.push_back(&node);
-        else
-          all_stopped = false;
-      }
+  auto stop = [&](const Node& node) {
+    const bool took = postStop(node, requestSeconds(deadline));
+    if (took)
+      stopping.push_back(&node);
+    else
+      all_stopped = false;
+    return took;
   };
-  stopEach(false);
-  const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
-  const Node* chief = nullptr;
-  for (const Node* node : stopping)
-    if (isChief(*node)) chief = node;
-  if (!chief && std::any_of(nodes.begin(), nodes.end(), isChief) && !flags.force) {
-    // The stopped workers push no more once they are gone.
-    stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+  for (const Node& node : nodes)
+    if (node.job != "ps" && !isChief(node)) stop(node);
+  stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
+  const auto chief = std::find_if(nodes.begin(), nodes.end(), isChief);
+  if (chief != nodes.end()) {
+    bool writes_checkpoints = false;
+    try {
+      writes_checkpoints = queryStatus(*chief, requestSeconds(deadline)).writes_checkpoints;
+    } catch (const std::exception&) {
+      // Unreachable: the stop below says so.
+    }
+    const bool took = stop(*chief);
+    if (took && !waitUntilGone({&*chief}, deadline).empty()) {
+      std::printf("%s did not stop within %g s\n", chief->name.c_str(), flags.timeout);
+      return 1;
+    }
     std::string report;
-    if (!psStateSaved(nodes, deadline, report)) {
+    if (!took && !flags.force) {
+      if (!psStateSaved(nodes, deadline, report)) {
+        std::printf(
+            "the ps tasks are left running: the chief (worker 0) did not take the stop, so no "
+            "final checkpoint was written now, and the ps tasks hold what the job trained since "
+            "the last one (the other workers were stopped):%s\nStart the chief again (it "
+            "rejoins the job) and stop the job then, or stop the ps tasks with --force and lose "
+            "it\n",
+            report.c_str());
+        return 1;
+      }
       std::printf(
-          "the ps tasks are left running: the chief (worker 0) did not take the stop, so no "
-          "final checkpoint was written now, and the ps tasks hold what the job trained since "
-          "the last one (the other workers were stopped):%s\nStart the chief again (it rejoins "
-          "the job) and stop the job then, or stop the ps tasks with --force and lose it\n",
+          "the chief (worker 0) did not take the stop, but the ps tasks hold nothing its "
+          "last checkpoint does not:%s\n",
+          report.c_str());
+    } else if (took && writes_checkpoints && !flags.force &&
+               !psStateSavedSoon(nodes, deadline, report)) {
+      std::printf(
+          "the ps tasks are left running: the chief (worker 0) stopped, but its last checkpoint "
+          "does not hold what they do (did its final save fail? its log says):%s\nStart the "
+          "chief again (it rejoins the job and checkpoints) and stop the job then, or stop the "
+          "ps tasks with --force and lose it\n",
           report.c_str());
       return 1;
     }
-    std::printf(
-        "the chief (worker 0) did not take the stop, but the ps tasks hold nothing its "
-        "last checkpoint does not:%s\n",
-        report.c_str());
-  }
-  if (chief && !waitUntilGone({chief}, deadline).empty()) {
-    std::printf("%s did not stop within %g s\n", chief->name.c_str(), flags.timeout);
-    return 1;
   }
   stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
-  stopEach(true);
+  for (const Node& node : nodes)
+    if (node.job == "ps") stop(node);
   const std::vector<const Node*> left = waitUntilGone(stopping, deadline);
   for (const Node* node : left)
     std::printf("%s did not stop within %g s\n", node->name.c_str(), flags.timeout);

@@ -33,13 +33,15 @@ constexpr double kPeerTimeoutSeconds = 600.0;
 
 // The chief's start (Supervisor semantics): shards that already hold the
 // job's parameters are left alone (a restarted chief); otherwise the latest
-// checkpoint is restored, or the parameters initialised, and sent to every shard.
-void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) {
+// checkpoint is restored, or the parameters initialised, and sent to every
+// shard. Returns whether it joined shards that were already running: what
+// they hold is then in no checkpoint this chief knows of.
+bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) {
   bool all_ready = true;
   for (const ShardStatusView& s : ps.statuses()) all_ready = all_ready && s.ready;
   if (all_ready) {
     spdlog::info("the ps shards already hold the parameters; joining the job");
-    return;
+    return true;
   }
   std::optional<std::filesystem::path> latest;
   if (!spec.checkpoint.dir.empty()) latest = findLatestCheckpoint(spec.checkpoint.dir);
@@ -51,6 +53,7 @@ void prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
   }
   ps.initialize(state);
   if (latest) ps.reportSaved(std::filesystem::absolute(*latest).string());
+  return false;
 }
 
 // The steps of a worker's slots. With K > 1 each computes on a thread of its
@@ -206,9 +209,10 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   if (!ps.connect(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
   metrics.setSharedMemoryShards(ps.shardsThroughSharedMemory());
+  bool joined = false;
   if (chief) {
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
-    prepareShards(spec, state, ps);
+    joined = prepareShards(spec, state, ps);
     if (!spec.checkpoint.dir.empty())
       if (auto latest = findLatestCheckpoint(spec.checkpoint.dir))
         metrics.recordExistingCheckpoint(*latest);
@@ -276,8 +280,10 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
 
   StepLog log(spec, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
   auto last_checkpoint = std::chrono::steady_clock::now();
-  // The state at the start step is a checkpoint already, or a fresh start.
-  int64_t saved_step = step;
+  // The state at the start step is a checkpoint already, or a fresh start;
+  // unless the chief joined running shards (it was restarted), whose state
+  // its first checkpoint is the first to hold.
+  int64_t saved_step = joined ? -1 : step;
   auto checkpoint = [&] {
     if (!chief || spec.checkpoint.dir.empty()) return;
     ps.readState(state);

@@ -208,10 +208,14 @@ struct ChiefAndPs {
                            "\n  worker: " + localAddresses(base + 1, 1) +
                            "\nhttp:\n  ps: " + localAddresses(base + 2, 1) + "\n  worker: " +
                            localAddresses(base + 3, 1) + "\ntraining:\n  mode: async\n");
-    const std::string common = " --cluster " + cluster.string() + " --model " + writeModel(dir) +
-                               " --max-steps 1000000 --threads 1 --eval-every 0 " +
-                               "--checkpoint-dir " + (dir / "ckpt").string();
+    common = " --cluster " + cluster.string() + " --model " + writeModel(dir) +
+             " --max-steps 1000000 --threads 1 --eval-every 0 --checkpoint-dir " +
+             (dir / "ckpt").string();
     ps = std::make_unique<BackgroundTraind>("--job ps --task 0" + common, dir / "ps0.log");
+    startChief();
+  }
+  // The chief, started (again; its log goes on).
+  void startChief() {
     chief =
         std::make_unique<BackgroundTraind>("--job worker --task 0" + common, dir / "worker0.log");
   }
@@ -221,6 +225,7 @@ struct ChiefAndPs {
 
   std::filesystem::path dir, cluster;
   int base;
+  std::string common;  // the flags of both
   std::unique_ptr<BackgroundTraind> ps, chief;
 };
 
@@ -265,6 +270,38 @@ TEST_CASE("trainctl stop leaves the ps running when the chief cannot checkpoint,
   CHECK(chief.wait(30) == 0);
   INFO(chief.output());
   CHECK_THAT(chief.output(), Catch::Contains("no final checkpoint written"));
+}
+
+TEST_CASE("trainctl stop leaves the ps running when the chief's final save fails") {
+  ChiefAndPs job("stop-failed-save");
+  REQUIRE(waitHealthy(job.base + 3, 60));
+  // The checkpoint directory becomes a file: the chief's final save fails.
+  const std::filesystem::path checkpoints = job.dir / "ckpt";
+  std::filesystem::rename(checkpoints, job.dir / "ckpt.away");
+  writeFile(checkpoints, "not a directory\n");
+  const ProcessResult stop = runTrainctl(job.stop("--timeout 30"));
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);
+  CHECK_THAT(stop.output,
+             Catch::Contains("worker 0 (" + address(job.base + 3) + "): stopping") &&
+                 Catch::Contains("the ps tasks are left running: the chief (worker 0) stopped, "
+                                 "but its last checkpoint does not hold what they do"));
+  CHECK(job.chief->wait(30) == 1);
+  CHECK(waitHealthy(job.base + 2, 5));
+
+  // The directory back, the chief started again rejoins and saves it all.
+  std::filesystem::remove(checkpoints);
+  std::filesystem::rename(job.dir / "ckpt.away", checkpoints);
+  job.startChief();
+  REQUIRE(waitHealthy(job.base + 3, 60));
+  const ProcessResult again = runTrainctl(job.stop("--timeout 30"));
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(job.chief->wait(30) == 0);
+  CHECK(job.ps->wait(30) == 0);
+  INFO(job.chief->output());
+  CHECK_THAT(job.chief->output(),
+             Catch::Contains("joining the job") && Catch::Contains("saved checkpoint"));
 }
 
 TEST_CASE("trainctl stop stops the ps of a chief that stopped alone after its checkpoint") {
