@@ -437,6 +437,32 @@ TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving
   CHECK(ps == 0);
 }
 
+TEST_CASE("a chief restarted after the others finished the job checkpoints what they trained") {
+  // The chief is killed early; worker 1 trains the job to its end, and the
+  // ps waits for a chief. The chief, started again, joins shards at the
+  // last step: nothing to train, but all of it in no checkpoint yet.
+  const auto dir = freshTempDir("chief-rejoins-at-end");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 2000);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  c.workers[0]->signal(SIGKILL);
+  c.workers[0]->wait(30);
+  REQUIRE(c.workers[1]->wait(kTimeout) == 0);
+  const std::string chief_args = "--cluster " + (dir / "cluster.yaml").string() + " --model " +
+                                 modelPath("fashion_mlp.yaml") +
+                                 " --max-steps 2000 --threads 1 --eval-every 0 --checkpoint-dir " +
+                                 (dir / "ckpt").string() + " --job worker --task 0";
+  BackgroundTraind chief(chief_args, dir / "worker0-again.log");
+  CHECK(chief.wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(chief.output());
+  CHECK_THAT(chief.output(), Catch::Contains("joining the job") &&
+                                 Catch::Contains("nothing to train: the job is at global step "));
+  const std::optional<std::filesystem::path> latest = findLatestCheckpoint(dir / "ckpt");
+  REQUIRE(latest);
+  CHECK(readManifest(*latest).global_step >= 2000);
+}
+
 TEST_CASE("SIGTERM stops a worker still waiting for its peers: exit 0") {
   const auto dir = freshTempDir("stop-waiting");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
