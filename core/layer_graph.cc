@@ -125,11 +125,16 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
                      "expected an image per example, shape [height, width, channels]");
         Shape out(3);
         for (int d = 0; d < 2; ++d) {
-          if (layer.padding == Padding::Valid && layer.window[d] > shape[d])
+          // With padding: same too: most of such a window would be padding,
+          // and oneDNN 2.6's avx512 convolution wrote past its buffers on
+          // kernels about twice the input's size.
+          if (layer.window[d] > shape[d])
             shapeError(layer, shape,
                        "its window " + std::to_string(layer.window[0]) + "x" +
-                           std::to_string(layer.window[1]) +
-                           " does not fit in the input with padding: valid");
+                           std::to_string(layer.window[1]) + " does not fit in the input" +
+                           (layer.padding == Padding::Valid ? " with padding: valid"
+                                                            : " (padding: same would make most "
+                                                              "of it padding)"));
           const WindowDim w = windowDim(shape[d], layer.window[d], layer.stride[d], layer.padding);
           out[d] = w.out;
           node.pad_begin[d] = w.pad_begin;

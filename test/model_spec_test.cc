@@ -569,7 +569,20 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   CHECK(loadError(fifo) == fifo + ": cannot read the model spec: expected a regular file");
   CHECK(loadError("/dev/zero") == "/dev/zero: cannot read the model spec: expected a regular file");
   const std::string two = dir.write("two.yaml", "name: a\n---\nname: b\n");
-  CHECK(loadError(two) == two + ":3:1: expected one YAML document, got 2");
+  CHECK(loadError(two) == two + ":3:1: expected one YAML document: another starts here");
+  // A stray ',' at the top level: yaml-cpp reads it as endless empty
+  // documents, which once filled memory.
+  const std::string comma = dir.write("comma.yaml", ",\n");
+  CHECK(loadError(comma) == comma + ":1:1: invalid YAML: cannot read on from ','");
+  const std::string late_comma = dir.write("late_comma.yaml", kMinimal + "---\n,\n");
+  CHECK_THAT(loadError(late_comma), Catch::Contains("invalid YAML: cannot read on from ','"));
+  const std::string list_comma = dir.write("list_comma.yaml", "- a\n,\n");
+  CHECK_THAT(loadError(list_comma), Catch::Contains("invalid YAML: cannot read on from ','"));
+  // A text of many brackets is read in time (the hint for an unquoted IPv6
+  // address once looked at every pair).
+  const std::string brackets =
+      dir.write("brackets.yaml", "# " + std::string(200000, '[') + ":]\nname: ]\n");
+  CHECK_THAT(loadError(brackets), Catch::Contains("invalid YAML"));
   // Markers that start or end the one document are fine.
   const std::string marked = dir.write("marked.yaml", "---\n" + kMinimal + "...\n---\n");
   CHECK_NOTHROW(loadModelSpec(marked));
