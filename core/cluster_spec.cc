@@ -1,6 +1,7 @@
 #include "core/cluster_spec.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -273,6 +274,19 @@ std::optional<HostPort> httpAddress(const ClusterSpec& cluster, const std::strin
   const std::vector<HostPort>& addresses = job == "ps" ? cluster.ps_http : cluster.worker_http;
   if (task < 0 || size_t(task) >= addresses.size()) return std::nullopt;
   return addresses[size_t(task)];
+}
+
+std::string trainingRule(const ClusterSpec& cluster) {
+  auto addresses = [](const std::vector<HostPort>& tasks) {
+    std::string list;
+    for (const HostPort& task : tasks) list += (list.empty() ? "" : ", ") + task.toString();
+    return "[" + list + "]";
+  };
+  std::string rule = cluster.mode == TrainingMode::Sync
+                         ? fmt::format("sync, replicas_to_aggregate {} of {}",
+                                       cluster.replicas_to_aggregate, cluster.total_num_replicas)
+                         : fmt::format("async, max_staleness {}", cluster.max_staleness);
+  return rule + ", ps " + addresses(cluster.ps) + ", workers " + addresses(cluster.worker);
 }
 
 }  // namespace traind

@@ -69,6 +69,12 @@ struct ClusterSpec {
 // directory. Throws InputError naming file:line:column and the field.
 ClusterSpec loadClusterSpec(const std::string& path);
 
+// How the job trains, as every node must read it: the mode with its
+// aggregation or staleness bound and the ps and worker addresses, as one
+// line ("sync, replicas_to_aggregate 2 of 3, ps [10.0.0.1:2221], workers
+// [...]"). Nodes compare it at hello (rpc/shard_service.h).
+std::string trainingRule(const ClusterSpec& cluster);
+
 // Throws InputError unless `job` is "ps" or "worker" and 0 <= task < that
 // job's number of tasks ("--task 3: the cluster has 2 worker tasks (0..1)
 // in cluster.yaml"): the check of a node's --job and --task.

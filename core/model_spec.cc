@@ -671,8 +671,17 @@ std::string updateRule(const ModelSpec& spec) {
   return rule;
 }
 
+std::string dataRule(const ModelSpec& spec) {
+  return fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
+                     spec.data.shuffle ? "shuffled" : "not shuffled");
+}
+
 SpecIdentity specIdentity(const ModelSpec& spec) {
-  return {architectureHash(spec), updateRule(spec)};
+  const std::string dir =
+      spec.checkpoint.dir.empty()
+          ? std::string()
+          : std::filesystem::absolute(spec.checkpoint.dir).lexically_normal().string();
+  return {architectureHash(spec), updateRule(spec), dataRule(spec), dir};
 }
 
 }  // namespace traind

@@ -211,11 +211,20 @@ std::string architectureHash(const ModelSpec& spec);
 // bumps kWireVersion (rpc/shard_server.h).
 std::string updateRule(const ModelSpec& spec);
 
+// How a worker reads its share of the training data, as one line
+// ("batch_size 100, seed 1, shuffled"): every worker takes every n-th batch
+// of one epoch order, which these decide.
+std::string dataRule(const ModelSpec& spec);
+
 // What every node of a job must agree on: a ps refuses a worker whose spec
-// differs in either (rpc/shard_service.h).
+// differs in any (rpc/shard_service.h); and, from the chief, where it
+// checkpoints the job (absolute; empty: nowhere), by which a ps tells a
+// chief of another job on its ports from its own.
 struct SpecIdentity {
   std::string architecture_hash;
   std::string update_rule;
+  std::string data_rule;
+  std::string checkpoint_dir;
 };
 SpecIdentity specIdentity(const ModelSpec& spec);
 

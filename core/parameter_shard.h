@@ -67,6 +67,7 @@ class ParameterShard {
   ParameterShard& operator=(const ParameterShard&) = delete;
 
   int shardIndex() const { return shard_index_; }
+  const ClusterSpec& cluster() const { return cluster_; }
   int64_t size() const { return layout_.totalSize(); }
   // A worker's flat buffers' size: the whole model's, which chunks'
   // layout_offset index.

@@ -22,6 +22,9 @@ std::span<const float> floatsOf(capnp::Data::Reader data) {
   return {reinterpret_cast<const float*>(data.begin()), data.size() / sizeof(float)};
 }
 
+// "in /a/ckpt", or "nowhere" for a chief without a checkpoint dir.
+std::string describeDir(const std::string& dir) { return dir.empty() ? "nowhere" : "in " + dir; }
+
 // ProtocolError and InputError become a failed call with their message; the
 // connection and the shard live on.
 template <typename F>
@@ -44,6 +47,7 @@ kj::Promise<void> checked(F&& body) {
 ServedShard::ServedShard(ParameterShard& shard, SpecIdentity identity, bool shared_memory)
     : shard_(shard),
       identity_(std::move(identity)),
+      training_rule_(trainingRule(shard.cluster())),
       shared_memory_(shared_memory),
       stop_promise_(nullptr) {
   auto paf = kj::newPromiseAndFulfiller<void>();
@@ -121,13 +125,46 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
           "ps {} applies {}; the peer's spec says {}: the nodes read different model specs "
           "(optimizer, learning_rate and moving_average must be the same on every node)",
           shard().shardIndex(), served_.identity_.update_rule, printable(rule)));
+    const std::string data = params.getDataRule();
+    if (data != served_.identity_.data_rule)
+      throw ProtocolError(fmt::format(
+          "ps {} trains on batches of {}; the peer's spec says {}: the nodes read different "
+          "model specs (data.batch_size, seed and data.shuffle must be the same on every node: "
+          "each worker reads its share of one epoch order)",
+          shard().shardIndex(), served_.identity_.data_rule, printable(data)));
+    const std::string training = params.getTrainingRule();
+    if (training != served_.training_rule_)
+      throw ProtocolError(fmt::format(
+          "ps {} trains {}; the peer's cluster spec says {}: every node must read the same "
+          "cluster spec",
+          shard().shardIndex(), served_.training_rule_, printable(training)));
     if (params.getShardIndex() != uint32_t(shard().shardIndex()))
       throw ProtocolError("this is ps " + std::to_string(shard().shardIndex()) +
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +
                           ": the nodes read different cluster specs");
+    const uint32_t task = params.getWorkerTask();
+    if (!worker_ && task == 0) {
+      const std::string dir = params.getCheckpointDir();
+      if (served_.chief_checkpoint_dir_ && *served_.chief_checkpoint_dir_ != dir)
+        throw ProtocolError(fmt::format(
+            "ps {} holds the state of a job whose chief checkpoints {}; this chief checkpoints "
+            "{}: is it another job's, on the same ps ports? (stop the running job first, or "
+            "give this one other ports)",
+            shard().shardIndex(), describeDir(*served_.chief_checkpoint_dir_),
+            describeDir(printable(dir))));
+      checkpoint_dir_ = dir;
+    }
+    if (!worker_ && shard().workerConnected(task))
+      // Retried by the peer: a restarted worker may come before the ps has
+      // seen its old connection close.
+      return kj::Promise<void>(kj::Exception(
+          kj::Exception::Type::OVERLOADED, __FILE__, __LINE__,
+          kj::heapString(fmt::format("ps {}: worker {} is connected already (is a second "
+                                     "process running as worker {}?)",
+                                     shard().shardIndex(), task, task))));
     if (!worker_) {
-      shard().workerJoined(params.getWorkerTask());
-      worker_ = params.getWorkerTask();
+      shard().workerJoined(task);
+      worker_ = task;
     } else if (params.getWorkerTask() != *worker_) {
       throw ProtocolError(fmt::format("a hello as worker {} on the connection of worker {}",
                                       params.getWorkerTask(), *worker_));
@@ -169,6 +206,7 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("markReady");
     shard().markReady(context.getParams().getGlobalStep());
+    served_.chief_checkpoint_dir_ = checkpoint_dir_;
     spdlog::info("initialised by the chief at global step {}", shard().globalStep());
     served_.releasePulls();
     return kj::READY_NOW;

@@ -80,6 +80,10 @@ class ServedShard {
 
   ParameterShard& shard_;
   SpecIdentity identity_;
+  std::string training_rule_;  // of the shard's cluster spec
+  // The checkpoint dir of the chief that initialised the shard; a chief
+  // that says another is not this job's.
+  std::optional<std::string> chief_checkpoint_dir_;
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
@@ -149,6 +153,7 @@ class ShardService final : public wire::ParameterShard::Server {
   // Outlives the connection while a call that waited still answers.
   kj::Own<PinningStream> connection_;
   std::optional<uint32_t> worker_;  // set by hello
+  std::string checkpoint_dir_;      // the chief's, from its hello
   std::optional<SharedRegion> region_;  // mapped at hello
   int waiting_calls_ = 0;
 };

@@ -177,6 +177,9 @@ struct ShardedClient::Impl {
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
+          hello.setDataRule(identity.data_rule);
+          hello.setTrainingRule(trainingRule(cluster));
+          if (worker_task == 0) hello.setCheckpointDir(identity.checkpoint_dir);
           if (region) writeOffer(region->offer(), hello.initSharedRegion());
           return hello.send().then([this, &link](auto reply) {
             link.shared = region && reply.getSharedRegionMapped();
@@ -246,9 +249,11 @@ ShardedClient::~ShardedClient() = default;
 bool ShardedClient::connect(double timeout_seconds) {
   impl_->createRegion();
   const Clock::time_point start = Clock::now();
+  kj::Timer& timer = impl_->io.provider->getTimer();
   for (ShardLink& link : impl_->shards) {
     double delay = 0.05;
     Clock::time_point last_log{};
+    std::optional<Clock::time_point> busy_since;  // since the ps said the task is connected
     for (;;) {
       if (stop_ && stop_->load()) {
         spdlog::info("stop requested while waiting for ps {} at {}", link.index, link.address);
@@ -256,7 +261,16 @@ bool ShardedClient::connect(double timeout_seconds) {
       }
       bool stopped = false;
       kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
-        kj::Promise<void> attempt = impl_->connectOnce(link);
+        // A ps process that is stopped or hung, or a port another program
+        // holds, takes the connection and never answers the hello.
+        kj::Promise<void> attempt = impl_->connectOnce(link).exclusiveJoin(
+            timer.afterDelay(kHelloSeconds * kj::SECONDS).then([]() -> kj::Promise<void> {
+              return kj::Exception(
+                  kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                  kj::str("no answer within ", kHelloSeconds,
+                          " s (its host or process is down, stopped or hung, or the port is "
+                          "another program's)"));
+            }));
         if (stop_)  // a connect to a host that does not answer can take minutes
           attempt = attempt.exclusiveJoin(
               stopHeld(impl_->io.provider->getTimer(), *stop_, 0 * kj::SECONDS)
@@ -266,7 +280,13 @@ bool ShardedClient::connect(double timeout_seconds) {
       if (stopped) continue;  // said above
       KJ_IF_MAYBE(e, failure) {
         const std::string reason = failureText(*e);
-        if (e->getType() == kj::Exception::Type::FAILED)
+        // The ps says this task is connected already: another process runs
+        // as this task, unless this one was restarted and the ps has not yet
+        // seen its old connection close.
+        if (e->getType() == kj::Exception::Type::OVERLOADED && !busy_since)
+          busy_since = Clock::now();
+        if (e->getType() == kj::Exception::Type::FAILED ||
+            (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
         const double waited = std::chrono::duration<double>(Clock::now() - start).count();

@@ -59,16 +59,22 @@ class ShardedClient {
                 const VariableLayout& layout, SpecIdentity identity, uint32_t worker_task);
   ~ShardedClient();
 
-  // Connects to every ps and says hello, retrying refused connections with
-  // backoff and logging whom it is waiting for. Gives up (runtime_error)
-  // after `timeout_seconds`. A ps that answers with another architecture,
-  // update rule or shard index is an InputError. Unless the cluster spec turns
+  // Connects to every ps and says hello, retrying refused connections, and
+  // hellos not answered within kHelloSeconds, with backoff and logging whom
+  // it is waiting for. Gives up (runtime_error) after `timeout_seconds`. A
+  // ps that refuses the hello (another architecture, update rule, data or
+  // training rule, shard index; another job's chief) is an InputError; so
+  // is one that says this worker task is connected already for longer than
+  // kBusySeconds (another process runs as it). Unless the cluster spec turns
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
   // choice is logged with its reason. Once per client. Returns false,
   // logged, when a stop was asked for first (abandonWaitsOnStop).
   [[nodiscard]] bool connect(double timeout_seconds);
+  static constexpr int kHelloSeconds = 10;
+  // Longer than a vanished host's connection lasts at the ps (rpc/peer_silence.h).
+  static constexpr int kBusySeconds = 30;
 
   // How many ps shards this worker reaches through shared memory.
   int shardsThroughSharedMemory() const;

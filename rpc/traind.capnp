@@ -29,7 +29,8 @@ struct SharedRegionOffer {
 
 interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
-            wireVersion :UInt32, sharedRegion :SharedRegionOffer, updateRule :Text)
+            wireVersion :UInt32, sharedRegion :SharedRegionOffer, updateRule :Text,
+            dataRule :Text, trainingRule :Text, checkpointDir :Text)
       -> (status :ShardStatus, sharedRegionMapped :Bool, sharedRefusal :Text);
   # Checks that the peer trains the same architecture with the same update
   # rule (updateRule of core/model_spec.h: the chief initialises the
@@ -38,6 +39,12 @@ interface ParameterShard {
   # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it).
   # A worker may offer a region of shared memory (rpc/shared_region.h);
   # sharedRegionMapped says whether the ps mapped it, sharedRefusal why not.
+  # dataRule (core/model_spec.h) and trainingRule (core/cluster_spec.h) must
+  # be the ps's own; the chief's checkpointDir that of the chief that
+  # initialised the shard (another job's chief on the same ports is
+  # refused). A worker task with a connection open already is refused as
+  # overloaded: a second process for the task, or a restarted one whose old
+  # connection the ps has not yet seen close (it retries).
 
   status @1 () -> (status :ShardStatus);
 

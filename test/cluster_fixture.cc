@@ -57,6 +57,8 @@ MlpPsTask::hello(wire::ParameterShard::Client& shard, uint32_t worker) const {
   auto request = shard.helloRequest();
   request.setArchitectureHash(architectureHash(spec));
   request.setUpdateRule(updateRule(spec));
+  request.setDataRule(dataRule(spec));
+  request.setTrainingRule(trainingRule(loadClusterSpec(cluster.string())));
   request.setWorkerTask(worker);
   request.setWireVersion(kWireVersion);
   return request;

@@ -582,6 +582,60 @@ TEST_CASE("a ps refuses a worker whose spec has another optimizer: exit 2, both 
   CHECK(ps_exit == 0);
 }
 
+TEST_CASE("a ps refuses workers of another cluster spec or batch size and another job's chief") {
+  const auto dir = freshTempDir("other-job");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string model = " --model " + modelPath("fashion_mlp.yaml");
+  BackgroundTraind ps("--cluster " + cluster.string() + model + " --job ps --task 0",
+                      dir / "ps.log");
+  auto worker = [&](const std::filesystem::path& spec, const std::string& args,
+                    const std::string& log) {
+    BackgroundTraind w("--cluster " + spec.string() + args + " --max-steps 1000000 --threads 1 " +
+                           "--eval-every 0",
+                       dir / log);
+    const int exit = w.wait(kTimeout);
+    INFO(w.output());
+    CHECK(exit == 2);
+    CHECK_THAT(w.output(), !Catch::Contains("stack:"));
+    return w.output();
+  };
+  // The same addresses, another mode: read as sync by the worker alone.
+  const auto sync = dir / "sync.yaml";
+  writeFile(sync, replaceAll(readFile(cluster), "mode: async", "mode: sync"));
+  CHECK_THAT(worker(sync, model + " --job worker --task 1", "sync.log"),
+             Catch::Contains("refused this worker: ps 0 trains async, max_staleness 0, ps [") &&
+                 Catch::Contains("the peer's cluster spec says sync, replicas_to_aggregate 2 of "
+                                 "2") &&
+                 Catch::Contains("every node must read the same cluster spec"));
+  const auto batch = dir / "batch.yaml";
+  writeFile(batch, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
+                              "batch_size: 50"));
+  CHECK_THAT(worker(cluster, " --model " + batch.string() + " --job worker --task 1", "batch.log"),
+             Catch::Contains("ps 0 trains on batches of batch_size 100, seed ") &&
+                 Catch::Contains("the peer's spec says batch_size 50"));
+
+  // The job's chief initialises the shard; another job's chief, on the
+  // same ps ports with its own checkpoints, does not join it (once it would
+  // have written this job into its checkpoints and stopped it).
+  BackgroundTraind chief("--cluster " + cluster.string() + model +
+                             " --job worker --task 0 --max-steps 1000000 --threads 1 "
+                             "--eval-every 0 --checkpoint-dir " +
+                             (dir / "ckpt").string(),
+                         dir / "chief.log");
+  REQUIRE(chief.waitForOutput(", loss = ", 60));
+  const std::string other = worker(
+      cluster, model + " --job worker --task 0 --checkpoint-dir " + (dir / "other-ckpt").string(),
+      "other-chief.log");
+  CHECK_THAT(other, Catch::Contains("ps 0 holds the state of a job whose chief checkpoints in " +
+                                    (dir / "ckpt").string() + "; this chief checkpoints in " +
+                                    (dir / "other-ckpt").string() + ": is it another job's"));
+  CHECK(chief.wait(0) == -1);  // still training
+  chief.signal(SIGTERM);
+  CHECK(chief.wait(30) == 0);
+  ps.signal(SIGTERM);
+  CHECK(ps.wait(30) == 0);
+}
+
 TEST_CASE("async: the others finish when a worker is killed") {
   const auto dir = freshTempDir("async-kill");
   const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 3, 4000);

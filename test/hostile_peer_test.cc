@@ -250,6 +250,7 @@ TEST_CASE(
   MlpPsTask task(freshTempDir("hostile-" + mode), mode);
   auto& [cluster, address, ps, spec, graph, plan, chunks] = task;
   const VariableLayout layout(graph.variables);
+  const std::string training_rule = trainingRule(loadClusterSpec(cluster.string()));
   const int64_t shard_floats = plan.size;
   ModelState state(spec, graph);
   state.initialize();
@@ -447,6 +448,8 @@ TEST_CASE(
       request.setWorkerTask(&c == &stranger && worker_task == 0 ? 1 : worker_task);
       request.setWireVersion(dice.coin(0.8) ? kWireVersion : dice.pick({0u, kWireVersion + 1}));
       request.setUpdateRule(dice.coin(0.8) ? updateRule(spec) : dice.pick({"adam", "\x1b[2J\xff"}));
+      request.setDataRule(dice.coin(0.9) ? dataRule(spec) : "\x1b[2J\xff");
+      request.setTrainingRule(dice.coin(0.9) ? training_rule : "sync\xff");
       outcome(request, [&](auto& reply) { CHECK(!reply.getSharedRegionMapped()); });
     } else if (kind < 19) {  // markReady: the chief may restart the step count
       auto request = c.shard.markReadyRequest();
@@ -520,12 +523,18 @@ TEST_CASE(
   CHECK(refused > calls / 5);
   if (mode == "async") CHECK(pushes_applied > calls / 50);
 
-  // Still serving, on a connection of its own: every chunk holds what the
-  // applied pushes made of it.
+  // Still serving: a new connection is answered (worker 1 is connected
+  // already, which the ps says as it refuses a second process for a task);
+  // every chunk holds what the applied pushes made of it.
   Connection fresh(io, address, 1);
-  hello(fresh, 1).send().wait(io.waitScope);
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { hello(fresh, 1).send().wait(io.waitScope); })) {
+    CHECK(e->getType() == kj::Exception::Type::OVERLOADED);
+    CHECK_THAT(e->getDescription().cStr(), Catch::Contains("worker 1 is connected already"));
+  } else {
+    FAIL("a second connection said hello as worker 1 and was taken");
+  }
   for (size_t i = 0; i < chunks.size(); ++i) {
-    auto request = fresh.shard.pullRequest();
+    auto request = worker.shard.pullRequest();
     request.setOffset(uint64_t(chunks[i].shard_offset));
     request.setLength(uint64_t(chunks[i].size));
     auto reply = request.send().wait(io.waitScope);
