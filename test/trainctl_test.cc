@@ -237,6 +237,8 @@ TEST_CASE("trainctl stop leaves the ps running when the chief cannot checkpoint,
   BackgroundTraind& chief = *job.chief;
   const int base = job.base;
   REQUIRE(waitHealthy(base + 3, 60));
+  // Trained past its start: the ps holds steps no checkpoint has.
+  REQUIRE(chief.waitForOutput(", loss = ", 60));
 
   // A hung chief takes no stop and writes no checkpoint: the ps, which holds
   // all the job trained, is left running, within the timeout given.
