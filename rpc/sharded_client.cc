@@ -130,6 +130,11 @@ class FirstFailure {
   kj::Maybe<Failure> first_;
 };
 
+// `calls`, failed as a lost connection once a shard leaves a status call
+// unanswered for kPeerSilenceSeconds; defined with heartbeat() below.
+kj::Promise<void> watched(kj::Promise<void> calls, std::vector<ShardLink>& shards, kj::Timer& timer,
+                          FirstFailure& failure);
+
 }  // namespace
 
 struct ShardedClient::Impl {
@@ -378,12 +383,16 @@ void ShardedClient::initialize(const ModelState& state) {
       }
     }
   }
-  failure.wait(kj::joinPromises(calls.releaseAsArray()), impl_->io.waitScope);
+  kj::Timer& timer = impl_->io.provider->getTimer();
+  failure.wait(watched(kj::joinPromises(calls.releaseAsArray()), impl_->shards, timer, failure),
+               impl_->io.waitScope);
   for (ShardLink& link : impl_->shards) {
     auto request = link.shard().markReadyRequest();
     request.setGlobalStep(state.globalStep());
     FirstFailure ready;
-    ready.wait(request.send().ignoreResult().catch_(ready.of(link)), impl_->io.waitScope);
+    ready.wait(
+        watched(request.send().ignoreResult().catch_(ready.of(link)), impl_->shards, timer, ready),
+        impl_->io.waitScope);
   }
   state_steps_.assign(impl_->shards.size(), state.globalStep());
 }
@@ -471,6 +480,14 @@ kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link) {
             });
 }
 
+// A call to a ps stopped or hung would wait forever.
+kj::Promise<void> watched(kj::Promise<void> calls, std::vector<ShardLink>& shards, kj::Timer& timer,
+                          FirstFailure& failure) {
+  for (ShardLink& link : shards)
+    calls = calls.exclusiveJoin(heartbeat(timer, link).catch_(failure.of(link)));
+  return calls;
+}
+
 // The chunks of `link`, one call each, first to last.
 std::vector<ChunkRun> eachChunk(const ShardLink& link) {
   std::vector<ChunkRun> runs;
@@ -547,8 +564,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   kj::Vector<kj::Promise<void>> every_shard;
   for (ShardCalls& s : calls) every_shard.add(callWhileTheyFit(s));
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
-  for (ShardLink& link : shards)
-    all = all.exclusiveJoin(heartbeat(io.provider->getTimer(), link).catch_(failure.of(link)));
+  all = watched(kj::mv(all), shards, io.provider->getTimer(), failure);
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
@@ -766,7 +782,9 @@ void ShardedClient::readState(ModelState& state) {
   kj::Vector<kj::Promise<void>> lanes;
   for (ShardLink& link : impl_->shards)
     for (size_t j = 0; j < kCallsInFlight; ++j) lanes.add(lane(link, j));
-  failure.wait(kj::joinPromises(lanes.releaseAsArray()), impl_->io.waitScope);
+  failure.wait(watched(kj::joinPromises(lanes.releaseAsArray()), impl_->shards,
+                       impl_->io.provider->getTimer(), failure),
+               impl_->io.waitScope);
   state_steps_.resize(steps.size(), state.globalStep());
   for (size_t i = 0; i < steps.size(); ++i)
     if (steps[i] != INT64_MAX) state_steps_[i] = steps[i];
@@ -782,7 +800,9 @@ void ShardedClient::reportSaved(const std::string& checkpoint) {
     request.setCheckpoint(checkpoint);
     calls.add(request.send().ignoreResult().catch_(failure.of(link)));
   }
-  failure.wait(kj::joinPromises(calls.releaseAsArray()), impl_->io.waitScope);
+  failure.wait(watched(kj::joinPromises(calls.releaseAsArray()), impl_->shards,
+                       impl_->io.provider->getTimer(), failure),
+               impl_->io.waitScope);
 }
 
 void ShardedClient::stopAll() {
@@ -790,7 +810,9 @@ void ShardedClient::stopAll() {
   kj::Vector<kj::Promise<void>> calls;
   for (ShardLink& link : impl_->shards)
     calls.add(link.shard().stopRequest().send().ignoreResult().catch_(failure.of(link)));
-  failure.wait(kj::joinPromises(calls.releaseAsArray()), impl_->io.waitScope);
+  failure.wait(watched(kj::joinPromises(calls.releaseAsArray()), impl_->shards,
+                       impl_->io.provider->getTimer(), failure),
+               impl_->io.waitScope);
 }
 
 }  // namespace traind

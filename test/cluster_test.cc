@@ -463,6 +463,25 @@ TEST_CASE("a chief restarted after the others finished the job checkpoints what 
   CHECK(readManifest(*latest).global_step >= 2000);
 }
 
+TEST_CASE(
+    "a chief whose ps hangs during its final checkpoint gives up instead of waiting forever") {
+  const auto dir = freshTempDir("hung-ps-final");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 1, 1000000);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  // The stop gives up the step waiting on the paused ps within a second;
+  // the checkpoint's reads then wait on it too, until its silence tells.
+  c.ps[0]->signal(SIGSTOP);
+  c.workers[0]->signal(SIGTERM);
+  const int chief = c.workers[0]->wait(60);
+  c.ps[0]->signal(SIGCONT);
+  c.ps[0]->signal(SIGTERM);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK(chief == 1);
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("no answer to a status call for 20 s"));
+}
+
 TEST_CASE("SIGTERM stops a worker still waiting for its peers: exit 0") {
   const auto dir = freshTempDir("stop-waiting");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
