@@ -1,17 +1,20 @@
 #include "core/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -165,7 +168,22 @@ std::string checkpointDirName(int64_t global_step) {
   return std::string(layout::kDirPrefix) + digits;
 }
 
-void createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
+CheckpointDirLock::CheckpointDirLock(CheckpointDirLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)) {}
+
+CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) close(fd_);  // lets go of the flock
+}
+
+CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (!error && !fs::is_directory(dir, error))
@@ -188,6 +206,35 @@ void createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
         where, where.line > 0 ? "checkpoint.dir" : "",
         "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
   fs::remove(probe, error);
+
+  const fs::path lock_path = dir / layout::kLockFile;
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
+                    "checkpoint directory " + dir.string() + ": cannot open " +
+                        lock_path.filename().string() + ": " + std::strerror(errno));
+  CheckpointDirLock lock(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    std::string holder(32, '\0');
+    const ssize_t got = pread(fd, holder.data(), holder.size(), 0);
+    holder.resize(size_t(std::max<ssize_t>(got, 0)));
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
+                    why == EWOULDBLOCK
+                        ? "checkpoint directory " + dir.string() + " is in use by another run" +
+                              (holder.empty() ? "" : " (pid " + printable(holder) + ")") +
+                              ": two runs saving into one directory would replace each other's "
+                              "checkpoints; give this one a directory of its own"
+                        : "checkpoint directory " + dir.string() + ": cannot lock " +
+                              lock_path.filename().string() + ": " + std::strerror(why));
+  }
+  // Who holds it, for the message above (the pid as this host sees it); a
+  // write that fails only leaves that message without it.
+  const std::string pid = std::to_string(getpid()) + "\n";
+  [[maybe_unused]] const bool noted =
+      ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
+  return lock;
 }
 
 fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,

@@ -31,6 +31,8 @@ inline constexpr std::string_view kDirPrefix = "ckpt-";  // then the step, zero-
 inline constexpr int kStepDigits = 10;
 // Entries being written; a crash can leave one behind, the next save removes it.
 inline constexpr std::string_view kTempPrefix = ".tmp-";
+// What the run that saves into the directory holds (CheckpointDirLock).
+inline constexpr std::string_view kLockFile = ".lock";
 inline constexpr int64_t kFormatVersion = 1;
 }  // namespace checkpoint_format
 
@@ -59,11 +61,31 @@ std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
                                      const CheckpointManifest& manifest,
                                      const std::vector<TensorRef>& tensors, int keep);
 
+// A run's hold on its checkpoint directory, for as long as it lives: an
+// flock on <dir>/.lock, which the kernel lets go when the process ends,
+// however it ends. Two runs saving into one directory would replace each
+// other's checkpoints and remove each other's saves in progress.
+class CheckpointDirLock {
+ public:
+  CheckpointDirLock() = default;
+  CheckpointDirLock(CheckpointDirLock&& other) noexcept;
+  CheckpointDirLock& operator=(CheckpointDirLock&& other) noexcept;
+  ~CheckpointDirLock();
+
+ private:
+  friend CheckpointDirLock createCheckpointDir(const std::filesystem::path& dir,
+                                               const SourceLocation& where);
+  explicit CheckpointDirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 // Creates `dir` (and its parents) if it is not there, so that a run whose
 // checkpoint directory cannot be one fails as it starts, not at its first
-// save. InputError naming it and why, at `where` (the spec's checkpoint.dir
-// or the flag that set it).
-void createCheckpointDir(const std::filesystem::path& dir, const SourceLocation& where);
+// save, and takes it for this run. InputError naming it and why, at `where`
+// (the spec's checkpoint.dir or the flag that set it): it cannot be
+// created or written in, or another run holds it (naming that run's pid).
+[[nodiscard]] CheckpointDirLock createCheckpointDir(const std::filesystem::path& dir,
+                                                    const SourceLocation& where);
 
 // The checkpoint <dir>/latest names; without a latest file the complete
 // ckpt-N of dir with the highest step (a crash between a save's rename and

@@ -32,8 +32,9 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   const std::filesystem::path checkpoint_dir = spec.checkpoint.dir;
   std::optional<std::filesystem::path> latest;
+  CheckpointDirLock checkpoint_dir_lock;
   if (!checkpoint_dir.empty()) {
-    createCheckpointDir(checkpoint_dir, spec.checkpoint.dir_location);
+    checkpoint_dir_lock = createCheckpointDir(checkpoint_dir, spec.checkpoint.dir_location);
     latest = findLatestCheckpoint(checkpoint_dir);
   }
   if (latest) {

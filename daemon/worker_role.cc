@@ -204,8 +204,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).
   ps.abandonWaitsOnStop(stop_requested);
+  CheckpointDirLock checkpoint_dir_lock;
   if (chief && !spec.checkpoint.dir.empty())
-    createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
+    checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   if (!ps.connect(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
   metrics.setSharedMemoryShards(ps.shardsThroughSharedMemory());

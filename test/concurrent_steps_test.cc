@@ -107,8 +107,8 @@ TEST_CASE("sync refuses K > 1 on every node and in traind check, naming both fil
   const auto model = writeModel(dir, 2);
   // A node refuses before it looks for its peers: none runs.
   const std::string files = "--cluster " + cluster.string() + " --model " + model.string();
-  for (const std::string command : {files + " --job worker --task 0 --threads 1",
-                                    files + " --job ps --task 0", "check " + files}) {
+  for (const std::string& command : {files + " --job worker --task 0 --threads 1",
+                                     files + " --job ps --task 0", "check " + files}) {
     const ProcessResult r = runTraind(command);
     INFO(command << "\n" << r.output);
     CHECK(r.exit_code == 2);

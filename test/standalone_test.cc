@@ -378,6 +378,26 @@ TEST_CASE("bad input exits 2 with the file, line and field") {
   CHECK_THAT(r.output, Catch::Contains("--checkpoint-dir: checkpoint directory /sys/kernel: "
                                        "cannot write in it"));
   CHECK_THAT(r.output, !Catch::Contains("step 1,"));
+
+  // And one another run saves into: the two would replace each other's
+  // checkpoints and remove each other's saves in progress.
+  const std::string shared = (dir / "shared").string();
+  BackgroundTraind first(
+      "--model configs/models/fashion_mlp.yaml --max-steps 1000000 "
+      "--threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " +
+          shared,
+      dir / "first.log");
+  REQUIRE(first.waitForOutput("step 20,", 60));
+  r = runTraind("--model configs/models/fashion_mlp.yaml --max-steps 5 --checkpoint-dir " + shared);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("checkpoint directory " + shared + " is in use by another run (pid " +
+                             std::to_string(first.pid()) + ")"));
+  first.signal(SIGTERM);
+  CHECK(first.wait(60) == 0);
+  // Free again once that run is gone, however it went.
+  r = runTraind("--model configs/models/fashion_mlp.yaml --max-steps 5 --checkpoint-dir " + shared);
+  CHECK(r.exit_code == 0);
 }
 
 TEST_CASE("images that do not fit an image input name data.train, even with as many values") {
