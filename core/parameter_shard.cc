@@ -259,6 +259,19 @@ bool ParameterShard::withinStaleness(uint32_t worker) const {
   return true;
 }
 
+ParameterShard::StalenessHold ParameterShard::stalenessHold() const {
+  StalenessHold hold;
+  for (uint32_t w = 0; w < clock_.size(); ++w)
+    if (connections_[w] > 0 && !withinStaleness(w)) hold.held.push_back(w);
+  if (hold.held.empty()) return hold;
+  int64_t slowest = clock_[hold.held.front()];
+  for (size_t w = 0; w < clock_.size(); ++w)
+    if (connections_[w] > 0) slowest = std::min(slowest, clock_[w]);
+  for (uint32_t w = 0; w < clock_.size(); ++w)
+    if (connections_[w] > 0 && clock_[w] == slowest) hold.slowest.push_back(w);
+  return hold;
+}
+
 void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk) const {
   if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
   if (worker >= cluster_.worker.size())

@@ -121,6 +121,15 @@ class ParameterShard {
   // False while `worker` is more than max_staleness pushes ahead of the
   // slowest connected worker (async with max_staleness > 0 only).
   bool withinStaleness(uint32_t worker) const;
+  // Async with max_staleness > 0: the connected workers more than
+  // max_staleness pushes ahead of the slowest (their pulls wait), and the
+  // slowest connected workers, whose pushes they wait for. Both empty while
+  // no worker waits: the ps names them when the global step stands still.
+  struct StalenessHold {
+    std::vector<uint32_t> held;
+    std::vector<uint32_t> slowest;
+  };
+  StalenessHold stalenessHold() const;
 
   // Sync: the workers, in order, whose gradient of some chunk the current
   // step still lacks (a chunk that has its replicas_to_aggregate gradients

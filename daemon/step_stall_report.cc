@@ -21,15 +21,28 @@ std::string workers(const std::vector<uint32_t>& list) {
   return fmt::format("worker{} {}", list.size() > 1 ? "s" : "", workerList(list));
 }
 
+// "worker 1 (connected: stopped, hung or slow?)"
+std::string connectedSuspects(const std::vector<uint32_t>& list) {
+  const bool chief = std::find(list.begin(), list.end(), 0u) != list.end();
+  return workers(list) + fmt::format(" (connected: stopped, hung or slow{}?)",
+                                     chief ? "; worker 0 evaluating or checkpointing" : "");
+}
+
+StepStallReport::Line nobodyPushed(int64_t step, int waited) {
+  return {false, fmt::format("global step {} has waited {} s: no worker has pushed a gradient of "
+                             "it to this ps yet (they wait for another ps's step or for the "
+                             "chief, or the job is ending)",
+                             step, waited)};
+}
+
 }  // namespace
 
 double StepStallReport::threshold() const { return std::max(kMinSeconds, 10.0 * last_step_); }
 
 std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   standing_ = 0.0;
-  // Async steps never wait; a shard that holds nothing gets no gradients
-  // and keeps its step.
-  if (cluster_.mode != TrainingMode::Sync || shard_.chunks().empty()) return std::nullopt;
+  // A shard that holds nothing gets no gradients and keeps its step.
+  if (shard_.chunks().empty()) return std::nullopt;
   if (!shard_.ready()) {
     step_ = -1;
     return std::nullopt;
@@ -45,21 +58,16 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   if (now < next_report_) return std::nullopt;
   next_report_ = now + threshold();
   const int waited = int(standing_);
-  if (!shard_.stepStarted())
-    return Line{false, fmt::format("global step {} has waited {} s: no worker has pushed a "
-                                   "gradient of it to this ps yet (they wait for another ps's "
-                                   "step or for the chief, or the job is ending)",
-                                   step_, waited)};
+  return cluster_.mode == TrainingMode::Sync ? syncLine(waited) : asyncLine(waited);
+}
+
+StepStallReport::Line StepStallReport::syncLine(int waited) const {
+  if (!shard_.stepStarted()) return nobodyPushed(step_, waited);
   std::vector<uint32_t> silent, gone;
   for (uint32_t w : shard_.workersStepWaitsFor())
     (shard_.workerConnected(w) ? silent : gone).push_back(w);
   std::string lacking;
-  if (!silent.empty()) {
-    lacking = workers(silent);
-    const bool chief = std::find(silent.begin(), silent.end(), 0u) != silent.end();
-    lacking += fmt::format(" (connected: stopped, hung or slow{}?)",
-                           chief ? "; worker 0 evaluating or checkpointing" : "");
-  }
+  if (!silent.empty()) lacking = connectedSuspects(silent);
   if (!gone.empty())
     lacking += fmt::format("{}{} (not connected)", lacking.empty() ? "" : " and ", workers(gone));
   // With backup workers any of them would do.
@@ -68,6 +76,18 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
                                 "chunk aggregates {} of the {} workers' gradients",
                                 step_, waited, any ? "any of " : "", lacking,
                                 cluster_.replicas_to_aggregate, cluster_.worker.size())};
+}
+
+StepStallReport::Line StepStallReport::asyncLine(int waited) const {
+  const ParameterShard::StalenessHold hold = shard_.stalenessHold();
+  if (hold.held.empty()) return nobodyPushed(step_, waited);
+  // A worker that left is no longer waited for: only connected ones hold.
+  return Line{true, fmt::format("global step {} has waited {} s: {} {} max_staleness {} pushes "
+                                "ahead of {} and wait{} for {} gradients",
+                                step_, waited, workers(hold.held),
+                                hold.held.size() > 1 ? "are" : "is", cluster_.max_staleness,
+                                connectedSuspects(hold.slowest), hold.held.size() > 1 ? "" : "s",
+                                hold.slowest.size() > 1 ? "their" : "its")};
 }
 
 }  // namespace traind

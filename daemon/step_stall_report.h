@@ -1,9 +1,10 @@
-// What a sync ps says when its global step stands still (docs/distributed.md,
+// What a ps says when its global step stands still (docs/distributed.md,
 // "Stopping and failures"): sync training waits for every gradient a step
 // aggregates, so a stopped, hung or dead worker holds the job, as
-// SyncReplicasOptimizer does unless backup workers make up the step. The ps
-// cannot tell a stopped worker from a slow one, but it can say whom it
-// waits for.
+// SyncReplicasOptimizer does unless backup workers make up the step; async
+// training with max_staleness holds the workers that have gone too far
+// ahead of a stopped or hung one. The ps cannot tell a stopped worker from
+// a slow one, but it can say whom it waits for.
 //
 //   StepStallReport report(shard, cluster);
 //   // about every second, on the ps's event-loop thread:
@@ -30,10 +31,11 @@ class StepStallReport {
       : shard_(shard), cluster_(cluster) {}
 
   struct Line {
-    // Some gradients of the step came and others are missing: the text
-    // names the workers they are missing from. Otherwise no worker has
-    // pushed the step yet (they wait for another ps's step, for the chief,
-    // or the job is ending) and the text says so.
+    // The text names the workers the step waits for: sync, some gradients
+    // of the step came and others are missing; async, workers are held at
+    // max_staleness ahead of the slowest. Otherwise no worker has pushed
+    // the step yet (they wait for another ps's step, for the chief, or the
+    // job is ending) and the text says so.
     bool suspects = false;
     std::string text;
   };
@@ -41,12 +43,14 @@ class StepStallReport {
   // `now`: seconds on a monotonic clock. A line when it is time for one.
   std::optional<Line> check(double now);
 
-  // How long the global step has stood still as of the last check (0 in
-  // async mode, before the shard is ready, for a shard that holds nothing).
+  // How long the global step has stood still as of the last check (0
+  // before the shard is ready, for a shard that holds nothing).
   double standingSeconds() const { return standing_; }
 
  private:
   double threshold() const;
+  Line syncLine(int waited) const;
+  Line asyncLine(int waited) const;
 
   const ParameterShard& shard_;
   const ClusterSpec& cluster_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -135,6 +136,23 @@ class FirstFailure {
 kj::Promise<void> watched(kj::Promise<void> calls, std::vector<ShardLink>& shards, kj::Timer& timer,
                           FirstFailure& failure);
 
+// What a worker's long wait for a ps's answer means, by the cluster's mode.
+std::string whatALongWaitMeans(const ClusterSpec& cluster) {
+  if (cluster.mode == TrainingMode::Sync)
+    return fmt::format(
+        "sync training answers a step once the ps has {} of the {} workers' "
+        "gradients of it (the ps's log names those it waits for: stopped, hung, "
+        "slow or gone), or the chief's first initialisation",
+        cluster.replicas_to_aggregate, cluster.worker.size());
+  if (cluster.max_staleness > 0)
+    return fmt::format(
+        "with max_staleness {}, a worker that far ahead of the slowest waits for "
+        "it (the ps's log names it), or the chief's first initialisation",
+        cluster.max_staleness);
+  return "it answers status calls, so it is busy (a checkpoint read, many workers), or waits "
+         "for the chief's first initialisation";
+}
+
 }  // namespace
 
 struct ShardedClient::Impl {
@@ -147,6 +165,7 @@ struct ShardedClient::Impl {
   // hello; kept while a ps maps it. Outlives the connections.
   std::optional<SharedRegion> region;
   std::vector<ShardLink> shards;
+  std::string long_wait_meaning;  // whatALongWaitMeans(cluster)
 
   kj::Promise<void> connectOnce(ShardLink& link) {
     return io.provider->getNetwork()
@@ -234,8 +253,14 @@ struct ShardedClient::Impl {
 ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
                              const LayerGraph& graph, const VariableLayout& layout,
                              SpecIdentity identity, uint32_t worker_task)
-    : impl_(std::make_unique<Impl>(Impl{
-          io, cluster, std::move(identity), worker_task, layout.totalSize(), std::nullopt, {}})) {
+    : impl_(std::make_unique<Impl>(Impl{io,
+                                        cluster,
+                                        std::move(identity),
+                                        worker_task,
+                                        layout.totalSize(),
+                                        std::nullopt,
+                                        {},
+                                        whatALongWaitMeans(cluster)})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
@@ -457,6 +482,12 @@ constexpr size_t kSyncCallsInFlight = 8;
 // updates: 16 chunks, a few milliseconds of SGD.
 constexpr size_t kMaxSyncRunChunks = 4;
 constexpr size_t kMaxAsyncRunChunks = 16;
+// A worker waiting this long for a ps's answer says so, then again after
+// twice as long, up to every kMaxLongWaitNoticeSeconds. A sync step waits
+// seconds for the chief's evaluations and checkpoints.
+constexpr int kLongWaitNoticeSeconds = 30;
+constexpr int kMaxLongWaitNoticeSeconds = 300;
+
 // callEveryRun lets two calls of the longest run be in flight: within the
 // sync bound.
 static_assert(2 * kMaxSyncRunChunks <= kSyncCallsInFlight);
@@ -523,11 +554,14 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // the next run goes out as soon as its chunks fit beside those not yet
 // answered. In sync training the budget is in_flight (kSyncCallsInFlight),
 // the partial sums its ps holds for this worker.
-// Returns false when it gave up on them because *stop was held (the calls
-// are cancelled; see ShardedClient::abandonWaitsOnStop). Throws
-// as throwShardFailure() for the first shard whose call failed.
+// While calls wait long, the worker logs which ps tasks have not answered
+// and `long_wait`, what such a wait means: its log should not go silent
+// while a step waits for another worker. Returns false when it gave up on
+// them because *stop was held (the calls are cancelled; see
+// ShardedClient::abandonWaitsOnStop). Throws as throwShardFailure() for
+// the first shard whose call failed.
 bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
-                  std::vector<ShardLink>& shards, size_t in_flight,
+                  std::vector<ShardLink>& shards, size_t in_flight, std::string_view long_wait,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
                   const std::function<kj::Promise<void>(ShardLink&, ChunkRun)>& call) {
   FirstFailure failure;
@@ -565,6 +599,21 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   for (ShardCalls& s : calls) every_shard.add(callWhileTheyFit(s));
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
   all = watched(kj::mv(all), shards, io.provider->getTimer(), failure);
+  const Clock::time_point start = Clock::now();
+  std::function<kj::Promise<void>(int)> noticeLongWait = [&](int seconds) {
+    return io.provider->getTimer().afterDelay(seconds * kj::SECONDS).then([&, seconds] {
+      std::string waiting;
+      for (const ShardCalls& s : calls)
+        if (s.in_flight > 0 || s.next < s.runs.size())
+          waiting += fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index,
+                                 s.link.address);
+      spdlog::info("waited {} s for {} to answer: {}",
+                   std::lround(std::chrono::duration<double>(Clock::now() - start).count()),
+                   waiting, long_wait);
+      return noticeLongWait(std::min(2 * seconds, kMaxLongWaitNoticeSeconds));
+    });
+  };
+  all = all.exclusiveJoin(noticeLongWait(kLongWaitNoticeSeconds));
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
@@ -611,26 +660,27 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   impl_->refuseRegionAfterGivingUp(parameters);
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
   TransferTally pulls;
-  const bool done = callEveryRun(impl_->io, stop_, impl_->shards, kCallsInFlight, eachChunk,
-                                 [&](ShardLink& link, ChunkRun run) {
-    const ShardChunk& c = link.chunks[run.first];
-    auto request = link.shard().pullRequest();
-    request.setMinStep(min_step);
-    request.setOffset(uint64_t(c.shard_offset));
-    request.setLength(uint64_t(c.size));
-    const float* shared = impl_->sharedParameters(link, c);
-    request.setIntoSharedRegion(shared != nullptr);
-    int64_t* step = &shard_steps_[size_t(link.index)];
-    float* out = parameters.data() + c.layout_offset;
-    const int64_t size = c.size;
-    pulls.sent(0);
-    return request.send().then([this, &link, step, shared, out, size, &pulls](auto reply) {
-      if (reply.getStopping()) stopping_shard_ = link.index;
-      copyChunk(reply.getData(), shared, out, size);
-      *step = std::min(*step, reportedStep(reply.getGlobalStep()));
-      pulls.answered(size * int64_t(sizeof(float)));
-    });
-  });
+  const bool done = callEveryRun(
+      impl_->io, stop_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning, eachChunk,
+      [&](ShardLink& link, ChunkRun run) {
+        const ShardChunk& c = link.chunks[run.first];
+        auto request = link.shard().pullRequest();
+        request.setMinStep(min_step);
+        request.setOffset(uint64_t(c.shard_offset));
+        request.setLength(uint64_t(c.size));
+        const float* shared = impl_->sharedParameters(link, c);
+        request.setIntoSharedRegion(shared != nullptr);
+        int64_t* step = &shard_steps_[size_t(link.index)];
+        float* out = parameters.data() + c.layout_offset;
+        const int64_t size = c.size;
+        pulls.sent(0);
+        return request.send().then([this, &link, step, shared, out, size, &pulls](auto reply) {
+          if (reply.getStopping()) stopping_shard_ = link.index;
+          copyChunk(reply.getData(), shared, out, size);
+          *step = std::min(*step, reportedStep(reply.getGlobalStep()));
+          pulls.answered(size * int64_t(sizeof(float)));
+        });
+      });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
   if (!done) {
     spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);
@@ -660,6 +710,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   try {
     done = callEveryRun(
         impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
+        impl_->long_wait_meaning,
         [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
             const ShardLink& link) { return pushCalls(link, gated, max_run); },
         [&](ShardLink& link, ChunkRun run) {

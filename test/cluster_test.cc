@@ -43,10 +43,13 @@ constexpr double kTimeout = 240.0;
 struct Cluster {
   std::vector<std::unique_ptr<BackgroundTraind>> ps, workers;
 
-  // Starts the workers first: any start order must work.
+  // Starts the workers first: any start order must work. The chief
+  // checkpoints in <dir>/ckpt unless the arguments say where: never in the
+  // spec's own directory, which every test run would share (and lock).
   Cluster(const std::filesystem::path& dir, const std::filesystem::path& cluster,
-          const std::string& model_args, int num_ps, int num_workers,
-          const std::string& chief_args = "") {
+          const std::string& model_args, int num_ps, int num_workers, std::string chief_args = "") {
+    if ((model_args + chief_args).find("--checkpoint-dir") == std::string::npos)
+      chief_args += " --checkpoint-dir " + (dir / "ckpt").string();
     for (int w = num_workers - 1; w >= 0; --w)
       workers.insert(workers.begin(),
                      std::make_unique<BackgroundTraind>(
@@ -90,9 +93,6 @@ PushCounts pushCountsLogged(const std::string& ps_output) {
   return {std::stoll(m[1]), std::stoll(m[3]), std::stoll(m[2])};
 }
 
-// 1 ps and 2 sync workers training fashion_mlp with no end in sight
-// (max_steps 10^6, a log line every 20 steps), checkpoints in <dir>/ckpt:
-// the job the failure tests disturb.
 // fashion_mlp's spec text with its hidden layers widened to 1200 and 400
 // units: a 784-1200-400-10 MLP of 5.4 MiB, six chunks on one ps.
 std::string widenedMlp(const std::string& fashion_mlp) {
@@ -396,6 +396,8 @@ TEST_CASE("sync: the ps names the worker a standing step waits for and healthz s
   CHECK_THAT(status.output, Catch::Contains("training: the global step has stood at "));
   c.workers[1]->signal(SIGKILL);
   const bool killed_named = c.ps[0]->waitForOutput("from worker 1 (not connected)", 40);
+  // The chief's own log says what its step waits for.
+  const bool chief_said = c.workers[0]->waitForOutput("waited 30 s for ps 0 at ", 30);
   c.workers[0]->signal(SIGTERM);
   CHECK(c.workers[0]->wait(30) == 0);
   c.ps[0]->signal(SIGTERM);
@@ -403,10 +405,41 @@ TEST_CASE("sync: the ps names the worker a standing step waits for and healthz s
   INFO(c.logs());
   CHECK(stopped_named);
   CHECK(killed_named);
+  CHECK(chief_said);
+  CHECK_THAT(c.workers[0]->output(),
+             Catch::Contains("to answer: sync training answers a step once the ps has 2 of the 2 "
+                             "workers' gradients of it (the ps's log names those it waits for"));
   CHECK_THAT(c.ps[0]->output(),
              Catch::Matches("(?:.|\\n)*has waited 1[5-7] s for gradients from worker 1 \\(connected: "
                             "stopped, hung or slow\\?\\); each chunk aggregates 2 of the 2 "
                             "workers' gradients(?:.|\\n)*"));
+}
+
+TEST_CASE("async with max_staleness: the ps names the stopped worker the others wait for") {
+  const auto dir = freshTempDir("async-staleness-stall");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n  max_staleness: 2\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
+            1, 2);
+  c.workers[1]->waitForOutput("connected to ps 0");
+  c.workers[0]->waitForOutput("step 40,");
+  c.workers[1]->signal(SIGSTOP);
+  const bool named = c.ps[0]->waitForOutput(
+      "worker 0 is max_staleness 2 pushes ahead of worker 1 (connected: stopped, hung or slow?) "
+      "and waits for its gradients",
+      40);
+  // Gone, it holds nobody back: the chief trains on.
+  c.workers[1]->signal(SIGKILL);
+  const std::string before = c.workers[0]->output();
+  const bool trained_on = c.workers[0]->waitForOutput(", loss = ", 30, before.size());
+  c.workers[0]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  c.ps[0]->signal(SIGTERM);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK(named);
+  CHECK(trained_on);
 }
 
 TEST_CASE("sync: a worker killed while it waits for a step leaves the ps serving the others") {

@@ -303,6 +303,40 @@ TEST_CASE("async: every chunk applies at once; complete pushes advance the step 
   CHECK(shard.withinStaleness(0));
 }
 
+TEST_CASE("async with max_staleness: a standing step names the worker the others wait for") {
+  OneShard s(TrainingMode::Async, 3, 2, /*max_staleness=*/1);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  shard.markReady(0);
+  for (uint32_t w : {0u, 1u, 2u}) shard.workerJoined(w);
+  const std::vector<float> g{2.0f, 2.0f}, b{0.0f};
+  auto pushAll = [&](uint32_t worker) {
+    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[0].shard_offset, g));
+    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[1].shard_offset, b));
+  };
+  StepStallReport report(shard, s.cluster);
+  CHECK_FALSE(report.check(0.0));
+  // Workers 0 and 2 run two pushes ahead of worker 1, which stopped.
+  for (uint32_t w : {0u, 2u, 0u, 2u}) pushAll(w);
+  CHECK(shard.stalenessHold().held == std::vector<uint32_t>{0, 2});
+  CHECK(shard.stalenessHold().slowest == std::vector<uint32_t>{1});
+  CHECK_FALSE(report.check(1.0));  // the step moved
+  CHECK_FALSE(report.check(10.0));
+  const auto line = report.check(1.0 + StepStallReport::kMinSeconds);
+  REQUIRE(line);
+  CHECK(line->suspects);
+  CHECK(line->text ==
+        "global step 4 has waited 15 s: workers 0 and 2 are max_staleness 1 pushes ahead of "
+        "worker 1 (connected: stopped, hung or slow?) and wait for its gradients");
+  CHECK(report.standingSeconds() == Approx(15.0));
+  // Gone, worker 1 holds nobody: the standing step then means nobody pushes.
+  shard.workerLeft(1);
+  CHECK(shard.stalenessHold().held.empty());
+  const auto after = report.check(1.0 + 2 * StepStallReport::kMinSeconds);
+  REQUIRE(after);
+  CHECK_FALSE(after->suspects);
+  CHECK_THAT(after->text, Catch::Contains("no worker has pushed"));
+}
+
 // An async shard of two workers whose kernel chunk holds {1, 2}; g is a
 // gradient of that chunk (SGD, learning rate 0.5: each push takes 1 off).
 struct PinnedKernel {

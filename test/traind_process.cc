@@ -124,10 +124,11 @@ int BackgroundTraind::wait(double timeout_seconds) {
   }
 }
 
-bool BackgroundTraind::waitForOutput(const std::string& text, double timeout_seconds) const {
+bool BackgroundTraind::waitForOutput(const std::string& text, double timeout_seconds,
+                                     size_t from) const {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
-  while (output().find(text) == std::string::npos) {
+  while (output().find(text, from) == std::string::npos) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -56,8 +56,9 @@ class BackgroundTraind {
   void signal(int signal_number);
   std::string output() const { return readFile(log_); }
   int pid() const { return pid_; }
-  // Whether `text` appears in the output within `timeout_seconds`.
-  bool waitForOutput(const std::string& text, double timeout_seconds = 30.0) const;
+  // Whether `text` appears in the output, past its first `from` bytes,
+  // within `timeout_seconds`.
+  bool waitForOutput(const std::string& text, double timeout_seconds = 30.0, size_t from = 0) const;
 
  private:
   int pid_ = -1;
