@@ -91,8 +91,14 @@ class IdxFile {
       if (got == 0) break;
     }
     items.resize(total);
+    // Counted one buffer past what the header declares, no further: a file
+    // that holds more (a gzip stream of endless zeros) is refused unread.
     std::vector<uint8_t> rest(1 << 20);
-    while (size_t got = read(rest.data(), rest.size())) total += got;
+    bool more = false;
+    while (size_t got = read(rest.data(), rest.size())) {
+      total += got;
+      if ((more = total > declared_bytes + rest.size())) break;
+    }
 
     // A stream cut short (Z_BUF_ERROR) still counts what it held; after
     // other gzip errors the count is not to be trusted.
@@ -102,7 +108,7 @@ class IdxFile {
       fail(path_, "corrupt gzip stream: " + gzipError());
     if (total != declared_bytes) {
       std::string what = "header declares " + declared() + " but the file holds " +
-                         std::to_string(total) + " bytes of " +
+                         (more ? "more than " : "") + std::to_string(total) + " bytes of " +
                          (kind_ == "images" ? "pixels" : "labels");
       if (gz_status != Z_OK) what += " (gzip: " + gzipError() + ")";
       fail(path_, what);
@@ -156,12 +162,14 @@ class IdxFile {
 
 }  // namespace
 
-Dataset loadIdxDataset(const IdxSource& source) {
+Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_header) {
   // Each file is checked whole before the two are compared: a count that
   // differs is more often a damaged file than a mismatched pair.
   IdxFile images(source.images, idx_format::kImagesMagic, "images");
   const int64_t count = images.dims()[0];
   const int64_t keep = source.limit > 0 ? std::min(source.limit, count) : count;
+  const Shape example_shape{images.dims()[1], images.dims()[2], 1};
+  if (check_header) check_header(example_shape, keep);
   const std::vector<uint8_t> pixels = images.readItems(keep);
   IdxFile labels(source.labels, idx_format::kLabelsMagic, "labels");
   const std::vector<uint8_t> classes = labels.readItems(std::min<int64_t>(keep, labels.dims()[0]));
@@ -171,7 +179,7 @@ Dataset loadIdxDataset(const IdxSource& source) {
 
   Dataset data;
   data.size = keep;
-  data.example_shape = {images.dims()[1], images.dims()[2], 1};
+  data.example_shape = example_shape;
   std::array<float, 256> scaled;
   for (int v = 0; v < 256; ++v) scaled[v] = float(v) / 255.0f;
   data.inputs.resize(pixels.size());

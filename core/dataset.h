@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/batch.h"
@@ -31,14 +32,22 @@ struct Dataset {
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
 };
 
+// Called once the images file's header is read, before a byte of its
+// pixels: the shape of one example ([height, width, 1]) and how many
+// examples are to be kept. It throws to refuse images that cannot fit the
+// model, or the memory, before they are decompressed (a gzip file of 8 MB
+// can hold 8 GB of pixels).
+using IdxHeaderCheck = std::function<void(const Shape& example_shape, int64_t examples)>;
+
 // Reads an images file and a labels file, each gzip-compressed (recognised by
 // its magic bytes 1f 8b, not by its name) or raw. Checks magic, dimensions,
 // that each file holds exactly the bytes its header declares, and that the
 // counts match; `limit` > 0 keeps only the first `limit` examples (all of
 // them when the files hold fewer). InputError naming the file and what is
 // wrong. Memory grows with what the files really hold, never with what a
-// header claims.
-Dataset loadIdxDataset(const IdxSource& source);
+// header claims, and a file is read no further than 1 MiB past what its
+// header declares.
+Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_header = nullptr);
 
 // spec.points examples: x uniform in [x_min, x_max], y = x^2 + N(0, sd^2).
 // Deterministic in `seed`; callers pass different seeds for train and test.

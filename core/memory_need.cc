@@ -85,6 +85,8 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
       need.activation_bytes += numElements(layer.output_shape) * spec.data.batch_size *
                                int64_t(sizeof(float)) * spec.training.concurrent_steps;
   }
+  need.input_bytes = int64_t(spec.data.prefetch_batches.value_or(0)) * spec.data.batch_size *
+                     numElements(graph.input_shape) * int64_t(sizeof(float));
   return need;
 }
 
@@ -115,8 +117,11 @@ std::string byteSize(int64_t bytes) {
 std::string memoryReport(const MemoryNeed& need, std::optional<int64_t> available) {
   return fmt::format(
       "memory: at least {} ({} of variables with their gradients and optimizer slots, {} of "
-      "layer outputs per step){}\n",
+      "layer outputs per step{}){}\n",
       byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
+      need.input_bytes > 0
+          ? fmt::format(", {} of input batches read ahead", byteSize(need.input_bytes))
+          : "",
       available ? fmt::format("; this machine gives a process {}", byteSize(*available)) : "");
 }
 
@@ -125,13 +130,16 @@ void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const Memor
   if (!available || need.total() <= *available) return;
   const std::string what = fmt::format(
       "the model needs at least {} of memory ({} of variables with their gradients and "
-      "optimizer slots, {} of layer outputs for a batch of {}{}), and this machine gives a "
+      "optimizer slots, {} of layer outputs for a batch of {}{}{}), and this machine gives a "
       "process {} (physical memory and swap, or what its cgroup allows)",
       byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
       spec.data.batch_size,
       spec.training.concurrent_steps > 1
           ? fmt::format(" times {} steps in flight", spec.training.concurrent_steps)
           : "",
+      need.input_bytes > 0 ? fmt::format(", {} of the {} input batches read ahead",
+                                         byteSize(need.input_bytes), *spec.data.prefetch_batches)
+                           : "",
       byteSize(*available));
   if (need.state_bytes >= need.activation_bytes && need.largest_layer >= 0) {
     const LayerNode& layer = graph.layers[size_t(need.largest_layer)];

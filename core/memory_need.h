@@ -26,11 +26,14 @@ struct MemoryNeed {
   // flight (training.concurrent_steps); none on CUDA devices, whose memory
   // they take instead of the host's.
   int64_t activation_bytes = 0;
+  // The input batches data.prefetch_batches reads ahead (auto counts as
+  // none: a worker reads none ahead, a standalone run 4).
+  int64_t input_bytes = 0;
   // The layer whose variables are the largest part of state_bytes.
   int largest_layer = -1;
   int64_t largest_layer_bytes = 0;
 
-  int64_t total() const { return state_bytes + activation_bytes; }
+  int64_t total() const { return state_bytes + activation_bytes + input_bytes; }
 };
 
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph);

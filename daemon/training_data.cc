@@ -4,23 +4,32 @@
 
 #include <algorithm>
 
+#include "core/memory_need.h"
 #include "core/random.h"
 
 namespace traind {
 namespace {
 
 // `where` and `field` name the data set's entry in the spec.
-void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocation& where,
-               const std::string& field) {
+void checkShapeFits(const LayerGraph& graph, const Shape& example_shape,
+                    const SourceLocation& where, std::string_view field) {
   // A flat input takes images as their values in order; an image input
   // takes them only as they are (a [14, 56, 1] view of 28x28 images would
-  // train on scrambled pictures).
-  const bool images = data.example_shape.size() == 3 && graph.input_shape.size() == 3;
-  if (numElements(data.example_shape) != numElements(graph.input_shape) ||
-      (images && data.example_shape != graph.input_shape))
-    throwInputError(where, field,
-                    "examples of shape " + shapeToString(data.example_shape) +
+  // train on scrambled pictures). Elements as a double: an IDX header's
+  // dimensions may multiply past int64.
+  double elements = 1.0;
+  for (int64_t d : example_shape) elements *= double(d);
+  const bool images = example_shape.size() == 3 && graph.input_shape.size() == 3;
+  if (elements != double(numElements(graph.input_shape)) ||
+      (images && example_shape != graph.input_shape))
+    throwInputError(where, std::string(field),
+                    "examples of shape " + shapeToString(example_shape) +
                         " do not fit the model's input " + shapeToString(graph.input_shape));
+}
+
+void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocation& where,
+               const std::string& field) {
+  checkShapeFits(graph, data.example_shape, where, field);
   const int64_t outputs = graph.output_shape[0];
   if (graph.loss == LossKind::SoftmaxCrossEntropy) {
     if (data.labels.empty())
@@ -43,12 +52,42 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
   }
 }
 
+// What a data set of `examples` examples of `elements` values takes while
+// it loads: its pixels as read, then as floats, and its labels.
+double datasetBytes(int64_t elements, int64_t examples) {
+  return double(examples) *
+         double(elements * int64_t(1 + sizeof(float)) + int64_t(sizeof(int32_t)));
+}
+
 // The files of a spec's data.train or data.test; what they hold that
-// refutes the spec names the entry too, as the spec's own errors do.
-Dataset loadDataFiles(const IdxSource& source, std::string_view field) {
+// refutes the spec names the entry too, as the spec's own errors do. Images
+// that cannot feed the model, or would not fit in memory beside `held`
+// bytes (the model and the data sets already loaded), are refused from the
+// file's header, before they are read; `held` then grows by this set.
+Dataset loadDataFiles(const IdxSource& source, std::string_view field, const LayerGraph& graph,
+                      std::optional<int64_t> available, double& held) {
+  bool checking = false;  // an InputError thrown meanwhile names the entry already
+  const auto check_header = [&](const Shape& example_shape, int64_t examples) {
+    checking = true;
+    checkShapeFits(graph, example_shape, source.location, field);
+    const double bytes = datasetBytes(numElements(example_shape), examples);
+    if (available && held + bytes > double(*available))
+      throwInputError(
+          source.location, std::string(field),
+          fmt::format("{}: {} examples of {} take {} of memory as they load, beside {} of the "
+                      "model and the data before them, and this machine gives a process {} "
+                      "(physical memory and swap, or what its cgroup allows): expected fewer "
+                      "examples (`limit` keeps the first N)",
+                      source.images, examples, shapeToString(example_shape),
+                      byteSize(int64_t(std::min(bytes, 0x1p62))), byteSize(int64_t(held)),
+                      byteSize(*available)));
+    held += bytes;
+    checking = false;
+  };
   try {
-    return loadIdxDataset(source);
+    return loadIdxDataset(source, check_header);
   } catch (const InputError& e) {
+    if (checking) throw;
     throwInputError(source.location, field, e.what());
   }
 }
@@ -63,8 +102,11 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
     test.points = std::max<int64_t>(1, spec.data.synthetic.points / 5);
     data.test = makeSyntheticRegression(test, hashCombine(spec.seed, 1));
   } else {
-    data.train = loadDataFiles(spec.data.train, "data.train");
-    if (spec.data.test) data.test = loadDataFiles(*spec.data.test, "data.test");
+    const std::optional<int64_t> available = memoryAvailable();
+    double held = double(memoryNeed(spec, graph).total());
+    data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held);
+    if (spec.data.test)
+      data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);
   }
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     checkFits(graph, data.train, spec.data.synthetic_location, "data.synthetic");

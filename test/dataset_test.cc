@@ -195,6 +195,40 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
             images +
             ": header declares 60000 images of 28x28 but the file holds 3 bytes of pixels"));
   }
+  SECTION("far more pixels than the header declares: read no further than 1 MiB past them") {
+    // A gzip stream of 64 MiB of zeros (64 KiB of file) after a valid file.
+    std::string bytes = kImages + std::string(size_t(64) << 20, '\0');
+    writeGzip(images, bytes);
+    CHECK(std::filesystem::file_size(images) < (size_t(1) << 20));
+    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 0, {}}), InputError,
+                         Catch::Predicate<std::exception>([&](const std::exception& e) {
+                           const std::string m = e.what();
+                           INFO(m);
+                           const std::string head =
+                               images +
+                               ": header declares 3 images of 2x2 but the file holds more than ";
+                           if (!m.starts_with(head) || !m.ends_with(" bytes of pixels"))
+                             return false;
+                           const long long held = std::stoll(m.substr(head.size()));
+                           return held > (1 << 20) && held <= (3 << 20);  // not the 64 MiB
+                         }));
+  }
+  SECTION("the header check sees the images' shape and count before any pixel is read") {
+    // 100000 images of 40000x40000 declared; the pixels are not there, and
+    // the check refuses them first.
+    writeGzip(images, idxBytes(idx_format::kImagesMagic, {100000, 40000, 40000}, {1, 2, 3}));
+    Shape seen;
+    int64_t examples = 0;
+    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 7, {}},
+                                        [&](const Shape& shape, int64_t count) {
+                                          seen = shape;
+                                          examples = count;
+                                          throw InputError("refused by the check");
+                                        }),
+                         InputError, Catch::Message("refused by the check"));
+    CHECK(seen == Shape{40000, 40000, 1});
+    CHECK(examples == 7);  // the limit: what would be kept
+  }
   SECTION("a labels file given as images") {
     CHECK_THROWS_MATCHES(
         loadWithImages(kLabels), InputError,

@@ -39,6 +39,13 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   need = memoryNeed(spec, buildLayerGraph(spec));
   CHECK(need.state_bytes == kFloats * 3 * 4);  // values, gradients, the averages
   CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 3);
+  CHECK(need.input_bytes == 0);  // prefetch_batches auto: none counted
+  spec.data.prefetch_batches = 1024;
+  need = memoryNeed(spec, buildLayerGraph(spec));
+  CHECK(need.input_bytes == int64_t(1024) * 50 * 784 * 4);
+  CHECK(need.total() == need.state_bytes + need.activation_bytes + need.input_bytes);
+  CHECK_THAT(memoryReport(need, std::nullopt),
+             Catch::Contains(", 153.1 MiB of input batches read ahead)"));
 
   // On GPUs the layer outputs take the GPU's memory, not the host's.
   spec.training.devices = {"cuda:0", "cuda:1"};

@@ -328,6 +328,29 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output,
              Catch::Contains("cut.yaml:20:5: data.test: " + (dir / "short.idx").string()));
+
+  // Images that cannot fit the model or the memory are refused from their
+  // header, before a pixel is read: the files hold none here.
+  auto header = [](uint32_t count, uint32_t height, uint32_t width) {
+    std::string bytes;
+    for (uint32_t v : {0x00000803u, count, height, width})
+      for (int shift = 24; shift >= 0; shift -= 8) bytes += char((v >> shift) & 0xff);
+    return bytes;
+  };
+  writeFile(dir / "huge.idx", header(1, 40000, 40000));
+  writeFile(dir / "huge.yaml", replaceAll(mlp, images, (dir / "huge.idx").string()));
+  r = runTraind("check --model " + (dir / "huge.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("huge.yaml:20:5: data.test: examples of shape [40000, "
+                                       "40000, 1] do not fit the model's input"));
+  writeFile(dir / "many.idx", header(0x80000000u, 28, 28));
+  writeFile(dir / "many.yaml", replaceAll(mlp, images, (dir / "many.idx").string()));
+  r = runTraind("check --model " + (dir / "many.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("many.yaml:20:5: data.test: " + (dir / "many.idx").string() +
+                                       ": 2147483648 examples of [28, 28, 1] take 7.7 TiB of "
+                                       "memory as they load, beside "));
+  CHECK_THAT(r.output, Catch::Contains("expected fewer examples (`limit` keeps the first N)"));
 }
 
 TEST_CASE("bad input exits 2 with the file, line and field") {
