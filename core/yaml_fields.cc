@@ -1,5 +1,6 @@
 #include "core/yaml_fields.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
@@ -188,6 +189,34 @@ class DocumentScan final : public YAML::EventHandler {
   std::optional<YAML::Mark> stalled_;
 };
 
+// A spec is UTF-8 text, with no control characters but tab and line
+// breaks, as YAML requires. yaml-cpp reads some others as it likes (a NUL
+// ends a scalar there and then), so a file damaged in transit would load as
+// another spec than the one written.
+void checkText(const std::string& text, const std::string& path) {
+  size_t line = 1, line_start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const unsigned char byte = static_cast<unsigned char>(text[pos]);
+    size_t length = 1;
+    std::string_view fault;
+    if (byte == '\n') {
+      ++line;
+      line_start = pos + 1;
+    } else if (byte >= 0x80) {
+      length = utf8SequenceLength(text, pos);
+      if (length == 0) fault = "a byte that is not UTF-8";
+    } else if ((byte < 0x20 && byte != '\t' && byte != '\r') || byte == 0x7f) {
+      fault = "a control character";
+    }
+    if (!fault.empty())
+      throwInputError(SourceLocation{path, int(line), int(pos - line_start + 1)}, "",
+                      fmt::format("invalid YAML: {} {}: expected UTF-8 text with no control "
+                                  "characters but tab and line breaks",
+                                  fault, quotedPrintable(text.substr(pos, 1))));
+    pos += std::max<size_t>(length, 1);
+  }
+}
+
 }  // namespace
 
 YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
@@ -213,6 +242,7 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
                         std::to_string(kMaxSpecBytes) + " bytes, got " +
                         (error ? "more" : std::to_string(size)) + " bytes");
   }
+  checkText(text, path);
   try {
     const DocumentScan scan(text);
     auto at = [&](const YAML::Mark& mark) {

@@ -576,6 +576,20 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   CHECK(loadError(comma) == comma + ":1:1: invalid YAML: cannot read on from ','");
   const std::string late_comma = dir.write("late_comma.yaml", kMinimal + "---\n,\n");
   CHECK_THAT(loadError(late_comma), Catch::Contains("invalid YAML: cannot read on from ','"));
+  // Control characters and bytes that are not UTF-8 (a file damaged in
+  // transit): yaml-cpp would read some as it likes (a NUL ends a scalar).
+  const std::string nul = dir.write("nul.yaml", std::string("name: a\0b\n", 10));
+  CHECK(loadError(nul) == nul +
+                              ":1:8: invalid YAML: a control character '\\x00': expected UTF-8 "
+                              "text with no control characters but tab and line breaks");
+  const std::string latin1 = dir.write("latin1.yaml", "name: a\n# caf\xe9\n");
+  CHECK_THAT(loadError(latin1),
+             Catch::StartsWith(latin1 + ":2:6: invalid YAML: a byte that is not UTF-8 '\\xe9'"));
+  const std::string escape = dir.write("escape.yaml", "name: \x1b[31m\n");
+  CHECK_THAT(loadError(escape), Catch::Contains(":1:7: invalid YAML: a control character '\\x1b'"));
+  const std::string text =
+      dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9\n");
+  CHECK_NOTHROW(loadModelSpec(text));
   const std::string list_comma = dir.write("list_comma.yaml", "- a\n,\n");
   CHECK_THAT(loadError(list_comma), Catch::Contains("invalid YAML: cannot read on from ','"));
   // A text of many brackets is read in time (the hint for an unquoted IPv6
@@ -675,13 +689,13 @@ TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
   CHECK(loadError(path) == path +
                                ":2:30: layers[0].name: expected a name of letters, digits, '_', "
                                "'-' and '.', got 'conv/1'");
-  // A byte that is not UTF-8 (or a control character) reaches the message
-  // escaped, not raw; well-formed UTF-8 as it is.
+  // A control character (a YAML escape: raw, the file is refused as it
+  // loads) reaches the message escaped, not raw; well-formed UTF-8 as it is.
   path = dir.write("d.yaml",
-                   "input: [4]\nlayers: [{type: dense, name: \"h\xc3\xa9\\x1b\xff\", units: 3}]\n");
+                   "input: [4]\nlayers: [{type: dense, name: \"h\xc3\xa9\\x1b\", units: 3}]\n");
   CHECK(loadError(path) == path +
                                ":2:30: layers[0].name: expected a name of letters, digits, '_', "
-                               "'-' and '.', got the quoted string 'h\xc3\xa9\\x1b\\xff'");
+                               "'-' and '.', got the quoted string 'h\xc3\xa9\\x1b'");
 }
 
 TEST_CASE("range checks that need no shapes", "[model_spec]") {
