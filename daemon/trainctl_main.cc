@@ -110,13 +110,25 @@ struct NodeStatus {
   std::optional<std::string> stalled;  // why its step has stood too long
 };
 
+// What a node said, as trainctl prints it: its bytes may be anything, so
+// control characters and bytes that are not UTF-8 are escaped, and a long
+// answer is cut (whatever answers on the port may not be traind).
+std::string nodeSaid(std::string_view text) {
+  constexpr size_t kMaxShown = 2000;
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+  if (text.size() <= kMaxShown) return printable(text);
+  return printable(text.substr(0, kMaxShown)) +
+         fmt::format("... ({} bytes more)", text.size() - kMaxShown);
+}
+
 // Throws OpsUnreachable when the node cannot be asked, runtime_error when
 // its answer is not a status.
 NodeStatus queryStatus(const Node& node, double timeout) {
   const OpsReply reply = requestOps(node.address, "GET", "/status", timeout);
   const std::string where = node.address.toString() + "/status";
   if (reply.status != 200)
-    throw std::runtime_error(fmt::format("{} answered {}: {}", where, reply.status, reply.body));
+    throw std::runtime_error(
+        fmt::format("{} answered {}: {}", where, reply.status, nodeSaid(reply.body)));
   JsonValue json;
   try {
     json = parseJson(reply.body, where);
@@ -144,7 +156,7 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   auto text = [&](const char* key) -> std::optional<std::string> {
     const JsonValue* value = member(key, JsonValue::Type::String);
     if (!value) return std::nullopt;
-    return value->text;
+    return nodeSaid(value->text);
   };
   if (json.type != JsonValue::Type::Object)
     throw std::runtime_error(where + ": expected a JSON object");
@@ -261,8 +273,8 @@ bool postStop(const Node& node, double timeout) {
       std::printf("%s: stopping\n", describe(node).c_str());
       return true;
     }
-    std::printf("%s: refused the stop: %d %s", describe(node).c_str(), reply.status,
-                reply.body.c_str());
+    std::printf("%s: refused the stop: %d %s\n", describe(node).c_str(), reply.status,
+                nodeSaid(reply.body).c_str());
   } catch (const std::exception& e) {
     std::printf("%s: unreachable (%s)\n", node.name.c_str(), e.what());
   }
@@ -439,7 +451,8 @@ int runCheckpoint(const NodeFlags& flags) {
   const OpsReply reply =
       requestOps(target->address, "POST", "/checkpoint", requestSeconds(deadline));
   if (reply.status / 100 != 2) {
-    std::printf("%s: refused: %d %s", describe(*target).c_str(), reply.status, reply.body.c_str());
+    std::printf("%s: refused: %d %s\n", describe(*target).c_str(), reply.status,
+                nodeSaid(reply.body).c_str());
     return 1;
   }
   for (;;) {

@@ -2,7 +2,9 @@
 // standalone run and of a local cluster over their ops endpoints, and the
 // file commands (inspect, placement, eval) on what they left behind.
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -336,6 +338,50 @@ TEST_CASE("trainctl stop stops the ps of a chief that stopped alone after its ch
                  Catch::Contains("ps 0 (" + address(job.base + 2) + "): stopping"));
   CHECK(stop.exit_code == 1);  // the chief did not answer
   CHECK(job.ps->wait(30) == 0);
+}
+
+TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on its port") {
+  // A server that answers each of `replies` connections with the next one.
+  const int port = freePortRange(1);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  const int on = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr = loopbackAddress(port);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  auto http = [](const std::string& status, const std::string& body) {
+    return fmt::format("HTTP/1.1 {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", status,
+                       body.size(), body);
+  };
+  const std::vector<std::string> replies = {
+      http("500 Oops", "\x1b[2J\x1b[31mred\xff" + std::string(5000, 'x') + "\n"),
+      http("200 OK",
+           "{\"role\":\"worker\",\"task\":0,\"state\":\"tr\\u001b[2Jaining\","
+           "\"global_step\":3,\"loss\":null,\"examples_per_sec\":null,"
+           "\"last_checkpoint\":null,\"last_checkpoint_step\":null,"
+           "\"stalled\":null}")};
+  std::thread server([&] {
+    for (const std::string& reply : replies) {
+      const int peer = accept(listener, nullptr, nullptr);
+      if (peer < 0) return;
+      char request[4096];
+      (void)!read(peer, request, sizeof request);
+      (void)!write(peer, reply.data(), reply.size());
+      close(peer);
+    }
+  });
+  const ProcessResult error = runTrainctl("status --node " + address(port));
+  const ProcessResult odd = runTrainctl("status --node " + address(port));
+  server.join();
+  close(listener);
+  INFO(error.output + odd.output);
+  CHECK(error.exit_code == 1);
+  CHECK_THAT(error.output, Catch::Contains("answered 500: \\x1b[2J\\x1b[31mred\\xff"));
+  CHECK_THAT(error.output, Catch::Contains("... (3013 bytes more)"));
+  CHECK(odd.exit_code == 0);
+  CHECK_THAT(odd.output, Catch::Contains("tr\\x1b[2Jaining"));
+  for (const ProcessResult* r : {&error, &odd}) CHECK(r->output.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("trainctl refuses bad input with exit code 2") {
