@@ -37,14 +37,30 @@ constexpr double kPeerTimeoutSeconds = 600.0;
 // shard. Returns whether it joined shards that were already running: what
 // they hold is then in no checkpoint this chief knows of.
 bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) {
+  const std::vector<ShardStatusView> statuses = ps.statuses();
   bool all_ready = true;
-  for (const ShardStatusView& s : ps.statuses()) all_ready = all_ready && s.ready;
+  std::string holding;  // "ps 0 at global step 5230, ..."
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    all_ready = all_ready && statuses[i].ready;
+    if (statuses[i].ready)
+      holding += fmt::format("{}ps {} at global step {}", holding.empty() ? "" : ", ", i,
+                             statuses[i].global_step);
+  }
   if (all_ready) {
     spdlog::info("the ps shards already hold the parameters; joining the job");
     return true;
   }
   std::optional<std::filesystem::path> latest;
   if (!spec.checkpoint.dir.empty()) latest = findLatestCheckpoint(spec.checkpoint.dir);
+  // Some shards lost their state (their ps restarted) while others kept
+  // theirs: the job's parameters must be of one step, so every shard starts
+  // again from the checkpoint, as a TensorFlow session does after a ps
+  // restart. What the others trained since is lost: said, not done quietly.
+  if (!holding.empty())
+    spdlog::warn(
+        "some ps tasks hold no parameters (restarted?) while others do ({}): every "
+        "shard starts again from {}, and what was trained since is lost",
+        holding, latest ? "the latest checkpoint" : "a fresh initialisation (no checkpoint)");
   if (latest) {
     state.restore(*latest);
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());

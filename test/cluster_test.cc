@@ -739,6 +739,51 @@ TEST_CASE("a stopped cluster resumes from its checkpoint") {
   CHECK(readCheckpointTensor(dir / "ckpt", "hidden1/kernel") == saved);
 }
 
+TEST_CASE("a chief that finds one ps restarted empty restarts every shard from the checkpoint") {
+  const auto dir = freshTempDir("ps-restarted");
+  const auto cluster = writeCluster(dir, 2, 1, "  mode: sync\n");
+  // Checkpoints only at the end of a run: the one at step 50 stays the latest.
+  writeFile(dir / "mlp.yaml", replaceAll(readFile(modelPath("fashion_mlp.yaml")),
+                                         "every_steps: 600", "every_steps: 0"));
+  const std::string args =
+      "--cluster " + cluster.string() + " --model " + (dir / "mlp.yaml").string() +
+      " --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " + (dir / "ckpt").string();
+  {
+    Cluster first(dir, cluster, args.substr(args.find("--model")) + " --max-steps 50", 2, 1);
+    REQUIRE(first.workers[0]->wait(kTimeout) == 0);
+    for (auto& p : first.ps) CHECK(p->wait(30) == 0);
+  }
+  auto ps = [&](int task, const std::string& log) {
+    return std::make_unique<BackgroundTraind>(args + " --job ps --task " + std::to_string(task),
+                                              dir / log);
+  };
+  auto ps0 = ps(0, "ps0-again.log");
+  auto ps1 = ps(1, "ps1-again.log");
+  {
+    BackgroundTraind chief(args + " --job worker --task 0 --max-steps 1000000",
+                           dir / "chief-again.log");
+    REQUIRE(chief.waitForOutput("step 100,", 60));
+    // ps 1 dies and comes back empty; ps 0 holds the job's state past 100.
+    ps1->signal(SIGKILL);
+    ps1->wait(10);
+    CHECK(chief.wait(60) == 1);  // lost its ps
+  }
+  ps1 = ps(1, "ps1-restarted.log");
+  BackgroundTraind chief(args + " --job worker --task 0 --max-steps 70", dir / "chief-last.log");
+  CHECK(chief.wait(kTimeout) == 0);
+  CHECK(ps0->wait(30) == 0);
+  CHECK(ps1->wait(30) == 0);
+  INFO(chief.output());
+  CHECK_THAT(
+      chief.output(),
+      Catch::Matches("(?:.|\\n)*some ps tasks hold no parameters \\(restarted\\?\\) while "
+                     "others do \\(ps 0 at global step [0-9]{3,}\\): every shard starts again "
+                     "from the latest checkpoint, and what was trained since is "
+                     "lost(?:.|\\n)*"));
+  CHECK_THAT(chief.output(), Catch::Contains("at global step 50"));
+  CHECK_THAT(chief.output(), Catch::Contains("done: global step 70, 20 steps"));
+}
+
 TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   const auto dir = freshTempDir("garbage");
   const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
