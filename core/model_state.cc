@@ -160,7 +160,22 @@ std::filesystem::path ModelState::save(const std::filesystem::path& dir, int kee
   manifest.model_name = spec_.name;
   manifest.architecture_hash = architectureHash(spec_);
   manifest.created = utcNow();
-  return saveCheckpoint(dir, manifest, tensors, keep);
+  try {
+    return saveCheckpoint(dir, manifest, tensors, keep);
+  } catch (const std::exception& e) {
+    // A full disk, a directory gone or made read-only: said with what is
+    // left to resume from.
+    std::string latest;
+    try {
+      const std::optional<std::filesystem::path> found = findLatestCheckpoint(dir);
+      latest = found ? "its latest checkpoint is still " + found->filename().string()
+                     : "it holds no checkpoint yet";
+    } catch (const std::exception&) {
+      latest = "its latest checkpoint cannot be read either";
+    }
+    throw std::runtime_error(fmt::format("step {}: no checkpoint written into {}: {} ({})",
+                                         global_step_, dir.string(), e.what(), latest));
+  }
 }
 
 }  // namespace traind

@@ -62,6 +62,11 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
                     : named         ? "training.summary_dir"
                                     : "checkpoint.dir",
                     e.what());
+  } catch (const std::runtime_error& e) {
+    // Created, but its first write failed (a full disk): as a write that
+    // fails later, it ends the summaries, not the run.
+    spdlog::warn("{}; no TensorBoard summaries in this run", e.what());
+    return nullptr;
   }
 }
 

@@ -40,7 +40,9 @@ class TrainingSummaries {
 };
 
 // The summaries of a run from `start_step`, in summaryDirectory(spec); null
-// when the spec names no directory.
+// when the spec names no directory, or (a warning logged) when the file's
+// first write fails, as a full disk makes it: summaries never stop a run.
+// InputError naming the spec's field when the directory cannot be created.
 std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec, int64_t start_step);
 
 }  // namespace traind

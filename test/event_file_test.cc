@@ -1,5 +1,10 @@
 #include "core/event_file.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
@@ -180,6 +185,32 @@ TEST_CASE("a second writer in the same directory gets its own file", "[event_fil
   EventFileWriter second(tmp.path());
   CHECK(first.path() != second.path());
   CHECK(readEvents(second.path()).size() == 1);
+}
+
+TEST_CASE("summaries whose first write fails (a full disk) end, not the run", "[event_file]") {
+  TempDir tmp;
+  ModelSpec spec;
+  spec.training.summary_dir = (tmp.path() / "summaries").string();
+  // In a child: no file may grow past 0 bytes (RLIMIT_FSIZE), as on a full
+  // disk; the write then fails with EFBIG instead of a SIGXFSZ.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit none{0, 0};
+    setrlimit(RLIMIT_FSIZE, &none);
+    int code = 3;
+    try {
+      code = openTrainingSummaries(spec, 0) == nullptr ? 0 : 1;
+    } catch (...) {
+      code = 2;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // no summaries, no exception
 }
 
 TEST_CASE("an event file that cannot be created names the directory", "[event_file]") {
