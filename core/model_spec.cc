@@ -562,7 +562,10 @@ ModelSpec loadModelSpec(const std::string& path) {
 
   ModelSpec spec;
   spec.path = path;
-  spec.name = fs::path(path).stem().string();
+  // Its file's name stands in for a missing `name`, with what a name may
+  // not hold (spaces, control characters) as '_': it names directories
+  // and goes into logs.
+  spec.name = nameFrom(fs::path(path).stem().string());
   if (auto f = fields.find("name")) spec.name = readName(*f);
   if (auto f = fields.find("seed")) spec.seed = uint64_t(readInt(*f, 0));
   spec.input = readInput(fields.get("input"));
@@ -589,6 +592,18 @@ ModelSpec loadModelSpec(const std::string& path) {
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
   if (auto f = fields.find("init_from")) spec.init_from = readInitFrom(*f, spec_dir, spec.layers);
   return spec;
+}
+
+std::string describeCheckpoints(const CheckpointSpec& checkpoint) {
+  if (checkpoint.dir.empty())
+    return "no checkpoints (checkpoint.dir is empty): a stop or a crash loses what this run "
+           "trains";
+  std::string when;
+  if (checkpoint.every_steps > 0) when += fmt::format(" every {} steps", checkpoint.every_steps);
+  if (checkpoint.every_seconds > 0)
+    when += fmt::format("{} every {} s", when.empty() ? "" : " and", checkpoint.every_seconds);
+  return fmt::format("checkpoints in {}{} and at the end, keeping {}", checkpoint.dir, when,
+                     checkpoint.keep > 0 ? fmt::format("the newest {}", checkpoint.keep) : "all");
 }
 
 std::string summaryDirectory(const ModelSpec& spec) {

@@ -228,6 +228,11 @@ struct SpecIdentity {
 };
 SpecIdentity specIdentity(const ModelSpec& spec);
 
+// What a run's log says of its checkpoints as it starts: "checkpoints in
+// /srv/ckpt every 600 steps, keeping the newest 5", or that there are none
+// (an empty checkpoint.dir, as --checkpoint-dir '' gives).
+std::string describeCheckpoints(const CheckpointSpec& checkpoint);
+
 // Where a run's TensorBoard summaries go: training.summary_dir, else
 // <checkpoint.dir>/summaries, else "" (none). Read after flags and the cluster
 // spec have set the checkpoint directory.

@@ -465,6 +465,14 @@ std::string readName(const Field& field) {
   failExpected(field, "a name of letters, digits, '_', '-' and '.'");
 }
 
+std::string nameFrom(std::string_view text) {
+  if (text.empty()) return "model";
+  std::string name(text);
+  std::replace_if(
+      name.begin(), name.end(), [](char c) { return !isNameCharacter(c); }, '_');
+  return name;
+}
+
 std::string readText(const Field& field, std::string_view expected) {
   if (!field.node.IsScalar() || field.node.Scalar().empty()) failExpected(field, expected);
   return field.node.Scalar();

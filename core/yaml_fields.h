@@ -170,6 +170,9 @@ T readChoice(const Field& field, Choices<T> choices) {
 // A name of letters, digits, '_', '-' and '.': names become parts of
 // variable names, file names and metric labels.
 std::string readName(const Field& field);
+// `text` made a name: every byte readName refuses becomes '_' ("my model"
+// -> "my_model"); "model" for empty text.
+std::string nameFrom(std::string_view text);
 
 // Any non-empty text.
 std::string readText(const Field& field, std::string_view expected);

@@ -44,6 +44,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   } else {
     spdlog::info("{}", state.initialize());
   }
+  spdlog::info("{}", describeCheckpoints(spec.checkpoint));
 
   const int64_t batch_size = spec.data.batch_size;
   const int concurrent_steps = spec.training.concurrent_steps;

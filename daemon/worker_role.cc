@@ -230,6 +230,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   if (chief) {
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
     joined = prepareShards(spec, state, ps);
+    spdlog::info("{}", describeCheckpoints(spec.checkpoint));
     if (!spec.checkpoint.dir.empty())
       if (auto latest = findLatestCheckpoint(spec.checkpoint.dir))
         metrics.recordExistingCheckpoint(*latest);

@@ -587,6 +587,9 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
              Catch::StartsWith(latin1 + ":2:6: invalid YAML: a byte that is not UTF-8 '\\xe9'"));
   const std::string escape = dir.write("escape.yaml", "name: \x1b[31m\n");
   CHECK_THAT(loadError(escape), Catch::Contains(":1:7: invalid YAML: a control character '\\x1b'"));
+  // A spec with no `name` is named by its file, in the characters a name holds.
+  const std::string odd = dir.write("my model\x1b.yaml", kMinimal);
+  CHECK(loadModelSpec(odd).name == "my_model_");
   const std::string text =
       dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9\n");
   CHECK_NOTHROW(loadModelSpec(text));
