@@ -312,11 +312,11 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
   while (!name.empty() && std::isspace(uint8_t(name.back()))) name.pop_back();
   if (!isPlainFileName(name))
     throw InputError(latest.string() + ": expected the name of a checkpoint directory, got '" +
-                     printable(name) + "'");
+                     printablePrefix(name, 200) + "'");
   const fs::path checkpoint = dir / name;
   if (!fs::is_directory(checkpoint, ec))
     throw InputError(
-        latest.string() + " names " + printable(name) + ", which " +
+        latest.string() + " names " + printablePrefix(name, 200) + ", which " +
         (fs::exists(checkpoint, ec) ? "is not a checkpoint's directory" : "does not exist"));
   checkComplete(checkpoint);
   return checkpoint;

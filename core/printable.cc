@@ -62,6 +62,12 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string printablePrefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return printable(text);
+  return printable(text.substr(0, max_bytes)) + "... (" + std::to_string(text.size() - max_bytes) +
+         " bytes more)";
+}
+
 std::string quotedPrintable(std::string_view text) {
   std::string out = "'";  // not "'" + ...: GCC 12 warns falsely of an overlap (-Wrestrict)
   out += printable(text);

@@ -17,6 +17,10 @@ size_t utf8SequenceLength(std::string_view text, size_t pos);
 
 std::string printable(std::string_view text);
 
+// printable(text) of at most its first `max_bytes` bytes, then "... (N bytes
+// more)": for text that may be long, such as a whole file or a peer's answer.
+std::string printablePrefix(std::string_view text, size_t max_bytes);
+
 // printable(text) in single quotes, as a message quotes a name or a value.
 std::string quotedPrintable(std::string_view text);
 

@@ -114,11 +114,8 @@ struct NodeStatus {
 // control characters and bytes that are not UTF-8 are escaped, and a long
 // answer is cut (whatever answers on the port may not be traind).
 std::string nodeSaid(std::string_view text) {
-  constexpr size_t kMaxShown = 2000;
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-  if (text.size() <= kMaxShown) return printable(text);
-  return printable(text.substr(0, kMaxShown)) +
-         fmt::format("... ({} bytes more)", text.size() - kMaxShown);
+  return printablePrefix(text, 2000);
 }
 
 // Throws OpsUnreachable when the node cannot be asked, runtime_error when

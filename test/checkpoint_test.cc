@@ -372,6 +372,12 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; n
         findLatestCheckpoint(checkpoints), InputError,
         Catch::Message(latest + " names latest, which is not a checkpoint's directory"));
   }
+  SECTION("a long name, echoed no longer than 200 bytes") {
+    writeFile(latest, std::string(100000, 'c') + "\n");
+    CHECK_THROWS_MATCHES(findLatestCheckpoint(checkpoints), InputError,
+                         Catch::Message(latest + " names " + std::string(200, 'c') +
+                                        "... (99800 bytes more), which does not exist"));
+  }
   SECTION("no manifest") {
     fs::remove(saved / "manifest.json");
     CHECK_THROWS_MATCHES(

@@ -39,3 +39,10 @@ TEST_CASE("utf8SequenceLength measures one well-formed sequence") {
   CHECK(utf8SequenceLength("\x80", 0) == 0);
   CHECK(utf8SequenceLength("a", 0) == 0);  // one byte is not a sequence
 }
+
+TEST_CASE("printablePrefix cuts long text and says how much it left out") {
+  CHECK(printablePrefix("short", 10) == "short");
+  CHECK(printablePrefix("exactly10!", 10) == "exactly10!");
+  CHECK(printablePrefix(std::string(5000, 'x') + "\x1b", 3) == "xxx... (4998 bytes more)");
+  CHECK(printablePrefix("\x1b[2Jabc", 4) == "\\x1b[2J... (3 bytes more)");
+}
