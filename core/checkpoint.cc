@@ -434,12 +434,21 @@ void checkAgreesWithManifest(const fs::path& checkpoint, const CheckpointManifes
   agree("global_step", std::to_string(manifest.global_step));
   agree("model_name", manifest.model_name);
   agree("architecture_hash", manifest.architecture_hash);
+  // The name's step compared as digits: one past int64 differs from every
+  // manifest's too.
   const std::string name = checkpoint.filename().string();
-  const std::optional<int64_t> step = stepOfDirName(name);
-  if (step && *step != manifest.global_step)
+  const size_t prefix = layout::kDirPrefix.size();
+  if (name.size() < prefix + layout::kStepDigits ||
+      name.compare(0, prefix, layout::kDirPrefix) != 0 ||
+      !std::all_of(name.begin() + ptrdiff_t(prefix), name.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return;
+  std::string digits = name.substr(prefix);
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+  if (digits != std::to_string(manifest.global_step))
     throw InputError(checkpoint.string() + ": corrupt checkpoint: " + manifest_path +
                      " says global_step " + std::to_string(manifest.global_step) +
-                     ", the directory's name " + std::to_string(*step));
+                     ", the directory's name " + printablePrefix(digits, 40));
 }
 
 }  // namespace traind

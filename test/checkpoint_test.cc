@@ -555,6 +555,12 @@ TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint
   ModelState target(spec, graph);
   CHECK_THROWS_WITH(target.restore(renamed),
                     Catch::Contains("says global_step 0, the directory's name 7"));
+  const std::filesystem::path huge = dir.path() / "ckpt-99999999999999999999";  // past int64
+  std::filesystem::rename(renamed, huge);
+  CHECK_THROWS_WITH(
+      target.restore(huge),
+      Catch::Contains("says global_step 0, the directory's name 99999999999999999999"));
+  std::filesystem::rename(huge, renamed);
   std::filesystem::rename(renamed, dir.path() / "best");
   CHECK_NOTHROW(target.restore(dir.path() / "best"));
 }
