@@ -63,7 +63,8 @@ double datasetBytes(int64_t elements, int64_t examples) {
 // refutes the spec names the entry too, as the spec's own errors do. Images
 // that cannot feed the model, or would not fit in memory beside `held`
 // bytes (the model and the data sets already loaded), are refused from the
-// file's header, before they are read; `held` then grows by this set.
+// file's header, before they are read; `held` then grows by what this set
+// keeps once loaded.
 Dataset loadDataFiles(const IdxSource& source, std::string_view field, const LayerGraph& graph,
                       std::optional<int64_t> available, double& held) {
   bool checking = false;  // an InputError thrown meanwhile names the entry already
@@ -81,7 +82,7 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
                       source.images, examples, shapeToString(example_shape),
                       byteSize(int64_t(std::min(bytes, 0x1p62))), byteSize(int64_t(held)),
                       byteSize(*available)));
-    held += bytes;
+    held += bytes - double(examples) * double(numElements(example_shape));  // pixels freed
     checking = false;
   };
   try {
