@@ -135,6 +135,18 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
                "calls over TCP, {} chunks in {} calls through shared memory)",
                task, shard.globalStep(), shard.staleDropped(), pushes.tcp_calls,
                pushes.shared_chunks, pushes.shared_calls);
+  // Training that goes with this process: steps applied after the chief's
+  // last save, as when every node is signalled at once and another
+  // worker's last push lands after the chief read the shards.
+  if (const auto& saved = service.lastSaved(); saved && saved->global_step < shard.globalStep())
+    spdlog::warn(
+        "the chief's last checkpoint {} holds this shard at global step {}: {} in no "
+        "checkpoint (a worker pushed after the chief's last read, or the chief stopped "
+        "before the others)",
+        saved->path, saved->global_step,
+        shard.globalStep() - saved->global_step == 1
+            ? std::string("the step after it is")
+            : fmt::format("the {} steps after it are", shard.globalStep() - saved->global_step));
 }
 
 }  // namespace traind

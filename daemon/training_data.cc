@@ -104,7 +104,11 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
     data.test = makeSyntheticRegression(test, hashCombine(spec.seed, 1));
   } else {
     const std::optional<int64_t> available = memoryAvailable();
-    double held = double(memoryNeed(spec, graph).total());
+    // Beside the model: a run has refused a model that does not fit on its
+    // own already, and `traind check` only warned of it (it allocates no
+    // model), so the data is then judged alone.
+    const int64_t model = memoryNeed(spec, graph).total();
+    double held = available && model > *available ? 0.0 : double(model);
     data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held);
     if (spec.data.test)
       data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);

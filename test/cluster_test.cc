@@ -825,6 +825,37 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   CHECK_THAT(c.ps[0]->output(), Catch::Contains("disconnected: Message is too large."));
 }
 
+TEST_CASE("a ps that stops past the chief's last checkpoint says what no checkpoint holds") {
+  MlpPsTask task(freshTempDir("past-checkpoint"), "async");
+  {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, task.address);
+    capnp::TwoPartyClient client(*stream);
+    auto shard = client.bootstrap().castAs<wire::ParameterShard>();
+    task.hello(shard, 0).send().wait(io.waitScope);
+    auto ready = shard.markReadyRequest();
+    ready.setGlobalStep(0);
+    ready.send().wait(io.waitScope);
+    auto saved = shard.savedRequest();
+    saved.setGlobalStep(0);
+    saved.setCheckpoint("/srv/ckpt/ckpt-0000000000");
+    saved.send().wait(io.waitScope);
+    // One async step after the save: every chunk pushed once.
+    for (const ShardChunk& chunk : task.chunks) {
+      auto push = shard.pushAndPullRequest();
+      push.setWorkerTask(0);
+      push.setOffset(uint64_t(chunk.shard_offset));
+      push.initData(size_t(chunk.size) * sizeof(float));
+      push.send().wait(io.waitScope);
+    }
+  }
+  task.ps.signal(SIGTERM);
+  CHECK(task.ps.wait(30) == 0);
+  CHECK_THAT(task.ps.output(),
+             Catch::Contains("the chief's last checkpoint /srv/ckpt/ckpt-0000000000 holds this "
+                             "shard at global step 0: the step after it is in no checkpoint"));
+}
+
 TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {
   MlpPsTask task(freshTempDir("liar"), "sync");
   auto& [cluster, address, ps, spec, graph, plan, chunks] = task;
