@@ -295,15 +295,17 @@ double requestSeconds(Clock::time_point deadline) {
 // The cluster spec's http section says which node is which; stop and
 // checkpoint act on that order, so a node that says it is another task (the
 // section lists them out of order) is an error before anything is asked of
-// any. Nodes that do not answer are left to the command to report.
-void checkRoles(const std::vector<Node>& nodes, Clock::time_point deadline) {
+// any. Returns a line for each node that does not answer ("worker 1
+// (addr): unreachable (why)"), for the command to report.
+std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_point deadline) {
   std::string wrong;
+  std::vector<std::string> unreachable;
   for (const Node& node : nodes) {
-    if (node.job.empty()) continue;
     NodeStatus status;
     try {
       status = queryStatus(node, requestSeconds(deadline));
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      unreachable.push_back(fmt::format("{}: unreachable ({})", describe(node), e.what()));
       continue;
     }
     if (misplaced(node, status))
@@ -311,6 +313,7 @@ void checkRoles(const std::vector<Node>& nodes, Clock::time_point deadline) {
   }
   if (!wrong.empty())
     throw InputError("the http section lists nodes as other tasks than they are:" + wrong);
+  return unreachable;
 }
 
 // Whether stopping the ps tasks now loses nothing: each one's global step
@@ -363,7 +366,14 @@ bool psStateSavedSoon(const std::vector<Node>& nodes, Clock::time_point deadline
 int runStop(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Clock::time_point deadline = deadlineIn(flags.timeout);
-  checkRoles(nodes, deadline);
+  const std::vector<std::string> unreachable = checkRoles(nodes, deadline);
+  if (unreachable.size() == nodes.size()) {
+    std::printf(
+        "no node of the job answers: it has stopped already, or its ops endpoints "
+        "cannot be reached from here:\n");
+    for (const std::string& line : unreachable) std::printf("  %s\n", line.c_str());
+    return 1;
+  }
   const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
   bool all_stopped = true;
   std::vector<const Node*> stopping;

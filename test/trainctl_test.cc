@@ -197,6 +197,14 @@ TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
   CHECK(ps.wait(30) == 0);
   CHECK_THAT(chief.output(), Catch::Contains("saved checkpoint"));
   CHECK(findLatestCheckpoint(dir / "ckpt"));
+
+  // Stopped again, the job says it is gone, not that its ps tasks were left running.
+  const ProcessResult again = runTrainctl("stop --cluster " + cluster.string());
+  INFO(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::StartsWith("no node of the job answers: it has stopped "
+                                             "already, or its ops endpoints cannot be reached") &&
+                               !Catch::Contains("left running"));
 }
 
 namespace {
