@@ -71,10 +71,17 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
   const bool host_outputs =
       std::none_of(spec.training.devices.begin(), spec.training.devices.end(),
                    [](const std::string& d) { return d.starts_with("cuda"); });
+  // A layer's output has a gradient beside it once the backward pass
+  // reaches it: from the first layer with variables to train on (the
+  // frozen layers before it run forward only).
+  bool backward = false;
   for (size_t i = 0; i < graph.layers.size(); ++i) {
     const LayerNode& layer = graph.layers[i];
     int64_t floats = 0;
-    for (int v : layer.variables) floats += numElements(graph.variables[size_t(v)].shape);
+    for (int v : layer.variables) {
+      floats += numElements(graph.variables[size_t(v)].shape);
+      backward = backward || graph.variables[size_t(v)].trainable;
+    }
     const int64_t state = floats * int64_t(sizeof(float)) * copies;
     need.state_bytes += state;
     if (state > need.largest_layer_bytes) {
@@ -83,7 +90,8 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
     }
     if (host_outputs)
       need.activation_bytes += numElements(layer.output_shape) * spec.data.batch_size *
-                               int64_t(sizeof(float)) * spec.training.concurrent_steps;
+                               int64_t(sizeof(float)) * spec.training.concurrent_steps *
+                               (backward ? 2 : 1);
   }
   need.input_bytes = int64_t(spec.data.prefetch_batches.value_or(0)) * spec.data.batch_size *
                      numElements(graph.input_shape) * int64_t(sizeof(float));
@@ -117,7 +125,7 @@ std::string byteSize(int64_t bytes) {
 std::string memoryReport(const MemoryNeed& need, std::optional<int64_t> available) {
   return fmt::format(
       "memory: at least {} ({} of variables with their gradients and optimizer slots, {} of "
-      "layer outputs per step{}){}\n",
+      "layer outputs and their gradients per step{}){}\n",
       byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
       need.input_bytes > 0
           ? fmt::format(", {} of input batches read ahead", byteSize(need.input_bytes))
@@ -130,8 +138,8 @@ void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const Memor
   if (!available || need.total() <= *available) return;
   const std::string what = fmt::format(
       "the model needs at least {} of memory ({} of variables with their gradients and "
-      "optimizer slots, {} of layer outputs for a batch of {}{}{}), and this machine gives a "
-      "process {} (physical memory and swap, or what its cgroup allows)",
+      "optimizer slots, {} of layer outputs and their gradients for a batch of {}{}{}), and this "
+      "machine gives a process {} (physical memory and swap, or what its cgroup allows)",
       byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
       spec.data.batch_size,
       spec.training.concurrent_steps > 1

@@ -22,9 +22,11 @@ struct MemoryNeed {
   // The model's variables, their gradients and the optimizer's slots (and
   // the moving averages), as a standalone run or a worker holds them.
   int64_t state_bytes = 0;
-  // Every layer's output for the examples of one step, once per step in
-  // flight (training.concurrent_steps); none on CUDA devices, whose memory
-  // they take instead of the host's.
+  // Every layer's output for the examples of one step, and its gradient
+  // where the backward pass reaches it, once per step in flight
+  // (training.concurrent_steps); none on CUDA devices, whose memory they
+  // take instead of the host's. oneDNN's buffers in other memory formats
+  // are not counted: a lower bound still.
   int64_t activation_bytes = 0;
   // The input batches data.prefetch_batches reads ahead (auto counts as
   // none: a worker reads none ahead, a standalone run 4).

@@ -29,7 +29,7 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   MemoryNeed need = memoryNeed(spec, buildLayerGraph(spec));
   // Values, gradients, Adam's m and v.
   CHECK(need.state_bytes == kFloats * 4 * 4);
-  CHECK(need.activation_bytes == (300 + 10) * 50 * 4);
+  CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 2);  // the outputs and their gradients
   CHECK(need.largest_layer == 0);
   CHECK(need.largest_layer_bytes == (784 * 300 + 300) * 4 * 4);
 
@@ -38,7 +38,7 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   spec.training.concurrent_steps = 3;
   need = memoryNeed(spec, buildLayerGraph(spec));
   CHECK(need.state_bytes == kFloats * 3 * 4);  // values, gradients, the averages
-  CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 3);
+  CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 2 * 3);
   CHECK(need.input_bytes == 0);  // prefetch_batches auto: none counted
   spec.data.prefetch_batches = 1024;
   need = memoryNeed(spec, buildLayerGraph(spec));
@@ -46,6 +46,11 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   CHECK(need.total() == need.state_bytes + need.activation_bytes + need.input_bytes);
   CHECK_THAT(memoryReport(need, std::nullopt),
              Catch::Contains(", 153.1 MiB of input batches read ahead)"));
+
+  // A frozen first layer runs forward only: its output has no gradient.
+  spec.layers[0].trainable = false;
+  CHECK(memoryNeed(spec, buildLayerGraph(spec)).activation_bytes == (300 + 10 * 2) * 50 * 4 * 3);
+  spec.layers[0].trainable = true;
 
   // On GPUs the layer outputs take the GPU's memory, not the host's.
   spec.training.devices = {"cuda:0", "cuda:1"};
@@ -61,10 +66,11 @@ TEST_CASE("a model that needs more than the machine gives is refused at the line
   CHECK_NOTHROW(checkMemoryFits(spec, graph, need, std::nullopt));  // unknown: not refused
   CHECK_THROWS_MATCHES(
       checkMemoryFits(spec, graph, need, need.total() - 1), InputError,
-      Catch::Message("m.yaml:8:5: layers[0] (layer0): the model needs at least 3.7 MiB of "
+      Catch::Message("m.yaml:8:5: layers[0] (layer0): the model needs at least 3.8 MiB of "
                      "memory (3.6 MiB of variables with their gradients and optimizer slots, "
-                     "60.5 KiB of layer outputs for a batch of 50), and this machine gives a "
-                     "process 3.7 MiB (physical memory and swap, or what its cgroup allows); this "
+                     "121.1 KiB of layer outputs and their gradients for a batch of 50), and this "
+                     "machine gives a process 3.8 MiB (physical memory and swap, or what its "
+                     "cgroup allows); this "
                      "layer's part is 3.6 MiB: expected a smaller layer"));
 
   // Layer outputs take the most: the batch is the field to change.
