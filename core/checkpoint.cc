@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -169,14 +170,35 @@ std::string checkpointDirName(int64_t global_step) {
 }
 
 CheckpointDirLock::CheckpointDirLock(CheckpointDirLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      dir_(std::move(other.dir_)),
+      where_(std::move(other.where_)) {}
 
 CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);
     fd_ = std::exchange(other.fd_, -1);
+    dir_ = std::move(other.dir_);
+    where_ = std::move(other.where_);
   }
   return *this;
+}
+
+std::optional<std::string> CheckpointDirLock::retakeIfLost() {
+  if (fd_ < 0) return std::nullopt;
+  struct stat held {
+  }, there{};
+  const fs::path lock_path = dir_ / layout::kLockFile;
+  if (fstat(fd_, &held) == 0 && stat(lock_path.c_str(), &there) == 0 &&
+      held.st_dev == there.st_dev && held.st_ino == there.st_ino)
+    return std::nullopt;
+  const fs::path dir = dir_;
+  const SourceLocation where = where_;
+  *this = CheckpointDirLock();  // lets go of the old file first
+  *this = createCheckpointDir(dir, where);
+  return "checkpoint directory " + dir.string() + " (or its " + std::string(layout::kLockFile) +
+         ") was deleted or moved while this run saved into it: it is created again, and held "
+         "by this run again";
 }
 
 CheckpointDirLock::~CheckpointDirLock() {
@@ -213,7 +235,7 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
     throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
                     "checkpoint directory " + dir.string() + ": cannot open " +
                         lock_path.filename().string() + ": " + std::strerror(errno));
-  CheckpointDirLock lock(fd);
+  CheckpointDirLock lock(fd, dir, where);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int why = errno;
     std::string holder(32, '\0');

@@ -72,11 +72,22 @@ class CheckpointDirLock {
   CheckpointDirLock& operator=(CheckpointDirLock&& other) noexcept;
   ~CheckpointDirLock();
 
+  // Before a save: when <dir>/.lock is no longer the file this lock holds
+  // (the directory was deleted or moved while the run went on, as a /tmp
+  // cleaner does), takes the directory again as createCheckpointDir does and
+  // returns a line saying so, for the log; nullopt while it holds (and for
+  // a lock that holds nothing). InputError as createCheckpointDir when that
+  // fails: another run took the directory meanwhile.
+  std::optional<std::string> retakeIfLost();
+
  private:
   friend CheckpointDirLock createCheckpointDir(const std::filesystem::path& dir,
                                                const SourceLocation& where);
-  explicit CheckpointDirLock(int fd) : fd_(fd) {}
+  CheckpointDirLock(int fd, std::filesystem::path dir, SourceLocation where)
+      : fd_(fd), dir_(std::move(dir)), where_(std::move(where)) {}
   int fd_ = -1;
+  std::filesystem::path dir_;
+  SourceLocation where_;
 };
 
 // Creates `dir` (and its parents) if it is not there, so that a run whose

@@ -78,6 +78,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   auto last_checkpoint = std::chrono::steady_clock::now();
   auto checkpoint = [&] {
     if (checkpoint_dir.empty() || saved_step == state.globalStep()) return;
+    if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
+      spdlog::warn("{}", *retaken);
     const std::filesystem::path path = state.save(checkpoint_dir, spec.checkpoint.keep);
     saved_step = state.globalStep();
     last_checkpoint = std::chrono::steady_clock::now();

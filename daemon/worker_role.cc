@@ -306,6 +306,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     if (!chief || spec.checkpoint.dir.empty()) return;
     ps.readState(state);
     if (state.globalStep() == saved_step) return;
+    if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
+      spdlog::warn("{}", *retaken);
     const std::filesystem::path path = state.save(spec.checkpoint.dir, spec.checkpoint.keep);
     ps.reportSaved(std::filesystem::absolute(path).string());
     saved_step = state.globalStep();

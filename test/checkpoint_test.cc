@@ -1,5 +1,7 @@
 #include "core/checkpoint.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -351,6 +353,32 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
         .read("dense/kernel", {3, 4}, kernel);
     CHECK(kernel[0] == 42.0f);
   }
+}
+
+TEST_CASE("a run's checkpoint directory is held once, and taken again when it vanishes",
+          "[checkpoint]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "ckpt";
+  const SourceLocation where{"--checkpoint-dir"};
+  CheckpointDirLock lock = createCheckpointDir(dir, where);
+  CHECK(readFile(dir / ".lock") == std::to_string(getpid()) + "\n");
+  CHECK_THROWS_WITH(
+      createCheckpointDir(dir, where),
+      Catch::Contains("checkpoint directory " + dir.string() + " is in use by another run (pid " +
+                      std::to_string(getpid()) + ")"));
+  CHECK_FALSE(lock.retakeIfLost());
+  // Deleted under the run (a /tmp cleaner): taken again at the next save.
+  fs::remove_all(dir);
+  const std::optional<std::string> retaken = lock.retakeIfLost();
+  REQUIRE(retaken);
+  CHECK_THAT(*retaken, Catch::Contains("was deleted or moved while this run saved into it"));
+  CHECK(fs::exists(dir / ".lock"));
+  CHECK_FALSE(lock.retakeIfLost());
+  CHECK_THROWS_WITH(createCheckpointDir(dir, where), Catch::Contains("is in use by another run"));
+  // Deleted, then taken by another run first: this one may not save there.
+  fs::remove_all(dir);
+  const CheckpointDirLock other = createCheckpointDir(dir, where);
+  CHECK_THROWS_WITH(lock.retakeIfLost(), Catch::Contains("is in use by another run"));
 }
 
 TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; none is the newest",
