@@ -434,7 +434,7 @@ Response Endpoints::route(const Request& request, const std::string& peer) {
     }
     if (path == "/stop") {
       controls.stop->request("POST /stop from " + peer);
-      return plain(202, "stopping at the next step boundary");
+      return plain(202, "stopping: a clean stop, as on SIGTERM");
     }
     if (!controls.checkpoint)
       return plain(404, "this node writes no checkpoints: the chief (worker 0) does");
