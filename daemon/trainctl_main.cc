@@ -429,6 +429,9 @@ int runStop(const NodeFlags& flags) {
     }
   }
   stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+  if (std::string report; flags.force && !psStateSaved(nodes, deadline, report))
+    std::printf("--force: stopping the ps tasks, and what they hold that no checkpoint does:%s\n",
+                report.c_str());
   for (const Node& node : nodes)
     if (node.job == "ps") stop(node);
   const std::vector<const Node*> left = waitUntilGone(stopping, deadline);

@@ -41,6 +41,11 @@ std::string failureText(std::string_view description) {
   if (description.starts_with("expected "))
     if (const size_t words = description.find("; "); words != std::string_view::npos)
       description.remove_prefix(words + 2);
+  // Cap'n Proto's advice to a programmer after "Message is too large.":
+  // the limit is traind's on purpose, and no operator can change it.
+  if (const size_t advice = description.find("  To increase the limit");
+      advice != std::string_view::npos)
+    description = description.substr(0, advice);
   constexpr std::string_view kLookup = "gai_strerror(status) = ";
   if (description.starts_with("DNS lookup failed"))
     if (const size_t at = description.find(kLookup); at != std::string_view::npos)

@@ -34,6 +34,10 @@ TEST_CASE("a failed requirement reads as its words without the condition", "[fai
   CHECK(failureText("expected segmentCount() < 512 [2955319054 < 512]; Message has too many "
                     "segments.") == "Message has too many segments.");
   CHECK(failureText("expected to see a list") == "expected to see a list");
+  // Cap'n Proto's advice to a programmer is no operator's to follow.
+  CHECK(failureText("expected totalSize <= options.traversalLimitInWords [6 <= 4]; Message is too "
+                    "large.  To increase the limit on the receiving end, see "
+                    "capnp::ReaderOptions.") == "Message is too large.");
 }
 
 }  // namespace

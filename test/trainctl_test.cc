@@ -277,6 +277,9 @@ TEST_CASE("trainctl stop leaves the ps running when the chief cannot checkpoint,
   CHECK(forced.exit_code == 1);
   CHECK_THAT(forced.output, Catch::Contains("ps 0 (" + address(base + 2) + "): stopping") &&
                                 Catch::Contains("stopped, but for the nodes above"));
+  CHECK_THAT(forced.output, Catch::Contains("--force: stopping the ps tasks, and what they hold "
+                                            "that no checkpoint does:\n  ps 0 (" +
+                                            address(base + 2) + "): at global step "));
   CHECK(ps.wait(30) == 0);
   chief.signal(SIGCONT);
   CHECK(chief.wait(30) == 0);
