@@ -195,7 +195,15 @@ std::optional<std::string> CheckpointDirLock::retakeIfLost() {
   const fs::path dir = dir_;
   const SourceLocation where = where_;
   *this = CheckpointDirLock();  // lets go of the old file first
-  *this = createCheckpointDir(dir, where);
+  try {
+    *this = createCheckpointDir(dir, where);
+  } catch (const InputError& e) {
+    // Not the input's fault, mid-run: a failed save, as a full disk's.
+    throw std::runtime_error("no checkpoint written into " + dir.string() +
+                             ": it was deleted or moved while this run saved into it, and cannot "
+                             "be taken again: " +
+                             e.what());
+  }
   return "checkpoint directory " + dir.string() + " (or its " + std::string(layout::kLockFile) +
          ") was deleted or moved while this run saved into it: it is created again, and held "
          "by this run again";

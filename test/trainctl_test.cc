@@ -303,7 +303,7 @@ TEST_CASE("trainctl stop leaves the ps running when the chief's final save fails
                                  "but its last checkpoint does not hold what they do"));
   CHECK(job.chief->wait(30) == 1);
   CHECK_THAT(job.chief->output(),
-             Catch::Contains(": no checkpoint written into " + checkpoints.string() + ": "));
+             Catch::Contains("no checkpoint written into " + checkpoints.string() + ": "));
   CHECK(waitHealthy(job.base + 2, 5));
 
   // The directory back, the chief started again rejoins and saves it all.
