@@ -360,7 +360,13 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
         region_holds[i] = shard().chunkChanges(chunk);
       chunk_steps_moved |= shard().chunkStep(chunk) != chunk_before;
     }
-    const int64_t min_step = params.getMinStep();
+    // Sync: the reply waits until the chunks have been applied for the step
+    // pushed, whatever the worker's job-wide step asks: with backup workers
+    // one shard may run a step ahead of another, and the worker's step is
+    // the lowest; answered before, it would push the same step again.
+    const int64_t min_step = shard().cluster().mode == TrainingMode::Sync
+                                 ? std::max(params.getMinStep(), step + 1)
+                                 : params.getMinStep();
     // The gradient is applied: its 1 MiB need not wait with a sync pull.
     context.releaseParams();
     // What is left is the wait and the reply: a worker that gives up its

@@ -856,6 +856,50 @@ TEST_CASE("a ps that stops past the chief's last checkpoint says what no checkpo
                              "shard at global step 0: the step after it is in no checkpoint"));
 }
 
+TEST_CASE(
+    "sync: a push is answered once its chunk is applied, whatever step the worker waits for") {
+  // With backup workers one shard can run a step ahead of another, and a
+  // worker's job-wide step (the lowest) is then behind this shard's: a
+  // reply before the chunk was applied would make it push the step twice.
+  MlpPsTask task(freshTempDir("sync-push-reply"), "sync");
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  struct Peer {
+    kj::Own<kj::AsyncIoStream> stream;
+    kj::Own<capnp::TwoPartyClient> client;
+    wire::ParameterShard::Client shard;
+  };
+  auto connect = [&](uint32_t worker) {
+    kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, task.address);
+    auto client = kj::heap<capnp::TwoPartyClient>(*stream);
+    auto shard = client->bootstrap().castAs<wire::ParameterShard>();
+    task.hello(shard, worker).send().wait(io.waitScope);
+    return Peer{kj::mv(stream), kj::mv(client), kj::mv(shard)};
+  };
+  Peer chief = connect(0), other = connect(1);
+  auto ready = chief.shard.markReadyRequest();
+  ready.setGlobalStep(0);
+  ready.send().wait(io.waitScope);
+  const ShardChunk& chunk = task.chunks[0];
+  auto push = [&](Peer& peer, uint32_t worker) {
+    auto request = peer.shard.pushAndPullRequest();
+    request.setWorkerTask(worker);
+    request.setStep(0);
+    request.setMinStep(0);  // met already: the worker's step is behind
+    request.setOffset(uint64_t(chunk.shard_offset));
+    request.initData(size_t(chunk.size) * sizeof(float));
+    return request.send();
+  };
+  bool answered = false;
+  auto first = push(chief, 0).then([&](auto reply) {
+    answered = true;
+    return reply.getGlobalStep();
+  });
+  io.provider->getTimer().afterDelay(300 * kj::MILLISECONDS).wait(io.waitScope);
+  CHECK_FALSE(answered);  // the chunk waits for worker 1's gradient of step 0
+  CHECK(push(other, 1).wait(io.waitScope).getGlobalStep() == 1);
+  CHECK(first.wait(io.waitScope) == 1);
+}
+
 TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bound") {
   MlpPsTask task(freshTempDir("liar"), "sync");
   auto& [cluster, address, ps, spec, graph, plan, chunks] = task;
