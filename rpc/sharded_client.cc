@@ -839,6 +839,23 @@ void ShardedClient::readState(ModelState& state) {
   state_steps_.resize(steps.size(), state.globalStep());
   for (size_t i = 0; i < steps.size(); ++i)
     if (steps[i] != INT64_MAX) state_steps_[i] = steps[i];
+  // The job's global step is ps 0's, as TensorFlow's global_step variable
+  // lives on ps 0. Async shards count their own steps and differ as a
+  // rule; sync shards differ only when one ps stopped (a signal, POST
+  // /stop) while another still applied the step: the checkpoint then holds
+  // that ps's variables a step further than the others'.
+  if (impl_->cluster.mode == TrainingMode::Sync) {
+    std::string differ;
+    for (size_t i = 1; i < state_steps_.size(); ++i)
+      if (state_steps_[i] != state_steps_[0])
+        differ += fmt::format(", ps {} at {}", i, state_steps_[i]);
+    if (!differ.empty())
+      spdlog::warn(
+          "the ps shards read for a checkpoint are at different global steps (ps 0 at "
+          "{}{}): one ps stopped while another applied the step; the checkpoint, at "
+          "ps 0's step, holds some variables a step apart from the others",
+          state_steps_[0], differ);
+  }
   state.setGlobalStep(state_steps_[0]);
 }
 
