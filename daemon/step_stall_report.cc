@@ -28,7 +28,15 @@ std::string connectedSuspects(const std::vector<uint32_t>& list) {
                                      chief ? "; worker 0 evaluating or checkpointing" : "");
 }
 
-StepStallReport::Line nobodyPushed(int64_t step, int waited) {
+StepStallReport::Line nobodyPushed(const ParameterShard& shard, const ClusterSpec& cluster,
+                                   int64_t step, int waited) {
+  bool connected = false;
+  for (uint32_t w = 0; w < cluster.worker.size(); ++w) connected |= shard.workerConnected(w);
+  if (!connected)
+    return {false, fmt::format("global step {} has waited {} s: no worker is connected to this ps "
+                               "(they stopped, or lost another ps: their logs say; the job goes "
+                               "on when they are started again)",
+                               step, waited)};
   return {false, fmt::format("global step {} has waited {} s: no worker has pushed a gradient of "
                              "it to this ps yet (they wait for another ps's step or for the "
                              "chief, or the job is ending)",
@@ -62,7 +70,7 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
 }
 
 StepStallReport::Line StepStallReport::syncLine(int waited) const {
-  if (!shard_.stepStarted()) return nobodyPushed(step_, waited);
+  if (!shard_.stepStarted()) return nobodyPushed(shard_, cluster_, step_, waited);
   std::vector<uint32_t> silent, gone;
   for (uint32_t w : shard_.workersStepWaitsFor())
     (shard_.workerConnected(w) ? silent : gone).push_back(w);
@@ -80,7 +88,7 @@ StepStallReport::Line StepStallReport::syncLine(int waited) const {
 
 StepStallReport::Line StepStallReport::asyncLine(int waited) const {
   const ParameterShard::StalenessHold hold = shard_.stalenessHold();
-  if (hold.held.empty()) return nobodyPushed(step_, waited);
+  if (hold.held.empty()) return nobodyPushed(shard_, cluster_, step_, waited);
   // A worker that left is no longer waited for: only connected ones hold.
   return Line{true, fmt::format("global step {} has waited {} s: {} {} max_staleness {} pushes "
                                 "ahead of {} and wait{} for {} gradients",

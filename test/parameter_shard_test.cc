@@ -125,8 +125,12 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
   const auto async_line = async_report.check(1000.0);
   REQUIRE(async_line);
   CHECK_FALSE(async_line->suspects);
-  CHECK_THAT(async_line->text, Catch::Contains("no worker has pushed"));
+  CHECK_THAT(async_line->text, Catch::Contains("no worker is connected to this ps"));
   CHECK(async_report.standingSeconds() == 1000.0);
+  async_shard.workerJoined(1);  // connected, pushing nothing
+  const auto waiting = async_report.check(2000.0);
+  REQUIRE(waiting);
+  CHECK_THAT(waiting->text, Catch::Contains("no worker has pushed"));
 }
 
 TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {
