@@ -319,8 +319,10 @@ std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_
 // Whether stopping the ps tasks now loses nothing: each one's global step
 // is the one the chief last reported a checkpoint of its shard at (or 0:
 // it has not trained). A line per ps, saying where its state is, goes to
-// `report`; one that cannot be asked counts as not saved.
-bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, std::string& report) {
+// `report`; one that cannot be asked counts as not saved, and in
+// `*unreachable` when given.
+bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, std::string& report,
+                  int* unreachable = nullptr) {
   bool saved = true;
   for (const Node& node : nodes) {
     if (node.job != "ps") continue;
@@ -335,6 +337,7 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
                     : std::string("in no checkpoint");
     } catch (const std::exception& e) {
       saved = false;
+      if (unreachable) ++*unreachable;
       report += fmt::format("\n  {}: cannot be asked ({})", describe(node), e.what());
     }
   }
@@ -403,7 +406,20 @@ int runStop(const NodeFlags& flags) {
     }
     std::string report;
     if (!took && !flags.force) {
-      if (!psStateSaved(nodes, deadline, report)) {
+      int unreachable = 0;
+      const bool saved = psStateSaved(nodes, deadline, report, &unreachable);
+      if (!saved && unreachable > 0) {
+        // A ps that is down lost its shard: no chief can rejoin the job.
+        std::printf(
+            "the ps tasks are left running, but the chief (worker 0) did not take the stop and "
+            "some ps tasks cannot be asked (down? then they lost their shards, and a chief "
+            "started again restores the last checkpoint into every shard):%s\nStart the ps "
+            "tasks that are down and the chief again (the job goes on from its last "
+            "checkpoint), or stop the rest with --force\n",
+            report.c_str());
+        return 1;
+      }
+      if (!saved) {
         std::printf(
             "the ps tasks are left running: the chief (worker 0) did not take the stop, so no "
             "final checkpoint was written now, and the ps tasks hold what the job trained since "
