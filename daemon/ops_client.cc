@@ -54,7 +54,7 @@ std::string exchangeRaw(const HostPort& address, std::string_view request, doubl
   if (finished) return reply;
   if (failure) throw OpsUnreachable(address.toString() + ": " + failure.message());
   throw OpsUnreachable(
-      fmt::format("{}: no answer within {} s", address.toString(), timeout_seconds));
+      fmt::format("{}: no answer within {:.1f} s", address.toString(), timeout_seconds));
 }
 
 OpsReply requestOps(const HostPort& address, std::string_view method, std::string_view path,

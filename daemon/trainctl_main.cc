@@ -465,17 +465,24 @@ int runCheckpoint(const NodeFlags& flags) {
   const Node* target = nullptr;
   const Clock::time_point deadline = deadlineIn(flags.timeout);
   if (!flags.cluster.empty()) {
-    checkRoles(nodes, deadline);
     for (const Node& node : nodes)
       if (node.job == "worker" && node.task == 0) target = &node;
+    // Only the chief is asked: a paused worker would cost the wait.
+    if (target) checkRoles({*target}, deadline);
   } else if (nodes.size() == 1) {
     target = &nodes[0];
   } else {
     throw InputError("checkpoint: name one node (the chief or a standalone run) with --node");
   }
-  const NodeStatus before = queryStatus(*target, requestSeconds(deadline));
-  const OpsReply reply =
-      requestOps(target->address, "POST", "/checkpoint", requestSeconds(deadline));
+  NodeStatus before;
+  OpsReply reply;
+  try {
+    before = queryStatus(*target, requestSeconds(deadline));
+    reply = requestOps(target->address, "POST", "/checkpoint", requestSeconds(deadline));
+  } catch (const std::exception& e) {
+    std::printf("%s: unreachable (%s)\n", describe(*target).c_str(), e.what());
+    return 1;
+  }
   if (reply.status / 100 != 2) {
     std::printf("%s: refused: %d %s\n", describe(*target).c_str(), reply.status,
                 nodeSaid(reply.body).c_str());
@@ -485,9 +492,15 @@ int runCheckpoint(const NodeFlags& flags) {
     NodeStatus now = before;
     try {
       now = queryStatus(*target, requestSeconds(deadline));
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // A node slow to answer near the deadline: said as the deadline's.
-      if (Clock::now() < deadline) throw;
+      if (Clock::now() < deadline) {
+        std::printf(
+            "%s: stopped answering before it showed a checkpoint at global step %lld or later "
+            "(%s); a node that ended meanwhile wrote its final checkpoint, and its log says so\n",
+            describe(*target).c_str(), static_cast<long long>(before.global_step), e.what());
+        return 1;
+      }
     }
     if (now.last_checkpoint && now.last_checkpoint_step.value_or(-1) >= before.global_step) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),

@@ -422,4 +422,10 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--timeout: expected seconds above 0 and at most 604800"));
   CHECK(runTrainctl("--help").exit_code == 0);
+
+  // Nobody on the port: not bad input, a node that cannot be asked.
+  const std::string nobody = address(freePortRange(1));
+  r = runTrainctl("checkpoint --node " + nobody + " --timeout 2");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::StartsWith(nobody + ": unreachable (" + nobody + ": "));
 }
