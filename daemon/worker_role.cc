@@ -193,10 +193,13 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
 }
 
 // `final_checkpoint` is set once the chief has written its final checkpoint.
+// `io` and `ps` are the caller's, so that they outlive a JobEnded thrown
+// from here: the chief then stops the shards still serving.
 TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                               const std::atomic<bool>& stop_requested,
                               std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics,
-                              bool& final_checkpoint) {
+                              bool& final_checkpoint, std::optional<kj::AsyncIoContext>& io,
+                              std::optional<ShardedClient>& shards) {
   checkModelFitsCluster(spec, cluster);
   const bool chief = task == 0;
   const bool sync = cluster.mode == TrainingMode::Sync;
@@ -209,8 +212,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   ModelState state(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;
-  kj::AsyncIoContext io = kj::setupAsyncIo();
-  ShardedClient ps(io, cluster, graph, state.layout(), specIdentity(spec), uint32_t(task));
+  io.emplace(kj::setupAsyncIo());
+  ShardedClient& ps =
+      shards.emplace(*io, cluster, graph, state.layout(), specIdentity(spec), uint32_t(task));
   // After ps: their buffers may be views into its shared memory region.
   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
   std::optional<Evaluator> evaluator;
@@ -447,10 +451,15 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                           const std::atomic<bool>& stop_requested,
                           std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
   bool final_checkpoint = false;
+  std::optional<kj::AsyncIoContext> io;  // before shards, which use it
+  std::optional<ShardedClient> shards;
   try {
     return trainAsWorker(spec, cluster, task, stop_requested, checkpoint_requested, metrics,
-                         final_checkpoint);
+                         final_checkpoint, io, shards);
   } catch (const JobEnded& e) {
+    // One ps ended the job before the chief could: the others still
+    // serve, waiting for workers that are gone.
+    if (task == 0 && shards) shards->stopRemaining();
     // The job ended while this worker could not hear it (paused, or slow).
     clearProgress();
     if (task == 0 && !spec.checkpoint.dir.empty() && !final_checkpoint)

@@ -873,6 +873,16 @@ void ShardedClient::reportSaved(const std::string& checkpoint) {
                impl_->io.waitScope);
 }
 
+void ShardedClient::stopRemaining() {
+  kj::Vector<kj::Promise<void>> calls;
+  for (ShardLink& link : impl_->shards)
+    calls.add(link.shard().stopRequest().send().ignoreResult().catch_([](kj::Exception&&) {}));
+  impl_->io.provider->getTimer()
+      .timeoutAfter(3 * kj::SECONDS, kj::joinPromises(calls.releaseAsArray()))
+      .catch_([](kj::Exception&&) {})
+      .wait(impl_->io.waitScope);
+}
+
 void ShardedClient::stopAll() {
   FirstFailure failure;
   kj::Vector<kj::Promise<void>> calls;

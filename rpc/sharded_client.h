@@ -144,6 +144,12 @@ class ShardedClient {
   // Chief: tells every shard that the job is done.
   void stopAll();
 
+  // Chief, once a ps ended the job under it (JobEnded): tells the shards
+  // still serving that the job is done, so that they do not wait for
+  // workers forever. Shards gone or silent are skipped; at most a few
+  // seconds.
+  void stopRemaining();
+
   // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
   // waiting kStopGrace later is abandoned and returns -1, as when the shards
   // stop: it waits for a step that workers stopping too will not finish (a

@@ -587,6 +587,28 @@ TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0")
       Catch::Contains("closed the connection: the job is over: ps 0 stopped at global step"));
 }
 
+TEST_CASE("a chief paused while one of two ps ends the job stops the other when it goes on") {
+  const auto dir = freshTempDir("paused-chief-two-ps");
+  const auto cluster = writeCluster(dir, 2, 1, "  mode: async\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
+            2, 1);
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  c.workers[0]->signal(SIGSTOP);
+  // ps 0 ends the job and closes the paused chief's connection; ps 1 would
+  // wait for workers that are gone, forever.
+  c.ps[0]->signal(SIGTERM);
+  const int ps0 = c.ps[0]->wait(30);
+  c.workers[0]->signal(SIGCONT);
+  const int chief = c.workers[0]->wait(60), ps1 = c.ps[1]->wait(30);
+  INFO(c.logs());
+  CHECK(ps0 == 0);
+  CHECK(chief == 0);
+  CHECK(ps1 == 0);
+  CHECK_THAT(c.ps[1]->output(), Catch::Contains("stop requested by the chief"));
+}
+
 TEST_CASE("workers give up a ps whose process is stopped, naming it") {
   // Its kernel still acknowledges, so only the workers' heartbeats see it.
   const auto dir = freshTempDir("ps-stopped");
