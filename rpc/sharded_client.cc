@@ -600,20 +600,28 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
   all = watched(kj::mv(all), shards, io.provider->getTimer(), failure);
   const Clock::time_point start = Clock::now();
-  std::function<kj::Promise<void>(int)> noticeLongWait = [&](int seconds) {
-    return io.provider->getTimer().afterDelay(seconds * kj::SECONDS).then([&, seconds] {
+  // `due`: the seconds of waiting the timers so far stood for. A timer that
+  // fires far later than due says this process was itself stopped (SIGSTOP)
+  // or starved meanwhile, which is no ps's doing.
+  std::function<kj::Promise<void>(int, int)> noticeLongWait = [&](int seconds, int due) {
+    return io.provider->getTimer().afterDelay(seconds * kj::SECONDS).then([&, seconds, due] {
       std::string waiting;
       for (const ShardCalls& s : calls)
         if (s.in_flight > 0 || s.next < s.runs.size())
           waiting += fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index,
                                  s.link.address);
-      spdlog::info("waited {} s for {} to answer: {}",
-                   std::lround(std::chrono::duration<double>(Clock::now() - start).count()),
-                   waiting, long_wait);
-      return noticeLongWait(std::min(2 * seconds, kMaxLongWaitNoticeSeconds));
+      const long waited = std::lround(std::chrono::duration<double>(Clock::now() - start).count());
+      const long late = waited - (due + seconds);
+      spdlog::info("waited {} s for {} to answer{}: {}", waited, waiting,
+                   late > 5 ? fmt::format(" (this process itself was stopped or starved for "
+                                          "about {} s of it)",
+                                          late)
+                            : "",
+                   long_wait);
+      return noticeLongWait(std::min(2 * seconds, kMaxLongWaitNoticeSeconds), int(waited));
     });
   };
-  all = all.exclusiveJoin(noticeLongWait(kLongWaitNoticeSeconds));
+  all = all.exclusiveJoin(noticeLongWait(kLongWaitNoticeSeconds, 0));
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
