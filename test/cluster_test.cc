@@ -102,6 +102,14 @@ std::string widenedMlp(const std::string& fashion_mlp) {
   return wide;
 }
 
+// The model arguments of fashion_mlp training with no end in sight (max_steps
+// 10^6), one thread per worker, a line every 20 steps: the jobs that tests
+// disturb and then stop.
+std::string endlessMlp() {
+  return "--model " + modelPath("fashion_mlp.yaml") +
+         " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20";
+}
+
 // fashion_mlp on 1 ps and `workers` workers in `mode`, one thread each, a
 // line every 20 steps, checkpoints in <dir>/ckpt.
 std::unique_ptr<Cluster> mlpJob(const std::filesystem::path& dir, const std::string& mode,
@@ -371,10 +379,7 @@ TEST_CASE("sync: the ps names the worker a standing step waits for and healthz s
                                  "sync\nhttp:\n  ps: [{}]\n  worker: [{}, {}]\n  "
                                  "stall_seconds: 3\n",
                                  local(0), local(1), local(2), local(3), local(4), local(5)));
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
-            1, 2);
+  Cluster c(dir, cluster, endlessMlp(), 1, 2);
   c.workers[0]->waitForOutput("step 40,");
   CHECK(requestOps(chief_http, "GET", "/healthz", 5.0).status == 200);
   // Stopped, worker 1 keeps its connection and pushes nothing; killed, it
@@ -418,10 +423,7 @@ TEST_CASE("sync: the ps names the worker a standing step waits for and healthz s
 TEST_CASE("async with max_staleness: the ps names the stopped worker the others wait for") {
   const auto dir = freshTempDir("async-staleness-stall");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n  max_staleness: 2\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
-            1, 2);
+  Cluster c(dir, cluster, endlessMlp(), 1, 2);
   c.workers[1]->waitForOutput("connected to ps 0");
   c.workers[0]->waitForOutput("step 40,");
   c.workers[1]->signal(SIGSTOP);
@@ -590,10 +592,7 @@ TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0")
 TEST_CASE("a chief paused while one of two ps ends the job stops the other when it goes on") {
   const auto dir = freshTempDir("paused-chief-two-ps");
   const auto cluster = writeCluster(dir, 2, 1, "  mode: async\n");
-  Cluster c(dir, cluster,
-            "--model " + modelPath("fashion_mlp.yaml") +
-                " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 20",
-            2, 1);
+  Cluster c(dir, cluster, endlessMlp(), 2, 1);
   REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
   c.workers[0]->signal(SIGSTOP);
   // ps 0 ends the job and closes the paused chief's connection; ps 1 would
