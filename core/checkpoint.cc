@@ -185,16 +185,18 @@ CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexc
 }
 
 std::optional<std::string> CheckpointDirLock::retakeIfLost() {
-  if (fd_ < 0) return std::nullopt;
+  if (dir_.empty()) return std::nullopt;  // a default-made lock holds nothing
   struct stat held {
   }, there{};
   const fs::path lock_path = dir_ / layout::kLockFile;
-  if (fstat(fd_, &held) == 0 && stat(lock_path.c_str(), &there) == 0 &&
+  if (fd_ >= 0 && fstat(fd_, &held) == 0 && stat(lock_path.c_str(), &there) == 0 &&
       held.st_dev == there.st_dev && held.st_ino == there.st_ino)
     return std::nullopt;
+  // The old file goes first; the directory stays this lock's, so that a
+  // retake that fails fails again at the next save rather than passing.
+  if (fd_ >= 0) close(std::exchange(fd_, -1));
   const fs::path dir = dir_;
   const SourceLocation where = where_;
-  *this = CheckpointDirLock();  // lets go of the old file first
   try {
     *this = createCheckpointDir(dir, where);
   } catch (const InputError& e) {

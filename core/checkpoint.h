@@ -76,9 +76,9 @@ class CheckpointDirLock {
   // (the directory was deleted or moved while the run went on, as a /tmp
   // cleaner does), takes the directory again as createCheckpointDir does and
   // returns a line saying so, for the log; nullopt while it holds (and for
-  // a lock that holds nothing). std::runtime_error with createCheckpointDir's
+  // a default-made lock). std::runtime_error with createCheckpointDir's
   // reason when that fails (another run took the directory meanwhile, a
-  // file is in its place): the save fails.
+  // file is in its place): the save fails, and so does the next.
   std::optional<std::string> retakeIfLost();
 
  private:

@@ -91,8 +91,9 @@ class IdxFile {
       if (got == 0) break;
     }
     items.resize(total);
-    // Counted one buffer past what the header declares, no further: a file
-    // that holds more (a gzip stream of endless zeros) is refused unread.
+    // Counted up to a buffer or two past what the header declares, no
+    // further: a file that holds more (a gzip stream of endless zeros) is
+    // refused unread.
     std::vector<uint8_t> rest(1 << 20);
     bool more = false;
     while (size_t got = read(rest.data(), rest.size())) {
@@ -108,7 +109,7 @@ class IdxFile {
       fail(path_, "corrupt gzip stream: " + gzipError());
     if (total != declared_bytes) {
       std::string what = "header declares " + declared() + " but the file holds " +
-                         (more ? "more than " : "") + std::to_string(total) + " bytes of " +
+                         (more ? "at least " : "") + std::to_string(total) + " bytes of " +
                          (kind_ == "images" ? "pixels" : "labels");
       if (gz_status != Z_OK) what += " (gzip: " + gzipError() + ")";
       fail(path_, what);

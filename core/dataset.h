@@ -45,8 +45,8 @@ using IdxHeaderCheck = std::function<void(const Shape& example_shape, int64_t ex
 // counts match; `limit` > 0 keeps only the first `limit` examples (all of
 // them when the files hold fewer). InputError naming the file and what is
 // wrong. Memory grows with what the files really hold, never with what a
-// header claims, and a file is read no further than 1 MiB past what its
-// header declares.
+// header claims, and a file is read no further than about 2 MiB past what
+// its header declares.
 Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_header = nullptr);
 
 // spec.points examples: x uniform in [x_min, x_max], y = x^2 + N(0, sd^2).

@@ -62,7 +62,14 @@ EventFileWriter::EventFileWriter(const fs::path& dir) {
         fmt::format("summary directory {}: {} and 99 numbered variants exist", dir.string(), base));
   tensorboard::Event event = eventAt(0);
   event.set_file_version("brain.Event:2");
-  writeEvent(event.SerializeAsString());
+  try {
+    writeEvent(event.SerializeAsString());
+  } catch (...) {
+    // A run goes on without summaries (a full disk): the file is closed,
+    // as the destructor of a writer never made would not.
+    std::fclose(file_);
+    throw;
+  }
 }
 
 EventFileWriter::~EventFileWriter() { std::fclose(file_); }

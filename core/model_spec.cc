@@ -602,7 +602,8 @@ std::string describeCheckpoints(const CheckpointSpec& checkpoint) {
   if (checkpoint.every_steps > 0) when += fmt::format(" every {} steps", checkpoint.every_steps);
   if (checkpoint.every_seconds > 0)
     when += fmt::format("{} every {} s", when.empty() ? "" : " and", checkpoint.every_seconds);
-  return fmt::format("checkpoints in {}{} and at the end, keeping {}", checkpoint.dir, when,
+  return fmt::format("checkpoints in {}{}, keeping {}", checkpoint.dir,
+                     when.empty() ? " at the end only" : when + " and at the end",
                      checkpoint.keep > 0 ? fmt::format("the newest {}", checkpoint.keep) : "all");
 }
 

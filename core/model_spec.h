@@ -229,7 +229,8 @@ struct SpecIdentity {
 SpecIdentity specIdentity(const ModelSpec& spec);
 
 // What a run's log says of its checkpoints as it starts: "checkpoints in
-// /srv/ckpt every 600 steps, keeping the newest 5", or that there are none
+// /srv/ckpt every 600 steps and at the end, keeping the newest 5", or that
+// there are none
 // (an empty checkpoint.dir, as --checkpoint-dir '' gives).
 std::string describeCheckpoints(const CheckpointSpec& checkpoint);
 

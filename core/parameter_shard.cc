@@ -94,6 +94,16 @@ void ParameterShard::markReady(int64_t global_step) {
         fmt::format("ps {}: global step {} is outside [0, 2^53]", shard_index_, global_step));
   global_step_ = global_step;
   std::fill(chunk_updates_.begin(), chunk_updates_.end(), global_step);
+  // A chief may restore over shards that ran (a ps restarted beside them):
+  // nothing of the steps before counts any more.
+  std::fill(chunks_from_worker_.begin(), chunks_from_worker_.end(), 0);
+  std::fill(clock_.begin(), clock_.end(), 0);
+  chunks_applied_ = 0;
+  for (size_t c = 0; c < contributions_.size(); ++c) {
+    contributions_[c] = 0;
+    std::fill(contributed_step_[c].begin(), contributed_step_[c].end(), -1);
+    if (sums_[c]) free_sums_.push_back(std::move(sums_[c]));
+  }
   ready_ = true;
 }
 

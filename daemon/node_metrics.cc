@@ -297,7 +297,7 @@ std::string NodeMetrics::prometheusText() const {
                 "Gradient chunks those calls carried (over TCP one per call), by transport.",
                 pushes_.tcp_calls, pushes_.shared_chunks);
     family(out, "traind_step_standing_seconds", "gauge",
-           "How long the global step has stood still (sync mode; 0 in async mode).");
+           "How long the global step has stood still.");
     out += fmt::format("traind_step_standing_seconds{{{}}} {}\n", l,
                        number(step_standing_seconds_));
   }

@@ -106,7 +106,7 @@ class NodeMetrics {
   // ps: its counters, as copied from the shard by the event loop.
   void setShardCounters(int64_t stale_gradients, int connected_workers,
                         const PushCounts& pushes);
-  // ps: how long its global step has stood still (sync; 0 in async mode).
+  // ps: how long its global step has stood still.
   void setStepStanding(double seconds);
 
   // A checkpoint written now, or found at start (its age is its

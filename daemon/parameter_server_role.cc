@@ -137,8 +137,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
                pushes.shared_chunks, pushes.shared_calls);
   // Training that goes with this process: steps applied after the chief's
   // last save, as when every node is signalled at once and another
-  // worker's last push lands after the chief read the shards.
-  if (const auto& saved = service.lastSaved(); saved && saved->global_step < shard.globalStep())
+  // worker's last push lands after the chief read the shards. (At the
+  // job's end, the chief's stop, async workers' last pushes after its read
+  // are the documented overshoot of max_steps.)
+  if (const auto& saved = service.lastSaved();
+      stop.requested() && saved && saved->global_step < shard.globalStep())
     spdlog::warn(
         "the chief's last checkpoint {} holds this shard at global step {}: {} in no "
         "checkpoint (a worker pushed after the chief's last read, or the chief stopped "

@@ -38,9 +38,12 @@ StepStallReport::Line nobodyPushed(const ParameterShard& shard, const ClusterSpe
                                "on when they are started again)",
                                step, waited)};
   return {false, fmt::format("global step {} has waited {} s: no worker has pushed a gradient of "
-                             "it to this ps yet (they wait for another ps's step or for the "
-                             "chief, or the job is ending)",
-                             step, waited)};
+                             "it to this ps yet ({})",
+                             step, waited,
+                             cluster.mode == TrainingMode::Sync
+                                 ? "they wait for another ps's step or for the chief, or the job "
+                                   "is ending"
+                                 : "they are stopped, hung or slow, or the job is ending")};
 }
 
 }  // namespace
@@ -90,8 +93,8 @@ StepStallReport::Line StepStallReport::asyncLine(int waited) const {
   const ParameterShard::StalenessHold hold = shard_.stalenessHold();
   if (hold.held.empty()) return nobodyPushed(shard_, cluster_, step_, waited);
   // A worker that left is no longer waited for: only connected ones hold.
-  return Line{true, fmt::format("global step {} has waited {} s: {} {} max_staleness {} pushes "
-                                "ahead of {} and wait{} for {} gradients",
+  return Line{true, fmt::format("global step {} has waited {} s: {} {} more than max_staleness "
+                                "({}) pushes ahead of {} and wait{} for {} gradients",
                                 step_, waited, workers(hold.held),
                                 hold.held.size() > 1 ? "are" : "is", cluster_.max_staleness,
                                 connectedSuspects(hold.slowest), hold.held.size() > 1 ? "" : "s",

@@ -130,7 +130,7 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   try {
     json = parseJson(reply.body, where);
   } catch (const InputError& e) {
-    throw std::runtime_error(e.what());
+    throw std::runtime_error(nodeSaid(e.what()));  // it may quote the node's text
   }
   auto member = [&](const char* key, JsonValue::Type type) -> const JsonValue* {
     const JsonValue* value = json.find(key);
@@ -406,9 +406,9 @@ int runStop(const NodeFlags& flags) {
     }
     std::string report;
     if (!took && !flags.force) {
-      int unreachable = 0;
-      const bool saved = psStateSaved(nodes, deadline, report, &unreachable);
-      if (!saved && unreachable > 0) {
+      int ps_unreachable = 0;
+      const bool saved = psStateSaved(nodes, deadline, report, &ps_unreachable);
+      if (!saved && ps_unreachable > 0) {
         // A ps that is down lost its shard: no chief can rejoin the job.
         std::printf(
             "the ps tasks are left running, but the chief (worker 0) did not take the stop and "
@@ -555,7 +555,7 @@ int runPlacement(const std::string& model, const std::string& cluster_path,
 int runEval(const std::string& model, const std::string& checkpoint_path, int threads) {
   const ModelSpec spec = loadModelSpec(model);
   const LayerGraph graph = buildLayerGraph(spec);
-  const TrainingData data = loadTrainingData(spec, graph);
+  const TrainingData data = loadTrainingData(spec, graph, 1, /*judge_memory=*/false);
   if (!data.test) throw InputError(model + ": data.test: eval needs a test set");
   ModelState state(spec, graph);
   const std::filesystem::path checkpoint =

@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
           std::printf("warning: a run on this machine would stop at once: %s\n", e.what());
         }
         // Read as a run reads it: what the files hold must fit the model.
-        const traind::TrainingData data = traind::loadTrainingData(spec, graph);
+        const traind::TrainingData data =
+            traind::loadTrainingData(spec, graph, 1, /*judge_memory=*/false);
         const long long tests = data.test ? data.test->size : 0;
         std::printf("data: %lld training examples of %s, %lld test example%s\n",
                     static_cast<long long>(data.train.size),

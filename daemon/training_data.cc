@@ -95,7 +95,8 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
 
 }  // namespace
 
-TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers) {
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers,
+                              bool judge_memory) {
   TrainingData data;
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     data.train = makeSyntheticRegression(spec.data.synthetic, spec.seed);
@@ -103,12 +104,10 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
     test.points = std::max<int64_t>(1, spec.data.synthetic.points / 5);
     data.test = makeSyntheticRegression(test, hashCombine(spec.seed, 1));
   } else {
-    const std::optional<int64_t> available = memoryAvailable();
-    // Beside the model: a run has refused a model that does not fit on its
-    // own already, and `traind check` only warned of it (it allocates no
-    // model), so the data is then judged alone.
-    const int64_t model = memoryNeed(spec, graph).total();
-    double held = available && model > *available ? 0.0 : double(model);
+    const std::optional<int64_t> available =
+        judge_memory ? memoryAvailable() : std::optional<int64_t>();
+    // Beside the model, which a run has checked on its own already.
+    double held = double(memoryNeed(spec, graph).total());
     data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held);
     if (spec.data.test)
       data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);

@@ -19,7 +19,12 @@ struct TrainingData {
 // labels for an mse model or regression targets for a softmax one; or
 // naming data.batch_size when the training set holds fewer than a batch
 // for each of `readers` (a cluster's workers, which take disjoint shares).
-TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers = 1);
+// Data that would not fit in this machine's memory beside the model is
+// refused from the files' headers (InputError, before they are read)
+// unless `judge_memory` is false: `traind check` may run on another
+// machine than the training, and `trainctl eval` holds less.
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers = 1,
+                              bool judge_memory = true);
 
 // data.prefetch_batches with `auto` decided: 4 batches read ahead on the
 // input thread standalone, and none on a cluster worker, whose step gathers

@@ -193,7 +193,7 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
 }
 
 // `final_checkpoint` is set once the chief has written its final checkpoint.
-// `io` and `ps` are the caller's, so that they outlive a JobEnded thrown
+// `io` and `shards` are the caller's, so that they outlive a JobEnded thrown
 // from here: the chief then stops the shards still serving.
 TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                               const std::atomic<bool>& stop_requested,

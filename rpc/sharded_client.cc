@@ -849,13 +849,16 @@ void ShardedClient::readState(ModelState& state) {
     if (steps[i] != INT64_MAX) state_steps_[i] = steps[i];
   // The job's global step is ps 0's, as TensorFlow's global_step variable
   // lives on ps 0. Async shards count their own steps and differ as a
-  // rule; sync shards differ only when one ps stopped (a signal, POST
-  // /stop) while another still applied the step: the checkpoint then holds
-  // that ps's variables a step further than the others'.
-  if (impl_->cluster.mode == TrainingMode::Sync) {
+  // rule, and so may sync shards with backup workers, which go on while the
+  // chief reads; without them, sync shards differ only when one ps stopped
+  // (a signal, POST /stop) while another still applied the step: the
+  // checkpoint then holds that ps's variables a step further than the
+  // others'. A shard that holds nothing is read nothing and not compared.
+  if (impl_->cluster.mode == TrainingMode::Sync &&
+      impl_->cluster.replicas_to_aggregate == int(impl_->cluster.worker.size())) {
     std::string differ;
     for (size_t i = 1; i < state_steps_.size(); ++i)
-      if (state_steps_[i] != state_steps_[0])
+      if (steps[i] != INT64_MAX && steps[0] != INT64_MAX && state_steps_[i] != state_steps_[0])
         differ += fmt::format(", ps {} at {}", i, state_steps_[i]);
     if (!differ.empty())
       spdlog::warn(

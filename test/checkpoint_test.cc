@@ -378,13 +378,13 @@ TEST_CASE("a run's checkpoint directory is held once, and taken again when it va
   // Deleted, then taken by another run first: this one may not save there.
   fs::remove_all(dir);
   const CheckpointDirLock other = createCheckpointDir(dir, where);
-  // A failed save (exit 1), not bad input: the lock then holds nothing.
+  // A failed save (exit 1), not bad input; and the next save fails again.
   CHECK_THROWS_WITH(lock.retakeIfLost(),
                     Catch::StartsWith("no checkpoint written into " + dir.string() +
                                       ": it was deleted or moved while this run saved into it, "
                                       "and cannot be taken again") &&
                         Catch::Contains("is in use by another run"));
-  CHECK_FALSE(lock.retakeIfLost());
+  CHECK_THROWS_WITH(lock.retakeIfLost(), Catch::Contains("is in use by another run"));
 }
 
 TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; none is the newest",

@@ -428,7 +428,8 @@ TEST_CASE("async with max_staleness: the ps names the stopped worker the others 
   c.workers[0]->waitForOutput("step 40,");
   c.workers[1]->signal(SIGSTOP);
   const bool named = c.ps[0]->waitForOutput(
-      "worker 0 is max_staleness 2 pushes ahead of worker 1 (connected: stopped, hung or slow?) "
+      "worker 0 is more than max_staleness (2) pushes ahead of worker 1 (connected: stopped, hung "
+      "or slow?) "
       "and waits for its gradients",
       40);
   // Gone, it holds nobody back: the chief trains on.

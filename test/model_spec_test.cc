@@ -587,11 +587,16 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
              Catch::StartsWith(latin1 + ":2:6: invalid YAML: a byte that is not UTF-8 '\\xe9'"));
   const std::string escape = dir.write("escape.yaml", "name: \x1b[31m\n");
   CHECK_THAT(loadError(escape), Catch::Contains(":1:7: invalid YAML: a control character '\\x1b'"));
+  const std::string csi = dir.write("csi.yaml",
+                                    "name: \xc2\x9b"
+                                    "31m\n");  // C1: a terminal's CSI
+  CHECK_THAT(loadError(csi),
+             Catch::Contains(":1:7: invalid YAML: a control character '\\xc2\\x9b'"));
   // A spec with no `name` is named by its file, in the characters a name holds.
   const std::string odd = dir.write("my model\x1b.yaml", kMinimal);
   CHECK(loadModelSpec(odd).name == "my_model_");
   const std::string text =
-      dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9\n");
+      dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9, NEL\xc2\x85\n");
   CHECK_NOTHROW(loadModelSpec(text));
   const std::string list_comma = dir.write("list_comma.yaml", "- a\n,\n");
   CHECK_THAT(loadError(list_comma), Catch::Contains("invalid YAML: cannot read on from ','"));

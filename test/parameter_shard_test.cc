@@ -334,7 +334,8 @@ TEST_CASE("async with max_staleness: a standing step names the worker the others
   REQUIRE(line);
   CHECK(line->suspects);
   CHECK(line->text ==
-        "global step 4 has waited 15 s: workers 0 and 2 are max_staleness 1 pushes ahead of "
+        "global step 4 has waited 15 s: workers 0 and 2 are more than max_staleness (1) pushes "
+        "ahead of "
         "worker 1 (connected: stopped, hung or slow?) and wait for its gradients");
   CHECK(report.standingSeconds() == Approx(15.0));
   // Gone, worker 1 holds nobody: the standing step then means nobody pushes.

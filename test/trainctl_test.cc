@@ -374,6 +374,9 @@ TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on
            "\"global_step\":3,\"loss\":null,\"examples_per_sec\":null,"
            "\"last_checkpoint\":null,\"last_checkpoint_step\":null,"
            "\"stalled\":null}")};
+  // A trainctl that never came would leave accept() waiting: 30 s at most.
+  const timeval patience{30, 0};
+  setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
   std::thread server([&] {
     for (const std::string& reply : replies) {
       const int peer = accept(listener, nullptr, nullptr);
