@@ -100,16 +100,27 @@ std::string manifestJson(const CheckpointManifest& m) {
          ",\n  \"tensors_file\": " + jsonQuote(m.tensors_file) + "\n}\n";
 }
 
-// The step of a checkpoint directory's name, nullopt for other names.
-std::optional<int64_t> stepOfDirName(const std::string& name) {
+// The digits of a checkpoint directory's name ("0000001200" of
+// ckpt-0000001200), nullopt for other names.
+std::optional<std::string_view> stepDigitsOfDirName(std::string_view name) {
   const size_t prefix = layout::kDirPrefix.size();
-  if (name.size() < prefix + layout::kStepDigits ||
-      name.compare(0, prefix, layout::kDirPrefix) != 0)
+  if (name.size() < prefix + layout::kStepDigits || !name.starts_with(layout::kDirPrefix))
     return std::nullopt;
+  const std::string_view digits = name.substr(prefix);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return digits;
+}
+
+// The step of a checkpoint directory's name, nullopt for other names and
+// for steps past int64.
+std::optional<int64_t> stepOfDirName(const std::string& name) {
+  const std::optional<std::string_view> digits = stepDigitsOfDirName(name);
+  if (!digits) return std::nullopt;
   int64_t step = 0;
-  for (size_t i = prefix; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return std::nullopt;
-    step = step * 10 + (name[i] - '0');
+  for (char c : *digits) {
+    if (step > (INT64_MAX - 9) / 10) return std::nullopt;
+    step = step * 10 + (c - '0');
   }
   return step;
 }
@@ -469,18 +480,13 @@ void checkAgreesWithManifest(const fs::path& checkpoint, const CheckpointManifes
   // The name's step compared as digits: one past int64 differs from every
   // manifest's too.
   const std::string name = checkpoint.filename().string();
-  const size_t prefix = layout::kDirPrefix.size();
-  if (name.size() < prefix + layout::kStepDigits ||
-      name.compare(0, prefix, layout::kDirPrefix) != 0 ||
-      !std::all_of(name.begin() + ptrdiff_t(prefix), name.end(),
-                   [](char c) { return c >= '0' && c <= '9'; }))
-    return;
-  std::string digits = name.substr(prefix);
-  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
-  if (digits != std::to_string(manifest.global_step))
+  std::optional<std::string_view> digits = stepDigitsOfDirName(name);
+  if (!digits) return;
+  digits->remove_prefix(std::min(digits->find_first_not_of('0'), digits->size() - 1));
+  if (*digits != std::to_string(manifest.global_step))
     throw InputError(checkpoint.string() + ": corrupt checkpoint: " + manifest_path +
                      " says global_step " + std::to_string(manifest.global_step) +
-                     ", the directory's name " + printablePrefix(digits, 40));
+                     ", the directory's name " + std::string(*digits));
 }
 
 }  // namespace traind

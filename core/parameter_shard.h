@@ -25,6 +25,7 @@
 // values once no handle holds either.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -141,6 +142,9 @@ class ParameterShard {
   bool stepStarted() const;
   bool workerConnected(uint32_t worker) const {
     return worker < connections_.size() && connections_[worker] > 0;
+  }
+  bool anyWorkerConnected() const {
+    return std::any_of(connections_.begin(), connections_.end(), [](int c) { return c > 0; });
   }
 
   // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.

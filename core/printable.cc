@@ -30,14 +30,9 @@ size_t utf8SequenceLength(std::string_view text, size_t pos) {
   return length;
 }
 
-namespace {
-
-// U+0080-U+009F, which a terminal may take as control codes (CSI is U+009B).
 bool isC1Control(std::string_view text, size_t pos) {
   return uint8_t(text[pos]) == 0xc2 && pos + 1 < text.size() && uint8_t(text[pos + 1]) < 0xa0;
 }
-
-}  // namespace
 
 std::string printable(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";

@@ -15,6 +15,10 @@ namespace traind {
 // code points past U+10FFFF are not well formed.
 size_t utf8SequenceLength(std::string_view text, size_t pos);
 
+// Whether text[pos] starts U+0080..U+009F, which a terminal may take as
+// control codes (CSI is U+009B).
+bool isC1Control(std::string_view text, size_t pos);
+
 std::string printable(std::string_view text);
 
 // printable(text) of at most its first `max_bytes` bytes, then "... (N bytes

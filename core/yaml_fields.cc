@@ -205,8 +205,8 @@ void checkText(const std::string& text, const std::string& path) {
     } else if (byte >= 0x80) {
       length = utf8SequenceLength(text, pos);
       if (length == 0) fault = "a byte that is not UTF-8";
-      // U+0080..U+009F, C1 controls, but for NEL (a line break to YAML).
-      else if (byte == 0xc2 && uint8_t(text[pos + 1]) < 0xa0 && uint8_t(text[pos + 1]) != 0x85)
+      // C1 controls, but for NEL (a line break to YAML).
+      else if (isC1Control(text, pos) && uint8_t(text[pos + 1]) != 0x85)
         fault = "a control character";
     } else if ((byte < 0x20 && byte != '\t' && byte != '\r') || byte == 0x7f) {
       fault = "a control character";

@@ -30,9 +30,7 @@ std::string connectedSuspects(const std::vector<uint32_t>& list) {
 
 StepStallReport::Line nobodyPushed(const ParameterShard& shard, const ClusterSpec& cluster,
                                    int64_t step, int waited) {
-  bool connected = false;
-  for (uint32_t w = 0; w < cluster.worker.size(); ++w) connected |= shard.workerConnected(w);
-  if (!connected)
+  if (!shard.anyWorkerConnected())
     return {false, fmt::format("global step {} has waited {} s: no worker is connected to this ps "
                                "(they stopped, or lost another ps: their logs say; the job goes "
                                "on when they are started again)",
