@@ -453,7 +453,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     ClusterSpec over_tcp = cluster;
     over_tcp.shared_memory = false;
     ShardedClient ps(io, over_tcp, graph, state.layout(), specIdentity(spec), 0);
-    (void)ps.connect(30.0);  // true or throws: no stop flag to give up on
+    (void)ps.connect(30.0);  // Connected or throws: no stop flag, no job_over
     ps.initialize(state);
     ps.pull(0, state.parameters());
     ShardedClient ps_shared(io, cluster, graph, state.layout(), specIdentity(spec), 1);

@@ -6,11 +6,15 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
+#include "core/checkpoint.h"
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
 #include "daemon/cluster_fit.h"
@@ -192,6 +196,28 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
   return summary;
 }
 
+// Why the job is over, when the checkpoint directory (if this host sees
+// it) holds a checkpoint of this model at `last_step` or past it: a chief
+// started now would end the job at once. Nothing when there is no such
+// checkpoint, or none that can be read.
+std::optional<std::string> jobOverByCheckpoint(const ModelSpec& spec, int64_t last_step) {
+  if (spec.checkpoint.dir.empty()) return std::nullopt;
+  try {
+    const std::optional<std::filesystem::path> latest = findLatestCheckpoint(spec.checkpoint.dir);
+    if (!latest) return std::nullopt;
+    const CheckpointManifest manifest = readManifest(*latest);
+    if (manifest.architecture_hash != architectureHash(spec) || manifest.global_step < last_step)
+      return std::nullopt;
+    return fmt::format("the job's latest checkpoint, {}, is at global step {}{}", latest->string(),
+                       manifest.global_step,
+                       manifest.global_step == last_step
+                           ? ", its last"
+                           : fmt::format(", past its last ({})", last_step));
+  } catch (const std::exception&) {
+    return std::nullopt;  // a checkpoint being written, or broken: nothing to judge by
+  }
+}
+
 // `final_checkpoint` is set once the chief has written its final checkpoint.
 // `io` and `shards` are the caller's, so that they outlive a JobEnded thrown
 // from here: the chief then stops the shards still serving.
@@ -212,6 +238,13 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   ModelState state(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;
+  // Worker i takes every workers-th batch of the job's epoch order: in sync
+  // mode a global step consumes the batches a standalone run with a batch
+  // workers times as large would.
+  const int64_t examples_per_step = sync ? batch_size * cluster.replicas_to_aggregate : batch_size;
+  const int64_t steps_per_epoch = data.train.size / examples_per_step;
+  const int64_t total_steps = spec.training.max_steps > 0 ? spec.training.max_steps
+                                                          : spec.training.epochs * steps_per_epoch;
   io.emplace(kj::setupAsyncIo());
   ShardedClient& ps =
       shards.emplace(*io, cluster, graph, state.layout(), specIdentity(spec), uint32_t(task));
@@ -228,7 +261,20 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   if (chief && !spec.checkpoint.dir.empty())
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
-  if (!ps.connect(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
+  // Not the chief, which must be there to end a job it finds at its end
+  // (restarted with it, the ps tasks wait for the chief).
+  const auto job_over = [&] { return jobOverByCheckpoint(spec, total_steps); };
+  switch (ps.connect(kPeerTimeoutSeconds, chief ? std::function<std::optional<std::string>()>()
+                                                : std::function(job_over))) {
+    case ShardedClient::Outcome::Connected:
+      break;
+    case ShardedClient::Outcome::Stopped:
+      return stoppedBeforeTraining(metrics);
+    case ShardedClient::Outcome::JobOver:
+      metrics.setState(NodeState::Done);
+      spdlog::info("done: the job ended before this worker started");
+      return TrainingSummary{};
+  }
   metrics.setSharedMemoryShards(ps.shardsThroughSharedMemory());
   bool joined = false;
   if (chief) {
@@ -278,13 +324,6 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     std::memcpy(slots[i]->parameters.data(), slots.front()->parameters.data(),
                 size_t(state.layout().totalSize()) * sizeof(float));
 
-  // Worker i takes every workers-th batch of the job's epoch order: in sync
-  // mode a global step consumes the batches a standalone run with a batch
-  // workers times as large would.
-  const int64_t examples_per_step = sync ? batch_size * cluster.replicas_to_aggregate : batch_size;
-  const int64_t steps_per_epoch = data.train.size / examples_per_step;
-  const int64_t total_steps = spec.training.max_steps > 0 ? spec.training.max_steps
-                                                         : spec.training.epochs * steps_per_epoch;
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
                       sync ? step : step / workers,
                       readAheadBatches(spec.data, /*cluster_worker=*/true), task, workers);

@@ -276,7 +276,8 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
 
 ShardedClient::~ShardedClient() = default;
 
-bool ShardedClient::connect(double timeout_seconds) {
+ShardedClient::Outcome ShardedClient::connect(
+    double timeout_seconds, const std::function<std::optional<std::string>()>& job_over) {
   impl_->createRegion();
   const Clock::time_point start = Clock::now();
   kj::Timer& timer = impl_->io.provider->getTimer();
@@ -287,7 +288,7 @@ bool ShardedClient::connect(double timeout_seconds) {
     for (;;) {
       if (stop_ && stop_->load()) {
         spdlog::info("stop requested while waiting for ps {} at {}", link.index, link.address);
-        return false;
+        return Outcome::Stopped;
       }
       bool stopped = false;
       kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
@@ -319,6 +320,12 @@ bool ShardedClient::connect(double timeout_seconds) {
             (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
+        if (job_over && e->getType() != kj::Exception::Type::OVERLOADED)
+          if (const std::optional<std::string> over = job_over()) {
+            spdlog::info("ps {} at {} does not answer ({}), and {}: the job is over", link.index,
+                         link.address, reason.substr(0, reason.find('\n')), *over);
+            return Outcome::JobOver;
+          }
         const double waited = std::chrono::duration<double>(Clock::now() - start).count();
         if (waited > timeout_seconds)
           throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) +
@@ -340,7 +347,7 @@ bool ShardedClient::connect(double timeout_seconds) {
     spdlog::info("connected to ps {} at {}", link.index, link.address);
   }
   if (shardsThroughSharedMemory() == 0) impl_->region.reset();
-  return true;
+  return Outcome::Connected;
 }
 
 ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {

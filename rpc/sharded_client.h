@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -69,9 +70,20 @@ class ShardedClient {
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
-  // choice is logged with its reason. Once per client. Returns false,
-  // logged, when a stop was asked for first (abandonWaitsOnStop).
-  [[nodiscard]] bool connect(double timeout_seconds);
+  // choice is logged with its reason. Once per client.
+  //
+  // While a ps does not answer (its connection refused or its hello
+  // unanswered), `job_over`, when given, is asked after each attempt
+  // whether the job has ended without this worker: a reason ends the wait,
+  // logged with it, for a worker started after its job (whose ps tasks are
+  // gone for good) to end instead of failing after `timeout_seconds`.
+  enum class Outcome {
+    Connected,
+    Stopped,  // a stop was asked for first (abandonWaitsOnStop), logged
+    JobOver,  // job_over gave a reason, logged
+  };
+  [[nodiscard]] Outcome connect(double timeout_seconds,
+                                const std::function<std::optional<std::string>()>& job_over = {});
   static constexpr int kHelloSeconds = 10;
   // Longer than a vanished host's connection lasts at the ps (rpc/peer_silence.h).
   static constexpr int kBusySeconds = 30;

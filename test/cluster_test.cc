@@ -726,6 +726,37 @@ TEST_CASE("async: the others finish when a worker is killed") {
   CHECK_THAT(c.workers[2]->output(), Catch::Contains("gradients sent after each step"));
 }
 
+TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and exits 0") {
+  const auto dir = freshTempDir("worker-after-job");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string common = " --model " + modelPath("fashion_mlp.yaml") +
+                             " --threads 1 --eval-every 0 --checkpoint-dir " +
+                             (dir / "ckpt").string();
+  // The job's checkpoint at global step 20 (a standalone run's is the same model's).
+  REQUIRE(runTraind(common + " --max-steps 20").exit_code == 0);
+  const std::string worker = "--cluster " + cluster.string() + " --job worker --task 1" + common;
+  SECTION("at its last step: done") {
+    BackgroundTraind late(worker + " --max-steps 20", dir / "worker1.log");
+    const int status = late.wait(60);
+    INFO(late.output());
+    CHECK(status == 0);
+    CHECK_THAT(late.output(), Catch::Contains("ps 0 at 127.0.0.1:"));
+    CHECK_THAT(late.output(), Catch::Contains("does not answer"));
+    CHECK_THAT(late.output(), Catch::Contains("and the job's latest checkpoint, " +
+                                              (dir / "ckpt" / "ckpt-0000000020").string() +
+                                              ", is at global step 20, its last: the job is over"));
+    CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker started"));
+  }
+  SECTION("before its last step: it waits for the ps") {
+    BackgroundTraind waiting(worker + " --max-steps 30", dir / "worker1.log");
+    REQUIRE(waiting.waitForOutput("waiting for ps 0", 60));
+    waiting.signal(SIGTERM);
+    CHECK(waiting.wait(15) == 0);
+    INFO(waiting.output());
+    CHECK_THAT(waiting.output(), !Catch::Contains("the job is over"));
+  }
+}
+
 TEST_CASE("a stopped cluster resumes from its checkpoint") {
   const auto dir = freshTempDir("resume");
   const auto cluster = writeCluster(dir, 2, 1, "  mode: sync\n");
@@ -1179,7 +1210,7 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
   ClusterSpec offering = loadClusterSpec(cluster.string());
   offering.shared_memory = true;
   ShardedClient client(io, offering, graph, state.layout(), specIdentity(spec), 0);
-  REQUIRE(client.connect(60));
+  REQUIRE(client.connect(60) == ShardedClient::Outcome::Connected);
   CHECK(client.shardsThroughSharedMemory() == 0);
   client.initialize(state);
   FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
@@ -1204,7 +1235,7 @@ TEST_CASE("a worker computing in its shared memory region makes no call into it 
   auto& [ps, spec, graph, state, io] = job;
   ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
                        specIdentity(spec), 0);
-  REQUIRE(client.connect(60));
+  REQUIRE(client.connect(60) == ShardedClient::Outcome::Connected);
   REQUIRE(client.shardsThroughSharedMemory() == 1);
   client.initialize(state);
   // As traind's worker does: its step's buffers are the region's.
