@@ -1,6 +1,7 @@
 #include "core/event_file.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,6 +74,13 @@ EventFileWriter::EventFileWriter(const fs::path& dir) {
 }
 
 EventFileWriter::~EventFileWriter() { std::fclose(file_); }
+
+bool EventFileWriter::isGone() const {
+  struct stat named {
+  }, open{};
+  if (::stat(path_.c_str(), &named) != 0 || ::fstat(fileno(file_), &open) != 0) return true;
+  return named.st_ino != open.st_ino || named.st_dev != open.st_dev;
+}
 
 void EventFileWriter::writeScalars(int64_t step, const std::vector<Scalar>& scalars) {
   tensorboard::Event event = eventAt(step);

@@ -42,6 +42,11 @@ class EventFileWriter {
 
   const std::filesystem::path& path() const { return path_; }
 
+  // Whether path() no longer names the file this writer writes: it, or a
+  // directory above it, was deleted or moved (a /tmp cleaner), and what it
+  // writes reaches no reader.
+  bool isGone() const;
+
   // One event with `scalars` at global step `step`. Every write is handed to
   // the kernel (fflush) before returning, so TensorBoard sees it at once,
   // but never fsync'ed: a slow disk does not hold training up. Throws

@@ -9,6 +9,7 @@ namespace traind {
 TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
                                      int64_t start_step)
     : classification_(spec.loss == LossKind::SoftmaxCrossEntropy),
+      dir_(dir),
       start_step_(start_step),
       events_(std::make_unique<EventFileWriter>(dir)) {
   // An event at step S describes training up to global step S, which the
@@ -39,8 +40,18 @@ void TrainingSummaries::logEvaluation(int64_t step, const EvalResult& result) {
 void TrainingSummaries::write(int64_t step, const std::vector<Scalar>& scalars) {
   if (!events_) return;
   try {
+    if (events_->isGone()) {
+      const std::filesystem::path gone = events_->path();
+      events_.reset();
+      events_ = std::make_unique<EventFileWriter>(dir_);
+      events_->writeSessionStart(start_step_ + 1);
+      spdlog::warn(
+          "the TensorBoard event file {} was deleted or moved under this run; its "
+          "summaries from step {} go to {}",
+          gone.string(), step, events_->path().string());
+    }
     events_->writeScalars(step, scalars);
-  } catch (const std::runtime_error& e) {
+  } catch (const std::runtime_error& e) {  // InputError too: a directory not created again
     spdlog::warn("{}; no more TensorBoard summaries in this run", e.what());
     events_.reset();
   }

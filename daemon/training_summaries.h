@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -31,10 +32,13 @@ class TrainingSummaries {
 
  private:
   // A failed write (a full disk) is logged once and ends the summaries;
-  // training goes on, since they are an aid, not its result.
+  // training goes on, since they are an aid, not its result. A file
+  // deleted under the run (its directory with it) is replaced by a new one
+  // in `dir_`, created again, with a warning.
   void write(int64_t step, const std::vector<Scalar>& scalars);
 
   bool classification_;
+  std::filesystem::path dir_;
   int64_t start_step_;
   std::unique_ptr<EventFileWriter> events_;  // null once a write has failed
 };

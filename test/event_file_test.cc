@@ -179,6 +179,41 @@ TEST_CASE("a resumed run writes no evaluation at the step it resumed from", "[ev
   CHECK(events[2].summary().value(0).tag() == "test/loss");
 }
 
+TEST_CASE("summaries whose directory is deleted under the run go on in a new file there",
+          "[event_file]") {
+  TempDir tmp;
+  ModelSpec spec;
+  spec.loss = LossKind::MeanSquaredError;
+  const fs::path dir = tmp.path() / "ckpt" / "summaries";
+  TrainingSummaries summaries(spec, dir, 0);
+  summaries.logWindow(10, 0.5, std::nullopt, 0.1, 1000);
+  fs::remove_all(tmp.path() / "ckpt");  // a /tmp cleaner
+  summaries.logWindow(20, 0.25, std::nullopt, 0.1, 1000);
+  summaries.logWindow(30, 0.125, std::nullopt, 0.1, 1000);
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir))
+    files.push_back(entry.path());
+  REQUIRE(files.size() == 1);
+  const std::vector<tensorboard::Event> events = readEvents(files[0]);
+  REQUIRE(events.size() == 4);  // the version, START at 1, the windows at 20 and 30
+  CHECK(events[1].session_log().status() == tensorboard::SessionLog::START);
+  CHECK(events[2].step() == 20);
+  CHECK(events[3].step() == 30);
+}
+
+TEST_CASE("an event file writer knows when its file is gone", "[event_file]") {
+  TempDir tmp;
+  EventFileWriter writer(tmp.path());
+  CHECK(!writer.isGone());
+  SECTION("deleted") { fs::remove(writer.path()); }
+  SECTION("moved") { fs::rename(writer.path(), tmp.path() / "elsewhere"); }
+  SECTION("replaced by another file of its name") {
+    fs::rename(writer.path(), tmp.path() / "elsewhere");
+    std::ofstream(writer.path()) << "x";
+  }
+  CHECK(writer.isGone());
+}
+
 TEST_CASE("a second writer in the same directory gets its own file", "[event_file]") {
   TempDir tmp;
   EventFileWriter first(tmp.path());
