@@ -12,8 +12,9 @@
 //
 //   traind push+pull  ShardedClient::pushAndPull: S of gradient up and S of
 //                     parameters back, one call per 1 MiB chunk (the ps
-//                     applies the chunk and answers with its parameters),
-//                     four calls in flight; over TCP (the cluster's
+//                     applies the chunk and answers with its parameters;
+//                     at 1 MiB two calls of half: transferChunks), four
+//                     calls in flight; over TCP (the cluster's
 //                     transport.shared_memory off for this worker).
 //   shared memory     the same calls from a second worker that moves the
 //                     tensors through shared memory (rpc/shared_region.h)

@@ -108,7 +108,11 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
 
 std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan& shard,
                                        int64_t max_floats) {
-  return chunkShard(shard, max_floats, gradientGroups(graph));
+  const std::vector<int> groups = gradientGroups(graph);
+  std::vector<ShardChunk> chunks = chunkShard(shard, max_floats, groups);
+  if (chunks.size() == 1 && shard.size > max_floats / 4 * 3)
+    chunks = chunkShard(shard, (shard.size + 1) / 2, groups);
+  return chunks;
 }
 
 std::vector<VariableSpec> shardVariables(const LayerGraph& graph, const VariableLayout& layout,

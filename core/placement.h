@@ -77,6 +77,16 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
 
 // The chunks every node cuts a shard of `graph`'s variables into: chunkShard
 // with the graph's gradient groups. The ps and its workers use this one.
+//
+// A shard of more than 3/4 of max_floats that this makes one chunk is cut
+// in two halves instead. A ps answers a chunk once it has all of it, so a
+// shard sent as one call leaves each direction of the link idle while the
+// other works; two halves let the ps answer the first while the second
+// arrives (a 1 MiB shard's push+pull over loopback: 0.55 of a raw TCP echo
+// in one call, 0.89 in two; bench/rpc_throughput). A shard of several
+// chunks overlaps them already: cutting fashion_mlp's (a 0.9 MiB chunk and
+// a small one) in halves too cost its 2-worker job over TCP 5-7%
+// (docs/benchmarks.md). Smaller shards stay one call.
 std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan& shard,
                                        int64_t max_floats);
 

@@ -65,7 +65,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // groups (core/placement.h); 3: shared memory regions hold a worker's
 // buffers in layout order (rpc/shared_region.h); 4: a push+pull through
 // shared memory may cover several chunks (rpc/traind.capnp); 5: hello
-// carries the update rule; 6: the chief reports its checkpoints (saved).
-constexpr uint32_t kWireVersion = 6;
+// carries the update rule; 6: the chief reports its checkpoints (saved);
+// 7: a shard of one chunk goes in two halves (transferChunks).
+constexpr uint32_t kWireVersion = 7;
 
 }  // namespace traind

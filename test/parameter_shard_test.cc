@@ -489,6 +489,43 @@ TEST_CASE("gradient groups: from the last layer, each closed at 64 Ki floats; ch
   CHECK(std::all_of(mlp.begin(), mlp.end(), [](int g) { return g == 0; }));
 }
 
+TEST_CASE("a shard of one chunk of more than 3/4 of the limit goes in two halves") {
+  const auto chunksOf = [](const ModelSpec& spec, int shards) {
+    const LayerGraph graph = buildLayerGraph(spec);
+    const Placement placement = placeVariables(VariableLayout(graph.variables), shards);
+    std::vector<std::vector<int64_t>> sizes;
+    for (const ShardPlan& shard : placement.shards) {
+      sizes.emplace_back();
+      for (const ShardChunk& c : transferChunks(graph, shard, ParameterShard::kChunkFloats))
+        sizes.back().push_back(c.size);
+    }
+    return sizes;
+  };
+  const auto dense = [](int64_t inputs) {
+    ModelSpec spec;
+    spec.input = {inputs};
+    LayerSpec layer;
+    layer.kind = LayerKind::Dense;
+    layer.name = "dense";
+    layer.units = 1024;
+    layer.use_bias = false;
+    spec.layers.push_back(layer);
+    return spec;
+  };
+  using Sizes = std::vector<std::vector<int64_t>>;
+  CHECK(chunksOf(dense(256), 1) == Sizes{{128 * 1024, 128 * 1024}});  // 1 MiB
+  CHECK(chunksOf(dense(193), 1) == Sizes{{98816, 98816}});            // just past 3/4
+  CHECK(chunksOf(dense(192), 1) == Sizes{{192 * 1024}});              // 3/4: one call
+  CHECK(chunksOf(dense(257), 1) == Sizes{{256 * 1024, 1024}});        // two chunks already
+  CHECK(chunksOf(dense(512), 2) == Sizes{{128 * 1024, 128 * 1024}, {128 * 1024, 128 * 1024}});
+  const auto spec = [](const std::string& model) {
+    return loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/" + model + ".yaml");
+  };
+  // Two chunks each already (fashion_cnn's by its gradient groups): as they were.
+  CHECK(chunksOf(spec("fashion_mlp"), 1) == Sizes{{235500, 31130}});
+  CHECK(chunksOf(spec("fashion_cnn"), 1).front().size() == 2);
+}
+
 TEST_CASE("a chunk covers, in a worker's buffer, only its own shard's pieces and padding") {
   // Row slices of one variable go to different shards; a slice of another
   // shard may sit in the padding before the next variable.
