@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "core/parameter_shard.h"
@@ -63,6 +64,33 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMe
   });
 }
 
+// How long a sync ps stopped alone waits for the step its workers compute:
+// longer than a step takes, well within a service manager's stop timeout
+// (systemd's is 90 s).
+constexpr int kFinishStepSeconds = 10;
+
+// A stop asked of this ps alone, in sync training with workers connected:
+// the step they compute is applied before the shard stops
+// (ServedShard::stopAfterStep), unless it does not come within
+// kFinishStepSeconds or the workers go.
+void finishStepInProgress(ServedShard& service, const ParameterShard& shard, kj::Timer& timer,
+                          kj::WaitScope& wait_scope, const std::string& by) {
+  if (service.stopping() || shard.cluster().mode != TrainingMode::Sync || !shard.ready() ||
+      !shard.anyWorkerConnected())
+    return;
+  const int64_t step = shard.globalStep() + 1;
+  service.stopAfterStep(step, by);
+  for (kj::Duration waited = 0 * kj::SECONDS; !service.stopping() && shard.anyWorkerConnected() &&
+                                              waited < kFinishStepSeconds * kj::SECONDS;
+       waited += 20 * kj::MILLISECONDS)
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
+  if (!service.stopping())
+    spdlog::info("global step {} was not applied {}: stopping at global step {}", step,
+                 shard.anyWorkerConnected() ? fmt::format("within {} s", kFinishStepSeconds)
+                                            : std::string("(the workers went)"),
+                 shard.globalStep());
+}
+
 }  // namespace
 
 void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int task,
@@ -110,7 +138,9 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
       });
   service.onStop().exclusiveJoin(whenSet(timer, stop.flag())).wait(io.waitScope);
   // A stop asked of this ps ends the job for its workers as the chief's stop
-  // does; the chief can still read the state for its last checkpoint.
+  // does, in sync training after the step they compute; the chief can still
+  // read the state for its last checkpoint.
+  finishStepInProgress(service, shard, timer, io.waitScope, stop.by());
   service.beginStopping(stop.by());
   metrics.setState(NodeState::Stopping);
   // A step that stands while the job stops is no one's fault.

@@ -92,6 +92,16 @@ void ServedShard::beginStopping(const std::string& by) {
   stop_fulfiller_->fulfill();
 }
 
+void ServedShard::stopAfterStep(int64_t step, const std::string& by) {
+  if (stopping_) return;
+  stop_after_step_ = step;
+  stop_after_by_ = by;
+  spdlog::info(
+      "stop requested by {}: stopping once global step {} is applied (the workers "
+      "compute it, and the other ps tasks apply it too)",
+      by, step);
+}
+
 ShardService::~ShardService() {
   if (worker_) {
     shard().workerLeft(*worker_);
@@ -339,8 +349,10 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
 
     const int64_t before = shard().globalStep();
     // A stopping ps applies nothing more: the chief's final checkpoint, read
-    // after the stop began, holds the job's last state.
-    const bool applies = !served_.stopping_;
+    // after the stop began, holds the job's last state. One finishing a step
+    // before it stops (stopAfterStep) applies that step's gradients only.
+    const bool applies =
+        !served_.stopping_ && (!served_.stop_after_step_ || step < *served_.stop_after_step_);
     bool accepted = applies, chunk_steps_moved = false;
     std::vector<std::optional<uint64_t>> region_holds(shared ? run.count : 0);
     for (size_t i = 0; applies && i < run.count; ++i) {
@@ -372,6 +384,8 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     // What is left is the wait and the reply: a worker that gives up its
     // wait (a stop, a lost connection) takes them along.
     context.allowCancellation();
+    if (served_.stop_after_step_ && shard().globalStep() >= *served_.stop_after_step_)
+      served_.beginStopping(served_.stop_after_by_);  // its replies say so
     if (shard().globalStep() != before || chunk_steps_moved) served_.releasePulls();
     // The reply waits for these chunks' steps only (sync: until each has
     // been applied), not for the rest of the shard.

@@ -45,6 +45,15 @@ class ServedShard {
   // `by` names who asked, for the log.
   void beginStopping(const std::string& by);
 
+  // Sync training, a stop asked of this ps alone (SIGTERM, POST /stop)
+  // while the workers compute a step: the shard still takes that step's
+  // gradients, `step` (its global step + 1), and begins stopping once it
+  // has applied them. The other ps tasks take them too, so the job's last
+  // checkpoint holds every shard at one step; stopped at once, this shard
+  // would stay a step behind them. Later steps are not applied. The caller
+  // gives up waiting (beginStopping) when the step does not come.
+  void stopAfterStep(int64_t step, const std::string& by);
+
   // The pushes of every connection so far.
   const PushCounts& pushCounts() const { return push_counts_; }
 
@@ -87,6 +96,8 @@ class ServedShard {
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
+  std::optional<int64_t> stop_after_step_;  // stopAfterStep's
+  std::string stop_after_by_;
   PushCounts push_counts_;
   std::optional<SavedCheckpoint> last_saved_;
   kj::ForkedPromise<void> stop_promise_;

@@ -858,9 +858,10 @@ void ShardedClient::readState(ModelState& state) {
   // lives on ps 0. Async shards count their own steps and differ as a
   // rule, and so may sync shards with backup workers, which go on while the
   // chief reads; without them, sync shards differ only when one ps stopped
-  // (a signal, POST /stop) while another still applied the step: the
-  // checkpoint then holds that ps's variables a step further than the
-  // others'. A shard that holds nothing is read nothing and not compared.
+  // (a signal, POST /stop) while another still applied the step, which the
+  // stopping one waits for (ServedShard::stopAfterStep) but gives up after
+  // 10 s: the checkpoint then holds that ps's variables a step further than
+  // the others'. A shard that holds nothing is read nothing and not compared.
   if (impl_->cluster.mode == TrainingMode::Sync &&
       impl_->cluster.replicas_to_aggregate == int(impl_->cluster.worker.size())) {
     std::string differ;

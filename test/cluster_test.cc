@@ -113,13 +113,24 @@ std::string endlessMlp() {
 // fashion_mlp on 1 ps and `workers` workers in `mode`, one thread each, a
 // line every 20 steps, checkpoints in <dir>/ckpt.
 std::unique_ptr<Cluster> mlpJob(const std::filesystem::path& dir, const std::string& mode,
-                                int workers, int64_t max_steps) {
-  const auto cluster = writeCluster(dir, 1, workers, "  mode: " + mode + "\n");
+                                int workers, int64_t max_steps, int ps = 1) {
+  const auto cluster = writeCluster(dir, ps, workers, "  mode: " + mode + "\n");
   return std::make_unique<Cluster>(
       dir, cluster,
       "--model " + modelPath("fashion_mlp.yaml") + " --max-steps " + std::to_string(max_steps) +
           " --threads 1 --eval-every 0 --log-every 20 --checkpoint-dir " + (dir / "ckpt").string(),
-      1, workers);
+      ps, workers);
+}
+
+// The last match of `pattern`'s first group in `text`, as a number; -1 if none.
+int64_t lastNumber(const std::string& text, const std::string& pattern) {
+  const std::regex number(pattern);
+  std::smatch match;
+  int64_t last = -1;
+  for (auto it = text.cbegin(); std::regex_search(it, text.cend(), match, number);
+       it = match.suffix().first)
+    last = std::stoll(match[1]);
+  return last;
 }
 
 // A fashion_cnn ps task of `cluster` and, for a worker in the test's process
@@ -351,19 +362,33 @@ TEST_CASE("a ps stopped by SIGTERM ends the job with a final checkpoint of its l
   CHECK_THAT(c.ps[0]->output(), Catch::Contains("stop requested by SIGTERM"));
   // A stopping ps applies no more gradients: the checkpoint, the chief's
   // last line and the ps's hold one global step.
-  auto lastNumber = [](const std::string& text, const std::string& pattern) -> int64_t {
-    const std::regex number(pattern);
-    std::smatch match;
-    int64_t last = -1;
-    for (auto it = text.cbegin(); std::regex_search(it, text.cend(), match, number);
-         it = match.suffix().first)
-      last = std::stoll(match[1]);
-    return last;
-  };
   const int64_t saved = lastNumber(c.workers[0]->output(), "saved checkpoint .*ckpt-0*([0-9]+)");
   CHECK(saved > 0);
   CHECK(lastNumber(c.workers[0]->output(), "done: global step ([0-9]+)") == saved);
   CHECK(lastNumber(c.ps[0]->output(), "ps 0 done at global step ([0-9]+)") == saved);
+}
+
+TEST_CASE("sync: a ps stopped alone applies the step the workers compute, as the other ps does") {
+  const auto dir = freshTempDir("ps-stop-alone");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000, 2);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  // Most likely while the workers compute: stopped at once, ps 1 would
+  // refuse the step's gradients that ps 0 applies.
+  c.ps[1]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(c.workers[1]->wait(30) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  CHECK(c.ps[1]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.ps[1]->output(), Catch::Contains("stop requested by SIGTERM: stopping once global "
+                                                "step "));
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("ps 1 is stopping: the job is over"));
+  CHECK_THAT(c.logs(), !Catch::Contains("different global steps"));
+  const int64_t saved = lastNumber(c.workers[0]->output(), "saved checkpoint .*ckpt-0*([0-9]+)");
+  CHECK(saved > 0);
+  CHECK(lastNumber(c.ps[0]->output(), "ps 0 done at global step ([0-9]+)") == saved);
+  CHECK(lastNumber(c.ps[1]->output(), "ps 1 done at global step ([0-9]+)") == saved);
 }
 
 TEST_CASE("sync: the ps names the worker a standing step waits for and healthz says 503") {
