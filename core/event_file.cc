@@ -76,8 +76,8 @@ EventFileWriter::EventFileWriter(const fs::path& dir) {
 EventFileWriter::~EventFileWriter() { std::fclose(file_); }
 
 bool EventFileWriter::isGone() const {
-  struct stat named {
-  }, open{};
+  struct stat named = {};
+  struct stat open = {};
   if (::stat(path_.c_str(), &named) != 0 || ::fstat(fileno(file_), &open) != 0) return true;
   return named.st_ino != open.st_ino || named.st_dev != open.st_dev;
 }
