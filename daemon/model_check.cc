@@ -74,11 +74,25 @@ std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
       out += fmt::format("{:<16} {:<10} {}\n", graph.layers[size_t(i)].spec.name, stage.device,
                          stage.name);
   std::vector<std::string> labels;
-  for (const PipelineStage& stage : plan.stages)
+  // A stage runs backward passes once it or an earlier one trains a variable.
+  std::vector<bool> backward;
+  bool trains = false;
+  for (const PipelineStage& stage : plan.stages) {
     labels.push_back(stage.name + " (" + stage.device + ")");
-  out += "schedule of a step, 1F1B (Fm, Bm: forward, backward of micro-batch m; every pass one "
-         "unit of time; ..: waiting):\n";
-  out += scheduleChart(labels, micro_batches);
+    for (int i = stage.first_layer; i < stage.end_layer; ++i)
+      for (int v : graph.layers[size_t(i)].variables)
+        trains = trains || graph.variables[size_t(v)].trainable;
+    backward.push_back(trains);
+  }
+  out +=
+      "schedule of a step, 1F1B (Fm, Bm: forward, backward of micro-batch m; every pass one "
+      "unit of time; ..: waiting";
+  if (!backward.front())
+    out +=
+        "; a stage with no trainable variable in it or before it runs no "
+        "backward pass";
+  out += "):\n";
+  out += scheduleChart(labels, micro_batches, backward);
   return out;
 }
 

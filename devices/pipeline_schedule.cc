@@ -26,10 +26,17 @@ int stageSlots(int stage, int stages, int micro_batches) {
   return std::min(stages - stage, micro_batches);
 }
 
-std::string scheduleChart(const std::vector<std::string>& labels, int micro_batches) {
+std::string scheduleChart(const std::vector<std::string>& labels, int micro_batches,
+                          const std::vector<bool>& backward) {
   const int stages = int(labels.size());
   std::vector<std::vector<PipelineOp>> ops;
-  for (int s = 0; s < stages; ++s) ops.push_back(oneForwardOneBackward(s, stages, micro_batches));
+  for (int s = 0; s < stages; ++s) {
+    ops.push_back(oneForwardOneBackward(s, stages, micro_batches));
+    // Only earlier stages skip theirs too, so no stage waits for a skipped pass.
+    if (!backward.empty() && !backward[size_t(s)])
+      std::erase_if(ops.back(),
+                    [](const PipelineOp& op) { return op.kind == PipelineOp::Kind::Backward; });
+  }
   // Every pass takes one unit; a pass may start once what it needs has
   // finished in an earlier unit: the forward of the stage before, the
   // backward of the stage after.
@@ -50,10 +57,18 @@ std::string scheduleChart(const std::vector<std::string>& labels, int micro_batc
         left = true;
         const PipelineOp op = ops[s][next[s]];
         const int m = op.micro_batch;
-        const bool ready =
-            op.kind == PipelineOp::Kind::Forward
-                ? s == 0 || (forward_done[s - 1][m] >= 0 && forward_done[s - 1][m] < t)
-                : s == stages - 1 || (backward_done[s + 1][m] >= 0 && backward_done[s + 1][m] < t);
+        const auto doneBefore = [t](int when) { return when >= 0 && when < t; };
+        // A forward pass reuses the slot of micro-batch m - slots, which the
+        // next stage reads until its backward pass (its forward, when it has
+        // none): under 1F1B only a stage without backward passes waits for it.
+        const int slots = stageSlots(s, stages, micro_batches);
+        const bool slot_free = s == stages - 1 || m < slots ||
+                               doneBefore(backward.empty() || backward[size_t(s + 1)]
+                                              ? backward_done[s + 1][m - slots]
+                                              : forward_done[s + 1][m - slots]);
+        const bool ready = op.kind == PipelineOp::Kind::Forward
+                               ? (s == 0 || doneBefore(forward_done[s - 1][m])) && slot_free
+                               : s == stages - 1 || doneBefore(backward_done[s + 1][m]);
         if (ready) {
           cell.assign(1, op.kind == PipelineOp::Kind::Forward ? 'F' : 'B');
           cell += std::to_string(m);

@@ -38,6 +38,10 @@ int stageSlots(int stage, int stages, int micro_batches);
 
 // The picture above: one row per stage ("<label> | F0 F1 .."), every pass
 // one unit of time, ".." where the stage waits. labels: one per stage.
-std::string scheduleChart(const std::vector<std::string>& labels, int micro_batches);
+// `backward`: per stage, whether it runs its backward passes (a stage with
+// no trainable variable in it or before it skips them, as the pipeline
+// does: StageReplica::hasBackward); empty: every stage does.
+std::string scheduleChart(const std::vector<std::string>& labels, int micro_batches,
+                          const std::vector<bool>& backward = {});
 
 }  // namespace traind

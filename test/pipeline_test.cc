@@ -140,6 +140,16 @@ TEST_CASE("the schedule's picture", "[pipeline]") {
         "a | F0 .. .. B0\n"
         "b | .. F0 B0 ..\n");
   CHECK(scheduleChart({"only"}, 2) == "only | F0 B0 F1 B1\n");
+  // A frozen first stage skips its backward passes; a slot it reuses waits
+  // for the next stage's backward pass of the micro-batch it held.
+  CHECK(scheduleChart({"stage 0", "stage 1"}, 4, {false, true}) ==
+        "stage 0 | F0 F1 .. F2 .. F3 .. .. ..\n"
+        "stage 1 | .. F0 B0 F1 B1 F2 B2 F3 B3\n");
+  // With no backward pass at all (every layer frozen) each waits for the next's forward.
+  CHECK(scheduleChart({"a", "b", "c"}, 4, {false, false, false}) ==
+        "a | F0 F1 F2 F3 .. ..\n"
+        "b | .. F0 F1 F2 F3 ..\n"
+        "c | .. .. F0 F1 F2 F3\n");
 }
 
 // ---- model parallelism and micro-batches ----
