@@ -143,8 +143,10 @@ class ParameterShard {
   bool workerConnected(uint32_t worker) const {
     return worker < connections_.size() && connections_[worker] > 0;
   }
-  bool anyWorkerConnected() const {
-    return std::any_of(connections_.begin(), connections_.end(), [](int c) { return c > 0; });
+  bool anyWorkerConnected() const { return workersConnected() > 0; }
+  int workersConnected() const {
+    return int(
+        std::count_if(connections_.begin(), connections_.end(), [](int c) { return c > 0; }));
   }
 
   // Copies [offset, offset + out.size()) of slot 0 (parameters) or k + 1.

@@ -79,7 +79,8 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
 // with the graph's gradient groups. The ps and its workers use this one.
 //
 // A shard of more than 3/4 of max_floats that this makes one chunk is cut
-// in two halves instead. A ps answers a chunk once it has all of it, so a
+// into chunks of at most half of it instead: two halves, or three when a
+// small piece comes before a big one. A ps answers a chunk once it has all of it, so a
 // shard sent as one call leaves each direction of the link idle while the
 // other works; two halves let the ps answer the first while the second
 // arrives (a 1 MiB shard's push+pull over loopback: 0.55 of a raw TCP echo

@@ -65,29 +65,32 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMe
 }
 
 // How long a sync ps stopped alone waits for the step its workers compute:
-// longer than a step takes, well within a service manager's stop timeout
-// (systemd's is 90 s).
-constexpr int kFinishStepSeconds = 10;
+// longer than a step takes, and short beside a service manager's stop
+// timeout (docker's is 10 s, with the 5 s a ps then gives its workers to go).
+constexpr int kFinishStepSeconds = 5;
 
 // A stop asked of this ps alone, in sync training with workers connected:
 // the step they compute is applied before the shard stops
 // (ServedShard::stopAfterStep), unless it does not come within
-// kFinishStepSeconds or the workers go.
+// kFinishStepSeconds or fewer workers than the step aggregates are left
+// (every node was signalled at once, and they stop).
 void finishStepInProgress(ServedShard& service, const ParameterShard& shard, kj::Timer& timer,
                           kj::WaitScope& wait_scope, const std::string& by) {
+  const int needed = shard.cluster().replicas_to_aggregate;
   if (service.stopping() || shard.cluster().mode != TrainingMode::Sync || !shard.ready() ||
-      !shard.anyWorkerConnected())
+      shard.workersConnected() < needed)
     return;
   const int64_t step = shard.globalStep() + 1;
   service.stopAfterStep(step, by);
-  for (kj::Duration waited = 0 * kj::SECONDS; !service.stopping() && shard.anyWorkerConnected() &&
-                                              waited < kFinishStepSeconds * kj::SECONDS;
+  for (kj::Duration waited = 0 * kj::SECONDS;
+       !service.stopping() && shard.workersConnected() >= needed &&
+       waited < kFinishStepSeconds * kj::SECONDS;
        waited += 20 * kj::MILLISECONDS)
     timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
   if (!service.stopping())
     spdlog::info("global step {} was not applied {}: stopping at global step {}", step,
-                 shard.anyWorkerConnected() ? fmt::format("within {} s", kFinishStepSeconds)
-                                            : std::string("(the workers went)"),
+                 shard.workersConnected() >= needed ? fmt::format("within {} s", kFinishStepSeconds)
+                                                    : std::string("(its workers are going)"),
                  shard.globalStep());
 }
 

@@ -42,9 +42,12 @@ void TrainingSummaries::write(int64_t step, const std::vector<Scalar>& scalars) 
   try {
     if (events_->isGone()) {
       const std::filesystem::path gone = events_->path();
+      // A START would also hide this run's events in the old file, were it
+      // only renamed in the directory: marked only in a directory made anew.
+      const bool dir_gone = !std::filesystem::exists(dir_);
       events_.reset();
       events_ = std::make_unique<EventFileWriter>(dir_);
-      events_->writeSessionStart(start_step_ + 1);
+      if (dir_gone) events_->writeSessionStart(start_step_ + 1);
       spdlog::warn(
           "the TensorBoard event file {} was deleted or moved under this run; its "
           "summaries from step {} go to {}",

@@ -199,7 +199,9 @@ TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
 // Why the job is over, when the checkpoint directory (if this host sees
 // it) holds a checkpoint of this model at `last_step` or past it: a chief
 // started now would end the job at once. Nothing when there is no such
-// checkpoint, or none that can be read.
+// checkpoint, or none that can be read. The checkpoint may be another run's
+// of the same model (a standalone run's into the same directory): asked
+// only once the ps tasks have been silent a while (ShardedClient::connect).
 std::optional<std::string> jobOverByCheckpoint(const ModelSpec& spec, int64_t last_step) {
   if (spec.checkpoint.dir.empty()) return std::nullopt;
   try {

@@ -97,8 +97,8 @@ void ServedShard::stopAfterStep(int64_t step, const std::string& by) {
   stop_after_step_ = step;
   stop_after_by_ = by;
   spdlog::info(
-      "stop requested by {}: stopping once global step {} is applied (the workers "
-      "compute it, and the other ps tasks apply it too)",
+      "stop requested by {}: stopping once global step {} is applied, the step the workers "
+      "compute, which the other ps tasks apply too",
       by, step);
 }
 
@@ -350,7 +350,9 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     const int64_t before = shard().globalStep();
     // A stopping ps applies nothing more: the chief's final checkpoint, read
     // after the stop began, holds the job's last state. One finishing a step
-    // before it stops (stopAfterStep) applies that step's gradients only.
+    // before it stops (stopAfterStep) applies that step's gradients only (a
+    // guard: checkPush refuses a later step's, and the push that completes
+    // the step begins the stop).
     const bool applies =
         !served_.stopping_ && (!served_.stop_after_step_ || step < *served_.stop_after_step_);
     bool accepted = applies, chunk_steps_moved = false;

@@ -51,7 +51,9 @@ class ServedShard {
   // has applied them. The other ps tasks take them too, so the job's last
   // checkpoint holds every shard at one step; stopped at once, this shard
   // would stay a step behind them. Later steps are not applied. The caller
-  // gives up waiting (beginStopping) when the step does not come.
+  // gives up waiting (beginStopping) when the step does not come. With
+  // backup workers shards may be a step apart already; this keeps the
+  // stopped one from falling a step behind.
   void stopAfterStep(int64_t step, const std::string& by);
 
   // The pushes of every connection so far.

@@ -320,7 +320,8 @@ ShardedClient::Outcome ShardedClient::connect(
             (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
-        if (job_over && e->getType() != kj::Exception::Type::OVERLOADED)
+        if (job_over && e->getType() != kj::Exception::Type::OVERLOADED &&
+            Clock::now() - start >= std::chrono::seconds(kJobOverAfterSeconds))
           if (const std::optional<std::string> over = job_over()) {
             spdlog::info("ps {} at {} does not answer ({}), and {}: the job is over", link.index,
                          link.address, reason.substr(0, reason.find('\n')), *over);
@@ -860,7 +861,7 @@ void ShardedClient::readState(ModelState& state) {
   // chief reads; without them, sync shards differ only when one ps stopped
   // (a signal, POST /stop) while another still applied the step, which the
   // stopping one waits for (ServedShard::stopAfterStep) but gives up after
-  // 10 s: the checkpoint then holds that ps's variables a step further than
+  // 5 s: the checkpoint then holds that ps's variables a step further than
   // the others'. A shard that holds nothing is read nothing and not compared.
   if (impl_->cluster.mode == TrainingMode::Sync &&
       impl_->cluster.replicas_to_aggregate == int(impl_->cluster.worker.size())) {

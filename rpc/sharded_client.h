@@ -72,11 +72,13 @@ class ShardedClient {
   // this host) move their tensors through it, the others over TCP. Each
   // choice is logged with its reason. Once per client.
   //
-  // While a ps does not answer (its connection refused or its hello
-  // unanswered), `job_over`, when given, is asked after each attempt
-  // whether the job has ended without this worker: a reason ends the wait,
-  // logged with it, for a worker started after its job (whose ps tasks are
-  // gone for good) to end instead of failing after `timeout_seconds`.
+  // Once a ps has not answered (its connection refused or its hello
+  // unanswered) for kJobOverAfterSeconds, `job_over`, when given, is asked
+  // after each attempt whether the job has ended without this worker: a
+  // reason ends the wait, logged with it, for a worker started after its
+  // job (whose ps tasks are gone for good) to end instead of failing after
+  // `timeout_seconds`. Not at once: ps tasks starting a little after their
+  // workers are the rule, and what job_over reads may be another run's.
   enum class Outcome {
     Connected,
     Stopped,  // a stop was asked for first (abandonWaitsOnStop), logged
@@ -85,6 +87,7 @@ class ShardedClient {
   [[nodiscard]] Outcome connect(double timeout_seconds,
                                 const std::function<std::optional<std::string>()>& job_over = {});
   static constexpr int kHelloSeconds = 10;
+  static constexpr int kJobOverAfterSeconds = 30;
   // Longer than a vanished host's connection lasts at the ps (rpc/peer_silence.h).
   static constexpr int kBusySeconds = 30;
 

@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <regex>
+#include <thread>
 
 #include "core/checkpoint.h"
 #include "core/cluster_spec.h"
@@ -775,6 +777,8 @@ TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and 
   SECTION("before its last step: it waits for the ps") {
     BackgroundTraind waiting(worker + " --max-steps 30", dir / "worker1.log");
     REQUIRE(waiting.waitForOutput("waiting for ps 0", 60));
+    // Past ShardedClient::kJobOverAfterSeconds of no answer.
+    std::this_thread::sleep_for(std::chrono::seconds(ShardedClient::kJobOverAfterSeconds + 3));
     waiting.signal(SIGTERM);
     CHECK(waiting.wait(15) == 0);
     INFO(waiting.output());
