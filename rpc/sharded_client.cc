@@ -564,12 +564,15 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // the partial sums its ps holds for this worker.
 // While calls wait long, the worker logs which ps tasks have not answered
 // and `long_wait`, what such a wait means: its log should not go silent
-// while a step waits for another worker. Returns false when it gave up on
-// them because *stop was held (the calls are cancelled; see
+// while a step waits for another worker. With `gradient_final` (a gradient
+// sent as its backward pass finishes it), the wait counts from when it is
+// set, once the whole gradient is final: the pass itself is no ps's wait. Returns false when it
+// gave up on them because *stop was held (the calls are cancelled; see
 // ShardedClient::abandonWaitsOnStop). Throws as throwShardFailure() for
 // the first shard whose call failed.
 bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                   std::vector<ShardLink>& shards, size_t in_flight, std::string_view long_wait,
+                  const std::optional<Clock::time_point>* gradient_final,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
                   const std::function<kj::Promise<void>(ShardLink&, ChunkRun)>& call) {
   FirstFailure failure;
@@ -608,28 +611,46 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
   all = watched(kj::mv(all), shards, io.provider->getTimer(), failure);
   const Clock::time_point start = Clock::now();
-  // `due`: the seconds of waiting the timers so far stood for. A timer that
-  // fires far later than due says this process was itself stopped (SIGSTOP)
-  // or starved meanwhile, which is no ps's doing.
-  std::function<kj::Promise<void>(int, int)> noticeLongWait = [&](int seconds, int due) {
-    return io.provider->getTimer().afterDelay(seconds * kj::SECONDS).then([&, seconds, due] {
-      std::string waiting;
-      for (const ShardCalls& s : calls)
-        if (s.in_flight > 0 || s.next < s.runs.size())
-          waiting += fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index,
-                                 s.link.address);
-      const long waited = std::lround(std::chrono::duration<double>(Clock::now() - start).count());
-      const long late = waited - (due + seconds);
-      spdlog::info("waited {} s for {} to answer{}: {}", waited, waiting,
-                   late > 5 ? fmt::format(" (this process itself was stopped or starved for "
-                                          "about {} s of it)",
-                                          late)
-                            : "",
-                   long_wait);
-      return noticeLongWait(std::min(2 * seconds, kMaxLongWaitNoticeSeconds), int(waited));
-    });
-  };
-  all = all.exclusiveJoin(noticeLongWait(kLongWaitNoticeSeconds, 0));
+  // A notice is due once the calls have waited `target` seconds; `gap`
+  // doubles after each, up to kMaxLongWaitNoticeSeconds. `due`: the seconds
+  // the timers so far stood for. A timer that fires far later than due says
+  // this process was itself stopped (SIGSTOP) or starved meanwhile, which
+  // is no ps's doing.
+  std::function<kj::Promise<void>(long, long, long, long)> noticeLongWait =
+      [&](long delay, long target, long gap, long due) {
+        return io.provider->getTimer()
+            .afterDelay(delay * kj::SECONDS)
+            .then([&, delay, target, gap, due] {
+              const Clock::time_point now = Clock::now();
+              const auto secondsSince = [now](Clock::time_point then) {
+                return std::lround(std::chrono::duration<double>(now - then).count());
+              };
+              const long elapsed = secondsSince(start);
+              const long late = elapsed - (due + delay);
+              const bool computing = gradient_final && !gradient_final->has_value();
+              const long waited = !gradient_final ? elapsed
+                                  : computing     ? 0
+                                                  : secondsSince(std::max(start, **gradient_final));
+              if (waited < target)
+                return noticeLongWait(computing ? target : target - waited, target, gap, elapsed);
+              std::string waiting;
+              for (const ShardCalls& s : calls)
+                if (s.in_flight > 0 || s.next < s.runs.size())
+                  waiting += fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index,
+                                         s.link.address);
+              spdlog::info("waited {} s for {} to answer{}: {}", waited, waiting,
+                           late > 5
+                               ? fmt::format(" (this process itself was stopped or starved for "
+                                             "about {} s of it)",
+                                             late)
+                               : "",
+                           long_wait);
+              const long next_gap = std::min<long>(2 * gap, kMaxLongWaitNoticeSeconds);
+              return noticeLongWait(next_gap, waited + next_gap, next_gap, elapsed);
+            });
+      };
+  all = all.exclusiveJoin(
+      noticeLongWait(kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, 0));
   bool abandoned = false;
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
@@ -677,7 +698,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
   TransferTally pulls;
   const bool done = callEveryRun(
-      impl_->io, stop_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning, eachChunk,
+      impl_->io, stop_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning, nullptr, eachChunk,
       [&](ShardLink& link, ChunkRun run) {
         const ShardChunk& c = link.chunks[run.first];
         auto request = link.shard().pullRequest();
@@ -722,11 +743,20 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   // A gate that fails (the step computing the gradient failed) ends the
   // push with its own error: no ps is to blame.
   kj::Maybe<kj::Exception> gate_failure;
+  // When the whole gradient is final (its first variable is the last), for
+  // the long-wait notices: the backward pass is no ps's wait. A failed gate
+  // fails the calls themselves.
+  std::optional<Clock::time_point> gradient_final;
+  kj::Promise<void> watching_gradient =
+      gate ? gate->ready(0)
+                 .then([&gradient_final] { gradient_final = Clock::now(); }, [](kj::Exception&&) {})
+                 .eagerlyEvaluate(nullptr)
+           : kj::Promise<void>(kj::READY_NOW);
   bool done = false;
   try {
     done = callEveryRun(
         impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
-        impl_->long_wait_meaning,
+        impl_->long_wait_meaning, gate ? &gradient_final : nullptr,
         [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
             const ShardLink& link) { return pushCalls(link, gated, max_run); },
         [&](ShardLink& link, ChunkRun run) {

@@ -39,7 +39,8 @@ struct ShardStatusView {
 
 // A gradient that pushAndPull sends while it is still being computed on
 // another thread: each chunk goes once ready(the first variable it holds)
-// resolves, so a rejection ends the call.
+// resolves, so a rejection ends the call. The backward pass finishes the
+// variables from the last to the first: ready(0) is the whole gradient.
 class GradientGate {
  public:
   virtual ~GradientGate() = default;

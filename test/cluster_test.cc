@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "core/checkpoint.h"
@@ -168,6 +171,32 @@ struct FailingCnnStep : GradientGate {
       return KJ_EXCEPTION(FAILED, "the training step failed: out of memory");
     });
   }
+};
+
+// A fashion_cnn step whose backward pass takes `seconds` to reach the
+// convolutions (variables 0-3): the dense layers' chunk goes at once.
+struct SlowCnnStep : GradientGate {
+  kj::Timer& timer;
+  int seconds;
+  SlowCnnStep(kj::Timer& t, int s) : timer(t), seconds(s) {}
+  kj::Promise<void> ready(size_t variable) override {
+    if (variable >= 4) return kj::READY_NOW;
+    return timer.afterDelay(seconds * kj::SECONDS);
+  }
+};
+
+// What spdlog's default logger writes while it lives, as text.
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~CapturedLog() { spdlog::default_logger()->sinks().pop_back(); }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
 };
 
 }  // namespace
@@ -1250,6 +1279,29 @@ TEST_CASE("a push whose step fails ends with the step's error, and the ps serves
                     "the training step failed: out of memory");
   // A whole push: the ps took the half push and serves on.
   CHECK(client.pushAndPull(gradients, 0, parameters) >= 1);
+
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+}
+
+TEST_CASE("a long backward pass, its gradient sent as it goes, is no wait for the ps in the log") {
+  const auto dir = freshTempDir("slow-backward");
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  CnnPsBeside job(dir, cluster);
+  auto& [ps, spec, graph, state, io] = job;
+  ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
+                       specIdentity(spec), 0);
+  REQUIRE(client.connect(60) == ShardedClient::Outcome::Connected);
+  client.initialize(state);
+  FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
+  REQUIRE(client.pull(0, parameters) == 0);
+  // Past the first notice (30 s): the ps answered the dense layers' chunk
+  // at once and the convolutions' once they were sent.
+  SlowCnnStep slow(io.provider->getTimer(), 32);
+  CapturedLog log;
+  CHECK(client.pushAndPull(gradients, 0, parameters, &slow) >= 1);
+  CHECK_THAT(log.text(), !Catch::Contains("to answer"));
 
   ps.signal(SIGTERM);
   INFO(ps.output());
