@@ -86,6 +86,15 @@ kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::
   });
 }
 
+// Resolves ShardedClient::kStoppingGraceSeconds after `stopping` names a
+// shard whose reply said it is stopping.
+kj::Promise<void> stoppingHeld(kj::Timer& timer, const std::optional<int>& stopping) {
+  return timer.afterDelay(kStopTick).then([&timer, &stopping]() -> kj::Promise<void> {
+    if (stopping) return timer.afterDelay(ShardedClient::kStoppingGraceSeconds * kj::SECONDS);
+    return stoppingHeld(timer, stopping);
+  });
+}
+
 // Throws for a failed call to `link`: the shard named, and why.
 [[noreturn]] void throwShardFailure(const ShardLink& link, const kj::Exception& e) {
   const std::string why = failureText(e);
@@ -132,9 +141,10 @@ class FirstFailure {
 };
 
 // `calls`, failed as a lost connection once a shard leaves a status call
-// unanswered for kPeerSilenceSeconds; defined with heartbeat() below.
+// unanswered for kPeerSilenceSeconds; a shard whose status says it is
+// stopping goes into `*stopping`, when given. Defined with heartbeat() below.
 kj::Promise<void> watched(kj::Promise<void> calls, std::vector<ShardLink>& shards, kj::Timer& timer,
-                          FirstFailure& failure);
+                          FirstFailure& failure, std::optional<int>* stopping = nullptr);
 
 // What a worker's long wait for a ps's answer means, by the cluster's mode.
 std::string whatALongWaitMeans(const ClusterSpec& cluster) {
@@ -502,14 +512,19 @@ static_assert(2 * kMaxSyncRunChunks <= kSyncCallsInFlight);
 
 // Rejects once `link` leaves a status call unanswered for kPeerSilenceSeconds;
 // never resolves otherwise. One status call at a time, every
-// kHeartbeatSeconds.
-kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link) {
+// kHeartbeatSeconds. A status that says the shard is stopping names it in
+// `*stopping`, when given: a worker waiting on other shards learns that the
+// job is over from it, though it has no call of its own there to answer.
+kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link, std::optional<int>* stopping) {
   return timer.afterDelay(ShardedClient::kHeartbeatSeconds * kj::SECONDS)
-      .then([&timer, &link] {
-        return timer.timeoutAfter(kPeerSilenceSeconds * kj::SECONDS,
-                                  link.shard().statusRequest().send().ignoreResult());
+      .then([&timer, &link, stopping] {
+        return timer.timeoutAfter(
+            kPeerSilenceSeconds * kj::SECONDS,
+            link.shard().statusRequest().send().then([&link, stopping](auto reply) {
+              if (stopping && reply.getStatus().getStopping() && !*stopping) *stopping = link.index;
+            }));
       })
-      .then([&timer, &link] { return heartbeat(timer, link); },
+      .then([&timer, &link, stopping] { return heartbeat(timer, link, stopping); },
             [&link](kj::Exception&& e) -> kj::Promise<void> {
               if (e.getType() != kj::Exception::Type::OVERLOADED) return kj::mv(e);
               // timeoutAfter's: the shard's process is not answering.
@@ -521,9 +536,9 @@ kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link) {
 
 // A call to a ps stopped or hung would wait forever.
 kj::Promise<void> watched(kj::Promise<void> calls, std::vector<ShardLink>& shards, kj::Timer& timer,
-                          FirstFailure& failure) {
+                          FirstFailure& failure, std::optional<int>* stopping) {
   for (ShardLink& link : shards)
-    calls = calls.exclusiveJoin(heartbeat(timer, link).catch_(failure.of(link)));
+    calls = calls.exclusiveJoin(heartbeat(timer, link, stopping).catch_(failure.of(link)));
   return calls;
 }
 
@@ -566,12 +581,16 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // and `long_wait`, what such a wait means: its log should not go silent
 // while a step waits for another worker. With `gradient_final` (a gradient
 // sent as its backward pass finishes it), the wait counts from when it is
-// set, once the whole gradient is final: the pass itself is no ps's wait. Returns false when it
-// gave up on them because *stop was held (the calls are cancelled; see
-// ShardedClient::abandonWaitsOnStop). Throws as throwShardFailure() for
-// the first shard whose call failed.
+// set, once the whole gradient is final: the pass itself is no ps's wait.
+// Once `stopping_shard` names a shard that said the job is over (in a
+// reply, or in its status while the calls wait: set here), the calls left
+// are given up kStoppingGraceSeconds later (cancelled, logged), and it
+// returns true. Returns false when it gave up on them because *stop was
+// held (the calls are cancelled; see ShardedClient::abandonWaitsOnStop).
+// Throws as throwShardFailure() for the first shard whose call failed.
 bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
-                  std::vector<ShardLink>& shards, size_t in_flight, std::string_view long_wait,
+                  std::optional<int>& stopping_shard, std::vector<ShardLink>& shards,
+                  size_t in_flight, std::string_view long_wait,
                   const std::optional<Clock::time_point>* gradient_final,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
                   const std::function<kj::Promise<void>(ShardLink&, ChunkRun)>& call) {
@@ -609,7 +628,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   kj::Vector<kj::Promise<void>> every_shard;
   for (ShardCalls& s : calls) every_shard.add(callWhileTheyFit(s));
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
-  all = watched(kj::mv(all), shards, io.provider->getTimer(), failure);
+  all = watched(kj::mv(all), shards, io.provider->getTimer(), failure, &stopping_shard);
   const Clock::time_point start = Clock::now();
   // A notice is due once the calls have waited `target` seconds; `gap`
   // doubles after each, up to kMaxLongWaitNoticeSeconds. `due`: the seconds
@@ -655,6 +674,20 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   if (stop)
     all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
                                 .then([&abandoned] { abandoned = true; }));
+  // A ps said the job is over: the others' calls are not waited for long.
+  bool job_ending = false;
+  all = all.exclusiveJoin(stoppingHeld(io.provider->getTimer(), stopping_shard).then([&] {
+    job_ending = true;
+    std::string waiting;
+    for (const ShardCalls& s : calls)
+      if (s.in_flight > 0 || s.next < s.runs.size())
+        waiting +=
+            fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index, s.link.address);
+    spdlog::info(
+        "{} did not answer within {} s of ps {}'s word that the job is over: not "
+        "waited for",
+        waiting, ShardedClient::kStoppingGraceSeconds, *stopping_shard);
+  }));
   // A call given up may still be answered by the ps, which then writes its
   // chunk's parameters into the shared region: later calls go over TCP, and
   // a worker that computes in the region may make none (sharedBuffers).
@@ -662,7 +695,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     for (ShardLink& link : shards) link.shared = false;
   };
   failure.wait(kj::mv(all), io.waitScope, stopSharing);
-  if (abandoned) stopSharing();
+  if (abandoned || job_ending) stopSharing();
   return !abandoned;
 }
 
@@ -698,8 +731,8 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
   TransferTally pulls;
   const bool done = callEveryRun(
-      impl_->io, stop_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning, nullptr, eachChunk,
-      [&](ShardLink& link, ChunkRun run) {
+      impl_->io, stop_, stopping_shard_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning,
+      nullptr, eachChunk, [&](ShardLink& link, ChunkRun run) {
         const ShardChunk& c = link.chunks[run.first];
         auto request = link.shard().pullRequest();
         request.setMinStep(min_step);
@@ -755,8 +788,9 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   bool done = false;
   try {
     done = callEveryRun(
-        impl_->io, stop_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
-        impl_->long_wait_meaning, gate ? &gradient_final : nullptr,
+        impl_->io, stop_, stopping_shard_, impl_->shards,
+        sync ? kSyncCallsInFlight : kCallsInFlight, impl_->long_wait_meaning,
+        gate ? &gradient_final : nullptr,
         [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
             const ShardLink& link) { return pushCalls(link, gated, max_run); },
         [&](ShardLink& link, ChunkRun run) {

@@ -126,8 +126,14 @@ class ShardedClient {
   // `parameters` (the model's flat layout). Returns the job's global step,
   // the lowest of the shards' (they may be a step apart); -1 once a shard
   // has said it is stopping (told to by the chief, a signal or POST /stop):
-  // the job is over.
+  // the job is over. Once one has (in a reply, or in its status while the
+  // calls wait: see kHeartbeatSeconds), the calls to the others are waited
+  // for kStoppingGraceSeconds more, then given up, logged: a sync step they
+  // hold may wait for a worker that is paused or gone, while the stopping
+  // ps closes its connections 5 s on, and the chief still has to read every
+  // shard for its final checkpoint.
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
+  static constexpr int kStoppingGraceSeconds = 1;
 
   // While a pull or push+pull waits, each shard is asked for its status
   // every kHeartbeatSeconds; one that has not answered for
@@ -135,7 +141,10 @@ class ShardedClient {
   // connection: its process is stopped (SIGSTOP) or hung while its kernel
   // still acknowledges, which the socket options cannot see. A sync step
   // may wait far longer for other workers: the shard answers status at once.
-  static constexpr int kHeartbeatSeconds = 5;
+  // Each second: a shard that stops says so in its status, and its
+  // workers, waiting on others, must hear it well within the 5 s it keeps
+  // its connections.
+  static constexpr int kHeartbeatSeconds = 1;
 
   // Pushes a gradient computed from the parameters of the last pull (each
   // shard's part tagged with the step that shard reported) and pulls as

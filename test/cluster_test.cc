@@ -422,6 +422,34 @@ TEST_CASE("sync: a ps stopped alone applies the step the workers compute, as the
   CHECK(lastNumber(c.ps[1]->output(), "ps 1 done at global step ([0-9]+)") == saved);
 }
 
+TEST_CASE("sync: a ps stopped alone while a worker is paused: the chief still checkpoints") {
+  const auto dir = freshTempDir("ps-stop-paused-worker");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000, 2);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  // ps 0 waits 5 s for a step that worker 1 holds, then stops without it.
+  // The chief's call to ps 1, which waits for the same step, is given up 1 s
+  // after ps 0 said so (in a reply, or in its status when the chief had no
+  // call there): its final checkpoint comes before ps 0 closes.
+  c.workers[1]->signal(SIGSTOP);
+  c.ps[0]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  CHECK(c.ps[1]->wait(30) == 0);
+  c.workers[1]->signal(SIGCONT);
+  const int resumed = c.workers[1]->wait(30);
+  INFO(c.logs());
+  CHECK(resumed == 0);
+  CHECK_THAT(c.workers[0]->output(),
+             Catch::Contains("did not answer within 1 s of ps 0's word that the job is over"));
+  CHECK_THAT(c.logs(), !Catch::Contains("no final checkpoint written"));
+  CHECK_THAT(c.logs(), !Catch::Contains("different global steps"));
+  const int64_t saved = lastNumber(c.workers[0]->output(), "saved checkpoint .*ckpt-0*([0-9]+)");
+  CHECK(saved > 0);
+  CHECK(lastNumber(c.ps[0]->output(), "ps 0 done at global step ([0-9]+)") == saved);
+  CHECK(lastNumber(c.ps[1]->output(), "ps 1 done at global step ([0-9]+)") == saved);
+}
+
 TEST_CASE("sync: the ps names the worker a standing step waits for and healthz says 503") {
   const auto dir = freshTempDir("sync-stall");
   // Ops endpoints for the ps and the chief, which call the node unhealthy
