@@ -265,9 +265,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   // Not the chief, which must be there to end a job it finds at its end
   // (restarted with it, the ps tasks wait for the chief).
-  const auto job_over = [&] { return jobOverByCheckpoint(spec, total_steps); };
-  switch (ps.connect(kPeerTimeoutSeconds, chief ? std::function<std::optional<std::string>()>()
-                                                : std::function(job_over))) {
+  std::function<std::optional<std::string>()> job_over;
+  if (!chief) job_over = [&] { return jobOverByCheckpoint(spec, total_steps); };
+  switch (ps.connect(kPeerTimeoutSeconds, job_over)) {
     case ShardedClient::Outcome::Connected:
       break;
     case ShardedClient::Outcome::Stopped:

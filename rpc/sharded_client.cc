@@ -76,22 +76,26 @@ void attachFloats(ParamsBuilder request, const float* data, int64_t count) {
 // How often a waiting call looks at the stop flag.
 constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
 
-// Resolves once *stop has been set for ShardedClient::kStopGraceSeconds.
-kj::Promise<void> stopHeld(kj::Timer& timer, const std::atomic<bool>& stop, kj::Duration held) {
-  return timer.afterDelay(kStopTick).then([&timer, &stop, held]() -> kj::Promise<void> {
-    const kj::Duration now_held = stop.load() ? held + kStopTick : 0 * kj::SECONDS;
-    if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
-      return kj::READY_NOW;
-    return stopHeld(timer, stop, now_held);
-  });
-}
+// Why a wait for calls was given up.
+enum class GivenUp {
+  Stop,       // *stop held for ShardedClient::kStopGraceSeconds
+  JobEnding,  // ShardedClient::kStoppingGraceSeconds after *stopping named a shard
+};
 
-// Resolves ShardedClient::kStoppingGraceSeconds after `stopping` names a
-// shard whose reply said it is stopping.
-kj::Promise<void> stoppingHeld(kj::Timer& timer, const std::optional<int>& stopping) {
-  return timer.afterDelay(kStopTick).then([&timer, &stopping]() -> kj::Promise<void> {
-    if (stopping) return timer.afterDelay(ShardedClient::kStoppingGraceSeconds * kj::SECONDS);
-    return stoppingHeld(timer, stopping);
+// Resolves once the wait is to be given up, one poll for both reasons:
+// `stop` and `stopping` may each be null (not watched).
+kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
+                             const std::optional<int>* stopping,
+                             kj::Duration held = 0 * kj::SECONDS) {
+  return timer.afterDelay(kStopTick).then([&timer, stop, stopping, held]() -> kj::Promise<GivenUp> {
+    if (stopping && *stopping)
+      return timer.afterDelay(ShardedClient::kStoppingGraceSeconds * kj::SECONDS).then([] {
+        return GivenUp::JobEnding;
+      });
+    const kj::Duration now_held = stop && stop->load() ? held + kStopTick : 0 * kj::SECONDS;
+    if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
+      return GivenUp::Stop;
+    return givenUp(timer, stop, stopping, now_held);
   });
 }
 
@@ -314,8 +318,9 @@ ShardedClient::Outcome ShardedClient::connect(
             }));
         if (stop_)  // a connect to a host that does not answer can take minutes
           attempt = attempt.exclusiveJoin(
-              stopHeld(impl_->io.provider->getTimer(), *stop_, 0 * kj::SECONDS)
-                  .then([&stopped] { stopped = true; }));
+              givenUp(impl_->io.provider->getTimer(), stop_, nullptr).then([&stopped](GivenUp) {
+                stopped = true;
+              }));
         attempt.wait(impl_->io.waitScope);
       });
       if (stopped) continue;  // said above
@@ -630,6 +635,15 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
   all = watched(kj::mv(all), shards, io.provider->getTimer(), failure, &stopping_shard);
   const Clock::time_point start = Clock::now();
+  // "ps 0 at HOST:PORT, ps 1 at ...": the shards whose calls have not all been answered.
+  auto unanswered = [&calls] {
+    std::string shards;
+    for (const ShardCalls& s : calls)
+      if (s.in_flight > 0 || s.next < s.runs.size())
+        shards +=
+            fmt::format("{}ps {} at {}", shards.empty() ? "" : ", ", s.link.index, s.link.address);
+    return shards;
+  };
   // A notice is due once the calls have waited `target` seconds; `gap`
   // doubles after each, up to kMaxLongWaitNoticeSeconds. `due`: the seconds
   // the timers so far stood for. A timer that fires far later than due says
@@ -652,12 +666,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                                                   : secondsSince(std::max(start, **gradient_final));
               if (waited < target)
                 return noticeLongWait(computing ? target : target - waited, target, gap, elapsed);
-              std::string waiting;
-              for (const ShardCalls& s : calls)
-                if (s.in_flight > 0 || s.next < s.runs.size())
-                  waiting += fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index,
-                                         s.link.address);
-              spdlog::info("waited {} s for {} to answer{}: {}", waited, waiting,
+              spdlog::info("waited {} s for {} to answer{}: {}", waited, unanswered(),
                            late > 5
                                ? fmt::format(" (this process itself was stopped or starved for "
                                              "about {} s of it)",
@@ -670,24 +679,18 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
       };
   all = all.exclusiveJoin(
       noticeLongWait(kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, 0));
-  bool abandoned = false;
-  if (stop)
-    all = all.exclusiveJoin(stopHeld(io.provider->getTimer(), *stop, 0 * kj::SECONDS)
-                                .then([&abandoned] { abandoned = true; }));
-  // A ps said the job is over: the others' calls are not waited for long.
-  bool job_ending = false;
-  all = all.exclusiveJoin(stoppingHeld(io.provider->getTimer(), stopping_shard).then([&] {
-    job_ending = true;
-    std::string waiting;
-    for (const ShardCalls& s : calls)
-      if (s.in_flight > 0 || s.next < s.runs.size())
-        waiting +=
-            fmt::format("{}ps {} at {}", waiting.empty() ? "" : ", ", s.link.index, s.link.address);
-    spdlog::info(
-        "{} did not answer within {} s of ps {}'s word that the job is over: not "
-        "waited for",
-        waiting, ShardedClient::kStoppingGraceSeconds, *stopping_shard);
-  }));
+  // A stop held, or a ps's word that the job is over: the others' calls
+  // are not waited for long.
+  std::optional<GivenUp> given_up;
+  all = all.exclusiveJoin(
+      givenUp(io.provider->getTimer(), stop, &stopping_shard).then([&](GivenUp why) {
+        given_up = why;
+        if (why == GivenUp::JobEnding)
+          spdlog::info(
+              "{} did not answer within {} s of ps {}'s word that the "
+              "job is over: not waited for",
+              unanswered(), ShardedClient::kStoppingGraceSeconds, *stopping_shard);
+      }));
   // A call given up may still be answered by the ps, which then writes its
   // chunk's parameters into the shared region: later calls go over TCP, and
   // a worker that computes in the region may make none (sharedBuffers).
@@ -695,8 +698,8 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     for (ShardLink& link : shards) link.shared = false;
   };
   failure.wait(kj::mv(all), io.waitScope, stopSharing);
-  if (abandoned || job_ending) stopSharing();
-  return !abandoned;
+  if (given_up) stopSharing();
+  return given_up != GivenUp::Stop;
 }
 
 }  // namespace
