@@ -35,6 +35,16 @@ namespace {
 // works within it.
 constexpr double kPeerTimeoutSeconds = 600.0;
 
+// How long a worker's ps tasks stay silent before it asks whether the job
+// ended before it started (jobOverByCheckpoint). ps tasks starting a little
+// after their workers are the rule. The chief waits longer: when the whole
+// job is started again after its end, the ps tasks wait for the chief to
+// stop them, and a chief gone before they came would leave them waiting.
+// Started alone after the job (its host rebooted), it ends all the same,
+// not failing after kPeerTimeoutSeconds to be restarted again and again.
+constexpr double kWorkerJobOverAfterSeconds = 30.0;
+constexpr double kChiefJobOverAfterSeconds = 120.0;
+
 // The chief's start (Supervisor semantics): shards that already hold the
 // job's parameters are left alone (a restarted chief); otherwise the latest
 // checkpoint is restored, or the parameters initialised, and sent to every
@@ -263,10 +273,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   if (chief && !spec.checkpoint.dir.empty())
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
-  // Not the chief, which must be there to end a job it finds at its end
-  // (restarted with it, the ps tasks wait for the chief).
-  std::function<std::optional<std::string>()> job_over;
-  if (!chief) job_over = [&] { return jobOverByCheckpoint(spec, total_steps); };
+  const JobOverCheck job_over{[&] { return jobOverByCheckpoint(spec, total_steps); },
+                              chief ? kChiefJobOverAfterSeconds : kWorkerJobOverAfterSeconds};
   switch (ps.connect(kPeerTimeoutSeconds, job_over)) {
     case ShardedClient::Outcome::Connected:
       break;
@@ -430,7 +438,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       const ShardedClient::Transfer& transfer = ps.lastTransfer();
       metrics.recordPush(transfer.push_bytes, transfer.push_seconds);
       metrics.recordPull(transfer.pull_bytes, transfer.pull_seconds);
-      if (next < 0) break;  // the shards are stopping: the job is done
+      if (next < 0) {  // the shards are stopping: the job is done
+        // What the stopping shards sent is at the job's last step.
+        step = ps.lastPulledStep().value_or(step);
+        break;
+      }
       log.record(results[i], next);
       metrics.recordStep(next, results[i].loss, batch_size);
       if (chief) {

@@ -290,8 +290,8 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
 
 ShardedClient::~ShardedClient() = default;
 
-ShardedClient::Outcome ShardedClient::connect(
-    double timeout_seconds, const std::function<std::optional<std::string>()>& job_over) {
+ShardedClient::Outcome ShardedClient::connect(double timeout_seconds,
+                                              const JobOverCheck& job_over) {
   impl_->createRegion();
   const Clock::time_point start = Clock::now();
   kj::Timer& timer = impl_->io.provider->getTimer();
@@ -335,9 +335,9 @@ ShardedClient::Outcome ShardedClient::connect(
             (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
-        if (job_over && e->getType() != kj::Exception::Type::OVERLOADED &&
-            Clock::now() - start >= std::chrono::seconds(kJobOverAfterSeconds))
-          if (const std::optional<std::string> over = job_over()) {
+        if (job_over.reason && e->getType() != kj::Exception::Type::OVERLOADED &&
+            Clock::now() - start >= std::chrono::duration<double>(job_over.after_seconds))
+          if (const std::optional<std::string> over = job_over.reason()) {
             spdlog::info("ps {} at {} does not answer ({}), and {}: the job is over", link.index,
                          link.address, reason.substr(0, reason.find('\n')), *over);
             return Outcome::JobOver;

@@ -47,6 +47,14 @@ class GradientGate {
   virtual kj::Promise<void> ready(size_t variable) = 0;
 };
 
+// How ShardedClient::connect tells a job that ended before this worker
+// started: `reason` says why the job is over, or nothing, asked once the ps
+// tasks have been silent for `after_seconds`.
+struct JobOverCheck {
+  std::function<std::optional<std::string>()> reason;
+  double after_seconds = 0;
+};
+
 // What a call to the ps tasks throws when a ps closed the connection at the
 // job's end without this worker having heard that the job was over (it was
 // paused, or slower than the ps's wait for it): the job ended, nothing failed.
@@ -74,21 +82,20 @@ class ShardedClient {
   // choice is logged with its reason. Once per client.
   //
   // Once a ps has not answered (its connection refused or its hello
-  // unanswered) for kJobOverAfterSeconds, `job_over`, when given, is asked
-  // after each attempt whether the job has ended without this worker: a
-  // reason ends the wait, logged with it, for a worker started after its
-  // job (whose ps tasks are gone for good) to end instead of failing after
-  // `timeout_seconds`. Not at once: ps tasks starting a little after their
-  // workers are the rule, and what job_over reads may be another run's.
+  // unanswered) for `job_over.after_seconds`, `job_over.reason`, when
+  // given, is asked after each attempt whether the job has ended without
+  // this worker: a reason ends the wait, logged with it, for a worker
+  // started after its job (whose ps tasks are gone for good) to end instead
+  // of failing after `timeout_seconds`. Not at once: ps tasks starting a
+  // little after their workers are the rule, and what it reads may be
+  // another run's.
   enum class Outcome {
     Connected,
     Stopped,  // a stop was asked for first (abandonWaitsOnStop), logged
     JobOver,  // job_over gave a reason, logged
   };
-  [[nodiscard]] Outcome connect(double timeout_seconds,
-                                const std::function<std::optional<std::string>()>& job_over = {});
+  [[nodiscard]] Outcome connect(double timeout_seconds, const JobOverCheck& job_over = {});
   static constexpr int kHelloSeconds = 10;
-  static constexpr int kJobOverAfterSeconds = 30;
   // Longer than a vanished host's connection lasts at the ps (rpc/peer_silence.h).
   static constexpr int kBusySeconds = 30;
 

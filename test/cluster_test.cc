@@ -840,13 +840,33 @@ TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and 
   SECTION("before its last step: it waits for the ps") {
     BackgroundTraind waiting(worker + " --max-steps 30", dir / "worker1.log");
     REQUIRE(waiting.waitForOutput("waiting for ps 0", 60));
-    // Past ShardedClient::kJobOverAfterSeconds of no answer.
-    std::this_thread::sleep_for(std::chrono::seconds(ShardedClient::kJobOverAfterSeconds + 3));
+    // Past a worker's 30 s of no answer before it asks (daemon/worker_role.cc).
+    std::this_thread::sleep_for(std::chrono::seconds(33));
     waiting.signal(SIGTERM);
     CHECK(waiting.wait(15) == 0);
     INFO(waiting.output());
     CHECK_THAT(waiting.output(), !Catch::Contains("the job is over"));
   }
+}
+
+TEST_CASE("a chief started alone after its job ended says so after 2 minutes and exits 0") {
+  const auto dir = freshTempDir("chief-after-job");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string common = " --model " + modelPath("fashion_mlp.yaml") +
+                             " --threads 1 --eval-every 0 --checkpoint-dir " +
+                             (dir / "ckpt").string() + " --max-steps 20";
+  REQUIRE(runTraind(common).exit_code == 0);
+  BackgroundTraind late("--cluster " + cluster.string() + " --job worker --task 0" + common,
+                        dir / "chief.log");
+  // Not at a worker's 30 s: ps tasks started again with the chief wait for it.
+  REQUIRE(late.waitForOutput("waiting for ps 0", 60));
+  std::this_thread::sleep_for(std::chrono::seconds(45));
+  CHECK(late.wait(0) == -1);
+  const int status = late.wait(120);
+  INFO(late.output());
+  CHECK(status == 0);
+  CHECK_THAT(late.output(), Catch::Contains("is at global step 20, its last: the job is over"));
+  CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker started"));
 }
 
 TEST_CASE("a stopped cluster resumes from its checkpoint") {
