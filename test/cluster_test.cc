@@ -428,7 +428,9 @@ TEST_CASE("sync: a ps stopped alone applies the step the workers compute, as the
                                                 "step "));
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("ps 1 is stopping: the job is over"));
   CHECK_THAT(c.logs(), !Catch::Contains("different global steps"));
-  checkEveryPsEndsAtTheLastCheckpoint(c);
+  const int64_t saved = checkEveryPsEndsAtTheLastCheckpoint(c);
+  // Told by the replies that the job is over, worker 1 ends at the step they bring.
+  CHECK(lastNumber(c.workers[1]->output(), "done: global step ([0-9]+)") == saved);
 }
 
 TEST_CASE("sync: a ps stopped alone while a worker is paused: the chief still checkpoints") {
