@@ -1,6 +1,7 @@
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -65,31 +66,38 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMe
 }
 
 // How long a sync ps stopped alone waits for the step its workers compute:
-// longer than a step takes, and short beside a service manager's stop
-// timeout (docker's is 10 s, with the 5 s a ps then gives its workers to go).
-constexpr int kFinishStepSeconds = 5;
+// three times as long as a step took lately (the longest in the last
+// minute: StepStallReport::longestRecentStepSeconds), at least kFinishStepSeconds
+// (fashion-sized steps take milliseconds; the chief's evaluations hold one
+// for a second or two) and at most kMostFinishStepSeconds. Docker's default
+// stop timeout is 10 s (the compose file gives 5 minutes, the systemd unit
+// 300 s): a ps killed there loses its workers every step since the last
+// checkpoint, where one that stops without the step is a step apart.
+constexpr double kFinishStepSeconds = 5.0;
+constexpr double kMostFinishStepSeconds = 60.0;
 
 // A stop asked of this ps alone, in sync training with workers connected:
 // the step they compute is applied before the shard stops
-// (ServedShard::stopAfterStep), unless it does not come within
-// kFinishStepSeconds or fewer workers than the step aggregates are left
-// (every node was signalled at once, and they stop).
+// (ServedShard::stopAfterStep), unless it does not come within the wait
+// above or fewer workers than the step aggregates are left (every node was
+// signalled at once, and they stop).
 void finishStepInProgress(ServedShard& service, const ParameterShard& shard, kj::Timer& timer,
-                          kj::WaitScope& wait_scope, const std::string& by) {
+                          kj::WaitScope& wait_scope, const std::string& by, double step_seconds) {
   const int needed = shard.cluster().replicas_to_aggregate;
   if (service.stopping() || shard.cluster().mode != TrainingMode::Sync || !shard.ready() ||
       shard.workersConnected() < needed)
     return;
   const int64_t step = shard.globalStep() + 1;
-  service.stopAfterStep(step, by);
+  const double most = std::clamp(3.0 * step_seconds, kFinishStepSeconds, kMostFinishStepSeconds);
+  service.stopAfterStep(step, by, most);
   for (kj::Duration waited = 0 * kj::SECONDS;
        !service.stopping() && shard.workersConnected() >= needed &&
-       waited < kFinishStepSeconds * kj::SECONDS;
+       waited < int64_t(most * 1000) * kj::MILLISECONDS;
        waited += 20 * kj::MILLISECONDS)
     timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
   if (!service.stopping())
     spdlog::info("global step {} was not applied {}: stopping at global step {}", step,
-                 shard.workersConnected() >= needed ? fmt::format("within {} s", kFinishStepSeconds)
+                 shard.workersConnected() >= needed ? fmt::format("within {:.0f} s", most)
                                                     : std::string("(its workers are going)"),
                  shard.globalStep());
 }
@@ -143,7 +151,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // A stop asked of this ps ends the job for its workers as the chief's stop
   // does, in sync training after the step they compute; the chief can still
   // read the state for its last checkpoint.
-  finishStepInProgress(service, shard, timer, io.waitScope, stop.by());
+  finishStepInProgress(service, shard, timer, io.waitScope, stop.by(),
+                       stalls.longestRecentStepSeconds());
   service.beginStopping(stop.by());
   metrics.setState(NodeState::Stopping);
   // A step that stands while the job stops is no one's fault.

@@ -49,6 +49,7 @@ StepStallReport::Line nobodyPushed(const ParameterShard& shard, const ClusterSpe
 double StepStallReport::threshold() const { return std::max(kMinSeconds, 10.0 * last_step_); }
 
 std::optional<StepStallReport::Line> StepStallReport::check(double now) {
+  const double stood = standing_;  // as the last check saw the step
   standing_ = 0.0;
   // A shard that holds nothing gets no gradients and keeps its step.
   if (shard_.chunks().empty()) return std::nullopt;
@@ -58,6 +59,8 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   }
   if (shard_.globalStep() != step_) {
     last_step_ = step_ >= 0 ? now - since_ : 0.0;
+    if (stood > 0.0) recent_.push_back({now, stood});
+    while (!recent_.empty() && recent_.front().seen < now - kRecentSeconds) recent_.pop_front();
     step_ = shard_.globalStep();
     since_ = now;
     next_report_ = now + threshold();
@@ -68,6 +71,12 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   next_report_ = now + threshold();
   const int waited = int(standing_);
   return cluster_.mode == TrainingMode::Sync ? syncLine(waited) : asyncLine(waited);
+}
+
+double StepStallReport::longestRecentStepSeconds() const {
+  double longest = 0.0;
+  for (const StepTime& step : recent_) longest = std::max(longest, step.seconds);
+  return longest;
 }
 
 StepStallReport::Line StepStallReport::syncLine(int waited) const {

@@ -11,6 +11,7 @@
 //   if (auto line = report.check(seconds_now)) (line->suspects ? warn : info)(line->text);
 #pragma once
 
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -47,6 +48,13 @@ class StepStallReport {
   // before the shard is ready, for a shard that holds nothing).
   double standingSeconds() const { return standing_; }
 
+  // How long a step can take here: the longest that check saw a step
+  // stand still, among the steps applied over the last kRecentSeconds (so
+  // short of the step's time by up to the time between checks). 0 when no
+  // step stood past a check: steps of milliseconds, checked every second.
+  double longestRecentStepSeconds() const;
+  static constexpr double kRecentSeconds = 60.0;
+
  private:
   double threshold() const;
   Line syncLine(int waited) const;
@@ -59,6 +67,11 @@ class StepStallReport {
   double last_step_ = 0.0;    // how long the step before it took; 0: not known
   double next_report_ = 0.0;
   double standing_ = 0.0;
+  struct StepTime {
+    double seen;  // when check saw it
+    double seconds;
+  };
+  std::deque<StepTime> recent_;  // the last kRecentSeconds' steps, oldest first
 };
 
 }  // namespace traind

@@ -458,6 +458,32 @@ TEST_CASE("sync: a ps stopped alone while a worker is paused: the chief still ch
   checkEveryPsEndsAtTheLastCheckpoint(c);
 }
 
+TEST_CASE("sync: a ps stopped alone waits for the step three times as long as one took lately") {
+  const auto dir = freshTempDir("ps-stop-slow-step");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000, 2);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  // A step of 7 s, as a long evaluation or a big model's step would take.
+  c.workers[1]->signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  c.workers[1]->signal(SIGCONT);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the ps looks every second
+  // The next step takes 8 s: past the 5 s a ps waits at least.
+  c.workers[1]->signal(SIGSTOP);
+  c.ps[1]->signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  c.workers[1]->signal(SIGCONT);
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(c.workers[1]->wait(30) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  CHECK(c.ps[1]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK(lastNumber(c.ps[1]->output(), "waiting ([0-9]+) s at most") >= 15);
+  CHECK_THAT(c.ps[1]->output(), !Catch::Contains("was not applied"));
+  CHECK_THAT(c.logs(), !Catch::Contains("different global steps"));
+  checkEveryPsEndsAtTheLastCheckpoint(c);
+}
+
 TEST_CASE("sync: the ps names the worker a standing step waits for and healthz says 503") {
   const auto dir = freshTempDir("sync-stall");
   // Ops endpoints for the ps and the chief, which call the node unhealthy

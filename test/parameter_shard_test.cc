@@ -133,6 +133,37 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
   CHECK_THAT(waiting->text, Catch::Contains("no worker has pushed"));
 }
 
+TEST_CASE("the longest recent step: the longest a step was seen standing, over a minute") {
+  OneShard s(TrainingMode::Sync, 1, 1);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  const ShardChunk kernel = shard.chunks()[0], bias = shard.chunks()[1];
+  const std::vector<float> two{1.0f, 1.0f}, one{1.0f};
+  auto step = [&] {
+    shard.push(0, shard.globalStep(), kernel.shard_offset, two);
+    shard.push(0, shard.globalStep(), bias.shard_offset, one);
+  };
+  StepStallReport report(shard, s.cluster);
+  shard.markReady(0);
+  shard.workerJoined(0);
+  CHECK_FALSE(report.check(0.0));
+  for (int i = 0; i < 100; ++i) step();
+  CHECK_FALSE(report.check(1.0));  // steps of milliseconds: none seen standing
+  CHECK(report.longestRecentStepSeconds() == 0.0);
+  for (double t = 2.0; t <= 8.0; t += 1.0) CHECK_FALSE(report.check(t));  // one stands 7 s
+  CHECK(report.longestRecentStepSeconds() == 0.0);  // still standing: not one of them yet
+  step();
+  step();
+  CHECK_FALSE(report.check(9.0));
+  CHECK(report.longestRecentStepSeconds() == 7.0);
+  CHECK_FALSE(report.check(10.0));
+  step();
+  CHECK_FALSE(report.check(11.0));  // one of 2 s or less, seen standing 1 s
+  CHECK(report.longestRecentStepSeconds() == 7.0);
+  step();
+  CHECK_FALSE(report.check(69.5));  // the 7 s step was applied over a minute ago
+  CHECK(report.longestRecentStepSeconds() == 1.0);
+}
+
 TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are averaged once") {
   OneShard s(TrainingMode::Sync, 3, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
