@@ -158,17 +158,12 @@ void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current,
 void checkComplete(const fs::path& checkpoint) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   std::error_code ec;
-  if (!fs::is_regular_file(checkpoint / manifest.tensors_file, ec))
+  const fs::file_status tensors = fs::status(checkpoint / manifest.tensors_file, ec);
+  if (!fs::exists(tensors))
     throw InputError(checkpoint.string() + ": incomplete checkpoint: no " + manifest.tensors_file);
-}
-
-bool isComplete(const fs::path& checkpoint) {
-  try {
-    checkComplete(checkpoint);
-    return true;
-  } catch (const InputError&) {
-    return false;
-  }
+  if (!fs::is_regular_file(tensors))
+    throw InputError(checkpoint.string() + ": corrupt checkpoint: " + manifest.tensors_file +
+                     " is not a plain file");
 }
 
 }  // namespace
@@ -250,12 +245,24 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
         "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
   fs::remove(probe, error);
 
+  // Not through a link, and only a plain file: the pid written into it
+  // below must not land in a file that someone else's link points at.
   const fs::path lock_path = dir / layout::kLockFile;
-  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  struct stat lock_stat {};
+  const bool plain = fd >= 0 && fstat(fd, &lock_stat) == 0 && S_ISREG(lock_stat.st_mode);
+  if (!plain) {
+    const int why = errno;
+    if (fd >= 0) close(fd);
     throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
                     "checkpoint directory " + dir.string() + ": cannot open " +
-                        lock_path.filename().string() + ": " + std::strerror(errno));
+                        lock_path.filename().string() + ": " +
+                        (fd >= 0        ? std::string("it is not a plain file")
+                         : why == ELOOP ? std::string("it is a symbolic link")
+                                        : std::string(std::strerror(why))) +
+                        "; remove it (only a run holds it, and a link or other file there is "
+                        "not one of traind's)");
+  }
   CheckpointDirLock lock(fd, dir, where);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int why = errno;
@@ -340,16 +347,25 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
     // A save renames its checkpoint into place before it writes `latest`:
     // a crash in between, or a deleted `latest`, leaves checkpoints that a
     // fresh start would shadow and its pruning delete. With no pointer to
-    // trust, the complete one of the highest step.
-    std::vector<std::pair<int64_t, fs::path>> found;
+    // trust, the one of the highest step. A save renames it into place
+    // whole, so one that is incomplete or unreadable was damaged after:
+    // refused as `latest` naming it is, not passed over for an older one,
+    // which would drop the steps between them without a word.
+    std::optional<std::pair<int64_t, fs::path>> newest;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
       if (const auto step = stepOfDirName(entry.path().filename().string());
-          step && entry.is_directory(ec))
-        found.emplace_back(*step, entry.path());
-    std::sort(found.begin(), found.end(), std::greater<>());
-    for (const auto& [step, path] : found)
-      if (isComplete(path)) return path;
-    return std::nullopt;
+          step && entry.is_directory(ec) && (!newest || *step > newest->first))
+        newest.emplace(*step, entry.path());
+    if (!newest) return std::nullopt;
+    try {
+      checkComplete(newest->second);
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) + " (" + dir.string() + " has no " +
+                       std::string(layout::kLatestFile) +
+                       " file: this is its checkpoint of the highest step; remove it to resume "
+                       "from the one before it)");
+    }
+    return newest->second;
   }
   std::string name = readSmallFile(latest);
   while (!name.empty() && std::isspace(uint8_t(name.back()))) name.pop_back();

@@ -90,6 +90,27 @@ void ModelState::restoreForEvaluation(const std::filesystem::path& checkpoint) {
   restoreFrom(checkpoint, Slots::MovingAverageOnly);
 }
 
+namespace {
+
+// An optimizer slot's values; a sum of squares below 0 (traind never writes
+// one) is a corrupt file, refused as a value that is not finite is: a
+// resumed run would take its square root and diverge a few steps later,
+// blaming the learning rate.
+void readSlot(const SafetensorsReader& reader, const std::filesystem::path& file,
+              const std::string& name, const Shape& shape, std::span<float> values) {
+  reader.read(name, shape, values);
+  const std::string_view slot = std::string_view(name).substr(name.rfind('/') + 1);
+  if (!Optimizer::slotIsSumOfSquares(std::string(slot))) return;
+  const auto negative = std::find_if(values.begin(), values.end(), [](float x) { return x < 0; });
+  if (negative != values.end())
+    throw InputError(fmt::format(
+        "{}: tensor {}: element {} is {}: expected values >= 0 (a sum of squares; the file is "
+        "corrupt)",
+        file.string(), quotedPrintable(name), negative - values.begin(), *negative));
+}
+
+}  // namespace
+
 void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slots) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   const std::string hash = architectureHash(spec_);
@@ -112,7 +133,8 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
       if (average && !reader.contains(name))
         optimizer_.startMovingAverage(parameters_, v);
       else
-        reader.read(name, v.shape, optimizer_.slot(s).view(v));
+        readSlot(reader, checkpoint / manifest.tensors_file, name, v.shape,
+                 optimizer_.slot(s).view(v));
     }
   }
   global_step_ = manifest.global_step;

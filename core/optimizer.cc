@@ -27,6 +27,10 @@ std::vector<std::string> Optimizer::slotNamesOf(const OptimizerSpec& spec) {
   return names;
 }
 
+bool Optimizer::slotIsSumOfSquares(const std::string& name) {
+  return name == "accumulator" || name == "v";
+}
+
 Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
     : spec_(spec), layout_(layout), slot_names_(slotNamesOf(spec)) {
   rule_slots_ = slot_names_.size() - (spec.moving_average ? 1 : 0);

@@ -35,6 +35,9 @@ class Optimizer {
   const std::vector<std::string>& slotNames() const { return slot_names_; }
   // The same, for a spec, before any optimizer holds them.
   static std::vector<std::string> slotNamesOf(const OptimizerSpec& spec);
+  // Whether a slot holds sums of squares ("accumulator", "v"): never below
+  // 0, and a square root of one that is would be NaN.
+  static bool slotIsSumOfSquares(const std::string& name);
   FlatBuffer& slot(size_t i) { return slots_[i]; }
   const FlatBuffer& slot(size_t i) const { return slots_[i]; }
 

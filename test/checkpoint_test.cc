@@ -1,5 +1,6 @@
 #include "core/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -387,6 +388,28 @@ TEST_CASE("a run's checkpoint directory is held once, and taken again when it va
   CHECK_THROWS_WITH(lock.retakeIfLost(), Catch::Contains("is in use by another run"));
 }
 
+TEST_CASE("a checkpoint directory whose .lock is a link or no plain file is refused, untouched",
+          "[checkpoint]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "ckpt";
+  const SourceLocation where{"--checkpoint-dir"};
+  fs::create_directories(dir);
+  const fs::path victim = tmp.path() / "victim";
+  writeFile(victim, "important content");
+  fs::create_symlink(victim, dir / ".lock");
+  CHECK_THROWS_WITH(createCheckpointDir(dir, where),
+                    Catch::Contains("cannot open .lock: it is a symbolic link; remove it"));
+  CHECK(readFile(victim) == "important content");
+  fs::remove(dir / ".lock");
+  fs::create_symlink(tmp.path() / "dangling", dir / ".lock");
+  CHECK_THROWS_AS(createCheckpointDir(dir, where), InputError);
+  CHECK_FALSE(fs::exists(tmp.path() / "dangling"));
+  fs::remove(dir / ".lock");
+  REQUIRE(mkfifo((dir / ".lock").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(createCheckpointDir(dir, where),
+                    Catch::Contains("cannot open .lock: it is not a plain file"));
+}
+
 TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; none is the newest",
           "[checkpoint]") {
   TempDir dir;
@@ -424,19 +447,35 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; n
         resolveCheckpoint(saved), InputError,
         Catch::Message(saved.string() + ": incomplete checkpoint: no model.safetensors"));
   }
+  SECTION("tensors that are no plain file") {
+    fs::remove(saved / "model.safetensors");
+    fs::create_directory(saved / "model.safetensors");
+    CHECK_THROWS_MATCHES(
+        resolveCheckpoint(saved), InputError,
+        Catch::Message(saved.string() +
+                       ": corrupt checkpoint: model.safetensors is not a plain file"));
+  }
   SECTION("a path instead of a name") {
     writeFile(checkpoints / "latest", "../../etc\n");
     CHECK_THROWS_MATCHES(
         findLatestCheckpoint(checkpoints), InputError,
         Catch::Message(latest + ": expected the name of a checkpoint directory, got '../../etc'"));
   }
-  SECTION("no latest: the complete checkpoint of the highest step, not a fresh start") {
+  SECTION("no latest: the checkpoint of the highest step, not a fresh start nor an older one") {
     saveCheckpoint(checkpoints, manifestAt(12), sample.refs(), 3);
     saveCheckpoint(checkpoints, manifestAt(9), sample.refs(), 3);
     fs::remove(checkpoints / "latest");
     CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000012");
     CHECK(resolveCheckpoint(checkpoints) == checkpoints / "ckpt-0000000012");
+    // Damaged: refused, not passed over for ckpt-9 (steps 10-12 would be gone unsaid).
     fs::remove(checkpoints / "ckpt-0000000012" / "model.safetensors");
+    CHECK_THROWS_MATCHES(
+        findLatestCheckpoint(checkpoints), InputError,
+        Catch::Message((checkpoints / "ckpt-0000000012").string() +
+                       ": incomplete checkpoint: no model.safetensors (" + checkpoints.string() +
+                       " has no latest file: this is its checkpoint of the highest step; remove "
+                       "it to resume from the one before it)"));
+    fs::remove_all(checkpoints / "ckpt-0000000012");
     CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000009");
   }
   SECTION("no latest, no checkpoint") {
@@ -554,6 +593,31 @@ TEST_CASE("a diverged state is not saved: latest stays the last good checkpoint"
   }
   CHECK(findLatestCheckpoint(dir.path()) == good);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "ckpt-0000000007"));
+}
+
+TEST_CASE("a sum of squares below 0 in a checkpoint is refused as corrupt", "[checkpoint]") {
+  ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  const auto [kind, slot] =
+      GENERATE(std::pair{OptimizerSpec::Kind::Adam, std::string("v")},
+               std::pair{OptimizerSpec::Kind::Adagrad, std::string("accumulator")});
+  spec.optimizer.kind = kind;
+  const LayerGraph graph = buildLayerGraph(spec);
+  TempDir dir;
+  ModelState state(spec, graph);
+  state.initialize();
+  const std::vector<std::string>& slots = state.optimizer().slotNames();
+  const size_t s = size_t(std::find(slots.begin(), slots.end(), slot) - slots.begin());
+  REQUIRE(s < slots.size());
+  const VariableView& kernel = state.layout().views().front();  // more than 1 value
+  state.optimizer().slot(s).view(kernel)[1] = -0.001f;          // finite: save() writes it
+  const std::filesystem::path saved = state.save(dir.path(), 1);
+  ModelState target(spec, graph);
+  CHECK_THROWS_MATCHES(
+      target.restore(saved), InputError,
+      Catch::Message((saved / "model.safetensors").string() + ": tensor '" + kernel.name + "/" +
+                     slot +
+                     "': element 1 is -0.001: expected values >= 0 (a sum of squares; "
+                     "the file is corrupt)"));
 }
 
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
