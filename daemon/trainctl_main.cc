@@ -555,15 +555,15 @@ int runPlacement(const std::string& model, const std::string& cluster_path,
 int runEval(const std::string& model, const std::string& checkpoint_path, int threads) {
   const ModelSpec spec = loadModelSpec(model);
   const LayerGraph graph = buildLayerGraph(spec);
-  const TrainingData data = loadTrainingData(spec, graph, 1, /*judge_memory=*/false);
-  if (!data.test) throw InputError(model + ": data.test: eval needs a test set");
+  const std::optional<Dataset> test = loadTestData(spec, graph);
+  if (!test) throw InputError(model + ": data.test: eval needs a test set");
   ModelState state(spec, graph);
   const std::filesystem::path checkpoint =
       readResolvedCheckpoint(checkpoint_path, [&state](const std::filesystem::path& checkpoint) {
         state.restoreForEvaluation(checkpoint);
       });
   const std::unique_ptr<Device> device = createCpuDevice(threads);
-  Evaluator evaluator(*device, graph, state.layout(), *data.test, spec.data.batch_size, spec.seed);
+  Evaluator evaluator(*device, graph, state.layout(), *test, spec.data.batch_size, spec.seed);
   // As the chief and a standalone run evaluate: the moving averages, if any.
   const EvalResult r = evaluator.evaluate(state.evaluationValues().data());
   std::string accuracy;

@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
         }
         // Read as a run reads it: what the files hold must fit the model.
         const traind::TrainingData data =
-            traind::loadTrainingData(spec, graph, 1, /*judge_memory=*/false);
+            traind::loadTrainingData(spec, graph, 1, traind::DataMemory::Alone);
         const long long tests = data.test ? data.test->size : 0;
         std::printf("data: %lld training examples of %s, %lld test example%s\n",
                     static_cast<long long>(data.train.size),

@@ -59,6 +59,13 @@ double datasetBytes(int64_t elements, int64_t examples) {
          double(elements * int64_t(1 + sizeof(float)) + int64_t(sizeof(int32_t)));
 }
 
+// What is held in memory beside the data sets as they load, and what the
+// message says it is.
+struct MemoryHeld {
+  double bytes = 0;
+  const char* what = "";
+};
+
 // The files of a spec's data.train or data.test; what they hold that
 // refutes the spec names the entry too, as the spec's own errors do. Images
 // that cannot feed the model, or would not fit in memory beside `held`
@@ -66,23 +73,25 @@ double datasetBytes(int64_t elements, int64_t examples) {
 // file's header, before they are read; `held` then grows by what this set
 // keeps once loaded.
 Dataset loadDataFiles(const IdxSource& source, std::string_view field, const LayerGraph& graph,
-                      std::optional<int64_t> available, double& held) {
+                      std::optional<int64_t> available, MemoryHeld& held) {
   bool checking = false;  // an InputError thrown meanwhile names the entry already
   const auto check_header = [&](const Shape& example_shape, int64_t examples) {
     checking = true;
     checkShapeFits(graph, example_shape, source.location, field);
     const double bytes = datasetBytes(numElements(example_shape), examples);
-    if (available && held + bytes > double(*available))
+    if (available && held.bytes + bytes > double(*available))
       throwInputError(
           source.location, std::string(field),
-          fmt::format("{}: {} examples of {} take {} of memory as they load, beside {} of the "
-                      "model and the data before them, and this machine gives a process {} "
-                      "(physical memory and swap, or what its cgroup allows): expected fewer "
-                      "examples (`limit` keeps the first N)",
+          fmt::format("{}: {} examples of {} take {} of memory as they load{}, and this "
+                      "machine gives a process {} (physical memory and swap, or what its cgroup "
+                      "allows): expected fewer examples (`limit` keeps the first N)",
                       source.images, examples, shapeToString(example_shape),
-                      byteSize(int64_t(std::min(bytes, 0x1p62))), byteSize(int64_t(held)),
+                      byteSize(int64_t(std::min(bytes, 0x1p62))),
+                      held.bytes > 0 ? fmt::format(", beside {} of {}",
+                                                   byteSize(int64_t(held.bytes)), held.what)
+                                     : std::string(),
                       byteSize(*available)));
-    held += bytes - double(examples) * double(numElements(example_shape));  // pixels freed
+    held.bytes += bytes - double(examples) * double(numElements(example_shape));  // pixels freed
     checking = false;
   };
   try {
@@ -95,19 +104,29 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
 
 }  // namespace
 
+// A synthetic data set's test examples: a fifth as many as for training.
+Dataset syntheticTestSet(const ModelSpec& spec) {
+  SyntheticRegressionSpec test = spec.data.synthetic;
+  test.points = std::max<int64_t>(1, spec.data.synthetic.points / 5);
+  return makeSyntheticRegression(test, hashCombine(spec.seed, 1));
+}
+
+MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory memory) {
+  // Beside the model, which a run has checked on its own already.
+  if (memory == DataMemory::BesideTheModel)
+    return {double(memoryNeed(spec, graph).total()), "the model and the data before them"};
+  return {0.0, "the data before them"};
+}
+
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers,
-                              bool judge_memory) {
+                              DataMemory memory) {
   TrainingData data;
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     data.train = makeSyntheticRegression(spec.data.synthetic, spec.seed);
-    SyntheticRegressionSpec test = spec.data.synthetic;
-    test.points = std::max<int64_t>(1, spec.data.synthetic.points / 5);
-    data.test = makeSyntheticRegression(test, hashCombine(spec.seed, 1));
+    data.test = syntheticTestSet(spec);
   } else {
-    const std::optional<int64_t> available =
-        judge_memory ? memoryAvailable() : std::optional<int64_t>();
-    // Beside the model, which a run has checked on its own already.
-    double held = double(memoryNeed(spec, graph).total());
+    const std::optional<int64_t> available = memoryAvailable();
+    MemoryHeld held = heldBeside(spec, graph, memory);
     data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held);
     if (spec.data.test)
       data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);
@@ -131,6 +150,19 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
                     "{} workers, a batch each at least), got {}",
                     data.train.size / readers, data.train.size, readers, spec.data.batch_size));
   return data;
+}
+
+std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& graph) {
+  if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
+    Dataset test = syntheticTestSet(spec);
+    checkFits(graph, test, spec.data.synthetic_location, "data.synthetic");
+    return test;
+  }
+  if (!spec.data.test) return std::nullopt;
+  MemoryHeld held = heldBeside(spec, graph, DataMemory::Alone);
+  Dataset test = loadDataFiles(*spec.data.test, "data.test", graph, memoryAvailable(), held);
+  checkFits(graph, test, spec.data.test->location, "data.test");
+  return test;
 }
 
 int readAheadBatches(const DataSpec& data, bool cluster_worker) {

@@ -19,12 +19,17 @@ struct TrainingData {
 // labels for an mse model or regression targets for a softmax one; or
 // naming data.batch_size when the training set holds fewer than a batch
 // for each of `readers` (a cluster's workers, which take disjoint shares).
-// Data that would not fit in this machine's memory beside the model is
-// refused from the files' headers (InputError, before they are read)
-// unless `judge_memory` is false: `traind check` may run on another
-// machine than the training, and `trainctl eval` holds less.
+// Data that would not fit in this machine's memory is refused from the
+// files' headers (InputError, before they are read; a gzip file of 8 MB
+// can hold 8 GB of pixels): beside the model for a run, alone for `traind
+// check`, which may run on another machine than the training.
+enum class DataMemory { BesideTheModel, Alone };
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers = 1,
-                              bool judge_memory = true);
+                              DataMemory memory = DataMemory::BesideTheModel);
+
+// The test set alone, checked against the model as above, its memory
+// judged alone (`trainctl eval`); nothing when the spec names none.
+std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& graph);
 
 // data.prefetch_batches with `auto` decided: 4 batches read ahead on the
 // input thread standalone, and none on a cluster worker, whose step gathers

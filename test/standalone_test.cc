@@ -345,13 +345,25 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
                                        "40000, 1] do not fit the model's input"));
   writeFile(dir / "many.idx", header(0x80000000u, 28, 28));
   writeFile(dir / "many.yaml", replaceAll(mlp, images, (dir / "many.idx").string()));
-  // Memory is a run's to judge (check may run on another machine).
+  // A run judges the data beside the model; check (which may run on
+  // another machine) and eval the data alone: they must still hold it.
   r = runTraind("--model " + (dir / "many.yaml").string() + " --checkpoint-dir '' --max-steps 1");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("many.yaml:20:5: data.test: " + (dir / "many.idx").string() +
                                        ": 2147483648 examples of [28, 28, 1] take 7.7 TiB of "
                                        "memory as they load, beside "));
   CHECK_THAT(r.output, Catch::Contains("expected fewer examples (`limit` keeps the first N)"));
+  const std::string alone = "many.yaml:20:5: data.test: " + (dir / "many.idx").string() +
+                            ": 2147483648 examples of [28, 28, 1] take 7.7 TiB of memory as they "
+                            "load";
+  r = runTraind("check --model " + (dir / "many.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(alone + ", beside ") &&
+                           Catch::Contains(" of the data before them, and this machine gives"));
+  r = runDaemonBinary("trainctl", "eval --model " + (dir / "many.yaml").string() +
+                                      " --checkpoint " + (dir / "none").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(alone + ", and this machine gives a process "));
 }
 
 TEST_CASE("bad input exits 2 with the file, line and field") {
