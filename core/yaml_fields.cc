@@ -208,6 +208,11 @@ void checkText(const std::string& text, const std::string& path) {
       // C1 controls, but for NEL (a line break to YAML).
       else if (isC1Control(text, pos) && uint8_t(text[pos + 1]) != 0x85)
         fault = "a control character";
+    } else if (byte == '\r' && (pos + 1 == text.size() || text[pos + 1] != '\n')) {
+      // yaml-cpp reads a lone CR (old Mac line endings) as no break at all.
+      throwInputError(SourceLocation{path, int(line), int(pos - line_start + 1)}, "",
+                      "invalid YAML: a carriage return ('\\r') with no line feed after it: "
+                      "expected line endings of LF or CRLF");
     } else if ((byte < 0x20 && byte != '\t' && byte != '\r') || byte == 0x7f) {
       fault = "a control character";
     }

@@ -598,6 +598,10 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   const std::string text =
       dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9, NEL\xc2\x85\n");
   CHECK_NOTHROW(loadModelSpec(text));
+  const std::string mac = dir.write("mac.yaml", "name: a\rinput: [4]\r");
+  CHECK(loadError(mac) == mac +
+                              ":1:8: invalid YAML: a carriage return ('\\r') with no line feed "
+                              "after it: expected line endings of LF or CRLF");
   const std::string list_comma = dir.write("list_comma.yaml", "- a\n,\n");
   CHECK_THAT(loadError(list_comma), Catch::Contains("invalid YAML: cannot read on from ','"));
   // A text of many brackets is read in time (the hint for an unquoted IPv6
