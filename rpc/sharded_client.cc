@@ -644,46 +644,57 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
             fmt::format("{}ps {} at {}", shards.empty() ? "" : ", ", s.link.index, s.link.address);
     return shards;
   };
+  // Time this process itself lost meanwhile (stopped with SIGSTOP, or
+  // starved), which is no ps's doing: a tick every second while the calls
+  // wait, each tick late by more than a second adding its delay.
+  kj::Timer& timer = io.provider->getTimer();
+  double own_pause = 0;
+  std::function<kj::Promise<void>(Clock::time_point)> tick = [&](Clock::time_point due) {
+    return timer.afterDelay(1 * kj::SECONDS).then([&, due] {
+      const Clock::time_point now = Clock::now();
+      const double late = std::chrono::duration<double>(now - due).count();
+      if (late > 1.0) own_pause += late;
+      return tick(now + std::chrono::seconds(1));
+    });
+  };
+  all = all.exclusiveJoin(tick(start + std::chrono::seconds(1)));
   // A notice is due once the calls have waited `target` seconds; `gap`
-  // doubles after each, up to kMaxLongWaitNoticeSeconds. `due`: the seconds
-  // the timers so far stood for. A timer that fires far later than due says
-  // this process was itself stopped (SIGSTOP) or starved meanwhile, which
-  // is no ps's doing.
-  std::function<kj::Promise<void>(long, long, long, long)> noticeLongWait =
-      [&](long delay, long target, long gap, long due) {
-        return io.provider->getTimer()
-            .afterDelay(delay * kj::SECONDS)
-            .then([&, delay, target, gap, due] {
-              const Clock::time_point now = Clock::now();
-              const auto secondsSince = [now](Clock::time_point then) {
-                return std::lround(std::chrono::duration<double>(now - then).count());
-              };
-              const long elapsed = secondsSince(start);
-              const long late = elapsed - (due + delay);
-              const bool computing = gradient_final && !gradient_final->has_value();
-              const long waited = !gradient_final ? elapsed
-                                  : computing     ? 0
-                                                  : secondsSince(std::max(start, **gradient_final));
-              if (waited < target)
-                return noticeLongWait(computing ? target : target - waited, target, gap, elapsed);
-              spdlog::info("waited {} s for {} to answer{}: {}", waited, unanswered(),
-                           late > 5
-                               ? fmt::format(" (this process itself was stopped or starved for "
-                                             "about {} s of it)",
-                                             late)
-                               : "",
-                           long_wait);
-              const long next_gap = std::min<long>(2 * gap, kMaxLongWaitNoticeSeconds);
-              return noticeLongWait(next_gap, waited + next_gap, next_gap, elapsed);
-            });
-      };
+  // doubles after each, up to kMaxLongWaitNoticeSeconds. Once due, the
+  // event loop first takes what has arrived: after this process was
+  // stopped, the answers may be waiting in its sockets.
+  std::function<kj::Promise<void>(long, long, long)> noticeLongWait = [&](long delay, long target,
+                                                                          long gap) {
+    return timer.afterDelay(delay * kj::SECONDS)
+        .then([&timer] { return timer.afterDelay(200 * kj::MILLISECONDS); })
+        .then([&, target, gap] {
+          const Clock::time_point now = Clock::now();
+          const auto secondsSince = [now](Clock::time_point then) {
+            return std::lround(std::chrono::duration<double>(now - then).count());
+          };
+          const bool computing = gradient_final && !gradient_final->has_value();
+          const long waited = !gradient_final ? secondsSince(start)
+                              : computing     ? 0
+                                              : secondsSince(std::max(start, **gradient_final));
+          if (waited < target)
+            return noticeLongWait(computing ? target : target - waited, target, gap);
+          const long paused = std::lround(own_pause);
+          spdlog::info("waited {} s for {} to answer{}: {}", waited, unanswered(),
+                       paused > 5 ? fmt::format(" (this process itself was stopped or starved "
+                                                "for about {} s of it)",
+                                                paused)
+                                  : "",
+                       long_wait);
+          const long next_gap = std::min<long>(2 * gap, kMaxLongWaitNoticeSeconds);
+          return noticeLongWait(next_gap, waited + next_gap, next_gap);
+        });
+  };
   all = all.exclusiveJoin(
-      noticeLongWait(kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, 0));
+      noticeLongWait(kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, kLongWaitNoticeSeconds));
   // A stop held, or a ps's word that the job is over: the others' calls
   // are not waited for long.
   std::optional<GivenUp> given_up;
-  all = all.exclusiveJoin(
-      givenUp(io.provider->getTimer(), stop, &stopping_shard).then([&](GivenUp why) {
+  all =
+      all.exclusiveJoin(givenUp(timer, stop, &stopping_shard).then([&](GivenUp why) {
         given_up = why;
         if (why == GivenUp::JobEnding)
           spdlog::info(

@@ -1390,6 +1390,29 @@ TEST_CASE("a long backward pass, its gradient sent as it goes, is no wait for th
   CHECK(ps.wait(30) == 0);
 }
 
+TEST_CASE("a worker stopped while its ps answered blames no ps when it goes on") {
+  const auto dir = freshTempDir("worker-paused-in-call");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 1, 100000000);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  // The worker waits in a call; the ps answers while the worker is stopped,
+  // past the first long-wait notice (30 s).
+  c.ps[0]->signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  c.workers[0]->signal(SIGSTOP);
+  c.ps[0]->signal(SIGCONT);
+  std::this_thread::sleep_for(std::chrono::seconds(33));
+  c.workers[0]->signal(SIGCONT);
+  REQUIRE(c.workers[0]->waitForOutput("step ", 10));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  c.workers[0]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  c.ps[0]->signal(SIGTERM);  // a chief's own stop leaves the ps serving
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.workers[0]->output(), !Catch::Contains("to answer"));
+}
+
 TEST_CASE("a worker computing in its shared memory region makes no call into it after a failed "
           "one; other calls go over TCP") {
   const auto dir = freshTempDir("failed-shared-step");
