@@ -269,6 +269,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).
   ps.abandonWaitsOnStop(stop_requested);
+  if (sync) ps.setLastStep(total_steps);
   CheckpointDirLock checkpoint_dir_lock;
   if (chief && !spec.checkpoint.dir.empty())
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);

@@ -479,6 +479,27 @@ void copyChunk(capnp::Data::Reader data, const float* shared, float* out, int64_
     std::memcpy(out, shared ? reinterpret_cast<const kj::byte*>(shared) : data.begin(), bytes);
 }
 
+// One chunk's pull: its parameters into `out` (through `shared`, its place
+// in the region, when the ps maps it), the step its shard answered with
+// lowering *step, and a shard that says it is stopping named.
+kj::Promise<void> pullChunk(ShardLink& link, const ShardChunk& c, int64_t min_step,
+                            const float* shared, float* out, int64_t* step,
+                            std::optional<int>& stopping_shard, TransferTally& pulls) {
+  auto request = link.shard().pullRequest();
+  request.setMinStep(min_step);
+  request.setOffset(uint64_t(c.shard_offset));
+  request.setLength(uint64_t(c.size));
+  request.setIntoSharedRegion(shared != nullptr);
+  const int64_t size = c.size;
+  pulls.sent(0);
+  return request.send().then([&link, step, shared, out, size, &stopping_shard, &pulls](auto reply) {
+    if (reply.getStopping()) stopping_shard = link.index;
+    copyChunk(reply.getData(), shared, out, size);
+    *step = std::min(*step, reportedStep(reply.getGlobalStep()));
+    pulls.answered(size * int64_t(sizeof(float)));
+  });
+}
+
 // Calls per shard in flight during a pull or a push+pull. A few keep the
 // link busy both ways (a chunk's reply streams back while the next chunks
 // go out); more only queue up in socket buffers. Measured on loopback: 2, 4
@@ -748,22 +769,9 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
       impl_->io, stop_, stopping_shard_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning,
       nullptr, eachChunk, [&](ShardLink& link, ChunkRun run) {
         const ShardChunk& c = link.chunks[run.first];
-        auto request = link.shard().pullRequest();
-        request.setMinStep(min_step);
-        request.setOffset(uint64_t(c.shard_offset));
-        request.setLength(uint64_t(c.size));
-        const float* shared = impl_->sharedParameters(link, c);
-        request.setIntoSharedRegion(shared != nullptr);
-        int64_t* step = &shard_steps_[size_t(link.index)];
-        float* out = parameters.data() + c.layout_offset;
-        const int64_t size = c.size;
-        pulls.sent(0);
-        return request.send().then([this, &link, step, shared, out, size, &pulls](auto reply) {
-          if (reply.getStopping()) stopping_shard_ = link.index;
-          copyChunk(reply.getData(), shared, out, size);
-          *step = std::min(*step, reportedStep(reply.getGlobalStep()));
-          pulls.answered(size * int64_t(sizeof(float)));
-        });
+        return pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
+                         parameters.data() + c.layout_offset, &shard_steps_[size_t(link.index)],
+                         stopping_shard_, pulls);
       });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
   if (!done) {
@@ -808,6 +816,20 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
         [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
             const ShardLink& link) { return pushCalls(link, gated, max_run); },
         [&](ShardLink& link, ChunkRun run) {
+          // Sync: a shard at the job's last step takes no gradient (it would
+          // go past it while another shard ends there); its parameters are
+          // pulled. Backup workers go on from pulls whose shards are a step
+          // apart.
+          if (sync && last_step_ && shard_steps_[size_t(link.index)] >= *last_step_) {
+            kj::Vector<kj::Promise<void>> chunks;
+            for (size_t i = run.first; i < run.first + run.count; ++i) {
+              const ShardChunk& c = link.chunks[i];
+              chunks.add(pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
+                                   parameters.data() + c.layout_offset, &steps[size_t(link.index)],
+                                   stopping_shard_, pulls));
+            }
+            return kj::joinPromises(chunks.releaseAsArray());
+          }
           auto send = [this, &link, run, &gradients, &parameters, &steps, &pushes, &pulls,
                        &dropped, min_step, sync] {
             const ShardChunk& first = link.chunks[run.first];

@@ -196,6 +196,12 @@ class ShardedClient {
   const std::vector<int64_t>& shardSteps() const { return shard_steps_; }
   void setShardSteps(std::vector<int64_t> steps) { shard_steps_ = std::move(steps); }
 
+  // Sync training: the job's last global step. pushAndPull sends no
+  // gradient to a shard at it (with backup workers, shards may be a step
+  // apart when a worker pulls, and such a push would take one past it); it
+  // pulls that shard's parameters instead.
+  void setLastStep(int64_t step) { last_step_ = step; }
+
   // The global step of what the last pull brought, the lowest of the shards'
   // (also when a shard said it is stopping, where pull() returns -1);
   // nullopt when no shard answered with one.
@@ -219,6 +225,7 @@ class ShardedClient {
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
+  std::optional<int64_t> last_step_;  // setLastStep's
   // Each shard's step in the state last read from it or written to it.
   std::vector<int64_t> state_steps_;
   std::optional<int> stopping_shard_;  // a shard whose reply said it is stopping

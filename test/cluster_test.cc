@@ -1390,6 +1390,44 @@ TEST_CASE("a long backward pass, its gradient sent as it goes, is no wait for th
   CHECK(ps.wait(30) == 0);
 }
 
+TEST_CASE("sync: a worker pushes no gradient to a shard at the job's last step, it pulls") {
+  const auto dir = freshTempDir("last-step");
+  const auto cluster = writeCluster(
+      dir, 1, 3, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 3\n");
+  CnnPsBeside job(dir, cluster);
+  auto& [ps, spec, graph, state, io] = job;
+  ShardedClient client(io, loadClusterSpec(cluster.string()), graph, state.layout(),
+                       specIdentity(spec), 0);
+  REQUIRE(client.connect(60) == ShardedClient::Outcome::Connected);
+  state.setGlobalStep(7);
+  client.initialize(state);
+  FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
+  REQUIRE(client.pull(0, parameters) == 7);
+  // A backup worker whose last pull saw this shard at the last step and
+  // another a step behind (shards with backup workers may be): its gradient
+  // would be held here for a step past the last, which another worker's
+  // (from such a pull too) would complete.
+  client.setLastStep(7);
+  std::atomic<bool> give_up{false};
+  client.abandonWaitsOnStop(give_up);
+  std::thread watchdog([&give_up] {  // a push held at the ps would wait for good
+    for (int i = 0; i < 100 && !give_up; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    give_up = true;
+  });
+  const int64_t step = client.pushAndPull(gradients, 7, parameters);
+  give_up = true;
+  watchdog.join();
+  CHECK(step == 7);
+  CHECK(client.lastTransfer().push_bytes == 0);
+  CHECK(client.statuses().at(0).global_step == 7);
+
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+  CHECK_THAT(ps.output(), Catch::Contains("(0 stale gradient chunks dropped"));
+}
+
 TEST_CASE("a worker stopped while its ps answered blames no ps when it goes on") {
   const auto dir = freshTempDir("worker-paused-in-call");
   const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 1, 100000000);
