@@ -323,6 +323,11 @@ std::string describe(const YAML::Node& node) {
   const std::string& text = node.Scalar();
   if (isQuoted(node))
     return (node.Tag() == "!" ? "the quoted string " : "the string ") + quoted(text);
+  if (const std::string& tag = node.Tag(); tag != "?" && !tag.empty()) {
+    constexpr std::string_view kCore = "tag:yaml.org,2002:";
+    const std::string shown = tag.starts_with(kCore) ? "!!" + tag.substr(kCore.size()) : tag;
+    return quoted(text) + " tagged " + quotedPrintable(shown);
+  }
   double number;
   if (parseNumber(text, number)) return text;  // a number is short
   return quoted(text);
@@ -346,6 +351,18 @@ bool isQuoted(const YAML::Node& node) {
   // yaml-cpp tags a quoted scalar "!"; `!!str 3` is a string as surely.
   return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
 }
+
+namespace {
+
+// A scalar written plain, or tagged as the type it is read as (`!!int 3`):
+// `!!null 3` or `!custom 3` is not read as 3.
+bool isPlainOr(const YAML::Node& node, std::string_view type) {
+  const std::string& tag = node.Tag();
+  return node.IsScalar() &&
+         (tag == "?" || tag.empty() || tag == "tag:yaml.org,2002:" + std::string(type));
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Mappings and lists.
@@ -418,7 +435,7 @@ int64_t readInt(const Field& field, int64_t min, int64_t max) {
                                                    : "an integer from " + std::to_string(min) +
                                                          " to " + std::to_string(max);
   int64_t value = 0;
-  if (!field.node.IsScalar() || isQuoted(field.node)) failExpected(field, expected);
+  if (!isPlainOr(field.node, "int")) failExpected(field, expected);
   const std::string& text = field.node.Scalar();
   if (!parseInt(text, value)) {
     // Digits past what 64 bits hold are an integer too large, not a word.
@@ -439,8 +456,8 @@ bool isAnyNumber(double) { return true; }
 
 double readNumber(const Field& field, std::string_view expected, bool (*ok)(double)) {
   double value = 0;
-  if (!field.node.IsScalar() || isQuoted(field.node) || !parseNumber(field.node.Scalar(), value) ||
-      !std::isfinite(value) || !ok(value)) {
+  if (!(isPlainOr(field.node, "float") || isPlainOr(field.node, "int")) ||
+      !parseNumber(field.node.Scalar(), value) || !std::isfinite(value) || !ok(value)) {
     failExpected(field, expected);
   }
   return value;
@@ -458,7 +475,7 @@ float readFloat(const Field& field, std::string_view expected, bool (*ok)(double
 }
 
 bool readBool(const Field& field) {
-  if (field.node.IsScalar() && !isQuoted(field.node)) {
+  if (isPlainOr(field.node, "bool")) {
     const std::string& s = field.node.Scalar();
     if (s == "true" || s == "True" || s == "TRUE") return true;
     if (s == "false" || s == "False" || s == "FALSE") return false;

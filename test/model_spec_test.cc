@@ -598,6 +598,17 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   const std::string text =
       dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9, NEL\xc2\x85\n");
   CHECK_NOTHROW(loadModelSpec(text));
+  // A tag says what a value is: `!!null 3` is no count of units.
+  auto withUnits = [](const std::string& units) {
+    std::string text = kMinimal;
+    return text.replace(text.find("units: 3"), 8, "units: " + units);
+  };
+  const std::string tagged = dir.write("tagged.yaml", withUnits("!!null 3"));
+  CHECK_THAT(loadError(tagged),
+             Catch::Contains("expected a positive integer, got '3' tagged '!!null'"));
+  CHECK_THAT(loadError(dir.write("custom.yaml", withUnits("!units 3"))),
+             Catch::Contains("got '3' tagged '!units'"));
+  CHECK_NOTHROW(loadModelSpec(dir.write("int_tagged.yaml", withUnits("!!int 3"))));
   const std::string mac = dir.write("mac.yaml", "name: a\rinput: [4]\r");
   CHECK(loadError(mac) == mac +
                               ":1:8: invalid YAML: a carriage return ('\\r') with no line feed "
