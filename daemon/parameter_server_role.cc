@@ -89,7 +89,11 @@ void finishStepInProgress(ServedShard& service, const ParameterShard& shard, kj:
     return;
   const int64_t step = shard.globalStep() + 1;
   const double most = std::clamp(3.0 * step_seconds, kFinishStepSeconds, kMostFinishStepSeconds);
-  service.stopAfterStep(step, by, most);
+  service.stopAfterStep(step, by);
+  spdlog::info(
+      "stop requested by {}: stopping once global step {} is applied, the step the workers "
+      "compute, which the other ps tasks apply too (waiting {:.0f} s at most)",
+      by, step, most);
   for (kj::Duration waited = 0 * kj::SECONDS;
        !service.stopping() && shard.workersConnected() >= needed &&
        waited < int64_t(most * 1000) * kj::MILLISECONDS;

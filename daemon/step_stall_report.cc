@@ -51,6 +51,7 @@ double StepStallReport::threshold() const { return std::max(kMinSeconds, 10.0 * 
 std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   const double stood = standing_;  // as the last check saw the step
   standing_ = 0.0;
+  while (!recent_.empty() && recent_.front().seen < now - kRecentSeconds) recent_.pop_front();
   // A shard that holds nothing gets no gradients and keeps its step.
   if (shard_.chunks().empty()) return std::nullopt;
   if (!shard_.ready()) {
@@ -60,7 +61,6 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   if (shard_.globalStep() != step_) {
     last_step_ = step_ >= 0 ? now - since_ : 0.0;
     if (stood > 0.0) recent_.push_back({now, stood});
-    while (!recent_.empty() && recent_.front().seen < now - kRecentSeconds) recent_.pop_front();
     step_ = shard_.globalStep();
     since_ = now;
     next_report_ = now + threshold();

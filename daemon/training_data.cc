@@ -102,8 +102,6 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
   }
 }
 
-}  // namespace
-
 // A synthetic data set's test examples: a fifth as many as for training.
 Dataset syntheticTestSet(const ModelSpec& spec) {
   SyntheticRegressionSpec test = spec.data.synthetic;
@@ -117,6 +115,8 @@ MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory
     return {double(memoryNeed(spec, graph).total()), "the model and the data before them"};
   return {0.0, "the data before them"};
 }
+
+}  // namespace
 
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers,
                               DataMemory memory) {

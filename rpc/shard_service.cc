@@ -92,14 +92,10 @@ void ServedShard::beginStopping(const std::string& by) {
   stop_fulfiller_->fulfill();
 }
 
-void ServedShard::stopAfterStep(int64_t step, const std::string& by, double most_seconds) {
+void ServedShard::stopAfterStep(int64_t step, const std::string& by) {
   if (stopping_) return;
   stop_after_step_ = step;
   stop_after_by_ = by;
-  spdlog::info(
-      "stop requested by {}: stopping once global step {} is applied, the step the workers "
-      "compute, which the other ps tasks apply too (waiting {:.0f} s at most)",
-      by, step, most_seconds);
 }
 
 ShardService::~ShardService() {

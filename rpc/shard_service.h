@@ -53,9 +53,8 @@ class ServedShard {
   // would stay a step behind them. Later steps are not applied. The caller
   // gives up waiting (beginStopping) when the step does not come. With
   // backup workers shards may be a step apart already; this keeps the
-  // stopped one from falling a step behind. `most_seconds`, the caller's
-  // bound on the wait, is only logged.
-  void stopAfterStep(int64_t step, const std::string& by, double most_seconds);
+  // stopped one from falling a step behind.
+  void stopAfterStep(int64_t step, const std::string& by);
 
   // The pushes of every connection so far.
   const PushCounts& pushCounts() const { return push_counts_; }
