@@ -41,6 +41,7 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
   if (cluster.mode == TrainingMode::Sync) {
     sums_.resize(chunks_.size());
     contributions_.assign(chunks_.size(), 0);
+    held_sums_.assign(chunks_.size(), 0);
     contributed_step_.assign(chunks_.size(), std::vector<int64_t>(workers, -1));
   }
 }
@@ -99,8 +100,10 @@ void ParameterShard::markReady(int64_t global_step) {
   std::fill(chunks_from_worker_.begin(), chunks_from_worker_.end(), 0);
   std::fill(clock_.begin(), clock_.end(), 0);
   chunks_applied_ = 0;
+  hold_.reset();
   for (size_t c = 0; c < contributions_.size(); ++c) {
     contributions_[c] = 0;
+    held_sums_[c] = 0;
     std::fill(contributed_step_[c].begin(), contributed_step_[c].end(), -1);
     if (sums_[c]) free_sums_.push_back(std::move(sums_[c]));
   }
@@ -217,8 +220,61 @@ void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t upd
 
 int64_t ParameterShard::chunkStep(size_t chunk) const {
   if (cluster_.mode != TrainingMode::Sync) return global_step_;
-  return contributions_.at(chunk) >= cluster_.replicas_to_aggregate ? global_step_ + 1
-                                                                     : global_step_;
+  return contributions_.at(chunk) >= cluster_.replicas_to_aggregate && !held_sums_[chunk]
+             ? global_step_ + 1
+             : global_step_;
+}
+
+int64_t ParameterShard::highestChunkStep() const {
+  int64_t highest = global_step_;
+  for (size_t c = 0; c < chunks_.size(); ++c) highest = std::max(highest, chunkStep(c));
+  return highest;
+}
+
+bool ParameterShard::holdAt(int64_t step) {
+  if (cluster_.mode != TrainingMode::Sync)
+    throw ProtocolError(
+        fmt::format("ps {}: a hold at a step in async training: its shards keep "
+                    "no common step",
+                    shard_index_));
+  if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
+  if (step < highestChunkStep())
+    throw ProtocolError(
+        fmt::format("ps {}: a hold at global step {}, but a chunk holds step {} "
+                    "already",
+                    shard_index_, step, highestChunkStep()));
+  hold_ = step;
+  return applyHeldSums();
+}
+
+bool ParameterShard::releaseHold() {
+  hold_.reset();
+  return applyHeldSums();
+}
+
+bool ParameterShard::applyHeldSums() {
+  bool applied = false;
+  // Kept sums are all of the current step; the last one applied advances it.
+  for (size_t c = 0; c < held_sums_.size(); ++c)
+    if (held_sums_[c] && (!hold_ || global_step_ + 1 <= *hold_)) {
+      held_sums_[c] = 0;
+      applySum(c, nullptr);
+      applied = true;
+    }
+  return applied;
+}
+
+void ParameterShard::applySum(size_t chunk, float* values_out) {
+  float* sum = sums_[chunk].get();
+  const float scale = 1.0f / float(cluster_.replicas_to_aggregate);
+  for (int64_t i = 0; i < chunks_[chunk].size; ++i) sum[i] *= scale;
+  applyChunk(chunk, sum, global_step_ + 1, values_out);
+  free_sums_.push_back(std::move(sums_[chunk]));
+  if (++chunks_applied_ == chunks_.size()) {
+    chunks_applied_ = 0;
+    std::fill(contributions_.begin(), contributions_.end(), 0);
+    ++global_step_;
+  }
 }
 
 std::unique_ptr<float[]> ParameterShard::takeSum() {
@@ -330,15 +386,10 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
   else
     for (int64_t i = 0; i < c.size; ++i) sum[i] += gradient[size_t(i)];
   if (++contributions_[chunk] == cluster_.replicas_to_aggregate) {
-    const float scale = 1.0f / float(cluster_.replicas_to_aggregate);
-    for (int64_t i = 0; i < c.size; ++i) sum[i] *= scale;
-    applyChunk(chunk, sum, global_step_ + 1, values_out);
-    free_sums_.push_back(std::move(sums_[chunk]));
-    if (++chunks_applied_ == chunks_.size()) {
-      chunks_applied_ = 0;
-      std::fill(contributions_.begin(), contributions_.end(), 0);
-      ++global_step_;
-    }
+    if (hold_ && global_step_ + 1 > *hold_)
+      held_sums_[chunk] = 1;  // applied when the hold allows
+    else
+      applySum(chunk, values_out);
   }
   return true;
 }

@@ -16,7 +16,10 @@
 //   advances. A partial sum exists only while a chunk has gradients pending:
 //   a chunk-sized buffer from a pool that grows to the most chunks pending at
 //   once (a few per worker, as many as its calls in flight), not a
-//   shard-sized one.
+//   shard-sized one. While the chief reads the shards for a checkpoint it
+//   holds them at one step (holdAt): a chunk whose gradients would take it
+//   past that step keeps their sum until the hold is lifted, so that the
+//   checkpoint holds every variable at one step, with backup workers too.
 //
 // Each chunk's parameters are copy-on-write, so that a pull reply can send
 // them without a copy: pinChunk() hands out the chunk's values as they are,
@@ -29,6 +32,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -84,6 +88,24 @@ class ParameterShard {
   // sync mode the next one once the chunk has been applied for this step.
   int64_t chunkStep(size_t chunk) const;
   int64_t staleDropped() const { return stale_dropped_; }
+  // The highest step a chunk holds the values of: the global step, or in
+  // sync mode the next one once some chunk has been applied for this step.
+  int64_t highestChunkStep() const;
+
+  // Sync, the chief's checkpoint: from now on no chunk is applied past
+  // global step `step` (its step's gradients are taken and summed, and the
+  // one that completes the sum leaves it pending); a higher step applies
+  // the pending sums it allows, at once. The hold is the shards' cut: every
+  // chunk, on every shard, stays at one step while the chief reads them.
+  // Returns whether some chunk was applied. ProtocolError in async mode,
+  // before the shard is ready, and for a step below highestChunkStep()
+  // (values the shard no longer has).
+  bool holdAt(int64_t step);
+  // Lifts the hold and applies the sums it kept: returns whether it applied
+  // any. Nothing to lift is no error (the chief's connection may close
+  // after it lifted its hold).
+  bool releaseHold();
+  std::optional<int64_t> heldAt() const { return hold_; }
 
   // The chief's initialisation: slot 0 the parameters, k + 1 optimizer slot k.
   void initialize(uint32_t slot, int64_t offset, std::span<const float> values);
@@ -196,6 +218,11 @@ class ParameterShard {
   // A chunk away from home whose versions nobody holds any more goes back.
   void settleChunk(size_t chunk);
   void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out);
+  // Sync: averages and applies a chunk's complete sum, and advances the
+  // global step once every chunk has been.
+  void applySum(size_t chunk, float* values_out);
+  // Sync: applies the sums the hold kept that it now allows.
+  bool applyHeldSums();
   // Sync: a gradient of `step` for `chunk` comes too late to count.
   bool staleInSync(int64_t step, size_t chunk) const;
 
@@ -231,6 +258,8 @@ class ParameterShard {
   std::vector<int> contributions_;            // per chunk, this step
   std::vector<std::vector<int64_t>> contributed_step_;  // per chunk, per worker
   size_t chunks_applied_ = 0;
+  std::optional<int64_t> hold_;  // holdAt's step
+  std::vector<char> held_sums_;  // per chunk: its sum is complete, kept by the hold
 
   // What a pin's release reaches the shard through; declared last, so gone
   // first: a pin that outlives the shard finds it gone.

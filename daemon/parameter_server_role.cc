@@ -50,9 +50,12 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
 }
 
 // Every second, what StepStallReport has to say, logged, and how long the
-// step has stood, into the node's metrics.
-kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMetrics& metrics) {
-  return timer.afterDelay(1 * kj::SECONDS).then([&timer, &report, &metrics] {
+// step has stood, into the node's metrics; a chief's hold that has stood
+// too long is lifted.
+kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, ServedShard& service,
+                               NodeMetrics& metrics) {
+  return timer.afterDelay(1 * kj::SECONDS).then([&timer, &report, &service, &metrics] {
+    service.expireHold();
     const double now = double((timer.now() - kj::origin<kj::TimePoint>()) / kj::MILLISECONDS) / 1e3;
     if (auto line = report.check(now)) {
       if (line->suspects)
@@ -61,7 +64,7 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, NodeMe
         spdlog::info("{}", line->text);
     }
     metrics.setStepStanding(report.standingSeconds());
-    return reportStalls(timer, report, metrics);
+    return reportStalls(timer, report, service, metrics);
   });
 }
 
@@ -148,7 +151,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
       publishMetrics(timer, shard, service, server, metrics).eagerlyEvaluate(nullptr);
   StepStallReport stalls(shard, cluster);
   kj::Promise<void> reporting =
-      reportStalls(timer, stalls, metrics).eagerlyEvaluate([](kj::Exception&& e) {
+      reportStalls(timer, stalls, service, metrics).eagerlyEvaluate([](kj::Exception&& e) {
         spdlog::error("the stall report failed: {}", e.getDescription().cStr());
       });
   service.onStop().exclusiveJoin(whenSet(timer, stop.flag())).wait(io.waitScope);

@@ -66,7 +66,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // buffers in layout order (rpc/shared_region.h); 4: a push+pull through
 // shared memory may cover several chunks (rpc/traind.capnp); 5: hello
 // carries the update rule; 6: the chief reports its checkpoints (saved);
-// 7: a shard of one chunk goes in two halves (transferChunks).
-constexpr uint32_t kWireVersion = 7;
+// 7: a shard of one chunk goes in two halves (transferChunks); 8: the
+// chief holds sync shards at one step while it reads them (holdAt).
+constexpr uint32_t kWireVersion = 8;
 
 }  // namespace traind

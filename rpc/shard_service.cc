@@ -80,6 +80,30 @@ void ServedShard::releasePulls() {
   }
 }
 
+void ServedShard::applied() {
+  if (stop_after_step_ && shard_.globalStep() >= *stop_after_step_)
+    beginStopping(stop_after_by_);  // its replies say so
+  releasePulls();
+}
+
+void ServedShard::liftHold() {
+  hold_owner_ = nullptr;
+  if (shard_.releaseHold()) applied();
+}
+
+void ServedShard::expireHold() {
+  if (!hold_owner_) return;
+  const double held =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - hold_since_).count();
+  if (held < kMaxHoldSeconds) return;
+  spdlog::warn(
+      "lifted the chief's hold at global step {} after {:.0f} s: the chief read the "
+      "shards for a checkpoint and said nothing since (stopped or hung?); that "
+      "checkpoint may hold this shard a step apart from the others",
+      shard_.heldAt().value_or(-1), held);
+  liftHold();
+}
+
 void ServedShard::dropCancelledWaits() {
   std::erase_if(waiting_pulls_, [](PullWaiter& w) { return !w.fulfiller->isWaiting(); });
 }
@@ -99,6 +123,8 @@ void ServedShard::stopAfterStep(int64_t step, const std::string& by) {
 }
 
 ShardService::~ShardService() {
+  // A chief gone while it read the shards (killed, or its link lost).
+  if (served_.hold_owner_ == this) served_.liftHold();
   if (worker_) {
     shard().workerLeft(*worker_);
     // The slowest worker may have gone: the others need not wait for it.
@@ -382,9 +408,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     // What is left is the wait and the reply: a worker that gives up its
     // wait (a stop, a lost connection) takes them along.
     context.allowCancellation();
-    if (served_.stop_after_step_ && shard().globalStep() >= *served_.stop_after_step_)
-      served_.beginStopping(served_.stop_after_by_);  // its replies say so
-    if (shard().globalStep() != before || chunk_steps_moved) served_.releasePulls();
+    if (shard().globalStep() != before || chunk_steps_moved) served_.applied();
     // The reply waits for these chunks' steps only (sync: until each has
     // been applied), not for the rest of the shard.
     return whenPullMayProceed(min_step, run, [this, context, run, accepted, shared,
@@ -435,8 +459,9 @@ kj::Promise<void> ShardService::readState(ReadStateContext context) {
     if (length < 0 || length > ParameterShard::kChunkFloats)
       throw ProtocolError("a read of " + std::to_string(length) + " floats; at most " +
                           std::to_string(ParameterShard::kChunkFloats) + " per call");
+    const size_t chunk = shard().chunkAt(int64_t(params.getOffset()), length);
     auto results = context.getResults();
-    results.setGlobalStep(shard().globalStep());
+    results.setGlobalStep(shard().chunkStep(chunk));
     capnp::Data::Builder data = results.initData(size_t(length) * sizeof(float));
     shard().read(params.getSlot(), int64_t(params.getOffset()),
                 {reinterpret_cast<float*>(data.begin()), size_t(length)});
@@ -472,6 +497,44 @@ kj::Promise<void> ShardService::saved(SavedContext context) {
                                       path.size(), kMaxCheckpointPathBytes));
     const uint64_t count = served_.last_saved_ ? served_.last_saved_->count + 1 : 1;
     served_.last_saved_ = ServedShard::SavedCheckpoint{printable(path.cStr()), step, count};
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    checkChief("holdAt");
+    const int64_t asked = context.getParams().getGlobalStep();
+    // No shard is more than a step behind another: a hold further ahead
+    // would wait for steps that need the chief's own gradients.
+    if (asked < -1 || asked > shard().globalStep() + 1)
+      throw ProtocolError(fmt::format("a hold at global step {}: expected -1 or {} to {}", asked,
+                                      shard().highestChunkStep(), shard().globalStep() + 1));
+    const int64_t step = asked == -1 ? shard().highestChunkStep() : asked;
+    // A stopping shard applies nothing more: it needs no hold.
+    if (!served_.stopping_) {
+      const bool applied = shard().holdAt(step);
+      served_.hold_owner_ = this;
+      served_.hold_since_ = std::chrono::steady_clock::now();
+      if (applied) served_.applied();
+    }
+    if (asked == -1) {
+      context.getResults().setGlobalStep(step);
+      return kj::READY_NOW;
+    }
+    context.allowCancellation();
+    // Once every chunk is there the global step is too (a stopping shard
+    // answers at once, at the step it stopped at).
+    return whenPullMayProceed(
+        step, ChunkRun{0, shard().chunks().size()},
+        [this, context]() mutable { context.getResults().setGlobalStep(shard().globalStep()); });
+  });
+}
+
+kj::Promise<void> ShardService::releaseHold(ReleaseHoldContext context) {
+  return checked([&]() -> kj::Promise<void> {
+    checkChief("releaseHold");
+    served_.liftHold();
     return kj::READY_NOW;
   });
 }

@@ -12,6 +12,7 @@
 
 #include <kj/async.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "rpc/traind.capnp.h"
 
 namespace traind {
+
+class ShardService;
 
 class ServedShard {
  public:
@@ -56,6 +59,15 @@ class ServedShard {
   // stopped one from falling a step behind.
   void stopAfterStep(int64_t step, const std::string& by);
 
+  // The chief's hold (ParameterShard::holdAt, the holdAt call) is lifted
+  // when it has stood this long: a chief stopped (SIGSTOP) or hung while it
+  // reads the shards must not hold a job that backup workers keep going.
+  // Reading a model's state takes well under a second per GiB here.
+  static constexpr double kMaxHoldSeconds = 60.0;
+  // Lifts a hold that has stood kMaxHoldSeconds, saying so. Called about
+  // every second on the ps's event-loop thread.
+  void expireHold();
+
   // The pushes of every connection so far.
   const PushCounts& pushCounts() const { return push_counts_; }
 
@@ -85,6 +97,11 @@ class ServedShard {
                       std::optional<ChunkRun> chunks) const;
   // Answers the pulls that may proceed now (all of them when stopping).
   void releasePulls();
+  // After gradients were applied: begins a stop that waited for this step
+  // (stopAfterStep) and answers the pulls that may proceed now.
+  void applied();
+  // Lifts the chief's hold, applying the sums it kept.
+  void liftHold();
   // Forgets the waits of calls that were cancelled (their worker gave up or
   // went), so that the list holds live calls only.
   void dropCancelledWaits();
@@ -102,6 +119,8 @@ class ServedShard {
   std::string stop_after_by_;
   PushCounts push_counts_;
   std::optional<SavedCheckpoint> last_saved_;
+  const ShardService* hold_owner_ = nullptr;  // the connection whose chief holds the shard
+  std::chrono::steady_clock::time_point hold_since_;
   kj::ForkedPromise<void> stop_promise_;
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
 };
@@ -122,6 +141,8 @@ class ShardService final : public wire::ParameterShard::Server {
   kj::Promise<void> readState(ReadStateContext context) override;
   kj::Promise<void> stop(StopContext context) override;
   kj::Promise<void> saved(SavedContext context) override;
+  kj::Promise<void> holdAt(HoldAtContext context) override;
+  kj::Promise<void> releaseHold(ReleaseHoldContext context) override;
 
  private:
   void fillStatus(wire::ShardStatus::Builder status) const;
@@ -129,7 +150,7 @@ class ShardService final : public wire::ParameterShard::Server {
   // `call` when none has. Every call but hello and status needs one.
   uint32_t connectedWorker(const char* call) const;
   // ProtocolError unless the chief (worker 0) said hello: initialize,
-  // markReady, readState, stop and saved are its calls.
+  // markReady, readState, stop, saved, holdAt and releaseHold are its calls.
   void checkChief(const char* call) const;
   // Runs `reply` once a pull at min_step may proceed: now, or when the
   // step (of every chunk of `chunks`, else the global one) or the slowest

@@ -909,11 +909,63 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   return jobStep(min_step);
 }
 
+int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
+  kj::Timer& timer = impl_->io.provider->getTimer();
+  // Each shard's hold, at -1: at the highest step a chunk of it holds (its
+  // global step, or the next once a chunk has been applied for it).
+  int64_t step = -1;
+  auto holdAll = [&](int64_t at, const std::function<void(int64_t)>& answered) {
+    kj::Vector<kj::Promise<void>> calls;
+    FirstFailure failure;
+    for (ShardLink& link : impl_->shards) {
+      if (link.chunks.empty()) continue;  // never steps: nothing to hold
+      auto request = link.shard().holdAtRequest();
+      request.setGlobalStep(at);
+      calls.add(
+          request.send()
+              .then([&answered](auto reply) { answered(reportedStep(reply.getGlobalStep())); })
+              .catch_(failure.of(link)));
+    }
+    kj::Promise<void> all = kj::joinPromises(calls.releaseAsArray());
+    // A shard a step behind waits for gradients the workers have pushed;
+    // one whose step needs the chief's own (a worker lost mid-push) would
+    // wait for good.
+    if (at >= 0)
+      all = all.exclusiveJoin(timer.afterDelay(kHoldWaitSeconds * kj::SECONDS).then([&waited_out] {
+        waited_out = true;
+      }));
+    failure.wait(watched(kj::mv(all), impl_->shards, timer, failure), impl_->io.waitScope,
+                 [this] { releaseHolds(); });
+  };
+  holdAll(-1, [&step](int64_t held) { step = std::max(step, held); });
+  if (step >= 0) holdAll(step, [](int64_t) {});
+  return step;
+}
+
+void ShardedClient::releaseHolds() {
+  kj::Vector<kj::Promise<void>> calls;
+  for (ShardLink& link : impl_->shards)
+    if (!link.chunks.empty()) calls.add(link.shard().releaseHoldRequest().send().ignoreResult());
+  // A shard whose connection failed lifted the hold as it closed.
+  impl_->io.provider->getTimer()
+      .timeoutAfter(kPeerSilenceSeconds * kj::SECONDS, kj::joinPromises(calls.releaseAsArray()))
+      .catch_([](kj::Exception&&) {})
+      .wait(impl_->io.waitScope);
+}
+
 void ShardedClient::readState(ModelState& state) {
   const size_t slots = state.optimizer().slotNames().size();
-  // Each shard's lowest reported step; a shard that holds no variable is
+  const bool sync = impl_->cluster.mode == TrainingMode::Sync;
+  // A ps that said it is stopping applies nothing more, and closes its
+  // connections soon: the chief reads at once what every shard holds.
+  const bool hold = sync && !stopping_shard_;
+  bool waited_out = false;
+  const int64_t held = hold ? holdAtOneStep(waited_out) : -1;
+  // The lowest and the highest step of each shard's chunks as read (the
+  // step of the values each reply sent); a shard that holds no variable is
   // read nothing and keeps the step it was initialised at.
-  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
+  std::vector<int64_t> lowest(impl_->shards.size(), INT64_MAX);
+  std::vector<int64_t> highest(impl_->shards.size(), -1);
   // One call per chunk and slot, kCallsInFlight per shard at a time: each
   // reply is a message of up to 1 MiB that the ps builds at once and holds
   // until its socket takes it, so asking for everything at once can cost
@@ -929,14 +981,16 @@ void ShardedClient::readState(ModelState& state) {
     request.setLength(uint64_t(c.size));
     float* out = target.data() + c.layout_offset;
     const int64_t size = c.size;
-    int64_t& step = steps[size_t(link.index)];
-    return request.send().then([out, size, &step](auto reply) {
+    const size_t shard = size_t(link.index);
+    return request.send().then([out, size, shard, &lowest, &highest](auto reply) {
       capnp::Data::Reader data = reply.getData();
       if (data.size() != size_t(size) * sizeof(float))
         throw std::runtime_error(
             fmt::format("answered a state read of {} floats with {} bytes", size, data.size()));
       std::memcpy(out, data.begin(), data.size());
-      step = std::min(step, reportedStep(reply.getGlobalStep()));
+      const int64_t step = reportedStep(reply.getGlobalStep());
+      lowest[shard] = std::min(lowest[shard], step);
+      highest[shard] = std::max(highest[shard], step);
     });
   };
   FirstFailure failure;
@@ -951,30 +1005,46 @@ void ShardedClient::readState(ModelState& state) {
     for (size_t j = 0; j < kCallsInFlight; ++j) lanes.add(lane(link, j));
   failure.wait(watched(kj::joinPromises(lanes.releaseAsArray()), impl_->shards,
                        impl_->io.provider->getTimer(), failure),
-               impl_->io.waitScope);
-  state_steps_.resize(steps.size(), state.globalStep());
-  for (size_t i = 0; i < steps.size(); ++i)
-    if (steps[i] != INT64_MAX) state_steps_[i] = steps[i];
+               impl_->io.waitScope, [&] {
+                 if (hold) releaseHolds();
+               });
+  if (hold) releaseHolds();
+  state_steps_.resize(lowest.size(), state.globalStep());
+  for (size_t i = 0; i < lowest.size(); ++i)
+    if (lowest[i] != INT64_MAX) state_steps_[i] = lowest[i];
   // The job's global step is ps 0's, as TensorFlow's global_step variable
   // lives on ps 0. Async shards count their own steps and differ as a
-  // rule, and so may sync shards with backup workers, which go on while the
-  // chief reads; without them, sync shards differ only when one ps stopped
-  // (a signal, POST /stop) while another still applied the step, which the
-  // stopping one waits for (ServedShard::stopAfterStep) but gives up after
-  // 5 s: the checkpoint then holds that ps's variables a step further than
-  // the others'. A shard that holds nothing is read nothing and not compared.
-  if (impl_->cluster.mode == TrainingMode::Sync &&
-      impl_->cluster.replicas_to_aggregate == int(impl_->cluster.worker.size())) {
-    std::string differ;
-    for (size_t i = 1; i < state_steps_.size(); ++i)
-      if (steps[i] != INT64_MAX && steps[0] != INT64_MAX && state_steps_[i] != state_steps_[0])
-        differ += fmt::format(", ps {} at {}", i, state_steps_[i]);
-    if (!differ.empty())
+  // rule. Sync shards read under the hold are at one step, unless one was
+  // stopping (it applies nothing more) or did not reach the others' step in
+  // time: then the checkpoint holds its variables a step apart.
+  if (sync) {
+    int64_t expected = held;
+    if (!hold)
+      for (int64_t l : lowest)
+        if (l != INT64_MAX) {
+          expected = l;
+          break;
+        }
+    std::string steps;
+    bool differ = false;
+    for (size_t i = 0; i < lowest.size(); ++i) {
+      if (lowest[i] == INT64_MAX) continue;
+      differ |= lowest[i] != expected || highest[i] != expected;
+      steps += lowest[i] == highest[i]
+                   ? fmt::format("{}ps {} at {}", steps.empty() ? "" : ", ", i, lowest[i])
+                   : fmt::format("{}ps {} at {} to {}", steps.empty() ? "" : ", ", i, lowest[i],
+                                 highest[i]);
+    }
+    if (differ)
       spdlog::warn(
-          "the ps shards read for a checkpoint are at different global steps (ps 0 at "
-          "{}{}): one ps stopped while another applied the step; the checkpoint, at "
-          "ps 0's step, holds some variables a step apart from the others",
-          state_steps_[0], differ);
+          "the ps shards read for a checkpoint are not all at global step {} ({}): {}; the "
+          "checkpoint, at ps 0's step, holds some variables a step apart from the others",
+          expected, steps,
+          waited_out ? fmt::format("a shard did not reach it within {} s of the hold (its step "
+                                   "lacked a gradient of a worker stopped or lost mid-push?)",
+                                   kHoldWaitSeconds)
+                     : "a ps stopped while the step was applied to some chunks only (the others "
+                       "waited for a worker stopped, slow or lost mid-push)");
   }
   state.setGlobalStep(state_steps_[0]);
 }

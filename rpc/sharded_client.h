@@ -165,8 +165,20 @@ class ShardedClient {
                       GradientGate* gate = nullptr);
 
   // Chief: parameters and optimizer slots of every shard into `state`, for a
-  // checkpoint; state's global step becomes shard 0's.
+  // checkpoint; state's global step becomes shard 0's. In sync training
+  // every shard is held at one step while it is read (holdAt), so that the
+  // checkpoint holds every variable at that step, also while backup
+  // workers go on training: the highest step a chunk holds when the reads
+  // begin; a shard a step behind is waited for, kHoldWaitSeconds at most.
+  // Not once a shard said it is stopping: it applies nothing more, and
+  // closes its connections soon. Chunks that differ even so (a shard that
+  // stopped, a worker stopped or lost mid-push) are logged as a warning.
   void readState(ModelState& state);
+  // The longest a sync checkpoint waits for a shard to reach the step the
+  // others hold: it needs gradients the workers have pushed already (in
+  // milliseconds), unless a worker stopped or was lost mid-push; then only
+  // the chief's own next gradient may complete it.
+  static constexpr int kHoldWaitSeconds = 2;
 
   // Chief: tells every shard that `checkpoint` holds its state, as the last
   // readState() read it (each shard at the lowest step its replies
@@ -222,6 +234,10 @@ class ShardedClient {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t jobStep(int64_t min_step);
+  // readState's hold: every shard that holds a chunk at the step returned.
+  // `waited_out`: some shard did not get there within kHoldWaitSeconds.
+  int64_t holdAtOneStep(bool& waited_out);
+  void releaseHolds();
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull

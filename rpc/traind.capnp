@@ -87,7 +87,8 @@ interface ParameterShard {
 
   readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);
-  # Parameters (slot 0) or an optimizer slot, for the chief's checkpoints.
+  # Parameters (slot 0) or an optimizer slot of one chunk, for the chief's
+  # checkpoints; globalStep is the step of the chunk's values (chunkStep).
 
   stop @7 () -> ();
   # The job is done: the shard answers, then exits cleanly.
@@ -98,4 +99,16 @@ interface ParameterShard {
   # it was written from reported; or it has restored the shard from it. The
   # ps reports it in its /status, so that trainctl can tell whether the ps
   # holds steps no checkpoint has.
+
+  holdAt @9 (globalStep :Int64) -> (globalStep :Int64);
+  # Sync training, the chief's checkpoint: the shard applies no gradient
+  # that would take a chunk past globalStep (it keeps their sums) until
+  # releaseHold, the chief's connection closes, or the hold has stood for
+  # kMaxHoldSeconds (rpc/shard_service.h). -1 holds at the highest step a
+  # chunk holds now and answers with it at once; a step at or above that
+  # answers once every chunk holds it (the workers have pushed the
+  # gradients of the steps between), with the lowest step a chunk holds.
+
+  releaseHold @10 () -> ();
+  # Lifts holdAt's hold: the sums it kept are applied.
 }

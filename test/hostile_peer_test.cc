@@ -369,7 +369,7 @@ TEST_CASE(
     INFO("call " << call << " on the connection of worker " << c.worker
                  << "; the last refusal: " << last_refusal);
     const int64_t now = globalStep();
-    const size_t kind = dice.below(21);
+    const size_t kind = dice.below(23);
     if (kind < 8) {  // pushAndPull
       Push p = drawPush(c, now);
       bool accepted = false;
@@ -412,6 +412,9 @@ TEST_CASE(
       const uint64_t length = dice.coin(0.5) ? dice.floats(offset) : dice.below(4096);
       request.setLength(length);
       outcome(request, [&](auto& reply) {
+        const std::optional<size_t> chunk = oracle.chunkAt(int64_t(offset));
+        REQUIRE(chunk);  // a whole chunk, as the chief reads them
+        REQUIRE(oracle.chunk(*chunk).size() == length);
         REQUIRE(reply.getData().size() == length * sizeof(float));
         REQUIRE(slot == 0);  // SGD keeps no slots
         const float* values = reinterpret_cast<const float*>(reply.getData().begin());
@@ -473,6 +476,22 @@ TEST_CASE(
         REQUIRE(!path.empty());
         REQUIRE(path.size() <= 4096);
       });
+    } else if (kind < 21) {  // holdAt: the chief's, in sync training
+      auto request = c.shard.holdAtRequest();
+      const int64_t step = dice.coin(0.3) ? -1 : dice.step(now);
+      request.setGlobalStep(step);
+      outcome(
+          request,
+          [&](auto& reply) {
+            REQUIRE(&c == &chief);
+            REQUIRE(mode == "sync");
+            REQUIRE(step >= -1);
+            REQUIRE(step <= now + 1);
+            REQUIRE(reply.getGlobalStep() >= now);
+          },
+          true);
+    } else if (kind < 22) {  // releaseHold
+      outcome(c.shard.releaseHoldRequest(), [&](auto&) { REQUIRE(&c == &chief); });
     } else if (&c != &chief) {  // stop, from a connection that must not stop the job
       outcome(c.shard.stopRequest(), [&](auto&) { FAIL("a stop from worker " << c.worker); });
     }

@@ -201,6 +201,67 @@ TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are average
   CHECK(shard.globalStep() == 1);
 }
 
+TEST_CASE(
+    "sync: a hold keeps every chunk at its step; a later step or lifting it applies the rest") {
+  OneShard s(TrainingMode::Sync, 3, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  REQUIRE(shard.chunks().size() == 2);  // kernel, bias
+  const ShardChunk kernel = shard.chunks()[0], bias = shard.chunks()[1];
+  CHECK_THROWS_WITH(shard.holdAt(0), Catch::Contains("not initialised"));
+  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+  shard.markReady(0);
+  const std::vector<float> g0{1.0f, 0.0f}, g1{3.0f, 2.0f}, b{1.0f};
+
+  // Step 0's kernel is applied: the highest step a chunk holds is 1.
+  shard.push(0, 0, kernel.shard_offset, g0);
+  shard.push(1, 0, kernel.shard_offset, g1);
+  CHECK(shard.highestChunkStep() == 1);
+  CHECK_THROWS_WITH(shard.holdAt(0), Catch::Contains("a chunk holds step 1 already"));
+  // Held at 1, the bias may still come to step 1; nothing goes past it.
+  CHECK_FALSE(shard.holdAt(1));
+  CHECK(shard.heldAt() == 1);
+  shard.push(0, 0, bias.shard_offset, b);
+  shard.push(2, 0, bias.shard_offset, b);
+  CHECK(shard.globalStep() == 1);
+  shard.push(2, 1, kernel.shard_offset, g1);
+  shard.push(0, 1, kernel.shard_offset, g0);  // complete: kept, not applied
+  CHECK(shard.chunkStep(0) == 1);
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{0.0f, 1.5f});
+  CHECK(shard.workersStepWaitsFor() == std::vector<uint32_t>{0, 1, 2});  // the bias lacks all
+  CHECK_FALSE(shard.push(1, 1, kernel.shard_offset, g1));  // a third gradient: stale, as ever
+  // Lifted, the kept sum is applied as it would have been: mean (2, 1), lr 0.5.
+  CHECK(shard.releaseHold());
+  CHECK_FALSE(shard.heldAt());
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-1.0f, 1.0f});
+  CHECK(shard.chunkStep(0) == 2);
+  CHECK_FALSE(shard.releaseHold());  // nothing held: no error
+
+  // A hold raised a step applies what the lower one kept; the last chunk
+  // applied advances the global step.
+  CHECK_FALSE(shard.holdAt(2));
+  shard.push(0, 1, bias.shard_offset, b);
+  shard.push(1, 1, bias.shard_offset, b);
+  CHECK(shard.globalStep() == 2);
+  shard.push(0, 2, kernel.shard_offset, g0);
+  shard.push(1, 2, kernel.shard_offset, g1);
+  shard.push(0, 2, bias.shard_offset, b);
+  shard.push(1, 2, bias.shard_offset, b);
+  CHECK(shard.globalStep() == 2);
+  CHECK(shard.highestChunkStep() == 2);
+  CHECK(shard.holdAt(3));
+  CHECK(shard.globalStep() == 3);
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{-2.0f, 0.5f});
+
+  // A restore starts afresh: no hold.
+  shard.markReady(5);
+  CHECK_FALSE(shard.heldAt());
+
+  OneShard a(TrainingMode::Async, 2, 1);
+  ParameterShard async(a.spec, a.graph, a.cluster, 0);
+  async.markReady(0);
+  CHECK_THROWS_WITH(async.holdAt(0), Catch::Contains("async training"));
+}
+
 TEST_CASE("a push that applies its chunk also writes the new values out; versions count changes") {
   std::vector<float> out{-9.0f, -9.0f};
   SECTION("sync: the step's last gradient applies, and only it writes") {
