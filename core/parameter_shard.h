@@ -106,6 +106,11 @@ class ParameterShard {
   // after it lifted its hold).
   bool releaseHold();
   std::optional<int64_t> heldAt() const { return hold_; }
+  // The ps lifts a hold that has stood this long: a chief stopped (SIGSTOP)
+  // or hung while it reads the shards must not hold a job that backup
+  // workers keep going. Reading a model's state takes well under a second
+  // per GiB here.
+  static constexpr double kMaxHoldSeconds = 60.0;
 
   // The chief's initialisation: slot 0 the parameters, k + 1 optimizer slot k.
   void initialize(uint32_t slot, int64_t offset, std::span<const float> values);

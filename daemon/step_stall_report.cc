@@ -80,6 +80,11 @@ double StepStallReport::longestRecentStepSeconds() const {
 }
 
 StepStallReport::Line StepStallReport::syncLine(int waited) const {
+  if (const std::optional<int64_t> hold = shard_.heldAt(); hold && *hold <= step_)
+    return Line{false, fmt::format("global step {} has waited {} s: the chief holds the shard at "
+                                   "it while it reads the shards for a checkpoint (the hold is "
+                                   "lifted after {:.0f} s at most)",
+                                   step_, waited, ParameterShard::kMaxHoldSeconds)};
   if (!shard_.stepStarted()) return nobodyPushed(shard_, cluster_, step_, waited);
   std::vector<uint32_t> silent, gone;
   for (uint32_t w : shard_.workersStepWaitsFor())

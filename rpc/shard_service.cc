@@ -95,7 +95,7 @@ void ServedShard::expireHold() {
   if (!hold_owner_) return;
   const double held =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - hold_since_).count();
-  if (held < kMaxHoldSeconds) return;
+  if (held < ParameterShard::kMaxHoldSeconds) return;
   spdlog::warn(
       "lifted the chief's hold at global step {} after {:.0f} s: the chief read the "
       "shards for a checkpoint and said nothing since (stopped or hung?); that "

@@ -59,12 +59,8 @@ class ServedShard {
   // stopped one from falling a step behind.
   void stopAfterStep(int64_t step, const std::string& by);
 
-  // The chief's hold (ParameterShard::holdAt, the holdAt call) is lifted
-  // when it has stood this long: a chief stopped (SIGSTOP) or hung while it
-  // reads the shards must not hold a job that backup workers keep going.
-  // Reading a model's state takes well under a second per GiB here.
-  static constexpr double kMaxHoldSeconds = 60.0;
-  // Lifts a hold that has stood kMaxHoldSeconds, saying so. Called about
+  // Lifts the chief's hold (ParameterShard::holdAt, the holdAt call) once
+  // it has stood ParameterShard::kMaxHoldSeconds, saying so. Called about
   // every second on the ps's event-loop thread.
   void expireHold();
 

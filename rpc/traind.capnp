@@ -104,7 +104,7 @@ interface ParameterShard {
   # Sync training, the chief's checkpoint: the shard applies no gradient
   # that would take a chunk past globalStep (it keeps their sums) until
   # releaseHold, the chief's connection closes, or the hold has stood for
-  # kMaxHoldSeconds (rpc/shard_service.h). -1 holds at the highest step a
+  # kMaxHoldSeconds (core/parameter_shard.h). -1 holds at the highest step a
   # chunk holds now and answers with it at once; a step at or above that
   # answers once every chunk holds it (the workers have pushed the
   # gradients of the steps between), with the lowest step a chunk holds.
