@@ -1365,13 +1365,96 @@ TEST_CASE("the ps takes a call only from the worker that said hello on its conne
         {"initialize", refusal(shard.initializeRequest())},
         {"readState", refusal(shard.readStateRequest())},
         {"saved", refusal(shard.savedRequest())},
-        {"stop", refusal(shard.stopRequest())}}) {
+        {"stop", refusal(shard.stopRequest())},
+        {"holdAt", refusal(shard.holdAtRequest())},
+        {"releaseHold", refusal(shard.releaseHoldRequest())}}) {
     INFO(call);
     CHECK_THAT(refused, Catch::Contains(call + " from worker 1: only the chief (worker 0)"));
   }
   auto status = shard.statusRequest().send().wait(io.waitScope).getStatus();
   CHECK(!status.getReady());
   CHECK(!status.getStopping());
+  ps.signal(SIGTERM);
+  INFO(ps.output());
+  CHECK(ps.wait(30) == 0);
+}
+
+TEST_CASE("sync: a chief gone while it holds the shard for a checkpoint read leaves it training") {
+  // One gradient makes a step (replicas_to_aggregate 1): worker 1's push
+  // completes the step, which the chief's hold keeps until its connection
+  // closes.
+  const auto dir = freshTempDir("hold-gone");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 1\n");
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Timer& timer = io.provider->getTimer();
+  const ClusterSpec spec_of_cluster = loadClusterSpec(cluster.string());
+
+  // The chief: a connection of its own, which initialises the shard and holds it.
+  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, spec_of_cluster.ps[0].toString());
+  auto chief = kj::heap<capnp::TwoPartyClient>(*stream);
+  auto shard = chief->bootstrap().castAs<wire::ParameterShard>();
+  {
+    auto hello = shard.helloRequest();
+    hello.setArchitectureHash(architectureHash(spec));
+    hello.setUpdateRule(updateRule(spec));
+    hello.setDataRule(dataRule(spec));
+    hello.setTrainingRule(trainingRule(spec_of_cluster));
+    hello.setWorkerTask(0);
+    hello.setWireVersion(kWireVersion);
+    hello.send().wait(io.waitScope);
+  }
+  const ShardPlan plan = placeVariables(state.layout(), 1).shards[0];
+  for (const ShardChunk& c : transferChunks(graph, plan, ParameterShard::kChunkFloats)) {
+    auto request = shard.initializeRequest();
+    request.setOffset(uint64_t(c.shard_offset));
+    request.setData(capnp::Data::Reader(
+        reinterpret_cast<const kj::byte*>(state.parameters().data() + c.layout_offset),
+        size_t(c.size) * sizeof(float)));
+    request.send().wait(io.waitScope);
+  }
+  shard.markReadyRequest().send().wait(io.waitScope);
+  auto hold = shard.holdAtRequest();
+  hold.setGlobalStep(-1);
+  CHECK(hold.send().wait(io.waitScope).getGlobalStep() == 0);
+
+  ShardedClient worker(io, spec_of_cluster, graph, state.layout(), specIdentity(spec), 1);
+  REQUIRE(worker.connect(60) == ShardedClient::Outcome::Connected);
+  FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
+  std::fill(gradients.data(), gradients.data() + gradients.size(), 1.0f);
+  REQUIRE(worker.pull(0, parameters) == 0);
+  // The chief goes 1 s into worker 1's step, without lifting its hold.
+  kj::Promise<void> chief_gone = timer.afterDelay(1 * kj::SECONDS)
+                                     .then([&] {
+                                       shard = nullptr;
+                                       chief = nullptr;
+                                       stream = nullptr;
+                                     })
+                                     .eagerlyEvaluate(nullptr);
+  std::atomic<bool> give_up{false};
+  worker.abandonWaitsOnStop(give_up);
+  std::thread watchdog([&give_up] {  // a hold never lifted would hold the step for a minute
+    for (int i = 0; i < 200 && !give_up; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    give_up = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t step = worker.pushAndPull(gradients, 1, parameters);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  give_up = true;
+  watchdog.join();
+  CHECK(step == 1);
+  CHECK(seconds >= 0.9);  // held until the chief went
+  CHECK(seconds < 10.0);
+  CHECK(parameters.data()[0] != state.parameters().data()[0]);  // the step was applied
+
   ps.signal(SIGTERM);
   INFO(ps.output());
   CHECK(ps.wait(30) == 0);
