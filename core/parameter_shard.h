@@ -106,10 +106,14 @@ class ParameterShard {
   // after it lifted its hold).
   bool releaseHold();
   std::optional<int64_t> heldAt() const { return hold_; }
+  // Some chunk's sum is complete and waits for the hold to be lifted.
+  bool holdsSums() const {
+    return std::any_of(held_sums_.begin(), held_sums_.end(), [](char h) { return h != 0; });
+  }
   // The ps lifts a hold that has stood this long: a chief stopped (SIGSTOP)
   // or hung while it reads the shards must not hold a job that backup
-  // workers keep going. Reading a model's state takes well under a second
-  // per GiB here.
+  // workers keep going. The chief's reads move about 4 GiB/s over loopback
+  // here (docs/checkpoints.md).
   static constexpr double kMaxHoldSeconds = 60.0;
 
   // The chief's initialisation: slot 0 the parameters, k + 1 optimizer slot k.

@@ -80,7 +80,7 @@ double StepStallReport::longestRecentStepSeconds() const {
 }
 
 StepStallReport::Line StepStallReport::syncLine(int waited) const {
-  if (const std::optional<int64_t> hold = shard_.heldAt(); hold && *hold <= step_)
+  if (shard_.holdsSums())
     return Line{false, fmt::format("global step {} has waited {} s: the chief holds the shard at "
                                    "it while it reads the shards for a checkpoint (the hold is "
                                    "lifted after {:.0f} s at most)",

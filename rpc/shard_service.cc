@@ -88,7 +88,8 @@ void ServedShard::applied() {
 
 void ServedShard::liftHold() {
   hold_owner_ = nullptr;
-  if (shard_.releaseHold()) applied();
+  // A stopping shard applies nothing more: what the hold kept stays unapplied.
+  if (!stopping_ && shard_.releaseHold()) applied();
 }
 
 void ServedShard::expireHold() {
@@ -111,6 +112,7 @@ void ServedShard::dropCancelledWaits() {
 void ServedShard::beginStopping(const std::string& by) {
   if (stopping_) return;
   stopping_ = true;
+  hold_owner_ = nullptr;  // no expiry to come: the hold's sums are never applied
   spdlog::info("stopping at global step {}: stop requested by {}", shard_.globalStep(), by);
   releasePulls();
   stop_fulfiller_->fulfill();
@@ -238,6 +240,7 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("markReady");
     shard().markReady(context.getParams().getGlobalStep());
+    served_.hold_owner_ = nullptr;  // a restore starts afresh, unheld
     served_.chief_checkpoint_dir_ = checkpoint_dir_;
     spdlog::info("initialised by the chief at global step {}", shard().globalStep());
     served_.releasePulls();
@@ -510,12 +513,15 @@ kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
     if (asked < -1 || asked > shard().globalStep() + 1)
       throw ProtocolError(fmt::format("a hold at global step {}: expected -1 or {} to {}", asked,
                                       shard().highestChunkStep(), shard().globalStep() + 1));
+    // A wait like a pull's: within bounds, and counted.
+    if (asked >= 0) checkWait(asked);
     const int64_t step = asked == -1 ? shard().highestChunkStep() : asked;
     // A stopping shard applies nothing more: it needs no hold.
     if (!served_.stopping_) {
       const bool applied = shard().holdAt(step);
+      // The bound runs from the hold's start: raising it does not renew it.
+      if (served_.hold_owner_ != this) served_.hold_since_ = std::chrono::steady_clock::now();
       served_.hold_owner_ = this;
-      served_.hold_since_ = std::chrono::steady_clock::now();
       if (applied) served_.applied();
     }
     if (asked == -1) {

@@ -73,6 +73,10 @@ void attachFloats(ParamsBuilder request, const float* data, int64_t count) {
   }
 }
 
+// After a failed call the chief gives the shards this long to lift their
+// holds: one that does not answer lifts it as its connection closes.
+constexpr double kReleaseAfterFailureSeconds = 1.0;
+
 // How often a waiting call looks at the stop flag.
 constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
 
@@ -784,6 +788,10 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
 int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
                                    FlatBuffer& parameters, GradientGate* gate) {
   impl_->refuseRegionAfterGivingUp(parameters);
+  const Clock::time_point start = Clock::now();
+  if (last_push_start_ != Clock::time_point{})
+    step_seconds_ = std::chrono::duration<double>(start - last_push_start_).count();
+  last_push_start_ = start;
   int64_t dropped = 0;
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
   // Sync: each chunk answers once it has been applied, in any order, with
@@ -909,14 +917,22 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   return jobStep(min_step);
 }
 
+double ShardedClient::holdWaitSeconds() const {
+  return std::clamp(3.0 * step_seconds_, kHoldWaitMinSeconds, kHoldWaitMaxSeconds);
+}
+
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
   kj::Timer& timer = impl_->io.provider->getTimer();
+  const double wait_seconds = holdWaitSeconds();
   // Each shard's hold, at -1: at the highest step a chunk of it holds (its
   // global step, or the next once a chunk has been applied for it).
   int64_t step = -1;
   auto holdAll = [&](int64_t at, const std::function<void(int64_t)>& answered) {
     kj::Vector<kj::Promise<void>> calls;
     FirstFailure failure;
+    // joinPromises reports a failure only once every call has ended: the
+    // first one ends the wait at once, not the timer after it.
+    auto failed = kj::newPromiseAndFulfiller<void>();
     for (ShardLink& link : impl_->shards) {
       if (link.chunks.empty()) continue;  // never steps: nothing to hold
       auto request = link.shard().holdAtRequest();
@@ -924,31 +940,36 @@ int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
       calls.add(
           request.send()
               .then([&answered](auto reply) { answered(reportedStep(reply.getGlobalStep())); })
-              .catch_(failure.of(link)));
+              .catch_(failure.of(link))
+              .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
+                if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
+                return kj::mv(e);
+              }));
     }
-    kj::Promise<void> all = kj::joinPromises(calls.releaseAsArray());
-    // A shard a step behind waits for gradients the workers have pushed;
-    // one whose step needs the chief's own (a worker lost mid-push) would
-    // wait for good.
+    kj::Promise<void> all =
+        kj::joinPromises(calls.releaseAsArray()).exclusiveJoin(kj::mv(failed.promise));
+    // A shard a step behind waits for gradients still to come; one whose
+    // step needs the chief's own (a worker lost mid-push) would wait for good.
     if (at >= 0)
-      all = all.exclusiveJoin(timer.afterDelay(kHoldWaitSeconds * kj::SECONDS).then([&waited_out] {
-        waited_out = true;
-      }));
+      all = all.exclusiveJoin(
+          timer.afterDelay(int64_t(wait_seconds * 1000) * kj::MILLISECONDS).then([&waited_out] {
+            waited_out = true;
+          }));
     failure.wait(watched(kj::mv(all), impl_->shards, timer, failure), impl_->io.waitScope,
-                 [this] { releaseHolds(); });
+                 [this] { releaseHolds(kReleaseAfterFailureSeconds); });
   };
   holdAll(-1, [&step](int64_t held) { step = std::max(step, held); });
   if (step >= 0) holdAll(step, [](int64_t) {});
   return step;
 }
 
-void ShardedClient::releaseHolds() {
+void ShardedClient::releaseHolds(double seconds) {
   kj::Vector<kj::Promise<void>> calls;
   for (ShardLink& link : impl_->shards)
     if (!link.chunks.empty()) calls.add(link.shard().releaseHoldRequest().send().ignoreResult());
-  // A shard whose connection failed lifted the hold as it closed.
   impl_->io.provider->getTimer()
-      .timeoutAfter(kPeerSilenceSeconds * kj::SECONDS, kj::joinPromises(calls.releaseAsArray()))
+      .timeoutAfter(int64_t(seconds * 1000) * kj::MILLISECONDS,
+                    kj::joinPromises(calls.releaseAsArray()))
       .catch_([](kj::Exception&&) {})
       .wait(impl_->io.waitScope);
 }
@@ -1006,9 +1027,9 @@ void ShardedClient::readState(ModelState& state) {
   failure.wait(watched(kj::joinPromises(lanes.releaseAsArray()), impl_->shards,
                        impl_->io.provider->getTimer(), failure),
                impl_->io.waitScope, [&] {
-                 if (hold) releaseHolds();
+                 if (hold) releaseHolds(kReleaseAfterFailureSeconds);
                });
-  if (hold) releaseHolds();
+  if (hold) releaseHolds(kPeerSilenceSeconds);
   state_steps_.resize(lowest.size(), state.globalStep());
   for (size_t i = 0; i < lowest.size(); ++i)
     if (lowest[i] != INT64_MAX) state_steps_[i] = lowest[i];
@@ -1040,9 +1061,10 @@ void ShardedClient::readState(ModelState& state) {
           "the ps shards read for a checkpoint are not all at global step {} ({}): {}; the "
           "checkpoint, at ps 0's step, holds some variables a step apart from the others",
           expected, steps,
-          waited_out ? fmt::format("a shard did not reach it within {} s of the hold (its step "
-                                   "lacked a gradient of a worker stopped or lost mid-push?)",
-                                   kHoldWaitSeconds)
+          waited_out ? fmt::format("a shard did not reach it within {:.0f} s of the hold (its "
+                                   "step lacked a gradient of a worker stopped, slow or lost "
+                                   "mid-push)",
+                                   holdWaitSeconds())
                      : "a ps stopped while the step was applied to some chunks only (the others "
                        "waited for a worker stopped, slow or lost mid-push)");
   }

@@ -16,6 +16,7 @@
 #include <kj/async-io.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -169,16 +170,21 @@ class ShardedClient {
   // every shard is held at one step while it is read (holdAt), so that the
   // checkpoint holds every variable at that step, also while backup
   // workers go on training: the highest step a chunk holds when the reads
-  // begin; a shard a step behind is waited for, kHoldWaitSeconds at most.
+  // begin; a shard a step behind is waited for (holdWaitSeconds()).
   // Not once a shard said it is stopping: it applies nothing more, and
   // closes its connections soon. Chunks that differ even so (a shard that
   // stopped, a worker stopped or lost mid-push) are logged as a warning.
   void readState(ModelState& state);
-  // The longest a sync checkpoint waits for a shard to reach the step the
-  // others hold: it needs gradients the workers have pushed already (in
-  // milliseconds), unless a worker stopped or was lost mid-push; then only
-  // the chief's own next gradient may complete it.
-  static constexpr int kHoldWaitSeconds = 2;
+  // How long a sync checkpoint waits for a shard to reach the step the
+  // others hold: three times as long as this worker's last step took (from
+  // one pushAndPull to the next), kHoldWaitMinSeconds to kHoldWaitMaxSeconds.
+  // The shard a step behind lacks gradients that the other workers send
+  // as their backward passes finish them (gradient_push: during_backward),
+  // or that a worker stopped or lost mid-push never sends; then only the
+  // chief's own next gradient may complete the step.
+  double holdWaitSeconds() const;
+  static constexpr double kHoldWaitMinSeconds = 2.0;
+  static constexpr double kHoldWaitMaxSeconds = 30.0;  // well within the ps's kMaxHoldSeconds
 
   // Chief: tells every shard that `checkpoint` holds its state, as the last
   // readState() read it (each shard at the lowest step its replies
@@ -237,7 +243,9 @@ class ShardedClient {
   // readState's hold: every shard that holds a chunk at the step returned.
   // `waited_out`: some shard did not get there within kHoldWaitSeconds.
   int64_t holdAtOneStep(bool& waited_out);
-  void releaseHolds();
+  // Lifts the holds; a shard that does not answer within `seconds` lifts
+  // its hold as its connection closes, or when the hold expires.
+  void releaseHolds(double seconds);
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
@@ -248,6 +256,8 @@ class ShardedClient {
   bool stop_logged_ = false;
   const std::atomic<bool>* stop_ = nullptr;
   Transfer last_transfer_;
+  std::chrono::steady_clock::time_point last_push_start_{};
+  double step_seconds_ = 0.0;  // between the last two pushAndPull calls
 };
 
 }  // namespace traind

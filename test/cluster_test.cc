@@ -1313,22 +1313,35 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
   // bounded number of such calls from one connection and refuses the rest.
   int refused = 0;
   std::vector<kj::Promise<void>> waits;
-  auto flood = [&] {
+  auto flood = [&](const std::function<kj::Promise<void>()>& call) {
     refused = 0;
     for (int i = 0; i < 1100; ++i)
-      waits.push_back(pull(1).then([](auto) {}, [&refused](kj::Exception&& e) {
-        if (std::string(e.getDescription().cStr()).find("wait already") != std::string::npos)
-          ++refused;
-      }).eagerlyEvaluate(nullptr));
+      waits.push_back(call()
+                          .then([] {},
+                                [&refused](kj::Exception&& e) {
+                                  if (std::string(e.getDescription().cStr()).find("wait already") !=
+                                      std::string::npos)
+                                    ++refused;
+                                })
+                          .eagerlyEvaluate(nullptr));
     // Calls on one connection are answered in order: status comes after all.
     auto status = shard.statusRequest().send().wait(io.waitScope);
     CHECK(status.getStatus().getGlobalStep() == 0);  // still serving
   };
-  flood();
+  auto pullNext = [&] { return pull(1).ignoreResult(); };
+  flood(pullNext);
   CHECK(refused == 1100 - 1024);
   // Calls the peer gives up (cancels) no longer count.
   waits.clear();
-  flood();
+  flood(pullNext);
+  CHECK(refused == 1100 - 1024);
+  // The chief's hold at the next step waits as such a pull does, counted alike.
+  waits.clear();
+  flood([&] {
+    auto request = shard.holdAtRequest();
+    request.setGlobalStep(1);
+    return request.send().ignoreResult();
+  });
   CHECK(refused == 1100 - 1024);
 
   ps.signal(SIGTERM);
@@ -1379,85 +1392,124 @@ TEST_CASE("the ps takes a call only from the worker that said hello on its conne
   CHECK(ps.wait(30) == 0);
 }
 
-TEST_CASE("sync: a chief gone while it holds the shard for a checkpoint read leaves it training") {
-  // One gradient makes a step (replicas_to_aggregate 1): worker 1's push
-  // completes the step, which the chief's hold keeps until its connection
-  // closes.
-  const auto dir = freshTempDir("hold-gone");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 1\n");
-  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
-                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
-                      dir / "ps.log");
-  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
-  const LayerGraph graph = buildLayerGraph(spec);
-  ModelState state(spec, graph);
-  state.initialize();
-  kj::AsyncIoContext io = kj::setupAsyncIo();
-  kj::Timer& timer = io.provider->getTimer();
-  const ClusterSpec spec_of_cluster = loadClusterSpec(cluster.string());
+namespace {
 
-  // The chief: a connection of its own, which initialises the shard and holds it.
-  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, spec_of_cluster.ps[0].toString());
-  auto chief = kj::heap<capnp::TwoPartyClient>(*stream);
-  auto shard = chief->bootstrap().castAs<wire::ParameterShard>();
-  {
+// A sync ps of fashion_mlp where one gradient makes a step
+// (replicas_to_aggregate 1), its chief a connection of the test's own that
+// has initialised the shard and holds it at step 0, and worker 1, connected
+// and with the step's parameters pulled, whose push completes the step:
+// the hold keeps its sum.
+struct HeldShard {
+  std::filesystem::path dir = freshTempDir("held");
+  std::filesystem::path cluster =
+      writeCluster(dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 1\n");
+  BackgroundTraind ps{"--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log"};
+  ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  LayerGraph graph = buildLayerGraph(spec);
+  ClusterSpec cluster_spec = loadClusterSpec(cluster.string());
+  ModelState state{spec, graph};
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, cluster_spec.ps[0].toString());
+  kj::Own<capnp::TwoPartyClient> chief = kj::heap<capnp::TwoPartyClient>(*stream);
+  wire::ParameterShard::Client shard = chief->bootstrap().castAs<wire::ParameterShard>();
+  std::optional<ShardedClient> worker;
+  FlatBuffer parameters{state.layout().totalSize()}, gradients{state.layout().totalSize()};
+
+  HeldShard() {
+    state.initialize();
     auto hello = shard.helloRequest();
     hello.setArchitectureHash(architectureHash(spec));
     hello.setUpdateRule(updateRule(spec));
     hello.setDataRule(dataRule(spec));
-    hello.setTrainingRule(trainingRule(spec_of_cluster));
+    hello.setTrainingRule(trainingRule(cluster_spec));
     hello.setWorkerTask(0);
     hello.setWireVersion(kWireVersion);
     hello.send().wait(io.waitScope);
+    const ShardPlan plan = placeVariables(state.layout(), 1).shards[0];
+    for (const ShardChunk& c : transferChunks(graph, plan, ParameterShard::kChunkFloats)) {
+      auto request = shard.initializeRequest();
+      request.setOffset(uint64_t(c.shard_offset));
+      request.setData(capnp::Data::Reader(
+          reinterpret_cast<const kj::byte*>(state.parameters().data() + c.layout_offset),
+          size_t(c.size) * sizeof(float)));
+      request.send().wait(io.waitScope);
+    }
+    shard.markReadyRequest().send().wait(io.waitScope);
+    auto hold = shard.holdAtRequest();
+    hold.setGlobalStep(-1);
+    CHECK(hold.send().wait(io.waitScope).getGlobalStep() == 0);
+    worker.emplace(io, cluster_spec, graph, state.layout(), specIdentity(spec), 1);
+    REQUIRE(worker->connect(60) == ShardedClient::Outcome::Connected);
+    std::fill(gradients.data(), gradients.data() + gradients.size(), 1.0f);
+    REQUIRE(worker->pull(0, parameters) == 0);
   }
-  const ShardPlan plan = placeVariables(state.layout(), 1).shards[0];
-  for (const ShardChunk& c : transferChunks(graph, plan, ParameterShard::kChunkFloats)) {
-    auto request = shard.initializeRequest();
-    request.setOffset(uint64_t(c.shard_offset));
-    request.setData(capnp::Data::Reader(
-        reinterpret_cast<const kj::byte*>(state.parameters().data() + c.layout_offset),
-        size_t(c.size) * sizeof(float)));
-    request.send().wait(io.waitScope);
-  }
-  shard.markReadyRequest().send().wait(io.waitScope);
-  auto hold = shard.holdAtRequest();
-  hold.setGlobalStep(-1);
-  CHECK(hold.send().wait(io.waitScope).getGlobalStep() == 0);
 
-  ShardedClient worker(io, spec_of_cluster, graph, state.layout(), specIdentity(spec), 1);
-  REQUIRE(worker.connect(60) == ShardedClient::Outcome::Connected);
-  FlatBuffer parameters(state.layout().totalSize()), gradients(state.layout().totalSize());
-  std::fill(gradients.data(), gradients.data() + gradients.size(), 1.0f);
-  REQUIRE(worker.pull(0, parameters) == 0);
+  // Worker 1's push+pull of step 0, given up after 20 s; its step and seconds.
+  std::pair<int64_t, double> pushAndPull() {
+    std::atomic<bool> give_up{false};
+    worker->abandonWaitsOnStop(give_up);
+    std::thread watchdog([&give_up] {
+      for (int i = 0; i < 200 && !give_up; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      give_up = true;
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t step = worker->pushAndPull(gradients, 1, parameters);
+    give_up = true;
+    watchdog.join();
+    return {step, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  }
+
+  int64_t globalStep() {
+    return shard.statusRequest().send().wait(io.waitScope).getStatus().getGlobalStep();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sync: a chief gone while it holds the shard for a checkpoint read leaves it training") {
+  HeldShard held;
   // The chief goes 1 s into worker 1's step, without lifting its hold.
-  kj::Promise<void> chief_gone = timer.afterDelay(1 * kj::SECONDS)
-                                     .then([&] {
-                                       shard = nullptr;
-                                       chief = nullptr;
-                                       stream = nullptr;
+  kj::Promise<void> chief_gone = held.io.provider->getTimer()
+                                     .afterDelay(1 * kj::SECONDS)
+                                     .then([&held] {
+                                       held.shard = nullptr;
+                                       held.chief = nullptr;
+                                       held.stream = nullptr;
                                      })
                                      .eagerlyEvaluate(nullptr);
-  std::atomic<bool> give_up{false};
-  worker.abandonWaitsOnStop(give_up);
-  std::thread watchdog([&give_up] {  // a hold never lifted would hold the step for a minute
-    for (int i = 0; i < 200 && !give_up; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    give_up = true;
-  });
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t step = worker.pushAndPull(gradients, 1, parameters);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  give_up = true;
-  watchdog.join();
+  const auto [step, seconds] = held.pushAndPull();
   CHECK(step == 1);
   CHECK(seconds >= 0.9);  // held until the chief went
   CHECK(seconds < 10.0);
-  CHECK(parameters.data()[0] != state.parameters().data()[0]);  // the step was applied
+  CHECK(held.parameters.data()[0] != held.state.parameters().data()[0]);  // applied
 
-  ps.signal(SIGTERM);
-  INFO(ps.output());
-  CHECK(ps.wait(30) == 0);
+  held.worker.reset();  // the ps need not wait for its step
+  held.ps.signal(SIGTERM);
+  INFO(held.ps.output());
+  CHECK(held.ps.wait(30) == 0);
+}
+
+TEST_CASE("sync: a ps stopped while the chief holds it applies nothing the hold kept") {
+  HeldShard held;
+  // Stopped, the ps waits for the step its worker computes, which the hold
+  // keeps, and then stops at step 0: the worker hears that the job is over.
+  held.ps.signal(SIGTERM);
+  const auto [step, seconds] = held.pushAndPull();
+  CHECK(step == -1);
+  CHECK_THAT(held.ps.output(), Catch::Contains("stopping at global step 0"));
+  // The chief lifts its hold: the stopped shard still applies nothing.
+  held.shard.releaseHoldRequest().send().wait(held.io.waitScope);
+  CHECK(held.globalStep() == 0);
+  held.shard = nullptr;
+  held.chief = nullptr;
+  held.stream = nullptr;
+  held.worker.reset();
+  INFO(held.ps.output());
+  CHECK(held.ps.wait(30) == 0);
+  CHECK_THAT(held.ps.output(), Catch::Contains("ps 0 done at global step 0"));
 }
 
 TEST_CASE("a push whose step fails ends with the step's error, and the ps serves on") {

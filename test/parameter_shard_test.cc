@@ -105,8 +105,10 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
         "global step 0 has waited 30 s for gradients from any of worker 0 (connected: stopped, "
         "hung or slow; worker 0 evaluating or checkpointing?) and worker 2 (not connected); each "
         "chunk aggregates 2 of the 3 workers' gradients");
-  // Held by the chief's checkpoint read, the step waits for nobody else.
+  // Held by the chief's checkpoint read with a sum complete, the step
+  // waits for nobody else.
   shard.holdAt(0);
+  shard.push(2, 0, kernel.shard_offset, two);
   line = report.check(46.0);
   REQUIRE(line);
   CHECK_FALSE(line->suspects);
@@ -115,7 +117,6 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
   shard.releaseHold();
   // The step completes 2 s later: the clock starts again, and a step that
   // took 40 s makes the next report wait 10 times as long.
-  shard.push(2, 0, kernel.shard_offset, two);
   shard.push(2, 0, bias.shard_offset, one);
   REQUIRE(shard.globalStep() == 1);
   CHECK_FALSE(report.check(48.0));
