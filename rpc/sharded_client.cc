@@ -73,6 +73,25 @@ void attachFloats(ParamsBuilder request, const float* data, int64_t count) {
   }
 }
 
+// "not all at global step 12 (ps 0 at 12, ps 1 at 11 to 12)" when the
+// shards' chunks, read from `lowest` to `highest` step each (INT64_MAX: a
+// shard read nothing), are not all at `expected` (-1: at the first
+// shard's lowest); nullopt when they are.
+std::optional<std::string> stepsApart(const std::vector<int64_t>& lowest,
+                                      const std::vector<int64_t>& highest, int64_t expected) {
+  std::string steps;
+  bool apart = false;
+  for (size_t i = 0; i < lowest.size(); ++i) {
+    if (lowest[i] == INT64_MAX) continue;
+    if (expected < 0) expected = lowest[i];
+    apart |= lowest[i] != expected || highest[i] != expected;
+    steps += fmt::format("{}ps {} at {}", steps.empty() ? "" : ", ", i, lowest[i]);
+    if (highest[i] != lowest[i]) steps += fmt::format(" to {}", highest[i]);
+  }
+  if (!apart) return std::nullopt;
+  return fmt::format("not all at global step {} ({})", expected, steps);
+}
+
 // After a failed call the chief gives the shards this long to lift their
 // holds: one that does not answer lifts it as its connection closes.
 constexpr double kReleaseAfterFailureSeconds = 1.0;
@@ -1038,36 +1057,18 @@ void ShardedClient::readState(ModelState& state) {
   // rule. Sync shards read under the hold are at one step, unless one was
   // stopping (it applies nothing more) or did not reach the others' step in
   // time: then the checkpoint holds its variables a step apart.
-  if (sync) {
-    int64_t expected = held;
-    if (!hold)
-      for (int64_t l : lowest)
-        if (l != INT64_MAX) {
-          expected = l;
-          break;
-        }
-    std::string steps;
-    bool differ = false;
-    for (size_t i = 0; i < lowest.size(); ++i) {
-      if (lowest[i] == INT64_MAX) continue;
-      differ |= lowest[i] != expected || highest[i] != expected;
-      steps += lowest[i] == highest[i]
-                   ? fmt::format("{}ps {} at {}", steps.empty() ? "" : ", ", i, lowest[i])
-                   : fmt::format("{}ps {} at {} to {}", steps.empty() ? "" : ", ", i, lowest[i],
-                                 highest[i]);
-    }
-    if (differ)
+  if (sync)
+    if (const std::optional<std::string> apart = stepsApart(lowest, highest, hold ? held : -1))
       spdlog::warn(
-          "the ps shards read for a checkpoint are not all at global step {} ({}): {}; the "
-          "checkpoint, at ps 0's step, holds some variables a step apart from the others",
-          expected, steps,
+          "the ps shards read for a checkpoint are {}: {}; the checkpoint, at ps 0's step, holds "
+          "some variables a step apart from the others",
+          *apart,
           waited_out ? fmt::format("a shard did not reach it within {:.0f} s of the hold (its "
                                    "step lacked a gradient of a worker stopped, slow or lost "
                                    "mid-push)",
                                    holdWaitSeconds())
                      : "a ps stopped while the step was applied to some chunks only (the others "
                        "waited for a worker stopped, slow or lost mid-push)");
-  }
   state.setGlobalStep(state_steps_[0]);
 }
 
