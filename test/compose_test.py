@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks scripts/packaging without a Docker engine.
 
-docker-compose.yml parses and names the services ps0, worker0, worker1 and
-tensorboard; every traind service's TRAIND_JOB / TRAIND_TASK is a task of
-cluster-compose.yaml whose host is that service's name, and every task of the
-spec has its service; the Dockerfile's runtime stage installs the Debian
+docker-compose.yml parses and names the services check, ps0, worker0,
+worker1 and tensorboard; every task waits for the check service (traind
+check of both specs, the same mounts) to succeed; every traind service's
+TRAIND_JOB / TRAIND_TASK is a task of cluster-compose.yaml whose host is
+that service's name, and every task of the spec has its service; the Dockerfile's runtime stage installs the Debian
 package of every shared library traind links (readelf -d, ldd, dpkg -S).
 
     test/compose_test.py build/daemon/traind
@@ -42,8 +43,17 @@ def check_compose():
     compose = load("docker-compose.yml")
     spec = load("cluster-compose.yaml")
     services = compose["services"]
-    check(set(services) == {"ps0", "worker0", "worker1", "tensorboard"},
-          f"services: expected ps0, worker0, worker1, tensorboard, got {sorted(services)}")
+    check(set(services) == {"check", "ps0", "worker0", "worker1", "tensorboard"},
+          f"services: expected check, ps0, worker0, worker1, tensorboard, got {sorted(services)}")
+    # The check service reads both specs and the data as the tasks will,
+    # once, and every task waits for it to succeed.
+    checker = services.get("check", {})
+    command = checker.get("command", [])
+    check(command[:1] == ["check"] and "/etc/traind/model.yaml" in command
+          and "/etc/traind/cluster.yaml" in command,
+          f"check: expected traind check of both specs, got {command}")
+    check(str(checker.get("restart")) == "no", "check: restarted (a wrong spec stays wrong)")
+    check(checker.get("image") == "traind:latest", "check: not the one traind image")
     tasks = {}  # (job, task) -> host
     for job, addresses in spec["cluster"].items():
         for index, address in enumerate(addresses):
@@ -70,6 +80,12 @@ def check_compose():
         for target in ("/etc/traind/cluster.yaml", "/etc/traind/model.yaml", "/usr/share/datasets"):
             check(target in volumes, f"{name}: nothing mounted on {target}")
         check(service.get("image") == "traind:latest", f"{name}: not the one traind image")
+        check(set(checker.get("volumes", [])) <= set(service.get("volumes", [])),
+              f"{name}: mounts other specs or data than the check service read")
+        waits_for = service.get("depends_on", {})
+        check(isinstance(waits_for, dict) and waits_for.get("check", {}).get("condition")
+              == "service_completed_successfully",
+              f"{name}: does not wait for the check service to succeed")
     for key in tasks:
         check(key in served, f"{key[0]} {key[1]} of cluster-compose.yaml has no service")
     check("/var/lib/traind" in " ".join(services["worker0"]["volumes"]),
