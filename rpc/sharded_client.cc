@@ -1068,7 +1068,8 @@ void ShardedClient::readState(ModelState& state) {
                                    "mid-push)",
                                    holdWaitSeconds())
                      : "a ps stopped while the step was applied to some chunks only (the others "
-                       "waited for a worker stopped, slow or lost mid-push)");
+                       "waited for a worker stopped, slow or lost mid-push), or the hold was "
+                       "lifted under the reads (the chief stopped or slow for a minute?)");
   state.setGlobalStep(state_steps_[0]);
 }
 
