@@ -508,14 +508,15 @@ kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("holdAt");
     const int64_t asked = context.getParams().getGlobalStep();
-    // No shard is more than a step behind another: a hold further ahead
-    // would wait for steps that need the chief's own gradients.
-    if (asked < -1 || asked > shard().globalStep() + 1)
-      throw ProtocolError(fmt::format("a hold at global step {}: expected -1 or {} to {}", asked,
-                                      shard().highestChunkStep(), shard().globalStep() + 1));
-    // A wait like a pull's: within bounds, and counted.
-    if (asked >= 0) checkWait(asked);
-    const int64_t step = asked == -1 ? shard().highestChunkStep() : asked;
+    if (asked < -1)
+      throw ProtocolError(fmt::format("a hold at global step {}: expected -1 or a step", asked));
+    // With backup workers shards can drift more than a step apart (each
+    // takes the gradients tagged with its own step): a hold waits for the
+    // next step at most, as a pull does, and holds no chunk below its step.
+    const int64_t step =
+        asked == -1 ? shard().highestChunkStep()
+                    : std::clamp(asked, shard().highestChunkStep(), shard().globalStep() + 1);
+    if (asked >= 0) checkWait(step);  // counted with the pulls that wait
     // A stopping shard applies nothing more: it needs no hold.
     if (!served_.stopping_) {
       const bool applied = shard().holdAt(step);

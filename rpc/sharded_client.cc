@@ -809,8 +809,10 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   impl_->refuseRegionAfterGivingUp(parameters);
   const Clock::time_point start = Clock::now();
   if (last_push_start_ != Clock::time_point{})
-    step_seconds_ = std::chrono::duration<double>(start - last_push_start_).count();
+    step_seconds_ = std::max(
+        0.0, std::chrono::duration<double>(start - last_push_start_).count() - read_seconds_);
   last_push_start_ = start;
+  read_seconds_ = 0.0;
   int64_t dropped = 0;
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
   // Sync: each chunk answers once it has been applied, in any order, with
@@ -994,6 +996,7 @@ void ShardedClient::releaseHolds(double seconds) {
 }
 
 void ShardedClient::readState(ModelState& state) {
+  const Clock::time_point start = Clock::now();
   const size_t slots = state.optimizer().slotNames().size();
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
   // A ps that said it is stopping applies nothing more, and closes its
@@ -1071,6 +1074,7 @@ void ShardedClient::readState(ModelState& state) {
                        "waited for a worker stopped, slow or lost mid-push), or the hold was "
                        "lifted under the reads (the chief stopped or slow for a minute?)");
   state.setGlobalStep(state_steps_[0]);
+  read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void ShardedClient::reportSaved(const std::string& checkpoint) {

@@ -177,7 +177,8 @@ class ShardedClient {
   void readState(ModelState& state);
   // How long a sync checkpoint waits for a shard to reach the step the
   // others hold: three times as long as this worker's last step took (from
-  // one pushAndPull to the next), kHoldWaitMinSeconds to kHoldWaitMaxSeconds.
+  // one pushAndPull to the next, its state reads left out),
+  // kHoldWaitMinSeconds to kHoldWaitMaxSeconds.
   // The shard a step behind lacks gradients that the other workers send
   // as their backward passes finish them (gradient_push: during_backward),
   // or that a worker stopped or lost mid-push never sends; then only the
@@ -257,7 +258,10 @@ class ShardedClient {
   const std::atomic<bool>* stop_ = nullptr;
   Transfer last_transfer_;
   std::chrono::steady_clock::time_point last_push_start_{};
-  double step_seconds_ = 0.0;  // between the last two pushAndPull calls
+  // Between the last two pushAndPull calls, less the state reads between
+  // them: a checkpoint's wait must not lengthen the next one's.
+  double step_seconds_ = 0.0;
+  double read_seconds_ = 0.0;  // in readState since the last pushAndPull
 };
 
 }  // namespace traind

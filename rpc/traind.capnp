@@ -105,9 +105,9 @@ interface ParameterShard {
   # that would take a chunk past globalStep (it keeps their sums) until
   # releaseHold, the chief's connection closes, or the hold has stood for
   # kMaxHoldSeconds (core/parameter_shard.h). -1 holds at the highest step a
-  # chunk holds now and answers with it at once; a step at or above that
-  # answers once every chunk holds it (the workers have pushed the
-  # gradients of the steps between), with the lowest step a chunk holds.
+  # chunk holds now and answers with it at once; a step answers once every
+  # chunk holds it, with the shard's global step then. A step beyond the
+  # next one, or below a chunk's, holds at the nearest of those instead.
 
   releaseHold @10 () -> ();
   # Lifts holdAt's hold: the sums it kept are applied.
