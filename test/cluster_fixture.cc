@@ -52,16 +52,22 @@ MlpPsTask::MlpPsTask(const std::filesystem::path& dir, const std::string& mode)
       plan(placeVariables(VariableLayout(graph.variables), 1).shards[0]),
       chunks(transferChunks(graph, plan, ParameterShard::kChunkFloats)) {}
 
-capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults>
-MlpPsTask::hello(wire::ParameterShard::Client& shard, uint32_t worker) const {
+capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults> helloAs(
+    wire::ParameterShard::Client& shard, const ModelSpec& spec, const ClusterSpec& cluster,
+    uint32_t worker) {
   auto request = shard.helloRequest();
   request.setArchitectureHash(architectureHash(spec));
   request.setUpdateRule(updateRule(spec));
   request.setDataRule(dataRule(spec));
-  request.setTrainingRule(trainingRule(loadClusterSpec(cluster.string())));
+  request.setTrainingRule(trainingRule(cluster));
   request.setWorkerTask(worker);
   request.setWireVersion(kWireVersion);
   return request;
+}
+
+capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults>
+MlpPsTask::hello(wire::ParameterShard::Client& shard, uint32_t worker) const {
+  return helloAs(shard, spec, loadClusterSpec(cluster.string()), worker);
 }
 
 }  // namespace traind::testing

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster_spec.h"
 #include "core/layer_graph.h"
 #include "core/model_spec.h"
 #include "core/placement.h"
@@ -27,6 +28,12 @@ std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int
 // A raw connection to `address` (a ps starting up); fails the test when the
 // ps does not listen within 10 s.
 kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::string& address);
+
+// A hello to a ps as `worker` of a job of `spec` on `cluster` would say it,
+// ready to send (or to spoil).
+capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults> helloAs(
+    wire::ParameterShard::Client& shard, const ModelSpec& spec, const ClusterSpec& cluster,
+    uint32_t worker);
 
 // A fashion_mlp ps task, the one ps of a cluster with 2 workers in `mode`
 // ("async" or "sync") on free ports, and what a test that speaks its

@@ -1419,14 +1419,7 @@ struct HeldShard {
 
   HeldShard() {
     state.initialize();
-    auto hello = shard.helloRequest();
-    hello.setArchitectureHash(architectureHash(spec));
-    hello.setUpdateRule(updateRule(spec));
-    hello.setDataRule(dataRule(spec));
-    hello.setTrainingRule(trainingRule(cluster_spec));
-    hello.setWorkerTask(0);
-    hello.setWireVersion(kWireVersion);
-    hello.send().wait(io.waitScope);
+    helloAs(shard, spec, cluster_spec, 0).send().wait(io.waitScope);
     const ShardPlan plan = placeVariables(state.layout(), 1).shards[0];
     for (const ShardChunk& c : transferChunks(graph, plan, ParameterShard::kChunkFloats)) {
       auto request = shard.initializeRequest();
