@@ -96,6 +96,10 @@ std::optional<std::string> stepsApart(const std::vector<int64_t>& lowest,
 // holds: one that does not answer lifts it as its connection closes.
 constexpr double kReleaseAfterFailureSeconds = 1.0;
 
+// How often a checkpoint reads the shards when a hold was lifted under its
+// reads: once more, as a pause of a minute seldom comes twice.
+constexpr int kStateReadAttempts = 2;
+
 // How often a waiting call looks at the stop flag.
 constexpr kj::Duration kStopTick = 50 * kj::MILLISECONDS;
 
@@ -172,6 +176,20 @@ class FirstFailure {
 // stopping goes into `*stopping`, when given. Defined with heartbeat() below.
 kj::Promise<void> watched(kj::Promise<void> calls, std::vector<ShardLink>& shards, kj::Timer& timer,
                           FirstFailure& failure, std::optional<int>* stopping = nullptr);
+
+// Makes `call` to every shard and waits for the replies, `seconds` at most:
+// for what the chief tells shards on its way out of a failure or a job
+// (a shard that fails or does not answer is left as it is).
+void callEveryShardWithin(kj::AsyncIoContext& io, std::vector<ShardLink>& shards, double seconds,
+                          const std::function<kj::Promise<void>(ShardLink&)>& call) {
+  kj::Vector<kj::Promise<void>> calls;
+  for (ShardLink& link : shards) calls.add(call(link).catch_([](kj::Exception&&) {}));
+  io.provider->getTimer()
+      .timeoutAfter(int64_t(seconds * 1000) * kj::MILLISECONDS,
+                    kj::joinPromises(calls.releaseAsArray()))
+      .catch_([](kj::Exception&&) {})
+      .wait(io.waitScope);
+}
 
 // What a worker's long wait for a ps's answer means, by the cluster's mode.
 std::string whatALongWaitMeans(const ClusterSpec& cluster) {
@@ -823,6 +841,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   // is the one after every chunk of this push was applied. A shard that
   // holds nothing answers nothing and keeps INT64_MAX, which jobStep skips.
   std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
+  const std::optional<int64_t> lowest_pulled = lastPulledStep();
   TransferTally pushes, pulls;
   // A gate that fails (the step computing the gradient failed) ends the
   // push with its own error: no ps is to blame.
@@ -845,11 +864,18 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
         [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
             const ShardLink& link) { return pushCalls(link, gated, max_run); },
         [&](ShardLink& link, ChunkRun run) {
-          // Sync: a shard at the job's last step takes no gradient (it would
-          // go past it while another shard ends there); its parameters are
-          // pulled. Backup workers go on from pulls whose shards are a step
-          // apart.
-          if (sync && last_step_ && shard_steps_[size_t(link.index)] >= *last_step_) {
+          // Sync: a shard ahead of the others takes no gradient; its
+          // parameters are pulled, and it waits at its step until the others
+          // get there. With backup workers a pull may find shards a step
+          // apart (each takes the gradients tagged with its own step), and
+          // what a pause or a lost gradient drove apart would stay apart:
+          // each checkpoint's hold would then wait in vain for a shard to
+          // reach the others' step, or hold the shards steps apart. A shard
+          // at the job's last step likewise: it would go past it while
+          // another ends there.
+          const int64_t shard_step = shard_steps_[size_t(link.index)];
+          if (sync && ((last_step_ && shard_step >= *last_step_) ||
+                       (lowest_pulled && shard_step > *lowest_pulled))) {
             kj::Vector<kj::Promise<void>> chunks;
             for (size_t i = run.first; i < run.first + run.count; ++i) {
               const ShardChunk& c = link.chunks[i];
@@ -944,71 +970,139 @@ double ShardedClient::holdWaitSeconds() const {
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
   kj::Timer& timer = impl_->io.provider->getTimer();
-  const double wait_seconds = holdWaitSeconds();
-  // Each shard's hold, at -1: at the highest step a chunk of it holds (its
-  // global step, or the next once a chunk has been applied for it).
-  int64_t step = -1;
-  auto holdAll = [&](int64_t at, const std::function<void(int64_t)>& answered) {
+  const kj::TimePoint deadline = timer.now() + int64_t(holdWaitSeconds() * 1000) * kj::MILLISECONDS;
+  // Each shard's answer: the step it holds (-1: none yet, or no chunks).
+  std::vector<int64_t> held(impl_->shards.size(), -1);
+  // Holds every shard in `which` at `at`; false when the wait ran out.
+  auto holdAll = [&](int64_t at, const std::vector<bool>& which) {
     kj::Vector<kj::Promise<void>> calls;
     FirstFailure failure;
     // joinPromises reports a failure only once every call has ended: the
     // first one ends the wait at once, not the timer after it.
     auto failed = kj::newPromiseAndFulfiller<void>();
     for (ShardLink& link : impl_->shards) {
-      if (link.chunks.empty()) continue;  // never steps: nothing to hold
+      if (!which[size_t(link.index)]) continue;
       auto request = link.shard().holdAtRequest();
       request.setGlobalStep(at);
-      calls.add(
-          request.send()
-              .then([&answered](auto reply) { answered(reportedStep(reply.getGlobalStep())); })
-              .catch_(failure.of(link))
-              .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
-                if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
-                return kj::mv(e);
-              }));
+      calls.add(request.send()
+                    .then([&held, index = size_t(link.index)](auto reply) {
+                      held[index] = reportedStep(reply.getGlobalStep());
+                    })
+                    .catch_(failure.of(link))
+                    .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
+                      if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
+                      return kj::mv(e);
+                    }));
     }
+    bool in_time = true;
     kj::Promise<void> all =
         kj::joinPromises(calls.releaseAsArray()).exclusiveJoin(kj::mv(failed.promise));
-    // A shard a step behind waits for gradients still to come; one whose
-    // step needs the chief's own (a worker lost mid-push) would wait for good.
+    // A shard behind waits for gradients still to come; one whose step
+    // needs the chief's own (a worker lost mid-push) would wait for good.
     if (at >= 0)
-      all = all.exclusiveJoin(
-          timer.afterDelay(int64_t(wait_seconds * 1000) * kj::MILLISECONDS).then([&waited_out] {
-            waited_out = true;
-          }));
+      all = all.exclusiveJoin(timer.atTime(deadline).then([&in_time] { in_time = false; }));
     failure.wait(watched(kj::mv(all), impl_->shards, timer, failure), impl_->io.waitScope,
                  [this] { releaseHolds(kReleaseAfterFailureSeconds); });
+    return in_time;
   };
-  holdAll(-1, [&step](int64_t held) { step = std::max(step, held); });
-  if (step >= 0) holdAll(step, [](int64_t) {});
+  std::vector<bool> behind(impl_->shards.size());
+  for (const ShardLink& link : impl_->shards)
+    behind[size_t(link.index)] = !link.chunks.empty();  // one that holds none never steps
+  // At -1 each shard holds at the highest step a chunk of it holds (its
+  // global step, or the next once a chunk has been applied for it).
+  holdAll(-1, behind);
+  const int64_t step = *std::max_element(held.begin(), held.end());
+  if (step < 0) return step;
+  // At `step` every shard answers once all its chunks hold the step it is
+  // held at: `step`, or at most its next step. One further behind (backup
+  // workers, one of them paused: the workers bring the shards back to one
+  // step as they go, pushing nothing to those ahead) is held again at each
+  // step it reaches, until it holds `step`, answers as before (it
+  // stopped), or the wait runs out.
+  std::fill(held.begin(), held.end(), -1);
+  for (;;) {
+    const std::vector<int64_t> before = held;
+    bool any = false;
+    for (const ShardLink& link : impl_->shards) {
+      const size_t i = size_t(link.index);
+      behind[i] = !link.chunks.empty() && held[i] < step;
+      any |= behind[i];
+    }
+    if (!any) break;
+    if (!holdAll(step, behind)) {
+      waited_out = true;
+      break;
+    }
+    if (held == before) break;
+  }
   return step;
 }
 
 void ShardedClient::releaseHolds(double seconds) {
-  kj::Vector<kj::Promise<void>> calls;
-  for (ShardLink& link : impl_->shards)
-    if (!link.chunks.empty()) calls.add(link.shard().releaseHoldRequest().send().ignoreResult());
-  impl_->io.provider->getTimer()
-      .timeoutAfter(int64_t(seconds * 1000) * kj::MILLISECONDS,
-                    kj::joinPromises(calls.releaseAsArray()))
-      .catch_([](kj::Exception&&) {})
-      .wait(impl_->io.waitScope);
+  callEveryShardWithin(impl_->io, impl_->shards, seconds, [](ShardLink& link) {
+    if (link.chunks.empty()) return kj::Promise<void>(kj::READY_NOW);  // held nothing
+    return link.shard().releaseHoldRequest().send().ignoreResult();
+  });
 }
 
 void ShardedClient::readState(ModelState& state) {
   const Clock::time_point start = Clock::now();
-  const size_t slots = state.optimizer().slotNames().size();
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
-  // A ps that said it is stopping applies nothing more, and closes its
-  // connections soon: the chief reads at once what every shard holds.
-  const bool hold = sync && !stopping_shard_;
-  bool waited_out = false;
-  const int64_t held = hold ? holdAtOneStep(waited_out) : -1;
   // The lowest and the highest step of each shard's chunks as read (the
   // step of the values each reply sent); a shard that holds no variable is
-  // read nothing and keeps the step it was initialised at.
-  std::vector<int64_t> lowest(impl_->shards.size(), INT64_MAX);
-  std::vector<int64_t> highest(impl_->shards.size(), -1);
+  // read nothing and keeps INT64_MAX and -1.
+  std::vector<int64_t> lowest, highest;
+  bool hold = false, waited_out = false;
+  int64_t held = -1;
+  for (int attempt = 1;; ++attempt) {
+    // A ps that said it is stopping applies nothing more, and closes its
+    // connections soon: the chief reads at once what every shard holds.
+    hold = sync && !stopping_shard_;
+    waited_out = false;
+    held = hold ? holdAtOneStep(waited_out) : -1;
+    readChunks(state, hold, lowest, highest);
+    if (hold) releaseHolds(kPeerSilenceSeconds);
+    // A chunk past the step held: a ps lifted the hold under the reads, as
+    // it does once a hold has stood ParameterShard::kMaxHoldSeconds (this
+    // process stopped or starved meanwhile). What was read mixes steps as
+    // far apart as the pause let the others train: read it all again.
+    const int64_t read_up_to = *std::max_element(highest.begin(), highest.end());
+    if (!hold || read_up_to <= held || attempt == kStateReadAttempts) break;
+    spdlog::warn(
+        "a ps lifted the hold at global step {} under the checkpoint's reads (a chunk read was at "
+        "step {}): this process was stopped or starved for a minute? Reading every shard again",
+        held, read_up_to);
+  }
+  state_steps_.resize(lowest.size(), state.globalStep());
+  for (size_t i = 0; i < lowest.size(); ++i)
+    if (lowest[i] != INT64_MAX) state_steps_[i] = lowest[i];
+  // The job's global step is ps 0's, as TensorFlow's global_step variable
+  // lives on ps 0. Async shards count their own steps and differ as a
+  // rule. Sync shards read under the hold are at one step, unless one was
+  // stopping (it applies nothing more) or did not reach the others' step in
+  // time: then the checkpoint holds its variables a step apart.
+  if (sync)
+    if (const std::optional<std::string> apart = stepsApart(lowest, highest, hold ? held : -1))
+      spdlog::warn(
+          "the ps shards read for a checkpoint are {}: {}; the checkpoint, at ps 0's step, holds "
+          "some variables a step apart from the others",
+          *apart,
+          waited_out ? fmt::format("a shard did not reach it within {:.0f} s of the hold (its "
+                                   "step lacked a gradient of a worker stopped, slow or lost "
+                                   "mid-push)",
+                                   holdWaitSeconds())
+                     : "a ps stopped while the step was applied to some chunks only (the others "
+                       "waited for a worker stopped, slow or lost mid-push), or the hold was "
+                       "lifted under the reads twice (the chief stopped or slow for a minute?)");
+  state.setGlobalStep(state_steps_[0]);
+  read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void ShardedClient::readChunks(ModelState& state, bool held, std::vector<int64_t>& lowest,
+                               std::vector<int64_t>& highest) {
+  const size_t slots = state.optimizer().slotNames().size();
+  lowest.assign(impl_->shards.size(), INT64_MAX);
+  highest.assign(impl_->shards.size(), -1);
   // One call per chunk and slot, kCallsInFlight per shard at a time: each
   // reply is a message of up to 1 MiB that the ps builds at once and holds
   // until its socket takes it, so asking for everything at once can cost
@@ -1049,32 +1143,8 @@ void ShardedClient::readState(ModelState& state) {
   failure.wait(watched(kj::joinPromises(lanes.releaseAsArray()), impl_->shards,
                        impl_->io.provider->getTimer(), failure),
                impl_->io.waitScope, [&] {
-                 if (hold) releaseHolds(kReleaseAfterFailureSeconds);
+                 if (held) releaseHolds(kReleaseAfterFailureSeconds);
                });
-  if (hold) releaseHolds(kPeerSilenceSeconds);
-  state_steps_.resize(lowest.size(), state.globalStep());
-  for (size_t i = 0; i < lowest.size(); ++i)
-    if (lowest[i] != INT64_MAX) state_steps_[i] = lowest[i];
-  // The job's global step is ps 0's, as TensorFlow's global_step variable
-  // lives on ps 0. Async shards count their own steps and differ as a
-  // rule. Sync shards read under the hold are at one step, unless one was
-  // stopping (it applies nothing more) or did not reach the others' step in
-  // time: then the checkpoint holds its variables a step apart.
-  if (sync)
-    if (const std::optional<std::string> apart = stepsApart(lowest, highest, hold ? held : -1))
-      spdlog::warn(
-          "the ps shards read for a checkpoint are {}: {}; the checkpoint, at ps 0's step, holds "
-          "some variables a step apart from the others",
-          *apart,
-          waited_out ? fmt::format("a shard did not reach it within {:.0f} s of the hold (its "
-                                   "step lacked a gradient of a worker stopped, slow or lost "
-                                   "mid-push)",
-                                   holdWaitSeconds())
-                     : "a ps stopped while the step was applied to some chunks only (the others "
-                       "waited for a worker stopped, slow or lost mid-push), or the hold was "
-                       "lifted under the reads (the chief stopped or slow for a minute?)");
-  state.setGlobalStep(state_steps_[0]);
-  read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void ShardedClient::reportSaved(const std::string& checkpoint) {
@@ -1092,13 +1162,9 @@ void ShardedClient::reportSaved(const std::string& checkpoint) {
 }
 
 void ShardedClient::stopRemaining() {
-  kj::Vector<kj::Promise<void>> calls;
-  for (ShardLink& link : impl_->shards)
-    calls.add(link.shard().stopRequest().send().ignoreResult().catch_([](kj::Exception&&) {}));
-  impl_->io.provider->getTimer()
-      .timeoutAfter(3 * kj::SECONDS, kj::joinPromises(calls.releaseAsArray()))
-      .catch_([](kj::Exception&&) {})
-      .wait(impl_->io.waitScope);
+  callEveryShardWithin(impl_->io, impl_->shards, 3.0, [](ShardLink& link) {
+    return link.shard().stopRequest().send().ignoreResult();
+  });
 }
 
 void ShardedClient::stopAll() {

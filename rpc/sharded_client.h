@@ -170,7 +170,9 @@ class ShardedClient {
   // every shard is held at one step while it is read (holdAt), so that the
   // checkpoint holds every variable at that step, also while backup
   // workers go on training: the highest step a chunk holds when the reads
-  // begin; a shard a step behind is waited for (holdWaitSeconds()).
+  // begin; a shard behind is waited for (holdWaitSeconds()). A ps that
+  // lifted its hold under the reads (it had stood kMaxHoldSeconds: this
+  // process stopped) has every shard held and read once more.
   // Not once a shard said it is stopping: it applies nothing more, and
   // closes its connections soon. Chunks that differ even so (a shard that
   // stopped, a worker stopped or lost mid-push) are logged as a warning.
@@ -218,7 +220,9 @@ class ShardedClient {
   // Sync training: the job's last global step. pushAndPull sends no
   // gradient to a shard at it (with backup workers, shards may be a step
   // apart when a worker pulls, and such a push would take one past it); it
-  // pulls that shard's parameters instead.
+  // pulls that shard's parameters instead. It does the same for a shard
+  // ahead of the lowest step pulled, so that the shards wait for each other
+  // and keep one step.
   void setLastStep(int64_t step) { last_step_ = step; }
 
   // The global step of what the last pull brought, the lowest of the shards'
@@ -242,8 +246,15 @@ class ShardedClient {
   std::unique_ptr<Impl> impl_;
   int64_t jobStep(int64_t min_step);
   // readState's hold: every shard that holds a chunk at the step returned.
-  // `waited_out`: some shard did not get there within kHoldWaitSeconds.
+  // A shard more than a step behind is held again at each step it reaches.
+  // `waited_out`: some shard did not get there within holdWaitSeconds().
   int64_t holdAtOneStep(bool& waited_out);
+  // readState's reads: every chunk and slot of every shard into `state`,
+  // and the lowest and highest step each shard's replies reported
+  // (INT64_MAX and -1 for a shard that holds nothing); `held`: lifts the
+  // holds when a read fails.
+  void readChunks(ModelState& state, bool held, std::vector<int64_t>& lowest,
+                  std::vector<int64_t>& highest);
   // Lifts the holds; a shard that does not answer within `seconds` lifts
   // its hold as its connection closes, or when the hold expires.
   void releaseHolds(double seconds);

@@ -1505,6 +1505,217 @@ TEST_CASE("sync: a ps stopped while the chief holds it applies nothing the hold 
   CHECK_THAT(held.ps.output(), Catch::Contains("ps 0 done at global step 0"));
 }
 
+namespace {
+
+// Pushes a gradient of 0.01s for `step` to every chunk of a shard, as
+// `worker` on `shard`'s connection, and waits for the replies.
+void pushStep(wire::ParameterShard::Client& shard, kj::WaitScope& scope,
+              const std::vector<ShardChunk>& chunks, uint32_t worker, int64_t step) {
+  kj::Vector<kj::Promise<void>> calls;
+  for (const ShardChunk& c : chunks) {
+    const std::vector<float> gradient(size_t(c.size), 0.01f);
+    auto request = shard.pushAndPullRequest();
+    request.setWorkerTask(worker);
+    request.setStep(step);
+    request.setOffset(uint64_t(c.shard_offset));
+    request.setMinStep(step + 1);
+    request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(gradient.data()),
+                                        gradient.size() * sizeof(float)));
+    calls.add(request.send().then([](auto reply) { CHECK(reply.getAccepted()); }));
+  }
+  kj::joinPromises(calls.releaseAsArray()).wait(scope);
+}
+
+// Two sync ps tasks of fashion_mlp where one gradient makes a step of the
+// shard it goes to (replicas_to_aggregate 1), initialised at step 0 by a
+// chief of the test's own, and worker 1's raw connections to them.
+struct TwoSyncShards {
+  std::filesystem::path dir = freshTempDir("two-shards");
+  std::filesystem::path cluster =
+      writeCluster(dir, 2, 2, "  mode: sync\n  replicas_to_aggregate: 1\n");
+  std::string common =
+      "--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml") + " --job ps";
+  BackgroundTraind ps0{common + " --task 0", dir / "ps0.log"};
+  BackgroundTraind ps1{common + " --task 1", dir / "ps1.log"};
+  ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  LayerGraph graph = buildLayerGraph(spec);
+  ClusterSpec cluster_spec = loadClusterSpec(cluster.string());
+  ModelState state{spec, graph};
+  Placement placement = placeVariables(state.layout(), 2);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  std::optional<ShardedClient> chief;
+
+  TwoSyncShards() {
+    state.initialize();
+    chief.emplace(io, cluster_spec, graph, state.layout(), specIdentity(spec), 0);
+    REQUIRE(chief->connect(60) == ShardedClient::Outcome::Connected);
+    chief->initialize(state);
+  }
+
+  std::vector<ShardChunk> chunksOf(int shard) const {
+    return transferChunks(graph, placement.shards[size_t(shard)], ParameterShard::kChunkFloats);
+  }
+
+  // Worker 1 pushes `steps` to ps `shard` alone, on an event loop of `own`.
+  void pushAlone(kj::AsyncIoContext& own, int shard, std::initializer_list<int64_t> steps) const {
+    kj::Own<kj::AsyncIoStream> stream =
+        connectWithin10s(own, cluster_spec.ps[size_t(shard)].toString());
+    capnp::TwoPartyClient client(*stream);
+    auto ps = client.bootstrap().castAs<wire::ParameterShard>();
+    auto hello = helloAs(ps, spec, cluster_spec, 1);
+    hello.setShardIndex(uint32_t(shard));
+    hello.send().wait(own.waitScope);
+    for (int64_t step : steps) pushStep(ps, own.waitScope, chunksOf(shard), 1, step);
+  }
+
+  void stop() {
+    chief->stopAll();
+    INFO(ps0.output() + ps1.output());
+    CHECK(ps0.wait(30) == 0);
+    CHECK(ps1.wait(30) == 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sync: a checkpoint holds a shard two steps behind at each step it reaches") {
+  TwoSyncShards job;
+  job.pushAlone(job.io, 0, {0, 1});  // ps 0 at step 2, ps 1 at 0
+  // Once the chief holds both shards (ps 1 at its next step at most),
+  // worker 1 takes ps 1 to step 1 and sends it the gradient of step 2.
+  std::thread worker1([&job] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kj::AsyncIoContext own = kj::setupAsyncIo();
+    job.pushAlone(own, 1, {0, 1});
+  });
+  CapturedLog log;
+  ModelState read(job.spec, job.graph);
+  job.chief->readState(read);
+  worker1.join();
+  // Read at step 2 on both: what the shards hold now, which nothing moves.
+  CHECK(read.globalStep() == 2);
+  CHECK_THAT(log.text(), !Catch::Contains("not all at global step"));
+  FlatBuffer parameters(job.state.layout().totalSize());
+  REQUIRE(job.chief->pull(2, parameters) == 2);
+  CHECK(std::equal(parameters.data(), parameters.data() + parameters.size(),
+                   read.parameters().data()));
+  job.stop();
+}
+
+TEST_CASE("sync: a shard a pull found ahead of the others takes no gradient until they catch up") {
+  TwoSyncShards job;
+  job.pushAlone(job.io, 0, {0});  // ps 0 at step 1, ps 1 at 0
+  FlatBuffer parameters(job.state.layout().totalSize()), gradients(job.state.layout().totalSize());
+  std::fill(gradients.data(), gradients.data() + gradients.size(), 0.01f);
+  REQUIRE(job.chief->pull(0, parameters) == 0);
+  CHECK(job.chief->shardSteps() == std::vector<int64_t>{1, 0});
+  // The chief's gradient goes to ps 1 alone; ps 0 waits at step 1.
+  CHECK(job.chief->pushAndPull(gradients, 1, parameters) == 1);
+  CHECK(job.chief->shardSteps() == std::vector<int64_t>{1, 1});
+  CHECK(job.chief->pushAndPull(gradients, 2, parameters) == 2);
+  CHECK(job.chief->shardSteps() == std::vector<int64_t>{2, 2});
+  job.stop();
+}
+
+namespace {
+
+// A sync ps, ready at global step 3, that lifts the chief's hold under its
+// reads `lifts` times, as a ps does once a hold has stood kMaxHoldSeconds
+// (the chief stopped): after the first reply of such a read round the other
+// workers' next step is applied. It sends each chunk's values as floats of
+// its step.
+class LiftingShard final : public wire::ParameterShard::Server {
+ public:
+  explicit LiftingShard(int lifts) : lifts_(lifts) {}
+  int holds() const { return holds_; }
+
+ protected:
+  kj::Promise<void> hello(HelloContext context) override {
+    fillStatus(context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> status(StatusContext context) override {
+    fillStatus(context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> holdAt(HoldAtContext context) override {
+    ++holds_;
+    reads_ = 0;
+    context.getResults().setGlobalStep(step_);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> readState(ReadStateContext context) override {
+    if (reads_++ == 1 && lifts_ > 0) {  // the hold expired, a step was applied
+      --lifts_;
+      ++step_;
+    }
+    auto results = context.getResults();
+    results.setGlobalStep(step_);
+    const std::vector<float> values(context.getParams().getLength(), float(step_));
+    results.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(values.data()),
+                                        values.size() * sizeof(float)));
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> releaseHold(ReleaseHoldContext) override { return kj::READY_NOW; }
+
+ private:
+  void fillStatus(wire::ShardStatus::Builder status) const {
+    status.setReady(true);
+    status.setGlobalStep(step_);
+  }
+
+  int lifts_;
+  int64_t step_ = 3;
+  int holds_ = 0;
+  int reads_ = 0;  // in this hold
+};
+
+}  // namespace
+
+TEST_CASE("sync: a checkpoint whose hold a ps lifted under the reads holds and reads again") {
+  const int lifts = GENERATE(1, 2);
+  INFO("lifted " << lifts << " times");
+  const auto dir = freshTempDir("lifted-hold");
+  ClusterSpec cluster = loadClusterSpec(
+      writeCluster(dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n").string());
+  cluster.shared_memory = false;
+  const ModelSpec spec = loadModelSpec(modelPath("fashion_mlp.yaml"));
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  auto shard = kj::heap<LiftingShard>(lifts);
+  const LiftingShard& ps = *shard;
+  capnp::TwoPartyServer server(kj::mv(shard));
+  kj::Own<kj::ConnectionReceiver> listener =
+      io.provider->getNetwork().parseAddress(cluster.ps[0].toString()).wait(io.waitScope)->listen();
+  kj::Promise<void> serving = server.listen(*listener).eagerlyEvaluate(nullptr);
+  ShardedClient chief(io, cluster, graph, state.layout(), specIdentity(spec), 0);
+  REQUIRE(chief.connect(30) == ShardedClient::Outcome::Connected);
+
+  CapturedLog log;
+  chief.readState(state);
+  CHECK_THAT(log.text(), Catch::Contains("a ps lifted the hold at global step 3 under the "
+                                         "checkpoint's reads (a chunk read was at step 4)"));
+  // Each read round holds twice (at -1, then at the step); a read is tried twice.
+  CHECK(ps.holds() == 4);
+  if (lifts == 1) {
+    // The second read is whole at step 4.
+    CHECK(state.globalStep() == 4);
+    // Every variable's floats (the layout pads between them) at step 4.
+    int64_t floats = 0;
+    for (const ShardChunk& c : transferChunks(graph, placeVariables(state.layout(), 1).shards[0],
+                                              ParameterShard::kChunkFloats))
+      floats += c.size;
+    const float* p = state.parameters().data();
+    CHECK(std::count(p, p + state.parameters().size(), 4.0f) == floats);
+    CHECK_THAT(log.text(), !Catch::Contains("not all at global step"));
+  } else {
+    CHECK_THAT(log.text(), Catch::Contains("not all at global step 4 (ps 0 at 4 to 5): "));
+    CHECK_THAT(log.text(), Catch::Contains("the hold was lifted under the reads twice"));
+  }
+}
+
 TEST_CASE("a push whose step fails ends with the step's error, and the ps serves on") {
   const auto dir = freshTempDir("failed-step");
   // The ps's spec turns shared memory off, this worker's does not: its
