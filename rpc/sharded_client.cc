@@ -867,15 +867,17 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
           // Sync: a shard ahead of the others takes no gradient; its
           // parameters are pulled, and it waits at its step until the others
           // get there. With backup workers a pull may find shards a step
-          // apart (each takes the gradients tagged with its own step), and
-          // what a pause or a lost gradient drove apart would stay apart:
-          // each checkpoint's hold would then wait in vain for a shard to
-          // reach the others' step, or hold the shards steps apart. A shard
-          // at the job's last step likewise: it would go past it while
-          // another ends there.
+          // apart (each takes the gradients tagged with its own step); were
+          // it pushed, what a pause or a lost gradient drove apart would
+          // stay apart, and each checkpoint's hold would wait in vain for a
+          // shard to reach the others' step. So no shard applies a step
+          // another has not reached: they stay within a step. A shard at
+          // the job's last step likewise: it would go past it while another
+          // ends there.
           const int64_t shard_step = shard_steps_[size_t(link.index)];
-          if (sync && ((last_step_ && shard_step >= *last_step_) ||
-                       (lowest_pulled && shard_step > *lowest_pulled))) {
+          const bool pull_instead = sync && ((last_step_ && shard_step >= *last_step_) ||
+                                             (lowest_pulled && shard_step > *lowest_pulled));
+          auto pull = [this, &link, run, &parameters, &steps, &pulls, min_step] {
             kj::Vector<kj::Promise<void>> chunks;
             for (size_t i = run.first; i < run.first + run.count; ++i) {
               const ShardChunk& c = link.chunks[i];
@@ -884,9 +886,9 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
                                    stopping_shard_, pulls));
             }
             return kj::joinPromises(chunks.releaseAsArray());
-          }
-          auto send = [this, &link, run, &gradients, &parameters, &steps, &pushes, &pulls,
-                       &dropped, min_step, sync] {
+          };
+          auto push = [this, &link, run, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
+                       min_step, sync] {
             const ShardChunk& first = link.chunks[run.first];
             auto request = link.shard().pushAndPullRequest();
             request.setWorkerTask(impl_->worker_task);
@@ -939,8 +941,13 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
               pulls.answered(floats * int64_t(sizeof(float)));
             });
           };
+          auto send = [pull_instead, pull = kj::mv(pull), push = kj::mv(push)]() mutable {
+            return pull_instead ? pull() : push();
+          };
           if (!gate) return send();
-          // Every chunk's gradient final (a gated run keeps to one variable's chunks).
+          // Every chunk's gradient final (a gated run keeps to one variable's
+          // chunks): the backward pass is done with its parameters, which
+          // the reply overwrites, also where no gradient is sent.
           kj::Vector<kj::Promise<void>> ready;
           for (size_t i = run.first; i < run.first + run.count; ++i)
             ready.add(gate->ready(link.first_variables[i]));
@@ -970,71 +977,43 @@ double ShardedClient::holdWaitSeconds() const {
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
   kj::Timer& timer = impl_->io.provider->getTimer();
-  const kj::TimePoint deadline = timer.now() + int64_t(holdWaitSeconds() * 1000) * kj::MILLISECONDS;
-  // Each shard's answer: the step it holds (-1: none yet, or no chunks).
-  std::vector<int64_t> held(impl_->shards.size(), -1);
-  // Holds every shard in `which` at `at`; false when the wait ran out.
-  auto holdAll = [&](int64_t at, const std::vector<bool>& which) {
+  const double wait_seconds = holdWaitSeconds();
+  // Each shard's hold, at -1: at the highest step a chunk of it holds (its
+  // global step, or the next once a chunk has been applied for it).
+  int64_t step = -1;
+  auto holdAll = [&](int64_t at, const std::function<void(int64_t)>& answered) {
     kj::Vector<kj::Promise<void>> calls;
     FirstFailure failure;
     // joinPromises reports a failure only once every call has ended: the
     // first one ends the wait at once, not the timer after it.
     auto failed = kj::newPromiseAndFulfiller<void>();
     for (ShardLink& link : impl_->shards) {
-      if (!which[size_t(link.index)]) continue;
+      if (link.chunks.empty()) continue;  // never steps: nothing to hold
       auto request = link.shard().holdAtRequest();
       request.setGlobalStep(at);
-      calls.add(request.send()
-                    .then([&held, index = size_t(link.index)](auto reply) {
-                      held[index] = reportedStep(reply.getGlobalStep());
-                    })
-                    .catch_(failure.of(link))
-                    .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
-                      if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
-                      return kj::mv(e);
-                    }));
+      calls.add(
+          request.send()
+              .then([&answered](auto reply) { answered(reportedStep(reply.getGlobalStep())); })
+              .catch_(failure.of(link))
+              .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
+                if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
+                return kj::mv(e);
+              }));
     }
-    bool in_time = true;
     kj::Promise<void> all =
         kj::joinPromises(calls.releaseAsArray()).exclusiveJoin(kj::mv(failed.promise));
-    // A shard behind waits for gradients still to come; one whose step
-    // needs the chief's own (a worker lost mid-push) would wait for good.
+    // A shard a step behind waits for gradients still to come; one whose
+    // step needs the chief's own (a worker lost mid-push) would wait for good.
     if (at >= 0)
-      all = all.exclusiveJoin(timer.atTime(deadline).then([&in_time] { in_time = false; }));
+      all = all.exclusiveJoin(
+          timer.afterDelay(int64_t(wait_seconds * 1000) * kj::MILLISECONDS).then([&waited_out] {
+            waited_out = true;
+          }));
     failure.wait(watched(kj::mv(all), impl_->shards, timer, failure), impl_->io.waitScope,
                  [this] { releaseHolds(kReleaseAfterFailureSeconds); });
-    return in_time;
   };
-  std::vector<bool> behind(impl_->shards.size());
-  for (const ShardLink& link : impl_->shards)
-    behind[size_t(link.index)] = !link.chunks.empty();  // one that holds none never steps
-  // At -1 each shard holds at the highest step a chunk of it holds (its
-  // global step, or the next once a chunk has been applied for it).
-  holdAll(-1, behind);
-  const int64_t step = *std::max_element(held.begin(), held.end());
-  if (step < 0) return step;
-  // At `step` every shard answers once all its chunks hold the step it is
-  // held at: `step`, or at most its next step. One further behind (backup
-  // workers, one of them paused: the workers bring the shards back to one
-  // step as they go, pushing nothing to those ahead) is held again at each
-  // step it reaches, until it holds `step`, answers as before (it
-  // stopped), or the wait runs out.
-  std::fill(held.begin(), held.end(), -1);
-  for (;;) {
-    const std::vector<int64_t> before = held;
-    bool any = false;
-    for (const ShardLink& link : impl_->shards) {
-      const size_t i = size_t(link.index);
-      behind[i] = !link.chunks.empty() && held[i] < step;
-      any |= behind[i];
-    }
-    if (!any) break;
-    if (!holdAll(step, behind)) {
-      waited_out = true;
-      break;
-    }
-    if (held == before) break;
-  }
+  holdAll(-1, [&step](int64_t held) { step = std::max(step, held); });
+  if (step >= 0) holdAll(step, [](int64_t) {});
   return step;
 }
 

@@ -246,7 +246,6 @@ class ShardedClient {
   std::unique_ptr<Impl> impl_;
   int64_t jobStep(int64_t min_step);
   // readState's hold: every shard that holds a chunk at the step returned.
-  // A shard more than a step behind is held again at each step it reaches.
   // `waited_out`: some shard did not get there within holdWaitSeconds().
   int64_t holdAtOneStep(bool& waited_out);
   // readState's reads: every chunk and slot of every shard into `state`,

@@ -1556,16 +1556,16 @@ struct TwoSyncShards {
     return transferChunks(graph, placement.shards[size_t(shard)], ParameterShard::kChunkFloats);
   }
 
-  // Worker 1 pushes `steps` to ps `shard` alone, on an event loop of `own`.
-  void pushAlone(kj::AsyncIoContext& own, int shard, std::initializer_list<int64_t> steps) const {
+  // Worker 1 pushes `steps` to ps `shard` alone.
+  void pushAlone(int shard, std::initializer_list<int64_t> steps) {
     kj::Own<kj::AsyncIoStream> stream =
-        connectWithin10s(own, cluster_spec.ps[size_t(shard)].toString());
+        connectWithin10s(io, cluster_spec.ps[size_t(shard)].toString());
     capnp::TwoPartyClient client(*stream);
     auto ps = client.bootstrap().castAs<wire::ParameterShard>();
     auto hello = helloAs(ps, spec, cluster_spec, 1);
     hello.setShardIndex(uint32_t(shard));
-    hello.send().wait(own.waitScope);
-    for (int64_t step : steps) pushStep(ps, own.waitScope, chunksOf(shard), 1, step);
+    hello.send().wait(io.waitScope);
+    for (int64_t step : steps) pushStep(ps, io.waitScope, chunksOf(shard), 1, step);
   }
 
   void stop() {
@@ -1578,39 +1578,47 @@ struct TwoSyncShards {
 
 }  // namespace
 
-TEST_CASE("sync: a checkpoint holds a shard two steps behind at each step it reaches") {
-  TwoSyncShards job;
-  job.pushAlone(job.io, 0, {0, 1});  // ps 0 at step 2, ps 1 at 0
-  // Once the chief holds both shards (ps 1 at its next step at most),
-  // worker 1 takes ps 1 to step 1 and sends it the gradient of step 2.
-  std::thread worker1([&job] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    kj::AsyncIoContext own = kj::setupAsyncIo();
-    job.pushAlone(own, 1, {0, 1});
-  });
-  CapturedLog log;
-  ModelState read(job.spec, job.graph);
-  job.chief->readState(read);
-  worker1.join();
-  // Read at step 2 on both: what the shards hold now, which nothing moves.
-  CHECK(read.globalStep() == 2);
-  CHECK_THAT(log.text(), !Catch::Contains("not all at global step"));
-  FlatBuffer parameters(job.state.layout().totalSize());
-  REQUIRE(job.chief->pull(2, parameters) == 2);
-  CHECK(std::equal(parameters.data(), parameters.data() + parameters.size(),
-                   read.parameters().data()));
-  job.stop();
-}
+namespace {
+
+// A step whose backward pass finishes every variable 300 ms into the
+// push; `opened` runs then.
+struct LateGate final : GradientGate {
+  kj::Timer& timer;
+  kj::TimePoint open_at = timer.now() + 300 * kj::MILLISECONDS;
+  std::function<void()> opened;
+  LateGate(kj::Timer& t, std::function<void()> f) : timer(t), opened(std::move(f)) {}
+  kj::Promise<void> ready(size_t) override {
+    return timer.atTime(open_at).then([this] {
+      if (opened) std::exchange(opened, nullptr)();
+    });
+  }
+};
+
+}  // namespace
 
 TEST_CASE("sync: a shard a pull found ahead of the others takes no gradient until they catch up") {
   TwoSyncShards job;
-  job.pushAlone(job.io, 0, {0});  // ps 0 at step 1, ps 1 at 0
-  FlatBuffer parameters(job.state.layout().totalSize()), gradients(job.state.layout().totalSize());
-  std::fill(gradients.data(), gradients.data() + gradients.size(), 0.01f);
+  job.pushAlone(0, {0});  // ps 0 at step 1, ps 1 at 0
+  const size_t size = size_t(job.state.layout().totalSize());
+  FlatBuffer parameters{int64_t(size)}, gradients{int64_t(size)};
+  std::fill(gradients.data(), gradients.data() + size, 0.01f);
   REQUIRE(job.chief->pull(0, parameters) == 0);
   CHECK(job.chief->shardSteps() == std::vector<int64_t>{1, 0});
-  // The chief's gradient goes to ps 1 alone; ps 0 waits at step 1.
-  CHECK(job.chief->pushAndPull(gradients, 1, parameters) == 1);
+  // The chief's gradient goes to ps 1 alone; ps 0 waits at step 1. Its
+  // parameters are pulled again, but only once the backward pass is done
+  // with them (the gate): until then they keep what the step computes on.
+  const std::vector<float> pulled(parameters.data(), parameters.data() + size);
+  const ShardChunk first = job.chunksOf(0).front();
+  const float* ps0_part = parameters.data() + first.layout_offset;
+  std::fill_n(parameters.data() + first.layout_offset, first.size, -7.0f);
+  bool kept_while_computing = false;
+  LateGate gate(job.io.provider->getTimer(), [&] {
+    kept_while_computing =
+        std::all_of(ps0_part, ps0_part + first.size, [](float v) { return v == -7.0f; });
+  });
+  CHECK(job.chief->pushAndPull(gradients, 1, parameters, &gate) == 1);
+  CHECK(kept_while_computing);
+  CHECK(std::equal(ps0_part, ps0_part + first.size, pulled.data() + first.layout_offset));
   CHECK(job.chief->shardSteps() == std::vector<int64_t>{1, 1});
   CHECK(job.chief->pushAndPull(gradients, 2, parameters) == 2);
   CHECK(job.chief->shardSteps() == std::vector<int64_t>{2, 2});
