@@ -51,13 +51,15 @@
 // turns, one repetition each, so that load from elsewhere hits all alike;
 // the table shows medians with the min-max range, the ratio of medians, and
 // the CPU the rest of the machine used meanwhile ("others", in cores).
-// --side traind (or tcp) runs one side alone, for a profiler.
+// --side traind (or tcp) runs one side alone, for a profiler. --pin puts
+// every client on CPU 0 and every server on CPU 1.
 #include <arpa/inet.h>
 #include <kj/async-io.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
@@ -398,7 +400,19 @@ std::vector<double> timeShardWork(const ModelSpec& spec, const LayerGraph& graph
 // Which sides run: both (the comparison), or one alone (for a profiler).
 enum class Sides { Both, Traind, Tcp };
 
-SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Sides sides) {
+// --pin: this process (every client) on one CPU, every server child on
+// another, so that each pair of sides runs as the scheduler would never
+// place it otherwise: on two cores, apart. Unpinned, a client and its
+// server share a core or not as the scheduler decides, run by run.
+// False when the kernel refused.
+bool pinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Sides sides, bool pin) {
   const Clock::time_point started = Clock::now();
   const double busy_before = busyCpuSeconds(), own_before = ownCpuSeconds();
   const ModelSpec spec = modelOfSize(mib);
@@ -422,6 +436,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   const pid_t ps_pid = fork();
   if (ps_pid == 0) {
     dieWithParent(parent);
+    if (pin && !pinTo(1)) _exit(1);
     closeListeners(-1);
     servePs(spec, cluster);
   }
@@ -430,6 +445,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     raw_pids[r] = fork();
     if (raw_pids[r] != 0) continue;
     dieWithParent(parent);
+    if (pin && !pinTo(1)) _exit(1);
     closeListeners(r);
     switch (r) {
       case kEcho:
@@ -643,6 +659,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed repetitions first")->check(CLI::Range(0, 1000));
   app.add_option("--tcp-chunk-kib", tcp_chunk_kib, "raw TCP: bytes per write and echo read")
       ->check(CLI::Range(4, 65536));
+  bool pin = false;
+  app.add_flag("--pin", pin, "clients on CPU 0, every server on CPU 1");
   app.add_option("--side", side, "both, or traind or tcp alone (to profile one)")
       ->check(CLI::IsMember({"both", "traind", "tcp"}));
   CLI11_PARSE(app, argc, argv);
@@ -651,10 +669,12 @@ int main(int argc, char** argv) {
                                                : traind::Sides::Both;
   spdlog::set_level(spdlog::level::warn);
   try {
+    if (pin && !traind::pinTo(0))
+      throw std::runtime_error(std::string("cannot pin to CPU 0: ") + std::strerror(errno));
     std::vector<traind::SizeResult> results;
     for (int64_t mib : sizes) {
       results.push_back(
-          traind::measureSize(mib, reps, warmup, size_t(tcp_chunk_kib) * 1024, sides));
+          traind::measureSize(mib, reps, warmup, size_t(tcp_chunk_kib) * 1024, sides, pin));
       std::fprintf(stderr, "rpc_throughput: %lld MiB done\n", (long long)mib);
     }
     traind::printTable(results, reps, sides);
