@@ -6,7 +6,7 @@
 //
 // For each size S the model is one dense kernel of S MiB (no bias), trained
 // with SGD in async mode. A child process serves it exactly as a ps task
-// does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), four
+// does (ParameterShard, ServedShard and ShardServer on 127.0.0.1), five
 // more are the raw TCP servers below, and this process is two workers and
 // the raw servers' client:
 //
@@ -24,6 +24,11 @@
 //                     S bytes read back, one thread with a non-blocking
 //                     socket (as the kj loop of a worker), the server echoing
 //                     each piece as it arrives: the best a socket does.
+//   wide echo         the echo from a server that reads each round trip's
+//                     S bytes into one buffer of S and writes each piece back
+//                     at once from another of S: a ps's memory (a gradient
+//                     in, parameters out), none of its work or waits. The
+//                     echo's server reuses one piece's buffer, in cache.
 //   raw TCP request   S bytes written, then S bytes read back, the server
 //   and response      answering once it has read all S: a round trip that,
 //                     like a ps's, cannot send before it has received. The
@@ -237,6 +242,21 @@ void writeAllOrExit(int fd, const char* data, size_t bytes) {
   }
 }
 
+// The wide echo child: as the echo, but each round trip's `bytes` are read
+// into one buffer of `bytes` and the same count written back at once from
+// another, piece by piece at the same offsets: the memory a ps's round trip
+// crosses (the gradient in, the parameters out), with no work and no wait.
+[[noreturn]] void serveWideEcho(int listener, size_t chunk, size_t bytes) {
+  const int fd = acceptOne(listener);
+  std::vector<char> in(bytes), out(bytes, 1);
+  for (size_t at = 0;; at = at % bytes) {
+    const ssize_t got = read(fd, in.data() + at, std::min(chunk, bytes - at));
+    if (got <= 0) _exit(got == 0 ? 0 : 1);
+    writeAllOrExit(fd, out.data() + at, size_t(got));
+    at += size_t(got);
+  }
+}
+
 // The request-response child: one connection; reads `bytes`, then writes
 // them back, until the connection closes.
 [[noreturn]] void serveRequestResponse(int listener, size_t bytes) {
@@ -373,8 +393,8 @@ Summary summarize(std::vector<double> values) {
 struct SizeResult {
   int64_t mib = 0;
   double others = 0.0;  // cores the rest of the machine used meanwhile
-  Summary tcp_ms, request_response_ms, raw_ps_ms, raw_ps_streamed_ms, rpc_ms, shm_ms, pull_ms,
-      shard_ms;
+  Summary tcp_ms, wide_echo_ms, request_response_ms, raw_ps_ms, raw_ps_streamed_ms, rpc_ms, shm_ms,
+      pull_ms, shard_ms;
 };
 
 // The ps's own work for one push+pull of every chunk, with no network.
@@ -420,9 +440,10 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   const ClusterSpec cluster = loopbackCluster(freePort());
   const size_t bytes = size_t(mib * kMiB);
   // The raw servers, each a child serving one connection on its own port.
-  enum RawServer { kEcho, kRequestResponse, kRawPs, kRawPsStreamed, kRawServers };
-  const char* const kRawNames[kRawServers] = {"echo server", "request-response server",
-                                              "raw TCP ps", "streamed raw TCP ps"};
+  enum RawServer { kEcho, kWideEcho, kRequestResponse, kRawPs, kRawPsStreamed, kRawServers };
+  const char* const kRawNames[kRawServers] = {"echo server", "wide echo server",
+                                              "request-response server", "raw TCP ps",
+                                              "streamed raw TCP ps"};
   uint16_t ports[kRawServers] = {};
   int listeners[kRawServers] = {};
   for (int r = 0; r < kRawServers; ++r) listeners[r] = listenOnFreePort(ports[r]);
@@ -450,6 +471,8 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     switch (r) {
       case kEcho:
         serveEcho(listeners[r], tcp_chunk);
+      case kWideEcho:
+        serveWideEcho(listeners[r], tcp_chunk, bytes);
       case kRequestResponse:
         serveRequestResponse(listeners[r], bytes);
       default:
@@ -460,7 +483,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
 
   SizeResult result;
   result.mib = mib;
-  std::vector<double> tcp, request_response, raw_ps, raw_ps_streamed, rpc, shm, pull;
+  std::vector<double> tcp, wide_echo, request_response, raw_ps, raw_ps_streamed, rpc, shm, pull;
   {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     ModelState state(spec, graph);
@@ -497,8 +520,8 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
     // The raw servers' turns, then traind over TCP and through shared memory.
     constexpr int kTraindTcp = kRawServers, kTraindShared = kRawServers + 1,
                   kTurns = kRawServers + 2;
-    std::vector<double>* times[kTurns] = {&tcp, &request_response, &raw_ps, &raw_ps_streamed, &rpc,
-                                          &shm};
+    std::vector<double>* times[kTurns] = {
+        &tcp, &wide_echo, &request_response, &raw_ps, &raw_ps_streamed, &rpc, &shm};
     for (int rep = 0; rep < warmup + reps; ++rep) {
       const bool timed = rep >= warmup;
       // Rotate which side goes first, so none always runs right after another.
@@ -542,6 +565,7 @@ SizeResult measureSize(int64_t mib, int reps, int warmup, size_t tcp_chunk, Side
   result.others = std::max(0.0, others / (millisecondsSince(started) / 1000.0));
   if (sides != Sides::Traind) {
     result.tcp_ms = summarize(tcp);
+    result.wide_echo_ms = summarize(wide_echo);
     result.request_response_ms = summarize(request_response);
     result.raw_ps_ms = summarize(raw_ps);
     result.raw_ps_streamed_ms = summarize(raw_ps_streamed);
@@ -584,6 +608,19 @@ void printTable(const std::vector<SizeResult>& results, int reps, Sides sides) {
   std::printf(
       "\nratio = raw TCP time / traind time (1.0: as fast as the socket; target >= 0.9);\n"
       "others = cores the rest of the machine used meanwhile (well above 0: under load)\n");
+
+  std::printf(
+      "\nthe same echo from a server that reads each round trip's S bytes into one buffer of "
+      "S\nand writes as many back from another at once (the echo's server reuses one piece's "
+      "buffer,\nwhich stays in cache; a ps's gradient and parameters are S each): x echo = "
+      "echo time /\nthis time; traind = this time / traind time\n\n");
+  std::printf("%5s | %-22s %6s | %6s | %s\n", "S MiB", "wide echo ms", "MiB/s", "x echo", "traind");
+  std::printf("------+-------------------------------+--------+-------\n");
+  for (const SizeResult& r : results)
+    std::printf("%5lld | %-22s %6.0f | %6.2f | %6.2f\n", (long long)r.mib,
+                timing(r.wide_echo_ms).c_str(), rate(r.mib, r.wide_echo_ms.median),
+                r.tcp_ms.median / r.wide_echo_ms.median,
+                sides == Sides::Both ? r.wide_echo_ms.median / r.rpc_ms.median : 0.0);
   if (sides == Sides::Tcp) return;
 
   if (sides == Sides::Both) {
