@@ -1077,7 +1077,7 @@ void ShardedClient::readState(ModelState& state) {
   read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void ShardedClient::readChunks(ModelState& state, bool held, std::vector<int64_t>& lowest,
+void ShardedClient::readChunks(ModelState& state, bool holding, std::vector<int64_t>& lowest,
                                std::vector<int64_t>& highest) {
   const size_t slots = state.optimizer().slotNames().size();
   lowest.assign(impl_->shards.size(), INT64_MAX);
@@ -1122,7 +1122,7 @@ void ShardedClient::readChunks(ModelState& state, bool held, std::vector<int64_t
   failure.wait(watched(kj::joinPromises(lanes.releaseAsArray()), impl_->shards,
                        impl_->io.provider->getTimer(), failure),
                impl_->io.waitScope, [&] {
-                 if (held) releaseHolds(kReleaseAfterFailureSeconds);
+                 if (holding) releaseHolds(kReleaseAfterFailureSeconds);
                });
 }
 

@@ -250,9 +250,9 @@ class ShardedClient {
   int64_t holdAtOneStep(bool& waited_out);
   // readState's reads: every chunk and slot of every shard into `state`,
   // and the lowest and highest step each shard's replies reported
-  // (INT64_MAX and -1 for a shard that holds nothing); `held`: lifts the
-  // holds when a read fails.
-  void readChunks(ModelState& state, bool held, std::vector<int64_t>& lowest,
+  // (INT64_MAX and -1 for a shard that holds nothing); `holding`: lifts
+  // the holds when a read fails.
+  void readChunks(ModelState& state, bool holding, std::vector<int64_t>& lowest,
                   std::vector<int64_t>& highest);
   // Lifts the holds; a shard that does not answer within `seconds` lifts
   // its hold as its connection closes, or when the hold expires.
