@@ -94,14 +94,23 @@ void ServedShard::liftHold() {
 
 void ServedShard::expireHold() {
   if (!hold_owner_) return;
-  const double held =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - hold_since_).count();
-  if (held < ParameterShard::kMaxHoldSeconds) return;
-  spdlog::warn(
-      "lifted the chief's hold at global step {} after {:.0f} s: the chief read the "
-      "shards for a checkpoint and said nothing since (stopped or hung?); that "
-      "checkpoint may hold this shard a step apart from the others",
-      shard_.heldAt().value_or(-1), held);
+  const auto now = std::chrono::steady_clock::now();
+  const double held = std::chrono::duration<double>(now - hold_since_).count();
+  const double silent = std::chrono::duration<double>(now - hold_owner_->lastCall()).count();
+  if (held >= ParameterShard::kMaxHoldSeconds)
+    spdlog::warn(
+        "lifted the chief's hold at global step {} after {:.0f} s: the chief read the "
+        "shards for a checkpoint and said nothing since (stopped or hung?); that "
+        "checkpoint may hold this shard a step apart from the others",
+        shard_.heldAt().value_or(-1), held);
+  else if (silent >= kHoldSilenceSeconds)
+    spdlog::warn(
+        "lifted the chief's hold at global step {}: the chief has made no call for {:.0f} s "
+        "while it held the shard for a checkpoint (stopped or hung?); it reads again when it "
+        "goes on",
+        shard_.heldAt().value_or(-1), silent);
+  else
+    return;
   liftHold();
 }
 
@@ -211,6 +220,7 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
 }
 
 kj::Promise<void> ShardService::status(StatusContext context) {
+  last_call_ = std::chrono::steady_clock::now();
   fillStatus(context.getResults().initStatus());
   return kj::READY_NOW;
 }
@@ -455,6 +465,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
 }
 
 kj::Promise<void> ShardService::readState(ReadStateContext context) {
+  last_call_ = std::chrono::steady_clock::now();
   return checked([&]() -> kj::Promise<void> {
     checkChief("readState");
     auto params = context.getParams();
@@ -505,6 +516,7 @@ kj::Promise<void> ShardService::saved(SavedContext context) {
 }
 
 kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
+  last_call_ = std::chrono::steady_clock::now();
   return checked([&]() -> kj::Promise<void> {
     checkChief("holdAt");
     const int64_t asked = context.getParams().getGlobalStep();
@@ -539,6 +551,7 @@ kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
 }
 
 kj::Promise<void> ShardService::releaseHold(ReleaseHoldContext context) {
+  last_call_ = std::chrono::steady_clock::now();
   return checked([&]() -> kj::Promise<void> {
     checkChief("releaseHold");
     served_.liftHold();

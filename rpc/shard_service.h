@@ -60,9 +60,16 @@ class ServedShard {
   void stopAfterStep(int64_t step, const std::string& by);
 
   // Lifts the chief's hold (ParameterShard::holdAt, the holdAt call) once
-  // it has stood ParameterShard::kMaxHoldSeconds, saying so. Called about
-  // every second on the ps's event-loop thread.
+  // it has stood ParameterShard::kMaxHoldSeconds, or once the chief has
+  // made no call on its connection for kHoldSilenceSeconds, saying so.
+  // Called about every second on the ps's event-loop thread.
   void expireHold();
+  // While the chief holds the shards its waits ask each for its status
+  // every ShardedClient::kHeartbeatSeconds, and its reads follow one
+  // another: this long without a call, it is stopped or hung, and the
+  // other workers need not wait the whole kMaxHoldSeconds for it (it reads
+  // again, holding anew, when it sees the hold lifted).
+  static constexpr double kHoldSilenceSeconds = 5.0;
 
   // The pushes of every connection so far.
   const PushCounts& pushCounts() const { return push_counts_; }
@@ -127,6 +134,10 @@ class ShardService final : public wire::ParameterShard::Server {
       : served_(served), connection_(kj::mv(connection)) {}
   ~ShardService();
 
+  // When the peer last called status, holdAt, readState or releaseHold:
+  // what a chief holding the shard keeps calling (ServedShard::expireHold).
+  std::chrono::steady_clock::time_point lastCall() const { return last_call_; }
+
  protected:
   kj::Promise<void> hello(HelloContext context) override;
   kj::Promise<void> status(StatusContext context) override;
@@ -180,6 +191,7 @@ class ShardService final : public wire::ParameterShard::Server {
   static constexpr size_t kMaxCheckpointPathBytes = 4096;
 
   ServedShard& served_;
+  std::chrono::steady_clock::time_point last_call_ = std::chrono::steady_clock::now();
   // Outlives the connection while a call that waited still answers.
   kj::Own<PinningStream> connection_;
   std::optional<uint32_t> worker_;  // set by hello

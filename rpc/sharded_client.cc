@@ -97,7 +97,7 @@ std::optional<std::string> stepsApart(const std::vector<int64_t>& lowest,
 constexpr double kReleaseAfterFailureSeconds = 1.0;
 
 // How often a checkpoint reads the shards when a hold was lifted under its
-// reads: once more, as a pause of a minute seldom comes twice.
+// reads: once more, as a pause seldom comes twice in one checkpoint.
 constexpr int kStateReadAttempts = 2;
 
 // How often a waiting call looks at the stop flag.
@@ -1042,14 +1042,15 @@ void ShardedClient::readState(ModelState& state) {
     readChunks(state, hold, lowest, highest);
     if (hold) releaseHolds(kPeerSilenceSeconds);
     // A chunk past the step held: a ps lifted the hold under the reads, as
-    // it does once a hold has stood ParameterShard::kMaxHoldSeconds (this
-    // process stopped or starved meanwhile). What was read mixes steps as
-    // far apart as the pause let the others train: read it all again.
+    // it does when this process made no call for a few seconds (stopped or
+    // starved) or the hold stood ParameterShard::kMaxHoldSeconds. What was
+    // read mixes steps as far apart as the pause let the others train:
+    // read it all again.
     const int64_t read_up_to = *std::max_element(highest.begin(), highest.end());
     if (!hold || read_up_to <= held || attempt == kStateReadAttempts) break;
     spdlog::warn(
         "a ps lifted the hold at global step {} under the checkpoint's reads (a chunk read was at "
-        "step {}): this process was stopped or starved for a minute? Reading every shard again",
+        "step {}): this process was stopped or starved? Reading every shard again",
         held, read_up_to);
   }
   state_steps_.resize(lowest.size(), state.globalStep());
@@ -1072,7 +1073,7 @@ void ShardedClient::readState(ModelState& state) {
                                    holdWaitSeconds())
                      : "a ps stopped while the step was applied to some chunks only (the others "
                        "waited for a worker stopped, slow or lost mid-push), or the hold was "
-                       "lifted under the reads twice (the chief stopped or slow for a minute?)");
+                       "lifted under the reads twice (the chief stopped or starved?)");
   state.setGlobalStep(state_steps_[0]);
   read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
 }

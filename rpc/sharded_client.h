@@ -171,8 +171,9 @@ class ShardedClient {
   // checkpoint holds every variable at that step, also while backup
   // workers go on training: the highest step a chunk holds when the reads
   // begin; a shard behind is waited for (holdWaitSeconds()). A ps that
-  // lifted its hold under the reads (it had stood kMaxHoldSeconds: this
-  // process stopped) has every shard held and read once more.
+  // lifted its hold under the reads (this process stopped or starved: no
+  // call for ServedShard::kHoldSilenceSeconds, or kMaxHoldSeconds in all)
+  // has every shard held and read once more.
   // Not once a shard said it is stopping: it applies nothing more, and
   // closes its connections soon. Chunks that differ even so (a shard that
   // stopped, a worker stopped or lost mid-push) are logged as a warning.

@@ -103,8 +103,9 @@ interface ParameterShard {
   holdAt @9 (globalStep :Int64) -> (globalStep :Int64);
   # Sync training, the chief's checkpoint: the shard applies no gradient
   # that would take a chunk past globalStep (it keeps their sums) until
-  # releaseHold, the chief's connection closes, or the hold has stood for
-  # kMaxHoldSeconds (core/parameter_shard.h). -1 holds at the highest step a
+  # releaseHold, the chief's connection closes, the chief has made no call
+  # for ServedShard::kHoldSilenceSeconds (rpc/shard_service.h), or the hold
+  # has stood for kMaxHoldSeconds (core/parameter_shard.h). -1 holds at the highest step a
   # chunk holds now and answers with it at once; a step answers once every
   # chunk holds it, with the shard's global step then. A step beyond the
   # next one, or below a chunk's, holds at the nearest of those instead.

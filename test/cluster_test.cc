@@ -1416,6 +1416,17 @@ struct HeldShard {
   wire::ParameterShard::Client shard = chief->bootstrap().castAs<wire::ParameterShard>();
   std::optional<ShardedClient> worker;
   FlatBuffer parameters{state.layout().totalSize()}, gradients{state.layout().totalSize()};
+  // The chief asks the shard for its status each second, as a chief's waits
+  // do while it holds the shards: silent, it would lose the hold after
+  // ServedShard::kHoldSilenceSeconds. Set to nullptr, the chief is stopped.
+  kj::Promise<void> heartbeat = nullptr;
+
+  kj::Promise<void> beat() {
+    return io.provider->getTimer()
+        .afterDelay(1 * kj::SECONDS)
+        .then([this] { return shard.statusRequest().send().ignoreResult(); })
+        .then([this] { return beat(); });
+  }
 
   HeldShard() {
     state.initialize();
@@ -1433,6 +1444,7 @@ struct HeldShard {
     auto hold = shard.holdAtRequest();
     hold.setGlobalStep(-1);
     CHECK(hold.send().wait(io.waitScope).getGlobalStep() == 0);
+    heartbeat = beat().eagerlyEvaluate([](kj::Exception&&) {});
     worker.emplace(io, cluster_spec, graph, state.layout(), specIdentity(spec), 1);
     REQUIRE(worker->connect(60) == ShardedClient::Outcome::Connected);
     std::fill(gradients.data(), gradients.data() + gradients.size(), 1.0f);
@@ -1468,6 +1480,7 @@ TEST_CASE("sync: a chief gone while it holds the shard for a checkpoint read lea
   kj::Promise<void> chief_gone = held.io.provider->getTimer()
                                      .afterDelay(1 * kj::SECONDS)
                                      .then([&held] {
+                                       held.heartbeat = nullptr;
                                        held.shard = nullptr;
                                        held.chief = nullptr;
                                        held.stream = nullptr;
@@ -1485,6 +1498,25 @@ TEST_CASE("sync: a chief gone while it holds the shard for a checkpoint read lea
   CHECK(held.ps.wait(30) == 0);
 }
 
+TEST_CASE(
+    "sync: a chief silent while it holds the shard for a checkpoint read leaves it training") {
+  HeldShard held;
+  held.heartbeat = nullptr;  // stopped (SIGSTOP) since its hold: no call any more
+  const auto [step, seconds] = held.pushAndPull();
+  CHECK(step == 1);
+  // ServedShard::kHoldSilenceSeconds after the hold, looked at each second.
+  CHECK(seconds >= 3.5);
+  CHECK(seconds < 10.0);
+  CHECK(held.parameters.data()[0] != held.state.parameters().data()[0]);  // applied
+  CHECK_THAT(held.ps.output(), Catch::Contains("lifted the chief's hold at global step 0: the "
+                                               "chief has made no call for"));
+
+  held.worker.reset();
+  held.ps.signal(SIGTERM);
+  INFO(held.ps.output());
+  CHECK(held.ps.wait(30) == 0);
+}
+
 TEST_CASE("sync: a ps stopped while the chief holds it applies nothing the hold kept") {
   HeldShard held;
   // Stopped, the ps waits for the step its worker computes, which the hold
@@ -1496,6 +1528,7 @@ TEST_CASE("sync: a ps stopped while the chief holds it applies nothing the hold 
   // The chief lifts its hold: the stopped shard still applies nothing.
   held.shard.releaseHoldRequest().send().wait(held.io.waitScope);
   CHECK(held.globalStep() == 0);
+  held.heartbeat = nullptr;
   held.shard = nullptr;
   held.chief = nullptr;
   held.stream = nullptr;
