@@ -522,9 +522,10 @@ kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
     const int64_t asked = context.getParams().getGlobalStep();
     if (asked < -1)
       throw ProtocolError(fmt::format("a hold at global step {}: expected -1 or a step", asked));
-    // With backup workers shards can drift more than a step apart (each
-    // takes the gradients tagged with its own step): a hold waits for the
-    // next step at most, as a pull does, and holds no chunk below its step.
+    // A hold waits for the next step at most, as a pull does, and holds no
+    // chunk below its step: the chief's workers keep the shards within a
+    // step, but a chief whose view is off (another build, a lie) must not
+    // make the shard wait for steps that never come.
     const int64_t step =
         asked == -1 ? shard().highestChunkStep()
                     : std::clamp(asked, shard().highestChunkStep(), shard().globalStep() + 1);

@@ -877,18 +877,18 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
           const int64_t shard_step = shard_steps_[size_t(link.index)];
           const bool pull_instead = sync && ((last_step_ && shard_step >= *last_step_) ||
                                              (lowest_pulled && shard_step > *lowest_pulled));
-          auto pull = [this, &link, run, &parameters, &steps, &pulls, min_step] {
-            kj::Vector<kj::Promise<void>> chunks;
-            for (size_t i = run.first; i < run.first + run.count; ++i) {
-              const ShardChunk& c = link.chunks[i];
-              chunks.add(pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
-                                   parameters.data() + c.layout_offset, &steps[size_t(link.index)],
-                                   stopping_shard_, pulls));
+          auto send = [this, &link, run, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
+                       min_step, sync, pull_instead]() -> kj::Promise<void> {
+            if (pull_instead) {
+              kj::Vector<kj::Promise<void>> chunks;
+              for (size_t i = run.first; i < run.first + run.count; ++i) {
+                const ShardChunk& c = link.chunks[i];
+                chunks.add(pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
+                                     parameters.data() + c.layout_offset,
+                                     &steps[size_t(link.index)], stopping_shard_, pulls));
+              }
+              return kj::joinPromises(chunks.releaseAsArray());
             }
-            return kj::joinPromises(chunks.releaseAsArray());
-          };
-          auto push = [this, &link, run, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
-                       min_step, sync] {
             const ShardChunk& first = link.chunks[run.first];
             auto request = link.shard().pushAndPullRequest();
             request.setWorkerTask(impl_->worker_task);
@@ -940,9 +940,6 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
               pushes.answered(0);
               pulls.answered(floats * int64_t(sizeof(float)));
             });
-          };
-          auto send = [pull_instead, pull = kj::mv(pull), push = kj::mv(push)]() mutable {
-            return pull_instead ? pull() : push();
           };
           if (!gate) return send();
           // Every chunk's gradient final (a gated run keeps to one variable's
