@@ -23,7 +23,8 @@ namespace traind {
 
 class ReasonFirstStream final : public ForwardingStream {
  public:
-  // At most this long a failed write waits for the reads to end.
+  // At most this long a failed write waits for the reads to end, counted
+  // from the event loop's next wait for I/O (its clock is current there).
   static constexpr kj::Duration kWriteFailureGrace = 1 * kj::SECONDS;
 
   ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer);

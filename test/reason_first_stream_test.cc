@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace traind {
 namespace {
@@ -45,6 +47,25 @@ TEST_CASE("a failed write with no read to wait for fails after the grace",
   CHECK_THROWS_WITH(stream.write(call, sizeof call).wait(io.waitScope),
                     Catch::Contains("Broken pipe"));
   CHECK(io.provider->getTimer().now() - start >= ReasonFirstStream::kWriteFailureGrace);
+}
+
+TEST_CASE("a failed write waits the whole grace after the loop stood still (a paused process)",
+          "[reason_first_stream]") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  ReasonFirstStream stream(afterPeerSaid(io, "bye"), io.provider->getTimer());
+  // The loop's clock moves only when it waits for I/O: a process stopped
+  // (SIGSTOP) or computing outside the loop for longer than the grace comes
+  // back with its clock that far behind.
+  io.waitScope.poll();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const char call[] = "a call";
+  kj::Promise<void> sent = stream.write(call, sizeof call);
+  CHECK(!sent.poll(io.waitScope));  // the first wait's clock, not the stale one, starts the grace
+  char words[3];
+  CHECK(stream.tryRead(words, sizeof words, sizeof words).wait(io.waitScope) == sizeof words);
+  CHECK(!sent.poll(io.waitScope));
+  CHECK(stream.tryRead(words, 1, 1).wait(io.waitScope) == 0);
+  CHECK_THROWS_WITH(sent.wait(io.waitScope), Catch::Contains("Broken pipe"));
 }
 
 TEST_CASE("writes and reads pass through while the connection stands", "[reason_first_stream]") {
