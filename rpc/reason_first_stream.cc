@@ -1,5 +1,7 @@
 #include "rpc/reason_first_stream.h"
 
+#include "rpc/deadline.h"
+
 namespace traind {
 
 ReasonFirstStream::ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer)
@@ -38,17 +40,11 @@ kj::Promise<size_t> ReasonFirstStream::tryRead(void* buffer, size_t min_bytes, s
 
 kj::Promise<void> ReasonFirstStream::heldOnFailure(kj::Promise<void> write) {
   return write.catch_([this](kj::Exception&& e) {
-    // The loop's clock moves only when it waits for I/O. A write that fails
-    // as a process resumes from SIGSTOP, or ends a long computation outside
-    // the loop, may run before any such wait: a grace counted from then
-    // would be over already, and would fail the write ahead of the read of
-    // the peer's words waiting in the socket. A timer due now fires at the
-    // next wait, its clock current: the grace starts there.
-    kj::Promise<void> grace = timer_.afterDelay(0 * kj::SECONDS).then([this] {
-      return timer_.afterDelay(kWriteFailureGrace);
-    });
+    // Counted from now, not from the loop's clock: a write that fails as
+    // the process resumes from SIGSTOP would otherwise find the grace over
+    // and fail ahead of the read of the peer's words waiting in the socket.
     return reads_ended_.addBranch()
-        .exclusiveJoin(kj::mv(grace))
+        .exclusiveJoin(timer_.atTime(deadlineIn(kWriteFailureGrace)))
         .then([e = kj::mv(e)]() mutable -> kj::Promise<void> { return kj::mv(e); });
   });
 }

@@ -24,7 +24,7 @@ namespace traind {
 class ReasonFirstStream final : public ForwardingStream {
  public:
   // At most this long a failed write waits for the reads to end, counted
-  // from the event loop's next wait for I/O (its clock is current there).
+  // from the failure (rpc/deadline.h: not from the loop's clock).
   static constexpr kj::Duration kWriteFailureGrace = 1 * kj::SECONDS;
 
   ReasonFirstStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer);

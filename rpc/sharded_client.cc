@@ -14,6 +14,7 @@
 
 #include "core/parameter_shard.h"
 #include "core/printable.h"
+#include "rpc/deadline.h"
 #include "rpc/failure_text.h"
 #include "rpc/peer_silence.h"
 #include "rpc/reason_first_stream.h"
@@ -185,8 +186,8 @@ void callEveryShardWithin(kj::AsyncIoContext& io, std::vector<ShardLink>& shards
   kj::Vector<kj::Promise<void>> calls;
   for (ShardLink& link : shards) calls.add(call(link).catch_([](kj::Exception&&) {}));
   io.provider->getTimer()
-      .timeoutAfter(int64_t(seconds * 1000) * kj::MILLISECONDS,
-                    kj::joinPromises(calls.releaseAsArray()))
+      .timeoutAt(deadlineIn(int64_t(seconds * 1000) * kj::MILLISECONDS),
+                 kj::joinPromises(calls.releaseAsArray()))
       .catch_([](kj::Exception&&) {})
       .wait(io.waitScope);
 }
@@ -350,7 +351,7 @@ ShardedClient::Outcome ShardedClient::connect(double timeout_seconds,
         // A ps process that is stopped or hung, or a port another program
         // holds, takes the connection and never answers the hello.
         kj::Promise<void> attempt = impl_->connectOnce(link).exclusiveJoin(
-            timer.afterDelay(kHelloSeconds * kj::SECONDS).then([]() -> kj::Promise<void> {
+            timer.atTime(deadlineIn(kHelloSeconds * kj::SECONDS)).then([]() -> kj::Promise<void> {
               return kj::Exception(
                   kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
                   kj::str("no answer within ", kHelloSeconds,
@@ -1003,9 +1004,8 @@ int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
     // step needs the chief's own (a worker lost mid-push) would wait for good.
     if (at >= 0)
       all = all.exclusiveJoin(
-          timer.afterDelay(int64_t(wait_seconds * 1000) * kj::MILLISECONDS).then([&waited_out] {
-            waited_out = true;
-          }));
+          timer.atTime(deadlineIn(int64_t(wait_seconds * 1000) * kj::MILLISECONDS))
+              .then([&waited_out] { waited_out = true; }));
     failure.wait(watched(kj::mv(all), impl_->shards, timer, failure), impl_->io.waitScope,
                  [this] { releaseHolds(kReleaseAfterFailureSeconds); });
   };
