@@ -10,6 +10,8 @@
 // an error) or kWriteFailureGrace passes: the read of the Abort goes first,
 // and its reason is the one every call fails with.
 //
+// `timer` is the event loop's, io.provider->getTimer() (rpc/deadline.h).
+//
 //   auto stream = kj::heap<ReasonFirstStream>(kj::mv(socket), timer);
 //   capnp::TwoPartyVatNetwork network(*stream, Side::CLIENT, options);
 #pragma once
