@@ -43,8 +43,15 @@ kj::Promise<void> ReasonFirstStream::heldOnFailure(kj::Promise<void> write) {
     // Counted from now, not from the loop's clock: a write that fails as
     // the process resumes from SIGSTOP would otherwise find the grace over
     // and fail ahead of the read of the peer's words waiting in the socket.
+    // Once over, the grace still lets every read the socket can serve
+    // without waiting go first (evalLast: when nothing else is left to run).
+    // A process stopped for longer than the grace just after the failure
+    // finds the words and the grace's end in one wait for I/O, and reading a
+    // message takes several turns of the loop.
+    kj::Promise<void> grace =
+        timer_.atTime(deadlineIn(kWriteFailureGrace)).then([] { return kj::evalLast([] {}); });
     return reads_ended_.addBranch()
-        .exclusiveJoin(timer_.atTime(deadlineIn(kWriteFailureGrace)))
+        .exclusiveJoin(kj::mv(grace))
         .then([e = kj::mv(e)]() mutable -> kj::Promise<void> { return kj::mv(e); });
   });
 }

@@ -7,8 +7,9 @@
 // first. That write fails, and Cap'n Proto 0.9.2 then ends the connection
 // with "Broken pipe", cancelling the read that had the ps's words. This
 // stream holds a failed write back until the reads end (the stream's end or
-// an error) or kWriteFailureGrace passes: the read of the Abort goes first,
-// and its reason is the one every call fails with.
+// an error), or kWriteFailureGrace passes and the reads the socket serves
+// without waiting have run: the read of the Abort goes first, and its reason
+// is the one every call fails with.
 //
 // `timer` is the event loop's, io.provider->getTimer() (rpc/deadline.h).
 //
