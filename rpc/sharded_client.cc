@@ -975,11 +975,12 @@ double ShardedClient::holdWaitSeconds() const {
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
   kj::Timer& timer = impl_->io.provider->getTimer();
-  const double wait_seconds = holdWaitSeconds();
-  // Each shard's hold, at -1: at the highest step a chunk of it holds (its
-  // global step, or the next once a chunk has been applied for it).
-  int64_t step = -1;
-  auto holdAll = [&](int64_t at, const std::function<void(int64_t)>& answered) {
+  // Holds every shard that has chunks at `at`; returns the highest step
+  // one answered with (-1: none). At -1 each holds at the highest step a
+  // chunk of it holds (its global step, or the next once a chunk has been
+  // applied for it).
+  auto holdAll = [&](int64_t at) {
+    int64_t highest = -1;
     kj::Vector<kj::Promise<void>> calls;
     FirstFailure failure;
     // joinPromises reports a failure only once every call has ended: the
@@ -989,14 +990,15 @@ int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
       if (link.chunks.empty()) continue;  // never steps: nothing to hold
       auto request = link.shard().holdAtRequest();
       request.setGlobalStep(at);
-      calls.add(
-          request.send()
-              .then([&answered](auto reply) { answered(reportedStep(reply.getGlobalStep())); })
-              .catch_(failure.of(link))
-              .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
-                if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
-                return kj::mv(e);
-              }));
+      calls.add(request.send()
+                    .then([&highest](auto reply) {
+                      highest = std::max(highest, reportedStep(reply.getGlobalStep()));
+                    })
+                    .catch_(failure.of(link))
+                    .catch_([&failed](kj::Exception&& e) -> kj::Promise<void> {
+                      if (failed.fulfiller->isWaiting()) failed.fulfiller->reject(kj::cp(e));
+                      return kj::mv(e);
+                    }));
     }
     kj::Promise<void> all =
         kj::joinPromises(calls.releaseAsArray()).exclusiveJoin(kj::mv(failed.promise));
@@ -1004,13 +1006,14 @@ int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
     // step needs the chief's own (a worker lost mid-push) would wait for good.
     if (at >= 0)
       all = all.exclusiveJoin(
-          timer.atTime(deadlineIn(int64_t(wait_seconds * 1000) * kj::MILLISECONDS))
+          timer.atTime(deadlineIn(int64_t(holdWaitSeconds() * 1000) * kj::MILLISECONDS))
               .then([&waited_out] { waited_out = true; }));
     failure.wait(watched(kj::mv(all), impl_->shards, timer, failure), impl_->io.waitScope,
                  [this] { releaseHolds(kReleaseAfterFailureSeconds); });
+    return highest;
   };
-  holdAll(-1, [&step](int64_t held) { step = std::max(step, held); });
-  if (step >= 0) holdAll(step, [](int64_t) {});
+  const int64_t step = holdAll(-1);
+  if (step >= 0) holdAll(step);
   return step;
 }
 
