@@ -299,6 +299,13 @@ void ParameterShard::workerLeft(uint32_t worker) {
   if (worker < connections_.size() && connections_[worker] > 0) --connections_[worker];
 }
 
+std::vector<uint32_t> ParameterShard::connectedWorkers() const {
+  std::vector<uint32_t> workers;
+  for (uint32_t w = 0; w < connections_.size(); ++w)
+    if (connections_[w] > 0) workers.push_back(w);
+  return workers;
+}
+
 std::vector<uint32_t> ParameterShard::workersStepWaitsFor() const {
   std::vector<uint32_t> lacking;
   if (cluster_.mode != TrainingMode::Sync) return lacking;

@@ -175,6 +175,8 @@ class ParameterShard {
     return worker < connections_.size() && connections_[worker] > 0;
   }
   bool anyWorkerConnected() const { return workersConnected() > 0; }
+  // The tasks of the workers connected, in order.
+  std::vector<uint32_t> connectedWorkers() const;
   int workersConnected() const {
     return int(
         std::count_if(connections_.begin(), connections_.end(), [](int c) { return c > 0; }));

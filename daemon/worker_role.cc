@@ -476,6 +476,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   summary.stopped = stop_requested.load();
   std::optional<EvalResult> test;
   if (chief) {
+    if (summary.stopped && !spec.checkpoint.dir.empty()) ps.waitForOtherWorkersToLeave();
     checkpoint();
     final_checkpoint = true;
     const int64_t final_step = ps.pull(0, state.parameters());

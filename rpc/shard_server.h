@@ -67,7 +67,9 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // shared memory may cover several chunks (rpc/traind.capnp); 5: hello
 // carries the update rule; 6: the chief reports its checkpoints (saved);
 // 7: a shard of one chunk goes in two halves (transferChunks); 8: the
-// chief holds sync shards at one step while it reads them (holdAt).
-constexpr uint32_t kWireVersion = 8;
+// chief holds sync shards at one step while it reads them (holdAt); 9: a
+// shard's status names the workers connected to it, whom a stopped chief
+// waits for before its final checkpoint.
+constexpr uint32_t kWireVersion = 9;
 
 }  // namespace traind

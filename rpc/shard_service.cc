@@ -147,6 +147,9 @@ void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
   status.setReady(served_.shard_.ready());
   status.setGlobalStep(served_.shard_.globalStep());
   status.setStopping(served_.stopping_);
+  const std::vector<uint32_t> workers = served_.shard_.connectedWorkers();
+  auto list = status.initWorkers(uint32_t(workers.size()));
+  for (size_t i = 0; i < workers.size(); ++i) list.set(uint32_t(i), workers[i]);
 }
 
 kj::Promise<void> ShardService::hello(HelloContext context) {

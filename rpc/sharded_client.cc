@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include "core/parameter_shard.h"
@@ -56,8 +57,16 @@ int64_t reportedStep(int64_t step) {
   return step;
 }
 
-ShardStatusView toView(wire::ShardStatus::Reader s) {
-  return {s.getReady(), reportedStep(s.getGlobalStep()), s.getStopping()};
+// `workers`: the cluster's; a worker task outside it is a lie.
+ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
+  ShardStatusView view{s.getReady(), reportedStep(s.getGlobalStep()), s.getStopping(), {}};
+  for (uint32_t task : s.getWorkers()) {
+    if (task >= workers)
+      throw std::runtime_error(
+          fmt::format("reported worker {} connected, in a cluster of {}", task, workers));
+    view.workers.push_back(task);
+  }
+  return view;
 }
 
 // Data that a request points at instead of copying; Cap'n Proto needs
@@ -418,7 +427,8 @@ std::vector<ShardStatusView> ShardedClient::statuses() {
   for (ShardLink& link : impl_->shards) {
     KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
                    out.push_back(toView(
-                       link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus()));
+                       link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus(),
+                       impl_->cluster.worker.size()));
                  })) {
       throwShardFailure(link, *e);
     }
@@ -971,6 +981,45 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
 
 double ShardedClient::holdWaitSeconds() const {
   return std::clamp(3.0 * step_seconds_, kHoldWaitMinSeconds, kHoldWaitMaxSeconds);
+}
+
+void ShardedClient::waitForOtherWorkersToLeave() {
+  const double most = holdWaitSeconds();
+  const kj::TimePoint deadline = deadlineIn(int64_t(most * 1000) * kj::MILLISECONDS);
+  kj::Timer& timer = impl_->io.provider->getTimer();
+  const Clock::time_point start = Clock::now();
+  auto waited = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  std::string others;  // the other workers the last answers named
+  for (;;) {
+    std::set<uint32_t> connected;
+    bool stopping = false;
+    kj::Vector<kj::Promise<void>> calls;
+    for (ShardLink& link : impl_->shards)
+      calls.add(link.shard().statusRequest().send().then([&](auto&& reply) {
+        const ShardStatusView status = toView(reply.getStatus(), impl_->cluster.worker.size());
+        stopping = stopping || status.stopping;
+        connected.insert(status.workers.begin(), status.workers.end());
+      }));
+    // A shard that fails is not waited for, nor one silent to the end: the
+    // checkpoint's reads that follow report it.
+    const bool answered = timer.timeoutAt(deadline, kj::joinPromises(calls.releaseAsArray()))
+                              .then([] { return true; }, [](kj::Exception&&) { return false; })
+                              .wait(impl_->io.waitScope);
+    if (!answered && (others.empty() || waited() < most)) return;
+    if (!answered) break;
+    connected.erase(impl_->worker_task);
+    if (stopping || connected.empty()) return;
+    if (others.empty())
+      spdlog::info("final checkpoint: waiting up to {:.1f} s for worker {} to end its step and "
+                   "leave",
+                   most, fmt::join(connected, ", "));
+    others = fmt::format("{}", fmt::join(connected, ", "));
+    if (waited() >= most) break;
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(impl_->io.waitScope);
+  }
+  spdlog::info("final checkpoint: worker {} still connected after {:.1f} s (training on?): its "
+               "later steps are in no checkpoint of this chief's",
+               others, waited());
 }
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {

@@ -36,6 +36,7 @@ struct ShardStatusView {
   bool ready = false;
   int64_t global_step = 0;
   bool stopping = false;
+  std::vector<uint32_t> workers;  // the tasks of the workers connected to it
 };
 
 // A gradient that pushAndPull sends while it is still being computed on
@@ -189,6 +190,15 @@ class ShardedClient {
   double holdWaitSeconds() const;
   static constexpr double kHoldWaitMinSeconds = 2.0;
   static constexpr double kHoldWaitMaxSeconds = 30.0;  // well within the ps's kMaxHoldSeconds
+
+  // Chief, stopped (SIGTERM, POST /stop) before the job's end, ahead of its
+  // final checkpoint: waits until no other worker is connected to any shard,
+  // at most holdWaitSeconds(). Workers stopped with it (systemctl stop of
+  // every worker, docker compose down) each end the step they compute; read
+  // before they pushed it, that step would be in no checkpoint. Workers
+  // that train on are waited for to the bound. Ends at once when a shard
+  // says it is stopping. Logs whom it waits for.
+  void waitForOtherWorkersToLeave();
 
   // Chief: tells every shard that `checkpoint` holds its state, as the last
   // readState() read it (each shard at the lowest step its replies

@@ -14,6 +14,7 @@ struct ShardStatus {
   ready @0 :Bool;         # the chief has initialised or restored the shard
   globalStep @1 :Int64;
   stopping @2 :Bool;      # the job is done; the shard exits soon
+  workers @3 :List(UInt32);  # the worker tasks connected to the shard, in order
 }
 
 struct SharedRegionOffer {

@@ -446,6 +446,53 @@ TEST_CASE("a ps stopped by SIGTERM ends the job with a final checkpoint of its l
   CHECK(lastNumber(c.workers[0]->output(), "done: global step ([0-9]+)") == saved);
 }
 
+TEST_CASE("every worker stopped at once: the chief's final checkpoint holds every step") {
+  const std::string mode = GENERATE(as<std::string>{}, "async", "sync");
+  const auto dir = freshTempDir("workers-stop-" + mode);
+  const std::unique_ptr<Cluster> job = mlpJob(dir, mode, 2, 1000000, 2);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  REQUIRE(c.workers[1]->waitForOutput(", loss = ", 60));
+  // As `systemctl stop traind@worker-0 traind@worker-1`, `docker compose
+  // down` or a host's shutdown do: each worker ends its step and goes, and
+  // the chief's last checkpoint must come after the other's last push.
+  c.workers[1]->signal(SIGTERM);
+  c.workers[0]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(c.workers[1]->wait(30) == 0);
+  for (auto& p : c.ps) p->signal(SIGTERM);
+  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.logs(), !Catch::Contains("in no checkpoint"));
+  checkEveryPsEndsAtTheLastCheckpoint(c);
+}
+
+TEST_CASE("a chief stopped alone waits a bounded time for the workers training on") {
+  const auto dir = freshTempDir("chief-stops-alone");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 1000000);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  REQUIRE(c.workers[1]->waitForOutput(", loss = ", 60));
+  const auto stopped = std::chrono::steady_clock::now();
+  c.workers[0]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(60) == 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  INFO(c.logs());
+  // Three of its steps, clamped to 2-30 s, then the checkpoint read.
+  CHECK(seconds >= 2.0);
+  CHECK(seconds < 20.0);
+  CHECK_THAT(c.workers[0]->output(),
+             Catch::Contains("final checkpoint: waiting up to 2.0 s for worker 1") &&
+                 Catch::Contains("final checkpoint: worker 1 still connected after"));
+  // Worker 1 trains on, unaware.
+  CHECK(c.workers[1]->wait(0) == -1);
+  c.workers[1]->signal(SIGTERM);
+  CHECK(c.workers[1]->wait(30) == 0);
+  c.ps[0]->signal(SIGTERM);
+  CHECK(c.ps[0]->wait(30) == 0);
+}
+
 TEST_CASE("sync: a ps stopped alone applies the step the workers compute, as the other ps does") {
   const auto dir = freshTempDir("ps-stop-alone");
   const std::unique_ptr<Cluster> job = mlpJob(dir, "sync", 2, 1000000, 2);
