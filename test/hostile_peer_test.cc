@@ -574,10 +574,11 @@ TEST_CASE(
 
 namespace {
 
-enum class Lie { ShortChunk, StepPast2To53, NegativeStatusStep };
+enum class Lie { ShortChunk, StepPast2To53, NegativeStatusStep, WorkerOutsideCluster };
 
 // A ps that answers like an honest one, ready at global step 0, but for one
-// lie: a pull reply a float short, or a global step no ps reports.
+// lie: a pull reply a float short, a global step no ps reports, or a
+// worker connected that the cluster has not.
 class LyingShard final : public wire::ParameterShard::Server {
  public:
   explicit LyingShard(Lie lie) : lie_(lie) {}
@@ -605,6 +606,7 @@ class LyingShard final : public wire::ParameterShard::Server {
   void fillStatus(wire::ShardStatus::Builder status) const {
     status.setReady(true);
     status.setGlobalStep(lie_ == Lie::NegativeStatusStep ? -1 : 0);
+    if (lie_ == Lie::WorkerOutsideCluster) status.initWorkers(1).set(0, 7);
   }
 
   Lie lie_;
@@ -616,7 +618,8 @@ TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
   const auto [lie, said] = GENERATE(table<Lie, std::string>(
       {{Lie::ShortChunk, "answered a pull of 235500 floats with 941996 bytes"},
        {Lie::StepPast2To53, "reported global step 9007199254740993, outside [0, 2^53]"},
-       {Lie::NegativeStatusStep, "reported global step -1, outside [0, 2^53]"}}));
+       {Lie::NegativeStatusStep, "reported global step -1, outside [0, 2^53]"},
+       {Lie::WorkerOutsideCluster, "reported worker 7 connected, in a cluster of 2"}}));
   INFO("the lie: " << said);
   const auto dir = freshTempDir("lying-ps");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
