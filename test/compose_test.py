@@ -54,6 +54,10 @@ def check_compose():
           f"check: expected traind check of both specs, got {command}")
     check(str(checker.get("restart")) == "no", "check: restarted (a wrong spec stays wrong)")
     check(checker.get("image") == "traind:latest", "check: not the one traind image")
+    # The first service created builds the image: docker-compose v1 pulls
+    # the image of a service without a build section, and traind has none.
+    check(checker.get("build", {}).get("target") == "runtime",
+          "check: does not build the traind image (docker-compose v1 would pull it)")
     tasks = {}  # (job, task) -> host
     for job, addresses in spec["cluster"].items():
         for index, address in enumerate(addresses):
