@@ -989,7 +989,8 @@ void ShardedClient::waitForOtherWorkersToLeave() {
   kj::Timer& timer = impl_->io.provider->getTimer();
   const Clock::time_point start = Clock::now();
   auto waited = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  std::string others;  // the other workers the last answers named
+  std::string others;  // "worker 1", "workers 1, 2": whom the last answers named
+  bool several = false;
   for (;;) {
     std::set<uint32_t> connected;
     bool stopping = false;
@@ -1009,17 +1010,18 @@ void ShardedClient::waitForOtherWorkersToLeave() {
     if (!answered) break;
     connected.erase(impl_->worker_task);
     if (stopping || connected.empty()) return;
-    if (others.empty())
-      spdlog::info("final checkpoint: waiting up to {:.1f} s for worker {} to end its step and "
-                   "leave",
-                   most, fmt::join(connected, ", "));
-    others = fmt::format("{}", fmt::join(connected, ", "));
+    several = connected.size() > 1;
+    const bool first = others.empty();
+    others = fmt::format("{} {}", several ? "workers" : "worker", fmt::join(connected, ", "));
+    if (first)
+      spdlog::info("final checkpoint: waiting up to {:.1f} s for {} to end {} step and leave",
+                   most, others, several ? "their" : "its");
     if (waited() >= most) break;
     timer.afterDelay(20 * kj::MILLISECONDS).wait(impl_->io.waitScope);
   }
-  spdlog::info("final checkpoint: worker {} still connected after {:.1f} s (training on?): its "
-               "later steps are in no checkpoint of this chief's",
-               others, waited());
+  spdlog::info("final checkpoint: {} still connected after {:.1f} s (training on?): {} later "
+               "steps are in no checkpoint of this chief's",
+               others, waited(), several ? "their" : "its");
 }
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
