@@ -984,44 +984,80 @@ double ShardedClient::holdWaitSeconds() const {
 }
 
 void ShardedClient::waitForOtherWorkersToLeave() {
+  // Sync training where every step needs this worker's gradient applies
+  // nothing more once it stopped pushing: what the reads find is final.
+  const bool steps_need_this_worker =
+      impl_->cluster.mode == TrainingMode::Sync &&
+      impl_->cluster.replicas_to_aggregate >= int(impl_->cluster.worker.size());
+  if (stopping_shard_ || steps_need_this_worker) return;
   const double most = holdWaitSeconds();
   const kj::TimePoint deadline = deadlineIn(int64_t(most * 1000) * kj::MILLISECONDS);
   kj::Timer& timer = impl_->io.provider->getTimer();
   const Clock::time_point start = Clock::now();
-  auto waited = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto waited = [start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  // Each shard's step at the first answers, and how many other workers were
+  // connected then: stopping, each adds at most the step it computes.
+  std::vector<int64_t> first_steps;
+  size_t first_others = 0;
   std::string others;  // "worker 1", "workers 1, 2": whom the last answers named
   bool several = false;
   for (;;) {
     std::set<uint32_t> connected;
+    std::vector<int64_t> steps(impl_->shards.size(), 0);
     bool stopping = false;
     kj::Vector<kj::Promise<void>> calls;
     for (ShardLink& link : impl_->shards)
-      calls.add(link.shard().statusRequest().send().then([&](auto&& reply) {
-        const ShardStatusView status = toView(reply.getStatus(), impl_->cluster.worker.size());
-        stopping = stopping || status.stopping;
-        connected.insert(status.workers.begin(), status.workers.end());
-      }));
-    // A shard that fails is not waited for, nor one silent to the end: the
-    // checkpoint's reads that follow report it.
-    const bool answered = timer.timeoutAt(deadline, kj::joinPromises(calls.releaseAsArray()))
-                              .then([] { return true; }, [](kj::Exception&&) { return false; })
-                              .wait(impl_->io.waitScope);
-    if (!answered && (others.empty() || waited() < most)) return;
-    if (!answered) break;
+      calls.add(link.shard().statusRequest().send().then(
+          [this, &link, &connected, &steps, &stopping](auto&& reply) {
+            const ShardStatusView status =
+                toView(reply.getStatus(), impl_->cluster.worker.size());
+            steps[link.index] = status.global_step;
+            stopping = stopping || status.stopping;
+            connected.insert(status.workers.begin(), status.workers.end());
+          }));
+    bool timed_out = false;
+    const bool answered =
+        kj::joinPromises(calls.releaseAsArray())
+            .then([] { return true; })
+            .exclusiveJoin(timer.atTime(deadline).then([&timed_out] {
+              timed_out = true;
+              return false;
+            }))
+            .then([](bool all) { return all; }, [](kj::Exception&&) { return false; })
+            .wait(impl_->io.waitScope);
+    // A shard whose status call failed or lied: the checkpoint's reads
+    // report a shard gone; the wait is given up either way.
+    if (!answered && !timed_out) return;
+    if (timed_out) {
+      if (others.empty())
+        spdlog::info("final checkpoint: a ps did not answer its status within {:.1f} s", most);
+      break;
+    }
     connected.erase(impl_->worker_task);
     if (stopping || connected.empty()) return;
     several = connected.size() > 1;
-    const bool first = others.empty();
     others = fmt::format("{} {}", several ? "workers" : "worker", fmt::join(connected, ", "));
-    if (first)
+    if (first_steps.empty()) {
+      first_steps = steps;
+      first_others = connected.size();
       spdlog::info("final checkpoint: waiting up to {:.1f} s for {} to end {} step and leave",
                    most, others, several ? "their" : "its");
+    }
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (steps[i] - first_steps[i] > int64_t(first_others)) {
+        spdlog::info("final checkpoint: {} {} on (ps {} took {} steps in {:.1f} s): {} later "
+                     "steps are in no checkpoint of this chief's",
+                     others, several ? "train" : "trains", i, steps[i] - first_steps[i],
+                     waited(), several ? "their" : "its");
+        return;
+      }
     if (waited() >= most) break;
     timer.afterDelay(20 * kj::MILLISECONDS).wait(impl_->io.waitScope);
   }
-  spdlog::info("final checkpoint: {} still connected after {:.1f} s (training on?): {} later "
-               "steps are in no checkpoint of this chief's",
-               others, waited(), several ? "their" : "its");
+  if (!others.empty())
+    spdlog::info("final checkpoint: {} still connected after {:.1f} s: {} later steps, if any, "
+                 "are in no checkpoint of this chief's",
+                 others, waited(), several ? "their" : "its");
 }
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {

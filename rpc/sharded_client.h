@@ -194,10 +194,13 @@ class ShardedClient {
   // Chief, stopped (SIGTERM, POST /stop) before the job's end, ahead of its
   // final checkpoint: waits until no other worker is connected to any shard,
   // at most holdWaitSeconds(). Workers stopped with it (systemctl stop of
-  // every worker, docker compose down) each end the step they compute; read
-  // before they pushed it, that step would be in no checkpoint. Workers
-  // that train on are waited for to the bound. Ends at once when a shard
-  // says it is stopping. Logs whom it waits for.
+  // every worker, docker compose stop) each end the step they compute; read
+  // before they pushed it, that step would be in no checkpoint. Ends
+  // sooner, logged, once a shard's step has moved by more than the number
+  // of other workers since the wait began (stopping, each adds one step at
+  // most: some train on), and at once when a shard says it is stopping, a
+  // status call fails, or every sync step needs this worker's gradient
+  // (replicas_to_aggregate is every worker). Logs whom it waits for.
   void waitForOtherWorkersToLeave();
 
   // Chief: tells every shard that `checkpoint` holds its state, as the last
