@@ -1016,6 +1016,7 @@ void ShardedClient::waitForOtherWorkersToLeave() {
             connected.insert(status.workers.begin(), status.workers.end());
           }));
     bool timed_out = false;
+    std::string failure;
     const bool answered =
         kj::joinPromises(calls.releaseAsArray())
             .then([] { return true; })
@@ -1023,11 +1024,18 @@ void ShardedClient::waitForOtherWorkersToLeave() {
               timed_out = true;
               return false;
             }))
-            .then([](bool all) { return all; }, [](kj::Exception&&) { return false; })
+            .then([](bool all) { return all; },
+                  [&failure](kj::Exception&& e) {
+                    failure = e.getDescription().cStr();
+                    return false;
+                  })
             .wait(impl_->io.waitScope);
-    // A shard whose status call failed or lied: the checkpoint's reads
-    // report a shard gone; the wait is given up either way.
-    if (!answered && !timed_out) return;
+    // A shard gone is the checkpoint's reads' to report, as failures are.
+    if (!answered && !timed_out) {
+      spdlog::warn("final checkpoint: not waiting for the other workers: a status call failed: {}",
+                   failure);
+      return;
+    }
     if (timed_out) {
       if (others.empty())
         spdlog::info("final checkpoint: a ps did not answer its status within {:.1f} s", most);
