@@ -201,6 +201,35 @@ void callEveryShardWithin(kj::AsyncIoContext& io, std::vector<ShardLink>& shards
       .wait(io.waitScope);
 }
 
+// Every shard's status, asked of all at once, by `deadline`: `statuses` in
+// the shards' order once all answered; otherwise whether the deadline came
+// first, or the failure of a call (a shard gone, or a status that lies).
+struct StatusRound {
+  std::vector<ShardStatusView> statuses;
+  bool timed_out = false;
+  std::string failure;
+};
+StatusRound statusesBefore(kj::AsyncIoContext& io, std::vector<ShardLink>& shards,
+                           size_t workers, kj::TimePoint deadline) {
+  StatusRound round;
+  round.statuses.resize(shards.size());
+  kj::Vector<kj::Promise<void>> calls;
+  for (ShardLink& link : shards)
+    calls.add(link.shard().statusRequest().send().then(
+        [&round, &link, workers](auto&& reply) {
+          round.statuses[size_t(link.index)] = toView(reply.getStatus(), workers);
+        }));
+  // The loser of the join is cancelled at once: no reply lands after this.
+  kj::joinPromises(calls.releaseAsArray())
+      .exclusiveJoin(io.provider->getTimer().atTime(deadline).then([&round] {
+        round.timed_out = true;
+      }))
+      .catch_([&round](kj::Exception&& e) { round.failure = e.getDescription().cStr(); })
+      .wait(io.waitScope);
+  if (round.timed_out || !round.failure.empty()) round.statuses.clear();
+  return round;
+}
+
 // What a worker's long wait for a ps's answer means, by the cluster's mode.
 std::string whatALongWaitMeans(const ClusterSpec& cluster) {
   if (cluster.mode == TrainingMode::Sync)
@@ -992,80 +1021,63 @@ void ShardedClient::waitForOtherWorkersToLeave() {
   if (stopping_shard_ || steps_need_this_worker) return;
   const double most = holdWaitSeconds();
   const kj::TimePoint deadline = deadlineIn(int64_t(most * 1000) * kj::MILLISECONDS);
-  kj::Timer& timer = impl_->io.provider->getTimer();
   const Clock::time_point start = Clock::now();
   auto waited = [start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  // "worker 1" or "workers 1, 2", and "its" or "their", for the log.
+  auto named = [](const std::set<uint32_t>& w) {
+    return fmt::format("{} {}", w.size() > 1 ? "workers" : "worker", fmt::join(w, ", "));
+  };
+  auto their = [](const std::set<uint32_t>& w) { return w.size() > 1 ? "their" : "its"; };
   // Each shard's step at the first answers, and how many other workers were
   // connected then: stopping, each adds at most the step it computes.
   std::vector<int64_t> first_steps;
   size_t first_others = 0;
-  std::string others;  // "worker 1", "workers 1, 2": whom the last answers named
-  bool several = false;
+  std::set<uint32_t> others;  // whom the last answers named
   for (;;) {
-    std::set<uint32_t> connected;
-    std::vector<int64_t> steps(impl_->shards.size(), 0);
-    bool stopping = false;
-    kj::Vector<kj::Promise<void>> calls;
-    for (ShardLink& link : impl_->shards)
-      calls.add(link.shard().statusRequest().send().then(
-          [this, &link, &connected, &steps, &stopping](auto&& reply) {
-            const ShardStatusView status =
-                toView(reply.getStatus(), impl_->cluster.worker.size());
-            steps[link.index] = status.global_step;
-            stopping = stopping || status.stopping;
-            connected.insert(status.workers.begin(), status.workers.end());
-          }));
-    bool timed_out = false;
-    std::string failure;
-    const bool answered =
-        kj::joinPromises(calls.releaseAsArray())
-            .then([] { return true; })
-            .exclusiveJoin(timer.atTime(deadline).then([&timed_out] {
-              timed_out = true;
-              return false;
-            }))
-            .then([](bool all) { return all; },
-                  [&failure](kj::Exception&& e) {
-                    failure = e.getDescription().cStr();
-                    return false;
-                  })
-            .wait(impl_->io.waitScope);
+    const StatusRound round =
+        statusesBefore(impl_->io, impl_->shards, impl_->cluster.worker.size(), deadline);
     // A shard gone is the checkpoint's reads' to report, as failures are.
-    if (!answered && !timed_out) {
+    if (!round.failure.empty()) {
       spdlog::warn("final checkpoint: not waiting for the other workers: a status call failed: {}",
-                   failure);
+                   round.failure);
       return;
     }
-    if (timed_out) {
+    if (round.timed_out) {
       if (others.empty())
         spdlog::info("final checkpoint: a ps did not answer its status within {:.1f} s", most);
       break;
     }
-    connected.erase(impl_->worker_task);
-    if (stopping || connected.empty()) return;
-    several = connected.size() > 1;
-    others = fmt::format("{} {}", several ? "workers" : "worker", fmt::join(connected, ", "));
-    if (first_steps.empty()) {
-      first_steps = steps;
-      first_others = connected.size();
-      spdlog::info("final checkpoint: waiting up to {:.1f} s for {} to end {} step and leave",
-                   most, others, several ? "their" : "its");
+    std::set<uint32_t> connected;
+    for (const ShardStatusView& status : round.statuses) {
+      if (status.stopping) return;
+      connected.insert(status.workers.begin(), status.workers.end());
     }
-    for (size_t i = 0; i < steps.size(); ++i)
-      if (steps[i] - first_steps[i] > int64_t(first_others)) {
+    connected.erase(impl_->worker_task);
+    if (connected.empty()) return;
+    others = connected;
+    if (first_steps.empty()) {
+      first_others = others.size();
+      for (const ShardStatusView& status : round.statuses) first_steps.push_back(status.global_step);
+      spdlog::info("final checkpoint: waiting up to {:.1f} s for {} to end {} step and leave",
+                   most, named(others), their(others));
+    }
+    for (size_t i = 0; i < round.statuses.size(); ++i) {
+      const int64_t moved = round.statuses[i].global_step - first_steps[i];
+      if (moved > int64_t(first_others)) {
         spdlog::info("final checkpoint: {} {} on (ps {} took {} steps in {:.1f} s): {} later "
                      "steps are in no checkpoint of this chief's",
-                     others, several ? "train" : "trains", i, steps[i] - first_steps[i],
-                     waited(), several ? "their" : "its");
+                     named(others), others.size() > 1 ? "train" : "trains", i, moved, waited(),
+                     their(others));
         return;
       }
+    }
     if (waited() >= most) break;
-    timer.afterDelay(20 * kj::MILLISECONDS).wait(impl_->io.waitScope);
+    impl_->io.provider->getTimer().afterDelay(20 * kj::MILLISECONDS).wait(impl_->io.waitScope);
   }
   if (!others.empty())
     spdlog::info("final checkpoint: {} still connected after {:.1f} s: {} later steps, if any, "
                  "are in no checkpoint of this chief's",
-                 others, waited(), several ? "their" : "its");
+                 named(others), waited(), their(others));
 }
 
 int64_t ShardedClient::holdAtOneStep(bool& waited_out) {
