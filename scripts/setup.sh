@@ -5,6 +5,9 @@
 #   scripts/setup.sh --bench  also the PyTorch peer for bench/
 set -euo pipefail
 
+# systemd-container, debootstrap: test/systemd_nspawn_test.sh boots a Debian
+# rootfs under systemd-nspawn to run traind@.service under a real systemd
+# (recommends stay out: libnss-mymachines would edit this host's nsswitch.conf).
 # ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, and
 # its CMake config fails without OpenCL's headers and library; apt only
 # recommends them, and recommends are not installed here.
@@ -15,6 +18,7 @@ packages=(
   catch2 libcli11-dev libsystemd-dev zlib1g-dev libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
   python3 python3-numpy python3-pip
+  systemd-container debootstrap
 )
 if [[ "${1:-}" == "--bench" ]]; then
   # Debian's torch 1.13 runs dense layers on the reference BLAS unless
