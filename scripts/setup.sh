@@ -2,12 +2,10 @@
 # Installs what traind's build, tests and demo need on Debian bookworm, and
 # nothing when it is all there already. Run as root (or with sudo available).
 #   scripts/setup.sh          build + test + demo dependencies
+#   scripts/setup.sh --test   also what the systemd test boots its container with
 #   scripts/setup.sh --bench  also the PyTorch peer for bench/
 set -euo pipefail
 
-# systemd-container, debootstrap: test/systemd_nspawn_test.sh boots a Debian
-# rootfs under systemd-nspawn to run traind@.service under a real systemd
-# (recommends stay out: libnss-mymachines would edit this host's nsswitch.conf).
 # ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, and
 # its CMake config fails without OpenCL's headers and library; apt only
 # recommends them, and recommends are not installed here.
@@ -18,13 +16,19 @@ packages=(
   catch2 libcli11-dev libsystemd-dev zlib1g-dev libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
   python3 python3-numpy python3-pip
-  systemd-container debootstrap
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  # Debian's torch 1.13 runs dense layers on the reference BLAS unless
-  # OpenBLAS is there; the OpenMP build, since the pthread one fights torch's threads.
-  packages+=(python3-torch libopenblas0-openmp)
-fi
+for option in "$@"; do
+  case $option in
+    # test/systemd_nspawn_test.sh boots a Debian rootfs under systemd-nspawn
+    # to run traind@.service under a real systemd (recommends stay out:
+    # libnss-mymachines would edit this host's nsswitch.conf).
+    --test) packages+=(systemd-container debootstrap) ;;
+    # Debian's torch 1.13 runs dense layers on the reference BLAS unless
+    # OpenBLAS is there; the OpenMP build, since the pthread one fights torch's threads.
+    --bench) packages+=(python3-torch libopenblas0-openmp) ;;
+    *) echo "setup.sh: unknown option $option (--test, --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

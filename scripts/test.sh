@@ -3,7 +3,7 @@
 # interoperability) with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 scripts/build.sh
 cd build
 ctest --output-on-failure -j2 --timeout 900

@@ -16,7 +16,7 @@
 #                                                  #   with nsenter -t "$(cat $WORK/leader.pid)" -a bash
 #
 # Needs root, systemd-nspawn and debootstrap on the host, else exits 77
-# (skipped): scripts/setup.sh installs them with --no-install-recommends
+# (skipped): scripts/setup.sh --test installs them with --no-install-recommends
 # (else libnss-mymachines comes too and adds "mymachines" to the host's
 # /etc/nsswitch.conf). A host that cannot debootstrap or boot the container
 # skips too, with the log's tail. The first run
