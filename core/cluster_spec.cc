@@ -91,6 +91,7 @@ HostPort readAddress(const Field& field) {
     // `[::1]:2222` unquoted is YAML for a list or a mapping.
     failExpected(field, "host:port (an IPv6 address goes in quotes, as \"[::1]:2222\")");
   }
+  if (!isText(field.node)) failExpected(field, "host:port");
   HostPort address;
   if (const char* expected = parseAddress(field.node.Scalar(), address))
     failExpected(field, expected);

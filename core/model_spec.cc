@@ -70,7 +70,7 @@ InitializerSpec readInitializer(const Field& field) {
   }
   constexpr std::string_view kExpected =
       "one of glorot_uniform, glorot_normal, he_uniform, he_normal, zeros or {constant: <number>}";
-  if (field.node.IsScalar() && !isQuoted(field.node)) {
+  if (isText(field.node)) {
     for (const auto& [word, kind] : Choices<Kind>{{"glorot_uniform", Kind::GlorotUniform},
                                                   {"glorot_normal", Kind::GlorotNormal},
                                                   {"he_uniform", Kind::HeUniform},
@@ -86,7 +86,7 @@ InitializerSpec readInitializer(const Field& field) {
 // stage's `device` and training.devices.
 DeviceName readDeviceName(const Field& field) {
   std::optional<DeviceName> name;
-  if (field.node.IsScalar()) name = parseDeviceName(field.node.Scalar());
+  if (isText(field.node)) name = parseDeviceName(field.node.Scalar());
   if (!name) failExpected(field, "a device: " + deviceNameForms());
   return *name;
 }
@@ -193,7 +193,7 @@ LayerSpec readLayer(const Field& field) {
   }
   const LayerType* type = nullptr;
   for (const LayerType& candidate : layerTypes())
-    if (type_field->node.IsScalar() && type_field->node.Scalar() == candidate.name)
+    if (isText(type_field->node) && type_field->node.Scalar() == candidate.name)
       type = &candidate;
   if (!type) failExpected(*type_field, "one of " + joined(type_names));
 
@@ -260,7 +260,7 @@ std::vector<StageSpec> readStages(const Field& field, const std::vector<LayerSpe
     int previous = -1;
     for (const Field& layer_item : layer_items) {
       const auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) {
-        return layer_item.node.IsScalar() && l.name == layer_item.node.Scalar();
+        return isText(layer_item.node) && l.name == layer_item.node.Scalar();
       });
       if (layer == layers.end()) failExpected(layer_item, "the name of a layer of this spec");
       const int index = int(layer - layers.begin());
@@ -424,11 +424,11 @@ SyntheticRegressionSpec readSynthetic(const Field& field) {
 
 // data.prefetch_batches: `auto` (unset) or a count of batches.
 std::optional<int> readPrefetchBatches(const Field& field) {
-  if (field.node.IsScalar() && !isQuoted(field.node)) {
-    if (field.node.Scalar() == "auto") return std::nullopt;
-    int64_t count = 0;
-    if (parseInt(field.node.Scalar(), count) && count >= 0 && count <= 1024) return int(count);
-  }
+  if (isText(field.node) && field.node.Scalar() == "auto") return std::nullopt;
+  int64_t count = 0;
+  if (isPlainOr(field.node, "int") && parseInt(field.node.Scalar(), count) && count >= 0 &&
+      count <= 1024)
+    return int(count);
   failExpected(field, "auto or an integer from 0 to 1024");
 }
 
@@ -534,7 +534,7 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
   if (items.empty()) failExpected(names, "a non-empty list of layer names");
   for (const Field& item : items) {
     const auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) {
-      return item.node.IsScalar() && l.name == item.node.Scalar();
+      return isText(item.node) && l.name == item.node.Scalar();
     });
     if (layer == layers.end() || !hasVariables(layer->kind))
       failExpected(item, "the name of a dense or conv2d layer of this spec");

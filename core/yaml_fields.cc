@@ -352,17 +352,13 @@ bool isQuoted(const YAML::Node& node) {
   return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
 }
 
-namespace {
+bool isText(const YAML::Node& node) { return isPlainOr(node, "str") || isQuoted(node); }
 
-// A scalar written plain, or tagged as the type it is read as (`!!int 3`):
-// `!!null 3` or `!custom 3` is not read as 3.
 bool isPlainOr(const YAML::Node& node, std::string_view type) {
   const std::string& tag = node.Tag();
   return node.IsScalar() &&
          (tag == "?" || tag.empty() || tag == "tag:yaml.org,2002:" + std::string(type));
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Mappings and lists.
@@ -456,8 +452,11 @@ bool isAnyNumber(double) { return true; }
 
 double readNumber(const Field& field, std::string_view expected, bool (*ok)(double)) {
   double value = 0;
+  int64_t integer = 0;
+  const bool tagged_int = field.node.Tag() == "tag:yaml.org,2002:int";
   if (!(isPlainOr(field.node, "float") || isPlainOr(field.node, "int")) ||
-      !parseNumber(field.node.Scalar(), value) || !std::isfinite(value) || !ok(value)) {
+      !parseNumber(field.node.Scalar(), value) || !std::isfinite(value) || !ok(value) ||
+      (tagged_int && !parseInt(field.node.Scalar(), integer))) {  // `!!int 0.1` is no integer
     failExpected(field, expected);
   }
   return value;
@@ -470,7 +469,12 @@ float readFloat(const Field& field, std::string_view expected, bool (*ok)(double
     failExpected(field, "a number of magnitude at most 3.4e38 (float32's range)");
   if (narrowed == 0 && value != 0)
     failExpected(field, "a number of magnitude at least 1.4e-45 (float32 rounds less to 0)");
-  if (!ok(narrowed)) failExpected(field, expected);
+  if (!ok(narrowed)) {
+    if (!ok(value)) failExpected(field, expected);
+    // In range as written, out of it once rounded: `rate: 0.99999999` is 1.
+    fail(field, "expected " + std::string(expected) + ", got " + describe(field.node) +
+                    ", which is " + fmt::format("{}", narrowed) + " as a 32-bit float");
+  }
   return narrowed;
 }
 
@@ -484,7 +488,7 @@ bool readBool(const Field& field) {
 }
 
 std::string readName(const Field& field) {
-  if (field.node.IsScalar()) {
+  if (isText(field.node)) {
     const std::string& s = field.node.Scalar();
     if (!s.empty() && std::all_of(s.begin(), s.end(), isNameCharacter)) return s;
   }
@@ -500,7 +504,7 @@ std::string nameFrom(std::string_view text) {
 }
 
 std::string readText(const Field& field, std::string_view expected) {
-  if (!field.node.IsScalar() || field.node.Scalar().empty()) failExpected(field, expected);
+  if (!isText(field.node) || field.node.Scalar().empty()) failExpected(field, expected);
   return field.node.Scalar();
 }
 

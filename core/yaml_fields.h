@@ -86,6 +86,14 @@ std::string joined(const std::vector<std::string_view>& words);
 // A quoted scalar is a string even when it reads as a number or a boolean.
 bool isQuoted(const YAML::Node& node);
 
+// A scalar that reads as text: written plain, quoted, or tagged !!str.
+// `!!null mse`, `!!int mse` or `!custom mse` is not the text 'mse'.
+bool isText(const YAML::Node& node);
+
+// A scalar written plain, or tagged as the type it is read as (`!!int 3`
+// for "int"): `!!null 3` or `!custom 3` is not read as 3.
+bool isPlainOr(const YAML::Node& node, std::string_view type);
+
 // An integer as a spec writes one (digits, an optional sign); false for
 // anything else, or one beyond int64.
 bool parseInt(std::string_view text, int64_t& value);
@@ -158,7 +166,7 @@ using Choices = std::initializer_list<std::pair<std::string_view, T>>;
 
 template <class T>
 T readChoice(const Field& field, Choices<T> choices) {
-  if (field.node.IsScalar()) {
+  if (isText(field.node)) {
     for (const auto& [word, value] : choices)
       if (field.node.Scalar() == word) return value;
   }

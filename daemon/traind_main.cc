@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <string_view>
 
 #include "core/cluster_spec.h"
@@ -192,6 +193,27 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
         threads, cores, cores);
 }
 
+// CLI11 reports a bad TRAIND_JOB or TRAIND_TASK under the flag it stands in
+// for ("--job: expected ..."), a flag that a unit's or a container's user
+// never typed: where that flag is not on the command line, the message
+// names the variable.
+std::string nameTheVariable(const CLI::App& app, std::string message, int argc, char** argv) {
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string& variable = option->get_envname();
+    if (variable.empty() || !std::getenv(variable.c_str()) || option->get_lnames().empty())
+      continue;
+    const std::string flag = "--" + option->get_lnames().front();
+    if (!message.starts_with(flag + ":")) continue;
+    bool typed = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view arg = argv[i];
+      typed = typed || arg == flag || arg.starts_with(flag + "=");
+    }
+    if (!typed) message.replace(0, flag.size(), variable + " (for " + flag + ")");
+  }
+  return message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,6 +243,10 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ValidationError& e) {
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n",
+                 nameTheVariable(app, e.what(), argc, argv).c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;

@@ -161,6 +161,13 @@ TEST_CASE("transport.shared_memory is auto or off", "[cluster_spec]") {
         "shared_memory)");
 }
 
+TEST_CASE("a tag says what a value is: !!null sync is no mode", "[cluster_spec]") {
+  CHECK(errorOf(kCluster + "training: {mode: !!null sync}\n") ==
+        "c.yaml:4:18: training.mode: expected one of async, sync, got 'sync' tagged '!!null'");
+  CHECK(errorOf("cluster:\n  ps: [!!int a:1]\n  worker: [b:1]\n") ==
+        "c.yaml:2:8: cluster.ps[0]: expected host:port, got 'a:1' tagged '!!int'");
+}
+
 TEST_CASE("unknown fields suggest the closest known one or list them", "[cluster_spec]") {
   CHECK(errorOf(kCluster + "trainig: {mode: sync}\n") ==
         "c.yaml:4:1: unknown field 'trainig' (did you mean 'training'?)");

@@ -609,6 +609,28 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   CHECK_THAT(loadError(dir.write("custom.yaml", withUnits("!units 3"))),
              Catch::Contains("got '3' tagged '!units'"));
   CHECK_NOTHROW(loadModelSpec(dir.write("int_tagged.yaml", withUnits("!!int 3"))));
+  // So does a tag on text: `!!null sgd` is no optimizer's name, `!!int 0.1` no integer.
+  CHECK_THAT(errorWith(dir, "type: sgd", "type: !!null sgd"),
+             Catch::EndsWith("optimizer.type: expected one of sgd, momentum, adagrad, adam, got "
+                             "'sgd' tagged '!!null'"));
+  CHECK_THAT(errorWith(dir, "{type: dense, units: 3}", "{type: !custom dense, units: 3}"),
+             Catch::Contains("got 'dense' tagged '!custom'"));
+  CHECK_THAT(errorWith(dir, "{type: dense, units: 3}", "{type: dense, name: !!float d, units: 3}"),
+             Catch::Contains("layers[0].name: expected a name of letters, digits, '_', '-' and "
+                             "'.', got 'd' tagged '!!float'"));
+  CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, activation: !!bool relu}"),
+             Catch::Contains("got 'relu' tagged '!!bool'"));
+  CHECK_THAT(errorWith(dir, "learning_rate: 0.1", "learning_rate: !!int 0.1"),
+             Catch::Contains("got '0.1' tagged '!!int'"));
+  CHECK(loadVariant(dir, "learning_rate: 0.1", "learning_rate: !!float 0.1")
+            .learning_rate.initial == 0.1f);
+  // A rate within [0, 1) as written that a float rounds to 1 says so.
+  CHECK_THAT(errorWith(dir, "  - {type: dense, units: 3}\n",
+                       "  - {type: dense, units: 3}\n  - {type: dropout, rate: 0.99999999}\n"),
+             Catch::EndsWith("layers[1].rate: expected a number in [0, 1), got 0.99999999, which "
+                             "is 1 as a 32-bit float"));
+  CHECK(loadVariant(dir, "type: sgd", "type: !!str sgd").optimizer.kind ==
+        OptimizerSpec::Kind::Sgd);
   const std::string mac = dir.write("mac.yaml", "name: a\rinput: [4]\r");
   CHECK(loadError(mac) == mac +
                               ":1:8: invalid YAML: a carriage return ('\\r') with no line feed "

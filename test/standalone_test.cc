@@ -76,6 +76,35 @@ TEST_CASE("a task of a cluster without --cluster is refused, not trained alone")
                                        "task of a cluster: give --cluster c.yaml as well"));
 }
 
+TEST_CASE("a bad TRAIND_JOB or TRAIND_TASK is named as the variable, not the flag") {
+  const std::string run =
+      "--model configs/models/fashion_mlp.yaml --cluster configs/clusters/local_sync.yaml "
+      "--max-steps 1 --checkpoint-dir ''";
+  // The children inherit this process's environment.
+  struct Unset {
+    ~Unset() {
+      unsetenv("TRAIND_JOB");
+      unsetenv("TRAIND_TASK");
+    }
+  } unset;
+  setenv("TRAIND_JOB", "chief", 1);
+  setenv("TRAIND_TASK", "0", 1);
+  ProcessResult r = runTraind(run);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("TRAIND_JOB (for --job): expected ps or worker, got "
+                                       "'chief'"));
+  unsetenv("TRAIND_JOB");
+  setenv("TRAIND_TASK", "abc", 1);
+  r = runTraind(run + " --job ps");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("TRAIND_TASK (for --task): expected an integer"));
+  // A flag on the command line is named as the flag, whatever the environment holds.
+  r = runTraind(run + " --job ps --task=x");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--task: expected an integer"));
+}
+
 TEST_CASE("an ops address in use names the flag that gave it") {
   const int port = freePortRange(1);
   const int taken = socket(AF_INET, SOCK_STREAM, 0);
