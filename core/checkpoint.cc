@@ -230,6 +230,18 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
     throwInputError(
         where, where.line > 0 ? "checkpoint.dir" : "",
         "checkpoint directory " + dir.string() + ": cannot create it: " + error.message());
+  // One checkpoint given for the directory of them would start a new run
+  // from scratch and save inside it.
+  if (fs::exists(dir / layout::kManifestFile, error)) {
+    fs::path checkpoint = fs::absolute(dir, error).lexically_normal();
+    if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();  // "ckpt-5/"
+    throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
+                    "checkpoint directory " + dir.string() + ": it is one checkpoint (it holds " +
+                        std::string(layout::kManifestFile) +
+                        "), not a directory of them: give the directory it is in, " +
+                        checkpoint.parent_path().string() +
+                        ", to resume from that directory's latest checkpoint");
+  }
   // A save writes a directory of its own in it first: one this process may
   // not create (another owner, a read-only mount) would fail the first save,
   // after the steps before it had trained.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -408,6 +409,25 @@ TEST_CASE("a checkpoint directory whose .lock is a link or no plain file is refu
   REQUIRE(mkfifo((dir / ".lock").c_str(), 0644) == 0);
   CHECK_THROWS_WITH(createCheckpointDir(dir, where),
                     Catch::Contains("cannot open .lock: it is not a plain file"));
+}
+
+TEST_CASE("one checkpoint given as the directory of checkpoints is refused, untouched",
+          "[checkpoint]") {
+  TempDir tmp;
+  const SampleTensors sample;
+  const fs::path saved = saveCheckpoint(tmp.path() / "ckpt", manifestAt(7), sample.refs(), 3);
+  for (const fs::path& given : {saved, saved / ""}) {
+    CHECK_THROWS_WITH(
+        createCheckpointDir(given, SourceLocation{"--checkpoint-dir"}),
+        Catch::Contains("it is one checkpoint (it holds manifest.json), not a directory of them: "
+                        "give the directory it is in, " +
+                        fs::absolute(tmp.path() / "ckpt").lexically_normal().string() +
+                        ", to resume from that directory's latest checkpoint"));
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(saved)) left.push_back(entry.path().filename());
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"manifest.json", "model.safetensors"});
 }
 
 TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; none is the newest",
