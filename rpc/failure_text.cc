@@ -57,4 +57,9 @@ std::string failureText(std::string_view description) {
 
 std::string failureText(const kj::Exception& e) { return failureText(e.getDescription().cStr()); }
 
+bool isForeignFraming(std::string_view failure_text) {
+  return failure_text.starts_with("Message has too many segments.") ||
+         failure_text.starts_with("Message is too large.");
+}
+
 }  // namespace traind

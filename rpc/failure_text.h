@@ -23,4 +23,10 @@ namespace traind {
 std::string failureText(const kj::Exception& e);
 std::string failureText(std::string_view description);
 
+// Whether a failure's text (failureText's) is Cap'n Proto refusing the
+// framing of what a peer sent: a segment count or size no Cap'n Proto peer
+// writes, as the first bytes of an HTTP answer or other bytes read as a
+// message's header. A traind peer never sends them.
+bool isForeignFraming(std::string_view failure_text);
+
 }  // namespace traind

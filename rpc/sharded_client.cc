@@ -379,6 +379,7 @@ ShardedClient::Outcome ShardedClient::connect(double timeout_seconds,
     double delay = 0.05;
     Clock::time_point last_log{};
     std::optional<Clock::time_point> busy_since;  // since the ps said the task is connected
+    int foreign_answers = 0;  // hellos answered in a row by bytes not Cap'n Proto's
     for (;;) {
       if (stop_ && stop_->load()) {
         spdlog::info("stop requested while waiting for ps {} at {}", link.index, link.address);
@@ -415,6 +416,16 @@ ShardedClient::Outcome ShardedClient::connect(double timeout_seconds,
             (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
           throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                            " refused this worker: " + reason);
+        // Not a ps that is late or gone: another program answers there, and
+        // would for as long as the worker waited.
+        foreign_answers = isForeignFraming(reason) ? foreign_answers + 1 : 0;
+        if (foreign_answers == kForeignAnswers)
+          throwInputError(impl_->cluster.ps[size_t(link.index)].location,
+                          "cluster.ps[" + std::to_string(link.index) + "]",
+                          link.address + " is not a traind ps: " +
+                              std::to_string(kForeignAnswers) +
+                              " answers in a row were not Cap'n Proto RPC (" + reason +
+                              "): another program listens on that port, or this is the wrong one");
         if (job_over.reason && e->getType() != kj::Exception::Type::OVERLOADED &&
             Clock::now() - start >= std::chrono::duration<double>(job_over.after_seconds))
           if (const std::optional<std::string> over = job_over.reason()) {

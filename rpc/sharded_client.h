@@ -77,7 +77,9 @@ class ShardedClient {
   // ps that refuses the hello (another architecture, update rule, data or
   // training rule, shard index; another job's chief) is an InputError; so
   // is one that says this worker task is connected already for longer than
-  // kBusySeconds (another process runs as it). Unless the cluster spec turns
+  // kBusySeconds (another process runs as it), and so is an address that
+  // answers kForeignAnswers hellos in a row with bytes that are not Cap'n
+  // Proto's (another program listens there). Unless the cluster spec turns
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
@@ -100,6 +102,7 @@ class ShardedClient {
   static constexpr int kHelloSeconds = 10;
   // Longer than a vanished host's connection lasts at the ps (rpc/peer_silence.h).
   static constexpr int kBusySeconds = 30;
+  static constexpr int kForeignAnswers = 3;
 
   // How many ps shards this worker reaches through shared memory.
   int shardsThroughSharedMemory() const;

@@ -2052,6 +2052,39 @@ TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
                                            ": cannot listen (is the port in use?)"));
 }
 
+TEST_CASE("a worker whose ps address another program answers exits 2 naming the spec's line") {
+  const auto dir = freshTempDir("foreign-ps");
+  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  const HostPort ps = loadClusterSpec(cluster.string()).ps[0];
+  // An HTTP server on the ps's port: it answers every connection, then closes it.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopbackAddress(ps.port);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(listener, 8) == 0);
+  std::thread http([listener] {
+    for (;;) {
+      const int connection = accept(listener, nullptr, nullptr);
+      if (connection < 0) return;  // the listener was shut down
+      constexpr std::string_view kAnswer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      (void)!write(connection, kAnswer.data(), kAnswer.size());
+      close(connection);
+    }
+  });
+  BackgroundTraind worker("--cluster " + cluster.string() + " --model " +
+                              modelPath("fashion_mlp.yaml") + " --job worker --task 0",
+                          dir / "worker.log");
+  const int code = worker.wait(60);
+  shutdown(listener, SHUT_RDWR);
+  http.join();
+  close(listener);
+  INFO(worker.output());
+  CHECK(code == 2);
+  CHECK_THAT(worker.output(),
+             Catch::Contains(cluster.string() + ":2:8: cluster.ps[0]: " + ps.toString() +
+                             " is not a traind ps: 3 answers in a row were not Cap'n Proto RPC "
+                             "(Message has too many segments.)"));
+}
+
 TEST_CASE("async with max_staleness: a worker waits for a stalled one, then both finish") {
   const auto dir = freshTempDir("staleness");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n  max_staleness: 3\n");
