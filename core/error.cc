@@ -1,10 +1,14 @@
 #include "core/error.h"
 
+#include "core/printable.h"
+
 namespace traind {
 
 std::string SourceLocation::toString() const {
-  if (line <= 0) return file;
-  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+  // A file's name may hold a terminal's escape sequences or a line break,
+  // which would forge the rest of the line or another one.
+  if (line <= 0) return printable(file);
+  return printable(file) + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 
 void throwInputError(const SourceLocation& where, std::string_view field, std::string_view what) {

@@ -19,7 +19,8 @@ struct SourceLocation {
   int line = 0;
   int column = 0;
 
-  // "file:line:column", "file" when the position is unknown.
+  // "file:line:column", "file" when the position is unknown; the file's
+  // name made printable (core/printable.h).
   std::string toString() const;
 };
 

@@ -595,6 +595,10 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   // A spec with no `name` is named by its file, in the characters a name holds.
   const std::string odd = dir.write("my model\x1b.yaml", kMinimal);
   CHECK(loadModelSpec(odd).name == "my_model_");
+  // Nor does its name in a message: no escape sequence, no forged line.
+  const std::string forged = dir.write("a\x1b[31m\nb.yaml", kMinimal + "seed: -7\n");
+  CHECK_THAT(loadError(forged), Catch::EndsWith("a\\x1b[31m\\x0ab.yaml:9:7: seed: expected a "
+                                                "non-negative integer, got -7"));
   const std::string text =
       dir.write("text.yaml", kMinimal + "# tab\there, CRLF\r\n# caf\xc3\xa9, NEL\xc2\x85\n");
   CHECK_NOTHROW(loadModelSpec(text));
