@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -118,6 +119,12 @@ std::string nodeSaid(std::string_view text) {
   return printablePrefix(text, 2000);
 }
 
+// A loss as the status table shows it: four decimals, or four significant
+// digits where those would not fit its column (a diverging run's 3.1e+12).
+std::string lossColumn(double loss) {
+  return std::abs(loss) < 1e6 ? fmt::format("{:.4f}", loss) : fmt::format("{:.4g}", loss);
+}
+
 // Throws OpsUnreachable when the node cannot be asked, runtime_error when
 // its answer is not a status.
 NodeStatus queryStatus(const Node& node, double timeout) {
@@ -139,16 +146,23 @@ NodeStatus queryStatus(const Node& node, double timeout) {
     throw std::runtime_error(
         fmt::format("{}: expected '{}' to be {}", where, key, jsonTypeName(type)));
   };
-  auto number = [&](const char* key) -> std::optional<double> {
+  // A node's counts and rates are never negative, nor its numbers beyond a
+  // double: a peer that says otherwise is not believed, as its text is not.
+  auto number = [&](const char* key, double min) -> std::optional<double> {
     const JsonValue* value = member(key, JsonValue::Type::Number);
     if (!value) return std::nullopt;
-    return std::strtod(value->text.c_str(), nullptr);
+    const double x = std::strtod(value->text.c_str(), nullptr);
+    if (std::isfinite(x) && x >= min) return x;
+    throw std::runtime_error(fmt::format("{}: expected '{}' to be a finite number{}, got {}",
+                                         where, key, min > -HUGE_VAL ? " of at least 0" : "",
+                                         nodeSaid(value->text)));
   };
   auto integer = [&](const char* key) -> std::optional<int64_t> {
     const JsonValue* value = member(key, JsonValue::Type::Number);
     if (!value) return std::nullopt;
-    if (const std::optional<int64_t> i = value->asInt64()) return i;
-    throw std::runtime_error(fmt::format("{}: expected '{}' to be an integer", where, key));
+    if (const std::optional<int64_t> i = value->asInt64(); i && *i >= 0) return i;
+    throw std::runtime_error(fmt::format("{}: expected '{}' to be a non-negative integer, got {}",
+                                         where, key, nodeSaid(value->text)));
   };
   auto text = [&](const char* key) -> std::optional<std::string> {
     const JsonValue* value = member(key, JsonValue::Type::String);
@@ -162,8 +176,8 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   status.task = integer("task").value_or(0);
   status.state = text("state").value_or("?");
   status.global_step = integer("global_step").value_or(0);
-  status.loss = number("loss");
-  status.examples_per_sec = number("examples_per_sec");
+  status.loss = number("loss", -HUGE_VAL);
+  status.examples_per_sec = number("examples_per_sec", 0.0);
   // Nodes before it lack it.
   if (json.find("writes_checkpoints"))
     if (const JsonValue* writes = member("writes_checkpoints", JsonValue::Type::Bool))
@@ -230,7 +244,7 @@ int runStatus(const NodeFlags& flags) {
       }
       if (s.stalled) ++failing;
       rows.push_back({name, node.address.toString(), s.stalled ? *s.stalled : s.state,
-                      std::to_string(s.global_step), s.loss ? fmt::format("{:.4f}", *s.loss) : "-",
+                      std::to_string(s.global_step), s.loss ? lossColumn(*s.loss) : "-",
                       s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
                       checkpoint});
     } catch (const std::exception& e) {

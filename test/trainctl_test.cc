@@ -374,7 +374,20 @@ TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on
            "{\"role\":\"worker\",\"task\":0,\"state\":\"tr\\u001b[2Jaining\","
            "\"global_step\":3,\"loss\":null,\"examples_per_sec\":null,"
            "\"last_checkpoint\":null,\"last_checkpoint_step\":null,"
-           "\"stalled\":null}")};
+           "\"stalled\":null}"),
+      // Numbers no node says: a negative step, a negative rate; a huge loss fits its column.
+      http("200 OK",
+           "{\"role\":\"worker\",\"task\":0,\"state\":\"training\",\"global_step\":-5,"
+           "\"loss\":null,\"examples_per_sec\":null,\"last_checkpoint\":null,"
+           "\"last_checkpoint_step\":null,\"stalled\":null}"),
+      http("200 OK",
+           "{\"role\":\"worker\",\"task\":0,\"state\":\"training\",\"global_step\":5,"
+           "\"loss\":1,\"examples_per_sec\":-1,\"last_checkpoint\":null,"
+           "\"last_checkpoint_step\":null,\"stalled\":null}"),
+      http("200 OK",
+           "{\"role\":\"worker\",\"task\":0,\"state\":\"training\",\"global_step\":5,"
+           "\"loss\":1e308,\"examples_per_sec\":10,\"last_checkpoint\":null,"
+           "\"last_checkpoint_step\":null,\"stalled\":null}")};
   std::thread server([&] {
     for (const std::string& reply : replies) {
       // A trainctl that never came would leave accept() waiting: 30 s at most.
@@ -390,6 +403,9 @@ TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on
   });
   const ProcessResult error = runTrainctl("status --node " + address(port));
   const ProcessResult odd = runTrainctl("status --node " + address(port));
+  const ProcessResult negative_step = runTrainctl("status --node " + address(port));
+  const ProcessResult negative_rate = runTrainctl("status --node " + address(port));
+  const ProcessResult huge_loss = runTrainctl("status --node " + address(port));
   server.join();
   close(listener);
   INFO(error.output + odd.output);
@@ -399,6 +415,14 @@ TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on
   CHECK(odd.exit_code == 0);
   CHECK_THAT(odd.output, Catch::Contains("tr\\x1b[2Jaining"));
   for (const ProcessResult* r : {&error, &odd}) CHECK(r->output.find('\x1b') == std::string::npos);
+  CHECK(negative_step.exit_code == 1);
+  CHECK_THAT(negative_step.output,
+             Catch::Contains("expected 'global_step' to be a non-negative integer, got -5"));
+  CHECK(negative_rate.exit_code == 1);
+  CHECK_THAT(negative_rate.output, Catch::Contains("expected 'examples_per_sec' to be a finite "
+                                                   "number of at least 0, got -1"));
+  CHECK(huge_loss.exit_code == 0);
+  CHECK_THAT(huge_loss.output, Catch::Contains(" 1e+308 "));
 }
 
 TEST_CASE("trainctl refuses bad input with exit code 2") {
