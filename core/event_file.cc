@@ -67,8 +67,11 @@ EventFileWriter::EventFileWriter(const fs::path& dir) {
     writeEvent(event.SerializeAsString());
   } catch (...) {
     // A run goes on without summaries (a full disk): the file is closed,
-    // as the destructor of a writer never made would not.
+    // as the destructor of a writer never made would not, and removed, as
+    // it holds no event that TensorBoard could read.
     std::fclose(file_);
+    std::error_code ignored;
+    fs::remove(path_, ignored);
     throw;
   }
 }

@@ -246,6 +246,8 @@ TEST_CASE("summaries whose first write fails (a full disk) end, not the run", "[
   REQUIRE(waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);  // no summaries, no exception
+  // Nor an empty event file, which TensorBoard would list with nothing in it.
+  CHECK(fs::is_empty(tmp.path() / "summaries"));
 }
 
 TEST_CASE("an event file that cannot be created names the directory", "[event_file]") {
