@@ -42,8 +42,8 @@ std::vector<std::unique_ptr<StepSlot>> createStepSlots(const ModelSpec& spec,
   std::vector<std::unique_ptr<StepSlot>> slots;
   for (int i = 0; i < k; ++i) {
     auto slot = std::make_unique<StepSlot>();
-    slot->devices =
-        createDevices(spec.training.devices, threadsPerStep(spec.training.threads, k));
+    slot->devices = createDevices(spec.training.devices, threadsPerStep(spec.training.threads, k),
+                                  spec.training.devices_location);
     slot->replica = createModelReplica(devicePointers(slot->devices), graph, plan, layout,
                                        batch_size, spec.training.micro_batches, spec.seed);
     if (k > 1) {

@@ -26,7 +26,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   // Evaluations run on these, with all the compute threads; steps run on
   // their slots' devices.
   const std::vector<std::unique_ptr<Device>> devices =
-      createDevices(spec.training.devices, spec.training.threads);
+      createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
   const TrainingData data = loadTrainingData(spec, graph);
   ModelState state(spec, graph);
 

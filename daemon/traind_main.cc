@@ -279,8 +279,14 @@ int main(int argc, char** argv) {
                     static_cast<long long>(data.train.size),
                     traind::shapeToString(data.train.example_shape).c_str(), tests,
                     tests == 1 ? "" : "s");
-        const auto devices = traind::createDevices(spec.training.devices, spec.training.threads);
-        std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
+        // A GPU the spec names may be on the machine that trains only.
+        try {
+          const auto devices = traind::createDevices(spec.training.devices, spec.training.threads,
+                                                     spec.training.devices_location);
+          std::printf("devices: %s\n", traind::deviceNames(devices).c_str());
+        } catch (const traind::InputError& e) {
+          std::printf("warning: a run on this machine would stop at once: %s\n", e.what());
+        }
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
       }
       if (!check_cluster.empty()) {

@@ -245,7 +245,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const int workers = int(cluster.worker.size());
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =
-      createDevices(spec.training.devices, spec.training.threads);
+      createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
   const TrainingData data = loadTrainingData(spec, graph, workers);
   ModelState state(spec, graph);
 

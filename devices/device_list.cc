@@ -59,12 +59,9 @@ std::vector<DeviceName> parseDeviceList(const std::vector<std::string>& names) {
   return parsed;
 }
 
-}  // namespace
-
-void checkDeviceList(const std::vector<std::string>& names) { parseDeviceList(names); }
-
-std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
-                                                   int total_threads) {
+// The devices of a checked list, CPU threads shared among the CPU devices.
+std::vector<std::unique_ptr<Device>> createEachDevice(const std::vector<std::string>& names,
+                                                      int total_threads) {
   const std::vector<DeviceName> parsed = parseDeviceList(names);
   const int cpu_devices =
       int(std::count_if(parsed.begin(), parsed.end(),
@@ -80,6 +77,20 @@ std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string
   std::vector<std::unique_ptr<Device>> devices;
   for (const DeviceName& name : parsed) devices.push_back(createDevice(name, cpu_threads));
   return devices;
+}
+
+}  // namespace
+
+void checkDeviceList(const std::vector<std::string>& names) { parseDeviceList(names); }
+
+std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
+                                                   int total_threads, const SourceLocation& where) {
+  try {
+    return createEachDevice(names, total_threads);
+  } catch (const InputError& e) {
+    if (where.file.empty()) throw;
+    throwInputError(where, where.line > 0 ? "training.devices" : "", e.what());
+  }
 }
 
 std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "devices/device.h"
 
 namespace traind {
@@ -24,9 +25,11 @@ namespace traind {
 // Throws InputError naming the device for an empty list, an unknown name, a
 // CPU device given twice, `cpu` beside `cpu:N`, a device this build has no
 // back end for ("cuda:0: this traind was built without CUDA") and a GPU this
-// machine does not have.
+// machine does not have. `where`, when given, is where the list came from
+// (the spec's training.devices, or --devices), and starts the message.
 std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,
-                                                   int total_threads);
+                                                   int total_threads,
+                                                   const SourceLocation& where = {});
 
 // The checks of createDevices that need no back end (names, repeats, `cpu`
 // beside `cpu:N`), for a flag before the run starts. Throws InputError.

@@ -76,6 +76,28 @@ TEST_CASE("a task of a cluster without --cluster is refused, not trained alone")
                                        "task of a cluster: give --cluster c.yaml as well"));
 }
 
+TEST_CASE("a GPU this machine lacks: a run names the spec's line, check warns") {
+  const auto dir = freshTempDir("no-such-gpu");
+  const std::filesystem::path spec = dir / "gpu.yaml";
+  writeFile(spec, replaceAll(exampleSpec("regression.yaml"), "  max_steps: 2000\n",
+                             "  max_steps: 2000\n  devices: [cuda:1023]\n"));
+  // No machine has GPU 1023: "no such GPU", "no usable CUDA GPU" or a build without CUDA.
+  const ProcessResult run = runTraind("--model " + spec.string() + " --checkpoint-dir ''");
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.output, Catch::Contains(spec.string() + ":18:12: training.devices: cuda:1023: "));
+  const ProcessResult flag =
+      runTraind("--model " + spec.string() + " --checkpoint-dir '' --devices cpu,cuda:1023");
+  CHECK(flag.exit_code == 2);
+  CHECK_THAT(flag.output, Catch::Contains("--devices: cuda:1023: "));
+  // The machine that trains may be another than the one that checks.
+  const ProcessResult check = runTraind("check --model " + spec.string());
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output,
+             Catch::Contains("warning: a run on this machine would stop at once: " + spec.string() +
+                             ":18:12: training.devices: cuda:1023: "));
+}
+
 TEST_CASE("a bad TRAIND_JOB or TRAIND_TASK is named as the variable, not the flag") {
   const std::string run =
       "--model configs/models/fashion_mlp.yaml --cluster configs/clusters/local_sync.yaml "
