@@ -86,6 +86,23 @@ bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
   return false;
 }
 
+// A worker ends the job at the step the chief that initialised the shards
+// does: one whose spec or flags say another (--max-steps given on one host
+// only, other epochs) would leave a sync job waiting for its gradients for
+// good, or end an async one's share early, without a word.
+void checkJobLength(const std::vector<ShardStatusView>& statuses, const ClusterSpec& cluster,
+                    int64_t total_steps) {
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    const int64_t last = statuses[i].last_step;
+    if (last == 0 || last == total_steps) continue;  // 0: a shard the chief has not initialised
+    throw InputError(fmt::format(
+        "ps {} at {} serves a job that ends at global step {} (its chief's training.max_steps, "
+        "training.epochs or --max-steps); this worker's ends at {}: every worker must train to "
+        "the same step",
+        i, cluster.ps[i].toString(), last, total_steps));
+  }
+}
+
 // The steps of a worker's slots. With K > 1 each computes on a thread of its
 // own while this thread, which runs the kj loop of the ps connections,
 // pushes the gradients of finished steps and pulls parameters for their
@@ -269,7 +286,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).
   ps.abandonWaitsOnStop(stop_requested);
-  if (sync) ps.setLastStep(total_steps);
+  ps.setLastStep(total_steps);
   CheckpointDirLock checkpoint_dir_lock;
   if (chief && !spec.checkpoint.dir.empty())
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
@@ -300,6 +317,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
                      "waiting for the chief (worker 0) to initialise the ps shards");
     if (!ps.waitUntilReady(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
   }
+  if (!chief || joined) checkJobLength(ps.statuses(), cluster, total_steps);
   // With one step in flight and every ps on this host, the step computes in
   // the shared memory region the ps tasks map: pushes and pulls copy nothing
   // on this side (a chunk goes once the step is done with it). Otherwise

@@ -70,6 +70,6 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // chief holds sync shards at one step while it reads them (holdAt); 9: a
 // shard's status names the workers connected to it, whom a stopped chief
 // waits for before its final checkpoint.
-constexpr uint32_t kWireVersion = 9;
+constexpr uint32_t kWireVersion = 10;
 
 }  // namespace traind

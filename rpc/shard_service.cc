@@ -147,6 +147,7 @@ void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
   status.setReady(served_.shard_.ready());
   status.setGlobalStep(served_.shard_.globalStep());
   status.setStopping(served_.stopping_);
+  status.setLastStep(served_.job_last_step_);
   const std::vector<uint32_t> workers = served_.shard_.connectedWorkers();
   auto list = status.initWorkers(uint32_t(workers.size()));
   for (size_t i = 0; i < workers.size(); ++i) list.set(uint32_t(i), workers[i]);
@@ -255,6 +256,7 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
     shard().markReady(context.getParams().getGlobalStep());
     served_.hold_owner_ = nullptr;  // a restore starts afresh, unheld
     served_.chief_checkpoint_dir_ = checkpoint_dir_;
+    served_.job_last_step_ = context.getParams().getLastStep();
     spdlog::info("initialised by the chief at global step {}", shard().globalStep());
     served_.releasePulls();
     return kj::READY_NOW;

@@ -115,6 +115,7 @@ class ServedShard {
   // The checkpoint dir of the chief that initialised the shard; a chief
   // that says another is not this job's.
   std::optional<std::string> chief_checkpoint_dir_;
+  int64_t job_last_step_ = 0;  // as that chief said; 0 before it did
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;

@@ -59,7 +59,8 @@ int64_t reportedStep(int64_t step) {
 
 // `workers`: the cluster's; a worker task outside it is a lie.
 ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
-  ShardStatusView view{s.getReady(), reportedStep(s.getGlobalStep()), s.getStopping(), {}};
+  ShardStatusView view{s.getReady(), reportedStep(s.getGlobalStep()), s.getStopping(), {},
+                       reportedStep(s.getLastStep())};
   for (uint32_t task : s.getWorkers()) {
     if (task >= workers)
       throw std::runtime_error(
@@ -529,6 +530,7 @@ void ShardedClient::initialize(const ModelState& state) {
   for (ShardLink& link : impl_->shards) {
     auto request = link.shard().markReadyRequest();
     request.setGlobalStep(state.globalStep());
+    request.setLastStep(last_step_.value_or(0));
     FirstFailure ready;
     ready.wait(
         watched(request.send().ignoreResult().catch_(ready.of(link)), impl_->shards, timer, ready),

@@ -37,6 +37,7 @@ struct ShardStatusView {
   int64_t global_step = 0;
   bool stopping = false;
   std::vector<uint32_t> workers;  // the tasks of the workers connected to it
+  int64_t last_step = 0;  // the job's last step, as its chief said; 0 before
 };
 
 // A gradient that pushAndPull sends while it is still being computed on
@@ -234,7 +235,9 @@ class ShardedClient {
   const std::vector<int64_t>& shardSteps() const { return shard_steps_; }
   void setShardSteps(std::vector<int64_t> steps) { shard_steps_ = std::move(steps); }
 
-  // Sync training: the job's last global step. pushAndPull sends no
+  // The job's last global step, as this worker's spec and flags give it.
+  // initialize() tells the shards, whose status tells the other workers
+  // (ShardStatusView::last_step). Sync training: pushAndPull sends no
   // gradient to a shard at it (with backup workers, shards may be a step
   // apart when a worker pulls, and such a push would take one past it); it
   // pulls that shard's parameters instead. It does the same for a shard

@@ -15,6 +15,8 @@ struct ShardStatus {
   globalStep @1 :Int64;
   stopping @2 :Bool;      # the job is done; the shard exits soon
   workers @3 :List(UInt32);  # the worker tasks connected to the shard, in order
+  lastStep @4 :Int64;     # the global step the job ends at, as the chief that
+                          # initialised the shard said (0 before it did)
 }
 
 struct SharedRegionOffer {
@@ -53,8 +55,10 @@ interface ParameterShard {
   # The chief writes one chunk of the parameters (slot 0) or of optimizer
   # slot k (slot k + 1) before markReady.
 
-  markReady @3 (globalStep :Int64) -> ();
-  # Initialisation is complete: serve pulls from this global step on.
+  markReady @3 (globalStep :Int64, lastStep :Int64) -> ();
+  # Initialisation is complete: serve pulls from this global step on, in a
+  # job that ends at lastStep (the chief's max_steps or epochs; every worker
+  # must end there, ShardStatus.lastStep tells them).
 
   pushAndPull @4 (workerTask :UInt32, step :Int64, offset :UInt64, data :Data, minStep :Int64,
                   sharedFloats :UInt64, sharedChunks :UInt32)

@@ -956,6 +956,36 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
   CHECK(ps.wait(30) == 0);
 }
 
+TEST_CASE("a worker told another last step than its chief's is refused: exit 2, both named") {
+  const auto dir = freshTempDir("other-length");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  const std::string model = " --model " + modelPath("fashion_mlp.yaml") + " --threads 1 " +
+                            "--eval-every 0";
+  BackgroundTraind ps("--cluster " + cluster.string() + model + " --job ps --task 0",
+                      dir / "ps.log");
+  // --max-steps given to the chief alone: the other worker's spec says 3 epochs.
+  BackgroundTraind chief("--cluster " + cluster.string() + model +
+                             " --job worker --task 0 --max-steps 1000000 --checkpoint-dir " +
+                             (dir / "ckpt").string(),
+                         dir / "chief.log");
+  BackgroundTraind other("--cluster " + cluster.string() + model + " --job worker --task 1",
+                         dir / "worker.log");
+  const int other_exit = other.wait(kTimeout);
+  chief.signal(SIGTERM);
+  const int chief_exit = chief.wait(60);
+  ps.signal(SIGTERM);
+  const int ps_exit = ps.wait(30);
+  INFO(chief.output() << other.output() << ps.output());
+  CHECK(other_exit == 2);
+  CHECK_THAT(other.output(),
+             Catch::Contains("ps 0 at 127.0.0.1:") &&
+                 Catch::Contains("serves a job that ends at global step 1000000 (its chief's "
+                                 "training.max_steps, training.epochs or --max-steps); this "
+                                 "worker's ends at 900: every worker must train to the same step"));
+  CHECK(chief_exit == 0);
+  CHECK(ps_exit == 0);
+}
+
 TEST_CASE("async: the others finish when a worker is killed") {
   const auto dir = freshTempDir("async-kill");
   const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 3, 4000);
