@@ -177,7 +177,9 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
   const int threads = spec.training.threads > 0 ? spec.training.threads : omp_get_max_threads();
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const bool passive = wait_policy && std::string_view(wait_policy) == "passive";
-  if (threads * share.workers <= cores || passive) return;
+  // One compute thread has no team to spin-wait for: workers of one thread
+  // each share the cores as any processes do.
+  if (threads * share.workers <= cores || passive || threads == 1) return;
   if (share.workers > 1)
     spdlog::warn(
         "{} workers of the cluster run on this host with {} compute threads each, more "
