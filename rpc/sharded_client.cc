@@ -375,86 +375,95 @@ ShardedClient::Outcome ShardedClient::connect(double timeout_seconds,
                                               const JobOverCheck& job_over) {
   impl_->createRegion();
   const Clock::time_point start = Clock::now();
-  kj::Timer& timer = impl_->io.provider->getTimer();
-  for (ShardLink& link : impl_->shards) {
-    double delay = 0.05;
-    Clock::time_point last_log{};
-    std::optional<Clock::time_point> busy_since;  // since the ps said the task is connected
-    int foreign_answers = 0;  // hellos answered in a row by bytes not Cap'n Proto's
-    for (;;) {
-      if (stop_ && stop_->load()) {
-        spdlog::info("stop requested while waiting for ps {} at {}", link.index, link.address);
-        return Outcome::Stopped;
-      }
-      bool stopped = false;
-      kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
-        // A ps process that is stopped or hung, or a port another program
-        // holds, takes the connection and never answers the hello.
-        kj::Promise<void> attempt = impl_->connectOnce(link).exclusiveJoin(
-            timer.atTime(deadlineIn(kHelloSeconds * kj::SECONDS)).then([]() -> kj::Promise<void> {
-              return kj::Exception(
-                  kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                  kj::str("no answer within ", kHelloSeconds,
-                          " s (its host or process is down, stopped or hung, or the port is "
-                          "another program's)"));
-            }));
-        if (stop_)  // a connect to a host that does not answer can take minutes
-          attempt = attempt.exclusiveJoin(
-              givenUp(impl_->io.provider->getTimer(), stop_, nullptr).then([&stopped](GivenUp) {
-                stopped = true;
-              }));
-        attempt.wait(impl_->io.waitScope);
-      });
-      if (stopped) continue;  // said above
-      KJ_IF_MAYBE(e, failure) {
-        const std::string reason = failureText(*e);
-        // The ps says this task is connected already: another process runs
-        // as this task, unless this one was restarted and the ps has not yet
-        // seen its old connection close.
-        if (e->getType() == kj::Exception::Type::OVERLOADED && !busy_since)
-          busy_since = Clock::now();
-        if (e->getType() == kj::Exception::Type::FAILED ||
-            (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
-          throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
-                           " refused this worker: " + reason);
-        // Not a ps that is late or gone: another program answers there, and
-        // would for as long as the worker waited.
-        foreign_answers = isForeignFraming(reason) ? foreign_answers + 1 : 0;
-        if (foreign_answers == kForeignAnswers)
-          throwInputError(impl_->cluster.ps[size_t(link.index)].location,
-                          "cluster.ps[" + std::to_string(link.index) + "]",
-                          link.address + " is not a traind ps: " +
-                              std::to_string(kForeignAnswers) +
-                              " answers in a row were not Cap'n Proto RPC (" + reason +
-                              "): another program listens on that port, or this is the wrong one");
-        if (job_over.reason && e->getType() != kj::Exception::Type::OVERLOADED &&
-            Clock::now() - start >= std::chrono::duration<double>(job_over.after_seconds))
-          if (const std::optional<std::string> over = job_over.reason()) {
-            spdlog::info("ps {} at {} does not answer ({}), and {}: the job is over", link.index,
-                         link.address, reason.substr(0, reason.find('\n')), *over);
-            return Outcome::JobOver;
-          }
-        const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-        if (waited > timeout_seconds)
-          throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) +
-                                   " at " + link.address + " after " +
-                                   std::to_string(int(waited)) + " s: " + reason);
-        if (Clock::now() - last_log > std::chrono::seconds(5)) {
-          spdlog::info("waiting for ps {} at {} ({})", link.index, link.address,
-                       reason.substr(0, reason.find('\n')));
-          last_log = Clock::now();
-        }
-        impl_->io.provider->getTimer()
-            .afterDelay(int64_t(delay * 1000) * kj::MILLISECONDS)
-            .wait(impl_->io.waitScope);
-        delay = std::min(delay * 2, 2.0);
-        continue;
-      }
-      break;
-    }
-    spdlog::info("connected to ps {} at {}", link.index, link.address);
-  }
+  for (size_t shard = 0; shard < impl_->shards.size(); ++shard)
+    if (const Outcome outcome = connectShard(shard, start, timeout_seconds, job_over);
+        outcome != Outcome::Connected)
+      return outcome;
   if (shardsThroughSharedMemory() == 0) impl_->region.reset();
+  return Outcome::Connected;
+}
+
+ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_point start,
+                                                   double timeout_seconds,
+                                                   const JobOverCheck& job_over) {
+  kj::Timer& timer = impl_->io.provider->getTimer();
+  ShardLink& link = impl_->shards[shard];
+  double delay = 0.05;
+  Clock::time_point last_log{};
+  std::optional<Clock::time_point> busy_since;  // since the ps said the task is connected
+  int foreign_answers = 0;  // hellos answered in a row by bytes not Cap'n Proto's
+  for (;;) {
+    if (stop_ && stop_->load()) {
+      spdlog::info("stop requested while waiting for ps {} at {}", link.index, link.address);
+      return Outcome::Stopped;
+    }
+    bool stopped = false;
+    kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
+      // A ps process that is stopped or hung, or a port another program
+      // holds, takes the connection and never answers the hello.
+      kj::Promise<void> attempt = impl_->connectOnce(link).exclusiveJoin(
+          timer.atTime(deadlineIn(kHelloSeconds * kj::SECONDS)).then([]() -> kj::Promise<void> {
+            return kj::Exception(
+                kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                kj::str("no answer within ", kHelloSeconds,
+                        " s (its host or process is down, stopped or hung, or the port is "
+                        "another program's)"));
+          }));
+      if (stop_)  // a connect to a host that does not answer can take minutes
+        attempt = attempt.exclusiveJoin(
+            givenUp(impl_->io.provider->getTimer(), stop_, nullptr).then([&stopped](GivenUp) {
+              stopped = true;
+            }));
+      attempt.wait(impl_->io.waitScope);
+    });
+    if (stopped) continue;  // said above
+    KJ_IF_MAYBE(e, failure) {
+      const std::string reason = failureText(*e);
+      // The ps says this task is connected already: another process runs
+      // as this task, unless this one was restarted and the ps has not yet
+      // seen its old connection close.
+      if (e->getType() == kj::Exception::Type::OVERLOADED && !busy_since)
+        busy_since = Clock::now();
+      if (e->getType() == kj::Exception::Type::FAILED ||
+          (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
+        throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
+                         " refused this worker: " + reason);
+      // Not a ps that is late or gone: another program answers there, and
+      // would for as long as the worker waited.
+      foreign_answers = isForeignFraming(reason) ? foreign_answers + 1 : 0;
+      if (foreign_answers == kForeignAnswers)
+        throwInputError(impl_->cluster.ps[size_t(link.index)].location,
+                        "cluster.ps[" + std::to_string(link.index) + "]",
+                        link.address + " is not a traind ps: " +
+                            std::to_string(kForeignAnswers) +
+                            " answers in a row were not Cap'n Proto RPC (" + reason +
+                            "): another program listens on that port, or this is the wrong one");
+      if (job_over.reason && e->getType() != kj::Exception::Type::OVERLOADED &&
+          Clock::now() - start >= std::chrono::duration<double>(job_over.after_seconds))
+        if (const std::optional<std::string> over = job_over.reason()) {
+          spdlog::info("ps {} at {} does not answer ({}), and {}: the job is over", link.index,
+                       link.address, reason.substr(0, reason.find('\n')), *over);
+          return Outcome::JobOver;
+        }
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited > timeout_seconds)
+        throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) +
+                                 " at " + link.address + " after " +
+                                 std::to_string(int(waited)) + " s: " + reason);
+      if (Clock::now() - last_log > std::chrono::seconds(5)) {
+        spdlog::info("waiting for ps {} at {} ({})", link.index, link.address,
+                     reason.substr(0, reason.find('\n')));
+        last_log = Clock::now();
+      }
+      impl_->io.provider->getTimer()
+          .afterDelay(int64_t(delay * 1000) * kj::MILLISECONDS)
+          .wait(impl_->io.waitScope);
+      delay = std::min(delay * 2, 2.0);
+      continue;
+    }
+    break;
+  }
+  spdlog::info("connected to ps {} at {}", link.index, link.address);
   return Outcome::Connected;
 }
 
@@ -482,11 +491,35 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
   Clock::time_point last_log{};
   for (;;) {
     std::vector<int> waiting;
-    const std::vector<ShardStatusView> all = statuses();
-    // A stopping shard is not waited for: the job ended before the chief
-    // initialised it, and the pull that follows says so.
-    for (size_t i = 0; i < all.size(); ++i)
-      if (!all[i].ready && !all[i].stopping) waiting.push_back(int(i));
+    for (ShardLink& link : impl_->shards) {
+      std::optional<ShardStatusView> status;
+      KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
+                     status = toView(link.shard()
+                                         .statusRequest()
+                                         .send()
+                                         .wait(impl_->io.waitScope)
+                                         .getStatus(),
+                                     impl_->cluster.worker.size());
+                   })) {
+        // A ps gone before the chief initialised it held nothing of the
+        // job: when it comes back (restarted), this worker waits on.
+        if (e->getType() != kj::Exception::Type::DISCONNECTED ||
+            failureText(*e).starts_with(kJobOverReason))  // a ps stopped: the job is over
+          throwShardFailure(link, *e);
+        spdlog::info("ps {} at {} went away before the chief initialised it ({}): connecting "
+                     "again",
+                     link.index, link.address, failureText(*e));
+        const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+        if (connectShard(size_t(link.index), Clock::now(), timeout_seconds - waited, {}) ==
+            Outcome::Stopped)
+          return false;
+        waiting.push_back(link.index);
+        continue;
+      }
+      // A stopping shard is not waited for: the job ended before the chief
+      // initialised it, and the pull that follows says so.
+      if (!status->ready && !status->stopping) waiting.push_back(link.index);
+    }
     if (waiting.empty()) return true;
     if (stop_ && stop_->load()) {
       spdlog::info("stop requested while waiting for the chief to initialise ps {}",

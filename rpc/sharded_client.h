@@ -127,8 +127,10 @@ class ShardedClient {
   std::vector<ShardStatusView> statuses();
 
   // Polls until every shard is ready or stopping (the job ended before it
-  // was initialised: a pull then returns -1); logs while it waits. Returns
-  // false, logged, when a stop was asked for first (abandonWaitsOnStop).
+  // was initialised: a pull then returns -1); logs while it waits. A ps
+  // whose connection is lost meanwhile held nothing of the job yet: it is
+  // connected to again (restarted), as connect() does. Returns false,
+  // logged, when a stop was asked for first (abandonWaitsOnStop).
   [[nodiscard]] bool waitUntilReady(double timeout_seconds);
 
   // Chief: writes parameters and optimizer slots to every shard, then marks
@@ -264,6 +266,9 @@ class ShardedClient {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // connect()'s work for one shard, its waits counted from `start`.
+  Outcome connectShard(size_t shard, std::chrono::steady_clock::time_point start,
+                       double timeout_seconds, const JobOverCheck& job_over);
   int64_t jobStep(int64_t min_step);
   // readState's hold: every shard that holds a chunk at the step returned.
   // `waited_out`: some shard did not get there within holdWaitSeconds().
