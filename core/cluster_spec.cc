@@ -217,6 +217,10 @@ ClusterSpec loadClusterSpec(const std::string& path) {
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
   Mapping fields(rootField(root, path));
+  // The two specs of a cluster node given the other way round.
+  if (auto f = fields.find("layers"); f && !fields.find("cluster"))
+    fail(*f, "this is a model spec (layers, no cluster section): give it to --model, and a "
+             "cluster spec to --cluster");
   fields.allowOnly({"cluster", "training", "checkpoint", "http", "transport"}, "a cluster spec");
 
   ClusterSpec spec;

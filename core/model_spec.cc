@@ -556,6 +556,10 @@ ModelSpec loadModelSpec(const std::string& path) {
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
   Mapping fields(rootField(root, path));
+  // The two specs of a cluster node given the other way round.
+  if (auto f = fields.find("cluster"); f && !fields.find("layers"))
+    fail(*f, "this is a cluster spec (a cluster section, no layers): give it to --cluster, and "
+             "a model spec to --model");
   fields.allowOnly({"name", "seed", "input", "layers", "stages", "loss", "optimizer",
                     "moving_average", "data", "training", "checkpoint", "init_from"},
                    "a model spec");

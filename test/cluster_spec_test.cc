@@ -161,6 +161,12 @@ TEST_CASE("transport.shared_memory is auto or off", "[cluster_spec]") {
         "shared_memory)");
 }
 
+TEST_CASE("a model spec given as the cluster spec says so", "[cluster_spec]") {
+  CHECK(errorOf("name: m\ninput: [4]\nlayers:\n  - {type: dense, units: 3}\n") ==
+        "c.yaml:4:3: layers: this is a model spec (layers, no cluster section): give it to "
+        "--model, and a cluster spec to --cluster");
+}
+
 TEST_CASE("a tag says what a value is: !!null sync is no mode", "[cluster_spec]") {
   CHECK(errorOf(kCluster + "training: {mode: !!null sync}\n") ==
         "c.yaml:4:18: training.mode: expected one of async, sync, got 'sync' tagged '!!null'");

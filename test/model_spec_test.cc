@@ -67,6 +67,13 @@ TEST_CASE("every example config loads", "[model_spec]") {
   }
 }
 
+TEST_CASE("a cluster spec given as the model spec says so", "[model_spec]") {
+  const std::string cluster = std::string(TRAIND_SOURCE_DIR) + "/configs/clusters/local_sync.yaml";
+  CHECK_THAT(loadError(cluster),
+             Catch::EndsWith("cluster: this is a cluster spec (a cluster section, no layers): "
+                             "give it to --cluster, and a model spec to --model"));
+}
+
 TEST_CASE("fashion_cnn.yaml reads as written", "[model_spec]") {
   const ModelSpec spec = loadModelSpec(configPath("fashion_cnn.yaml"));
   CHECK(spec.name == "fashion_cnn");
