@@ -599,9 +599,14 @@ ModelSpec loadModelSpec(const std::string& path) {
 }
 
 std::string describeCheckpoints(const CheckpointSpec& checkpoint) {
-  if (checkpoint.dir.empty())
-    return "no checkpoints (checkpoint.dir is empty): a stop or a crash loses what this run "
-           "trains";
+  if (checkpoint.dir.empty()) {
+    // What turned them off: the flag, the field, or neither given.
+    const std::string& from = checkpoint.dir_location.file;
+    const std::string why = from == "--checkpoint-dir" ? "--checkpoint-dir is empty"
+                            : from.empty() ? "no checkpoint section, no --checkpoint-dir"
+                                           : "checkpoint.dir is empty";
+    return "no checkpoints (" + why + "): a stop or a crash loses what this run trains";
+  }
   std::string when;
   if (checkpoint.every_steps > 0) when += fmt::format(" every {} steps", checkpoint.every_steps);
   if (checkpoint.every_seconds > 0)

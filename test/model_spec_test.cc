@@ -74,6 +74,19 @@ TEST_CASE("a cluster spec given as the model spec says so", "[model_spec]") {
                              "give it to --cluster, and a model spec to --model"));
 }
 
+TEST_CASE("a run without checkpoints says what turned them off", "[model_spec]") {
+  CheckpointSpec none;
+  CHECK(describeCheckpoints(none) == "no checkpoints (no checkpoint section, no "
+                                     "--checkpoint-dir): a stop or a crash loses what this run "
+                                     "trains");
+  none.dir_location = SourceLocation{"--checkpoint-dir"};
+  CHECK_THAT(describeCheckpoints(none), Catch::StartsWith("no checkpoints (--checkpoint-dir is "
+                                                          "empty): "));
+  none.dir_location = SourceLocation{"spec.yaml", 30, 8};
+  CHECK_THAT(describeCheckpoints(none),
+             Catch::StartsWith("no checkpoints (checkpoint.dir is empty): "));
+}
+
 TEST_CASE("fashion_cnn.yaml reads as written", "[model_spec]") {
   const ModelSpec spec = loadModelSpec(configPath("fashion_cnn.yaml"));
   CHECK(spec.name == "fashion_cnn");
