@@ -97,7 +97,11 @@ void readVariableOptions(const Mapping& fields, LayerSpec& layer) {
   if (auto f = fields.find("use_bias")) layer.use_bias = readBool(*f);
   if (auto f = fields.find("trainable")) layer.trainable = readBool(*f);
   if (auto f = fields.find("kernel_initializer")) layer.kernel_initializer = readInitializer(*f);
-  if (auto f = fields.find("bias_initializer")) layer.bias_initializer = readInitializer(*f);
+  if (auto f = fields.find("bias_initializer")) {
+    // A layer with no bias would ignore it without a word.
+    if (!layer.use_bias) fail(*f, "only meaningful with use_bias: true (this layer has no bias)");
+    layer.bias_initializer = readInitializer(*f);
+  }
 }
 
 void readDenseLayer(const Mapping& fields, LayerSpec& layer) {

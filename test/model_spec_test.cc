@@ -236,11 +236,11 @@ TEST_CASE("every optional field is read", "[model_spec]") {
       "    use_bias: false\n"
       "    trainable: false\n"
       "    kernel_initializer: he_normal\n"
-      "    bias_initializer: {constant: 0.1}\n"
       "  - {type: max_pool, size: 2, stride: 1, padding: same}\n"
       "  - {type: flatten}\n"
       "  - {type: dense, units: 1, kernel_initializer: glorot_normal, "
       "bias_initializer: he_uniform}\n"
+      "  - {type: dense, units: 1, bias_initializer: {constant: 0.1}}\n"
       "loss: mse\n"
       "optimizer:\n"
       "  type: adam\n"
@@ -266,12 +266,12 @@ TEST_CASE("every optional field is read", "[model_spec]") {
   CHECK(!conv.use_bias);
   CHECK(!conv.trainable);
   CHECK(conv.kernel_initializer.kind == InitializerSpec::Kind::HeNormal);
-  CHECK(conv.bias_initializer.kind == InitializerSpec::Kind::Constant);
-  CHECK(conv.bias_initializer.value == 0.1f);
   CHECK(spec.layers[1].stride == std::array<int64_t, 2>{1, 1});
   CHECK(spec.layers[1].padding == Padding::Same);
   CHECK(spec.layers[3].kernel_initializer.kind == InitializerSpec::Kind::GlorotNormal);
   CHECK(spec.layers[3].bias_initializer.kind == InitializerSpec::Kind::HeUniform);
+  CHECK(spec.layers[4].bias_initializer.kind == InitializerSpec::Kind::Constant);
+  CHECK(spec.layers[4].bias_initializer.value == 0.1f);
   CHECK(spec.loss == LossKind::MeanSquaredError);
   CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Adam);
   CHECK(spec.optimizer.weight_decay == 0.0005f);
@@ -653,6 +653,9 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
                        "  - {type: dense, units: 3}\n  - {type: dropout, rate: 0.99999999}\n"),
              Catch::EndsWith("layers[1].rate: expected a number in [0, 1), got 0.99999999, which "
                              "is 1 as a 32-bit float"));
+  CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, use_bias: false, bias_initializer: zeros}"),
+             Catch::EndsWith("layers[0].bias_initializer: only meaningful with use_bias: true "
+                             "(this layer has no bias)"));
   CHECK(loadVariant(dir, "type: sgd", "type: !!str sgd").optimizer.kind ==
         OptimizerSpec::Kind::Sgd);
   const std::string mac = dir.write("mac.yaml", "name: a\rinput: [4]\r");
