@@ -63,9 +63,44 @@ std::string printablePrefix(std::string_view text, size_t max_bytes) {
          " bytes more)";
 }
 
+namespace {
+
+// The code point of the well-formed UTF-8 sequence of `length` bytes at `pos`.
+uint32_t codePoint(std::string_view text, size_t pos, size_t length) {
+  uint32_t cp = uint8_t(text[pos]) & (0xff >> (length + 1));
+  for (size_t i = 1; i < length; ++i) cp = (cp << 6) | (uint8_t(text[pos + i]) & 0x3f);
+  return cp;
+}
+
+// Spaces other than ' ', and characters that show nothing: between quotes
+// they read as a space or as nothing at all ('mse' followed by U+00A0
+// looks like 'mse ').
+bool isInvisible(uint32_t cp) {
+  return cp == 0xa0 || cp == 0xad || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200f) ||
+         (cp >= 0x2028 && cp <= 0x202f) || (cp >= 0x205f && cp <= 0x2064) || cp == 0x3000 ||
+         cp == 0xfeff;
+}
+
+}  // namespace
+
 std::string quotedPrintable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const std::string shown = printable(text);
   std::string out = "'";  // not "'" + ...: GCC 12 warns falsely of an overlap (-Wrestrict)
-  out += printable(text);
+  for (size_t i = 0; i < shown.size();) {
+    const size_t length = uint8_t(shown[i]) >= 0x80 ? utf8SequenceLength(shown, i) : 0;
+    if (length == 0) {
+      out += shown[i++];
+      continue;
+    }
+    if (const uint32_t cp = codePoint(shown, i, length); isInvisible(cp)) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
+    } else {
+      out.append(shown, i, length);
+    }
+    i += length;
+  }
   out += "'";
   return out;
 }

@@ -25,7 +25,10 @@ std::string printable(std::string_view text);
 // more)": for text that may be long, such as a whole file or a peer's answer.
 std::string printablePrefix(std::string_view text, size_t max_bytes);
 
-// printable(text) in single quotes, as a message quotes a name or a value.
+// printable(text) in single quotes, as a message quotes a name or a value;
+// spaces other than ' ' and characters that show nothing (U+00A0, U+2028,
+// a byte order mark, zero-width ones) as \uXXXX, since between quotes they
+// would pass for a space or for nothing.
 std::string quotedPrintable(std::string_view text);
 
 }  // namespace traind

@@ -46,3 +46,11 @@ TEST_CASE("printablePrefix cuts long text and says how much it left out") {
   CHECK(printablePrefix(std::string(5000, 'x') + "\x1b", 3) == "xxx... (4998 bytes more)");
   CHECK(printablePrefix("\x1b[2Jabc", 4) == "\\x1b[2J... (3 bytes more)");
 }
+
+TEST_CASE("a quoted value shows spaces other than ' ' and invisible characters", "[printable]") {
+  CHECK(quotedPrintable("mse\xc2\xa0") == "'mse\\u00a0'");          // no-break space
+  CHECK(quotedPrintable("\xef\xbb\xbfloss") == "'\\ufeffloss'");    // a byte order mark
+  CHECK(quotedPrintable("a\xe2\x80\xa8" "b") == "'a\\u2028b'");     // line separator
+  CHECK(quotedPrintable("caf\xc3\xa9 \xe2\x9c\x93") == "'caf\xc3\xa9 \xe2\x9c\x93'");  // shown
+  CHECK(quotedPrintable("\x1b[31m") == "'\\x1b[31m'");
+}
