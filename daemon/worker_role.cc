@@ -75,13 +75,16 @@ bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
         "some ps tasks hold no parameters (restarted?) while others do ({}): every "
         "shard starts again from {}, and what was trained since is lost",
         holding, latest ? "the latest checkpoint" : "a fresh initialisation (no checkpoint)");
+  // Said once the shards hold it: a chief killed before would leave them empty.
+  std::string done;
   if (latest) {
     state.restore(*latest);
-    spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
+    done = fmt::format("restored {} at global step {}", latest->string(), state.globalStep());
   } else {
-    spdlog::info("{}", state.initialize());
+    done = state.initialize();
   }
   ps.initialize(state);
+  spdlog::info("{}", done);
   if (latest) ps.reportSaved(std::filesystem::absolute(*latest).string());
   return false;
 }
