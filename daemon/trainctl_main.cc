@@ -362,11 +362,12 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
 // checkpoint in its status within a tenth of a second, and the chief may
 // exit sooner.
 bool psStateSavedSoon(const std::vector<Node>& nodes, Clock::time_point deadline,
-                      std::string& report) {
+                      std::string& report, int* unreachable) {
   const Clock::time_point until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
   for (;;) {
     report.clear();
-    const bool saved = psStateSaved(nodes, deadline, report);
+    *unreachable = 0;
+    const bool saved = psStateSaved(nodes, deadline, report, unreachable);
     if (saved || Clock::now() >= until) return saved;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -447,8 +448,17 @@ int runStop(const NodeFlags& flags) {
           "the chief (worker 0) did not take the stop, but the ps tasks hold nothing its "
           "last checkpoint does not:%s\n",
           report.c_str());
-    } else if (took && writes_checkpoints && !flags.force &&
-               !psStateSavedSoon(nodes, deadline, report)) {
+    } else if (int ps_unreachable = 0; took && writes_checkpoints && !flags.force &&
+                                       !psStateSavedSoon(nodes, deadline, report, &ps_unreachable)) {
+      if (ps_unreachable > 0) {
+        // Not the chief's save to blame: what they hold is not known.
+        std::printf(
+            "the ps tasks are left running: the chief (worker 0) stopped, but some ps tasks "
+            "cannot be asked whether its last checkpoint holds what they do:%s\nCheck them "
+            "(their ops endpoints, their logs) and stop them then, or stop them with --force\n",
+            report.c_str());
+        return 1;
+      }
       std::printf(
           "the ps tasks are left running: the chief (worker 0) stopped, but its last checkpoint "
           "does not hold what they do (did its final save fail? its log says):%s\nStart the "

@@ -457,3 +457,24 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::StartsWith(nobody + ": unreachable (" + nobody + ": "));
 }
+
+TEST_CASE("trainctl stop does not blame the chief's save for a ps it cannot ask") {
+  ChiefAndPs job("stop-ps-unasked");
+  REQUIRE(waitHealthy(job.base + 3, 60));
+  // The cluster as trainctl reads it names an ops port where nothing
+  // answers for the ps: the chief stops and saves, the ps cannot be asked.
+  const std::filesystem::path elsewhere = job.dir / "elsewhere.yaml";
+  writeFile(elsewhere, replaceAll(readFile(job.cluster), address(job.base + 2),
+                                  address(freePortRange(1))));
+  const ProcessResult stop = runTrainctl("stop --cluster " + elsewhere.string() + " --timeout 30");
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);
+  CHECK_THAT(stop.output, Catch::Contains("the chief (worker 0) stopped, but some ps tasks cannot "
+                                          "be asked whether its last checkpoint holds what they "
+                                          "do") &&
+                              !Catch::Contains("did its final save fail?"));
+  CHECK(job.chief->wait(30) == 0);
+  CHECK_THAT(job.chief->output(), Catch::Contains("saved checkpoint"));
+  job.ps->signal(SIGTERM);
+  CHECK(job.ps->wait(30) == 0);
+}
