@@ -46,6 +46,23 @@ std::optional<std::string> canonicalIpv6(std::string_view text) {
   return std::string(canonical) + "%" + std::string(zone);
 }
 
+// Whether `host` has the shape DNS allows a name (RFC 1123): at most 253
+// characters, labels of 1 to 63 between dots (one dot may end it), none
+// starting or ending with '-'. An IPv4 address has it too. A name without
+// it would fail only at the first connection, far from the spec's line.
+bool hasHostNameShape(std::string_view host) {
+  if (host.ends_with('.')) host.remove_suffix(1);
+  if (host.empty() || host.size() > 253) return false;
+  for (size_t start = 0; start <= host.size();) {
+    const size_t dot = std::min(host.find('.', start), host.size());
+    const std::string_view label = host.substr(start, dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    start = dot + 1;
+  }
+  return true;
+}
+
 // Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
 // when `text` is not one. Names are not resolved here: a name that does not
 // resolve is a connection failure later, reported with its address.
@@ -71,6 +88,9 @@ const char* parseAddress(std::string_view text, HostPort& out) {
     if (host.empty()) return "host:port with a non-empty host";
     if (!std::all_of(host.begin(), host.end(), isHostNameCharacter))
       return "host:port with a host of letters, digits, '-', '.' and '_'";
+    if (!hasHostNameShape(host))
+      return "host:port with a host name of labels of 1 to 63 characters between dots, none "
+             "starting or ending with '-', 253 characters in all";
   }
   int value = 0;
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -161,6 +161,26 @@ TEST_CASE("transport.shared_memory is auto or off", "[cluster_spec]") {
         "shared_memory)");
 }
 
+TEST_CASE("a host name DNS could not hold is refused at its line", "[cluster_spec]") {
+  const std::string expected =
+      "expected host:port with a host name of labels of 1 to 63 characters between dots, none "
+      "starting or ending with '-', 253 characters in all";
+  std::string long_name;  // 257 characters in labels of 3
+  for (int i = 0; i < 64; ++i) long_name += "abc.";
+  long_name += "x";
+  for (const std::string& host : {std::string("..."), std::string("-"), std::string("a..b"),
+                                  std::string("-ps.example"), std::string(64, 'a'),
+                                  long_name}) {
+    INFO(host);
+    CHECK_THAT(errorOf("cluster:\n  ps: [" + host + ":1]\n  worker: [b:1]\n"),
+               Catch::StartsWith("c.yaml:2:8: cluster.ps[0]: " + expected));
+  }
+  TempDir dir;
+  const ClusterSpec ok = load(dir, "cluster:\n  ps: [ps-0.example.com.:1, " +
+                                       std::string(63, 'a') + ":1]\n  worker: [my_host:1]\n");
+  CHECK(ok.ps[0].host == "ps-0.example.com.");
+}
+
 TEST_CASE("a model spec given as the cluster spec says so", "[cluster_spec]") {
   CHECK(errorOf("name: m\ninput: [4]\nlayers:\n  - {type: dense, units: 3}\n") ==
         "c.yaml:4:3: layers: this is a model spec (layers, no cluster section): give it to "
