@@ -140,13 +140,15 @@ std::vector<HostPort> readJobParallel(const Field& field, size_t tasks, std::str
   return addresses;
 }
 
-// An address as two of its spellings compare: host names without case.
-// Different spellings of one host (a name and its address) differ, since
-// nothing is resolved here.
+// An address as two of its spellings compare: host names without case,
+// an IPv6 address's zone (an interface's name, which Linux matches with
+// case: eth0 is not ETH0) with it. Different spellings of one host (a name
+// and its address) differ, since nothing is resolved here.
 std::string addressKey(const HostPort& address) {
   std::string key = address.toString();
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](char c) { return char(std::tolower(uint8_t(c))); });
+  const size_t zone = key.find('%');
+  std::transform(key.begin(), zone == std::string::npos ? key.end() : key.begin() + zone,
+                 key.begin(), [](char c) { return char(std::tolower(uint8_t(c))); });
   return key;
 }
 

@@ -299,9 +299,12 @@ TEST_CASE("an address used twice names both places", "[cluster_spec]") {
                 "  worker: [\"[::1]:5\", '[0:0::1]:5']\n") ==
         "c.yaml:3:23: cluster.worker[1]: duplicate address [::1]:5 (cluster.worker[0] at line 3, "
         "column 12 has it too)");
-  // One host, different ports: fine.
+  // One host, different ports: fine. So are two interfaces' zones, which differ by case.
   TempDir dir;
   CHECK(load(dir, "cluster: {ps: [a:1], worker: [a:2]}\n").worker[0].port == 2);
+  CHECK(load(dir, "cluster: {ps: ['[fe80::1%eth0]:1'], worker: ['[FE80::1%ETH0]:1']}\n")
+            .worker[0]
+            .toString() == "[fe80::1%ETH0]:1");
 
   // An address from elsewhere (traind --http) is looked up the same way.
   const ClusterSpec spec =
