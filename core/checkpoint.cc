@@ -1,8 +1,10 @@
 #include "core/checkpoint.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -297,6 +299,18 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
   [[maybe_unused]] const bool noted =
       ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
   return lock;
+}
+
+std::optional<std::string> checkpointRoomShortfall(const fs::path& dir, int64_t bytes) {
+  struct statvfs room {};
+  if (statvfs(dir.c_str(), &room) != 0) return std::nullopt;
+  const uint64_t free_bytes = uint64_t(room.f_bavail) * uint64_t(room.f_frsize);
+  if (bytes <= 0 || free_bytes >= uint64_t(bytes)) return std::nullopt;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  return fmt::format(
+      "checkpoint directory {} has {:.1f} MiB free, and a checkpoint of this model takes "
+      "{:.1f} MiB: the first save will fail unless room is made",
+      dir.string(), double(free_bytes) / kMiB, double(bytes) / kMiB);
 }
 
 fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,

@@ -99,6 +99,12 @@ class CheckpointDirLock {
 [[nodiscard]] CheckpointDirLock createCheckpointDir(const std::filesystem::path& dir,
                                                     const SourceLocation& where);
 
+// A line for the log when the file system of `dir` has less room free than
+// a checkpoint of `bytes` takes: the first save would fail, after the steps
+// before it had trained. nullopt when it has the room, or cannot say.
+std::optional<std::string> checkpointRoomShortfall(const std::filesystem::path& dir,
+                                                   int64_t bytes);
+
 // The checkpoint <dir>/latest names; without a latest file the complete
 // ckpt-N of dir with the highest step (a crash between a save's rename and
 // its latest file, or a deleted latest); nullopt if there is none.

@@ -159,6 +159,11 @@ void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoin
   }
 }
 
+int64_t ModelState::checkpointBytes() const {
+  return layout_.totalSize() * int64_t(1 + optimizer_.slotNames().size()) *
+         int64_t(sizeof(float));
+}
+
 std::filesystem::path ModelState::save(const std::filesystem::path& dir, int keep) const {
   std::vector<TensorRef> tensors;
   for (const VariableView& v : layout_.views()) {

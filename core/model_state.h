@@ -56,6 +56,10 @@ class ModelState {
   // infinity (a diverged run).
   std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
 
+  // The bytes of the tensors save() writes: the parameters and each
+  // optimizer slot (the manifest and the safetensors header add a little).
+  int64_t checkpointBytes() const;
+
  private:
   enum class Slots { All, MovingAverageOnly };
   void restoreFrom(const std::filesystem::path& checkpoint, Slots slots);

@@ -35,6 +35,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   CheckpointDirLock checkpoint_dir_lock;
   if (!checkpoint_dir.empty()) {
     checkpoint_dir_lock = createCheckpointDir(checkpoint_dir, spec.checkpoint.dir_location);
+    if (auto shortfall = checkpointRoomShortfall(checkpoint_dir, state.checkpointBytes()))
+      spdlog::warn("{}", *shortfall);
     latest = findLatestCheckpoint(checkpoint_dir);
   }
   if (latest) {

@@ -291,8 +291,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   ps.abandonWaitsOnStop(stop_requested);
   ps.setLastStep(total_steps);
   CheckpointDirLock checkpoint_dir_lock;
-  if (chief && !spec.checkpoint.dir.empty())
+  if (chief && !spec.checkpoint.dir.empty()) {
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
+    if (auto shortfall = checkpointRoomShortfall(spec.checkpoint.dir, state.checkpointBytes()))
+      spdlog::warn("{}", *shortfall);
+  }
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   const JobOverCheck job_over{[&] { return jobOverByCheckpoint(spec, total_steps); },
                               chief ? kChiefJobOverAfterSeconds : kWorkerJobOverAfterSeconds};

@@ -411,6 +411,21 @@ TEST_CASE("a checkpoint directory whose .lock is a link or no plain file is refu
                     Catch::Contains("cannot open .lock: it is not a plain file"));
 }
 
+TEST_CASE("a checkpoint directory without room for a checkpoint is said at the start",
+          "[checkpoint]") {
+  TempDir tmp;
+  CHECK_FALSE(checkpointRoomShortfall(tmp.path(), 1024));
+  const int64_t exabyte = int64_t(1) << 60;  // no disk here has it
+  const std::optional<std::string> shortfall = checkpointRoomShortfall(tmp.path(), exabyte);
+  REQUIRE(shortfall);
+  CHECK_THAT(*shortfall, Catch::StartsWith("checkpoint directory " + tmp.path().string() +
+                                           " has ") &&
+                             Catch::EndsWith(" MiB free, and a checkpoint of this model takes "
+                                             "1099511627776.0 MiB: the first save will fail "
+                                             "unless room is made"));
+  CHECK_FALSE(checkpointRoomShortfall(tmp.path() / "missing", exabyte));  // cannot say
+}
+
 TEST_CASE("one checkpoint given as the directory of checkpoints is refused, untouched",
           "[checkpoint]") {
   TempDir tmp;
