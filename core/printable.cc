@@ -34,36 +34,9 @@ bool isC1Control(std::string_view text, size_t pos) {
   return uint8_t(text[pos]) == 0xc2 && pos + 1 < text.size() && uint8_t(text[pos + 1]) < 0xa0;
 }
 
-std::string printable(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const uint8_t c = uint8_t(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-      ++i;
-    } else if (const size_t length =
-                   c >= 0x80 && !isC1Control(text, i) ? utf8SequenceLength(text, i) : 0) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string printablePrefix(std::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return printable(text);
-  return printable(text.substr(0, max_bytes)) + "... (" + std::to_string(text.size() - max_bytes) +
-         " bytes more)";
-}
-
 namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
 
 // The code point of the well-formed UTF-8 sequence of `length` bytes at `pos`.
 uint32_t codePoint(std::string_view text, size_t pos, size_t length) {
@@ -81,26 +54,51 @@ bool isInvisible(uint32_t cp) {
          cp == 0xfeff;
 }
 
+// printable(text) appended to `out`; with `invisible`, the characters
+// isInvisible names as \uXXXX too (quotedPrintable).
+void appendPrintable(std::string_view text, bool invisible, std::string& out) {
+  for (size_t i = 0; i < text.size();) {
+    const uint8_t c = uint8_t(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+      ++i;
+    } else if (const size_t length =
+                   c >= 0x80 && !isC1Control(text, i) ? utf8SequenceLength(text, i) : 0) {
+      // Decoded only when asked: printable() runs on every logged peer's text.
+      if (const uint32_t cp = invisible ? codePoint(text, i, length) : 0; isInvisible(cp)) {
+        out += "\\u";
+        for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
+      } else {
+        out.append(text.substr(i, length));
+      }
+      i += length;
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    }
+  }
+}
+
 }  // namespace
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  appendPrintable(text, false, out);
+  return out;
+}
+
+std::string printablePrefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return printable(text);
+  return printable(text.substr(0, max_bytes)) + "... (" + std::to_string(text.size() - max_bytes) +
+         " bytes more)";
+}
+
 std::string quotedPrintable(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const std::string shown = printable(text);
   std::string out = "'";  // not "'" + ...: GCC 12 warns falsely of an overlap (-Wrestrict)
-  for (size_t i = 0; i < shown.size();) {
-    const size_t length = uint8_t(shown[i]) >= 0x80 ? utf8SequenceLength(shown, i) : 0;
-    if (length == 0) {
-      out += shown[i++];
-      continue;
-    }
-    if (const uint32_t cp = codePoint(shown, i, length); isInvisible(cp)) {
-      out += "\\u";
-      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
-    } else {
-      out.append(shown, i, length);
-    }
-    i += length;
-  }
+  appendPrintable(text, true, out);
   out += "'";
   return out;
 }

@@ -262,6 +262,12 @@ struct ShardedClient::Impl {
   std::vector<ShardLink> shards;
   std::string long_wait_meaning;  // whatALongWaitMeans(cluster)
 
+  // A shard's status, asked now; a failed call throws its kj::Exception.
+  ShardStatusView status(ShardLink& link) {
+    return toView(link.shard().statusRequest().send().wait(io.waitScope).getStatus(),
+                  cluster.worker.size());
+  }
+
   kj::Promise<void> connectOnce(ShardLink& link) {
     return io.provider->getNetwork()
         .parseAddress(link.address)
@@ -475,11 +481,7 @@ ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {
 std::vector<ShardStatusView> ShardedClient::statuses() {
   std::vector<ShardStatusView> out;
   for (ShardLink& link : impl_->shards) {
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
-                   out.push_back(toView(
-                       link.shard().statusRequest().send().wait(impl_->io.waitScope).getStatus(),
-                       impl_->cluster.worker.size()));
-                 })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { out.push_back(impl_->status(link)); })) {
       throwShardFailure(link, *e);
     }
   }
@@ -493,14 +495,7 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
     std::vector<int> waiting;
     for (ShardLink& link : impl_->shards) {
       std::optional<ShardStatusView> status;
-      KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
-                     status = toView(link.shard()
-                                         .statusRequest()
-                                         .send()
-                                         .wait(impl_->io.waitScope)
-                                         .getStatus(),
-                                     impl_->cluster.worker.size());
-                   })) {
+      KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { status = impl_->status(link); })) {
         // A ps gone before the chief initialised it held nothing of the
         // job: when it comes back (restarted), this worker waits on.
         if (e->getType() != kj::Exception::Type::DISCONNECTED ||
