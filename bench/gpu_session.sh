@@ -59,13 +59,26 @@ unpack() {
   root=/tmp/traind-gpu
   rm -rf "$root" && mkdir -p "$root"
   tar -C "$root" -xJf .gpu/bundle.tar.xz
+  # cuBLAS, cuDNN and NCCL from the machine: its system's where ldconfig
+  # knows them, else the copies in PyTorch's wheels (the H200 image).
+  local lib libs="$root/lib:$root/bin" found
+  for lib in libcublas.so.13 libcudnn.so.9 libnccl.so.2; do
+    ldconfig -p | grep -q "$lib" && continue
+    found=$(find / -xdev -name "$lib" -print -quit 2>/dev/null)
+    if [ -n "$found" ]; then
+      libs="$libs:$(dirname "$found")"
+    else
+      echo "$lib: not on this machine" >>"$OUT/summary.txt"
+    fi
+  done
   # The shipped libraries for traind's binaries only: set for the whole
   # shell they would shadow the machine's own for python3 and nvidia-smi.
   local b
   for b in traind cuda_layers_test cuda_step; do
-    printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s\nexec %s "$@"\n' "$root/lib:$root/bin" "$root/bin/$b" >"$root/$b"
+    printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s\nexec %s "$@"\n' "$libs" "$root/bin/$b" >"$root/$b"
     chmod +x "$root/$b"
   done
+  LD_LIBRARY_PATH=$libs ldd "$root"/bin/* | grep "not found" >>"$OUT/summary.txt"
   # The configs read Fashion-MNIST from the Debian package's place.
   mkdir -p /usr/share/datasets/fashion-mnist
   cp .gpu/data/*.gz /usr/share/datasets/fashion-mnist/
@@ -76,11 +89,11 @@ run() {
   unpack
 
   # Time limits that add up to under the device tool's 10 minutes a call.
-  part "cuda tests" cuda_tests.txt 120 "$root/cuda_layers_test" --durations yes
+  part "cuda tests" cuda_tests.txt 90 "$root/cuda_layers_test" --durations yes
 
   # fashion_cnn's CPU accuracy is in docs/benchmarks.md: its CPU run would
   # not fit in the call.
-  for run in "fashion_mlp cuda:0 60" "fashion_mlp cpu 45" "fashion_cnn cuda:0 75"; do
+  for run in "fashion_mlp cuda:0 45" "fashion_mlp cpu 30" "fashion_cnn cuda:0 60"; do
     set -- $run
     echo "== $1 on $2" >>"$OUT/standalone_logs.txt"
     part "standalone $1 $2" standalone_logs.txt "$3" \
@@ -94,13 +107,13 @@ run() {
     sed "s/^training:/training:\n  concurrent_steps: $k/" configs/models/fashion_mlp.yaml \
       >"configs/models/fashion_mlp_k$k.yaml"
     echo "== fashion_mlp cuda:0 concurrent_steps $k" >>"$OUT/standalone_logs.txt"
-    part "concurrent_steps $k" standalone_logs.txt 20 \
+    part "concurrent_steps $k" standalone_logs.txt 15 \
       "$root/traind" --model "configs/models/fashion_mlp_k$k.yaml" --devices cuda:0 \
       --checkpoint-dir "" --threads 16 --max-steps 1800 --log-every 300
   done
   grep -iE "^==|accuracy|examples/s|error" "$OUT/standalone_logs.txt" >"$OUT/standalone.txt"
 
-  part "cuda_compare" cuda_compare.txt 200 env PYTHONUNBUFFERED=1 python3 bench/cuda_compare.py \
+  part "cuda_compare" cuda_compare.txt 150 env PYTHONUNBUFFERED=1 python3 bench/cuda_compare.py \
     --cuda-step "$root/cuda_step" --steps 100 --json "$OUT/cuda_compare.json"
   cat "$OUT/summary.txt"
 }
@@ -111,7 +124,7 @@ run() {
 cluster() {
   unpack
   echo "== fashion_cnn standalone on cuda:0" >>"$OUT/cluster_logs.txt"
-  part "standalone fashion_cnn cuda:0" cluster_logs.txt 90 \
+  part "standalone fashion_cnn cuda:0" cluster_logs.txt 60 \
     "$root/traind" --model configs/models/fashion_cnn.yaml --devices cuda:0 --checkpoint-dir "" \
     --threads 4
   local dir
@@ -119,11 +132,11 @@ cluster() {
   printf 'cluster:\n  ps: [127.0.0.1:24211]\n  worker: [127.0.0.1:24212]\ntraining:\n  mode: async\n' \
     >"$dir/cluster.yaml"
   echo "== fashion_cnn 1 ps + 1 worker on cuda:0" >>"$OUT/cluster_logs.txt"
-  timeout -k 5 130 "$root/traind" --cluster "$dir/cluster.yaml" \
+  timeout -k 5 100 "$root/traind" --cluster "$dir/cluster.yaml" \
     --model configs/models/fashion_cnn.yaml --job ps --task 0 --checkpoint-dir "" --threads 4 \
     >"$OUT/cluster_ps.txt" 2>&1 &
   local ps=$!
-  part "cluster fashion_cnn cuda:0" cluster_logs.txt 120 \
+  part "cluster fashion_cnn cuda:0" cluster_logs.txt 90 \
     "$root/traind" --cluster "$dir/cluster.yaml" --model configs/models/fashion_cnn.yaml \
     --job worker --task 0 --devices cuda:0 --checkpoint-dir "" --threads 4 ||
     kill -TERM "$ps"  # the chief stops the ps when it finishes, not when it fails

@@ -2,7 +2,6 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 #include <nccl.h>
 
 #include <stdexcept>
@@ -22,11 +21,6 @@ void checkCublas(int status, const char* call) {
   const auto error = cublasStatus_t(status);
   throw std::runtime_error(std::string(call) + ": " + cublasGetStatusString(error) + " (" +
                            cublasGetStatusName(error) + ")");
-}
-
-void checkCudnn(int status, const char* call) {
-  if (status == CUDNN_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string(call) + ": " + cudnnGetErrorString(cudnnStatus_t(status)));
 }
 
 void checkNccl(int status, const char* call) {

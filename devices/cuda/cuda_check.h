@@ -1,4 +1,4 @@
-// Status checks for every CUDA, cuBLAS, cuDNN and NCCL call of the CUDA back
+// Status checks for every CUDA, cuBLAS and NCCL call of the CUDA back
 // end: a failure throws std::runtime_error naming the call and the library's
 // own message, e.g.
 //
@@ -13,6 +13,5 @@ namespace traind {
 
 void checkCuda(int status, const char* call);    // cudaError_t
 void checkCublas(int status, const char* call);  // cublasStatus_t
-void checkCudnn(int status, const char* call);   // cudnnStatus_t
 void checkNccl(int status, const char* call);    // ncclResult_t
 }  // namespace traind

@@ -21,6 +21,11 @@ unsigned blocksFor(int64_t n) {
 
 void checkLaunch(const char* kernel) { checkCuda(int(cudaGetLastError()), kernel); }
 
+// Whether a grid-stride loop over n elements can count in 32 bits: the
+// kernels that split an index into coordinates are templated on the index
+// type, since 64-bit division costs them more than their memory traffic.
+bool fitsInt32(int64_t n) { return n <= INT32_MAX - int64_t(65535) * kThreads; }
+
 // ---- activations ----
 
 __device__ __forceinline__ float activate(float x, Activation a) {
@@ -52,11 +57,12 @@ __device__ __forceinline__ float derivative(float y, Activation a) {
   return 1.0f;
 }
 
-__global__ void biasActivationKernel(float* y, const float* bias, int64_t rows, int64_t cols,
-                                     Activation a) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+template <typename Index>
+__global__ void biasActivationKernel(float* __restrict__ y, const float* __restrict__ bias,
+                                     Index rows, Index cols, Activation a) {
+  const Index n = rows * cols;
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x) {
     const float b = bias ? bias[i % cols] : 0.0f;
     y[i] = activate(y[i] + b, a);
   }
@@ -77,10 +83,11 @@ __global__ void activationBackwardKernel(const float* y, const float* dy, float*
 
 // ---- column sums (bias gradients) ----
 
-// A block is 32 columns x 8 row lanes and sums kRowsPerBlock rows of its
+// A block is 32 columns x 32 row lanes and sums kRowsPerBlock rows of its
 // columns: out[blockIdx.y, c]. With `y` set it first applies the
-// activation's derivative to `in` in place (the first pass only).
-constexpr int kRowLanes = 8;
+// activation's derivative to `in` in place (the first pass only). A lane
+// takes at most 8 rows: the loads of a lane's rows wait on each other.
+constexpr int kRowLanes = 32;
 constexpr int64_t kRowsPerBlock = 256;
 
 __global__ void columnSumKernel(const float* y, float* in, float* out, int64_t rows, int64_t cols,
@@ -138,14 +145,17 @@ __global__ void dropoutKernel(const float* in, float* out, int64_t n, float rate
 
 // ---- pooling ----
 
-__global__ void poolForwardKernel(PoolShape s, const float* x, float* y, int32_t* argmax) {
-  const int64_t total = int64_t(s.n) * s.oh * s.ow * s.c;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+template <typename Index>
+__global__ void poolForwardKernel(PoolShape s, const float* __restrict__ x, float* __restrict__ y,
+                                  int32_t* __restrict__ argmax) {
+  const Index total = Index(s.n) * s.oh * s.ow * s.c;
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
+       i += Index(gridDim.x) * blockDim.x) {
     const int c = int(i % s.c);
-    const int ox = int(i / s.c % s.ow);
-    const int oy = int(i / (int64_t(s.c) * s.ow) % s.oh);
-    const int64_t n = i / (int64_t(s.c) * s.ow * s.oh);
+    const Index pixel = i / s.c;
+    const int ox = int(pixel % s.ow);
+    const int oy = int(pixel / s.ow % s.oh);
+    const Index n = pixel / s.ow / s.oh;
     const int y0 = oy * s.sh - s.pad_top, x0 = ox * s.sw - s.pad_left;
     const int y_begin = max(y0, 0), y_end = min(y0 + s.kh, s.h);
     const int x_begin = max(x0, 0), x_end = min(x0 + s.kw, s.w);
@@ -155,7 +165,7 @@ __global__ void poolForwardKernel(PoolShape s, const float* x, float* y, int32_t
       int32_t where = y_begin * s.w + x_begin;
       for (int iy = y_begin; iy < y_end; ++iy)
         for (int ix = x_begin; ix < x_end; ++ix) {
-          const float v = image[(int64_t(iy) * s.w + ix) * s.c];
+          const float v = image[(Index(iy) * s.w + ix) * s.c];
           if (v > best) {
             best = v;
             where = iy * s.w + ix;
@@ -166,7 +176,7 @@ __global__ void poolForwardKernel(PoolShape s, const float* x, float* y, int32_t
     } else {
       float sum = 0.0f;
       for (int iy = y_begin; iy < y_end; ++iy)
-        for (int ix = x_begin; ix < x_end; ++ix) sum += image[(int64_t(iy) * s.w + ix) * s.c];
+        for (int ix = x_begin; ix < x_end; ++ix) sum += image[(Index(iy) * s.w + ix) * s.c];
       y[i] = sum / float((y_end - y_begin) * (x_end - x_begin));
     }
   }
@@ -181,14 +191,17 @@ __device__ __forceinline__ void windowsHolding(int v, int pad, int window, int s
   last = min((v + pad) / stride, outputs - 1);
 }
 
-__global__ void poolBackwardKernel(PoolShape s, const float* dy, float* dx, const int32_t* argmax) {
-  const int64_t total = int64_t(s.n) * s.h * s.w * s.c;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+template <typename Index>
+__global__ void poolBackwardKernel(PoolShape s, const float* __restrict__ dy, float* __restrict__ dx,
+                                   const int32_t* __restrict__ argmax) {
+  const Index total = Index(s.n) * s.h * s.w * s.c;
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
+       i += Index(gridDim.x) * blockDim.x) {
     const int c = int(i % s.c);
-    const int x = int(i / s.c % s.w);
-    const int y = int(i / (int64_t(s.c) * s.w) % s.h);
-    const int64_t n = i / (int64_t(s.c) * s.w * s.h);
+    const Index pixel = i / s.c;
+    const int x = int(pixel % s.w);
+    const int y = int(pixel / s.w % s.h);
+    const Index n = pixel / s.w / s.h;
     int oy_first, oy_last, ox_first, ox_last;
     windowsHolding(y, s.pad_top, s.kh, s.sh, s.oh, oy_first, oy_last);
     windowsHolding(x, s.pad_left, s.kw, s.sw, s.ow, ox_first, ox_last);
@@ -196,7 +209,7 @@ __global__ void poolBackwardKernel(PoolShape s, const float* dy, float* dx, cons
     float sum = 0.0f;
     for (int oy = oy_first; oy <= oy_last; ++oy)
       for (int ox = ox_first; ox <= ox_last; ++ox) {
-        const int64_t o = ((n * s.oh + oy) * s.ow + ox) * s.c + c;
+        const Index o = ((n * s.oh + oy) * s.ow + ox) * s.c + c;
         if (s.max) {
           if (argmax[o] == me) sum += dy[o];
         } else {
@@ -209,38 +222,80 @@ __global__ void poolBackwardKernel(PoolShape s, const float* dy, float* dx, cons
   }
 }
 
-// ---- padding, transposes ----
+// ---- convolution patches (im2col) ----
 
-// copy_in: padded interior = x; else x = padded interior.
-__global__ void padKernel(const float* from, float* to, int n, int h, int w, int c, int ph, int pw,
-                          int top, int left, bool copy_in) {
-  const int64_t total = int64_t(n) * h * w * c;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int k = int(i % c);
-    const int x = int(i / c % w);
-    const int y = int(i / (int64_t(c) * w) % h);
-    const int64_t b = i / (int64_t(c) * w * h);
-    const int64_t p = ((b * ph + y + top) * pw + x + left) * c + k;
-    if (copy_in)
-      to[p] = from[i];
-    else
-      to[i] = from[p];
+// The patch kernels give a warp whole rows of `span` floats (a patch, a
+// pixel's channels), so that a row's coordinates are split once, not per
+// float: a row at a time with the lanes striding over it, or, for rows under
+// 32 floats, 32 / span rows at a time with a lane per float.
+struct WarpRows {
+  int per_warp;  // rows a warp takes at a time
+  int sub;       // this lane's row among them; idle when >= per_warp
+  int first;     // this lane's first float of its row; it strides by 32
+};
+
+__device__ __forceinline__ WarpRows warpRows(int span) {
+  const int lane = threadIdx.x & 31;
+  if (span >= 32) return {1, 0, lane};
+  return {32 / span, lane / span, lane % span};
+}
+
+unsigned warpBlocksFor(int64_t rows, int span) {
+  const int64_t per_warp = span >= 32 ? 1 : 32 / span;
+  const int64_t warps = (rows + per_warp - 1) / per_warp;
+  return blocksFor(warps * 32);
+}
+
+__global__ void imagePatchesKernel(ConvShape s, const float* __restrict__ x,
+                                   float* __restrict__ patches, int rows) {
+  const int patch = s.kh * s.kw * s.c;
+  const WarpRows lanes = warpRows(patch);
+  if (lanes.sub >= lanes.per_warp) return;
+  const int warps = gridDim.x * (blockDim.x / 32);
+  const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  for (int row = warp * lanes.per_warp + lanes.sub; row < rows;
+       row += warps * lanes.per_warp) {
+    const int ox = row % s.ow, rest = row / s.ow;
+    const int oy = rest % s.oh, image = rest / s.oh;
+    const int y0 = oy * s.sh - s.pad_top, x0 = ox * s.sw - s.pad_left;
+    const float* src = x + int64_t(image) * s.h * s.w * s.c;
+    float* dst = patches + int64_t(row) * patch;
+    for (int k = lanes.first; k < patch; k += 32) {
+      const int ci = k % s.c, window = k / s.c;
+      const int y = y0 + window / s.kw, xx = x0 + window % s.kw;
+      dst[k] = y >= 0 && y < s.h && xx >= 0 && xx < s.w ? src[(y * s.w + xx) * s.c + ci] : 0.0f;
+    }
   }
 }
 
-__global__ void transposeKernel(const float* in, float* out, int64_t rows, int64_t cols) {
-  __shared__ float tile[32][33];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
-    const int64_t r = blockIdx.y * 32 + k;
-    if (r < rows && c < cols) tile[k][threadIdx.x] = in[r * cols + c];
-  }
-  __syncthreads();
-  const int64_t r = blockIdx.y * 32 + threadIdx.x;
-  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
-    const int64_t oc = blockIdx.x * 32 + k;
-    if (r < rows && oc < cols) out[oc * rows + r] = tile[threadIdx.x][k];
+// A row here is an input pixel's channels; each gathers from the windows
+// that hold the pixel, in a fixed order.
+__global__ void patchesToImageKernel(ConvShape s, const float* __restrict__ patches,
+                                     float* __restrict__ dx, int pixels) {
+  const int patch = s.kh * s.kw * s.c;
+  const WarpRows lanes = warpRows(s.c);
+  if (lanes.sub >= lanes.per_warp) return;
+  const int warps = gridDim.x * (blockDim.x / 32);
+  const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  for (int pixel = warp * lanes.per_warp + lanes.sub; pixel < pixels;
+       pixel += warps * lanes.per_warp) {
+    const int x = pixel % s.w, rest = pixel / s.w;
+    const int y = rest % s.h, image = rest / s.h;
+    int oy_first, oy_last, ox_first, ox_last;
+    windowsHolding(y, s.pad_top, s.kh, s.sh, s.oh, oy_first, oy_last);
+    windowsHolding(x, s.pad_left, s.kw, s.sw, s.ow, ox_first, ox_last);
+    for (int ci = lanes.first; ci < s.c; ci += 32) {
+      float sum = 0.0f;
+      for (int oy = oy_first; oy <= oy_last; ++oy) {
+        const int ky = y + s.pad_top - oy * s.sh;
+        for (int ox = ox_first; ox <= ox_last; ++ox) {
+          const int kx = x + s.pad_left - ox * s.sw;
+          sum += patches[(int64_t(image * s.oh + oy) * s.ow + ox) * patch +
+                         (ky * s.kw + kx) * s.c + ci];
+        }
+      }
+      dx[int64_t(pixel) * s.c + ci] = sum;
+    }
   }
 }
 
@@ -331,8 +386,9 @@ __global__ void meanSquaredErrorKernel(const float* outputs, int64_t count, cons
 // ---- optimizer, reductions ----
 
 __global__ void optimizerKernel(OptimizerSpec::Kind kind, float momentum, bool nesterov,
-                                float beta1, float beta2, float epsilon, float* p, const float* g,
-                                float* a, float* b, const UpdateChunk* chunks,
+                                float beta1, float beta2, float epsilon, float* __restrict__ p,
+                                const float* __restrict__ g, float* __restrict__ a,
+                                float* __restrict__ b, const UpdateChunk* chunks,
                                 const StepScalars* scalars) {
   const UpdateChunk chunk = chunks[blockIdx.x];
   const float lr = scalars->learning_rate;
@@ -397,8 +453,12 @@ size_t lossSumsBytes() { return 128 + kMaxLossBlocks * (sizeof(double) + sizeof(
 void biasActivationForward(cudaStream_t stream, float* y, const float* bias, int64_t rows,
                            int64_t cols, Activation activation) {
   if (!bias && activation == Activation::Linear) return;
-  biasActivationKernel<<<blocksFor(rows * cols), kThreads, 0, stream>>>(y, bias, rows, cols,
-                                                                        activation);
+  if (fitsInt32(rows * cols))
+    biasActivationKernel<int32_t><<<blocksFor(rows * cols), kThreads, 0, stream>>>(
+        y, bias, int32_t(rows), int32_t(cols), activation);
+  else
+    biasActivationKernel<int64_t><<<blocksFor(rows * cols), kThreads, 0, stream>>>(
+        y, bias, rows, cols, activation);
   checkLaunch("biasActivationKernel");
 }
 
@@ -462,35 +522,44 @@ void dropoutBackward(cudaStream_t stream, const float* dy, float* dx, int64_t n,
 void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, float* y,
                  int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.oh * shape.ow * shape.c;
-  poolForwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(shape, x, y, argmax);
+  if (fitsInt32(int64_t(shape.n) * shape.h * shape.w * shape.c) && fitsInt32(n))
+    poolForwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, x, y, argmax);
+  else
+    poolForwardKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, x, y, argmax);
   checkLaunch("poolForwardKernel");
 }
 
 void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, float* dx,
                   const int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.h * shape.w * shape.c;
-  poolBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(shape, dy, dx, argmax);
+  if (fitsInt32(n) && fitsInt32(int64_t(shape.n) * shape.oh * shape.ow * shape.c))
+    poolBackwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, dy, dx, argmax);
+  else
+    poolBackwardKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, dy, dx, argmax);
   checkLaunch("poolBackwardKernel");
 }
 
-void padImage(cudaStream_t stream, const float* x, float* padded, int n, int h, int w, int c,
-              int ph, int pw, int top, int left) {
-  padKernel<<<blocksFor(int64_t(n) * h * w * c), kThreads, 0, stream>>>(x, padded, n, h, w, c, ph,
-                                                                        pw, top, left, true);
-  checkLaunch("padKernel");
+void imagePatches(cudaStream_t stream, const ConvShape& shape, const float* x, int count,
+                  float* patches) {
+  const int64_t total = int64_t(count) * shape.oh * shape.ow * shape.kh * shape.kw * shape.c;
+  if (!fitsInt32(total))
+    throw std::invalid_argument("imagePatches: over 2^31 floats of patches in one call");
+  const int rows = count * shape.oh * shape.ow;
+  imagePatchesKernel<<<warpBlocksFor(rows, shape.kh * shape.kw * shape.c), kThreads, 0, stream>>>(
+      shape, x, patches, rows);
+  checkLaunch("imagePatchesKernel");
 }
 
-void cropImage(cudaStream_t stream, const float* padded, float* x, int n, int h, int w, int c,
-               int ph, int pw, int top, int left) {
-  padKernel<<<blocksFor(int64_t(n) * h * w * c), kThreads, 0, stream>>>(padded, x, n, h, w, c, ph,
-                                                                        pw, top, left, false);
-  checkLaunch("padKernel (crop)");
-}
-
-void transpose(cudaStream_t stream, const float* in, float* out, int64_t rows, int64_t cols) {
-  const dim3 grid(unsigned((cols + 31) / 32), unsigned((rows + 31) / 32));
-  transposeKernel<<<grid, dim3(32, 8), 0, stream>>>(in, out, rows, cols);
-  checkLaunch("transposeKernel");
+void patchesToImage(cudaStream_t stream, const ConvShape& shape, const float* patches, int count,
+                    float* dx) {
+  const int64_t total = int64_t(count) * shape.h * shape.w * shape.c;
+  if (!fitsInt32(total) ||
+      !fitsInt32(int64_t(count) * shape.oh * shape.ow * shape.kh * shape.kw * shape.c))
+    throw std::invalid_argument("patchesToImage: over 2^31 floats in one call");
+  const int pixels = count * shape.h * shape.w;
+  patchesToImageKernel<<<warpBlocksFor(pixels, shape.c), kThreads, 0, stream>>>(shape, patches, dx,
+                                                                                pixels);
+  checkLaunch("patchesToImageKernel");
 }
 
 void softmaxCrossEntropy(cudaStream_t stream, const float* logits, int64_t n, int64_t k,

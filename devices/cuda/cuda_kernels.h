@@ -1,9 +1,9 @@
 // The CUDA back end's own kernels (cuda_kernels.cu, the one file nvcc
-// compiles): activations, bias gradients, dropout, pooling, padding, losses,
-// the optimizer update and the tower reduction. Everything else is cuBLAS
-// and cuDNN. Each function only enqueues work on `stream` (no synchronising,
-// no allocation), so a whole step can be captured as one CUDA graph, and
-// checks the launch.
+// compiles): activations, bias gradients, dropout, pooling, convolution
+// patches, losses, the optimizer update and the tower reduction. Everything
+// else is cuBLAS and NCCL. Each function only enqueues work on `stream` (no
+// synchronising, no allocation), so a whole step can be captured as one
+// CUDA graph, and checks the launch.
 //
 // Tensors are the canonical row-major layouts of the CPU back end: images
 // NHWC, vectors [batch, features]. A per-channel bias of an image is a bias
@@ -89,16 +89,30 @@ void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, fl
 void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, float* dx,
                   const int32_t* argmax);
 
-// Copies an [n, h, w, c] image into the interior of an [n, ph, pw, c] one at
-// (top, left); the border of `padded` is left as it is (zeroed once).
-void padImage(cudaStream_t stream, const float* x, float* padded, int n, int h, int w, int c,
-              int ph, int pw, int top, int left);
-// The reverse: the interior of `padded` into x.
-void cropImage(cudaStream_t stream, const float* padded, float* x, int n, int h, int w, int c,
-               int ph, int pw, int top, int left);
-
-// out[c, r] = in[r, c] for a [rows, cols] matrix.
-void transpose(cudaStream_t stream, const float* in, float* out, int64_t rows, int64_t cols);
+// A convolution's geometry for imagePatches and patchesToImage: the input
+// image, the output grid, the window, the strides and the padding before
+// the first row and column (TensorFlow's SAME: the odd pixel goes after the
+// last).
+struct ConvShape {
+  int h = 0, w = 0, c = 0;  // one input image
+  int oh = 0, ow = 0;       // its output grid
+  int kh = 0, kw = 0, sh = 0, sw = 0;
+  int pad_top = 0, pad_left = 0;
+};
+// The images' patches as the rows of a matrix (im2col): for `count` images
+// from x ([count, h, w, c]), row (i * oh + oy) * ow + ox, column
+// (ky * kw + kx) * c + ci holds x[i, oy * sh - pad_top + ky,
+// ox * sw - pad_left + kx, ci], zero outside the image. The columns are in
+// the order of the rows of the canonical HWIO kernel, so the kernel's
+// gradient is patches^T x dy. Under 2^31 floats in `patches`.
+void imagePatches(cudaStream_t stream, const ConvShape& shape, const float* x, int count,
+                  float* patches);
+// The reverse (col2im) for the input gradient: dx[i, y, x, ci] = the sum of
+// the entries of `patches` that imagePatches would have read from that
+// pixel, each pixel gathering in a fixed order (deterministic). Under 2^31
+// floats in `patches` and in dx's `count` images.
+void patchesToImage(cudaStream_t stream, const ConvShape& shape, const float* patches, int count,
+                    float* dx);
 
 // Softmax cross-entropy over [n, k] logits, in double, through log-sum-exp.
 // grad (may be null) = (softmax - one_hot(label)) * grad_scale. Labels must

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cublas_v2.h>
-#include <cudnn.h>
 
 #include <cstdint>
 #include <memory>
@@ -25,9 +24,9 @@
 
 namespace traind {
 
-// One stream on one GPU with the library handles bound to it and the
-// scratch memory cuDNN and cuBLAS run in. Layers of the networks that share
-// a context run one after another on its stream.
+// One stream on one GPU with the cuBLAS handle bound to it and the scratch
+// memory cuBLAS runs in. Layers of the networks that share a context run
+// one after another on its stream.
 class CudaContext {
  public:
   explicit CudaContext(int device);
@@ -38,21 +37,12 @@ class CudaContext {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
-  cudnnHandle_t cudnn() const { return cudnn_; }
-
-  // cuDNN's workspace: layers ask for what their algorithms need while
-  // being built (reserveWorkspace), and read the buffer when they run.
-  void reserveWorkspace(size_t bytes);
-  void* workspace() const { return workspace_.data(); }
-  size_t workspaceBytes() const { return workspace_.size(); }
 
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
   DeviceArray<char> cublas_workspace_;
-  DeviceArray<char> workspace_;
 };
 
 // A batch of activations between two layers, on the device.

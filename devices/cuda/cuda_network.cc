@@ -52,20 +52,11 @@ CudaContext::CudaContext(int device) : device_(device) {
   cublas_workspace_ = DeviceArray<char>(kCublasWorkspaceBytes);
   checkCublas(cublasSetWorkspace(cublas_, cublas_workspace_.data(), kCublasWorkspaceBytes),
               "cublasSetWorkspace");
-  checkCudnn(cudnnCreate(&cudnn_), "cudnnCreate");
-  checkCudnn(cudnnSetStream(cudnn_, stream_), "cudnnSetStream");
 }
 
 CudaContext::~CudaContext() {
-  if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
-}
-
-void CudaContext::reserveWorkspace(size_t bytes) {
-  if (bytes <= workspace_.size()) return;
-  checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (before growing the workspace)");
-  workspace_ = DeviceArray<char>(bytes);
 }
 
 CudaNetwork::CudaNetwork(CudaContext& context, const LayerGraph& graph,

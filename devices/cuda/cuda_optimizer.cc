@@ -9,9 +9,11 @@
 namespace traind {
 namespace {
 
-// Elements one block of the update kernel takes: enough work per block to
-// hide its start, small enough that the smallest models fill the GPU.
-constexpr int64_t kChunkElements = 4096;
+// Elements one block of the update kernel takes: four per thread, so that
+// fashion_mlp's 266k parameters are 260 blocks over an H200's 132
+// multiprocessors (4096 a block, a thread's 16 dependent read-modify-writes
+// took 10 us of a 90 us step, 26 us of Adam's for fashion_cnn).
+constexpr int64_t kChunkElements = 1024;
 
 }  // namespace
 
