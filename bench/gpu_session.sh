@@ -59,10 +59,10 @@ unpack() {
   root=/tmp/traind-gpu
   rm -rf "$root" && mkdir -p "$root"
   tar -C "$root" -xJf .gpu/bundle.tar.xz
-  # cuBLAS, cuDNN and NCCL from the machine: its system's where ldconfig
-  # knows them, else the copies in PyTorch's wheels (the H200 image).
+  # cuBLAS and NCCL from the machine: its system's where ldconfig knows
+  # them, else the copies in PyTorch's wheels (the H200 image).
   local lib libs="$root/lib:$root/bin" found
-  for lib in libcublas.so.13 libcudnn.so.9 libnccl.so.2; do
+  for lib in libcublas.so.13 libnccl.so.2; do
     ldconfig -p | grep -q "$lib" && continue
     found=$(find / -xdev -name "$lib" -print -quit 2>/dev/null)
     if [ -n "$found" ]; then

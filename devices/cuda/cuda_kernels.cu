@@ -7,6 +7,7 @@
 
 #include "devices/cuda/cuda_check.h"
 #include "devices/cuda/cuda_kernels.h"
+#include "devices/cuda/fast_divisor.h"
 
 namespace traind {
 namespace {
@@ -143,19 +144,54 @@ __global__ void dropoutKernel(const float* in, float* out, int64_t n, float rate
     out[i] = uniformFloat(stream, uint64_t(i)) < rate ? 0.0f : in[i] * keep;
 }
 
+// ---- index splits ----
+
+// n / d in a kernel's index type: a multiply and a shift for 32-bit
+// indices, the hardware's division for 64-bit ones.
+__device__ __forceinline__ int32_t quotient(int32_t n, const FastDivisor& d) { return d.divide(n); }
+__device__ __forceinline__ int64_t quotient(int64_t n, const FastDivisor& d) {
+  return n / d.divisor();
+}
+
+// The outputs whose windows hold input coordinate v: [first, last] of o with
+// o * stride - pad <= v < o * stride - pad + window, inside [0, outputs).
+__device__ __forceinline__ void windowsHolding(int v, int pad, int window, const FastDivisor& stride,
+                                               int outputs, int& first, int& last) {
+  const int lo = v + pad - window + 1;  // o * stride >= lo
+  first = lo <= 0 ? 0 : stride.divide(lo + stride.divisor() - 1);
+  last = min(stride.divide(v + pad), outputs - 1);
+}
+
+// The divisors the pooling and patch kernels split their indices with.
+struct ImageDivisors {
+  FastDivisor c, h, w, oh, ow, kw, sh, sw;
+};
+
+ImageDivisors imageDivisors(int c, int h, int w, int oh, int ow, int kw, int sh, int sw) {
+  return {FastDivisor(c),  FastDivisor(h),  FastDivisor(w),  FastDivisor(oh),
+          FastDivisor(ow), FastDivisor(kw), FastDivisor(sh), FastDivisor(sw)};
+}
+
+ImageDivisors poolDivisors(const PoolShape& s) {
+  return imageDivisors(s.c, s.h, s.w, s.oh, s.ow, s.kw, s.sh, s.sw);
+}
+
+ImageDivisors convDivisors(const ConvShape& s) {
+  return imageDivisors(s.c, s.h, s.w, s.oh, s.ow, s.kw, s.sh, s.sw);
+}
+
 // ---- pooling ----
 
 template <typename Index>
-__global__ void poolForwardKernel(PoolShape s, const float* __restrict__ x, float* __restrict__ y,
-                                  int32_t* __restrict__ argmax) {
+__global__ void poolForwardKernel(PoolShape s, ImageDivisors d, const float* __restrict__ x,
+                                  float* __restrict__ y, int32_t* __restrict__ argmax) {
   const Index total = Index(s.n) * s.oh * s.ow * s.c;
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
        i += Index(gridDim.x) * blockDim.x) {
-    const int c = int(i % s.c);
-    const Index pixel = i / s.c;
-    const int ox = int(pixel % s.ow);
-    const int oy = int(pixel / s.ow % s.oh);
-    const Index n = pixel / s.ow / s.oh;
+    const Index pixel = quotient(i, d.c), rest = quotient(pixel, d.ow), n = quotient(rest, d.oh);
+    const int c = int(i - pixel * s.c);
+    const int ox = int(pixel - rest * s.ow);
+    const int oy = int(rest - n * s.oh);
     const int y0 = oy * s.sh - s.pad_top, x0 = ox * s.sw - s.pad_left;
     const int y_begin = max(y0, 0), y_end = min(y0 + s.kh, s.h);
     const int x_begin = max(x0, 0), x_end = min(x0 + s.kw, s.w);
@@ -182,29 +218,19 @@ __global__ void poolForwardKernel(PoolShape s, const float* __restrict__ x, floa
   }
 }
 
-// The outputs whose windows hold input coordinate v: [first, last] of o with
-// o * stride - pad <= v < o * stride - pad + window, inside [0, outputs).
-__device__ __forceinline__ void windowsHolding(int v, int pad, int window, int stride, int outputs,
-                                               int& first, int& last) {
-  const int lo = v + pad - window + 1;  // o * stride >= lo
-  first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
-  last = min((v + pad) / stride, outputs - 1);
-}
-
 template <typename Index>
-__global__ void poolBackwardKernel(PoolShape s, const float* __restrict__ dy, float* __restrict__ dx,
-                                   const int32_t* __restrict__ argmax) {
+__global__ void poolBackwardKernel(PoolShape s, ImageDivisors d, const float* __restrict__ dy,
+                                   float* __restrict__ dx, const int32_t* __restrict__ argmax) {
   const Index total = Index(s.n) * s.h * s.w * s.c;
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
        i += Index(gridDim.x) * blockDim.x) {
-    const int c = int(i % s.c);
-    const Index pixel = i / s.c;
-    const int x = int(pixel % s.w);
-    const int y = int(pixel / s.w % s.h);
-    const Index n = pixel / s.w / s.h;
+    const Index pixel = quotient(i, d.c), rest = quotient(pixel, d.w), n = quotient(rest, d.h);
+    const int c = int(i - pixel * s.c);
+    const int x = int(pixel - rest * s.w);
+    const int y = int(rest - n * s.h);
     int oy_first, oy_last, ox_first, ox_last;
-    windowsHolding(y, s.pad_top, s.kh, s.sh, s.oh, oy_first, oy_last);
-    windowsHolding(x, s.pad_left, s.kw, s.sw, s.ow, ox_first, ox_last);
+    windowsHolding(y, s.pad_top, s.kh, d.sh, s.oh, oy_first, oy_last);
+    windowsHolding(x, s.pad_left, s.kw, d.sw, s.ow, ox_first, ox_last);
     const int32_t me = y * s.w + x;
     float sum = 0.0f;
     for (int oy = oy_first; oy <= oy_last; ++oy)
@@ -246,7 +272,7 @@ unsigned warpBlocksFor(int64_t rows, int span) {
   return blocksFor(warps * 32);
 }
 
-__global__ void imagePatchesKernel(ConvShape s, const float* __restrict__ x,
+__global__ void imagePatchesKernel(ConvShape s, ImageDivisors d, const float* __restrict__ x,
                                    float* __restrict__ patches, int rows) {
   const int patch = s.kh * s.kw * s.c;
   const WarpRows lanes = warpRows(patch);
@@ -255,14 +281,15 @@ __global__ void imagePatchesKernel(ConvShape s, const float* __restrict__ x,
   const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   for (int row = warp * lanes.per_warp + lanes.sub; row < rows;
        row += warps * lanes.per_warp) {
-    const int ox = row % s.ow, rest = row / s.ow;
-    const int oy = rest % s.oh, image = rest / s.oh;
+    const int rest = d.ow.divide(row), image = d.oh.divide(rest);
+    const int ox = row - rest * s.ow, oy = rest - image * s.oh;
     const int y0 = oy * s.sh - s.pad_top, x0 = ox * s.sw - s.pad_left;
     const float* src = x + int64_t(image) * s.h * s.w * s.c;
     float* dst = patches + int64_t(row) * patch;
     for (int k = lanes.first; k < patch; k += 32) {
-      const int ci = k % s.c, window = k / s.c;
-      const int y = y0 + window / s.kw, xx = x0 + window % s.kw;
+      const int window = d.c.divide(k), ky = d.kw.divide(window);
+      const int ci = k - window * s.c, kx = window - ky * s.kw;
+      const int y = y0 + ky, xx = x0 + kx;
       dst[k] = y >= 0 && y < s.h && xx >= 0 && xx < s.w ? src[(y * s.w + xx) * s.c + ci] : 0.0f;
     }
   }
@@ -270,7 +297,7 @@ __global__ void imagePatchesKernel(ConvShape s, const float* __restrict__ x,
 
 // A row here is an input pixel's channels; each gathers from the windows
 // that hold the pixel, in a fixed order.
-__global__ void patchesToImageKernel(ConvShape s, const float* __restrict__ patches,
+__global__ void patchesToImageKernel(ConvShape s, ImageDivisors d, const float* __restrict__ patches,
                                      float* __restrict__ dx, int pixels) {
   const int patch = s.kh * s.kw * s.c;
   const WarpRows lanes = warpRows(s.c);
@@ -279,11 +306,11 @@ __global__ void patchesToImageKernel(ConvShape s, const float* __restrict__ patc
   const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   for (int pixel = warp * lanes.per_warp + lanes.sub; pixel < pixels;
        pixel += warps * lanes.per_warp) {
-    const int x = pixel % s.w, rest = pixel / s.w;
-    const int y = rest % s.h, image = rest / s.h;
+    const int rest = d.w.divide(pixel), image = d.h.divide(rest);
+    const int x = pixel - rest * s.w, y = rest - image * s.h;
     int oy_first, oy_last, ox_first, ox_last;
-    windowsHolding(y, s.pad_top, s.kh, s.sh, s.oh, oy_first, oy_last);
-    windowsHolding(x, s.pad_left, s.kw, s.sw, s.ow, ox_first, ox_last);
+    windowsHolding(y, s.pad_top, s.kh, d.sh, s.oh, oy_first, oy_last);
+    windowsHolding(x, s.pad_left, s.kw, d.sw, s.ow, ox_first, ox_last);
     for (int ci = lanes.first; ci < s.c; ci += 32) {
       float sum = 0.0f;
       for (int oy = oy_first; oy <= oy_last; ++oy) {
@@ -522,20 +549,22 @@ void dropoutBackward(cudaStream_t stream, const float* dy, float* dx, int64_t n,
 void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, float* y,
                  int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.oh * shape.ow * shape.c;
+  const ImageDivisors d = poolDivisors(shape);
   if (fitsInt32(int64_t(shape.n) * shape.h * shape.w * shape.c) && fitsInt32(n))
-    poolForwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, x, y, argmax);
+    poolForwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, x, y, argmax);
   else
-    poolForwardKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, x, y, argmax);
+    poolForwardKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, x, y, argmax);
   checkLaunch("poolForwardKernel");
 }
 
 void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, float* dx,
                   const int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.h * shape.w * shape.c;
+  const ImageDivisors d = poolDivisors(shape);
   if (fitsInt32(n) && fitsInt32(int64_t(shape.n) * shape.oh * shape.ow * shape.c))
-    poolBackwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, dy, dx, argmax);
+    poolBackwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, dy, dx, argmax);
   else
-    poolBackwardKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, dy, dx, argmax);
+    poolBackwardKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, dy, dx, argmax);
   checkLaunch("poolBackwardKernel");
 }
 
@@ -546,7 +575,7 @@ void imagePatches(cudaStream_t stream, const ConvShape& shape, const float* x, i
     throw std::invalid_argument("imagePatches: over 2^31 floats of patches in one call");
   const int rows = count * shape.oh * shape.ow;
   imagePatchesKernel<<<warpBlocksFor(rows, shape.kh * shape.kw * shape.c), kThreads, 0, stream>>>(
-      shape, x, patches, rows);
+      shape, convDivisors(shape), x, patches, rows);
   checkLaunch("imagePatchesKernel");
 }
 
@@ -557,8 +586,8 @@ void patchesToImage(cudaStream_t stream, const ConvShape& shape, const float* pa
       !fitsInt32(int64_t(count) * shape.oh * shape.ow * shape.kh * shape.kw * shape.c))
     throw std::invalid_argument("patchesToImage: over 2^31 floats in one call");
   const int pixels = count * shape.h * shape.w;
-  patchesToImageKernel<<<warpBlocksFor(pixels, shape.c), kThreads, 0, stream>>>(shape, patches, dx,
-                                                                                pixels);
+  patchesToImageKernel<<<warpBlocksFor(pixels, shape.c), kThreads, 0, stream>>>(
+      shape, convDivisors(shape), patches, dx, pixels);
   checkLaunch("patchesToImageKernel");
 }
 
