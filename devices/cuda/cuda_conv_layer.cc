@@ -36,20 +36,9 @@ class ConvLayer : public CudaLayer {
         input_(c.input),
         kernel_(c.parameter(0)),
         bias_(c.node.variables.size() > 1 ? c.parameter(1) : nullptr) {
-    const LayerSpec& spec = c.node.spec;
     n_ = int(c.batch_size);
     out_ = int(c.node.output_shape[2]);
-    shape_ = {.h = int(c.node.input_shape[0]),
-              .w = int(c.node.input_shape[1]),
-              .c = int(c.node.input_shape[2]),
-              .oh = int(c.node.output_shape[0]),
-              .ow = int(c.node.output_shape[1]),
-              .kh = int(spec.window[0]),
-              .kw = int(spec.window[1]),
-              .sh = int(spec.stride[0]),
-              .sw = int(spec.stride[1]),
-              .pad_top = int(c.node.pad_begin[0]),
-              .pad_left = int(c.node.pad_begin[1])};
+    shape_ = windowShape(c.node);
     patch_ = shape_.kh * shape_.kw * shape_.c;
     pixels_ = shape_.oh * shape_.ow;
     const int64_t image_patches = int64_t(pixels_) * patch_;
@@ -126,7 +115,7 @@ class ConvLayer : public CudaLayer {
   CudaTensor output_;
   const float* kernel_;
   const float* bias_;
-  ConvShape shape_;
+  WindowShape shape_;
   int n_ = 0, out_ = 0, patch_ = 0, pixels_ = 0;
   int chunk_images_ = 0;
   float* patches_ = nullptr;

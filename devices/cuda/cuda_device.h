@@ -1,4 +1,4 @@
-// The CUDA back end: NVIDIA GPUs through cuBLAS, cuDNN and own kernels
+// The CUDA back end: NVIDIA GPUs through cuBLAS, NCCL and own kernels
 // (devices/cuda/). A device is one GPU; each replica on it has its own
 // stream, library handles and buffers, so two replicas (towers) can share a
 // GPU.

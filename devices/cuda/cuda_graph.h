@@ -1,5 +1,5 @@
-// A unit of stream work that is run eagerly a few times (cuBLAS and cuDNN
-// settle their kernels and lazy state), then captured once as a CUDA graph
+// A unit of stream work that is run eagerly a few times (cuBLAS settles its
+// kernels and lazy state), then captured once as a CUDA graph
 // and replayed: one launch instead of tens, which is what a small model's
 // step costs on a GPU. The work must enqueue the same operations on the
 // same buffers every time; values that change per step are read from

@@ -172,11 +172,7 @@ ImageDivisors imageDivisors(int c, int h, int w, int oh, int ow, int kw, int sh,
           FastDivisor(ow), FastDivisor(kw), FastDivisor(sh), FastDivisor(sw)};
 }
 
-ImageDivisors poolDivisors(const PoolShape& s) {
-  return imageDivisors(s.c, s.h, s.w, s.oh, s.ow, s.kw, s.sh, s.sw);
-}
-
-ImageDivisors convDivisors(const ConvShape& s) {
+ImageDivisors windowDivisors(const WindowShape& s) {
   return imageDivisors(s.c, s.h, s.w, s.oh, s.ow, s.kw, s.sh, s.sw);
 }
 
@@ -272,7 +268,7 @@ unsigned warpBlocksFor(int64_t rows, int span) {
   return blocksFor(warps * 32);
 }
 
-__global__ void imagePatchesKernel(ConvShape s, ImageDivisors d, const float* __restrict__ x,
+__global__ void imagePatchesKernel(WindowShape s, ImageDivisors d, const float* __restrict__ x,
                                    float* __restrict__ patches, int rows) {
   const int patch = s.kh * s.kw * s.c;
   const WarpRows lanes = warpRows(patch);
@@ -297,7 +293,7 @@ __global__ void imagePatchesKernel(ConvShape s, ImageDivisors d, const float* __
 
 // A row here is an input pixel's channels; each gathers from the windows
 // that hold the pixel, in a fixed order.
-__global__ void patchesToImageKernel(ConvShape s, ImageDivisors d, const float* __restrict__ patches,
+__global__ void patchesToImageKernel(WindowShape s, ImageDivisors d, const float* __restrict__ patches,
                                      float* __restrict__ dx, int pixels) {
   const int patch = s.kh * s.kw * s.c;
   const WarpRows lanes = warpRows(s.c);
@@ -549,7 +545,7 @@ void dropoutBackward(cudaStream_t stream, const float* dy, float* dx, int64_t n,
 void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, float* y,
                  int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.oh * shape.ow * shape.c;
-  const ImageDivisors d = poolDivisors(shape);
+  const ImageDivisors d = windowDivisors(shape);
   if (fitsInt32(int64_t(shape.n) * shape.h * shape.w * shape.c) && fitsInt32(n))
     poolForwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, x, y, argmax);
   else
@@ -560,7 +556,7 @@ void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, fl
 void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, float* dx,
                   const int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.h * shape.w * shape.c;
-  const ImageDivisors d = poolDivisors(shape);
+  const ImageDivisors d = windowDivisors(shape);
   if (fitsInt32(n) && fitsInt32(int64_t(shape.n) * shape.oh * shape.ow * shape.c))
     poolBackwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, dy, dx, argmax);
   else
@@ -568,18 +564,18 @@ void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, 
   checkLaunch("poolBackwardKernel");
 }
 
-void imagePatches(cudaStream_t stream, const ConvShape& shape, const float* x, int count,
+void imagePatches(cudaStream_t stream, const WindowShape& shape, const float* x, int count,
                   float* patches) {
   const int64_t total = int64_t(count) * shape.oh * shape.ow * shape.kh * shape.kw * shape.c;
   if (!fitsInt32(total))
     throw std::invalid_argument("imagePatches: over 2^31 floats of patches in one call");
   const int rows = count * shape.oh * shape.ow;
   imagePatchesKernel<<<warpBlocksFor(rows, shape.kh * shape.kw * shape.c), kThreads, 0, stream>>>(
-      shape, convDivisors(shape), x, patches, rows);
+      shape, windowDivisors(shape), x, patches, rows);
   checkLaunch("imagePatchesKernel");
 }
 
-void patchesToImage(cudaStream_t stream, const ConvShape& shape, const float* patches, int count,
+void patchesToImage(cudaStream_t stream, const WindowShape& shape, const float* patches, int count,
                     float* dx) {
   const int64_t total = int64_t(count) * shape.h * shape.w * shape.c;
   if (!fitsInt32(total) ||
@@ -587,7 +583,7 @@ void patchesToImage(cudaStream_t stream, const ConvShape& shape, const float* pa
     throw std::invalid_argument("patchesToImage: over 2^31 floats in one call");
   const int pixels = count * shape.h * shape.w;
   patchesToImageKernel<<<warpBlocksFor(pixels, shape.c), kThreads, 0, stream>>>(
-      shape, convDivisors(shape), patches, dx, pixels);
+      shape, windowDivisors(shape), patches, dx, pixels);
   checkLaunch("patchesToImageKernel");
 }
 

@@ -71,13 +71,21 @@ void dropoutForward(cudaStream_t stream, const float* x, float* y, int64_t n, fl
 void dropoutBackward(cudaStream_t stream, const float* dy, float* dx, int64_t n, float rate,
                      float keep, uint64_t seed, uint64_t layer, const StepScalars* scalars);
 
-// An NHWC pooling with TensorFlow's semantics: padding never wins a max,
-// an average counts the real pixels of its window only.
-struct PoolShape {
-  int n = 0, h = 0, w = 0, c = 0;  // input
-  int oh = 0, ow = 0;              // output
+// A sliding window's geometry over NHWC images, a convolution's or a
+// pooling's: one input image, its output grid, the window, the strides and
+// the padding before the first row and column (TensorFlow's SAME: the odd
+// pixel goes after the last).
+struct WindowShape {
+  int h = 0, w = 0, c = 0;  // one input image
+  int oh = 0, ow = 0;       // its output grid
   int kh = 0, kw = 0, sh = 0, sw = 0;
   int pad_top = 0, pad_left = 0;
+};
+
+// An NHWC pooling with TensorFlow's semantics: padding never wins a max,
+// an average counts the real pixels of its window only.
+struct PoolShape : WindowShape {
+  int n = 0;  // images
   bool max = true;
 };
 // argmax (max pooling only, else null): the input pixel (y * w + x) each
@@ -89,29 +97,19 @@ void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, fl
 void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, float* dx,
                   const int32_t* argmax);
 
-// A convolution's geometry for imagePatches and patchesToImage: the input
-// image, the output grid, the window, the strides and the padding before
-// the first row and column (TensorFlow's SAME: the odd pixel goes after the
-// last).
-struct ConvShape {
-  int h = 0, w = 0, c = 0;  // one input image
-  int oh = 0, ow = 0;       // its output grid
-  int kh = 0, kw = 0, sh = 0, sw = 0;
-  int pad_top = 0, pad_left = 0;
-};
 // The images' patches as the rows of a matrix (im2col): for `count` images
 // from x ([count, h, w, c]), row (i * oh + oy) * ow + ox, column
 // (ky * kw + kx) * c + ci holds x[i, oy * sh - pad_top + ky,
 // ox * sw - pad_left + kx, ci], zero outside the image. The columns are in
 // the order of the rows of the canonical HWIO kernel, so the kernel's
 // gradient is patches^T x dy. Under 2^31 floats in `patches`.
-void imagePatches(cudaStream_t stream, const ConvShape& shape, const float* x, int count,
+void imagePatches(cudaStream_t stream, const WindowShape& shape, const float* x, int count,
                   float* patches);
 // The reverse (col2im) for the input gradient: dx[i, y, x, ci] = the sum of
 // the entries of `patches` that imagePatches would have read from that
 // pixel, each pixel gathering in a fixed order (deterministic). Under 2^31
 // floats in `patches` and in dx's `count` images.
-void patchesToImage(cudaStream_t stream, const ConvShape& shape, const float* patches, int count,
+void patchesToImage(cudaStream_t stream, const WindowShape& shape, const float* patches, int count,
                     float* dx);
 
 // Softmax cross-entropy over [n, k] logits, in double, through log-sum-exp.

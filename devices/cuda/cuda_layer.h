@@ -99,6 +99,9 @@ class CudaLayer {
   virtual void backward() = 0;
 };
 
+// A convolution's or a pooling's window geometry, from its node.
+WindowShape windowShape(const LayerNode& node);
+
 std::unique_ptr<CudaLayer> makeCudaDenseLayer(const CudaLayerContext& context);
 std::unique_ptr<CudaLayer> makeCudaConvLayer(const CudaLayerContext& context);
 std::unique_ptr<CudaLayer> makeCudaPoolingLayer(const CudaLayerContext& context);

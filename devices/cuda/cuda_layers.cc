@@ -71,25 +71,13 @@ class DenseLayer : public CudaLayer {
 };
 
 // Max and average pooling with TensorFlow's SAME padding (the odd pixel at
-// the bottom/right), which cuDNN's symmetric padding cannot express: own
-// kernels, the backward a gather (deterministic).
+// the bottom/right): own kernels, the backward a gather (deterministic).
 class PoolingLayer : public CudaLayer {
  public:
   explicit PoolingLayer(const CudaLayerContext& c) : context_(c.context), input_(c.input) {
-    const LayerSpec& spec = c.node.spec;
-    shape_ = {.n = int(c.batch_size),
-              .h = int(c.node.input_shape[0]),
-              .w = int(c.node.input_shape[1]),
-              .c = int(c.node.input_shape[2]),
-              .oh = int(c.node.output_shape[0]),
-              .ow = int(c.node.output_shape[1]),
-              .kh = int(spec.window[0]),
-              .kw = int(spec.window[1]),
-              .sh = int(spec.stride[0]),
-              .sw = int(spec.stride[1]),
-              .pad_top = int(c.node.pad_begin[0]),
-              .pad_left = int(c.node.pad_begin[1]),
-              .max = spec.kind == LayerKind::MaxPool};
+    static_cast<WindowShape&>(shape_) = windowShape(c.node);
+    shape_.n = int(c.batch_size);
+    shape_.max = c.node.spec.kind == LayerKind::MaxPool;
     const int64_t outputs = c.batch_size * numElements(c.node.output_shape);
     output_.value = c.memory.floats(outputs);
     if (shape_.max)
@@ -213,6 +201,20 @@ class ActivationLayer : public CudaLayer {
 };
 
 }  // namespace
+
+WindowShape windowShape(const LayerNode& node) {
+  return {.h = int(node.input_shape[0]),
+          .w = int(node.input_shape[1]),
+          .c = int(node.input_shape[2]),
+          .oh = int(node.output_shape[0]),
+          .ow = int(node.output_shape[1]),
+          .kh = int(node.spec.window[0]),
+          .kw = int(node.spec.window[1]),
+          .sh = int(node.spec.stride[0]),
+          .sw = int(node.spec.stride[1]),
+          .pad_top = int(node.pad_begin[0]),
+          .pad_left = int(node.pad_begin[1])};
+}
 
 std::unique_ptr<CudaLayer> makeCudaDenseLayer(const CudaLayerContext& context) {
   return std::make_unique<DenseLayer>(context);
