@@ -452,6 +452,17 @@ TEST_CASE("traind refuses towers the batch does not fit with exit 2", "[pipeline
                Catch::Contains("spec.yaml:24:18: training.micro_batches: 5 micro-batches") &&
                    Catch::Contains("(34, 33, 33)"));
   }
+  SECTION("micro-batches on a GPU name their line: this build runs them on CPU devices only") {
+    testing::writeFile(path, testing::replaceAll(spec, "training:\n",
+                                                 "training:\n  micro_batches: 2\n"
+                                                 "  devices: [cuda:0]\n"));
+    const ProcessResult r = runTraind("check --model " + path.string());
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("spec.yaml:24:18: training.micro_batches: cuda:0 cannot "
+                                         "run micro-batches: placed layers (device:, stages:) and "
+                                         "micro_batches > 1 run on CPU devices only"));
+  }
   SECTION("a batch smaller than the devices names data.batch_size's line") {
     testing::writeFile(path, testing::replaceAll(spec, "batch_size: 100", "batch_size: 2"));
     const ProcessResult r =
