@@ -173,11 +173,20 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   clearProgress();
   summary.global_step = state.globalStep();
   summary.stopped = state.globalStep() < total_steps;
-  if (summary.stopped) spdlog::info("stop requested at step {}", state.globalStep());
-  checkpoint();
+  // A stop before this process's first step leaves everything as it found
+  // it: a checkpoint of a fresh initialisation would be restored by the next
+  // run even after the spec that the stop was made to fix changed, and the
+  // initial parameters' test figures say nothing.
+  const bool untouched = summary.stopped && summary.steps_run == 0;
+  if (untouched) {
+    spdlog::info("stop requested before the first step: nothing to save or evaluate");
+  } else {
+    if (summary.stopped) spdlog::info("stop requested at step {}", state.globalStep());
+    checkpoint();
+  }
 
   std::optional<EvalResult> test;
-  if (evaluator) {
+  if (evaluator && !untouched) {
     test = log.finalEvaluation(
         state.globalStep(), [&] { return evaluator->evaluate(state.evaluationValues().data()); });
     summary.test_loss = test->loss;

@@ -12,6 +12,7 @@
 
 #include "core/checkpoint.h"
 #include "core/safetensors.h"
+#include "daemon/standalone.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -183,6 +184,23 @@ TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
   INFO(traind.output());
   CHECK(exit_code == 0);
   CHECK_THAT(traind.output(), Catch::Contains("saved checkpoint"));
+}
+
+TEST_CASE("a stop before the first step saves and evaluates nothing") {
+  // In-process: no signal can be timed to land between the start and the
+  // first step of the binary (10 ms apart).
+  const auto dir = freshTempDir("stop-before-first-step");
+  ModelSpec spec = loadModelSpec(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  spec.checkpoint.dir = (dir / "ckpt").string();
+  spec.training.threads = 1;
+  const std::atomic<bool> stop{true};
+  std::atomic<bool> checkpoint{false};
+  NodeMetrics metrics("standalone", 0, spec.training.log_every);
+  const TrainingSummary summary = runStandalone(spec, stop, checkpoint, metrics);
+  CHECK(summary.stopped);
+  CHECK(summary.steps_run == 0);
+  CHECK_FALSE(summary.test_loss.has_value());
+  CHECK_FALSE(findLatestCheckpoint(spec.checkpoint.dir).has_value());
 }
 
 TEST_CASE("SIGHUP (its terminal gone) stops a run cleanly, with a checkpoint") {
