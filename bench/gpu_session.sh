@@ -63,7 +63,7 @@ unpack() {
   # them, else the copies in PyTorch's wheels (the H200 image).
   local lib libs="$root/lib:$root/bin" found
   for lib in libcublas.so.13 libnccl.so.2; do
-    ldconfig -p | grep -q "$lib" && continue
+    ldconfig -p | grep -qF "$lib" && continue
     found=$(find / -xdev -name "$lib" -print -quit 2>/dev/null)
     if [ -n "$found" ]; then
       libs="$libs:$(dirname "$found")"

@@ -16,6 +16,7 @@
 // 4-7x slower than its non-deterministic ones (0.34 and 0.48 ms of the
 // step). bench/cuda_compare.py measures this layer against PyTorch.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "devices/cuda/cuda_check.h"
@@ -24,9 +25,12 @@
 namespace traind {
 namespace {
 
-// Floats of patches one product takes at most (64 MiB): a bigger batch is
-// taken a few images at a time, the kernel gradient's products summed.
+// Floats of patches one product takes at most (64 MiB), or one image's if
+// more: a bigger batch is taken a few images at a time, the kernel
+// gradient's products summed.
 constexpr int64_t kMaxPatchFloats = int64_t(16) << 20;
+// The most one image's patches may be: the patch kernels count in 32 bits.
+constexpr int64_t kMaxImagePatchFloats = (int64_t(1) << 31) - (int64_t(1) << 24);
 
 class ConvLayer : public CudaLayer {
  public:
@@ -42,6 +46,11 @@ class ConvLayer : public CudaLayer {
     patch_ = shape_.kh * shape_.kw * shape_.c;
     pixels_ = shape_.oh * shape_.ow;
     const int64_t image_patches = int64_t(pixels_) * patch_;
+    if (image_patches > kMaxImagePatchFloats ||
+        int64_t(shape_.h) * shape_.w * shape_.c > kMaxImagePatchFloats)
+      throw std::invalid_argument("conv layer " + c.node.spec.name + ": one image's patches are " +
+                                  std::to_string(image_patches) +
+                                  " floats, more than the CUDA back end takes (2^31 - 2^24)");
     chunk_images_ = int(std::clamp(kMaxPatchFloats / image_patches, int64_t(1), int64_t(n_)));
     patches_ = c.memory.floats(chunk_images_ * image_patches);
     output_.value = c.memory.floats(int64_t(n_) * pixels_ * out_);
@@ -61,9 +70,9 @@ class ConvLayer : public CudaLayer {
       const int count = std::min(chunk_images_, n_ - first);
       imagePatches(context_.stream(), shape_, image(input_.value, first), count, patches_);
       // Column-major: y^T [out, rows] = K^T [out, patch] x patches^T [patch, rows].
-      checkCublas(cublasSgemm(context_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, out_, rows(count),
+      checkCublas(cublasSgemm(context_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, out_, int(rows(count)),
                               patch_, &one, kernel_, out_, patches_, patch_, &zero,
-                              output_.value + int64_t(rows(first)) * out_, out_),
+                              output_.value + rows(first) * out_, out_),
                   "cublasSgemm (conv forward)");
     }
     biasActivationForward(context_.stream(), output_.value, bias_, rows(n_), out_, activation_);
@@ -77,7 +86,7 @@ class ConvLayer : public CudaLayer {
     const float one = 1.0f, zero = 0.0f;
     for (int first = 0; first < n_; first += chunk_images_) {
       const int count = std::min(chunk_images_, n_ - first);
-      const float* dy = output_.grad + int64_t(rows(first)) * out_;
+      const float* dy = output_.grad + rows(first) * out_;
       if (kernel_grad_) {
         // The forward pass left the last chunk's patches: one chunk is the
         // whole batch, already there.
@@ -86,15 +95,16 @@ class ConvLayer : public CudaLayer {
         // Column-major: dK^T [out, patch] = dy^T [out, rows] x patches [rows, patch].
         const float beta = first == 0 ? 0.0f : 1.0f;
         checkCublas(cublasSgemm(context_.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, out_, patch_,
-                                rows(count), &one, dy, out_, patches_, patch_, &beta,
+                                int(rows(count)), &one, dy, out_, patches_, patch_, &beta,
                                 kernel_grad_, out_),
                     "cublasSgemm (conv kernel gradient)");
       }
       if (propagate_) {
         // Column-major: dpatches^T [patch, rows] = K [patch, out] x dy^T [out, rows],
         // into the patches' buffer (the kernel gradient above has read it).
-        checkCublas(cublasSgemm(context_.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, patch_, rows(count),
-                                out_, &one, kernel_, out_, dy, out_, &zero, patches_, patch_),
+        checkCublas(cublasSgemm(context_.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, patch_,
+                                int(rows(count)), out_, &one, kernel_, out_, dy, out_, &zero,
+                                patches_, patch_),
                     "cublasSgemm (conv input gradient)");
         patchesToImage(stream, shape_, patches_, count, image(input_.grad, first));
       }
@@ -102,8 +112,9 @@ class ConvLayer : public CudaLayer {
   }
 
  private:
-  // Rows of the patch matrix (output pixels) of `images` images.
-  int rows(int images) const { return images * pixels_; }
+  // Rows of the patch matrix (output pixels) of `images` images; a chunk's
+  // fit an int (its patches do).
+  int64_t rows(int images) const { return int64_t(images) * pixels_; }
   template <typename T>
   T* image(T* batch, int index) const {
     return batch + int64_t(index) * shape_.h * shape_.w * shape_.c;

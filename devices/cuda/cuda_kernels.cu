@@ -2,6 +2,7 @@
 // and memory-bound: at the batch sizes this engine trains with, a step is
 // decided by these launches as much as by the GEMMs, so each does one pass
 // and no kernel uses atomics on floats (results are deterministic).
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -163,23 +164,19 @@ __device__ __forceinline__ void windowsHolding(int v, int pad, int window, const
 }
 
 // The divisors the pooling and patch kernels split their indices with.
-struct ImageDivisors {
+struct WindowDivisors {
   FastDivisor c, h, w, oh, ow, kw, sh, sw;
 };
 
-ImageDivisors imageDivisors(int c, int h, int w, int oh, int ow, int kw, int sh, int sw) {
-  return {FastDivisor(c),  FastDivisor(h),  FastDivisor(w),  FastDivisor(oh),
-          FastDivisor(ow), FastDivisor(kw), FastDivisor(sh), FastDivisor(sw)};
-}
-
-ImageDivisors windowDivisors(const WindowShape& s) {
-  return imageDivisors(s.c, s.h, s.w, s.oh, s.ow, s.kw, s.sh, s.sw);
+WindowDivisors windowDivisors(const WindowShape& s) {
+  return {FastDivisor(s.c),  FastDivisor(s.h),  FastDivisor(s.w),  FastDivisor(s.oh),
+          FastDivisor(s.ow), FastDivisor(s.kw), FastDivisor(s.sh), FastDivisor(s.sw)};
 }
 
 // ---- pooling ----
 
 template <typename Index>
-__global__ void poolForwardKernel(PoolShape s, ImageDivisors d, const float* __restrict__ x,
+__global__ void poolForwardKernel(PoolShape s, WindowDivisors d, const float* __restrict__ x,
                                   float* __restrict__ y, int32_t* __restrict__ argmax) {
   const Index total = Index(s.n) * s.oh * s.ow * s.c;
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
@@ -215,7 +212,7 @@ __global__ void poolForwardKernel(PoolShape s, ImageDivisors d, const float* __r
 }
 
 template <typename Index>
-__global__ void poolBackwardKernel(PoolShape s, ImageDivisors d, const float* __restrict__ dy,
+__global__ void poolBackwardKernel(PoolShape s, WindowDivisors d, const float* __restrict__ dy,
                                    float* __restrict__ dx, const int32_t* __restrict__ argmax) {
   const Index total = Index(s.n) * s.h * s.w * s.c;
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
@@ -268,7 +265,7 @@ unsigned warpBlocksFor(int64_t rows, int span) {
   return blocksFor(warps * 32);
 }
 
-__global__ void imagePatchesKernel(WindowShape s, ImageDivisors d, const float* __restrict__ x,
+__global__ void imagePatchesKernel(WindowShape s, WindowDivisors d, const float* __restrict__ x,
                                    float* __restrict__ patches, int rows) {
   const int patch = s.kh * s.kw * s.c;
   const WarpRows lanes = warpRows(patch);
@@ -293,7 +290,7 @@ __global__ void imagePatchesKernel(WindowShape s, ImageDivisors d, const float* 
 
 // A row here is an input pixel's channels; each gathers from the windows
 // that hold the pixel, in a fixed order.
-__global__ void patchesToImageKernel(WindowShape s, ImageDivisors d, const float* __restrict__ patches,
+__global__ void patchesToImageKernel(WindowShape s, WindowDivisors d, const float* __restrict__ patches,
                                      float* __restrict__ dx, int pixels) {
   const int patch = s.kh * s.kw * s.c;
   const WarpRows lanes = warpRows(s.c);
@@ -519,10 +516,18 @@ void biasGradient(cudaStream_t stream, const float* y, float* dy, float* db, flo
   for (int pass = 0;; ++pass) {
     const int64_t blocks = (remaining + kRowsPerBlock - 1) / kRowsPerBlock;
     float* out = blocks == 1 ? db : areas[pass % 2];
-    const dim3 grid(unsigned((cols + 31) / 32), unsigned(blocks));
-    columnSumKernel<<<grid, dim3(32, kRowLanes), 0, stream>>>(act_y, in, out, remaining, cols,
-                                                              activation);
-    checkLaunch("columnSumKernel");
+    // A launch takes at most 65535 row blocks (CUDA's limit of grid.y); more
+    // are taken by several launches, each writing its blocks' sums in place.
+    constexpr int64_t kMaxRowBlocks = 65535;
+    for (int64_t first = 0; first < blocks; first += kMaxRowBlocks) {
+      const int64_t count = std::min(kMaxRowBlocks, blocks - first);
+      const int64_t row = first * kRowsPerBlock;
+      const dim3 grid(unsigned((cols + 31) / 32), unsigned(count));
+      columnSumKernel<<<grid, dim3(32, kRowLanes), 0, stream>>>(
+          act_y ? act_y + row * cols : nullptr, in + row * cols, out + first * cols,
+          std::min(remaining - row, count * kRowsPerBlock), cols, activation);
+      checkLaunch("columnSumKernel");
+    }
     if (blocks == 1) return;
     act_y = nullptr;
     in = out;
@@ -545,7 +550,7 @@ void dropoutBackward(cudaStream_t stream, const float* dy, float* dx, int64_t n,
 void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, float* y,
                  int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.oh * shape.ow * shape.c;
-  const ImageDivisors d = windowDivisors(shape);
+  const WindowDivisors d = windowDivisors(shape);
   if (fitsInt32(int64_t(shape.n) * shape.h * shape.w * shape.c) && fitsInt32(n))
     poolForwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, x, y, argmax);
   else
@@ -556,7 +561,7 @@ void poolForward(cudaStream_t stream, const PoolShape& shape, const float* x, fl
 void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, float* dx,
                   const int32_t* argmax) {
   const int64_t n = int64_t(shape.n) * shape.h * shape.w * shape.c;
-  const ImageDivisors d = windowDivisors(shape);
+  const WindowDivisors d = windowDivisors(shape);
   if (fitsInt32(n) && fitsInt32(int64_t(shape.n) * shape.oh * shape.ow * shape.c))
     poolBackwardKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(shape, d, dy, dx, argmax);
   else

@@ -102,13 +102,14 @@ void poolBackward(cudaStream_t stream, const PoolShape& shape, const float* dy, 
 // (ky * kw + kx) * c + ci holds x[i, oy * sh - pad_top + ky,
 // ox * sw - pad_left + kx, ci], zero outside the image. The columns are in
 // the order of the rows of the canonical HWIO kernel, so the kernel's
-// gradient is patches^T x dy. Under 2^31 floats in `patches`.
+// gradient is patches^T x dy. At most 2^31 - 2^24 floats in `patches`
+// (indices count in 32 bits).
 void imagePatches(cudaStream_t stream, const WindowShape& shape, const float* x, int count,
                   float* patches);
 // The reverse (col2im) for the input gradient: dx[i, y, x, ci] = the sum of
 // the entries of `patches` that imagePatches would have read from that
-// pixel, each pixel gathering in a fixed order (deterministic). Under 2^31
-// floats in `patches` and in dx's `count` images.
+// pixel, each pixel gathering in a fixed order (deterministic). At most
+// 2^31 - 2^24 floats in `patches` and in dx's `count` images.
 void patchesToImage(cudaStream_t stream, const WindowShape& shape, const float* patches, int count,
                     float* dx);
 

@@ -6,9 +6,9 @@
 // the canonical row-major tensor (NHWC images, [batch, features] vectors),
 // so flatten is free and a dropout mask is the CPU's element for element.
 // A layer is built once per network from its LayerNode and the tensor of the
-// layer before it; every descriptor, algorithm choice and buffer is made
-// while building, so running a layer only enqueues work on the context's
-// stream and a whole step can be captured as one CUDA graph.
+// layer before it; every buffer is allocated while building, so running a
+// layer only enqueues work on the context's stream and a whole step can be
+// captured as one CUDA graph.
 #pragma once
 
 #include <cublas_v2.h>
@@ -95,7 +95,9 @@ class CudaLayer {
   // training: dropout draws its mask (from the step in the scalars).
   virtual void forward(bool training) = 0;
   // From output().grad: the gradients of the layer's trainable variables
-  // and, when propagating, input.grad. Runs after a training forward.
+  // and, when propagating, input.grad. Runs after the training forward of
+  // the same batch, with no other forward of this layer between them: a
+  // layer may keep what its forward computed (a convolution its patches).
   virtual void backward() = 0;
 };
 

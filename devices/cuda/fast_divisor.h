@@ -39,8 +39,6 @@ class FastDivisor {
   TRAIND_HOST_DEVICE int divide(int n) const {
     return int((uint64_t(uint32_t(n)) * multiplier_) >> (31 + shift_));
   }
-  // n % divisor, from the quotient the caller already has.
-  TRAIND_HOST_DEVICE int remainder(int n, int quotient) const { return n - quotient * divisor_; }
 
  private:
   int divisor_ = 1;
@@ -49,3 +47,5 @@ class FastDivisor {
 };
 
 }  // namespace traind
+
+#undef TRAIND_HOST_DEVICE
