@@ -11,7 +11,7 @@
 //
 // cuDNN 9's convolutions were the first version of this layer. On an H200,
 // fashion_cnn's step at batch 100 took 1.10 ms with them against PyTorch's
-// 0.58 (cuDNN too): its float32 NHWC kernels ran 2-4x slower than its NCHW
+// 0.58 (cuDNN too): its float32 NHWC kernels ran 1.2-2.6x slower than its NCHW
 // ones at these shapes, and its deterministic kernel-gradient algorithms
 // 4-7x slower than its non-deterministic ones (0.34 and 0.48 ms of the
 // step). bench/cuda_compare.py measures this layer against PyTorch.
