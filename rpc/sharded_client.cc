@@ -1104,7 +1104,7 @@ void ShardedClient::waitForOtherWorkersToLeave() {
     }
     for (size_t i = 0; i < round.statuses.size(); ++i) {
       const int64_t moved = round.statuses[i].global_step - first_steps[i];
-      if (moved > int64_t(first_others)) {
+      if (moved > int64_t(first_others) && waited() >= kStopSkewSeconds) {
         spdlog::info("final checkpoint: {} {} on (ps {} took {} steps in {:.1f} s): {} later "
                      "steps are in no checkpoint of this chief's",
                      named(others), others.size() > 1 ? "train" : "trains", i, moved, waited(),

@@ -204,10 +204,15 @@ class ShardedClient {
   // before they pushed it, that step would be in no checkpoint. Ends
   // sooner, logged, once a shard's step has moved by more than the number
   // of other workers since the wait began (stopping, each adds one step at
-  // most: some train on), and at once when a shard says it is stopping, a
-  // status call fails, or every sync step needs this worker's gradient
-  // (replicas_to_aggregate is every worker). Logs whom it waits for.
+  // most: some train on) and kStopSkewSeconds have passed, and at once when
+  // a shard says it is stopping, a status call fails, or every sync step
+  // needs this worker's gradient (replicas_to_aggregate is every worker).
+  // Logs whom it waits for.
   void waitForOtherWorkersToLeave();
+  // Workers stopped together (systemctl stop, docker compose stop) get
+  // their signals milliseconds apart, in no set order: one told after the
+  // chief ends the steps it computes in between too.
+  static constexpr double kStopSkewSeconds = 0.5;
 
   // Chief: tells every shard that `checkpoint` holds its state, as the last
   // readState() read it (each shard at the lowest step its replies

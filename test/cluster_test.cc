@@ -467,6 +467,26 @@ TEST_CASE("every worker stopped at once: the chief's final checkpoint holds ever
   checkEveryPsEndsAtTheLastCheckpoint(c);
 }
 
+TEST_CASE("workers stopped together, the chief told first: its final checkpoint holds every step") {
+  const auto dir = freshTempDir("workers-stop-chief-first");
+  const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 1000000, 2);
+  Cluster& c = *job;
+  REQUIRE(c.workers[0]->waitForOutput(", loss = ", 60));
+  REQUIRE(c.workers[1]->waitForOutput(", loss = ", 60));
+  // systemctl stop signals its units in no set order: worker 1 trains on
+  // for a few of its steps after the chief's signal, then stops too.
+  c.workers[0]->signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c.workers[1]->signal(SIGTERM);
+  CHECK(c.workers[0]->wait(30) == 0);
+  CHECK(c.workers[1]->wait(30) == 0);
+  for (auto& p : c.ps) p->signal(SIGTERM);
+  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.logs(), !Catch::Contains("in no checkpoint"));
+  checkEveryPsEndsAtTheLastCheckpoint(c);
+}
+
 TEST_CASE("a chief stopped alone sees the other workers train on and does not wait for them") {
   const std::string mode = GENERATE(as<std::string>{}, "async", "sync");
   const auto dir = freshTempDir("chief-stops-alone-" + mode);
