@@ -152,6 +152,17 @@ int64_t checkEveryPsEndsAtTheLastCheckpoint(Cluster& c) {
   return saved;
 }
 
+// The end of a job whose workers were all told to stop: each exits 0, then
+// the ps tasks do, and the chief's final checkpoint holds every step.
+void checkEveryStepInTheFinalCheckpoint(Cluster& c) {
+  for (auto& w : c.workers) CHECK(w->wait(30) == 0);
+  for (auto& p : c.ps) p->signal(SIGTERM);
+  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.logs(), !Catch::Contains("in no checkpoint"));
+  checkEveryPsEndsAtTheLastCheckpoint(c);
+}
+
 // A fashion_cnn ps task of `cluster` and, for a worker in the test's process
 // beside it, the model with its initial state and an event loop.
 struct CnnPsBeside {
@@ -458,13 +469,7 @@ TEST_CASE("every worker stopped at once: the chief's final checkpoint holds ever
   // the chief's last checkpoint must come after the other's last push.
   c.workers[1]->signal(SIGTERM);
   c.workers[0]->signal(SIGTERM);
-  CHECK(c.workers[0]->wait(30) == 0);
-  CHECK(c.workers[1]->wait(30) == 0);
-  for (auto& p : c.ps) p->signal(SIGTERM);
-  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
-  INFO(c.logs());
-  CHECK_THAT(c.logs(), !Catch::Contains("in no checkpoint"));
-  checkEveryPsEndsAtTheLastCheckpoint(c);
+  checkEveryStepInTheFinalCheckpoint(c);
 }
 
 TEST_CASE("workers stopped together, the chief told first: its final checkpoint holds every step") {
@@ -478,13 +483,7 @@ TEST_CASE("workers stopped together, the chief told first: its final checkpoint 
   c.workers[0]->signal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   c.workers[1]->signal(SIGTERM);
-  CHECK(c.workers[0]->wait(30) == 0);
-  CHECK(c.workers[1]->wait(30) == 0);
-  for (auto& p : c.ps) p->signal(SIGTERM);
-  for (auto& p : c.ps) CHECK(p->wait(30) == 0);
-  INFO(c.logs());
-  CHECK_THAT(c.logs(), !Catch::Contains("in no checkpoint"));
-  checkEveryPsEndsAtTheLastCheckpoint(c);
+  checkEveryStepInTheFinalCheckpoint(c);
 }
 
 TEST_CASE("a chief stopped alone sees the other workers train on and does not wait for them") {
