@@ -81,6 +81,16 @@ std::vector<std::unique_ptr<Device>> createEachDevice(const std::vector<std::str
 
 }  // namespace
 
+bool runsPipelineStages(const std::string& name) {
+  switch (parseName(name).kind) {
+    case DeviceKind::Cpu:
+      return true;
+    case DeviceKind::Cuda:
+      return false;
+  }
+  throw std::logic_error("runsPipelineStages: unknown device kind of " + name);
+}
+
 void checkDeviceList(const std::vector<std::string>& names) { parseDeviceList(names); }
 
 std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string>& names,

@@ -35,6 +35,14 @@ std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string
 // beside `cpu:N`), for a flag before the run starts. Throws InputError.
 void checkDeviceList(const std::vector<std::string>& names);
 
+// Whether the back end of the device named `name` (a valid name) runs
+// pipeline stages and micro-batches (Device::createStage), known before any
+// device is made: the CPU's does; the CUDA back end has none yet.
+bool runsPipelineStages(const std::string& name);
+// Why a device refuses them, for its error.
+constexpr const char* kNoPipelineStages =
+    "placed layers (device:, stages:) and micro_batches > 1 run on CPU devices only in this build";
+
 // The devices as createTowers takes them.
 std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices);
 

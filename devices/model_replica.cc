@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/device_name.h"
 #include "core/error.h"
+#include "devices/device_list.h"
 #include "devices/pipeline.h"
 #include "devices/towers.h"
 
@@ -133,20 +133,17 @@ std::optional<Misfit> batchSizeMisfit(int64_t batch_size, const std::vector<std:
                     "list fewer devices"};
 }
 
-// Pipeline stages and micro-batches run on devices that make stages
-// (Device::createStage): the CPU's. The CUDA back end has none yet, which
-// is this build's limit, not the spec's; said here so that the error names
-// the spec's line before any device is made.
+// A device whose back end makes no stages (runsPipelineStages): this
+// build's limit, not the spec's, said here so that the error names the
+// spec's line before any device is made.
 std::optional<Misfit> stagesMisfit(const std::vector<std::string>& devices, bool placed,
                                    int micro_batches) {
   if (!placed && micro_batches == 1) return std::nullopt;
   for (const std::string& device : devices) {
-    const std::optional<DeviceName> name = parseDeviceName(device);
-    if (!name || name->kind != DeviceName::Kind::Cuda) continue;
+    if (runsPipelineStages(device)) continue;
     return Misfit{placed ? Misfit::Field::Devices : Misfit::Field::MicroBatches,
                   device + " cannot run " + (placed ? "a pipeline stage" : "micro-batches") +
-                      ": placed layers (device:, stages:) and micro_batches > 1 run on CPU "
-                      "devices only in this build"};
+                      ": " + kNoPipelineStages};
   }
   return std::nullopt;
 }
