@@ -143,9 +143,9 @@ clusterRun() {
 # Issue 6: 1 ps (CPU) + 1 GPU worker on loopback trains fashion_cnn, each
 # layer's gradient sent as the GPU finishes it, to the accuracy of the
 # standalone GPU run beside it (the same steps). Then 1800 steps each
-# without evaluations and with gradients sent after the step: on 2026-11-28
-# the worker ran at about 94k ex/s until its first evaluation at step 600
-# and at about 23k after it (docs/benchmarks.md#cuda), not yet explained.
+# without evaluations and with gradients sent after the step: the runs that
+# showed the worker slowed four-fold from about step 630 by the ps's
+# denormal floats (docs/benchmarks.md#cuda), whatever it sent and when.
 cluster() {
   unpack
   echo "== fashion_cnn standalone on cuda:0" >>"$OUT/cluster_logs.txt"

@@ -25,6 +25,7 @@
 #include <string_view>
 
 #include "core/cluster_spec.h"
+#include "core/float_environment.h"
 #include "core/layer_graph.h"
 #include "core/memory_need.h"
 #include "core/printable.h"
@@ -220,6 +221,7 @@ std::string nameTheVariable(const CLI::App& app, std::string message, int argc, 
 
 int main(int argc, char** argv) {
   keepFreedMemory();
+  traind::flushDenormalsToZero();  // before any thread starts: they inherit it
   traind::setupLogging();
 
   CLI::App app{
