@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA back end's checks on a GPU machine in one call: its tests, a
 # standalone fashion_mlp and fashion_cnn run on cuda:0 (fashion_mlp on the
-# CPU beside it), fashion_mlp with concurrent_steps 1, 2 and 4 on cuda:0,
-# and bench/cuda_compare.py against PyTorch.
+# CPU beside it), a fashion_cnn run resumed from its checkpoint against one
+# of the same steps at once, fashion_mlp with concurrent_steps 1, 2 and 4
+# on cuda:0, and bench/cuda_compare.py against PyTorch.
 #
 # Here (the development machine, with the CUDA build):
 #   bench/gpu_session.sh pack [BUILD_DIR]   # default build-cuda
@@ -93,13 +94,45 @@ run() {
 
   # fashion_cnn's CPU accuracy is in docs/benchmarks.md: its CPU run would
   # not fit in the call.
-  for run in "fashion_mlp cuda:0 45" "fashion_mlp cpu 30" "fashion_cnn cuda:0 60"; do
+  for run in "fashion_mlp cuda:0 45" "fashion_mlp cpu 30" "fashion_cnn cuda:0 60" \
+    "fashion_mlp cuda:0,cuda:0 30"; do
     set -- $run
     echo "== $1 on $2" >>"$OUT/standalone_logs.txt"
     part "standalone $1 $2" standalone_logs.txt "$3" \
       "$root/traind" --model "configs/models/$1.yaml" --devices "$2" --checkpoint-dir "" \
       --threads 16
   done
+  # The resident trainer's model and Adam slots through a checkpoint:
+  # fashion_cnn for 600 steps at once, and for 300 then 300 more from the
+  # checkpoint, must end at the same test figures.
+  local at_once resumed
+  at_once=$(mktemp -d) resumed=$(mktemp -d)
+  echo "== fashion_cnn cuda:0 600 steps, then 300 + 300 resumed" >>"$OUT/standalone_logs.txt"
+  for run in "$at_once 600" "$resumed 300" "$resumed 600"; do
+    set -- $run
+    part "resume $2 steps" standalone_logs.txt 30 \
+      "$root/traind" --model configs/models/fashion_cnn.yaml --devices cuda:0 --checkpoint-dir "$1" \
+      --threads 16 --max-steps "$2" --eval-every 0
+  done
+  grep -h "done: global step 600," "$OUT/standalone_logs.txt" | sed 's/.*steps in [^)]*), //' |
+    uniq -c | tee -a "$OUT/summary.txt"
+  # A SIGTERM mid-run: exit 0 with a checkpoint of the step it stopped at,
+  # which a second run restores and trains on from for 200 steps.
+  local stopped stop_step
+  stopped=$(mktemp -d)
+  echo "== fashion_cnn cuda:0 stopped by SIGTERM, then resumed" >>"$OUT/standalone_logs.txt"
+  "$root/traind" --model configs/models/fashion_cnn.yaml --devices cuda:0 --checkpoint-dir "$stopped" \
+    --threads 16 --max-steps 100000000 --log-every 1000 --eval-every 0 \
+    >>"$OUT/standalone_logs.txt" 2>&1 &
+  local traind=$!
+  sleep 3
+  kill -TERM "$traind"
+  wait "$traind"
+  echo "stopped by SIGTERM: exit $?" | tee -a "$OUT/summary.txt"
+  stop_step=$(grep -o "stop requested at step [0-9]*" "$OUT/standalone_logs.txt" | grep -o "[0-9]*$")
+  part "resumed at step ${stop_step:-?}" standalone_logs.txt 30 \
+    "$root/traind" --model configs/models/fashion_cnn.yaml --devices cuda:0 --checkpoint-dir "$stopped" \
+    --threads 16 --max-steps $((${stop_step:-0} + 200)) --eval-every 0
   # Issue 7: concurrent_steps K = 1, 2, 4 on one GPU (each step its own
   # replica and stream); target K = 4 >= 2x the examples/sec of K = 1.
   local k

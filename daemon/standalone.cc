@@ -50,7 +50,23 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   const int64_t batch_size = spec.data.batch_size;
   const int concurrent_steps = spec.training.concurrent_steps;
-  std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
+  // On GPUs, with one step in flight and no moving average, the model and
+  // the optimizer's slots stay on the GPUs between evaluations and
+  // checkpoints (devices/resident_trainer.h). Elsewhere each step goes
+  // through a slot's replica and the update runs here, on the host.
+  std::unique_ptr<ResidentTrainer> resident;
+  if (everyDeviceIsGpu(spec.training.devices)) {
+    if (concurrent_steps > 1 || spec.optimizer.moving_average)
+      spdlog::info("{} on GPUs: each step's update runs on the host, the parameters go to the GPU "
+                   "and the gradients come back every step (with one step in flight and no "
+                   "moving average the model stays on the GPU: docs/devices.md)",
+                   concurrent_steps > 1 ? "concurrent_steps > 1" : "a moving average");
+    else
+      resident = createResidentTrainer(spec.training.devices, graph, state.layout(),
+                                       spec.optimizer, batch_size, spec.seed);
+  }
+  std::vector<std::unique_ptr<StepSlot>> slots;
+  if (!resident) slots = createStepSlots(spec, graph, state.layout());
   for (auto& slot : slots) slot->gradients = FlatBuffer(state.layout().totalSize());
   // With K > 1 a step computes from a copy of the parameters taken when it
   // starts, as the others' updates change them meanwhile.
@@ -67,7 +83,9 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
                                   : spec.training.epochs * input.stepsPerEpoch();
   spdlog::info("training {} ({} parameters) on {}{}: batch {}, {} steps/epoch, {}", spec.name,
                graph.parameterCount(), deviceNames(devices),
-               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps) : "",
+               concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps)
+               : resident           ? ", the model and the optimizer's slots on the GPU"
+                                    : "",
                batch_size, input.stepsPerEpoch(),
                state.globalStep() < total_steps
                    ? fmt::format("steps {}..{}", state.globalStep(), total_steps)
@@ -97,6 +115,28 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   std::mutex mutex;
   int64_t next_step = state.globalStep();  // the step the next batch is for
   std::exception_ptr error;                // the first slot's failure; the others stop
+
+  // What is due once the step of global step `step` is applied.
+  auto evaluationDue = [&](int64_t step) {
+    return evaluator && crossesMultiple(step, step + 1, spec.training.eval_every) &&
+           step + 1 != total_steps;
+  };
+  auto checkpointDue = [&](int64_t step) {  // takes a requested checkpoint
+    const double since_checkpoint =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count();
+    const bool requested = checkpoint_requested.exchange(false);
+    return requested || crossesMultiple(step, step + 1, spec.checkpoint.every_steps) ||
+           (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds);
+  };
+  // The step of global step `step` is applied and the model state holds
+  // it: its log line and metrics, then what was due.
+  auto finishStep = [&](const StepResult& r, int64_t step, bool evaluate, bool save) {
+    state.setGlobalStep(step + 1);
+    log.record(r, step + 1);
+    metrics.recordStep(step + 1, r.loss, batch_size);
+    if (evaluate) log.logEvaluation(step + 1, evaluator->evaluate(state.evaluationValues().data()));
+    if (save) checkpoint();
+  };
   auto runSlot = [&](StepSlot& slot) {
     const bool snapshot = slot.parameters.size() > 0;
     const float* parameters = snapshot ? slot.parameters.data() : state.parameters().data();
@@ -130,26 +170,47 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       if (snapshot)
         state.optimizer().apply(state.parameters(), slot.gradients,
                                 learningRateAt(spec.learning_rate, step), step + 1);
-      state.setGlobalStep(step + 1);
-      log.record(r, step + 1);
-      metrics.recordStep(step + 1, r.loss, batch_size);
-
-      if (evaluator && crossesMultiple(step, step + 1, spec.training.eval_every) &&
-          step + 1 != total_steps)
-        log.logEvaluation(step + 1, evaluator->evaluate(state.evaluationValues().data()));
-      const double since_checkpoint =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint)
-              .count();
-      const bool requested = checkpoint_requested.exchange(false);
-      if (requested || crossesMultiple(step, step + 1, spec.checkpoint.every_steps) ||
-          (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds))
-        checkpoint();
+      finishStep(r, step, evaluationDue(step), checkpointDue(step));
     }
+  };
+
+  // The resident trainer's loop: the next step is submitted before the one
+  // computing is collected, so that the GPU never waits for the host;
+  // except before an evaluation or a checkpoint, which read the model back
+  // at the step they name.
+  auto readResidentState = [&] {
+    resident->getParameters(state.parameters().data());
+    for (size_t i = 0; i < resident->slotCount(); ++i)
+      resident->getSlot(i, state.optimizer().slot(i).data());
+  };
+  auto trainResident = [&] {
+    resident->setParameters(state.parameters().data());
+    for (size_t i = 0; i < resident->slotCount(); ++i)
+      resident->setSlot(i, state.optimizer().slot(i).data());
+    auto submit = [&](int64_t step) {
+      resident->submit(input.next(), learningRateAt(spec.learning_rate, step), uint64_t(step));
+    };
+    bool in_flight = false;  // the step of state.globalStep()
+    for (int64_t step = state.globalStep();; ++step) {
+      if (!in_flight) {
+        if (step >= total_steps || stop_requested.load()) break;
+        submit(step);
+      }
+      const bool evaluate = evaluationDue(step), save = checkpointDue(step);
+      in_flight = step + 1 < total_steps && !stop_requested.load() && !evaluate && !save;
+      if (in_flight) submit(step + 1);
+      const StepResult r = resident->collect();
+      if (evaluate || save) readResidentState();
+      finishStep(r, step, evaluate, save);
+    }
+    readResidentState();
   };
 
   metrics.setGlobalStep(state.globalStep());
   metrics.setState(NodeState::Training);
-  if (concurrent_steps == 1) {
+  if (resident) {
+    trainResident();
+  } else if (concurrent_steps == 1) {
     runSlot(*slots.front());
   } else {
     {

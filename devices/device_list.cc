@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 #include "core/device_name.h"
 #include "core/error.h"
@@ -101,6 +102,32 @@ std::vector<std::unique_ptr<Device>> createDevices(const std::vector<std::string
     if (where.file.empty()) throw;
     throwInputError(where, where.line > 0 ? "training.devices" : "", e.what());
   }
+}
+
+bool everyDeviceIsGpu(const std::vector<std::string>& names) {
+  const std::vector<DeviceName> parsed = parseDeviceList(names);
+  return std::all_of(parsed.begin(), parsed.end(),
+                     [](const DeviceName& name) { return name.kind == DeviceKind::Cuda; });
+}
+
+std::unique_ptr<ResidentTrainer> createResidentTrainer(const std::vector<std::string>& names,
+                                                       const LayerGraph& graph,
+                                                       const VariableLayout& layout,
+                                                       const OptimizerSpec& optimizer,
+                                                       int64_t batch_size, uint64_t seed) {
+  std::vector<int> gpus;
+  for (const DeviceName& name : parseDeviceList(names)) {
+    if (name.kind != DeviceKind::Cuda)
+      throw std::logic_error("createResidentTrainer: " + name.text + " is not a GPU");
+    gpus.push_back(*name.index);
+  }
+#ifdef TRAIND_HAVE_CUDA
+  return loadCudaBackEnd(names.front())
+      .create_trainer(std::move(gpus), graph, layout, optimizer, batch_size, seed);
+#else
+  (void)graph, (void)layout, (void)optimizer, (void)batch_size, (void)seed;
+  throw std::logic_error("createResidentTrainer: this traind was built without CUDA");
+#endif
 }
 
 std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices) {

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/model_spec.h"
 #include "devices/device.h"
+#include "devices/resident_trainer.h"
 
 namespace traind {
 
@@ -42,6 +44,17 @@ bool runsPipelineStages(const std::string& name);
 // Why a device refuses them, for its error.
 constexpr const char* kNoPipelineStages =
     "placed layers (device:, stages:) and micro_batches > 1 run on CPU devices only in this build";
+
+// Whether every device of `names` (a list createDevices took) is a GPU.
+bool everyDeviceIsGpu(const std::vector<std::string>& names);
+
+// A trainer that keeps the model and its optimizer's slots on the GPUs
+// `names` (everyDeviceIsGpu; devices/resident_trainer.h), one tower on each.
+std::unique_ptr<ResidentTrainer> createResidentTrainer(const std::vector<std::string>& names,
+                                                       const LayerGraph& graph,
+                                                       const VariableLayout& layout,
+                                                       const OptimizerSpec& optimizer,
+                                                       int64_t batch_size, uint64_t seed);
 
 // The devices as createTowers takes them.
 std::vector<Device*> devicePointers(const std::vector<std::unique_ptr<Device>>& devices);

@@ -7,12 +7,17 @@
 //   const CudaBackEnd& cuda = loadCudaBackEnd("cuda:0");   // devices/cuda_loader.h
 //   if (cuda.device_count() == 0) ... cuda.unavailable_reason() ...
 //   std::unique_ptr<Device> gpu = cuda.create_device(0, "cuda:0");
+//   std::unique_ptr<ResidentTrainer> t = cuda.create_trainer({0}, graph, layout, optimizer, 100, seed);
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/model_spec.h"
 #include "devices/device.h"
+#include "devices/resident_trainer.h"
 
 namespace traind {
 
@@ -20,6 +25,9 @@ struct CudaBackEnd {
   int (*device_count)();                   // cudaDeviceCount
   std::string (*unavailable_reason)();     // cudaUnavailableReason
   std::unique_ptr<Device> (*create_device)(int index, std::string name);  // createCudaDevice
+  std::unique_ptr<ResidentTrainer> (*create_trainer)(  // createCudaTrainer
+      std::vector<int> gpus, const LayerGraph& graph, const VariableLayout& layout,
+      const OptimizerSpec& optimizer, int64_t batch_size, uint64_t seed);
 };
 
 }  // namespace traind

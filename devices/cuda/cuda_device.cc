@@ -6,6 +6,7 @@
 
 #include "devices/cuda/cuda_back_end.h"
 #include "devices/cuda/cuda_replica.h"
+#include "devices/cuda/cuda_trainer.h"
 
 namespace traind {
 namespace {
@@ -56,10 +57,18 @@ std::unique_ptr<Device> createCudaDevice(int index, std::string name) {
   return std::make_unique<CudaDevice>(index, std::move(name));
 }
 
+std::unique_ptr<ResidentTrainer> createCudaTrainer(std::vector<int> gpus, const LayerGraph& graph,
+                                                   const VariableLayout& layout,
+                                                   const OptimizerSpec& optimizer,
+                                                   int64_t batch_size, uint64_t seed) {
+  return std::make_unique<CudaTrainer>(std::move(gpus), graph, layout, optimizer, batch_size,
+                                       seed);
+}
+
 }  // namespace traind
 
 extern "C" const traind::CudaBackEnd* traind_cuda_back_end() {
   static const traind::CudaBackEnd back_end{traind::cudaDeviceCount, traind::cudaUnavailableReason,
-                                            traind::createCudaDevice};
+                                            traind::createCudaDevice, traind::createCudaTrainer};
   return &back_end;
 }

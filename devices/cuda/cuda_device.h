@@ -4,10 +4,14 @@
 // GPU.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/model_spec.h"
 #include "devices/device.h"
+#include "devices/resident_trainer.h"
 
 namespace traind {
 
@@ -18,5 +22,12 @@ std::string cudaUnavailableReason();
 
 // GPU `index` (< cudaDeviceCount()), named `name` ("cuda:0").
 std::unique_ptr<Device> createCudaDevice(int index, std::string name);
+
+// A CudaTrainer (cuda_trainer.h) with one tower on each of `gpus` (valid
+// indices; one named twice has two towers).
+std::unique_ptr<ResidentTrainer> createCudaTrainer(std::vector<int> gpus, const LayerGraph& graph,
+                                                   const VariableLayout& layout,
+                                                   const OptimizerSpec& optimizer,
+                                                   int64_t batch_size, uint64_t seed);
 
 }  // namespace traind

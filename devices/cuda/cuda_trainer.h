@@ -1,7 +1,8 @@
-// Device-resident training on GPUs: parameters, gradients and optimizer
-// slots live on the GPU, the host only sends batches and reads losses. The
-// fast path for a standalone run and the CUDA bench (bench/cuda_step.cc);
-// the Replica path (cuda_replica.h) is what towers and workers use.
+// Device-resident training on GPUs (devices/resident_trainer.h):
+// parameters, gradients and optimizer slots live on the GPU, the host only
+// sends batches and reads losses. What a standalone run on GPUs trains with
+// (daemon/standalone.cc), and the CUDA bench (bench/cuda_step.cc); the
+// Replica path (cuda_replica.h) is what workers and concurrent steps use.
 //
 //   CudaTrainer trainer({0}, graph, layout, spec.optimizer, 100, spec.seed);
 //   trainer.setParameters(state.parameters().data());
@@ -38,6 +39,7 @@
 #include "core/model_spec.h"
 #include "core/variable_layout.h"
 #include "devices/device.h"
+#include "devices/resident_trainer.h"
 
 namespace traind {
 
@@ -46,32 +48,25 @@ struct CudaTrainerOptions {
   int warmup = 2;
 };
 
-class CudaTrainer {
+class CudaTrainer final : public ResidentTrainer {
  public:
   CudaTrainer(std::vector<int> gpus, const LayerGraph& graph, const VariableLayout& layout,
               const OptimizerSpec& optimizer, int64_t batch_size, uint64_t seed,
               CudaTrainerOptions options = {});
-  ~CudaTrainer();
+  ~CudaTrainer() override;
   CudaTrainer(const CudaTrainer&) = delete;
   CudaTrainer& operator=(const CudaTrainer&) = delete;
 
   int64_t batchSize() const { return batch_size_; }
 
-  // Host flat buffers of the layout, to every GPU / from the first. Wait for
-  // the steps in flight.
-  void setParameters(const float* host);
-  void getParameters(float* host);
-  // The optimizer's slots in Optimizer::slotNames()' order.
-  size_t slotCount() const;
-  void setSlot(size_t i, const float* host);
-  void getSlot(size_t i, float* host);
-
-  // Queues one training step with `learning_rate`, as update step + 1. The
-  // batch is copied before this returns. At most two steps are in flight:
-  // a third waits for the oldest (whose result is dropped unless collected).
-  void submit(const Batch& batch, float learning_rate, uint64_t step);
-  // The result of the oldest step not collected yet, waiting for it.
-  StepResult collect();
+  // ResidentTrainer's (devices/resident_trainer.h).
+  void setParameters(const float* host) override;
+  void getParameters(float* host) override;
+  size_t slotCount() const override;
+  void setSlot(size_t i, const float* host) override;
+  void getSlot(size_t i, float* host) override;
+  void submit(const Batch& batch, float learning_rate, uint64_t step) override;
+  StepResult collect() override;
   // Waits for every step in flight.
   void synchronize();
 
