@@ -176,9 +176,9 @@ clusterRun() {
 # Issue 6: 1 ps (CPU) + 1 GPU worker on loopback trains fashion_cnn, each
 # layer's gradient sent as the GPU finishes it, to the accuracy of the
 # standalone GPU run beside it (the same steps). Then 1800 steps each
-# without evaluations and with gradients sent after the step: the runs that
-# showed the worker slowed four-fold from about step 630 by the ps's
-# denormal floats (docs/benchmarks.md#cuda), whatever it sent and when.
+# without evaluations, with gradients sent after the step (the runs that
+# found the ps's denormal floats: docs/benchmarks.md#cuda) and with two
+# steps in flight (one step's push and pull beside the other's compute).
 cluster() {
   unpack
   echo "== fashion_cnn standalone on cuda:0" >>"$OUT/cluster_logs.txt"
@@ -192,6 +192,10 @@ cluster() {
     >configs/models/fashion_cnn_after_step.yaml
   clusterRun "the same, 1800 steps, gradients sent after the step" 40 \
     configs/models/fashion_cnn_after_step.yaml --max-steps 1800
+  sed "s/^training:/training:\n  concurrent_steps: 2/" configs/models/fashion_cnn.yaml \
+    >configs/models/fashion_cnn_k2.yaml
+  clusterRun "the same, 1800 steps, two steps in flight" 40 \
+    configs/models/fashion_cnn_k2.yaml --max-steps 1800
   grep -iE "^==|accuracy|examples/s|error" "$OUT/cluster_logs.txt" >"$OUT/cluster.txt"
   cat "$OUT/summary.txt"
 }

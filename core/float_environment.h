@@ -5,11 +5,10 @@
 // Why: Adam's first moment of a weight whose gradient stays zero (a ReLU
 // unit that died) decays by beta1 every step and passes into the denormal
 // range after some 600 steps; every CPU operation on such a value then
-// takes a microcode assist. On the H200 machine's CPU the ps's updates of
-// fashion_cnn (a fifth of hidden/kernel's moments denormal by step 1000)
-// took a GPU worker's step from about 1 ms to 4.3 ms from that step on
-// (docs/benchmarks.md#cuda). TensorFlow flushes denormals in its compute
-// threads for the same reason; values under 1.2e-38 change no update.
+// takes a microcode assist, which made a ps's updates several times slower
+// (docs/benchmarks.md, "CUDA": "Denormal floats on the ps"). TensorFlow
+// flushes denormals in its compute threads for the same reason; values
+// under 1.2e-38 change no update measurably.
 #pragma once
 
 namespace traind {

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "core/input_pipeline.h"
@@ -16,12 +19,30 @@
 #include "daemon/step_log.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
+#include "devices/model_replica.h"
 #include "devices/optimizer_update.h"
 
 namespace traind {
 
+namespace {
+
+// Why a standalone run on GPUs takes the Replica path, or nullopt when it
+// keeps the model on them (devices/resident_trainer.h).
+std::optional<std::string> replicaPathReason(const ModelSpec& spec) {
+  if (spec.training.concurrent_steps > 1) return "concurrent_steps > 1";
+  if (spec.optimizer.moving_average) return "a moving average";
+  const std::set<std::string> gpus(spec.training.devices.begin(), spec.training.devices.end());
+  if (gpus.size() > 1)
+    return "towers on several GPUs (the resident trainer's NCCL all-reduce has not run on a "
+           "machine with several GPUs yet)";
+  return std::nullopt;
+}
+
+}  // namespace
+
 TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,
-                              std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
+                              std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics,
+                              const ResidentTrainerFactory& resident_trainer) {
   const LayerGraph graph = buildLayerGraph(spec);
   // Evaluations run on these, with all the compute threads; steps run on
   // their slots' devices.
@@ -50,17 +71,17 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   const int64_t batch_size = spec.data.batch_size;
   const int concurrent_steps = spec.training.concurrent_steps;
-  // On GPUs, with one step in flight and no moving average, the model and
-  // the optimizer's slots stay on the GPUs between evaluations and
-  // checkpoints (devices/resident_trainer.h). Elsewhere each step goes
-  // through a slot's replica and the update runs here, on the host.
   std::unique_ptr<ResidentTrainer> resident;
-  if (everyDeviceIsGpu(spec.training.devices)) {
-    if (concurrent_steps > 1 || spec.optimizer.moving_average)
-      spdlog::info("{} on GPUs: each step's update runs on the host, the parameters go to the GPU "
-                   "and the gradients come back every step (with one step in flight and no "
-                   "moving average the model stays on the GPU: docs/devices.md)",
-                   concurrent_steps > 1 ? "concurrent_steps > 1" : "a moving average");
+  if (resident_trainer) {
+    if (concurrent_steps == 1 && !spec.optimizer.moving_average)
+      resident = resident_trainer(spec, graph, state.layout());
+  } else if (everyDeviceIsGpu(spec.training.devices)) {
+    // Placed layers and micro-batches, which GPUs refuse, at the spec's line.
+    checkModelReplica(spec, planStages(spec, graph, spec.training.devices));
+    if (const std::optional<std::string> reason = replicaPathReason(spec))
+      spdlog::info("{}: each step's update runs on the host, the parameters go to the GPU and the "
+                   "gradients come back every step (docs/devices.md, \"Two paths\")",
+                   *reason);
     else
       resident = createResidentTrainer(spec.training.devices, graph, state.layout(),
                                        spec.optimizer, batch_size, spec.seed);
@@ -84,7 +105,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   spdlog::info("training {} ({} parameters) on {}{}: batch {}, {} steps/epoch, {}", spec.name,
                graph.parameterCount(), deviceNames(devices),
                concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps)
-               : resident           ? ", the model and the optimizer's slots on the GPU"
+               : resident           ? ", the model and the optimizer's slots kept there"
                                     : "",
                batch_size, input.stepsPerEpoch(),
                state.globalStep() < total_steps
@@ -122,6 +143,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
            step + 1 != total_steps;
   };
   auto checkpointDue = [&](int64_t step) {  // takes a requested checkpoint
+    if (checkpoint_dir.empty()) return false;
     const double since_checkpoint =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count();
     const bool requested = checkpoint_requested.exchange(false);
@@ -129,13 +151,13 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
            (spec.checkpoint.every_seconds > 0 && since_checkpoint >= spec.checkpoint.every_seconds);
   };
   // The step of global step `step` is applied and the model state holds
-  // it: its log line and metrics, then what was due.
-  auto finishStep = [&](const StepResult& r, int64_t step, bool evaluate, bool save) {
+  // it: its log line and metrics, then its evaluation when one is due. The
+  // caller checkpoints after it when one is due.
+  auto finishStep = [&](const StepResult& r, int64_t step, bool evaluate) {
     state.setGlobalStep(step + 1);
     log.record(r, step + 1);
     metrics.recordStep(step + 1, r.loss, batch_size);
     if (evaluate) log.logEvaluation(step + 1, evaluator->evaluate(state.evaluationValues().data()));
-    if (save) checkpoint();
   };
   auto runSlot = [&](StepSlot& slot) {
     const bool snapshot = slot.parameters.size() > 0;
@@ -170,7 +192,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       if (snapshot)
         state.optimizer().apply(state.parameters(), slot.gradients,
                                 learningRateAt(spec.learning_rate, step), step + 1);
-      finishStep(r, step, evaluationDue(step), checkpointDue(step));
+      finishStep(r, step, evaluationDue(step));
+      if (checkpointDue(step)) checkpoint();
     }
   };
 
@@ -178,10 +201,11 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   // computing is collected, so that the GPU never waits for the host;
   // except before an evaluation or a checkpoint, which read the model back
   // at the step they name.
-  auto readResidentState = [&] {
+  auto readResidentState = [&](bool with_slots) {
     resident->getParameters(state.parameters().data());
-    for (size_t i = 0; i < resident->slotCount(); ++i)
-      resident->getSlot(i, state.optimizer().slot(i).data());
+    if (with_slots)
+      for (size_t i = 0; i < resident->slotCount(); ++i)
+        resident->getSlot(i, state.optimizer().slot(i).data());
   };
   auto trainResident = [&] {
     resident->setParameters(state.parameters().data());
@@ -200,10 +224,11 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       in_flight = step + 1 < total_steps && !stop_requested.load() && !evaluate && !save;
       if (in_flight) submit(step + 1);
       const StepResult r = resident->collect();
-      if (evaluate || save) readResidentState();
-      finishStep(r, step, evaluate, save);
+      if (evaluate || save) readResidentState(/*with_slots=*/save);
+      finishStep(r, step, evaluate);
+      if (save) checkpoint();
     }
-    readResidentState();
+    readResidentState(/*with_slots=*/true);
   };
 
   metrics.setGlobalStep(state.globalStep());

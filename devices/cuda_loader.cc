@@ -48,9 +48,10 @@ Loaded load() {
       continue;
     }
     using Entry = const CudaBackEnd* (*)();
-    const auto entry = reinterpret_cast<Entry>(dlsym(handle, "traind_cuda_back_end"));
+    const auto entry = reinterpret_cast<Entry>(dlsym(handle, kCudaBackEndEntry));
     if (!entry) {
-      loaded.failure += "; " + path + ": no traind_cuda_back_end";
+      loaded.failure += "; " + path + ": no " + kCudaBackEndEntry +
+                        " (the back end of another traind version)";
       continue;
     }
     loaded.back_end = entry();

@@ -1,10 +1,11 @@
 // Training that keeps the parameters, the gradients and the optimizer's
 // slots on the devices: the host sends batches and reads losses, and reads
 // the model back only for evaluations and checkpoints. A standalone run on
-// GPUs trains this way (daemon/standalone.cc); the Replica path
+// a GPU trains this way (daemon/standalone.h says when); the Replica path
 // (devices/device.h), whose parameters and update stay on the host, is what
 // workers, concurrent steps and moving averages use. The CUDA back end's
-// CudaTrainer (devices/cuda/cuda_trainer.h) is the one implementation.
+// CudaTrainer (devices/cuda/cuda_trainer.h) implements it; the tests have a
+// host-side stand-in (test/standalone_test.cc).
 //
 //   std::unique_ptr<ResidentTrainer> trainer = createResidentTrainer(...);  // device_list.h
 //   trainer->setParameters(state.parameters().data());
@@ -22,23 +23,26 @@
 
 namespace traind {
 
+// Header-only (no key function): libtraind_cuda.so, which implements it,
+// and traind, which calls it, each emit its vtable, as for Replica.
 class ResidentTrainer {
  public:
   virtual ~ResidentTrainer() = default;
 
-  // Host flat buffers of the layout, to every device / from the first. Both
-  // wait for the steps in flight.
+  // Host flat buffers of the layout, to every device / from the first; and
+  // the optimizer's slots, in Optimizer::slotNames()' order. Each waits for
+  // the steps in flight.
   virtual void setParameters(const float* host) = 0;
   virtual void getParameters(float* host) = 0;
-  // The optimizer's slots in Optimizer::slotNames()' order.
   virtual size_t slotCount() const = 0;
   virtual void setSlot(size_t i, const float* host) = 0;
   virtual void getSlot(size_t i, float* host) = 0;
 
   // Queues one training step of `batch` with `learning_rate`, as update
-  // step + 1 (Adam's t); `step` also seeds dropout. The batch is copied
-  // before this returns. At most two steps are in flight: a third waits for
-  // the oldest (whose result is dropped unless collected).
+  // step + 1 (Adam's t); `step` also seeds dropout (tower t of N draws the
+  // mask of step * N + t). The batch is copied before this returns. At most
+  // two steps are in flight: a third waits for the oldest (whose result is
+  // dropped unless collected).
   virtual void submit(const Batch& batch, float learning_rate, uint64_t step) = 0;
   // The result of the oldest step not collected yet, waiting for it.
   virtual StepResult collect() = 0;

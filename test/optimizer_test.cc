@@ -2,13 +2,10 @@
 #include "core/optimizer.h"
 
 #include <catch2/catch.hpp>
-#include <algorithm>
 #include <cmath>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "core/float_environment.h"
 #include "core/learning_rate.h"
 #include "core/streaming_store.h"
 
@@ -134,36 +131,6 @@ TEST_CASE("adam, two steps with bias correction") {
   const double lr_t = 0.01 * std::sqrt(1 - 0.999 * 0.999) / (1 - 0.81);
   CHECK(t.p(0) == Approx(0.99 - lr_t * m / (std::sqrt(v) + 1e-7)).epsilon(1e-5));
   CHECK(opt.slotNames() == std::vector<std::string>{"m", "v"});
-}
-
-TEST_CASE("adam: a first moment that decays into the denormals is zero where they are flushed") {
-  // m = 0.05 after one update with g = 0.5, then 0.9^850 of that under zero
-  // gradients (a dead ReLU unit's weight): about 7e-41, a denormal float.
-  auto decayedMoment = [] {
-    TwoVariables t;
-    OptimizerSpec spec;
-    spec.kind = OptimizerSpec::Kind::Adam;
-    Optimizer opt(spec, t.layout);
-    const VariableView& k = t.layout.views()[0];
-    std::vector<float> gradient(size_t(k.size), 0.5f);
-    opt.applyRange(t.params.data() + k.offset, 0, k.offset, k.size, gradient.data(), 0.01f, 1);
-    std::fill(gradient.begin(), gradient.end(), 0.0f);
-    for (int64_t update = 2; update <= 851; ++update)
-      opt.applyRange(t.params.data() + k.offset, 0, k.offset, k.size, gradient.data(), 0.01f,
-                     update);
-    return opt.slot(0).data()[k.offset];
-  };
-  CHECK(std::fpclassify(decayedMoment()) == FP_SUBNORMAL);  // this thread keeps them
-  // traind's main flushes them before it starts a thread: its threads, and
-  // the threads they start, inherit that.
-  float flushed = -1.0f;
-  std::thread main_thread([&] {
-    flushDenormalsToZero();
-    std::thread([&] { flushed = decayedMoment(); }).join();
-  });
-  main_thread.join();
-  CHECK(flushed == 0.0f);
-  CHECK_FALSE(flushesDenormalsToZero());
 }
 
 TEST_CASE("moving average: after each update, fixed decay and num_updates, frozen untouched") {

@@ -32,5 +32,9 @@ struct CudaBackEnd {
 
 }  // namespace traind
 
-// The library's one entry point, looked up by name.
-extern "C" const traind::CudaBackEnd* traind_cuda_back_end();
+// The library's one entry point, looked up by name (kCudaBackEndEntry). The
+// name carries the table's version, so that a libtraind_cuda.so of another
+// traind (an older install found first) is refused by name rather than
+// called through a table of another shape: change both with the table.
+extern "C" const traind::CudaBackEnd* traind_cuda_back_end_v2();
+inline constexpr const char* kCudaBackEndEntry = "traind_cuda_back_end_v2";

@@ -67,7 +67,7 @@ std::unique_ptr<ResidentTrainer> createCudaTrainer(std::vector<int> gpus, const 
 
 }  // namespace traind
 
-extern "C" const traind::CudaBackEnd* traind_cuda_back_end() {
+extern "C" const traind::CudaBackEnd* traind_cuda_back_end_v2() {
   static const traind::CudaBackEnd back_end{traind::cudaDeviceCount, traind::cudaUnavailableReason,
                                             traind::createCudaDevice, traind::createCudaTrainer};
   return &back_end;

@@ -67,10 +67,10 @@ class CudaTrainer final : public ResidentTrainer {
   void getSlot(size_t i, float* host) override;
   void submit(const Batch& batch, float learning_rate, uint64_t step) override;
   StepResult collect() override;
-  // Waits for every step in flight.
-  void synchronize();
 
  private:
+  // Waits for every step in flight.
+  void synchronize();
   struct Gpu;
   struct Tower;
 

@@ -1,0 +1,179 @@
+// The standalone loop on a resident trainer (devices/resident_trainer.h),
+// through a host-side stand-in for a GPU's: what it trains, evaluates and
+// checkpoints must be what the Replica path does with the same spec, bit for
+// bit, however its steps overlap, stop and are asked for checkpoints.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+
+#include "core/checkpoint.h"
+#include "core/model_state.h"
+#include "core/layer_graph.h"
+#include "core/optimizer.h"
+#include "daemon/standalone.h"
+#include "devices/device_list.h"
+#include "test/traind_process.h"
+
+using namespace traind;
+using namespace traind::testing;
+
+namespace {
+
+// A ResidentTrainer whose "device" is the host: a CPU replica and the host
+// optimizer, each step computed when it is submitted. It holds at most two
+// steps' results, as CudaTrainer holds two steps in flight, and tells
+// `on_submit` of every step it takes.
+class HostResidentTrainer final : public ResidentTrainer {
+ public:
+  HostResidentTrainer(const ModelSpec& spec, const LayerGraph& graph, const VariableLayout& layout,
+                      std::function<void(int64_t)> on_submit)
+      : devices_(createDevices(spec.training.devices, spec.training.threads)),
+        replica_(devices_.front()->createReplica(graph, layout, spec.data.batch_size, spec.seed)),
+        optimizer_(spec.optimizer, layout),
+        parameters_(layout.totalSize()),
+        gradients_(layout.totalSize()),
+        on_submit_(std::move(on_submit)) {}
+
+  void setParameters(const float* host) override { copy(parameters_.data(), host); }
+  void getParameters(float* host) override { copy(host, parameters_.data()); }
+  size_t slotCount() const override { return optimizer_.slotNames().size(); }
+  void setSlot(size_t i, const float* host) override { copy(optimizer_.slot(i).data(), host); }
+  void getSlot(size_t i, float* host) override { copy(host, optimizer_.slot(i).data()); }
+
+  void submit(const Batch& batch, float learning_rate, uint64_t step) override {
+    REQUIRE(results_.size() < 2);  // the loop collects before a third
+    results_.push_back(replica_->trainStep(batch, parameters_.data(), gradients_.data(), step));
+    optimizer_.apply(parameters_, gradients_, learning_rate, int64_t(step) + 1);
+    if (on_submit_) on_submit_(int64_t(step));
+  }
+  StepResult collect() override {
+    REQUIRE_FALSE(results_.empty());
+    const StepResult result = results_.front();
+    results_.pop_front();
+    return result;
+  }
+
+ private:
+  void copy(float* to, const float* from) const {
+    std::memcpy(to, from, size_t(parameters_.size()) * sizeof(float));
+  }
+
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<Replica> replica_;
+  Optimizer optimizer_;
+  FlatBuffer parameters_, gradients_;
+  std::deque<StepResult> results_;
+  std::function<void(int64_t)> on_submit_;
+};
+
+// fashion_mlp with Adam (two slots to carry) on 2000 training and 500 test
+// examples, one thread, checkpoints into `dir`.
+ModelSpec smallSpec(const std::filesystem::path& dir, int64_t max_steps) {
+  ModelSpec spec = loadModelSpec(std::string(TRAIND_SOURCE_DIR) + "/configs/models/fashion_mlp.yaml");
+  spec.optimizer.kind = OptimizerSpec::Kind::Adam;
+  spec.learning_rate.initial = 0.001f;
+  spec.data.train.limit = 2000;
+  spec.data.test->limit = 500;
+  spec.training.max_steps = max_steps;
+  spec.training.threads = 1;
+  spec.training.log_every = 10;
+  spec.training.eval_every = 15;
+  spec.checkpoint.dir = dir.string();
+  spec.checkpoint.every_steps = 10;
+  spec.checkpoint.every_seconds = 0;
+  return spec;
+}
+
+// Trains `spec`, on the Replica path without `on_submit`, else through the
+// stand-in.
+TrainingSummary train(const ModelSpec& spec, const std::atomic<bool>& stop,
+                      std::atomic<bool>& requested, std::function<void(int64_t)> on_submit = {},
+                      bool resident = false) {
+  NodeMetrics metrics("standalone", 0, spec.training.log_every);
+  ResidentTrainerFactory factory;
+  if (resident)
+    factory = [&](const ModelSpec& s, const LayerGraph& g, const VariableLayout& l) {
+      return std::make_unique<HostResidentTrainer>(s, g, l, on_submit);
+    };
+  return runStandalone(spec, stop, requested, metrics, factory);
+}
+
+// The two checkpoints hold the same step, parameters and Adam slots, bit for bit.
+void checkSameCheckpoint(const ModelSpec& spec, const std::filesystem::path& a,
+                         const std::filesystem::path& b) {
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState first(spec, graph), second(spec, graph);
+  first.restore(a);
+  second.restore(b);
+  CHECK(first.globalStep() == second.globalStep());
+  const size_t bytes = size_t(first.parameters().size()) * sizeof(float);
+  CHECK(std::memcmp(first.parameters().data(), second.parameters().data(), bytes) == 0);
+  REQUIRE(first.optimizer().slotNames().size() == 2);
+  for (size_t i = 0; i < 2; ++i)
+    CHECK(std::memcmp(first.optimizer().slot(i).data(), second.optimizer().slot(i).data(),
+                      bytes) == 0);
+}
+
+std::filesystem::path checkpointAt(const std::filesystem::path& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "ckpt-%010lld", static_cast<long long>(step));
+  return dir / name;
+}
+
+}  // namespace
+
+TEST_CASE("the resident loop trains, evaluates and checkpoints what the Replica path does") {
+  const auto dir = freshTempDir("resident-loop");
+  std::atomic<bool> stop{false}, requested{false};
+  // 40 steps over two epochs, evaluations after steps 15 and 30 and at the end,
+  // checkpoints every 10.
+  const ModelSpec replica_spec = smallSpec(dir / "replica", 40);
+  const TrainingSummary replica = train(replica_spec, stop, requested);
+  std::vector<int64_t> submitted;
+  const TrainingSummary resident = train(
+      smallSpec(dir / "resident", 40), stop, requested,
+      [&](int64_t step) { submitted.push_back(step); }, /*resident=*/true);
+
+  REQUIRE(submitted.size() == 40);
+  for (size_t i = 0; i < submitted.size(); ++i) CHECK(submitted[i] == int64_t(i));
+  CHECK(resident.global_step == 40);
+  CHECK(resident.steps_run == 40);
+  REQUIRE(resident.test_loss);
+  CHECK(*resident.test_loss == *replica.test_loss);
+  CHECK(*resident.test_accuracy == *replica.test_accuracy);
+  for (int64_t step : {10, 20, 30, 40})
+    checkSameCheckpoint(replica_spec, checkpointAt(dir / "resident", step),
+                        checkpointAt(dir / "replica", step));
+}
+
+TEST_CASE("the resident loop: a requested checkpoint holds its step, a stop ends at the step in flight") {
+  const auto dir = freshTempDir("resident-loop-stop");
+  std::atomic<bool> stop{false}, requested{false};
+  ModelSpec spec = smallSpec(dir / "resident", 1000);
+  spec.checkpoint.every_steps = 0;
+  spec.training.eval_every = 0;
+  // Asked while step 5 is submitted: the checkpoint after step 5, at global
+  // step 6; stopped while step 12 is submitted: step 12 still finishes.
+  const TrainingSummary resident = train(
+      spec, stop, requested,
+      [&](int64_t step) {
+        if (step == 5) requested = true;
+        if (step == 12) stop = true;
+      },
+      /*resident=*/true);
+  CHECK(resident.stopped);
+  CHECK(resident.global_step == 13);
+
+  // The Replica path's state after 6 and after 13 steps.
+  std::atomic<bool> no_stop{false};
+  for (int64_t steps : {6, 13}) {
+    const auto replica_dir = dir / ("replica-" + std::to_string(steps));
+    train(smallSpec(replica_dir, steps), no_stop, requested);
+    REQUIRE(std::filesystem::exists(checkpointAt(dir / "resident", steps)));
+    checkSameCheckpoint(spec, checkpointAt(dir / "resident", steps),
+                        checkpointAt(replica_dir, steps));
+  }
+}
