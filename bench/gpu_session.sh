@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA back end's checks on a GPU machine in one call: its tests, a
 # standalone fashion_mlp and fashion_cnn run on cuda:0 (fashion_mlp on the
-# CPU beside it), a fashion_cnn run resumed from its checkpoint against one
-# of the same steps at once, fashion_mlp with concurrent_steps 1, 2 and 4
-# on cuda:0, and bench/cuda_compare.py against PyTorch.
+# CPU beside it, and with a moving average on both), a fashion_cnn run
+# resumed from its checkpoint against one of the same steps at once, one
+# stopped by SIGTERM and resumed, fashion_mlp with concurrent_steps 1, 2
+# and 4 on cuda:0, and bench/cuda_compare.py against PyTorch.
 #
 # Here (the development machine, with the CUDA build):
 #   bench/gpu_session.sh pack [BUILD_DIR]   # default build-cuda
@@ -101,6 +102,16 @@ run() {
     part "standalone $1 $2" standalone_logs.txt "$3" \
       "$root/traind" --model "configs/models/$1.yaml" --devices "$2" --checkpoint-dir "" \
       --threads 16
+  done
+  # A moving average on the GPU (the resident trainer's) against the CPU's.
+  { cat configs/models/fashion_mlp.yaml; printf 'moving_average:\n  decay: 0.99\n'; } \
+    >configs/models/fashion_mlp_average.yaml
+  for run in "cuda:0 30" "cpu 30"; do
+    set -- $run
+    echo "== fashion_mlp with a moving average on $1" >>"$OUT/standalone_logs.txt"
+    part "moving average $1" standalone_logs.txt "$2" \
+      "$root/traind" --model configs/models/fashion_mlp_average.yaml --devices "$1" \
+      --checkpoint-dir "" --threads 16
   done
   # The resident trainer's model and Adam slots through a checkpoint:
   # fashion_cnn for 600 steps at once, and for 300 then 300 more from the

@@ -121,13 +121,12 @@ void averageElements(float* average, const float* p, int64_t n, float decay) {
   for (int64_t i = 0; i < n; ++i) average[i] = decay * average[i] + (1.0f - decay) * p[i];
 }
 
-// ExponentialMovingAverage's decay at update t (1-based), num_updates = t.
+}  // namespace
+
 float movingAverageDecay(const MovingAverageSpec& m, int64_t update) {
   if (!m.num_updates) return m.decay;
   return std::min(m.decay, float(1 + update) / float(10 + update));
 }
-
-}  // namespace
 
 const FlatBuffer* Optimizer::movingAverage() const {
   return spec_.moving_average ? &slots_.back() : nullptr;

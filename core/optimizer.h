@@ -25,6 +25,10 @@ struct UpdateCopyOut {
   bool around_caches = false;
 };
 
+// ExponentialMovingAverage's decay at update `update` (1-based; with
+// num_updates, min(decay, (1 + t) / (10 + t)), TensorFlow's rule).
+float movingAverageDecay(const MovingAverageSpec& spec, int64_t update);
+
 class Optimizer {
  public:
   Optimizer(const OptimizerSpec& spec, const VariableLayout& layout);

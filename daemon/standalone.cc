@@ -30,7 +30,6 @@ namespace {
 // keeps the model on them (devices/resident_trainer.h).
 std::optional<std::string> replicaPathReason(const ModelSpec& spec) {
   if (spec.training.concurrent_steps > 1) return "concurrent_steps > 1";
-  if (spec.optimizer.moving_average) return "a moving average";
   const std::set<std::string> gpus(spec.training.devices.begin(), spec.training.devices.end());
   if (gpus.size() > 1)
     return "towers on several GPUs (the resident trainer's NCCL all-reduce has not run on a "
@@ -73,8 +72,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const int concurrent_steps = spec.training.concurrent_steps;
   std::unique_ptr<ResidentTrainer> resident;
   if (resident_trainer) {
-    if (concurrent_steps == 1 && !spec.optimizer.moving_average)
-      resident = resident_trainer(spec, graph, state.layout());
+    if (concurrent_steps == 1) resident = resident_trainer(spec, graph, state.layout());
   } else if (everyDeviceIsGpu(spec.training.devices)) {
     // Placed layers and micro-batches, which GPUs refuse, at the spec's line.
     checkModelReplica(spec, planStages(spec, graph, spec.training.devices));
@@ -224,7 +222,9 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       in_flight = step + 1 < total_steps && !stop_requested.load() && !evaluate && !save;
       if (in_flight) submit(step + 1);
       const StepResult r = resident->collect();
-      if (evaluate || save) readResidentState(/*with_slots=*/save);
+      // An evaluation with a moving average reads its slot.
+      if (evaluate || save)
+        readResidentState(/*with_slots=*/save || spec.optimizer.moving_average.has_value());
       finishStep(r, step, evaluate);
       if (save) checkpoint();
     }

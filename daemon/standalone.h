@@ -34,13 +34,13 @@ struct TrainingSummary {
 // when `checkpoint_requested` is set it checkpoints at the next step boundary
 // and clears it. Reports its state and steps in `metrics`.
 //
-// On GPUs (towers on one GPU), with one step in flight and no moving
-// average, the model and the optimizer's slots stay on the GPU between
-// evaluations and checkpoints (devices/resident_trainer.h); otherwise each
-// step goes through a replica and the update runs on the host (a log line
-// says why on GPUs). `resident_trainer`, when given, makes the resident
-// trainer of any run with one step in flight and no moving average, on any
-// devices: the tests' host-side stand-in for a GPU's.
+// On GPUs (towers on one GPU), with one step in flight, the model and the
+// optimizer's slots stay on the GPU between evaluations and checkpoints
+// (devices/resident_trainer.h); otherwise each step goes through a replica
+// and the update runs on the host (a log line says why on GPUs).
+// `resident_trainer`, when given, makes the resident trainer of any run
+// with one step in flight, on any devices: the tests' host-side stand-in
+// for a GPU's.
 using ResidentTrainerFactory = std::function<std::unique_ptr<ResidentTrainer>(
     const ModelSpec& spec, const LayerGraph& graph, const VariableLayout& layout)>;
 TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,

@@ -3,7 +3,7 @@
 // the model back only for evaluations and checkpoints. A standalone run on
 // a GPU trains this way (daemon/standalone.h says when); the Replica path
 // (devices/device.h), whose parameters and update stay on the host, is what
-// workers, concurrent steps and moving averages use. The CUDA back end's
+// workers and concurrent steps use. The CUDA back end's
 // CudaTrainer (devices/cuda/cuda_trainer.h) implements it; the tests have a
 // host-side stand-in (test/standalone_test.cc).
 //

@@ -338,6 +338,10 @@ TEST_CASE("CUDA: every optimizer update agrees with the CPU's") {
   add("nesterov", OptimizerSpec::Kind::Momentum, true);
   add("adagrad", OptimizerSpec::Kind::Adagrad);
   add("adam", OptimizerSpec::Kind::Adam);
+  add("adam with a moving average", OptimizerSpec::Kind::Adam);
+  cases.back().spec.moving_average = MovingAverageSpec{0.99f, true};
+  add("momentum with a moving average of fixed decay", OptimizerSpec::Kind::Momentum);
+  cases.back().spec.moving_average = MovingAverageSpec{0.9f, false};
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.name) {
       FlatBuffer cpu_params(layout.totalSize()), gradients(layout.totalSize()),
@@ -352,6 +356,11 @@ TEST_CASE("CUDA: every optimizer update agrees with the CPU's") {
       const size_t bytes = size_t(layout.totalSize()) * sizeof(float);
       REQUIRE(cudaMemcpy(d_params.data(), cpu_params.data(), bytes, cudaMemcpyHostToDevice) ==
               cudaSuccess);
+      if (c.spec.moving_average) {  // the averages start at the parameters, on both
+        cpu.startMovingAverage(cpu_params);
+        REQUIRE(cudaMemcpy(gpu.slot(gpu.slotCount() - 1), cpu_params.data(), bytes,
+                           cudaMemcpyHostToDevice) == cudaSuccess);
+      }
       Rng rng(77);
       for (int64_t update = 1; update <= 3; ++update) {
         for (int64_t i = 0; i < gradients.size(); ++i)

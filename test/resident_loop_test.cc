@@ -2,11 +2,16 @@
 // through a host-side stand-in for a GPU's: what it trains, evaluates and
 // checkpoints must be what the Replica path does with the same spec, bit for
 // bit, however its steps overlap, stop and are asked for checkpoints.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "core/checkpoint.h"
@@ -87,21 +92,42 @@ ModelSpec smallSpec(const std::filesystem::path& dir, int64_t max_steps) {
   return spec;
 }
 
-// Trains `spec`, on the Replica path without `on_submit`, else through the
-// stand-in.
-TrainingSummary train(const ModelSpec& spec, const std::atomic<bool>& stop,
-                      std::atomic<bool>& requested, std::function<void(int64_t)> on_submit = {},
-                      bool resident = false) {
+struct Trained {
+  TrainingSummary summary;
+  std::vector<std::string> evaluations;  // "step 15, test loss = ...", in order
+};
+
+// Trains `spec`, on the Replica path without `resident`, else through the
+// stand-in, which tells `on_submit` of each step.
+Trained train(const ModelSpec& spec, const std::atomic<bool>& stop, std::atomic<bool>& requested,
+              bool resident = false, std::function<void(int64_t)> on_submit = {}) {
   NodeMetrics metrics("standalone", 0, spec.training.log_every);
   ResidentTrainerFactory factory;
   if (resident)
     factory = [&](const ModelSpec& s, const LayerGraph& g, const VariableLayout& l) {
       return std::make_unique<HostResidentTrainer>(s, g, l, on_submit);
     };
-  return runStandalone(spec, stop, requested, metrics, factory);
+  std::ostringstream log;
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.push_back(std::make_shared<spdlog::sinks::ostream_sink_st>(log));
+  Trained trained;
+  try {
+    trained.summary = runStandalone(spec, stop, requested, metrics, factory);
+  } catch (...) {
+    sinks.pop_back();
+    throw;
+  }
+  sinks.pop_back();
+  const std::string text = log.str();
+  const std::regex evaluation("step [0-9]+, test loss = [0-9.]+, test accuracy = [0-9.]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), evaluation);
+       it != std::sregex_iterator(); ++it)
+    trained.evaluations.push_back(it->str());
+  return trained;
 }
 
-// The two checkpoints hold the same step, parameters and Adam slots, bit for bit.
+// The two checkpoints hold the same step, parameters and Adam slots (and
+// moving averages), bit for bit.
 void checkSameCheckpoint(const ModelSpec& spec, const std::filesystem::path& a,
                          const std::filesystem::path& b) {
   const LayerGraph graph = buildLayerGraph(spec);
@@ -111,8 +137,8 @@ void checkSameCheckpoint(const ModelSpec& spec, const std::filesystem::path& a,
   CHECK(first.globalStep() == second.globalStep());
   const size_t bytes = size_t(first.parameters().size()) * sizeof(float);
   CHECK(std::memcmp(first.parameters().data(), second.parameters().data(), bytes) == 0);
-  REQUIRE(first.optimizer().slotNames().size() == 2);
-  for (size_t i = 0; i < 2; ++i)
+  REQUIRE(first.optimizer().slotNames().size() >= 2);
+  for (size_t i = 0; i < first.optimizer().slotNames().size(); ++i)
     CHECK(std::memcmp(first.optimizer().slot(i).data(), second.optimizer().slot(i).data(),
                       bytes) == 0);
 }
@@ -129,24 +155,33 @@ TEST_CASE("the resident loop trains, evaluates and checkpoints what the Replica 
   const auto dir = freshTempDir("resident-loop");
   std::atomic<bool> stop{false}, requested{false};
   // 40 steps over two epochs, evaluations after steps 15 and 30 and at the end,
-  // checkpoints every 10.
-  const ModelSpec replica_spec = smallSpec(dir / "replica", 40);
-  const TrainingSummary replica = train(replica_spec, stop, requested);
+  // checkpoints every 10; evaluated on the parameters or on moving averages.
+  const bool average = GENERATE(false, true);
+  auto spec = [&](const char* name) {
+    ModelSpec s = smallSpec(dir / (name + std::string(average ? "-average" : "")), 40);
+    if (average) s.optimizer.moving_average = MovingAverageSpec{0.9f, true};
+    return s;
+  };
+  const ModelSpec replica_spec = spec("replica");
+  const Trained replica = train(replica_spec, stop, requested);
   std::vector<int64_t> submitted;
-  const TrainingSummary resident = train(
-      smallSpec(dir / "resident", 40), stop, requested,
-      [&](int64_t step) { submitted.push_back(step); }, /*resident=*/true);
+  const ModelSpec resident_spec = spec("resident");
+  const Trained resident = train(resident_spec, stop, requested, /*resident=*/true,
+                                 [&](int64_t step) { submitted.push_back(step); });
 
   REQUIRE(submitted.size() == 40);
   for (size_t i = 0; i < submitted.size(); ++i) CHECK(submitted[i] == int64_t(i));
-  CHECK(resident.global_step == 40);
-  CHECK(resident.steps_run == 40);
-  REQUIRE(resident.test_loss);
-  CHECK(*resident.test_loss == *replica.test_loss);
-  CHECK(*resident.test_accuracy == *replica.test_accuracy);
+  CHECK(resident.summary.global_step == 40);
+  CHECK(resident.summary.steps_run == 40);
+  REQUIRE(resident.summary.test_loss);
+  CHECK(*resident.summary.test_loss == *replica.summary.test_loss);
+  CHECK(*resident.summary.test_accuracy == *replica.summary.test_accuracy);
+  // Steps 15, 30 and 40, evaluated on the same values.
+  REQUIRE(replica.evaluations.size() == 3);
+  CHECK(resident.evaluations == replica.evaluations);
   for (int64_t step : {10, 20, 30, 40})
-    checkSameCheckpoint(replica_spec, checkpointAt(dir / "resident", step),
-                        checkpointAt(dir / "replica", step));
+    checkSameCheckpoint(replica_spec, checkpointAt(resident_spec.checkpoint.dir, step),
+                        checkpointAt(replica_spec.checkpoint.dir, step));
 }
 
 TEST_CASE("the resident loop: a requested checkpoint holds its step, a stop ends at the step in flight") {
@@ -157,15 +192,12 @@ TEST_CASE("the resident loop: a requested checkpoint holds its step, a stop ends
   spec.training.eval_every = 0;
   // Asked while step 5 is submitted: the checkpoint after step 5, at global
   // step 6; stopped while step 12 is submitted: step 12 still finishes.
-  const TrainingSummary resident = train(
-      spec, stop, requested,
-      [&](int64_t step) {
-        if (step == 5) requested = true;
-        if (step == 12) stop = true;
-      },
-      /*resident=*/true);
-  CHECK(resident.stopped);
-  CHECK(resident.global_step == 13);
+  const Trained resident = train(spec, stop, requested, /*resident=*/true, [&](int64_t step) {
+    if (step == 5) requested = true;
+    if (step == 12) stop = true;
+  });
+  CHECK(resident.summary.stopped);
+  CHECK(resident.summary.global_step == 13);
 
   // The Replica path's state after 6 and after 13 steps.
   std::atomic<bool> no_stop{false};

@@ -408,11 +408,12 @@ __global__ void meanSquaredErrorKernel(const float* outputs, int64_t count, cons
 __global__ void optimizerKernel(OptimizerSpec::Kind kind, float momentum, bool nesterov,
                                 float beta1, float beta2, float epsilon, float* __restrict__ p,
                                 const float* __restrict__ g, float* __restrict__ a,
-                                float* __restrict__ b, const UpdateChunk* chunks,
-                                const StepScalars* scalars) {
+                                float* __restrict__ b, float* __restrict__ average,
+                                const UpdateChunk* chunks, const StepScalars* scalars) {
   const UpdateChunk chunk = chunks[blockIdx.x];
   const float lr = scalars->learning_rate;
   const float adam_lr = scalars->adam_step_size;
+  const float decay = scalars->average_decay;
   const float wd = chunk.weight_decay;
   for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
     const float gi = g[i] + wd * p[i];
@@ -434,6 +435,7 @@ __global__ void optimizerKernel(OptimizerSpec::Kind kind, float momentum, bool n
         p[i] -= adam_lr * a[i] / (sqrtf(b[i]) + epsilon);
         break;
     }
+    if (average) average[i] = decay * average[i] + (1.0f - decay) * p[i];
   }
 }
 
@@ -616,12 +618,12 @@ void meanSquaredError(cudaStream_t stream, const float* outputs, int64_t n, int6
 }
 
 void optimizerUpdate(cudaStream_t stream, const OptimizerSpec& spec, float* parameters,
-                     const float* gradients, float* slot0, float* slot1, const UpdateChunk* chunks,
-                     int64_t chunk_count, const StepScalars* scalars) {
+                     const float* gradients, float* slot0, float* slot1, float* average,
+                     const UpdateChunk* chunks, int64_t chunk_count, const StepScalars* scalars) {
   if (chunk_count == 0) return;
   optimizerKernel<<<unsigned(chunk_count), kThreads, 0, stream>>>(
       spec.kind, spec.momentum, spec.nesterov, spec.beta1, spec.beta2, spec.epsilon, parameters,
-      gradients, slot0, slot1, chunks, scalars);
+      gradients, slot0, slot1, average, chunks, scalars);
   checkLaunch("optimizerKernel");
 }
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 
+#include "core/optimizer.h"
 #include "devices/cuda/cuda_check.h"
 
 namespace traind {
@@ -20,11 +20,6 @@ constexpr int64_t kChunkElements = 1024;
 
 CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& layout)
     : spec_(spec) {
-  // The daemon's steps update on the host (core/optimizer.h), averages
-  // included; this GPU-resident update (CudaTrainer) has none yet.
-  if (spec.moving_average)
-    throw std::invalid_argument("CudaOptimizer: a moving average is not built for the "
-                                "GPU-resident update");
   size_t slots = 0;
   switch (spec.kind) {
     case OptimizerSpec::Kind::Sgd:
@@ -38,6 +33,7 @@ CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& la
       slots = 2;
       break;
   }
+  if (spec.moving_average) ++slots;  // last, as Optimizer's
   for (size_t i = 0; i < slots; ++i) slots_.emplace_back(size_t(layout.totalSize()));
   if (spec.kind == OptimizerSpec::Kind::Adagrad) {
     fill(nullptr, slots_[0].data(), layout.totalSize(), spec.initial_accumulator);
@@ -61,9 +57,12 @@ CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& la
 
 void CudaOptimizer::enqueue(cudaStream_t stream, float* parameters, const float* gradients,
                             const StepScalars* scalars) const {
-  optimizerUpdate(
-      stream, spec_, parameters, gradients, slots_.size() > 0 ? slots_[0].data() : nullptr,
-      slots_.size() > 1 ? slots_[1].data() : nullptr, chunks_.data(), chunk_count_, scalars);
+  const size_t rule_slots = slots_.size() - (spec_.moving_average ? 1 : 0);
+  optimizerUpdate(stream, spec_, parameters, gradients,
+                  rule_slots > 0 ? slots_[0].data() : nullptr,
+                  rule_slots > 1 ? slots_[1].data() : nullptr,
+                  spec_.moving_average ? slots_.back().data() : nullptr, chunks_.data(),
+                  chunk_count_, scalars);
 }
 
 void setStepScalars(StepScalars& scalars, const OptimizerSpec& spec, float learning_rate,
@@ -74,6 +73,7 @@ void setStepScalars(StepScalars& scalars, const OptimizerSpec& spec, float learn
   scalars.adam_step_size =
       float(learning_rate * std::sqrt(1.0 - std::pow(double(spec.beta2), double(update))) /
             (1.0 - std::pow(double(spec.beta1), double(update))));
+  if (spec.moving_average) scalars.average_decay = movingAverageDecay(*spec.moving_average, update);
 }
 
 }  // namespace traind
