@@ -199,11 +199,16 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   // computing is collected, so that the GPU never waits for the host;
   // except before an evaluation or a checkpoint, which read the model back
   // at the step they name.
-  auto readResidentState = [&](bool with_slots) {
+  // The parameters, and every slot for a checkpoint; an evaluation reads
+  // the moving averages (the last slot), when there are some, for
+  // state.evaluationValues().
+  auto readResidentState = [&](bool for_checkpoint) {
     resident->getParameters(state.parameters().data());
-    if (with_slots)
-      for (size_t i = 0; i < resident->slotCount(); ++i)
-        resident->getSlot(i, state.optimizer().slot(i).data());
+    const size_t slots = resident->slotCount();
+    if (for_checkpoint)
+      for (size_t i = 0; i < slots; ++i) resident->getSlot(i, state.optimizer().slot(i).data());
+    else if (spec.optimizer.moving_average)
+      resident->getSlot(slots - 1, state.optimizer().slot(slots - 1).data());
   };
   auto trainResident = [&] {
     resident->setParameters(state.parameters().data());
@@ -222,13 +227,11 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       in_flight = step + 1 < total_steps && !stop_requested.load() && !evaluate && !save;
       if (in_flight) submit(step + 1);
       const StepResult r = resident->collect();
-      // An evaluation with a moving average reads its slot.
-      if (evaluate || save)
-        readResidentState(/*with_slots=*/save || spec.optimizer.moving_average.has_value());
+      if (evaluate || save) readResidentState(/*for_checkpoint=*/save);
       finishStep(r, step, evaluate);
       if (save) checkpoint();
     }
-    readResidentState(/*with_slots=*/true);
+    readResidentState(/*for_checkpoint=*/true);
   };
 
   metrics.setGlobalStep(state.globalStep());

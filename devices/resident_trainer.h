@@ -5,10 +5,12 @@
 // (devices/device.h), whose parameters and update stay on the host, is what
 // workers and concurrent steps use. The CUDA back end's
 // CudaTrainer (devices/cuda/cuda_trainer.h) implements it; the tests have a
-// host-side stand-in (test/standalone_test.cc).
+// host-side stand-in (test/resident_loop_test.cc).
 //
 //   std::unique_ptr<ResidentTrainer> trainer = createResidentTrainer(...);  // device_list.h
 //   trainer->setParameters(state.parameters().data());
+//   for (size_t i = 0; i < trainer->slotCount(); ++i)   // the moving averages too
+//     trainer->setSlot(i, state.optimizer().slot(i).data());
 //   trainer->submit(first_batch, learningRateAt(spec.learning_rate, step), step);
 //   ... submit the next step, then collect() the one before: one step computing
 //   while the host prepares the next
@@ -30,8 +32,10 @@ class ResidentTrainer {
   virtual ~ResidentTrainer() = default;
 
   // Host flat buffers of the layout, to every device / from the first; and
-  // the optimizer's slots, in Optimizer::slotNames()' order. Each waits for
-  // the steps in flight.
+  // the optimizer's slots, in Optimizer::slotNames()' order (the moving
+  // averages last), which start at zero until set: set them all, as
+  // Optimizer's start the averages at the parameters. Each waits for the
+  // steps in flight.
   virtual void setParameters(const float* host) = 0;
   virtual void getParameters(float* host) = 0;
   virtual size_t slotCount() const = 0;

@@ -7,8 +7,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "core/checkpoint.h"
@@ -35,6 +32,7 @@
 #include "rpc/sharded_client.h"
 #include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
+#include "test/captured_log.h"
 #include "test/cluster_fixture.h"
 #include "test/traind_process.h"
 
@@ -208,20 +206,6 @@ struct SlowCnnStep : GradientGate {
     if (variable >= 4) return kj::READY_NOW;
     return timer.afterDelay(seconds * kj::SECONDS);
   }
-};
-
-// What spdlog's default logger writes while it lives, as text.
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~CapturedLog() { spdlog::default_logger()->sinks().pop_back(); }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
 };
 
 }  // namespace

@@ -1,25 +1,22 @@
 // The standalone loop on a resident trainer (devices/resident_trainer.h),
-// through a host-side stand-in for a GPU's: what it trains, evaluates and
-// checkpoints must be what the Replica path does with the same spec, bit for
-// bit, however its steps overlap, stop and are asked for checkpoints.
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
+// through a host-side stand-in for a GPU's: what it trains and checkpoints
+// must be what the Replica path does with the same spec, bit for bit, and
+// what it evaluates the same to the digits logged, however its steps
+// overlap, stop and are asked for checkpoints.
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <regex>
-#include <sstream>
 #include <string>
 
 #include "core/checkpoint.h"
-#include "core/model_state.h"
 #include "core/layer_graph.h"
+#include "core/model_state.h"
 #include "core/optimizer.h"
 #include "daemon/standalone.h"
 #include "devices/device_list.h"
+#include "test/captured_log.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -107,18 +104,10 @@ Trained train(const ModelSpec& spec, const std::atomic<bool>& stop, std::atomic<
     factory = [&](const ModelSpec& s, const LayerGraph& g, const VariableLayout& l) {
       return std::make_unique<HostResidentTrainer>(s, g, l, on_submit);
     };
-  std::ostringstream log;
-  auto& sinks = spdlog::default_logger()->sinks();
-  sinks.push_back(std::make_shared<spdlog::sinks::ostream_sink_st>(log));
+  CapturedLog log;
   Trained trained;
-  try {
-    trained.summary = runStandalone(spec, stop, requested, metrics, factory);
-  } catch (...) {
-    sinks.pop_back();
-    throw;
-  }
-  sinks.pop_back();
-  const std::string text = log.str();
+  trained.summary = runStandalone(spec, stop, requested, metrics, factory);
+  const std::string text = log.text();
   const std::regex evaluation("step [0-9]+, test loss = [0-9.]+, test accuracy = [0-9.]+");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), evaluation);
        it != std::sregex_iterator(); ++it)
@@ -144,9 +133,7 @@ void checkSameCheckpoint(const ModelSpec& spec, const std::filesystem::path& a,
 }
 
 std::filesystem::path checkpointAt(const std::filesystem::path& dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "ckpt-%010lld", static_cast<long long>(step));
-  return dir / name;
+  return dir / checkpointDirName(step);
 }
 
 }  // namespace
@@ -182,6 +169,7 @@ TEST_CASE("the resident loop trains, evaluates and checkpoints what the Replica 
   for (int64_t step : {10, 20, 30, 40})
     checkSameCheckpoint(replica_spec, checkpointAt(resident_spec.checkpoint.dir, step),
                         checkpointAt(replica_spec.checkpoint.dir, step));
+  std::filesystem::remove_all(dir);  // 8 checkpoints of 3-4 MB each
 }
 
 TEST_CASE("the resident loop: a requested checkpoint holds its step, a stop ends at the step in flight") {
@@ -208,4 +196,5 @@ TEST_CASE("the resident loop: a requested checkpoint holds its step, a stop ends
     checkSameCheckpoint(spec, checkpointAt(dir / "resident", steps),
                         checkpointAt(replica_dir, steps));
   }
+  std::filesystem::remove_all(dir);
 }

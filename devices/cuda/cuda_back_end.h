@@ -33,8 +33,10 @@ struct CudaBackEnd {
 }  // namespace traind
 
 // The library's one entry point, looked up by name (kCudaBackEndEntry). The
-// name carries the table's version, so that a libtraind_cuda.so of another
-// traind (an older install found first) is refused by name rather than
-// called through a table of another shape: change both with the table.
+// name carries a version, so that a libtraind_cuda.so of another traind (an
+// older install found first) is refused by name rather than called through
+// a table of another shape: change both together whenever the table, or
+// what crosses it (Device, Replica, ResidentTrainer, the specs and the
+// graph), changes shape or meaning.
 extern "C" const traind::CudaBackEnd* traind_cuda_back_end_v2();
 inline constexpr const char* kCudaBackEndEntry = "traind_cuda_back_end_v2";

@@ -5,7 +5,7 @@
 // Replica path (cuda_replica.h) is what workers and concurrent steps use.
 //
 //   CudaTrainer trainer({0}, graph, layout, spec.optimizer, 100, spec.seed);
-//   trainer.setParameters(state.parameters().data());
+//   trainer.setParameters(state.parameters().data());  // and every slot: resident_trainer.h
 //   for (int64_t step = 0; step < steps; ++step) {
 //     trainer.submit(next_batch(), learningRateAt(spec.learning_rate, step), step);
 //     if (step > 0) log(trainer.collect());  // the step before: one step in flight
