@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "core/stage_plan.h"
+#include "daemon/standalone.h"
+#include "devices/device_list.h"
 #include "devices/model_replica.h"
 #include "devices/pipeline_schedule.h"
 
@@ -105,6 +109,15 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
     out += fmt::format("concurrent steps: {} in flight, each on its own batch with 1/{} of the "
                        "compute threads (at least one)\n",
                        k, k);
+  if (everyDeviceIsGpu(spec.training.devices)) {
+    const std::optional<std::string> reason = gpuReplicaPathReason(spec);
+    out += reason ? fmt::format("on GPUs: {}: each step's update runs on the host, "
+                                "standalone as on a worker\n",
+                                *reason)
+                  : "on GPUs: a standalone run keeps the model and the optimizer's slots "
+                    "there; a worker's steps take the parameters from the host and give the "
+                    "gradients back to it\n";
+  }
   return out;
 }
 

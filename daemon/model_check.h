@@ -16,7 +16,8 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph);
 // devices: each layer's device and stage and the schedule of a step when the
 // spec places layers (training.devices' names stand for the run's devices);
 // what towers and micro-batches do otherwise; and the steps in flight
-// (training.concurrent_steps) when there are several. Throws the InputErrors a run
+// (training.concurrent_steps) when there are several; on GPUs, whether a
+// standalone run keeps the model there. Throws the InputErrors a run
 // of the spec would (a device the run does not have, micro-batches that do
 // not divide the batch, a placed model with towers).
 std::string placementReport(const ModelSpec& spec, const LayerGraph& graph);

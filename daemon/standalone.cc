@@ -24,11 +24,7 @@
 
 namespace traind {
 
-namespace {
-
-// Why a standalone run on GPUs takes the Replica path, or nullopt when it
-// keeps the model on them (devices/resident_trainer.h).
-std::optional<std::string> replicaPathReason(const ModelSpec& spec) {
+std::optional<std::string> gpuReplicaPathReason(const ModelSpec& spec) {
   if (spec.training.concurrent_steps > 1) return "concurrent_steps > 1";
   const std::set<std::string> gpus(spec.training.devices.begin(), spec.training.devices.end());
   if (gpus.size() > 1)
@@ -36,8 +32,6 @@ std::optional<std::string> replicaPathReason(const ModelSpec& spec) {
            "machine with several GPUs yet)";
   return std::nullopt;
 }
-
-}  // namespace
 
 TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,
                               std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics,
@@ -76,7 +70,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   } else if (everyDeviceIsGpu(spec.training.devices)) {
     // Placed layers and micro-batches, which GPUs refuse, at the spec's line.
     checkModelReplica(spec, planStages(spec, graph, spec.training.devices));
-    if (const std::optional<std::string> reason = replicaPathReason(spec))
+    if (const std::optional<std::string> reason = gpuReplicaPathReason(spec))
       spdlog::info("{}: each step's update runs on the host, the parameters go to the GPU and the "
                    "gradients come back every step (docs/devices.md, \"Two paths\")",
                    *reason);

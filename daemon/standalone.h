@@ -41,6 +41,10 @@ struct TrainingSummary {
 // `resident_trainer`, when given, makes the resident trainer of any run
 // with one step in flight, on any devices: the tests' host-side stand-in
 // for a GPU's.
+// Why a standalone run of `spec` on GPUs takes the Replica path, or nullopt
+// when it keeps the model on the GPU: for its log line and `traind check`.
+std::optional<std::string> gpuReplicaPathReason(const ModelSpec& spec);
+
 using ResidentTrainerFactory = std::function<std::unique_ptr<ResidentTrainer>(
     const ModelSpec& spec, const LayerGraph& graph, const VariableLayout& layout)>;
 TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,

@@ -163,6 +163,30 @@ TEST_CASE("TRAIND_CUDA_LIBRARY names the one place the CUDA back end is looked f
   CHECK_THAT(r.output, Catch::EndsWith("cannot load the CUDA back end libtraind_cuda.so "
                                        "(/nonexistent/libtraind_cuda.so: no such file)\n"));
 }
+
+TEST_CASE("traind check says whether a GPU run keeps its model on the GPU") {
+  // A machine without a GPU checks a GPU spec too (with a warning).
+  auto check = [](const std::string& flags,
+                  const std::string& model = "configs/models/fashion_mlp.yaml") {
+    const ProcessResult r = runTraind("check --model " + model + " " + flags);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    return r.output;
+  };
+  CHECK_THAT(check("--devices cuda:0"),
+             Catch::Contains("on GPUs: a standalone run keeps the model and the optimizer's "
+                             "slots there;"));
+  CHECK_THAT(check("--devices cuda:0,cuda:0"), Catch::Contains("a standalone run keeps"));
+  CHECK_THAT(check("--devices cuda:0,cuda:1"),
+             Catch::Contains("on GPUs: towers on several GPUs (the resident trainer's NCCL "
+                             "all-reduce has not run"));
+  const auto dir = freshTempDir("check-gpu-path");
+  writeFile(dir / "k2.yaml", replaceAll(exampleSpec("fashion_mlp.yaml"), "\ntraining:\n",
+                                        "\ntraining:\n  concurrent_steps: 2\n"));
+  CHECK_THAT(check("--devices cuda:0", (dir / "k2.yaml").string()),
+             Catch::Contains("on GPUs: concurrent_steps > 1: each step's update runs on the host"));
+  CHECK_THAT(check(""), !Catch::Contains("on GPUs"));
+}
 #endif
 
 TEST_CASE("a storm of SIGTERMs while it computes stops it cleanly") {
