@@ -348,6 +348,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     return TrainingSummary{};
   }
   metrics.setGlobalStep(step);
+  const int64_t start_step = step;
   // What each slot's parameters were pulled at: the global step, and each
   // shard's, which its push is tagged with. Every slot starts from the first pull.
   struct Pulled {
@@ -508,7 +509,16 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     // it sent labels the evaluation.
     step = final_step >= 0 ? final_step : ps.lastPulledStep().value_or(step);
     if (state.optimizer().movingAverage()) ps.readState(state);
-    if (evaluator) {
+    // Stopped before the job moved past where this chief started (a sync
+    // step waiting for a worker that never came): the test figures would be
+    // those of the parameters it started from, as a standalone run's stop
+    // before its first step.
+    const bool untouched = summary.stopped && step == start_step;
+    if (untouched)
+      spdlog::info("stop requested before the job moved past global step {}: nothing to "
+                   "evaluate",
+                   step);
+    if (evaluator && !untouched) {
       test = log.finalEvaluation(
           step, [&] { return evaluator->evaluate(state.evaluationValues().data()); });
       summary.test_loss = test->loss;

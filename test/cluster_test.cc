@@ -416,6 +416,28 @@ TEST_CASE("sync: a worker waiting for a step its stopped peer will not finish st
   CHECK(c.ps[0]->wait(30) == 0);
 }
 
+TEST_CASE("sync: a chief stopped before the job's first step evaluates nothing") {
+  const auto dir = freshTempDir("sync-stop-before-first-step");
+  const auto cluster = writeCluster(
+      dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
+  const std::string node = "--cluster " + cluster.string() + " --model " +
+                           modelPath("fashion_mlp.yaml") + " --threads 1 --checkpoint-dir " +
+                           (dir / "ckpt").string() + " ";
+  BackgroundTraind ps(node + "--job ps --task 0", dir / "ps.log");
+  BackgroundTraind chief(node + "--job worker --task 0", dir / "chief.log");
+  // Worker 1 never comes: the job's first step waits for its gradient.
+  REQUIRE(chief.waitForOutput("in sync mode from global step 0", 60));
+  chief.signal(SIGTERM);
+  CHECK(chief.wait(kTimeout) == 0);
+  INFO(chief.output());
+  CHECK_THAT(chief.output(), Catch::Contains("stop requested before the job moved past global "
+                                             "step 0: nothing to evaluate"));
+  CHECK_THAT(chief.output(), !Catch::Contains("test loss"));
+  CHECK_FALSE(findLatestCheckpoint(dir / "ckpt").has_value());
+  ps.signal(SIGTERM);
+  CHECK(ps.wait(kTimeout) == 0);
+}
+
 TEST_CASE("a ps stopped by SIGTERM ends the job with a final checkpoint of its last state") {
   const std::string mode = GENERATE(as<std::string>{}, "async", "sync");
   const auto dir = freshTempDir("ps-stop-" + mode);
