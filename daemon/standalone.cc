@@ -189,10 +189,6 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     }
   };
 
-  // The resident trainer's loop: the next step is submitted before the one
-  // computing is collected, so that the GPU never waits for the host;
-  // except before an evaluation or a checkpoint, which read the model back
-  // at the step they name.
   // The parameters, and every slot for a checkpoint; an evaluation reads
   // the moving averages (the last slot), when there are some, for
   // state.evaluationValues().
@@ -204,6 +200,10 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     else if (spec.optimizer.moving_average)
       resident->getSlot(slots - 1, state.optimizer().slot(slots - 1).data());
   };
+  // The resident trainer's loop: the next step is submitted before the one
+  // computing is collected, so that the GPU never waits for the host;
+  // except before an evaluation or a checkpoint, which read the model back
+  // at the step they name.
   auto trainResident = [&] {
     resident->setParameters(state.parameters().data());
     for (size_t i = 0; i < resident->slotCount(); ++i)

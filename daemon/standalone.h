@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/layer_graph.h"
 #include "core/model_spec.h"
@@ -15,6 +16,10 @@
 #include "devices/resident_trainer.h"
 
 namespace traind {
+
+// Why a standalone run of `spec` on GPUs takes the Replica path, or nullopt
+// when it keeps the model on the GPU: for its log line and `traind check`.
+std::optional<std::string> gpuReplicaPathReason(const ModelSpec& spec);
 
 struct TrainingSummary {
   int64_t global_step = 0;   // where training ended
@@ -41,10 +46,6 @@ struct TrainingSummary {
 // `resident_trainer`, when given, makes the resident trainer of any run
 // with one step in flight, on any devices: the tests' host-side stand-in
 // for a GPU's.
-// Why a standalone run of `spec` on GPUs takes the Replica path, or nullopt
-// when it keeps the model on the GPU: for its log line and `traind check`.
-std::optional<std::string> gpuReplicaPathReason(const ModelSpec& spec);
-
 using ResidentTrainerFactory = std::function<std::unique_ptr<ResidentTrainer>(
     const ModelSpec& spec, const LayerGraph& graph, const VariableLayout& layout)>;
 TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& stop_requested,
