@@ -358,9 +358,13 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
   return saved;
 }
 
+// How stale a ps's /status may be: its event loop copies the shard's global
+// step and the chief's word of a checkpoint into it every tenth of a second.
+constexpr auto kPsStatusLag = std::chrono::milliseconds(100);
+
 // Polls psStateSaved() for up to 2 s: a ps publishes the chief's word of a
-// checkpoint in its status within a tenth of a second, and the chief may
-// exit sooner.
+// checkpoint in its status within kPsStatusLag, and the chief may exit
+// sooner.
 bool psStateSavedSoon(const std::vector<Node>& nodes, Clock::time_point deadline,
                       std::string& report, int* unreachable) {
   const Clock::time_point until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
@@ -406,6 +410,10 @@ int runStop(const NodeFlags& flags) {
   for (const Node& node : nodes)
     if (node.job != "ps" && !isChief(node)) stop(node);
   stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
+  // Two publishings after the other workers are gone, every step they
+  // trained is in the ps tasks' status (a ps applies a push before it
+  // answers it, and a worker exits after its last answer).
+  const Clock::time_point workers_published = Clock::now() + 2 * kPsStatusLag;
   const auto chief = std::find_if(nodes.begin(), nodes.end(), isChief);
   if (chief != nodes.end()) {
     bool writes_checkpoints = false;
@@ -421,6 +429,10 @@ int runStop(const NodeFlags& flags) {
     }
     std::string report;
     if (!took && !flags.force) {
+      // Read sooner, a ps's status could miss the last steps of a worker
+      // stopped just now: it would understate what no checkpoint holds, or
+      // show the chief's last checkpoint as holding all of it.
+      std::this_thread::sleep_until(workers_published);
       int ps_unreachable = 0;
       const bool saved = psStateSaved(nodes, deadline, report, &ps_unreachable);
       if (!saved && ps_unreachable > 0) {

@@ -12,7 +12,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/checkpoint.h"
 #include "daemon/ops_client.h"
@@ -210,20 +213,29 @@ TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
 
 namespace {
 
-// 1 ps and its chief, the job's only worker, each with an ops server
-// (127.0.0.1:base + 2 and base + 3), training until stopped.
+// 1 ps and its chief, each with an ops server (127.0.0.1:base + 2 and
+// base + 3), and `more_workers` other workers (worker 1 at base + 4, its ops
+// server at base + 5, ...), training async until stopped.
 struct ChiefAndPs {
-  explicit ChiefAndPs(const std::string& name)
-      : dir(freshTempDir(name)), cluster(dir / "cluster.yaml"), base(freePortRange(4)) {
-    writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) +
-                           "\n  worker: " + localAddresses(base + 1, 1) +
-                           "\nhttp:\n  ps: " + localAddresses(base + 2, 1) + "\n  worker: " +
-                           localAddresses(base + 3, 1) + "\ntraining:\n  mode: async\n");
+  explicit ChiefAndPs(const std::string& name, int more_workers = 0)
+      : dir(freshTempDir(name)), cluster(dir / "cluster.yaml"),
+        base(freePortRange(4 + 2 * more_workers)) {
+    std::string workers = address(base + 1), workers_http = address(base + 3);
+    for (int w = 1; w <= more_workers; ++w) {
+      workers += ", " + address(base + 2 + 2 * w);
+      workers_http += ", " + address(base + 3 + 2 * w);
+    }
+    writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) + "\n  worker: [" + workers +
+                           "]\nhttp:\n  ps: " + localAddresses(base + 2, 1) + "\n  worker: [" +
+                           workers_http + "]\ntraining:\n  mode: async\n");
     common = " --cluster " + cluster.string() + " --model " + writeModel(dir) +
              " --max-steps 1000000 --threads 1 --eval-every 0 --checkpoint-dir " +
              (dir / "ckpt").string();
     ps = std::make_unique<BackgroundTraind>("--job ps --task 0" + common, dir / "ps0.log");
     startChief();
+    for (int w = 1; w <= more_workers; ++w)
+      others.push_back(std::make_unique<BackgroundTraind>(
+          fmt::format("--job worker --task {}{}", w, common), dir / fmt::format("worker{}.log", w)));
   }
   // The chief, started (again; its log goes on).
   void startChief() {
@@ -236,8 +248,9 @@ struct ChiefAndPs {
 
   std::filesystem::path dir, cluster;
   int base;
-  std::string common;  // the flags of both
+  std::string common;  // the flags of every task
   std::unique_ptr<BackgroundTraind> ps, chief;
+  std::vector<std::unique_ptr<BackgroundTraind>> others;  // worker 1, 2, ...
 };
 
 }  // namespace
@@ -351,6 +364,35 @@ TEST_CASE("trainctl stop stops the ps of a chief that stopped alone after its ch
                  Catch::Contains("in the chief's checkpoint " + latest->string()) &&
                  Catch::Contains("ps 0 (" + address(job.base + 2) + "): stopping"));
   CHECK(stop.exit_code == 1);  // the chief did not answer
+  CHECK(job.ps->wait(30) == 0);
+}
+
+TEST_CASE("trainctl stop names the step a ps ends at when a worker trained until just before") {
+  ChiefAndPs job("stop-fresh-ps-step", 1);
+  REQUIRE(waitHealthy(job.base + 5, 60));
+  REQUIRE(job.others[0]->waitForOutput(", loss = ", 60));
+  // The chief gone, worker 1 trains on until trainctl stops it; the ps, left
+  // running, is reported at the step worker 1 left it at, not at one its
+  // status showed a moment before worker 1's last steps.
+  job.chief->signal(SIGKILL);
+  job.chief->wait(30);
+  const ProcessResult stop = runTrainctl(job.stop("--timeout 30"));
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);
+  CHECK(job.others[0]->wait(30) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const HostPort ps_ops{"127.0.0.1", uint16_t(job.base + 2), {}};
+  const std::string status = requestOps(ps_ops, "GET", "/status", 5.0).body;
+  INFO(status);
+  const auto at = status.find("\"global_step\":");
+  REQUIRE(at != std::string::npos);
+  const long long step = std::atoll(status.c_str() + at + std::strlen("\"global_step\":"));
+  CHECK(step > 0);
+  CHECK_THAT(stop.output, Catch::Contains("the ps tasks are left running") &&
+                              Catch::Contains("ps 0 (" + address(job.base + 2) +
+                                              "): at global step " + std::to_string(step) +
+                                              ", in no checkpoint"));
+  CHECK(runTrainctl(job.stop("--timeout 30 --force")).exit_code == 1);
   CHECK(job.ps->wait(30) == 0);
 }
 
