@@ -58,6 +58,7 @@ std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
     throwInputError(init_from.location, "init_from.checkpoint", e.what());
   }
   SafetensorsReader reader(checkpoint / manifest->tensors_file);
+  checkAgreesWithManifest(checkpoint, *manifest, reader);
   for (const std::string& layer : init_from.layers) {
     bool found = false;
     for (const VariableView& v : layout_.views()) {

@@ -1,12 +1,14 @@
 #include "core/safetensors.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <system_error>
@@ -27,10 +29,6 @@ namespace sf = safetensors_format;
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
   throw InputError(path.string() + ": " + what);
 }
-
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
 
 void writeAll(std::FILE* file, const void* data, size_t bytes, const std::filesystem::path& path) {
   if (bytes != 0 && std::fwrite(data, 1, bytes, file) != bytes)
@@ -101,15 +99,17 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     if (std::filesystem::exists(path, ec)) fail(path, "not a regular file");
     fail(path, "cannot open: no such file");
   }
-  const uint64_t file_size = std::filesystem::file_size(path, ec);
-  std::ifstream in(path, std::ios::binary);
-  if (ec || !in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  file_.reset(std::fopen(path.c_str(), "rbe"));
+  struct stat status {};
+  if (!file_ || ::fstat(fileno(file_.get()), &status) != 0)
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  const uint64_t file_size = uint64_t(status.st_size);
 
   if (file_size < sf::kHeaderSizeBytes)
     fail(path, "file is " + std::to_string(file_size) +
                    " bytes, too short for a safetensors header (8-byte size, then JSON)");
   uint64_t header_size = 0;
-  in.read(reinterpret_cast<char*>(&header_size), sizeof header_size);
+  readAt(0, reinterpret_cast<std::byte*>(&header_size), sizeof header_size);
   const uint64_t after_size = file_size - sf::kHeaderSizeBytes;
   if (header_size > sf::kMaxHeaderBytes)
     fail(path, "header size " + std::to_string(header_size) + " exceeds the limit of " +
@@ -118,9 +118,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     fail(path, "header size " + std::to_string(header_size) + " exceeds the " +
                    std::to_string(after_size) + " bytes that follow it");
   std::string header(header_size, '\0');
+  data_begin_ = sf::kHeaderSizeBytes + header_size;
   data_size_ = after_size - header_size;
-  in.read(header.data(), std::streamsize(header_size));
-  if (!in) fail(path, "file ended early while reading it (is it being written?)");
+  readAt(sf::kHeaderSizeBytes, reinterpret_cast<std::byte*>(header.data()), header_size);
 
   const JsonValue root = parseJson(header, path.string() + " (JSON header)");
   if (root.type != JsonValue::Type::Object)
@@ -207,8 +207,6 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                      offsetsToString(spans[i - 1].begin, spans[i - 1].end) + " and " +
                      offsetsToString(spans[i].begin, spans[i].end) + ")");
   }
-  // The data is read only once the header has accounted for all of it, so
-  // that a file grown past its tensors (or a sparse one) is not read first.
   const uint64_t tensors_end = spans.empty() ? 0 : spans.back().end;
   if (tensors_end != data_size_ && spans.empty())
     fail(path, "the data section has " + std::to_string(data_size_) +
@@ -217,9 +215,18 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     fail(path, "the data section has " + std::to_string(data_size_ - tensors_end) +
                    " bytes after its last tensor (" + std::to_string(data_size_) +
                    " bytes, the tensors end at " + std::to_string(tensors_end) + ")");
-  data_ = std::make_unique_for_overwrite<std::byte[]>(data_size_);
-  in.read(reinterpret_cast<char*>(data_.get()), std::streamsize(data_size_));
-  if (!in) fail(path, "file ended early while reading it (is it being written?)");
+}
+
+void SafetensorsReader::readAt(uint64_t offset, std::byte* dst, uint64_t size) const {
+  while (size > 0) {
+    const ssize_t got = ::pread(fileno(file_.get()), dst, size, off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(path_, std::string("cannot read: ") + std::strerror(errno));
+    if (got == 0) fail(path_, "file ended early while reading it (is it being written?)");
+    dst += got;
+    offset += uint64_t(got);
+    size -= uint64_t(got);
+  }
 }
 
 std::vector<std::string> SafetensorsReader::names() const {
@@ -250,7 +257,7 @@ void SafetensorsReader::read(const std::string& name, const Shape& expected,
     throw std::invalid_argument("SafetensorsReader::read: destination of " +
                                 std::to_string(dst.size()) + " floats for tensor '" + name +
                                 "' of shape " + shapeToString(expected));
-  if (e.end > e.begin) std::memcpy(dst.data(), data_.get() + e.begin, e.end - e.begin);
+  readAt(data_begin_ + e.begin, reinterpret_cast<std::byte*>(dst.data()), e.end - e.begin);
   // traind never writes such a value (ModelState::save refuses them): a
   // bit flipped on disk, or another writer's diverged run. Either would
   // train or evaluate on quietly (a NaN that ReLU turns into 0).

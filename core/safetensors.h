@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -36,6 +37,11 @@ inline constexpr std::string_view kMetadataKey = "__metadata__";
 inline constexpr std::string_view kFloat32 = "F32";
 }  // namespace safetensors_format
 
+// The reader's and the writer's std::FILE, closed as its unique_ptr goes.
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
 struct TensorRef {
   std::string name;
   Shape shape;
@@ -50,12 +56,17 @@ struct TensorRef {
 void writeSafetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
                       const std::map<std::string, std::string>& metadata);
 
-// Reads a whole safetensors file into memory and validates it on open, so a
-// corrupt file fails before anything uses it: header size against the file
-// size (a lying header cannot cause a large allocation), JSON syntax, F32
-// only, shapes, offsets within the data section and not overlapping, each
+// Reads a safetensors file's header and validates it on open, so a corrupt
+// file fails before anything uses it: header size against the file size (a
+// lying header cannot cause a large allocation), JSON syntax, F32 only,
+// shapes, offsets within the data section and not overlapping, each
 // tensor's byte length equal to its shape's, and no bytes after the last
-// tensor (as the safetensors library requires). The data is read after that.
+// tensor (as the safetensors library requires). A tensor's data is read
+// only when it is asked for, into the caller's buffer, once its shape has
+// been found to be the one expected: a header that claims huge tensors (in
+// a sparse file, say) costs nothing until a caller sized for them reads
+// one, and tensors nobody asks for are never read. The file stays open, so
+// reads see the file opened even when its checkpoint is pruned meanwhile.
 class SafetensorsReader {
  public:
   // InputError naming the file and what is wrong when it is missing or corrupt.
@@ -66,25 +77,28 @@ class SafetensorsReader {
   bool contains(const std::string& name) const;
   // InputError if absent.
   const Shape& shape(const std::string& name) const;
-  // Copies the tensor into dst (numElements(expected) floats). InputError
-  // naming the file and the tensor if it is absent or its shape is not
-  // `expected`.
+  // Reads the tensor into dst (numElements(expected) floats). InputError
+  // naming the file and the tensor if it is absent, its shape is not
+  // `expected`, a value is not finite, or the file ends before it.
   void read(const std::string& name, const Shape& expected, std::span<float> dst) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   struct Entry {
     Shape shape;
-    uint64_t begin = 0;  // byte offsets into data_
+    uint64_t begin = 0;  // byte offsets into the data section
     uint64_t end = 0;
   };
-
   const Entry& entry(const std::string& name) const;
+  // `size` bytes at `offset` of the file into dst; InputError naming the
+  // file when it cannot be read or ends before them.
+  void readAt(uint64_t offset, std::byte* dst, uint64_t size) const;
 
   std::filesystem::path path_;
+  std::unique_ptr<std::FILE, FileCloser> file_;  // read with pread, at offsets: reads are const
   std::map<std::string, Entry> tensors_;
   std::map<std::string, std::string> metadata_;
-  std::unique_ptr<std::byte[]> data_;  // the data section
+  uint64_t data_begin_ = 0;  // the data section's offset in the file
   uint64_t data_size_ = 0;
 };
 

@@ -509,7 +509,11 @@ std::string readText(const Field& field, std::string_view expected) {
 }
 
 std::string resolvePath(const Field& field, const fs::path& spec_dir) {
-  const fs::path path = readText(field, "a path");
+  const std::string text = readText(field, "a path");
+  // A quoted "\0" would end the path where the system reads it: the file
+  // opened or the directory made would be another than the one named.
+  if (text.find('\0') != std::string::npos) failExpected(field, "a path without a NUL character");
+  const fs::path path = text;
   if (path.is_absolute()) return path.string();
   return (spec_dir / path).lexically_normal().string();
 }

@@ -276,6 +276,40 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
   }
 }
 
+TEST_CASE("a safetensors header claiming huge tensors costs nothing until one is read",
+          "[safetensors]") {
+  // 1 TiB claimed in a sparse file: every byte is accounted for, none is on
+  // disk. A reader that took the data section in as it opened ran out of
+  // memory (std::bad_alloc, naming nothing).
+  TempDir dir;
+  const fs::path path = dir / "huge.safetensors";
+  const uint64_t huge_bytes = uint64_t(1) << 40;
+  const std::string header =
+      "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+      "\"huge\":{\"dtype\":\"F32\",\"shape\":[262144,1048576],\"data_offsets\":[24," +
+      std::to_string(24 + huge_bytes) + "]}}";
+  writeFile(path, safetensorsBytes(header, floatBytes({1, 2, 3, 4, 5, 6})));
+  fs::resize_file(path, 8 + header.size() + 24 + huge_bytes);
+
+  const SafetensorsReader reader(path);
+  CHECK(reader.shape("huge") == Shape{262144, 1048576});
+  std::vector<float> w(6);
+  reader.read("w", {2, 3}, w);
+  CHECK(w == std::vector<float>{1, 2, 3, 4, 5, 6});
+  // A caller reads into what its model needs: the shape is refused first.
+  std::vector<float> kernel(784 * 300);
+  CHECK_THROWS_MATCHES(reader.read("huge", {784, 300}, kernel), InputError,
+                       Catch::Message(path.string() +
+                                      ": tensor 'huge': expected shape [784, 300], found "
+                                      "[262144, 1048576]"));
+
+  // Cut short after it was opened (another writer's file), a read says so.
+  fs::resize_file(path, 8 + header.size() + 10);
+  CHECK_THROWS_MATCHES(
+      reader.read("w", {2, 3}, w), InputError,
+      Catch::Message(path.string() + ": file ended early while reading it (is it being written?)"));
+}
+
 TEST_CASE("a checkpoint is saved with its manifest and named by latest", "[checkpoint]") {
   TempDir dir;
   const SampleTensors sample;
@@ -679,6 +713,12 @@ TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint
                      ": corrupt checkpoint: " + (saved / "manifest.json").string() +
                      " says global_step 9007199254740992, " + tensors + " says 0"));
   CHECK_THROWS_WITH(restoreWith("\"model_name\": \"regression\"", "\"model_name\": \"other\""),
+                    Catch::Contains("says model_name other, " + tensors + " says regression"));
+  // init_from refuses it as well: it took the layers of such a checkpoint.
+  ModelSpec fine_tuning = spec;
+  fine_tuning.init_from = InitFromSpec{saved.string(), {"hidden"}, {}};
+  ModelState fine_tuned(fine_tuning, graph);
+  CHECK_THROWS_WITH(fine_tuned.initialize(),
                     Catch::Contains("says model_name other, " + tensors + " says regression"));
   // Manifest and tensors agree, the directory's name does not; a name that
   // is no step says nothing.

@@ -770,6 +770,29 @@ TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
                                "'-' and '.', got the quoted string 'h\xc3\xa9\\x1b'");
 }
 
+TEST_CASE("a path holding a NUL is refused where the spec gives it", "[model_spec]") {
+  // A quoted "\0" would end the path where the system reads it: the run
+  // trained on another file, or made the directory named before it.
+  TempDir dir;
+  const std::string path = (dir.path() / "variant.yaml").string();
+  const std::string cut = "\"" + (dir.path() / "made").string() + "\\0/rest\"";
+  const std::string shown = "the quoted string '" + (dir.path() / "made").string() + "\\x00/rest'";
+  CHECK(errorWith(dir, "training: {max_steps: 10}\n",
+                  "training: {max_steps: 10}\ncheckpoint: {dir: " + cut + "}\n") ==
+        path + ":9:19: checkpoint.dir: expected a path without a NUL character, got " + shown);
+  CHECK(errorWith(dir, "max_steps: 10", "max_steps: 10, summary_dir: " + cut) ==
+        path + ":8:40: training.summary_dir: expected a path without a NUL character, got " +
+            shown);
+  CHECK(errorWith(dir, "training: {max_steps: 10}\n",
+                  "training: {max_steps: 10}\ninit_from: {checkpoint: " + cut + "}\n") ==
+        path + ":9:25: init_from.checkpoint: expected a path without a NUL character, got " +
+            shown);
+  CHECK(errorWith(dir, "synthetic: {type: regression}",
+                  "train: {images: " + cut + ", labels: x}") ==
+        path + ":6:19: data.train.images: expected a path without a NUL character, got " + shown);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "made"));
+}
+
 TEST_CASE("range checks that need no shapes", "[model_spec]") {
   TempDir dir;
   const std::string path = (dir.path() / "variant.yaml").string();

@@ -218,7 +218,8 @@ namespace {
 // server at base + 5, ...), training async until stopped.
 struct ChiefAndPs {
   explicit ChiefAndPs(const std::string& name, int more_workers = 0)
-      : dir(freshTempDir(name)), cluster(dir / "cluster.yaml"),
+      : dir(freshTempDir(name)),
+        cluster(dir / "cluster.yaml"),
         base(freePortRange(4 + 2 * more_workers)) {
     std::string workers = address(base + 1), workers_http = address(base + 3);
     for (int w = 1; w <= more_workers; ++w) {
@@ -234,8 +235,9 @@ struct ChiefAndPs {
     ps = std::make_unique<BackgroundTraind>("--job ps --task 0" + common, dir / "ps0.log");
     startChief();
     for (int w = 1; w <= more_workers; ++w)
-      others.push_back(std::make_unique<BackgroundTraind>(
-          fmt::format("--job worker --task {}{}", w, common), dir / fmt::format("worker{}.log", w)));
+      others.push_back(
+          std::make_unique<BackgroundTraind>(fmt::format("--job worker --task {}{}", w, common),
+                                             dir / fmt::format("worker{}.log", w)));
   }
   // The chief, started (again; its log goes on).
   void startChief() {
@@ -388,10 +390,10 @@ TEST_CASE("trainctl stop names the step a ps ends at when a worker trained until
   REQUIRE(at != std::string::npos);
   const long long step = std::atoll(status.c_str() + at + std::strlen("\"global_step\":"));
   CHECK(step > 0);
-  CHECK_THAT(stop.output, Catch::Contains("the ps tasks are left running") &&
-                              Catch::Contains("ps 0 (" + address(job.base + 2) +
-                                              "): at global step " + std::to_string(step) +
-                                              ", in no checkpoint"));
+  CHECK_THAT(stop.output,
+             Catch::Contains("the ps tasks are left running") &&
+                 Catch::Contains("ps 0 (" + address(job.base + 2) + "): at global step " +
+                                 std::to_string(step) + ", in no checkpoint"));
   CHECK(runTrainctl(job.stop("--timeout 30 --force")).exit_code == 1);
   CHECK(job.ps->wait(30) == 0);
 }
