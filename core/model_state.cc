@@ -49,16 +49,17 @@ std::string ModelState::initialize() {
 
 std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
   std::filesystem::path checkpoint;
-  std::optional<CheckpointManifest> manifest;
+  std::optional<SafetensorsReader> tensors;
   try {
     checkpoint = resolveCheckpoint(init_from.checkpoint);
-    manifest = readManifest(checkpoint);
+    const CheckpointManifest manifest = readManifest(checkpoint);
+    tensors.emplace(checkpoint / manifest.tensors_file);
+    checkAgreesWithManifest(checkpoint, manifest, *tensors);
   } catch (const InputError& e) {
     // The spec's line is the one to change.
     throwInputError(init_from.location, "init_from.checkpoint", e.what());
   }
-  SafetensorsReader reader(checkpoint / manifest->tensors_file);
-  checkAgreesWithManifest(checkpoint, *manifest, reader);
+  const SafetensorsReader& reader = *tensors;
   for (const std::string& layer : init_from.layers) {
     bool found = false;
     for (const VariableView& v : layout_.views()) {

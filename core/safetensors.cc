@@ -30,6 +30,10 @@ namespace sf = safetensors_format;
   throw InputError(path.string() + ": " + what);
 }
 
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
 void writeAll(std::FILE* file, const void* data, size_t bytes, const std::filesystem::path& path) {
   if (bytes != 0 && std::fwrite(data, 1, bytes, file) != bytes)
     throw std::system_error(errno, std::generic_category(), "cannot write " + path.string());
@@ -103,6 +107,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
   struct stat status {};
   if (!file_ || ::fstat(fileno(file_.get()), &status) != 0)
     fail(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISREG(status.st_mode)) fail(path, "not a regular file");  // replaced since the look above
   const uint64_t file_size = uint64_t(status.st_size);
 
   if (file_size < sf::kHeaderSizeBytes)
@@ -119,7 +124,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                    std::to_string(after_size) + " bytes that follow it");
   std::string header(header_size, '\0');
   data_begin_ = sf::kHeaderSizeBytes + header_size;
-  data_size_ = after_size - header_size;
+  const uint64_t data_size = after_size - header_size;
   readAt(sf::kHeaderSizeBytes, reinterpret_cast<std::byte*>(header.data()), header_size);
 
   const JsonValue root = parseJson(header, path.string() + " (JSON header)");
@@ -179,9 +184,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     const std::string offsets_text = offsetsToString(entry.begin, entry.end);
     if (entry.begin > entry.end)
       fail(path, where + "data_offsets " + offsets_text + " end before they begin");
-    if (entry.end > data_size_)
+    if (entry.end > data_size)
       fail(path, where + "data_offsets " + offsets_text + " reach beyond the " +
-                     std::to_string(data_size_) + "-byte data section");
+                     std::to_string(data_size) + "-byte data section");
 
     // In 128 bits, saturated: a lying shape must not wrap around to the right size.
     unsigned __int128 bytes = sizeof(float);
@@ -208,12 +213,12 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                      offsetsToString(spans[i].begin, spans[i].end) + ")");
   }
   const uint64_t tensors_end = spans.empty() ? 0 : spans.back().end;
-  if (tensors_end != data_size_ && spans.empty())
-    fail(path, "the data section has " + std::to_string(data_size_) +
+  if (tensors_end != data_size && spans.empty())
+    fail(path, "the data section has " + std::to_string(data_size) +
                    " bytes but the header lists no tensor data");
-  if (tensors_end != data_size_)
-    fail(path, "the data section has " + std::to_string(data_size_ - tensors_end) +
-                   " bytes after its last tensor (" + std::to_string(data_size_) +
+  if (tensors_end != data_size)
+    fail(path, "the data section has " + std::to_string(data_size - tensors_end) +
+                   " bytes after its last tensor (" + std::to_string(data_size) +
                    " bytes, the tensors end at " + std::to_string(tensors_end) + ")");
 }
 

@@ -37,11 +37,6 @@ inline constexpr std::string_view kMetadataKey = "__metadata__";
 inline constexpr std::string_view kFloat32 = "F32";
 }  // namespace safetensors_format
 
-// The reader's and the writer's std::FILE, closed as its unique_ptr goes.
-struct FileCloser {
-  void operator()(std::FILE* file) const { std::fclose(file); }
-};
-
 struct TensorRef {
   std::string name;
   Shape shape;
@@ -89,6 +84,9 @@ class SafetensorsReader {
     uint64_t begin = 0;  // byte offsets into the data section
     uint64_t end = 0;
   };
+  struct FileCloser {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
   const Entry& entry(const std::string& name) const;
   // `size` bytes at `offset` of the file into dst; InputError naming the
   // file when it cannot be read or ends before them.
@@ -99,7 +97,6 @@ class SafetensorsReader {
   std::map<std::string, Entry> tensors_;
   std::map<std::string, std::string> metadata_;
   uint64_t data_begin_ = 0;  // the data section's offset in the file
-  uint64_t data_size_ = 0;
 };
 
 }  // namespace traind

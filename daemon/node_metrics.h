@@ -56,6 +56,11 @@ class LatencyHistogram {
   int64_t count_ = 0;
 };
 
+// How often a ps copies its shard's global step and counters, and the
+// chief's word of a checkpoint, into its metrics (/status): a reader of a
+// ps's status sees what the ps did that long ago.
+inline constexpr std::chrono::milliseconds kShardPublishPeriod{100};
+
 class NodeMetrics {
  public:
   using SystemClock = std::chrono::system_clock;

@@ -26,7 +26,8 @@ kj::Promise<void> whenSet(kj::Timer& timer, const std::atomic<bool>& flag) {
   });
 }
 
-// Copies the shard's counters into the node's metrics every 100 ms, and
+// Copies the shard's counters into the node's metrics every
+// kShardPublishPeriod, and
 // marks the node serving once the chief has initialised the shard: the ops
 // thread never touches the shard, which belongs to this event loop. A
 // checkpoint the chief reported since the last look (`saves_seen` of them
@@ -43,7 +44,7 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
     metrics.recordCheckpoint(saved->global_step, saved->path);
     saves_seen = saved->count;
   }
-  return timer.afterDelay(100 * kj::MILLISECONDS)
+  return timer.afterDelay(kShardPublishPeriod.count() * kj::MILLISECONDS)
       .then([&timer, &shard, &service, &server, &metrics, saves_seen]() {
         return publishMetrics(timer, shard, service, server, metrics, saves_seen);
       });

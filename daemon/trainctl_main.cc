@@ -37,6 +37,7 @@
 #include "daemon/evaluation.h"
 #include "daemon/flag_checks.h"
 #include "daemon/logging.h"
+#include "daemon/node_metrics.h"
 #include "daemon/ops_client.h"
 #include "daemon/training_data.h"
 #include "devices/cpu/cpu_device.h"
@@ -358,13 +359,9 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
   return saved;
 }
 
-// How stale a ps's /status may be: its event loop copies the shard's global
-// step and the chief's word of a checkpoint into it every tenth of a second.
-constexpr auto kPsStatusLag = std::chrono::milliseconds(100);
-
 // Polls psStateSaved() for up to 2 s: a ps publishes the chief's word of a
-// checkpoint in its status within kPsStatusLag, and the chief may exit
-// sooner.
+// checkpoint in its status within kShardPublishPeriod, and the chief may
+// exit sooner.
 bool psStateSavedSoon(const std::vector<Node>& nodes, Clock::time_point deadline,
                       std::string& report, int* unreachable) {
   const Clock::time_point until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
@@ -374,6 +371,32 @@ bool psStateSavedSoon(const std::vector<Node>& nodes, Clock::time_point deadline
     const bool saved = psStateSaved(nodes, deadline, report, unreachable);
     if (saved || Clock::now() >= until) return saved;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// Waits until every ps's global step has stood for two of its publishing
+// periods, for 2 s at most: the workers stopped just now may have left a
+// push on its way (a worker waits 1 s at most for its last replies after a
+// stop, and a worker that does not answer its status within 1 s counts as
+// gone), and a ps shows what it applied a period later. Read sooner, its
+// status could miss their last steps: it would understate what no
+// checkpoint holds, or show the chief's last checkpoint as holding all.
+void waitForPsStepsToSettle(const std::vector<Node>& nodes, Clock::time_point deadline) {
+  const Clock::time_point until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+  std::vector<std::optional<int64_t>> before;
+  for (;;) {
+    std::vector<std::optional<int64_t>> steps;
+    for (const Node& node : nodes) {
+      if (node.job != "ps") continue;
+      try {
+        steps.push_back(queryStatus(node, requestSeconds(deadline)).global_step);
+      } catch (const std::exception&) {
+        steps.push_back(std::nullopt);  // psStateSaved says so
+      }
+    }
+    if (steps == before || Clock::now() >= until) return;
+    before = std::move(steps);
+    std::this_thread::sleep_for(2 * kShardPublishPeriod);
   }
 }
 
@@ -410,10 +433,6 @@ int runStop(const NodeFlags& flags) {
   for (const Node& node : nodes)
     if (node.job != "ps" && !isChief(node)) stop(node);
   stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
-  // Two publishings after the other workers are gone, every step they
-  // trained is in the ps tasks' status (a ps applies a push before it
-  // answers it, and a worker exits after its last answer).
-  const Clock::time_point workers_published = Clock::now() + 2 * kPsStatusLag;
   const auto chief = std::find_if(nodes.begin(), nodes.end(), isChief);
   if (chief != nodes.end()) {
     bool writes_checkpoints = false;
@@ -429,10 +448,7 @@ int runStop(const NodeFlags& flags) {
     }
     std::string report;
     if (!took && !flags.force) {
-      // Read sooner, a ps's status could miss the last steps of a worker
-      // stopped just now: it would understate what no checkpoint holds, or
-      // show the chief's last checkpoint as holding all of it.
-      std::this_thread::sleep_until(workers_published);
+      waitForPsStepsToSettle(nodes, deadline);
       int ps_unreachable = 0;
       const bool saved = psStateSaved(nodes, deadline, report, &ps_unreachable);
       if (!saved && ps_unreachable > 0) {

@@ -12,12 +12,12 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/json.h"
 #include "daemon/ops_client.h"
 #include "test/traind_process.h"
 
@@ -386,9 +386,9 @@ TEST_CASE("trainctl stop names the step a ps ends at when a worker trained until
   const HostPort ps_ops{"127.0.0.1", uint16_t(job.base + 2), {}};
   const std::string status = requestOps(ps_ops, "GET", "/status", 5.0).body;
   INFO(status);
-  const auto at = status.find("\"global_step\":");
-  REQUIRE(at != std::string::npos);
-  const long long step = std::atoll(status.c_str() + at + std::strlen("\"global_step\":"));
+  const JsonValue* global_step = parseJson(status, "ps 0's /status").find("global_step");
+  REQUIRE(global_step);
+  const int64_t step = global_step->asInt64().value_or(0);
   CHECK(step > 0);
   CHECK_THAT(stop.output,
              Catch::Contains("the ps tasks are left running") &&
