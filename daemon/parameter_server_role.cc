@@ -27,11 +27,11 @@ kj::Promise<void> whenSet(kj::Timer& timer, const std::atomic<bool>& flag) {
 }
 
 // Copies the shard's counters into the node's metrics every
-// kShardPublishPeriod, and
-// marks the node serving once the chief has initialised the shard: the ops
-// thread never touches the shard, which belongs to this event loop. A
-// checkpoint the chief reported since the last look (`saves_seen` of them
-// before) is logged and becomes the node's last checkpoint.
+// kShardPublishPeriod, and marks the node serving once the chief has
+// initialised the shard: the ops thread never touches the shard, which
+// belongs to this event loop. A checkpoint the chief reported since the
+// last look (`saves_seen` of them before) is logged and becomes the node's
+// last checkpoint.
 kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
                                  const ServedShard& service, const ShardServer& server,
                                  NodeMetrics& metrics, uint64_t saves_seen = 0) {

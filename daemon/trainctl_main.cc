@@ -389,9 +389,9 @@ void waitForPsStepsToSettle(const std::vector<Node>& nodes, Clock::time_point de
     for (const Node& node : nodes) {
       if (node.job != "ps") continue;
       try {
-        steps.push_back(queryStatus(node, requestSeconds(deadline)).global_step);
+        steps.push_back(queryStatus(node, std::min(1.0, requestSeconds(deadline))).global_step);
       } catch (const std::exception&) {
-        steps.push_back(std::nullopt);  // psStateSaved says so
+        steps.push_back(std::nullopt);  // psStateSaved asks again, and says why
       }
     }
     if (steps == before || Clock::now() >= until) return;
