@@ -30,9 +30,13 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+try:
+  import torch
+  import torch.nn.functional as F
+  from torch import nn
+except ImportError as e:
+  sys.exit(f"cuda_compare.py needs PyTorch 2.x with CUDA in this python3 ({sys.executable}): {e}"
+           " (pip install torch; Debian's python3-torch has no CUDA)")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -164,8 +168,12 @@ def main():
   torch.backends.cudnn.benchmark = True
   torch.set_float32_matmul_precision("highest")
 
-  peak = json.loads(subprocess.run([args.cuda_step, "--gemm-peak"], check=True,
-                                   capture_output=True, text=True).stdout.strip())
+  # cuda_step says why it cannot run (no GPU: exit 77) on stderr.
+  probe = subprocess.run([args.cuda_step, "--gemm-peak"], capture_output=True, text=True)
+  if probe.returncode != 0:
+    sys.stderr.write(probe.stderr)
+    sys.exit(probe.returncode)
+  peak = json.loads(probe.stdout.strip())
   print(f"GPU {peak['gpu']}, torch {torch.__version__}, cuBLAS SGEMM float32 ceiling "
         f"{peak['gemm_peak_gflops'] / 1e3:.1f} TFLOP/s ({peak['size']}^3); TF32 off everywhere")
   header = (f"{'model':12} {'batch':>5} | {'traind graph':>12} {'traind eager':>12} "

@@ -58,6 +58,14 @@ part() {
 # Unpacks the bundle into $root and the data into its place.
 unpack() {
   : "${OUT:?OUT must name the folder to write into}"
+  # Before anything is unpacked or installed: on a machine without a GPU
+  # every cuda:0 part would fail, and the CPU parts alone mean nothing.
+  if ! nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1; then
+    echo "no NVIDIA GPU here (nvidia-smi failed: $OUT/nvidia-smi.txt): run and cluster are for" \
+      "the GPU machine" >>"$OUT/summary.txt"
+    cat "$OUT/summary.txt" >&2
+    exit 77
+  fi
   root=/tmp/traind-gpu
   rm -rf "$root" && mkdir -p "$root"
   tar -C "$root" -xJf .gpu/bundle.tar.xz
@@ -84,7 +92,6 @@ unpack() {
   # The configs read Fashion-MNIST from the Debian package's place.
   mkdir -p /usr/share/datasets/fashion-mnist
   cp .gpu/data/*.gz /usr/share/datasets/fashion-mnist/
-  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 }
 
 run() {
@@ -105,12 +112,12 @@ run() {
   done
   # A moving average on the GPU (the resident trainer's) against the CPU's.
   { cat configs/models/fashion_mlp.yaml; printf 'moving_average:\n  decay: 0.99\n'; } \
-    >configs/models/fashion_mlp_average.yaml
+    >"$root/fashion_mlp_average.yaml"
   for run in "cuda:0 30" "cpu 30"; do
     set -- $run
     echo "== fashion_mlp with a moving average on $1" >>"$OUT/standalone_logs.txt"
     part "moving average $1" standalone_logs.txt "$2" \
-      "$root/traind" --model configs/models/fashion_mlp_average.yaml --devices "$1" \
+      "$root/traind" --model "$root/fashion_mlp_average.yaml" --devices "$1" \
       --checkpoint-dir "" --threads 16
   done
   # The resident trainer's model and Adam slots through a checkpoint:
@@ -140,7 +147,8 @@ run() {
   kill -TERM "$traind"
   wait "$traind"
   echo "stopped by SIGTERM: exit $?" | tee -a "$OUT/summary.txt"
-  stop_step=$(grep -o "stop requested at step [0-9]*" "$OUT/standalone_logs.txt" | grep -o "[0-9]*$")
+  stop_step=$(grep -o "stop requested at step [0-9]*" "$OUT/standalone_logs.txt" | tail -1 |
+    grep -o "[0-9]*$")
   part "resumed at step ${stop_step:-?}" standalone_logs.txt 30 \
     "$root/traind" --model configs/models/fashion_cnn.yaml --devices cuda:0 --checkpoint-dir "$stopped" \
     --threads 16 --max-steps $((${stop_step:-0} + 200)) --eval-every 0
@@ -149,10 +157,10 @@ run() {
   local k
   for k in 1 2 4; do
     sed "s/^training:/training:\n  concurrent_steps: $k/" configs/models/fashion_mlp.yaml \
-      >"configs/models/fashion_mlp_k$k.yaml"
+      >"$root/fashion_mlp_k$k.yaml"
     echo "== fashion_mlp cuda:0 concurrent_steps $k" >>"$OUT/standalone_logs.txt"
     part "concurrent_steps $k" standalone_logs.txt 15 \
-      "$root/traind" --model "configs/models/fashion_mlp_k$k.yaml" --devices cuda:0 \
+      "$root/traind" --model "$root/fashion_mlp_k$k.yaml" --devices cuda:0 \
       --checkpoint-dir "" --threads 16 --max-steps 1800 --log-every 300
   done
   grep -iE "^==|accuracy|examples/s|error" "$OUT/standalone_logs.txt" >"$OUT/standalone.txt"
