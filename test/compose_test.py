@@ -5,7 +5,8 @@ docker-compose.yml parses and names the services check, ps0, worker0,
 worker1 and tensorboard; every task waits for the check service (traind
 check of both specs, the same mounts) to succeed; every traind service's
 TRAIND_JOB / TRAIND_TASK is a task of cluster-compose.yaml whose host is
-that service's name, and every task of the spec has its service; the Dockerfile's runtime stage installs the Debian
+that service's name, and every task of the spec has its service; every
+task's log is rotated; the Dockerfile's runtime stage installs the Debian
 package of every shared library traind links (readelf -d, ldd, dpkg -S).
 
     test/compose_test.py build/daemon/traind
@@ -86,6 +87,11 @@ def check_compose():
         check(service.get("image") == "traind:latest", f"{name}: not the one traind image")
         check(set(checker.get("volumes", [])) <= set(service.get("volumes", [])),
               f"{name}: mounts other specs or data than the check service read")
+        # A task runs for weeks: its log must not fill the host's disk.
+        logging = service.get("logging", {})
+        check(logging.get("driver") == "json-file"
+              and {"max-size", "max-file"} <= set(logging.get("options", {})),
+              f"{name}: its log is not rotated (logging: json-file with max-size, max-file)")
         waits_for = service.get("depends_on", {})
         check(isinstance(waits_for, dict) and waits_for.get("check", {}).get("condition")
               == "service_completed_successfully",
