@@ -1553,7 +1553,8 @@ TEST_CASE("the ps takes a call only from the worker that said hello on its conne
     INFO(call);
     CHECK_THAT(refused, Catch::Contains(call + " from worker 1: only the chief (worker 0)"));
   }
-  auto status = shard.statusRequest().send().wait(io.waitScope).getStatus();
+  const auto reply = shard.statusRequest().send().wait(io.waitScope);
+  const auto status = reply.getStatus();
   CHECK(!status.getReady());
   CHECK(!status.getStopping());
   ps.signal(SIGTERM);

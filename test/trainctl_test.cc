@@ -386,7 +386,8 @@ TEST_CASE("trainctl stop names the step a ps ends at when a worker trained until
   const HostPort ps_ops{"127.0.0.1", uint16_t(job.base + 2), {}};
   const std::string status = requestOps(ps_ops, "GET", "/status", 5.0).body;
   INFO(status);
-  const JsonValue* global_step = parseJson(status, "ps 0's /status").find("global_step");
+  const JsonValue ps_status = parseJson(status, "ps 0's /status");
+  const JsonValue* global_step = ps_status.find("global_step");
   REQUIRE(global_step);
   const int64_t step = global_step->asInt64().value_or(0);
   CHECK(step > 0);
