@@ -479,7 +479,7 @@ TEST_CASE("one checkpoint given as the directory of checkpoints is refused, unto
   CHECK(left == std::vector<std::string>{"manifest.json", "model.safetensors"});
 }
 
-TEST_CASE("a latest that names a missing or incomplete checkpoint is an error; none is the newest",
+TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, none is the newest",
           "[checkpoint]") {
   TempDir dir;
   const SampleTensors sample;

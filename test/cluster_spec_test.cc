@@ -81,7 +81,7 @@ TEST_CASE("every example cluster loads", "[cluster_spec]") {
   CHECK(two_ps.worker.size() == 2);
 }
 
-TEST_CASE("addresses keep their positions; IPv6 and names print back", "[cluster_spec]") {
+TEST_CASE("addresses keep their positions, IPv6 and names print back", "[cluster_spec]") {
   TempDir dir;
   const ClusterSpec spec = load(dir,
                                 "cluster:\n"

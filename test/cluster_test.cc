@@ -2040,7 +2040,7 @@ TEST_CASE("a worker stopped while its ps answered blames no ps when it goes on")
 }
 
 TEST_CASE("a worker computing in its shared memory region makes no call into it after a failed "
-          "one; other calls go over TCP") {
+          "one, other calls go over TCP") {
   const auto dir = freshTempDir("failed-shared-step");
   const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
   CnnPsBeside job(dir, cluster);

@@ -27,7 +27,7 @@ TEST_CASE("workers on one host share its cores", "[host_threads]") {
   CHECK(shareHostCores(clusterOf({"10.0.0.3"}), 0, 16, onThisHost).threads == 16);
 }
 
-TEST_CASE("loopback and this machine's names are this host; others are not", "[host_threads]") {
+TEST_CASE("loopback and this machine's names are this host, others are not", "[host_threads]") {
   CHECK(isThisHost("127.0.0.1"));
   CHECK(isThisHost("127.0.0.2"));
   CHECK(isThisHost("::1"));

@@ -211,7 +211,7 @@ TEST_CASE("sync: the first replicas_to_aggregate gradients of a step are average
 }
 
 TEST_CASE(
-    "sync: a hold keeps every chunk at its step; a later step or lifting it applies the rest") {
+    "sync: a hold keeps every chunk at its step, a later step or lifting it applies the rest") {
   OneShard s(TrainingMode::Sync, 3, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   REQUIRE(shard.chunks().size() == 2);  // kernel, bias
@@ -271,7 +271,7 @@ TEST_CASE(
   CHECK_THROWS_WITH(async.holdAt(0), Catch::Contains("async training"));
 }
 
-TEST_CASE("a push that applies its chunk also writes the new values out; versions count changes") {
+TEST_CASE("a push that applies its chunk also writes the new values out, versions count changes") {
   std::vector<float> out{-9.0f, -9.0f};
   SECTION("sync: the step's last gradient applies, and only it writes") {
     OneShard s(TrainingMode::Sync, 2, 2);
@@ -335,7 +335,7 @@ TEST_CASE("a shard of 4 MiB or more writes its values out around the caches: the
   }
 }
 
-TEST_CASE("a run of chunks: consecutive from its offset, their floats in all; checkPush changes nothing") {
+TEST_CASE("a run of chunks: consecutive from its offset, their floats in all, checkPush changes nothing") {
   OneShard s(TrainingMode::Sync, 2, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   REQUIRE(shard.chunks().size() == 2);  // kernel (2 floats), bias (1)
@@ -385,7 +385,7 @@ TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
                   ProtocolError);  // sgd: no slots
 }
 
-TEST_CASE("async: every chunk applies at once; complete pushes advance the step and the clock") {
+TEST_CASE("async: every chunk applies at once, complete pushes advance the step and the clock") {
   OneShard s(TrainingMode::Async, 2, 2, /*max_staleness=*/1);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   shard.markReady(0);
@@ -463,7 +463,7 @@ struct PinnedKernel {
   }
 };
 
-TEST_CASE("a pinned chunk stays as it was through updates; the chunk comes home when free") {
+TEST_CASE("a pinned chunk stays as it was through updates, the chunk comes home when free") {
   PinnedKernel k;
   ParameterShard& shard = k.shard;
   const ShardChunk& kernel = k.kernel;
@@ -565,7 +565,7 @@ TEST_CASE("small pieces share a chunk, big ones are cut, gaps in the worker's la
   }
 }
 
-TEST_CASE("gradient groups: from the last layer, each closed at 64 Ki floats; chunks keep to one") {
+TEST_CASE("gradient groups: from the last layer, each closed at 64 Ki floats, chunks keep to one") {
   const auto graphOf = [](const std::string& model) {
     return buildLayerGraph(loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/" + model + ".yaml"));
   };

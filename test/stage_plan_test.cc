@@ -55,7 +55,7 @@ TEST_CASE("an unplaced model is one stage without a device", "[stage_plan]") {
   CHECK(plan.stages[0].end_layer == 4);
 }
 
-TEST_CASE("layers follow the previous one; stages break where the device changes",
+TEST_CASE("layers follow the previous one, stages break where the device changes",
           "[stage_plan]") {
   TempDir dir;
   const ModelSpec spec = fourLayers(dir, {"", "cpu:1", "", "cpu:0"});

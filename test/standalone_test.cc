@@ -262,9 +262,9 @@ TEST_CASE("a run stopped at an evaluation's step reports that evaluation, not a 
   CHECK(output.find(line, first + 1) == std::string::npos);
 }
 
-TEST_CASE("moving averages are kept, checkpointed and evaluated; a run can turn them on") {
+TEST_CASE("moving averages are kept, checkpointed and evaluated, a run can turn them on") {
   const auto dir = freshTempDir("moving-average");
-  const std::string base = readFile("configs/models/fashion_mlp.yaml");
+  const std::string base = exampleSpec("fashion_mlp.yaml");
   writeFile(dir / "plain.yaml", base);
   writeFile(dir / "averaged.yaml", base + "moving_average: {decay: 0.99}\n");
   const std::string flags =
@@ -578,7 +578,7 @@ TEST_CASE("an init_from layer of another shape than the checkpoint's names the s
 }
 
 TEST_CASE(
-    "a checkpoint without the optimizer state a spec needs is refused; one with more is not") {
+    "a checkpoint without the optimizer state a spec needs is refused, one with more is not") {
   const auto dir = freshTempDir("other-optimizer");
   const std::string sgd = exampleSpec("fashion_mlp.yaml");
   REQUIRE(sgd.find("type: sgd") != std::string::npos);
