@@ -347,7 +347,8 @@ TEST_CASE(
       p.floats = std::min<uint64_t>(p.floats, uint64_t(ParameterShard::kChunkFloats) + 1);
       std::vector<float> gradient(size_t(p.floats), kGradient);
       auto bytes = request.initData(gradient.size() * sizeof(float) + (p.ragged ? 2 : 0));
-      std::memcpy(bytes.begin(), gradient.data(), gradient.size() * sizeof(float));
+      if (!gradient.empty())  // an empty vector's data() may be null: no memcpy from it
+        std::memcpy(bytes.begin(), gradient.data(), gradient.size() * sizeof(float));
       if (dice.coin(0.1)) request.setSharedChunks(run);
     }
     return p;
