@@ -23,7 +23,7 @@ ProcessResult runDaemonBinary(const std::string& binary, const std::string& args
 // A fresh empty directory under the system temp dir, unique to this test.
 std::filesystem::path freshTempDir(const std::string& name);
 
-// The whole file; std::runtime_error naming it when it cannot be opened.
+// The whole file; empty when there is none (yet: a log polled as it grows).
 std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& text);
 
