@@ -171,7 +171,7 @@ Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_head
   const int64_t keep = source.limit > 0 ? std::min(source.limit, count) : count;
   const Shape example_shape{images.dims()[1], images.dims()[2], 1};
   if (check_header) check_header(example_shape, keep);
-  const std::vector<uint8_t> pixels = images.readItems(keep);
+  std::vector<uint8_t> pixels = images.readItems(keep);
   IdxFile labels(source.labels, idx_format::kLabelsMagic, "labels");
   const std::vector<uint8_t> classes = labels.readItems(std::min<int64_t>(keep, labels.dims()[0]));
   if (labels.dims()[0] != images.dims()[0])
@@ -181,11 +181,7 @@ Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_head
   Dataset data;
   data.size = keep;
   data.example_shape = example_shape;
-  std::array<float, 256> scaled;
-  for (int v = 0; v < 256; ++v) scaled[v] = float(v) / 255.0f;
-  data.inputs.resize(pixels.size());
-  std::transform(pixels.begin(), pixels.end(), data.inputs.begin(),
-                 [&scaled](uint8_t v) { return scaled[v]; });
+  data.pixels = std::move(pixels);
   data.labels.assign(classes.begin(), classes.end());
   data.num_classes = 1 + *std::max_element(classes.begin(), classes.end());
   return data;
@@ -197,27 +193,41 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
   Dataset data;
   data.example_shape = {1};
   data.size = spec.points;
-  data.inputs.resize(spec.points);
+  data.values.resize(spec.points);
   data.targets.resize(spec.points);
   Rng rng(seed);
   const double range = double(spec.x_max) - double(spec.x_min);
   for (int64_t i = 0; i < spec.points; ++i) {
     const double x = spec.x_min + range * rng.uniform();
-    data.inputs[i] = float(x);
+    data.values[i] = float(x);
     data.targets[i] = float(x * x + spec.noise_stddev * rng.normal());
   }
   return data;
 }
 
-Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count) {
+void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {
+  const int64_t example = numElements(data.example_shape);
+  const size_t first = size_t(begin * example), values = size_t(count * example);
+  if (data.pixels.empty()) {
+    std::memcpy(out, data.values.data() + first, values * sizeof(float));
+    return;
+  }
+  // A division, not a multiplication by 1 / 255, which rounds some pixels
+  // differently: the inputs are the quotients torchvision's ToTensor gives.
+  // The loop vectorises.
+  const uint8_t* pixels = data.pixels.data() + first;
+  for (size_t i = 0; i < values; ++i) out[i] = float(pixels[i]) / 255.0f;
+}
+
+Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* inputs) {
   if (begin < 0 || count < 0 || begin + count > data.size)
     throw std::out_of_range("sliceBatch: examples [" + std::to_string(begin) + ", " +
                             std::to_string(begin + count) + ") of a data set of " +
                             std::to_string(data.size));
-  const int64_t example = numElements(data.example_shape);
+  copyInputs(data, begin, count, inputs);
   Batch batch;
   batch.size = count;
-  batch.inputs = data.inputs.data() + begin * example;
+  batch.inputs = inputs;
   if (!data.labels.empty()) batch.labels = data.labels.data() + begin;
   if (!data.targets.empty()) batch.targets = data.targets.data() + begin;
   return batch;

@@ -1,7 +1,8 @@
 // Data sets, held whole in memory: MNIST-format IDX files (Fashion-MNIST,
-// MNIST) and the synthetic regression problem. Examples are contiguous, so a
-// batch of consecutive examples is a view, and the input pipeline copies
-// shuffled examples with one memcpy each.
+// MNIST) and the synthetic regression problem. Images keep the files' pixel
+// bytes, a quarter of what floats take, and become floats only as a batch is
+// gathered (copyInputs): a worker of a cluster holds the whole training set,
+// since every epoch deals all of it out again.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,12 @@ inline constexpr uint32_t kLabelsMagic = 0x00000801;  // u8, dims [n]
 struct Dataset {
   // [28, 28, 1] for IDX images (HWC; IDX rank-3 files get channel 1), [1] for synthetic
   Shape example_shape;
-  int64_t size = 0;             // examples
-  std::vector<float> inputs;    // size * numElements(example_shape); pixels scaled to [0, 1]
+  int64_t size = 0;  // examples
+  // The inputs, size * numElements(example_shape) values, example after
+  // example, in one of two forms (the other one empty): the pixels of IDX
+  // images as read, each input pixel / 255.0f; synthetic data's floats.
+  std::vector<uint8_t> pixels;
+  std::vector<float> values;
   std::vector<int32_t> labels;  // classification, else empty
   std::vector<float> targets;   // regression [size, 1], else empty
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
@@ -53,8 +58,14 @@ Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_head
 // Deterministic in `seed`; callers pass different seeds for train and test.
 Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t seed);
 
-// Examples [begin, begin + count) as a Batch pointing into the data set (no
-// copy). std::out_of_range if the range is not inside the data set.
-Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count);
+// Writes the inputs of examples [begin, begin + count) to `out`, as floats,
+// count * numElements(example_shape) of them. The caller keeps the range
+// inside the data set.
+void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out);
+
+// Examples [begin, begin + count) as a Batch: their inputs written to
+// `inputs` (copyInputs), labels or targets pointing into the data set.
+// std::out_of_range if the range is not inside the data set.
+Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* inputs);
 
 }  // namespace traind

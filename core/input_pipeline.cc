@@ -109,9 +109,7 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
   const int64_t* order = permutation_.data() + (batch % batches_per_epoch_) * batch_size_;
   for (int64_t j = 0; j < batch_size_; ++j) {
     const int64_t example = order[j];
-    std::memcpy(slot.inputs.data() + j * example_floats_,
-                data_.inputs.data() + example * example_floats_,
-                size_t(example_floats_) * sizeof(float));
+    copyInputs(data_, example, 1, slot.inputs.data() + j * example_floats_);
     if (!slot.labels.empty()) slot.labels[size_t(j)] = data_.labels[size_t(example)];
     if (target_floats_ > 0)
       std::memcpy(slot.targets.data() + j * target_floats_,

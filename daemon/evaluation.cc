@@ -8,6 +8,7 @@ Evaluator::Evaluator(Device& device, const LayerGraph& graph, const VariableLayo
                      const Dataset& data, int64_t batch_size, uint64_t seed)
     : data_(data) {
   const int64_t batch = std::min(batch_size, data.size);
+  inputs_.resize(size_t(batch * numElements(data.example_shape)));
   full_ = device.createReplica(graph, layout, batch, seed);
   if (const int64_t rest = data.size % batch; rest != 0)
     tail_ = device.createReplica(graph, layout, rest, seed);
@@ -20,7 +21,7 @@ EvalResult Evaluator::evaluate(const float* parameters) {
   for (int64_t begin = 0; begin < data_.size;) {
     Replica& replica = data_.size - begin >= full_->batchSize() ? *full_ : *tail_;
     const int64_t n = replica.batchSize();
-    const StepResult r = replica.evaluate(sliceBatch(data_, begin, n), parameters);
+    const StepResult r = replica.evaluate(sliceBatch(data_, begin, n, inputs_.data()), parameters);
     loss_sum += r.loss * double(n);
     correct += r.correct;
     begin += n;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/dataset.h"
 #include "devices/device.h"
@@ -25,6 +26,7 @@ class Evaluator {
 
  private:
   const Dataset& data_;
+  std::vector<float> inputs_;  // a full batch's, as floats
   std::unique_ptr<Replica> full_;
   std::unique_ptr<Replica> tail_;  // null when the batch size divides the data set
 };

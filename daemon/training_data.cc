@@ -52,11 +52,10 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
   }
 }
 
-// What a data set of `examples` examples of `elements` values takes while
-// it loads: its pixels as read, then as floats, and its labels.
+// What a data set of `examples` examples of `elements` pixels takes while
+// it loads: its pixels, kept as read, and its labels, as read and as int32.
 double datasetBytes(int64_t elements, int64_t examples) {
-  return double(examples) *
-         double(elements * int64_t(1 + sizeof(float)) + int64_t(sizeof(int32_t)));
+  return double(examples) * double(elements + 1 + int64_t(sizeof(int32_t)));
 }
 
 // What is held in memory beside the data sets as they load, and what the
@@ -91,7 +90,7 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
                                                    byteSize(int64_t(held.bytes)), held.what)
                                      : std::string(),
                       byteSize(*available)));
-    held.bytes += bytes - double(examples) * double(numElements(example_shape));  // pixels freed
+    held.bytes += bytes - double(examples);  // the labels as read are freed
     checking = false;
   };
   try {

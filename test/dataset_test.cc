@@ -64,8 +64,8 @@ Dataset indexedDataset(int64_t n) {
   data.example_shape = {2};
   data.size = n;
   for (int64_t i = 0; i < n; ++i) {
-    data.inputs.push_back(float(i));
-    data.inputs.push_back(-float(i));
+    data.values.push_back(float(i));
+    data.values.push_back(-float(i));
     data.labels.push_back(int32_t(i % 7));
     data.targets.push_back(10.0f * float(i));
   }
@@ -105,7 +105,8 @@ TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
 
   REQUIRE(data.size == 60000);
   REQUIRE(data.example_shape == Shape{28, 28, 1});
-  REQUIRE(data.inputs.size() == size_t(60000 * 28 * 28));
+  REQUIRE(data.pixels.size() == size_t(60000 * 28 * 28));
+  REQUIRE(data.values.empty());
   REQUIRE(data.labels.size() == 60000);
   REQUIRE(data.targets.empty());
   REQUIRE(data.num_classes == 10);
@@ -116,12 +117,12 @@ TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
     ++per_class[label];
   }
   CHECK(per_class == std::vector<int>(10, 6000));
-  const auto [lo, hi] = std::minmax_element(data.inputs.begin(), data.inputs.end());
-  CHECK(*lo == 0.0f);
-  CHECK(*hi == 1.0f);
+  const auto [lo, hi] = std::minmax_element(data.pixels.begin(), data.pixels.end());
+  CHECK(*lo == 0);
+  CHECK(*hi == 255);
   const double mean =
-      std::accumulate(data.inputs.begin(), data.inputs.end(), 0.0) / double(data.inputs.size());
-  CHECK(mean == Approx(72.94 / 255).epsilon(0.01));  // Fashion-MNIST's known pixel mean
+      std::accumulate(data.pixels.begin(), data.pixels.end(), 0.0) / double(data.pixels.size());
+  CHECK(mean == Approx(72.94).epsilon(0.01));  // Fashion-MNIST's known pixel mean
 }
 
 TEST_CASE("limit keeps the first examples of the test set", "[dataset][idx]") {
@@ -133,8 +134,8 @@ TEST_CASE("limit keeps the first examples of the test set", "[dataset][idx]") {
   limited.limit = 100;
   const Dataset first = loadIdxDataset(limited);
   REQUIRE(first.size == 100);
-  REQUIRE(first.inputs.size() == size_t(100 * 784));
-  CHECK(std::equal(first.inputs.begin(), first.inputs.end(), all.inputs.begin()));
+  REQUIRE(first.pixels.size() == size_t(100 * 784));
+  CHECK(std::equal(first.pixels.begin(), first.pixels.end(), all.pixels.begin()));
   CHECK(std::equal(first.labels.begin(), first.labels.end(), all.labels.begin()));
   limited.limit = 20000;  // more than the files hold: all of them
   CHECK(loadIdxDataset(limited).size == 10000);
@@ -158,9 +159,11 @@ TEST_CASE("raw and gzip IDX files load alike, told apart by content, not name", 
     const Dataset data = loadIdxDataset({dir / images, dir / labels, 0, {}});
     REQUIRE(data.size == 3);
     REQUIRE(data.example_shape == Shape{2, 2, 1});
-    REQUIRE(data.inputs.size() == 12);
-    for (size_t i = 0; i < kPixels.size(); ++i) CHECK(data.inputs[i] == float(kPixels[i]) / 255.0f);
-    CHECK(data.inputs[5] == 1.0f);
+    CHECK(data.pixels == kPixels);
+    std::vector<float> inputs(12);
+    copyInputs(data, 0, 3, inputs.data());
+    for (size_t i = 0; i < kPixels.size(); ++i) CHECK(inputs[i] == float(kPixels[i]) / 255.0f);
+    CHECK(inputs[5] == 1.0f);
     CHECK(data.labels == std::vector<int32_t>{2, 0, 1});
     CHECK(data.num_classes == 3);
   }
@@ -299,13 +302,14 @@ TEST_CASE("synthetic regression data is y = x^2 + noise, fixed by the seed", "[d
   const Dataset data = makeSyntheticRegression(spec, 42);
   REQUIRE(data.size == 5000);
   REQUIRE(data.example_shape == Shape{1});
-  REQUIRE(data.inputs.size() == 5000);
+  REQUIRE(data.values.size() == 5000);
+  REQUIRE(data.pixels.empty());
   REQUIRE(data.targets.size() == 5000);
   REQUIRE(data.labels.empty());
   REQUIRE(data.num_classes == 0);
   double sum = 0, sum_squares = 0;
   for (int64_t i = 0; i < data.size; ++i) {
-    const float x = data.inputs[i];
+    const float x = data.values[i];
     REQUIRE(x >= -2.0f);
     REQUIRE(x <= 3.0f);
     const double noise = data.targets[i] - double(x) * x;
@@ -314,30 +318,64 @@ TEST_CASE("synthetic regression data is y = x^2 + noise, fixed by the seed", "[d
   }
   CHECK(std::abs(sum / 5000) < 0.01);
   CHECK(std::sqrt(sum_squares / 5000) == Approx(0.1).epsilon(0.05));
-  const auto [lo, hi] = std::minmax_element(data.inputs.begin(), data.inputs.end());
+  const auto [lo, hi] = std::minmax_element(data.values.begin(), data.values.end());
   CHECK(*lo < -1.99f);
   CHECK(*hi > 2.99f);
 
   const Dataset again = makeSyntheticRegression(spec, 42);
-  CHECK(again.inputs == data.inputs);
+  CHECK(again.values == data.values);
   CHECK(again.targets == data.targets);
-  CHECK(makeSyntheticRegression(spec, 43).inputs != data.inputs);
+  CHECK(makeSyntheticRegression(spec, 43).values != data.values);
 }
 
-TEST_CASE("sliceBatch points into the data set", "[dataset]") {
+TEST_CASE("sliceBatch copies the inputs and points into the labels and targets", "[dataset]") {
   const Dataset data = indexedDataset(10);
-  const Batch batch = sliceBatch(data, 4, 3);
+  std::vector<float> inputs(6);
+  const Batch batch = sliceBatch(data, 4, 3, inputs.data());
   CHECK(batch.size == 3);
-  CHECK(batch.inputs == data.inputs.data() + 8);
+  CHECK(batch.inputs == inputs.data());
   CHECK(batch.labels == data.labels.data() + 4);
   CHECK(batch.targets == data.targets.data() + 4);
   CHECK(exampleIndices(batch) == std::vector<int64_t>{4, 5, 6});
-  CHECK(sliceBatch(data, 10, 0).size == 0);
-  CHECK_THROWS_AS(sliceBatch(data, 8, 3), std::out_of_range);
-  CHECK_THROWS_AS(sliceBatch(data, -1, 1), std::out_of_range);
+  CHECK(sliceBatch(data, 10, 0, inputs.data()).size == 0);
+  CHECK_THROWS_AS(sliceBatch(data, 8, 3, inputs.data()), std::out_of_range);
+  CHECK_THROWS_AS(sliceBatch(data, -1, 1, inputs.data()), std::out_of_range);
 
   const Dataset regression = makeSyntheticRegression({}, 1);
-  CHECK(sliceBatch(regression, 0, 2).labels == nullptr);
+  CHECK(sliceBatch(regression, 0, 2, inputs.data()).labels == nullptr);
+}
+
+TEST_CASE("images become floats as a batch is gathered, each pixel / 255", "[dataset][pipeline]") {
+  TempDir dir;
+  writeRaw(dir / "images", kImages);
+  writeRaw(dir / "labels", kLabels);
+  const Dataset data = loadIdxDataset({dir / "images", dir / "labels", 0, {}});
+  // Every byte value, against the quotient: a multiplication by 1 / 255
+  // rounds some of them differently.
+  Dataset every;
+  every.example_shape = {256};
+  every.size = 1;
+  every.pixels.resize(256);
+  std::iota(every.pixels.begin(), every.pixels.end(), uint8_t(0));
+  std::vector<float> values(256);
+  copyInputs(every, 0, 1, values.data());
+  for (int v = 0; v < 256; ++v) REQUIRE(values[size_t(v)] == float(v) / 255.0f);
+
+  std::vector<float> inputs(8);
+  const Batch slice = sliceBatch(data, 1, 2, inputs.data());
+  CHECK(std::vector<float>(slice.inputs, slice.inputs + 8) ==
+        std::vector<float>{204 / 255.0f, 1.0f, 0.0f, 51 / 255.0f, 102 / 255.0f, 153 / 255.0f,
+                           204 / 255.0f, 1.0f});
+  CHECK(slice.labels[0] == 0);
+
+  // No shuffle, batches of one: the pipeline's batches in the file's order.
+  InputPipeline pipeline(data, 1, false, 7, 0, 0);
+  for (int64_t i = 0; i < 3; ++i) {
+    const Batch& batch = pipeline.next();
+    for (size_t k = 0; k < 4; ++k)
+      CHECK(batch.inputs[k] == float(kPixels[size_t(i) * 4 + k]) / 255.0f);
+    CHECK(batch.labels[0] == std::vector<int32_t>{2, 0, 1}[size_t(i)]);
+  }
 }
 
 TEST_CASE("without shuffle the pipeline goes in order and drops partial batches", "[pipeline]") {
