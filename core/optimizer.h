@@ -1,4 +1,6 @@
-// Optimizers over flat buffers. The update rules are TensorFlow's:
+// Optimizers over flat buffers. The update rules are TensorFlow's (which of
+// its optimizers of a name, where they differ: docs/model-spec.md, "Which
+// TensorFlow optimizer"):
 //   sgd       p -= lr * g
 //   momentum  a = m * a + g;  p -= lr * a            (nesterov: p -= lr * (g + m * a))
 //   adagrad   a += g^2;       p -= lr * g / (sqrt(a) + eps)   (a starts at initial_accumulator)

@@ -67,15 +67,27 @@ void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, 
       for (float& x : out) x = kind == Kind::Zeros ? 0.0f : spec.initializer.value;
       continue;
     }
-    // Keras' definitions: glorot scale 1/avg(fan_in, fan_out), he scale 2/fan_in;
-    // uniform limit sqrt(3*scale), normal stddev sqrt(scale) (not truncated).
+    // Keras' VarianceScaling (TensorFlow 1's glorot and he initialisers
+    // alike): glorot scale 1/avg(fan_in, fan_out), he scale 2/fan_in; uniform
+    // in +-sqrt(3*scale); normal truncated at two of its standard deviations
+    // (drawn again beyond), that deviation widened by 1/0.8796... so that the
+    // values' standard deviation is sqrt(scale).
     const bool glorot = kind == Kind::GlorotUniform || kind == Kind::GlorotNormal;
     const bool uniform = kind == Kind::GlorotUniform || kind == Kind::HeUniform;
     const double scale = glorot ? 2.0 / (fan_in + fan_out) : 2.0 / fan_in;
     Rng rng(hashCombine(seed, hashString(spec.name)));
+    if (uniform) {
+      const double limit = std::sqrt(3.0 * scale);
+      for (float& x : out) x = float((2.0 * rng.uniform() - 1.0) * limit);
+      continue;
+    }
+    // The standard deviation of a standard normal truncated to [-2, 2].
+    constexpr double kTruncatedStddev = 0.87962566103423978;
+    const double stddev = std::sqrt(scale) / kTruncatedStddev;
     for (float& x : out) {
-      x = uniform ? float((2.0 * rng.uniform() - 1.0) * std::sqrt(3.0 * scale))
-                  : float(rng.normal() * std::sqrt(scale));
+      double z = rng.normal();
+      while (std::abs(z) > 2.0) z = rng.normal();
+      x = float(z * stddev);
     }
   }
 }

@@ -1,7 +1,11 @@
 // Shape inference and variable naming, TensorFlow's padding rules included.
 #include "core/layer_graph.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <span>
+#include <utility>
 
 #include "core/variable_layout.h"
 
@@ -202,4 +206,33 @@ TEST_CASE("variable layout aligns every variable and initialisers are seeded by 
   CHECK(hi <= limit);
   CHECK(hi > 0.9f * limit);
   for (float x : a.view(*layout.find("hidden/bias"))) CHECK(x == 0.0f);
+}
+
+TEST_CASE("glorot_normal and he_normal draw Keras' normal, truncated at two deviations") {
+  ModelSpec spec;
+  spec.path = "normal.yaml";
+  spec.input = {400};
+  LayerSpec glorot = dense("glorot", 600), he = dense("he", 500);
+  glorot.kernel_initializer.kind = InitializerSpec::Kind::GlorotNormal;
+  he.kernel_initializer.kind = InitializerSpec::Kind::HeNormal;
+  spec.layers = {glorot, he};
+  const LayerGraph g = buildLayerGraph(spec);
+  const VariableLayout layout(g.variables);
+  FlatBuffer parameters(layout.totalSize());
+  initializeVariables(g, layout, 7, parameters);
+  // Keras: stddev sqrt(scale), cut at 2 * sqrt(scale) / 0.8796...
+  for (const auto& [name, scale] : {std::pair{"glorot/kernel", 2.0 / (400 + 600)},
+                                    std::pair{"he/kernel", 2.0 / 600}}) {
+    INFO(name);
+    const std::span<const float> values = parameters.view(*layout.find(name));
+    const double bound = 2.0 * std::sqrt(scale) / 0.87962566103423978;
+    double sum_squares = 0.0, largest = 0.0;
+    for (float x : values) {
+      sum_squares += double(x) * double(x);
+      largest = std::max(largest, std::abs(double(x)));
+    }
+    CHECK(largest <= bound);
+    CHECK(largest > 0.99 * bound);  // about 1 value in 450 lies in the last 1%
+    CHECK(std::sqrt(sum_squares / double(values.size())) == Approx(std::sqrt(scale)).epsilon(0.01));
+  }
 }
