@@ -4,6 +4,9 @@
 #   scripts/setup.sh          build + test + demo dependencies
 #   scripts/setup.sh --test   also what the systemd test boots its container with
 #   scripts/setup.sh --bench  also the PyTorch peer for bench/
+#   scripts/setup.sh --tensorflow
+#                             also TensorFlow, in a virtual environment of its
+#                             own, for test/tensorflow_reference.py
 set -euo pipefail
 
 # ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, and
@@ -17,6 +20,7 @@ packages=(
   dataset-fashion-mnist
   python3 python3-numpy python3-pip
 )
+tensorflow=0
 for option in "$@"; do
   case $option in
     # test/systemd_nspawn_test.sh boots a Debian rootfs under systemd-nspawn
@@ -26,7 +30,8 @@ for option in "$@"; do
     # Debian's torch 1.13 runs dense layers on the reference BLAS unless
     # OpenBLAS is there; the OpenMP build, since the pthread one fights torch's threads.
     --bench) packages+=(python3-torch libopenblas0-openmp) ;;
-    *) echo "setup.sh: unknown option $option (--test, --bench)" >&2; exit 2 ;;
+    --tensorflow) packages+=(python3-venv); tensorflow=1 ;;
+    *) echo "setup.sh: unknown option $option (--test, --bench, --tensorflow)" >&2; exit 2 ;;
   esac
 done
 
@@ -54,4 +59,16 @@ fi
 if ! python3 -c "import tensorboard" 2>/dev/null; then
   python3 -m pip install -q tensorboard 2>/dev/null ||
     python3 -m pip install -q --break-system-packages tensorboard
+fi
+
+# TensorFlow (1.6 GB installed) goes into a virtual environment of its own,
+# where its numpy cannot replace the one Debian's torch was built against;
+# test/CMakeLists.txt finds it there.
+if ((tensorflow)); then
+  venv="$HOME/.cache/traind/tensorflow"
+  if ! "$venv/bin/python3" -c "import tensorflow, safetensors, numpy" 2>/dev/null; then
+    echo "setup: installing TensorFlow into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python3" -m pip install -q tensorflow-cpu safetensors numpy
+  fi
 fi

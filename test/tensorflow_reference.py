@@ -1,0 +1,773 @@
+#!/usr/bin/env python3
+"""traind trains as TensorFlow does.
+
+    tensorflow_reference.py --traind build/daemon/traind [--work-dir DIR] [--steps N]
+
+Each check trains a small model twice for --steps steps (30 by default),
+from the same initial parameters on the same batches (the first
+Fashion-MNIST training examples, or traind's synthetic regression data
+regenerated here, in order): once with traind, once with TensorFlow's ops
+and optimizers. traind's final checkpoint must hold what TensorFlow ends
+with, parameter by parameter, optimizer slot by slot (`<variable>/momentum`,
+`accumulator`, `m`, `v`) and moving average by moving average, to float32
+rounding:
+
+  optimizers      sgd (and weight_decay), momentum and Nesterov momentum under
+                  an exponentially decaying rate, adagrad with its own
+                  initial_accumulator and epsilon, adam with traind's defaults
+                  and with others; a 784-32-10 perceptron
+  layers          conv2d (same and valid padding, strides, uneven and
+                  non-square kernels), max_pool and avg_pool (same and valid),
+                  relu, tanh, sigmoid, linear, dense without a bias; two CNNs
+  mse             the synthetic regression data, one tanh layer
+  schedule        exponential decay with staircase
+  moving averages with and without num_updates
+  sync cluster    1 ps and 2 workers, replicas_to_aggregate 2, against one
+                  TensorFlow step over both workers' batches
+  initializers    glorot_uniform, glorot_normal, he_uniform, he_normal: the
+                  largest value and the standard deviation of traind's draws
+                  against those of Keras' initializers (a law, not values)
+
+What each traind rule is in TensorFlow, and so what this script runs:
+
+  sgd             tf.compat.v1.train.GradientDescentOptimizer
+  momentum        tf.compat.v1.train.MomentumOptimizer(use_nesterov=nesterov):
+                  accumulator = momentum * accumulator + g, then
+                  var -= rate * accumulator, or with Nesterov
+                  var -= rate * (g + momentum * accumulator)
+  adagrad         TensorFlow's ApplyAdagradV2 kernel (tf.raw_ops.
+                  ResourceApplyAdagradV2, what tf.keras 2's Adagrad ran):
+                  accumulator += g * g,
+                  var -= rate * g / (sqrt(accumulator) + epsilon)
+  adam            tf.compat.v1.train.AdamOptimizer, given traind's epsilon
+                  (1e-7 by default)
+  weight_decay    the loss plus weight_decay * tf.nn.l2_loss(kernel) for each
+                  kernel (no bias): gradient += weight_decay * kernel, for
+                  every optimizer (L2, not Keras' decoupled weight decay)
+  learning_rate   tf.compat.v1.train.exponential_decay of the global step
+                  before the update
+  moving_average  tf.train.ExponentialMovingAverage, its averages made at the
+                  initial values, num_updates the global step after the update
+  initializers    tf.keras.initializers.GlorotUniform, GlorotNormal,
+                  HeUniform, HeNormal (VarianceScaling: a normal truncated at
+                  two deviations, widened so that its deviation is sqrt(scale))
+  layers, losses  tf.nn.conv2d, max_pool2d, avg_pool2d (padding left out of
+                  the average), tf.matmul, relu, tanh, sigmoid; the mean of
+                  sparse_softmax_cross_entropy_with_logits, the mean square
+
+Where TensorFlow's other variants of these differ from traind (and from this
+script's reference; docs/model-spec.md, "Which TensorFlow optimizer", says
+the same to users):
+
+  - tf.compat.v1.train.AdagradOptimizer has no epsilon: var -= rate * g /
+    sqrt(accumulator).
+  - Keras 3's Adagrad (tf.keras.optimizers.Adagrad since TensorFlow 2.16)
+    divides by sqrt(accumulator + epsilon).
+  - tf.compat.v1.train.AdamOptimizer's default epsilon is 1e-8; Keras' and
+    traind's 1e-7.
+  - Keras' SGD(momentum) under a decaying rate keeps accumulator =
+    momentum * accumulator - rate_t * g: each gradient is scaled by the rate
+    of its own step, where v1 Momentum (and traind) scale the whole
+    accumulator by the current rate.
+
+Exits 0 when every check matches, printing a table of each check's largest
+differences; 1 when traind fails or a tensor differs, naming the check, the
+tensor, the differences and the tolerance; 77 (ctest's skip) when Python
+lacks tensorflow, numpy or safetensors.
+"""
+import argparse
+import dataclasses
+import gzip
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+try:
+    import numpy as np
+    import tensorflow as tf
+    from safetensors.numpy import load_file, save_file
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+v1 = tf.compat.v1.train
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+SEED = 42
+BATCH_SIZE = 16
+TRAIND_TIMEOUT_SECONDS = 120
+
+# The largest difference a tensor may show, relative to its largest value:
+# max|traind - TensorFlow| / max|TensorFlow|. Both train in float32 but sum in
+# other orders (oneDNN's and Eigen's blocked matrix products and
+# convolutions, sums over the batch), so every step's results differ in
+# their last bits (2^-24, 6e-8 of a value); the steps after carry these on,
+# and Adam's division by sqrt(v) magnifies them where v is tiny. Over 30 or
+# 60 steps the worst is 4e-6 (Adam at its default epsilon); 1e-4 leaves room
+# for longer runs and other machines' kernels. Of the real differences the
+# controls made, the smallest is 2e-3 (moving averages with num_updates a
+# step late); Nesterov for plain momentum, the rate of the step after and
+# Keras 3's Adagrad make 0.1 or more.
+TOLERANCE = 1e-4
+
+# traind's defaults for what an optimizer section leaves out (docs/model-spec.md).
+OPTIMIZER_DEFAULTS = {
+    "sgd": {},
+    "momentum": {"momentum": 0.9, "nesterov": False},
+    "adagrad": {"initial_accumulator": 0.1, "epsilon": 1e-7},
+    "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7},
+}
+
+ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.nn.tanh, "sigmoid": tf.nn.sigmoid,
+               "linear": tf.identity}
+
+
+class Failure(Exception):
+    """A check that failed: traind did not train, or a tensor differs."""
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the result table: a check's largest differences."""
+    check: str
+    tensor: str
+    abs_diff: float
+    rel_diff: float
+    tolerance: float
+
+
+# --- Training data ----------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Examples:
+    """Training examples in the order traind takes them (shuffle off), and
+    the model spec's data section that has traind read the same."""
+    inputs: np.ndarray
+    targets: np.ndarray
+    input_shape: list
+    data_section: dict
+
+    def batches(self, steps, batch_size):
+        return [(self.inputs[i * batch_size:(i + 1) * batch_size],
+                 self.targets[i * batch_size:(i + 1) * batch_size]) for i in range(steps)]
+
+
+def read_idx(path, count):
+    """The first `count` items of a gzip-compressed IDX file, as uint8."""
+    with gzip.open(path) as f:
+        dimensions = f.read(4)[3]
+        shape = [int.from_bytes(f.read(4), "big") for _ in range(dimensions)][1:]
+        data = f.read(count * math.prod(shape))
+    return np.frombuffer(data, np.uint8).reshape(count, *shape)
+
+
+def fashion_mnist(count):
+    images = os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz")
+    labels = os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz")
+    # As traind gathers a batch: each pixel divided by 255 in float32.
+    inputs = read_idx(images, count).astype(np.float32)[..., np.newaxis] / np.float32(255)
+    return Examples(inputs, read_idx(labels, count).astype(np.int32), [28, 28, 1],
+                    {"train": {"images": images, "labels": labels, "limit": count},
+                     "shuffle": False, "prefetch_batches": 0})
+
+
+class SplitMix64:
+    """core/random.h's Rng: SplitMix64's finaliser over a counter, and
+    core/random.cc's Box-Muller normals."""
+    MASK = 2**64 - 1
+
+    def __init__(self, seed):
+        self.state = seed
+
+    def next(self):
+        x = (self.state + 0x9e3779b97f4a7c15) & self.MASK
+        self.state = (self.state + 1) & self.MASK
+        x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & self.MASK
+        x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & self.MASK
+        return x ^ (x >> 31)
+
+    def uniform(self):
+        return (self.next() >> 11) * (1.0 / 2**53)
+
+    def normal(self):
+        u1, u2 = max(self.uniform(), 1e-300), self.uniform()
+        return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+def synthetic_regression(count):
+    """traind's `synthetic: {type: regression}` training set with x in
+    [-1, 1], as core/dataset.cc's makeSyntheticRegression draws it from the
+    spec's seed."""
+    noise_stddev = float(np.float32(0.05))  # a float in the spec
+    rng = SplitMix64(SEED)
+    inputs, targets = [], []
+    for _ in range(count):
+        x = -1.0 + 2.0 * rng.uniform()
+        inputs.append(x)
+        targets.append(x * x + noise_stddev * rng.normal())
+    return Examples(np.float32(inputs).reshape(-1, 1), np.float32(targets).reshape(-1, 1), [1],
+                    {"synthetic": {"type": "regression", "points": count, "x_min": -1, "x_max": 1,
+                                   "noise_stddev": 0.05},
+                     "shuffle": False, "prefetch_batches": 0})
+
+
+# --- The models in TensorFlow -----------------------------------------------
+
+
+def pair(value):
+    """A spec's `kernel: 3` or `kernel: [3, 2]` as (height, width)."""
+    return tuple(value) if isinstance(value, (list, tuple)) else (value, value)
+
+
+class Network:
+    """A traind layer list as TensorFlow ops. Its variables, named as
+    traind's, are made as the first call meets them: Glorot-uniform kernels
+    and biases within +-0.1 (not zero, so that they count from the first
+    step), drawn with numpy; traind starts from them through init_from."""
+
+    def __init__(self, layers, input_shape):
+        self.layers = layers
+        self.variables = {}
+        self._rng = np.random.default_rng(SEED)
+        self(tf.zeros([1, *input_shape]))
+
+    def _variable(self, name, shape, limit):
+        if name not in self.variables:
+            initial = self._rng.uniform(-limit, limit, shape).astype(np.float32)
+            self.variables[name] = tf.Variable(initial)
+        return self.variables[name]
+
+    def _affine(self, layer, x, kernel_shape, window_area):
+        """A dense or conv2d layer's kernel applied to x, then its bias and activation."""
+        fan_in, fan_out = kernel_shape[-2] * window_area, kernel_shape[-1] * window_area
+        kernel = self._variable(layer["name"] + "/kernel", kernel_shape,
+                                math.sqrt(6.0 / (fan_in + fan_out)))
+        if layer["type"] == "dense":
+            x = tf.matmul(x, kernel)
+        else:
+            x = tf.nn.conv2d(x, kernel, [1, *pair(layer.get("stride", 1)), 1],
+                             layer.get("padding", "valid").upper())
+        if layer.get("use_bias", True):
+            x = x + self._variable(layer["name"] + "/bias", [kernel_shape[-1]], 0.1)
+        return ACTIVATIONS[layer.get("activation", "linear")](x)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            kind = layer["type"]
+            if kind == "dense":
+                x = self._affine(layer, x, [x.shape[-1], layer["units"]], 1)
+            elif kind == "conv2d":
+                height, width = pair(layer["kernel"])
+                x = self._affine(layer, x, [height, width, x.shape[-1], layer["filters"]],
+                                 height * width)
+            elif kind in ("max_pool", "avg_pool"):
+                pool = tf.nn.max_pool2d if kind == "max_pool" else tf.nn.avg_pool2d
+                x = pool(x, pair(layer["size"]), pair(layer.get("stride", layer["size"])),
+                         layer.get("padding", "valid").upper())
+            elif kind == "flatten":
+                x = tf.reshape(x, [x.shape[0], -1])
+            elif kind == "activation":
+                x = ACTIVATIONS[layer["activation"]](x)
+            else:
+                raise ValueError(f"no TensorFlow version of layer type {kind}")
+        return x
+
+
+def training_loss(outputs, targets, kind):
+    if kind == "mse":
+        return tf.reduce_mean(tf.square(outputs - targets))
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
+                                                                         logits=outputs))
+
+
+class AdagradV2:
+    """TensorFlow's ApplyAdagradV2 kernel, traind's Adagrad, with the
+    interface of a tf.compat.v1 optimizer: accumulator += g * g,
+    var -= rate * g / (sqrt(accumulator) + epsilon)."""
+
+    def __init__(self, learning_rate, initial_accumulator, epsilon):
+        self._learning_rate = learning_rate
+        self._initial_accumulator = initial_accumulator
+        self._epsilon = epsilon
+        self._accumulators = {}
+
+    def get_slot_names(self):
+        return ["accumulator"]
+
+    def get_slot(self, variable, name):
+        return self._accumulators[variable.ref()]
+
+    def apply_gradients(self, grads_and_vars, global_step):
+        rate = self._learning_rate() if callable(self._learning_rate) else self._learning_rate
+        for gradient, variable in grads_and_vars:
+            if variable.ref() not in self._accumulators:
+                self._accumulators[variable.ref()] = tf.Variable(
+                    tf.fill(variable.shape, np.float32(self._initial_accumulator)))
+            tf.raw_ops.ResourceApplyAdagradV2(
+                var=variable.handle, accum=self._accumulators[variable.ref()].handle,
+                lr=tf.cast(rate, tf.float32), epsilon=np.float32(self._epsilon), grad=gradient)
+        global_step.assign_add(1)
+
+
+def tensorflow_learning_rate(rate, global_step):
+    """A spec's learning_rate: a number, or a schedule of the global step."""
+    if not isinstance(rate, dict):
+        return rate
+    return v1.exponential_decay(rate["initial"], global_step, rate["decay_steps"],
+                                rate["decay_rate"], staircase=rate.get("staircase", False))
+
+
+def tensorflow_optimizer(section, global_step):
+    """The TensorFlow optimizer that applies a spec's optimizer section."""
+    section = {**OPTIMIZER_DEFAULTS[section["type"]], **section}
+    rate = tensorflow_learning_rate(section["learning_rate"], global_step)
+    if section["type"] == "sgd":
+        return v1.GradientDescentOptimizer(rate)
+    if section["type"] == "momentum":
+        return v1.MomentumOptimizer(rate, section["momentum"], use_nesterov=section["nesterov"])
+    if section["type"] == "adagrad":
+        return AdagradV2(rate, section["initial_accumulator"], section["epsilon"])
+    return v1.AdamOptimizer(rate, section["beta1"], section["beta2"], section["epsilon"])
+
+
+def weight_decay_loss(network, weight_decay):
+    """traind's weight_decay as the L2 loss of the kernels, whose gradient
+    is weight_decay * kernel."""
+    kernels = [v for name, v in network.variables.items() if name.endswith("/kernel")]
+    return weight_decay * tf.add_n([tf.nn.l2_loss(kernel) for kernel in kernels])
+
+
+def train_in_tensorflow(case, network, batches):
+    """Trains `network` as `case` says; returns its variables, optimizer
+    slots and moving averages under the names traind's checkpoints give them."""
+    global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    optimizer = tensorflow_optimizer(case.optimizer, global_step)
+    variables = list(network.variables.values())
+    averages = None
+    if case.moving_average is not None:
+        num_updates = global_step if case.moving_average.get("num_updates", True) else None
+        averages = tf.train.ExponentialMovingAverage(case.moving_average["decay"],
+                                                     num_updates=num_updates)
+        averages.apply(variables)  # makes the averages, equal to the initial values
+    for inputs, targets in batches:
+        with tf.GradientTape() as tape:
+            objective = training_loss(network(inputs), targets, case.loss)
+            if case.optimizer.get("weight_decay"):
+                objective += weight_decay_loss(network, case.optimizer["weight_decay"])
+        gradients = tape.gradient(objective, variables)
+        optimizer.apply_gradients(list(zip(gradients, variables)), global_step=global_step)
+        if averages is not None:
+            averages.apply(variables)
+
+    state = {}
+    for name, variable in network.variables.items():
+        state[name] = variable.numpy()
+        for slot in optimizer.get_slot_names():
+            state[f"{name}/{slot}"] = optimizer.get_slot(variable, slot).numpy()
+        if averages is not None:
+            state[f"{name}/ExponentialMovingAverage"] = averages.average(variable).numpy()
+    return state
+
+
+# --- traind -----------------------------------------------------------------
+
+
+def flow_yaml(value):
+    """`value` as YAML flow text: {type: dense, kernel: [3, 2], use_bias: false}."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(flow_yaml(v) for v in value) + "]"
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+        return json.dumps(value)  # a path: a double-quoted YAML string
+    return str(value)
+
+
+def spec_yaml(spec):
+    """A model spec as YAML text: one line per section, a line per layer."""
+    lines = []
+    for key, value in spec.items():
+        if key == "layers":
+            lines += ["layers:"] + [f"  - {flow_yaml(layer)}" for layer in value]
+        else:
+            lines.append(f"{key}: {flow_yaml(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def fresh_directory(path):
+    """`path`, made empty: traind would resume from a checkpoint an earlier
+    run of this script left there (--work-dir)."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def write_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def write_checkpoint(directory, tensors):
+    """A checkpoint as docs/checkpoints.md lays one out, for init_from."""
+    os.makedirs(directory)
+    save_file(tensors, os.path.join(directory, "model.safetensors"))
+    manifest = {"format_version": 1, "global_step": 0, "model_name": "tensorflow_reference",
+                "architecture_hash": "",
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "tensors_file": "model.safetensors"}
+    write_file(os.path.join(directory, "manifest.json"), json.dumps(manifest))
+
+
+def latest_checkpoint(directory):
+    """The tensors of the checkpoint `<directory>/latest` names."""
+    with open(os.path.join(directory, "latest")) as f:
+        return load_file(os.path.join(directory, f.read().strip(), "model.safetensors"))
+
+
+def log_tail(text, lines=15):
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(no output)"
+
+
+def run_standalone(traind, spec_path):
+    command = [traind, "--model", spec_path]
+    try:
+        run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=TRAIND_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise Failure(f"{' '.join(command)} ran past {TRAIND_TIMEOUT_SECONDS} s")
+    if run.returncode != 0:
+        raise Failure(f"{' '.join(command)} exited {run.returncode}:\n{log_tail(run.stdout)}")
+
+
+def free_local_addresses(count):
+    """127.0.0.1 addresses on ports the kernel found free just now."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def run_sync_cluster(traind, spec_path, directory, workers):
+    """One ps and `workers` workers on this machine in sync mode, every step
+    aggregating all workers' gradients; each process is stopped (killed) if
+    it has not ended once the others are done or the time is up."""
+    ps, *worker_addresses = free_local_addresses(1 + workers)
+    cluster_path = os.path.join(directory, "cluster.yaml")
+    write_file(cluster_path, spec_yaml({
+        "cluster": {"ps": [ps], "worker": worker_addresses},
+        "training": {"mode": "sync", "replicas_to_aggregate": workers,
+                     "total_num_replicas": workers}}))
+    tasks = [("ps", 0)] + [("worker", i) for i in range(workers)]
+    logs = {task: os.path.join(directory, f"{task[0]}{task[1]}.log") for task in tasks}
+    processes = {}
+    try:
+        for job, task in tasks:
+            with open(logs[job, task], "w") as log:
+                processes[job, task] = subprocess.Popen(
+                    [traind, "--cluster", cluster_path, "--model", spec_path, "--job", job,
+                     "--task", str(task)], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + TRAIND_TIMEOUT_SECONDS
+        for (job, task), process in reversed(processes.items()):  # the ps ends last
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                outcome = f"exited {process.returncode}" if process.returncode else None
+            except subprocess.TimeoutExpired:
+                outcome = f"ran past {TRAIND_TIMEOUT_SECONDS} s"
+            if outcome:
+                with open(logs[job, task]) as log:
+                    raise Failure(f"{job} {task} {outcome}:\n{log_tail(log.read())}")
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def train_with_traind(check, traind, directory, spec, workers=1):
+    """Writes the model spec `spec` (its name, seed and checkpoint directory
+    added) into `directory` and trains it, standalone or on a sync cluster
+    of `workers`; returns the tensors of its final checkpoint."""
+    spec = {"name": "tensorflow_reference", "seed": SEED, **spec,
+            "checkpoint": {"dir": os.path.join(directory, "checkpoints")}}
+    spec_path = os.path.join(directory, "model.yaml")
+    write_file(spec_path, spec_yaml(spec))
+    try:
+        if workers == 1:
+            run_standalone(traind, spec_path)
+        else:
+            run_sync_cluster(traind, spec_path, directory, workers)
+    except Failure as e:
+        raise Failure(f"{check}: traind failed: {e}")
+    return latest_checkpoint(spec["checkpoint"]["dir"])
+
+
+# --- Checks -----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Case:
+    """A model trained by traind and by TensorFlow, to be compared."""
+    name: str
+    layers: list
+    optimizer: dict
+    examples: Examples
+    loss: str = "softmax_cross_entropy"
+    moving_average: dict | None = None
+    workers: int = 1  # more: a sync cluster of one ps and that many workers
+
+
+def compare(check, traind, reference, tolerance=TOLERANCE):
+    """The Row of the tensor of `reference` that differs most in traind's
+    tensors, relative to its largest value; Failure if one differs by more
+    than `tolerance`."""
+    rows = []
+    for name, expected in reference.items():
+        if name not in traind:
+            raise Failure(f"{check}: traind's checkpoint has no tensor {name}")
+        if np.shape(traind[name]) != np.shape(expected):
+            raise Failure(f"{check}: {name}: traind's shape {np.shape(traind[name])}, "
+                          f"TensorFlow's {np.shape(expected)}")
+        actual, expected = np.asarray(traind[name], np.float64), np.asarray(expected, np.float64)
+        abs_diff = float(np.max(np.abs(actual - expected)))
+        rel_diff = abs_diff / max(float(np.max(np.abs(expected))), np.finfo(np.float32).tiny)
+        rows.append(Row(check, name, abs_diff, rel_diff, tolerance))
+    worst = max(rows, key=lambda row: row.rel_diff)
+    if worst.rel_diff > tolerance:
+        raise Failure(f"{check}: tensor {worst.tensor}: max |traind - TensorFlow| "
+                      f"{worst.abs_diff:.3e}, relative to its largest value {worst.rel_diff:.3e}, "
+                      f"tolerance {tolerance:g}")
+    return worst
+
+
+def check_case(case, traind, work_dir, steps):
+    """Trains `case` with traind and with TensorFlow; compares what they end with."""
+    directory = fresh_directory(os.path.join(work_dir, case.name.replace(" ", "_")))
+    network = Network(case.layers, case.examples.input_shape)
+    initial = os.path.join(directory, "initial")
+    write_checkpoint(initial, {name: v.numpy() for name, v in network.variables.items()})
+    spec = {
+        "input": case.examples.input_shape, "layers": case.layers, "loss": case.loss,
+        "optimizer": case.optimizer,
+        "data": {**case.examples.data_section, "batch_size": BATCH_SIZE},
+        "training": {"max_steps": steps, "log_every": steps, "threads": 1},
+        "init_from": {"checkpoint": initial, "layers": [
+            layer["name"] for layer in case.layers if layer["type"] in ("dense", "conv2d")]},
+    }
+    if case.moving_average is not None:
+        spec["moving_average"] = case.moving_average
+    trained = train_with_traind(case.name, traind, directory, spec, case.workers)
+    # A sync step applies the mean gradient of the workers' batches, taken
+    # in turn from the data: one TensorFlow step over all of them.
+    batches = case.examples.batches(steps, BATCH_SIZE * case.workers)
+    return compare(case.name, trained, train_in_tensorflow(case, network, batches))
+
+
+PERCEPTRON = [{"type": "flatten"},
+              {"type": "dense", "name": "hidden", "units": 32, "activation": "relu"},
+              {"type": "dense", "name": "logits", "units": 10}]
+
+# Same padding with stride 1 and 2 (an even input: padding at the bottom and
+# right only), a same max pool, a valid stride-2 convolution that leaves a
+# row and column out, a same average pool over padded windows, a dense layer
+# without bias and an activation layer.
+CNN_A = [{"type": "conv2d", "name": "conv1", "filters": 4, "kernel": 3, "padding": "same",
+          "activation": "relu"},
+         {"type": "conv2d", "name": "conv2", "filters": 6, "kernel": 3, "stride": 2,
+          "padding": "same", "activation": "tanh"},
+         {"type": "max_pool", "name": "pool1", "size": 3, "stride": 2, "padding": "same"},
+         {"type": "conv2d", "name": "conv3", "filters": 5, "kernel": 2, "stride": 2,
+          "activation": "sigmoid"},
+         {"type": "avg_pool", "name": "pool2", "size": 2, "padding": "same"},
+         {"type": "flatten"},
+         {"type": "dense", "name": "hidden", "units": 12, "use_bias": False},
+         {"type": "activation", "activation": "tanh"},
+         {"type": "dense", "name": "logits", "units": 10}]
+
+# An even kernel with same padding and stride 3 (padding split 1 before, 2
+# after), a non-square kernel and stride, a linear convolution, a valid max
+# pool that leaves a column out, an overlapping valid average pool, a sigmoid
+# dense layer.
+CNN_B = [{"type": "conv2d", "name": "conv1", "filters": 4, "kernel": 4, "stride": 3,
+          "padding": "same", "activation": "relu"},
+         {"type": "conv2d", "name": "conv2", "filters": 4, "kernel": [3, 2], "stride": [1, 2],
+          "padding": "same", "activation": "linear"},
+         {"type": "max_pool", "name": "pool1", "size": 2},
+         {"type": "avg_pool", "name": "pool2", "size": 2, "stride": 1},
+         {"type": "flatten"},
+         {"type": "dense", "name": "hidden", "units": 16, "activation": "sigmoid"},
+         {"type": "dense", "name": "logits", "units": 10}]
+
+REGRESSION = [{"type": "dense", "name": "hidden", "units": 10, "activation": "tanh"},
+              {"type": "dense", "name": "output", "units": 1}]
+
+# Fast enough to change the rate at every few of the checks' steps.
+DECAYING_RATE = {"initial": 0.1, "decay": "exponential", "decay_steps": 3, "decay_rate": 0.6}
+STAIRCASE_RATE = {"initial": 0.2, "decay": "exponential", "decay_steps": 4, "decay_rate": 0.7,
+                  "staircase": True}
+
+
+def training_cases(steps):
+    """Every check that trains a model, for `steps` steps."""
+    fashion = fashion_mnist(steps * BATCH_SIZE)
+    return [
+        Case("sgd", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1}, fashion),
+        Case("sgd weight_decay", PERCEPTRON,
+             {"type": "sgd", "learning_rate": 0.1, "weight_decay": 0.01}, fashion),
+        Case("momentum exponential decay", PERCEPTRON,
+             {"type": "momentum", "learning_rate": DECAYING_RATE, "momentum": 0.9,
+              "nesterov": False}, fashion),
+        Case("nesterov exponential decay", PERCEPTRON,
+             {"type": "momentum", "learning_rate": DECAYING_RATE, "momentum": 0.9,
+              "nesterov": True}, fashion),
+        # An epsilon large enough that where it goes in the formula shows.
+        Case("adagrad accumulator 0.01 epsilon 0.1", PERCEPTRON,
+             {"type": "adagrad", "learning_rate": 0.1, "initial_accumulator": 0.01,
+              "epsilon": 0.1}, fashion),
+        Case("adam defaults", PERCEPTRON, {"type": "adam", "learning_rate": 0.001}, fashion),
+        Case("adam 0.5 0.9 epsilon 0.01 weight_decay", PERCEPTRON,
+             {"type": "adam", "learning_rate": 0.01, "beta1": 0.5, "beta2": 0.9, "epsilon": 0.01,
+              "weight_decay": 0.05}, fashion),
+        Case("layers cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1}, fashion),
+        Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
+        Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
+             synthetic_regression(steps * BATCH_SIZE), loss="mse"),
+        Case("schedule staircase", PERCEPTRON, {"type": "sgd", "learning_rate": STAIRCASE_RATE},
+             fashion),
+        # (1 + t) / (10 + t) is below 0.9 up to t = 80: over the checks'
+        # steps, num_updates sets the decay.
+        Case("moving average num_updates", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
+             fashion, moving_average={"decay": 0.9}),
+        Case("moving average fixed decay", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
+             fashion, moving_average={"decay": 0.9, "num_updates": False}),
+        Case("sync cluster 1 ps 2 workers adam", PERCEPTRON,
+             {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3},
+             fashion_mnist(steps * BATCH_SIZE * 2), workers=2),
+    ]
+
+
+KERAS_INITIALIZERS = {"glorot_uniform": tf.keras.initializers.GlorotUniform,
+                      "glorot_normal": tf.keras.initializers.GlorotNormal,
+                      "he_uniform": tf.keras.initializers.HeUniform,
+                      "he_normal": tf.keras.initializers.HeNormal}
+
+# What the initializer checks compare, each with its tolerance: a statistic
+# of traind's draws may differ from that of Keras' draws by this fraction of
+# Keras'. Every kernel holds 74k to 2.4M values: the standard deviations of
+# two draws of one law differ by 0.2% (one standard error), their largest
+# values by 0.01% (both lie that close to the law's bound). An
+# untruncated normal's largest value is twice the truncated one's; a
+# truncated normal left narrow (not widened by 1 / 0.8796) has a deviation
+# 12% short.
+DRAW_STATISTICS = {
+    "std": (lambda values: np.std(values, dtype=np.float64), 0.02),
+    "max |x|": (lambda values: np.max(np.abs(values)), 0.01),
+}
+
+
+def initializer_layers():
+    """A convolution and a dense layer per initializer, frozen so that a
+    step leaves their kernels as drawn; a first convolution widens the input
+    to 64 channels, so that each kernel holds 74k values or more."""
+    convolutions = [{"type": "conv2d", "name": "widen", "filters": 64, "kernel": 2, "stride": 2,
+                     "trainable": False}]
+    denses = []
+    for initializer in KERAS_INITIALIZERS:
+        convolutions.append({"type": "conv2d", "name": f"conv_{initializer}", "filters": 128,
+                             "kernel": 3, "kernel_initializer": initializer, "trainable": False})
+        denses.append({"type": "dense", "name": f"dense_{initializer}", "units": 512,
+                       "kernel_initializer": initializer, "trainable": False})
+    return convolutions + [{"type": "flatten"}] + denses + [
+        {"type": "dense", "name": "logits", "units": 10}]
+
+
+def traind_initial_kernels(traind, work_dir, layers):
+    """The kernels traind draws for `layers`: a step's checkpoint, the
+    layers frozen."""
+    spec = {"input": [28, 28, 1], "layers": layers,
+            "optimizer": {"type": "sgd", "learning_rate": 0.1},
+            "data": {**fashion_mnist(1).data_section, "batch_size": 1},
+            "training": {"max_steps": 1, "threads": 1}}
+    return train_with_traind("initializers", traind,
+                             fresh_directory(os.path.join(work_dir, "initializers")), spec)
+
+
+def check_initializers(traind, work_dir):
+    """traind's initial kernels against Keras' initializers' draws of the
+    same shapes, by the statistics of DRAW_STATISTICS."""
+    layers = initializer_layers()
+    drawn = traind_initial_kernels(traind, work_dir, layers)
+    rows = []
+    for initializer, keras_initializer in KERAS_INITIALIZERS.items():
+        traind_kernels = {layer["name"] + "/kernel": drawn[layer["name"] + "/kernel"]
+                          for layer in layers if layer.get("kernel_initializer") == initializer}
+        keras_kernels = {name: keras_initializer(seed=SEED)(kernel.shape).numpy()
+                         for name, kernel in traind_kernels.items()}
+        for statistic, (measure, tolerance) in DRAW_STATISTICS.items():
+            rows.append(compare(f"{initializer} {statistic}",
+                                {name: measure(k) for name, k in traind_kernels.items()},
+                                {name: measure(k) for name, k in keras_kernels.items()},
+                                tolerance))
+    return rows
+
+
+# --- Main -------------------------------------------------------------------
+
+
+def print_row(row):
+    print(f"{row.check:42} {row.tensor:40} {row.abs_diff:9.2e} {row.rel_diff:9.2e} "
+          f"{row.tolerance:9.0e}", flush=True)
+
+
+def run_checks(traind, work_dir, steps):
+    print(f"{'check':42} {'tensor that differs most':40} {'max|diff|':>9} {'relative':>9} "
+          f"{'tolerance':>9}")
+    for case in training_cases(steps):
+        print_row(check_case(case, traind, work_dir, steps))
+    for row in check_initializers(traind, work_dir):
+        print_row(row)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traind", required=True, help="the traind binary")
+    parser.add_argument("--work-dir", help="keep the specs, logs and checkpoints here "
+                        "(default: a temporary directory, removed)")
+    parser.add_argument("--steps", type=int, default=30, help="training steps per check")
+    args = parser.parse_args()
+    if args.steps < 1:
+        parser.error("--steps: expected a positive number of steps")
+    traind = os.path.abspath(args.traind)
+    if not (os.path.isfile(traind) and os.access(traind, os.X_OK)):
+        print(f"FAILED: --traind {args.traind}: not an executable file")
+        sys.exit(1)
+    started = time.monotonic()
+    try:
+        if args.work_dir:
+            os.makedirs(args.work_dir, exist_ok=True)
+            run_checks(traind, os.path.abspath(args.work_dir), args.steps)
+        else:
+            with tempfile.TemporaryDirectory(prefix="traind-tensorflow-") as work_dir:
+                run_checks(traind, work_dir, args.steps)
+    except Failure as e:
+        print(f"FAILED: {e}")
+        sys.exit(1)
+    print(f"ok: traind trains as TensorFlow does ({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
