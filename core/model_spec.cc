@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device_name.h"
+#include "core/learning_rate.h"
 #include "core/random.h"
 #include "core/yaml_fields.h"
 
@@ -307,7 +308,48 @@ Shape readInput(const Field& field) {
   return shape;
 }
 
+// The learning-rate schedules: the word of `decay`, and the fields each
+// takes besides it.
+struct Schedule {
+  std::string_view decay;
+  LearningRateSpec::Kind kind;
+  std::vector<std::string_view> fields;
+};
+
+const std::vector<Schedule>& schedules() {
+  using Kind = LearningRateSpec::Kind;
+  static const std::vector<Schedule> all = {
+      {"exponential", Kind::ExponentialDecay, {"initial", "decay_steps", "decay_rate", "staircase"}},
+      {"inverse_time", Kind::InverseTimeDecay, {"initial", "decay_steps", "decay_rate", "staircase"}},
+      {"piecewise_constant", Kind::PiecewiseConstant, {"boundaries", "values"}},
+      {"polynomial", Kind::PolynomialDecay,
+       {"initial", "decay_steps", "end_learning_rate", "power", "cycle"}},
+      {"cosine", Kind::CosineDecay, {"initial", "decay_steps", "alpha"}},
+  };
+  return all;
+}
+
+// piecewise_constant's boundaries (steps, increasing) and values (one more,
+// positive).
+void readPiecewise(const Mapping& fields, LearningRateSpec& rate) {
+  const Field boundaries = fields.get("boundaries", "required with decay: piecewise_constant");
+  constexpr std::string_view kSteps = "a list of global steps, increasing";
+  const std::vector<Field> steps = listItems(boundaries, kSteps);
+  if (steps.empty()) failExpected(boundaries, kSteps);
+  for (const Field& step : steps) {
+    rate.boundaries.push_back(readInt(step, rate.boundaries.empty() ? 0 : rate.boundaries.back() + 1));
+  }
+  const Field values = fields.get("values", "required with decay: piecewise_constant");
+  const std::string expected =
+      fmt::format("a list of {} positive numbers (one more than boundaries)", steps.size() + 1);
+  const std::vector<Field> rates = listItems(values, expected);
+  if (rates.size() != steps.size() + 1) failExpected(values, expected);
+  for (const Field& value : rates) rate.values.push_back(readFloat(value, "a positive number", isPositive));
+  rate.initial = rate.values.front();
+}
+
 LearningRateSpec readLearningRate(const Field& field) {
+  using Kind = LearningRateSpec::Kind;
   LearningRateSpec rate;
   if (!field.node.IsMap()) {
     rate.initial =
@@ -315,21 +357,66 @@ LearningRateSpec readLearningRate(const Field& field) {
     return rate;
   }
   Mapping fields(field);
-  fields.allowOnly({"initial", "decay", "decay_steps", "decay_rate", "staircase"},
-                   "a learning-rate schedule");
-  rate.initial = readFloat(fields.get("initial"), "a positive number", isPositive);
-  const std::optional<Field> decay = fields.find("decay");
-  if (!decay) {
-    for (std::string_view key : {"decay_steps", "decay_rate", "staircase"})
-      if (auto f = fields.find(key)) fail(*f, "only meaningful with decay: exponential");
+  std::vector<std::string_view> known = {"decay"}, decays;
+  for (const Schedule& schedule : schedules()) {
+    decays.push_back(schedule.decay);
+    for (std::string_view key : schedule.fields)
+      if (std::find(known.begin(), known.end(), key) == known.end()) known.push_back(key);
+  }
+  fields.allowOnly(known, "a learning-rate schedule");
+
+  // Without decay the rate is constant: {initial: 0.1} is 0.1.
+  const Schedule constant{"", Kind::Constant, {"initial"}};
+  const Schedule* schedule = &constant;
+  if (const std::optional<Field> decay = fields.find("decay")) {
+    const auto& all = schedules();
+    const auto named = std::find_if(all.begin(), all.end(), [&decay](const Schedule& s) {
+      return isText(decay->node) && decay->node.Scalar() == s.decay;
+    });
+    if (named == all.end()) failExpected(*decay, "one of " + joined(decays));
+    schedule = &*named;
+  }
+  // Another schedule's field names the schedules that take it.
+  for (std::string_view key : known) {
+    const std::optional<Field> f = fields.find(key);
+    const auto& own = schedule->fields;
+    if (key == "decay" || !f || std::find(own.begin(), own.end(), key) != own.end()) continue;
+    if (key == "initial")  // refused by piecewise_constant alone
+      fail(*f, "not used with decay: piecewise_constant, whose first value is the rate up to the "
+               "first boundary");
+    std::vector<std::string_view> takers;
+    for (const Schedule& other : schedules())
+      if (std::find(other.fields.begin(), other.fields.end(), key) != other.fields.end())
+        takers.push_back(other.decay);
+    std::string names;
+    for (size_t i = 0; i < takers.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == takers.size() ? " or " : ", ") + std::string(takers[i]);
+    fail(*f, "only meaningful with decay: " + names);
+  }
+
+  rate.kind = schedule->kind;
+  const std::string why = fmt::format("required with decay: {}", schedule->decay);
+  if (rate.kind == Kind::PiecewiseConstant) {
+    readPiecewise(fields, rate);
     return rate;
   }
-  rate.kind = readChoice<LearningRateSpec::Kind>(
-      *decay, {{"exponential", LearningRateSpec::Kind::ExponentialDecay}});
-  rate.decay_steps = readInt(fields.get("decay_steps", "required with decay: exponential"), 1);
-  rate.decay_rate = readFloat(fields.get("decay_rate", "required with decay: exponential"),
-                              "a positive number", isPositive);
-  if (auto f = fields.find("staircase")) rate.staircase = readBool(*f);
+  rate.initial = readFloat(fields.get("initial", rate.kind == Kind::Constant ? "" : why),
+                           "a positive number", isPositive);
+  if (rate.kind == Kind::Constant) return rate;
+  rate.decay_steps = readInt(fields.get("decay_steps", why), 1);
+  if (rate.kind == Kind::ExponentialDecay || rate.kind == Kind::InverseTimeDecay) {
+    rate.decay_rate = readFloat(fields.get("decay_rate", why), "a positive number", isPositive);
+    if (auto f = fields.find("staircase")) rate.staircase = readBool(*f);
+  }
+  if (rate.kind == Kind::PolynomialDecay) {
+    if (auto f = fields.find("end_learning_rate"))
+      rate.end_learning_rate = readFloat(*f, "a non-negative number", isNonNegative);
+    if (auto f = fields.find("power")) rate.power = readFloat(*f, "a positive number", isPositive);
+    if (auto f = fields.find("cycle")) rate.cycle = readBool(*f);
+  }
+  if (rate.kind == Kind::CosineDecay) {
+    if (auto f = fields.find("alpha")) rate.alpha = readFloat(*f, "a number in [0, 1)", isFraction);
+  }
   return rate;
 }
 
@@ -684,11 +771,7 @@ std::string updateRule(const ModelSpec& spec) {
       break;
   }
   if (o.weight_decay != 0.0f) rule += fmt::format(", weight_decay {}", o.weight_decay);
-  const LearningRateSpec& lr = spec.learning_rate;
-  rule += fmt::format(", learning rate {}", lr.initial);
-  if (lr.kind == LearningRateSpec::Kind::ExponentialDecay)
-    rule += fmt::format(" decayed by {} every {} steps{}", lr.decay_rate, lr.decay_steps,
-                        lr.staircase ? " (staircase)" : "");
+  rule += ", learning rate " + describeLearningRate(spec.learning_rate);
   if (const auto& average = o.moving_average)
     rule += fmt::format(", moving average {}{}", average->decay,
                         average->num_updates ? " (num_updates)" : "");

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "core/learning_rate.h"
 #include "core/stage_plan.h"
 #include "daemon/standalone.h"
 #include "devices/device_list.h"
@@ -13,12 +14,14 @@
 namespace traind {
 namespace {
 
-std::string optimizerSummary(const OptimizerSpec& optimizer) {
+std::string optimizerSummary(const ModelSpec& spec) {
   using Kind = OptimizerSpec::Kind;
+  const OptimizerSpec& optimizer = spec.optimizer;
   std::string out = optimizer.kind == Kind::Sgd        ? "sgd"
                     : optimizer.kind == Kind::Momentum ? "momentum"
                     : optimizer.kind == Kind::Adagrad  ? "adagrad"
                                                        : "adam";
+  out += ", learning rate " + describeLearningRate(spec.learning_rate);
   if (const auto& average = optimizer.moving_average)
     out += fmt::format(", then moving averages of the variables (decay {}{}), used for evaluation",
                        average->decay,
@@ -44,7 +47,7 @@ std::string layerTable(const ModelSpec& spec, const LayerGraph& graph) {
                        shapeToString(node.output_shape), params);
   }
   out += fmt::format(fmt::runtime(kRowFormat), "total", "", "", graph.parameterCount());
-  out += "optimizer: " + optimizerSummary(spec.optimizer) + "\n";
+  out += "optimizer: " + optimizerSummary(spec) + "\n";
   return out;
 }
 

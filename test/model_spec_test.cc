@@ -333,6 +333,83 @@ TEST_CASE("training.devices refuses a repeated CPU device and the whole CPU besi
             "one device; name several CPU devices cpu:0, cpu:1, ...");
 }
 
+TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[model_spec]") {
+  TempDir dir;
+  const std::string path = (dir / "variant.yaml").string();
+  const std::string constant = "learning_rate: 0.1";
+  const auto rate = [&](const std::string& schedule) {
+    return loadVariant(dir, constant, "learning_rate: " + schedule).learning_rate;
+  };
+  using Kind = LearningRateSpec::Kind;
+
+  LearningRateSpec lr = rate("{initial: 0.2}");
+  CHECK(lr.kind == Kind::Constant);
+  CHECK(lr.initial == 0.2f);
+
+  lr = rate("{initial: 0.2, decay: inverse_time, decay_steps: 10, decay_rate: 0.5, staircase: true}");
+  CHECK(lr.kind == Kind::InverseTimeDecay);
+  CHECK(lr.decay_steps == 10);
+  CHECK(lr.decay_rate == 0.5f);
+  CHECK(lr.staircase);
+
+  lr = rate("{decay: piecewise_constant, boundaries: [100, 200], values: [0.1, 0.05, 0.01]}");
+  CHECK(lr.kind == Kind::PiecewiseConstant);
+  CHECK(lr.boundaries == std::vector<int64_t>{100, 200});
+  CHECK(lr.values == std::vector<float>{0.1f, 0.05f, 0.01f});
+  CHECK(lr.initial == 0.1f);
+
+  lr = rate("{initial: 0.2, decay: polynomial, decay_steps: 50}");
+  CHECK(lr.kind == Kind::PolynomialDecay);
+  CHECK(lr.end_learning_rate == 0.0001f);  // TensorFlow's defaults
+  CHECK(lr.power == 1.0f);
+  CHECK(!lr.cycle);
+  lr = rate("{initial: 0.2, decay: polynomial, decay_steps: 50, end_learning_rate: 0, power: 0.5, "
+            "cycle: true}");
+  CHECK(lr.end_learning_rate == 0.0f);
+  CHECK(lr.power == 0.5f);
+  CHECK(lr.cycle);
+
+  lr = rate("{initial: 0.2, decay: cosine, decay_steps: 50, alpha: 0.1}");
+  CHECK(lr.kind == Kind::CosineDecay);
+  CHECK(lr.alpha == 0.1f);
+  CHECK(rate("{initial: 0.2, decay: cosine, decay_steps: 50}").alpha == 0.0f);
+
+  // The optimizer's line of the layer table says the schedule.
+  const ModelSpec spec = loadVariant(
+      dir, constant,
+      "learning_rate: {decay: piecewise_constant, boundaries: [100], values: [0.1, 0.01]}");
+  CHECK_THAT(updateRule(spec), Catch::Contains("learning rate 0.1, 0.01 after step 100"));
+
+  const auto error = [&](const std::string& schedule) {
+    return errorWith(dir, constant, "learning_rate: " + schedule);
+  };
+  CHECK(error("{initial: 0.1, decay: step}") ==
+        path + ":4:61: optimizer.learning_rate.decay: expected one of exponential, inverse_time, "
+               "piecewise_constant, polynomial, cosine, got 'step'");
+  CHECK(error("{initial: 0.1, decay: cosine, decay_steps: 5, power: 2}") ==
+        path + ":4:92: optimizer.learning_rate.power: only meaningful with decay: polynomial");
+  CHECK(error("{initial: 0.1, decay: piecewise_constant, boundaries: [1], values: [1, 2]}") ==
+        path + ":4:49: optimizer.learning_rate.initial: not used with decay: piecewise_constant, "
+               "whose first value is the rate up to the first boundary");
+  CHECK(error("{decay: piecewise_constant, boundaries: [1, 5], values: [1, 2]}") ==
+        path + ":4:95: optimizer.learning_rate.values: expected a list of 3 positive numbers (one "
+               "more than boundaries), got a list of 2 items");
+  CHECK(error("{decay: piecewise_constant, boundaries: [5, 5], values: [1, 2, 3]}") ==
+        path + ":4:83: optimizer.learning_rate.boundaries[1]: expected an integer of at least 6, "
+               "got 5");
+  CHECK(error("{decay: piecewise_constant, boundaries: [], values: [1]}") ==
+        path + ":4:79: optimizer.learning_rate.boundaries: expected a list of global steps, "
+               "increasing, got an empty list");
+  CHECK(error("{decay: piecewise_constant, values: [1]}") ==
+        path + ":4:39: optimizer.learning_rate: missing field 'boundaries' (required with decay: "
+               "piecewise_constant)");
+  CHECK(error("{initial: 0.1, decay: cosine, decay_steps: 5, alpha: 1}") ==
+        path + ":4:92: optimizer.learning_rate.alpha: expected a number in [0, 1), got 1");
+  CHECK(error("{initial: 0.1, decay: polynomial, decay_steps: 5, end_learning_rate: -1}") ==
+        path + ":4:108: optimizer.learning_rate.end_learning_rate: expected a non-negative "
+               "number, got -1");
+}
+
 TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]") {
   TempDir dir;
   const std::string optimizer = "optimizer: {type: sgd, learning_rate: 0.1}\n";
@@ -814,7 +891,8 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
             "exponential)");
   CHECK(errorWith(dir, "learning_rate: 0.1", "learning_rate: {initial: 0.1, decay_rate: 0.5}") ==
         path +
-            ":4:66: optimizer.learning_rate.decay_rate: only meaningful with decay: exponential");
+            ":4:66: optimizer.learning_rate.decay_rate: only meaningful with decay: exponential "
+            "or inverse_time");
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {max_steps: 10, epochs: 2}") ==
         path + ":8:23: training.max_steps: expected either epochs or max_steps, got both");
   CHECK(errorWith(dir, "training: {max_steps: 10}", "training: {log_every: 10}") ==

@@ -292,3 +292,50 @@ TEST_CASE("exponential decay, smooth and staircase") {
   lr.kind = LearningRateSpec::Kind::Constant;
   CHECK(learningRateAt(lr, 1000) == Approx(0.1f));
 }
+
+// Each schedule against its formula worked by hand (tf.compat.v1.train's
+// functions of the same names; test/tensorflow_reference.py trains with
+// them against TensorFlow itself).
+TEST_CASE("inverse-time, piecewise-constant, polynomial and cosine decay") {
+  using Kind = LearningRateSpec::Kind;
+  LearningRateSpec lr;
+  lr.initial = 0.1f;
+  lr.decay_steps = 100;
+
+  lr.kind = Kind::InverseTimeDecay;
+  lr.decay_rate = 0.5f;
+  CHECK(learningRateAt(lr, 0) == Approx(0.1f));
+  CHECK(learningRateAt(lr, 150) == Approx(0.1 / 1.75));  // 1 + 0.5 * 1.5
+  lr.staircase = true;
+  CHECK(learningRateAt(lr, 150) == Approx(0.1 / 1.5));
+  CHECK(learningRateAt(lr, 200) == Approx(0.05f));
+
+  lr.kind = Kind::PiecewiseConstant;
+  lr.boundaries = {10, 20};
+  lr.values = {1.0f, 0.5f, 0.25f};
+  // A boundary step still takes the value before it.
+  for (const auto& [step, rate] : {std::pair{0, 1.0f}, std::pair{10, 1.0f}, std::pair{11, 0.5f},
+                                   std::pair{20, 0.5f}, std::pair{21, 0.25f}, std::pair{1000, 0.25f}})
+    CHECK(learningRateAt(lr, step) == rate);
+
+  lr.kind = Kind::PolynomialDecay;
+  lr.end_learning_rate = 0.02f;
+  lr.power = 2.0f;
+  CHECK(learningRateAt(lr, 0) == Approx(0.1f));
+  CHECK(learningRateAt(lr, 50) == Approx(0.08 * 0.25 + 0.02));  // (1 - 0.5)^2
+  CHECK(learningRateAt(lr, 100) == Approx(0.02f));
+  CHECK(learningRateAt(lr, 250) == Approx(0.02f));
+  // Cycling: at step 150 the decay runs over 200 steps, so p = 0.75.
+  lr.cycle = true;
+  CHECK(learningRateAt(lr, 0) == Approx(0.1f));
+  CHECK(learningRateAt(lr, 100) == Approx(0.02f));
+  CHECK(learningRateAt(lr, 150) == Approx(0.08 * 0.0625 + 0.02));
+  CHECK(learningRateAt(lr, 101) > learningRateAt(lr, 100));
+
+  lr.kind = Kind::CosineDecay;
+  lr.alpha = 0.1f;
+  CHECK(learningRateAt(lr, 0) == Approx(0.1f));
+  CHECK(learningRateAt(lr, 50) == Approx(0.1 * (0.9 * 0.5 + 0.1)));  // cos(pi / 2) = 0
+  CHECK(learningRateAt(lr, 100) == Approx(0.01f));
+  CHECK(learningRateAt(lr, 500) == Approx(0.01f));
+}

@@ -364,7 +364,7 @@ TEST_CASE("traind check prints the layer table") {
   CHECK_THAT(r.output, Catch::Contains("conv2"));
   CHECK_THAT(r.output, Catch::Contains("[14, 14, 64]"));
   CHECK_THAT(r.output, Catch::Contains("220234"));
-  CHECK_THAT(r.output, Catch::Contains("optimizer: adam\n"));
+  CHECK_THAT(r.output, Catch::Contains("optimizer: adam, learning rate 0.001\n"));
   CHECK_THAT(r.output, Catch::Contains("memory: at least 36.9 MiB (3.4 MiB of variables with their "
                                        "gradients and optimizer slots, 33.6 MiB of layer outputs "
                                        "and their gradients per step)"));

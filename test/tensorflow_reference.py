@@ -20,7 +20,8 @@ rounding:
                   non-square kernels), max_pool and avg_pool (same and valid),
                   relu, tanh, sigmoid, linear, dense without a bias; two CNNs
   mse             the synthetic regression data, one tanh layer
-  schedule        exponential decay with staircase
+  schedules       exponential and inverse-time decay with staircase,
+                  piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
   sync cluster    1 ps and 2 workers, replicas_to_aggregate 2, against one
                   TensorFlow step over both workers' batches
@@ -44,8 +45,9 @@ What each traind rule is in TensorFlow, and so what this script runs:
   weight_decay    the loss plus weight_decay * tf.nn.l2_loss(kernel) for each
                   kernel (no bias): gradient += weight_decay * kernel, for
                   every optimizer (L2, not Keras' decoupled weight decay)
-  learning_rate   tf.compat.v1.train.exponential_decay of the global step
-                  before the update
+  learning_rate   tf.compat.v1.train.exponential_decay, inverse_time_decay,
+                  piecewise_constant, polynomial_decay, cosine_decay of the
+                  global step before the update
   moving_average  tf.train.ExponentialMovingAverage, its averages made at the
                   initial values, num_updates the global step after the update
   initializers    tf.keras.initializers.GlorotUniform, GlorotNormal,
@@ -319,11 +321,29 @@ class AdagradV2:
 
 
 def tensorflow_learning_rate(rate, global_step):
-    """A spec's learning_rate: a number, or a schedule of the global step."""
+    """A spec's learning_rate: a number, or a schedule of the global step,
+    with traind's defaults for what it leaves out (docs/model-spec.md)."""
     if not isinstance(rate, dict):
         return rate
-    return v1.exponential_decay(rate["initial"], global_step, rate["decay_steps"],
-                                rate["decay_rate"], staircase=rate.get("staircase", False))
+    decay = rate.get("decay")
+    if decay is None:
+        return rate["initial"]
+    if decay == "piecewise_constant":
+        return v1.piecewise_constant(global_step, rate["boundaries"], rate["values"])
+    if decay == "exponential":
+        return v1.exponential_decay(rate["initial"], global_step, rate["decay_steps"],
+                                    rate["decay_rate"], staircase=rate.get("staircase", False))
+    if decay == "inverse_time":
+        return v1.inverse_time_decay(rate["initial"], global_step, rate["decay_steps"],
+                                     rate["decay_rate"], staircase=rate.get("staircase", False))
+    if decay == "polynomial":
+        return v1.polynomial_decay(rate["initial"], global_step, rate["decay_steps"],
+                                   end_learning_rate=rate.get("end_learning_rate", 0.0001),
+                                   power=rate.get("power", 1.0), cycle=rate.get("cycle", False))
+    if decay == "cosine":
+        return v1.cosine_decay(rate["initial"], global_step, rate["decay_steps"],
+                               alpha=rate.get("alpha", 0.0))
+    raise ValueError(f"no TensorFlow version of decay {decay}")
 
 
 def tensorflow_optimizer(section, global_step):
@@ -617,8 +637,19 @@ REGRESSION = [{"type": "dense", "name": "hidden", "units": 10, "activation": "ta
 
 # Fast enough to change the rate at every few of the checks' steps.
 DECAYING_RATE = {"initial": 0.1, "decay": "exponential", "decay_steps": 3, "decay_rate": 0.6}
-STAIRCASE_RATE = {"initial": 0.2, "decay": "exponential", "decay_steps": 4, "decay_rate": 0.7,
-                  "staircase": True}
+# Every schedule, each changing the rate several times within the checks'
+# 30 steps.
+SCHEDULES = {
+    "exponential staircase": {"initial": 0.2, "decay": "exponential", "decay_steps": 4,
+                              "decay_rate": 0.7, "staircase": True},
+    "inverse_time staircase": {"initial": 0.2, "decay": "inverse_time", "decay_steps": 4,
+                               "decay_rate": 0.5, "staircase": True},
+    "piecewise_constant": {"decay": "piecewise_constant", "boundaries": [5, 12, 20],
+                           "values": [0.2, 0.1, 0.05, 0.02]},
+    "polynomial cycle": {"initial": 0.2, "decay": "polynomial", "decay_steps": 8,
+                         "end_learning_rate": 0.01, "power": 2, "cycle": True},
+    "cosine": {"initial": 0.2, "decay": "cosine", "decay_steps": 20, "alpha": 0.1},
+}
 
 
 def training_cases(steps):
@@ -646,8 +677,8 @@ def training_cases(steps):
         Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
              synthetic_regression(steps * BATCH_SIZE), loss="mse"),
-        Case("schedule staircase", PERCEPTRON, {"type": "sgd", "learning_rate": STAIRCASE_RATE},
-             fashion),
+        *[Case(f"schedule {name}", PERCEPTRON, {"type": "sgd", "learning_rate": schedule},
+               fashion) for name, schedule in SCHEDULES.items()],
         # (1 + t) / (10 + t) is below 0.9 up to t = 80: over the checks'
         # steps, num_updates sets the decay.
         Case("moving average num_updates", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
