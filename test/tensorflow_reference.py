@@ -23,6 +23,8 @@ rounding:
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
+  placement       towers on 2 CPU devices, and a pipeline of 2 stages over 4
+                  micro-batches, against one TensorFlow step of the batch
   sync cluster    1 ps and 2 workers, replicas_to_aggregate 2, against one
                   TensorFlow step over both workers' batches
   initializers    glorot_uniform, glorot_normal, he_uniform, he_normal: the
@@ -549,6 +551,9 @@ class Case:
     loss: str = "softmax_cross_entropy"
     moving_average: dict | None = None
     workers: int = 1  # more: a sync cluster of one ps and that many workers
+    # Where a step runs inside traind: training's devices and micro_batches,
+    # and the spec's stages. A step is still one update of the whole batch.
+    placement: dict = dataclasses.field(default_factory=dict)
 
 
 def compare(check, traind, reference, tolerance=TOLERANCE):
@@ -584,12 +589,15 @@ def check_case(case, traind, work_dir, steps):
         "input": case.examples.input_shape, "layers": case.layers, "loss": case.loss,
         "optimizer": case.optimizer,
         "data": {**case.examples.data_section, "batch_size": BATCH_SIZE},
-        "training": {"max_steps": steps, "log_every": steps, "threads": 1},
+        "training": {"max_steps": steps, "log_every": steps, "threads": 1,
+                     **{k: v for k, v in case.placement.items() if k != "stages"}},
         "init_from": {"checkpoint": initial, "layers": [
             layer["name"] for layer in case.layers if layer["type"] in ("dense", "conv2d")]},
     }
     if case.moving_average is not None:
         spec["moving_average"] = case.moving_average
+    if "stages" in case.placement:
+        spec["stages"] = case.placement["stages"]
     trained = train_with_traind(case.name, traind, directory, spec, case.workers)
     # A sync step applies the mean gradient of the workers' batches, taken
     # in turn from the data: one TensorFlow step over all of them.
@@ -685,6 +693,18 @@ def training_cases(steps):
              fashion, moving_average={"decay": 0.9}),
         Case("moving average fixed decay", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
              fashion, moving_average={"decay": 0.9, "num_updates": False}),
+        # Adam's epsilon raised here and for the cluster: at 1e-7 its
+        # division by sqrt(v) of gradients near 0 makes the towers' other
+        # order of summation 3e-5 of a tensor (SGD: 2e-7).
+        Case("towers on 2 cpus adam", PERCEPTRON,
+             {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3}, fashion,
+             placement={"devices": ["cpu:0", "cpu:1"]}),
+        Case("pipeline 2 stages 4 micro-batches adam", PERCEPTRON,
+             {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3}, fashion,
+             placement={"devices": ["cpu:0", "cpu:1"], "micro_batches": 4,
+                        "stages": [{"name": "first", "device": "cpu:0",
+                                    "layers": ["flatten_1", "hidden"]},
+                                   {"name": "last", "device": "cpu:1", "layers": ["logits"]}]}),
         Case("sync cluster 1 ps 2 workers adam", PERCEPTRON,
              {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3},
              fashion_mnist(steps * BATCH_SIZE * 2), workers=2),
