@@ -193,13 +193,13 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
   Dataset data;
   data.example_shape = {1};
   data.size = spec.points;
-  data.values.resize(spec.points);
+  data.floats.resize(spec.points);
   data.targets.resize(spec.points);
   Rng rng(seed);
   const double range = double(spec.x_max) - double(spec.x_min);
   for (int64_t i = 0; i < spec.points; ++i) {
     const double x = spec.x_min + range * rng.uniform();
-    data.values[i] = float(x);
+    data.floats[i] = float(x);
     data.targets[i] = float(x * x + spec.noise_stddev * rng.normal());
   }
   return data;
@@ -209,7 +209,7 @@ void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {
   const int64_t example = numElements(data.example_shape);
   const size_t first = size_t(begin * example), values = size_t(count * example);
   if (data.pixels.empty()) {
-    std::memcpy(out, data.values.data() + first, values * sizeof(float));
+    std::memcpy(out, data.floats.data() + first, values * sizeof(float));
     return;
   }
   // A division, not a multiplication by 1 / 255, which rounds some pixels

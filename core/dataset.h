@@ -31,7 +31,7 @@ struct Dataset {
   // example, in one of two forms (the other one empty): the pixels of IDX
   // images as read, each input pixel / 255.0f; synthetic data's floats.
   std::vector<uint8_t> pixels;
-  std::vector<float> values;
+  std::vector<float> floats;
   std::vector<int32_t> labels;  // classification, else empty
   std::vector<float> targets;   // regression [size, 1], else empty
   int num_classes = 0;          // max label + 1 (classification), 0 for regression

@@ -4,9 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace traind {
+namespace {
+
+// A rate as the optimizers take it. exponential_decay with a decay_rate
+// above 1 grows without bound, and a double beyond float's range does not
+// convert.
+float asRate(double rate) { return float(std::min(rate, double(std::numeric_limits<float>::max()))); }
+
+}  // namespace
 
 float learningRateAt(const LearningRateSpec& spec, int64_t global_step) {
   using Kind = LearningRateSpec::Kind;
@@ -20,11 +29,11 @@ float learningRateAt(const LearningRateSpec& spec, int64_t global_step) {
     case Kind::Constant:
       return spec.initial;
     case Kind::ExponentialDecay:
-      return float(initial * std::pow(double(spec.decay_rate),
-                                      along(double(spec.decay_steps), spec.staircase)));
+      return asRate(initial *
+                    std::pow(double(spec.decay_rate), along(double(spec.decay_steps), spec.staircase)));
     case Kind::InverseTimeDecay:
-      return float(initial /
-                   (1.0 + double(spec.decay_rate) * along(double(spec.decay_steps), spec.staircase)));
+      return asRate(initial / (1.0 + double(spec.decay_rate) *
+                                         along(double(spec.decay_steps), spec.staircase)));
     case Kind::PiecewiseConstant: {
       // The first boundary at or past the step holds the step's value.
       const auto past = std::lower_bound(spec.boundaries.begin(), spec.boundaries.end(), global_step);
@@ -38,13 +47,13 @@ float learningRateAt(const LearningRateSpec& spec, int64_t global_step) {
       if (spec.cycle) decay_steps *= std::max(1.0, std::ceil(step / decay_steps));
       const double p = std::min(along(decay_steps, false), 1.0);
       const double end = double(spec.end_learning_rate);
-      return float((initial - end) * std::pow(1.0 - p, double(spec.power)) + end);
+      return asRate((initial - end) * std::pow(1.0 - p, double(spec.power)) + end);
     }
     case Kind::CosineDecay: {
       const double p = std::min(along(double(spec.decay_steps), false), 1.0);
       const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * p));
       const double alpha = double(spec.alpha);
-      return float(initial * ((1.0 - alpha) * cosine + alpha));
+      return asRate(initial * ((1.0 - alpha) * cosine + alpha));
     }
   }
   return spec.initial;
@@ -72,7 +81,7 @@ std::string describeLearningRate(const LearningRateSpec& lr) {
       return fmt::format("{} to {} over {} steps (power {}{})", lr.initial, lr.end_learning_rate,
                          lr.decay_steps, lr.power, lr.cycle ? ", cycling" : "");
     case Kind::CosineDecay:
-      return fmt::format("{} cosine-decayed over {} steps to {} of it", lr.initial, lr.decay_steps,
+      return fmt::format("{} cosine-decayed over {} steps (alpha {})", lr.initial, lr.decay_steps,
                          lr.alpha);
   }
   return fmt::format("{}", lr.initial);

@@ -330,14 +330,22 @@ const std::vector<Schedule>& schedules() {
 }
 
 // piecewise_constant's boundaries (steps, increasing) and values (one more,
-// positive).
+// positive). At most kMaxBoundaries: the schedule's words travel in every
+// node's hello (updateRule), so they are kept short.
+constexpr size_t kMaxBoundaries = 1000;
+
 void readPiecewise(const Mapping& fields, LearningRateSpec& rate) {
   const Field boundaries = fields.get("boundaries", "required with decay: piecewise_constant");
-  constexpr std::string_view kSteps = "a list of global steps, increasing";
+  const std::string kSteps =
+      fmt::format("a list of 1 to {} global steps, increasing", kMaxBoundaries);
   const std::vector<Field> steps = listItems(boundaries, kSteps);
-  if (steps.empty()) failExpected(boundaries, kSteps);
-  for (const Field& step : steps) {
-    rate.boundaries.push_back(readInt(step, rate.boundaries.empty() ? 0 : rate.boundaries.back() + 1));
+  if (steps.empty() || steps.size() > kMaxBoundaries) failExpected(boundaries, kSteps);
+  for (const Field& item : steps) {
+    const int64_t step = readInt(item, 0);
+    if (!rate.boundaries.empty() && step <= rate.boundaries.back())
+      fail(item, fmt::format("expected a step after {} (boundaries increase), got {}",
+                             rate.boundaries.back(), step));
+    rate.boundaries.push_back(step);
   }
   const Field values = fields.get("values", "required with decay: piecewise_constant");
   const std::string expected =

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/learning_rate.h"
 #include "core/shape.h"
 
 namespace traind {
@@ -76,30 +77,6 @@ struct OptimizerSpec {
   // is applied with each update, wherever the update runs (a ps applies it
   // to its shard).
   std::optional<MovingAverageSpec> moving_average;
-};
-
-// A learning rate, constant or one of TensorFlow 1's decays of the global
-// step (core/learning_rate.h has the formulas).
-struct LearningRateSpec {
-  enum class Kind {
-    Constant,
-    ExponentialDecay,
-    InverseTimeDecay,
-    PiecewiseConstant,
-    PolynomialDecay,
-    CosineDecay,
-  };
-  Kind kind = Kind::Constant;
-  float initial = 0.01f;              // every kind but PiecewiseConstant
-  int64_t decay_steps = 0;            // ExponentialDecay, InverseTimeDecay, Polynomial, Cosine
-  float decay_rate = 1.0f;            // ExponentialDecay, InverseTimeDecay
-  bool staircase = false;             // ExponentialDecay, InverseTimeDecay
-  std::vector<int64_t> boundaries;    // PiecewiseConstant: steps, increasing
-  std::vector<float> values;          // PiecewiseConstant: one more than boundaries
-  float end_learning_rate = 0.0001f;  // PolynomialDecay
-  float power = 1.0f;                 // PolynomialDecay
-  bool cycle = false;                 // PolynomialDecay
-  float alpha = 0.0f;                 // CosineDecay: the last rate, a fraction of initial
 };
 
 // A pair of MNIST-format IDX files, gzip-compressed or raw.

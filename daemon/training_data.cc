@@ -52,10 +52,17 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
   }
 }
 
-// What a data set of `examples` examples of `elements` pixels takes while
-// it loads: its pixels, kept as read, and its labels, as read and as int32.
-double datasetBytes(int64_t elements, int64_t examples) {
-  return double(examples) * double(elements + 1 + int64_t(sizeof(int32_t)));
+// What a data set of `examples` examples of `elements` pixels keeps: its
+// pixels and its labels as int32.
+double keptBytes(int64_t elements, int64_t examples) {
+  return double(examples) * double(elements + int64_t(sizeof(int32_t)));
+}
+
+// What it takes while it loads, at most: beside what it keeps, the buffer
+// its pixels grow out of (the reader doubles it as they arrive, copying)
+// and its labels as read.
+double loadingBytes(int64_t elements, int64_t examples) {
+  return keptBytes(elements, examples) + double(examples) * double(elements + 1);
 }
 
 // What is held in memory beside the data sets as they load, and what the
@@ -77,7 +84,7 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
   const auto check_header = [&](const Shape& example_shape, int64_t examples) {
     checking = true;
     checkShapeFits(graph, example_shape, source.location, field);
-    const double bytes = datasetBytes(numElements(example_shape), examples);
+    const double bytes = loadingBytes(numElements(example_shape), examples);
     if (available && held.bytes + bytes > double(*available))
       throwInputError(
           source.location, std::string(field),
@@ -90,7 +97,7 @@ Dataset loadDataFiles(const IdxSource& source, std::string_view field, const Lay
                                                    byteSize(int64_t(held.bytes)), held.what)
                                      : std::string(),
                       byteSize(*available)));
-    held.bytes += bytes - double(examples);  // the labels as read are freed
+    held.bytes += keptBytes(numElements(example_shape), examples);
     checking = false;
   };
   try {

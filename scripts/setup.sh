@@ -69,6 +69,9 @@ if ((tensorflow)); then
   if ! "$venv/bin/python3" -c "import tensorflow, safetensors, numpy" 2>/dev/null; then
     echo "setup: installing TensorFlow into $venv"
     python3 -m venv "$venv"
-    "$venv/bin/python3" -m pip install -q tensorflow-cpu safetensors numpy
+    # The version the reference was checked with: Keras' optimizers have
+    # changed under tf.keras before (docs/model-spec.md, "Which TensorFlow
+    # optimizer").
+    "$venv/bin/python3" -m pip install -q "tensorflow-cpu==2.21.*" safetensors numpy
   fi
 fi

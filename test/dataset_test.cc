@@ -64,8 +64,8 @@ Dataset indexedDataset(int64_t n) {
   data.example_shape = {2};
   data.size = n;
   for (int64_t i = 0; i < n; ++i) {
-    data.values.push_back(float(i));
-    data.values.push_back(-float(i));
+    data.floats.push_back(float(i));
+    data.floats.push_back(-float(i));
     data.labels.push_back(int32_t(i % 7));
     data.targets.push_back(10.0f * float(i));
   }
@@ -106,7 +106,7 @@ TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
   REQUIRE(data.size == 60000);
   REQUIRE(data.example_shape == Shape{28, 28, 1});
   REQUIRE(data.pixels.size() == size_t(60000 * 28 * 28));
-  REQUIRE(data.values.empty());
+  REQUIRE(data.floats.empty());
   REQUIRE(data.labels.size() == 60000);
   REQUIRE(data.targets.empty());
   REQUIRE(data.num_classes == 10);
@@ -302,14 +302,14 @@ TEST_CASE("synthetic regression data is y = x^2 + noise, fixed by the seed", "[d
   const Dataset data = makeSyntheticRegression(spec, 42);
   REQUIRE(data.size == 5000);
   REQUIRE(data.example_shape == Shape{1});
-  REQUIRE(data.values.size() == 5000);
+  REQUIRE(data.floats.size() == 5000);
   REQUIRE(data.pixels.empty());
   REQUIRE(data.targets.size() == 5000);
   REQUIRE(data.labels.empty());
   REQUIRE(data.num_classes == 0);
   double sum = 0, sum_squares = 0;
   for (int64_t i = 0; i < data.size; ++i) {
-    const float x = data.values[i];
+    const float x = data.floats[i];
     REQUIRE(x >= -2.0f);
     REQUIRE(x <= 3.0f);
     const double noise = data.targets[i] - double(x) * x;
@@ -318,14 +318,14 @@ TEST_CASE("synthetic regression data is y = x^2 + noise, fixed by the seed", "[d
   }
   CHECK(std::abs(sum / 5000) < 0.01);
   CHECK(std::sqrt(sum_squares / 5000) == Approx(0.1).epsilon(0.05));
-  const auto [lo, hi] = std::minmax_element(data.values.begin(), data.values.end());
+  const auto [lo, hi] = std::minmax_element(data.floats.begin(), data.floats.end());
   CHECK(*lo < -1.99f);
   CHECK(*hi > 2.99f);
 
   const Dataset again = makeSyntheticRegression(spec, 42);
-  CHECK(again.values == data.values);
+  CHECK(again.floats == data.floats);
   CHECK(again.targets == data.targets);
-  CHECK(makeSyntheticRegression(spec, 43).values != data.values);
+  CHECK(makeSyntheticRegression(spec, 43).floats != data.floats);
 }
 
 TEST_CASE("sliceBatch copies the inputs and points into the labels and targets", "[dataset]") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "test/temp_dir.h"
@@ -374,6 +375,32 @@ TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[
   CHECK(lr.alpha == 0.1f);
   CHECK(rate("{initial: 0.2, decay: cosine, decay_steps: 50}").alpha == 0.0f);
 
+  // Nodes refuse a peer whose updateRule differs from theirs: each number
+  // of a schedule, changed alone, changes it.
+  const std::vector<std::string> schedules = {
+      "0.2",
+      "{initial: 0.2, decay: exponential, decay_steps: 50, decay_rate: 0.5}",
+      "{initial: 0.2, decay: exponential, decay_steps: 50, decay_rate: 0.5, staircase: true}",
+      "{initial: 0.2, decay: inverse_time, decay_steps: 50, decay_rate: 0.5}",
+      "{initial: 0.2, decay: inverse_time, decay_steps: 51, decay_rate: 0.5}",
+      "{initial: 0.2, decay: inverse_time, decay_steps: 50, decay_rate: 0.6}",
+      "{initial: 0.2, decay: inverse_time, decay_steps: 50, decay_rate: 0.5, staircase: true}",
+      "{decay: piecewise_constant, boundaries: [100], values: [0.2, 0.1]}",
+      "{decay: piecewise_constant, boundaries: [101], values: [0.2, 0.1]}",
+      "{decay: piecewise_constant, boundaries: [100], values: [0.2, 0.3]}",
+      "{initial: 0.2, decay: polynomial, decay_steps: 50}",
+      "{initial: 0.3, decay: polynomial, decay_steps: 50}",
+      "{initial: 0.2, decay: polynomial, decay_steps: 50, end_learning_rate: 0.01}",
+      "{initial: 0.2, decay: polynomial, decay_steps: 50, power: 2}",
+      "{initial: 0.2, decay: polynomial, decay_steps: 50, cycle: true}",
+      "{initial: 0.2, decay: cosine, decay_steps: 50}",
+      "{initial: 0.2, decay: cosine, decay_steps: 50, alpha: 0.1}",
+  };
+  std::set<std::string> rules;
+  for (const std::string& schedule : schedules)
+    rules.insert(updateRule(loadVariant(dir, constant, "learning_rate: " + schedule)));
+  CHECK(rules.size() == schedules.size());
+
   // The optimizer's line of the layer table says the schedule.
   const ModelSpec spec = loadVariant(
       dir, constant,
@@ -395,11 +422,15 @@ TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[
         path + ":4:95: optimizer.learning_rate.values: expected a list of 3 positive numbers (one "
                "more than boundaries), got a list of 2 items");
   CHECK(error("{decay: piecewise_constant, boundaries: [5, 5], values: [1, 2, 3]}") ==
-        path + ":4:83: optimizer.learning_rate.boundaries[1]: expected an integer of at least 6, "
-               "got 5");
+        path + ":4:83: optimizer.learning_rate.boundaries[1]: expected a step after 5 "
+               "(boundaries increase), got 5");
+  CHECK(error("{decay: piecewise_constant, boundaries: [9223372036854775807, 5], values: [1, 2, "
+              "3]}") ==
+        path + ":4:101: optimizer.learning_rate.boundaries[1]: expected a step after "
+               "9223372036854775807 (boundaries increase), got 5");
   CHECK(error("{decay: piecewise_constant, boundaries: [], values: [1]}") ==
-        path + ":4:79: optimizer.learning_rate.boundaries: expected a list of global steps, "
-               "increasing, got an empty list");
+        path + ":4:79: optimizer.learning_rate.boundaries: expected a list of 1 to 1000 global "
+               "steps, increasing, got an empty list");
   CHECK(error("{decay: piecewise_constant, values: [1]}") ==
         path + ":4:39: optimizer.learning_rate: missing field 'boundaries' (required with decay: "
                "piecewise_constant)");

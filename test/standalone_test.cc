@@ -443,11 +443,11 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   r = runTraind("--model " + (dir / "many.yaml").string() + " --checkpoint-dir '' --max-steps 1");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("many.yaml:20:5: data.test: " + (dir / "many.idx").string() +
-                                       ": 2147483648 examples of [28, 28, 1] take 1.5 TiB of "
+                                       ": 2147483648 examples of [28, 28, 1] take 3.1 TiB of "
                                        "memory as they load, beside "));
   CHECK_THAT(r.output, Catch::Contains("expected fewer examples (`limit` keeps the first N)"));
   const std::string alone = "many.yaml:20:5: data.test: " + (dir / "many.idx").string() +
-                            ": 2147483648 examples of [28, 28, 1] take 1.5 TiB of memory as they "
+                            ": 2147483648 examples of [28, 28, 1] take 3.1 TiB of memory as they "
                             "load";
   r = runTraind("check --model " + (dir / "many.yaml").string());
   CHECK(r.exit_code == 2);

@@ -484,10 +484,14 @@ def free_local_addresses(count):
             s.close()
 
 
-def run_sync_cluster(traind, spec_path, directory, workers):
+class PortTaken(Failure):
+    """A task found its port taken between free_local_addresses and its bind."""
+
+
+def run_sync_cluster_once(traind, spec_path, directory, workers):
     """One ps and `workers` workers on this machine in sync mode, every step
-    aggregating all workers' gradients; each process is stopped (killed) if
-    it has not ended once the others are done or the time is up."""
+    aggregating all workers' gradients. Fails as soon as a task exits
+    non-zero, or once the time is up; every process is killed on the way out."""
     ps, *worker_addresses = free_local_addresses(1 + workers)
     cluster_path = os.path.join(directory, "cluster.yaml")
     write_file(cluster_path, spec_yaml({
@@ -504,20 +508,36 @@ def run_sync_cluster(traind, spec_path, directory, workers):
                     [traind, "--cluster", cluster_path, "--model", spec_path, "--job", job,
                      "--task", str(task)], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + TRAIND_TIMEOUT_SECONDS
-        for (job, task), process in reversed(processes.items()):  # the ps ends last
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-                outcome = f"exited {process.returncode}" if process.returncode else None
-            except subprocess.TimeoutExpired:
-                outcome = f"ran past {TRAIND_TIMEOUT_SECONDS} s"
-            if outcome:
+        while any(process.poll() is None for process in processes.values()):
+            for (job, task), process in processes.items():
+                if process.poll():  # exited, not 0
+                    with open(logs[job, task]) as log:
+                        output = log.read()
+                    failure = PortTaken if "Address already in use" in output else Failure
+                    raise failure(f"{job} {task} exited {process.returncode}:\n{log_tail(output)}")
+            if time.monotonic() > deadline:
+                raise Failure(f"the cluster ran past {TRAIND_TIMEOUT_SECONDS} s")
+            time.sleep(0.1)
+        for (job, task), process in processes.items():
+            if process.returncode:
                 with open(logs[job, task]) as log:
-                    raise Failure(f"{job} {task} {outcome}:\n{log_tail(log.read())}")
+                    raise Failure(f"{job} {task} exited {process.returncode}:\n"
+                                  f"{log_tail(log.read())}")
     finally:
         for process in processes.values():
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def run_sync_cluster(traind, spec_path, directory, workers):
+    """run_sync_cluster_once, again on other ports if another program took
+    one of them first (tests run in parallel)."""
+    try:
+        run_sync_cluster_once(traind, spec_path, directory, workers)
+    except PortTaken:
+        shutil.rmtree(os.path.join(directory, "checkpoints"), ignore_errors=True)
+        run_sync_cluster_once(traind, spec_path, directory, workers)
 
 
 def train_with_traind(check, traind, directory, spec, workers=1):
@@ -785,6 +805,7 @@ def print_row(row):
 
 
 def run_checks(traind, work_dir, steps):
+    print(f"TensorFlow {tf.__version__}, {steps} steps per check")
     print(f"{'check':42} {'tensor that differs most':40} {'max|diff|':>9} {'relative':>9} "
           f"{'tolerance':>9}")
     for case in training_cases(steps):
@@ -800,8 +821,13 @@ def main():
                         "(default: a temporary directory, removed)")
     parser.add_argument("--steps", type=int, default=30, help="training steps per check")
     args = parser.parse_args()
-    if args.steps < 1:
-        parser.error("--steps: expected a positive number of steps")
+    # The cluster check takes two workers' batches a step from the 60000.
+    if not 1 <= args.steps <= 60000 // (2 * BATCH_SIZE):
+        parser.error(f"--steps: expected 1 to {60000 // (2 * BATCH_SIZE)} steps")
+    if not os.path.isdir(FASHION_MNIST):
+        print(f"FAILED: no Fashion-MNIST in {FASHION_MNIST} (scripts/setup.sh installs Debian's "
+              "dataset-fashion-mnist)")
+        sys.exit(1)
     traind = os.path.abspath(args.traind)
     if not (os.path.isfile(traind) and os.access(traind, os.X_OK)):
         print(f"FAILED: --traind {args.traind}: not an executable file")
