@@ -64,11 +64,15 @@ StepLog::StepLog(const ModelSpec& spec, int64_t total_steps,
 
 double StepLog::secondsRunning() const { return secondsSince(start_); }
 
-void StepLog::record(const StepResult& result, int64_t global_step) {
+void checkLossFinite(const StepResult& result, int64_t global_step) {
   if (!std::isfinite(result.loss))
     throw std::runtime_error(fmt::format(
         "step {}: the loss is {}; lower the learning rate or check the data", global_step,
         result.loss));
+}
+
+void StepLog::record(const StepResult& result, int64_t global_step) {
+  checkLossFinite(result, global_step);
   ++steps_run_;
   window_loss_ += result.loss;
   window_correct_ += result.correct;

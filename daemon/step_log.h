@@ -20,6 +20,10 @@
 
 namespace traind {
 
+// Throws runtime_error ("step N: the loss is nan; ...") when the step's loss
+// is not finite, so that its gradients go nowhere.
+void checkLossFinite(const StepResult& result, int64_t global_step);
+
 class StepLog {
  public:
   // With `summaries`, every log line and evaluation also goes to TensorBoard.

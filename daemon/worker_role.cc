@@ -449,6 +449,10 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
         i = steps.nextFinished();
       }
       StepSlot& slot = *slots[i];
+      // A step whose loss is not finite pushes nothing: its gradients would
+      // leave the shards' parameters NaN for every worker, and for a chief
+      // restarted to join them. A streamed step has sent its chunks by now.
+      if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
       ps.setShardSteps(pulled[i].shard_steps);
       int64_t next = -1;
       try {
