@@ -64,13 +64,20 @@ Padding readPadding(const Field& field) {
 
 InitializerSpec readInitializer(const Field& field) {
   using Kind = InitializerSpec::Kind;
+  constexpr std::string_view kExpected =
+      "one of glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, {constant: <number>}, "
+      "{truncated_normal: <stddev>} or {random_normal: <stddev>}";
   if (field.node.IsMap()) {
     Mapping fields(field);
-    fields.allowOnly({"constant"}, "a constant initializer");
-    return {Kind::Constant, readFloat(fields.get("constant"), "a number", isAnyNumber)};
+    fields.allowOnly({"constant", "truncated_normal", "random_normal"}, "an initializer");
+    if (field.node.size() != 1) failExpected(field, kExpected);
+    if (auto f = fields.find("constant"))
+      return {Kind::Constant, readFloat(*f, "a number", isAnyNumber)};
+    constexpr std::string_view kStddev = "a positive standard deviation";
+    if (auto f = fields.find("truncated_normal"))
+      return {Kind::TruncatedNormal, readFloat(*f, kStddev, isPositive)};
+    return {Kind::RandomNormal, readFloat(fields.get("random_normal"), kStddev, isPositive)};
   }
-  constexpr std::string_view kExpected =
-      "one of glorot_uniform, glorot_normal, he_uniform, he_normal, zeros or {constant: <number>}";
   if (isText(field.node)) {
     for (const auto& [word, kind] : Choices<Kind>{{"glorot_uniform", Kind::GlorotUniform},
                                                   {"glorot_normal", Kind::GlorotNormal},

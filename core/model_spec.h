@@ -20,9 +20,18 @@ enum class Activation { Linear, Relu, Tanh, Sigmoid };
 enum class Padding { Valid, Same };  // Same follows TensorFlow: out = ceil(in / stride)
 
 struct InitializerSpec {
-  enum class Kind { GlorotUniform, GlorotNormal, HeUniform, HeNormal, Zeros, Constant };
+  enum class Kind {
+    GlorotUniform,
+    GlorotNormal,
+    HeUniform,
+    HeNormal,
+    Zeros,
+    Constant,
+    TruncatedNormal,
+    RandomNormal,
+  };
   Kind kind = Kind::Zeros;
-  float value = 0.0f;  // Constant only
+  float value = 0.0f;  // Constant: the value; TruncatedNormal, RandomNormal: the standard deviation
 };
 
 struct LayerSpec {

@@ -55,6 +55,18 @@ FlatBuffer::FlatBuffer(int64_t size) : size_(size) {
   data_.reset(p);
 }
 
+namespace {
+
+// A draw of a normal of `stddev` about 0, truncated at two of its
+// deviations (drawn again beyond) as TensorFlow's truncated normals are, or not.
+float normalDraw(Rng& rng, double stddev, bool truncated) {
+  double z = rng.normal();
+  while (truncated && std::abs(z) > 2.0) z = rng.normal();
+  return float(z * stddev);
+}
+
+}  // namespace
+
 void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, uint64_t seed,
                          FlatBuffer& parameters) {
   for (size_t i = 0; i < graph.variables.size(); ++i) {
@@ -67,6 +79,14 @@ void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, 
       for (float& x : out) x = kind == Kind::Zeros ? 0.0f : spec.initializer.value;
       continue;
     }
+    Rng rng(hashCombine(seed, hashString(spec.name)));
+    // TensorFlow 1's truncated_normal_initializer and random_normal_initializer
+    // (mean 0): the deviation as given, the truncated one not widened.
+    if (kind == Kind::TruncatedNormal || kind == Kind::RandomNormal) {
+      for (float& x : out)
+        x = normalDraw(rng, spec.initializer.value, kind == Kind::TruncatedNormal);
+      continue;
+    }
     // Keras' VarianceScaling (TensorFlow 1's glorot and he initialisers
     // alike): glorot scale 1/avg(fan_in, fan_out), he scale 2/fan_in; uniform
     // in +-sqrt(3*scale); normal truncated at two of its standard deviations
@@ -75,7 +95,6 @@ void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, 
     const bool glorot = kind == Kind::GlorotUniform || kind == Kind::GlorotNormal;
     const bool uniform = kind == Kind::GlorotUniform || kind == Kind::HeUniform;
     const double scale = glorot ? 2.0 / (fan_in + fan_out) : 2.0 / fan_in;
-    Rng rng(hashCombine(seed, hashString(spec.name)));
     if (uniform) {
       const double limit = std::sqrt(3.0 * scale);
       for (float& x : out) x = float((2.0 * rng.uniform() - 1.0) * limit);
@@ -84,11 +103,7 @@ void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, 
     // The standard deviation of a standard normal truncated to [-2, 2].
     constexpr double kTruncatedStddev = 0.87962566103423978;
     const double stddev = std::sqrt(scale) / kTruncatedStddev;
-    for (float& x : out) {
-      double z = rng.normal();
-      while (std::abs(z) > 2.0) z = rng.normal();
-      x = float(z * stddev);
-    }
+    for (float& x : out) x = normalDraw(rng, stddev, true);
   }
 }
 

@@ -236,3 +236,34 @@ TEST_CASE("glorot_normal and he_normal draw Keras' normal, truncated at two devi
     CHECK(std::sqrt(sum_squares / double(values.size())) == Approx(std::sqrt(scale)).epsilon(0.01));
   }
 }
+
+TEST_CASE("truncated_normal and random_normal draw TensorFlow 1's normals of the given deviation") {
+  ModelSpec spec;
+  spec.path = "normal.yaml";
+  spec.input = {400};
+  LayerSpec truncated = dense("truncated", 600), plain = dense("plain", 500);
+  truncated.kernel_initializer = {InitializerSpec::Kind::TruncatedNormal, 0.05f};
+  plain.kernel_initializer = {InitializerSpec::Kind::RandomNormal, 0.1f};
+  spec.layers = {truncated, plain};
+  const LayerGraph g = buildLayerGraph(spec);
+  const VariableLayout layout(g.variables);
+  FlatBuffer parameters(layout.totalSize());
+  initializeVariables(g, layout, 7, parameters);
+  const auto deviationAndLargest = [&](const char* name) {
+    double sum_squares = 0.0, largest = 0.0;
+    const std::span<const float> values = parameters.view(*layout.find(name));
+    for (float x : values) {
+      sum_squares += double(x) * double(x);
+      largest = std::max(largest, std::abs(double(x)));
+    }
+    return std::pair{std::sqrt(sum_squares / double(values.size())), largest};
+  };
+  // Truncated at two deviations and not widened: the values' deviation is
+  // 0.8796 of the one given.
+  const auto [truncated_deviation, truncated_largest] = deviationAndLargest("truncated/kernel");
+  CHECK(truncated_deviation == Approx(0.05 * 0.87962566103423978).epsilon(0.01));
+  CHECK(truncated_largest <= 0.1);
+  const auto [plain_deviation, plain_largest] = deviationAndLargest("plain/kernel");
+  CHECK(plain_deviation == Approx(0.1).epsilon(0.01));
+  CHECK(plain_largest > 0.4);  // 300k draws: beyond 4 deviations about 10 times
+}

@@ -659,10 +659,36 @@ TEST_CASE("a value outside its choices lists them", "[model_spec]") {
   path = dir.write("init.yaml",
                    "input: [4]\n"
                    "layers: [{type: dense, units: 3, kernel_initializer: uniform}]\n");
-  CHECK(loadError(path) == path +
-                               ":2:54: layers[0].kernel_initializer: expected one of "
-                               "glorot_uniform, glorot_normal, he_uniform, he_normal, zeros or "
-                               "{constant: <number>}, got 'uniform'");
+  const std::string expected =
+      "expected one of glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, {constant: "
+      "<number>}, {truncated_normal: <stddev>} or {random_normal: <stddev>}";
+  CHECK(loadError(path) == path + ":2:54: layers[0].kernel_initializer: " + expected +
+                               ", got 'uniform'");
+
+  // TensorFlow 1's truncated and plain normals of a given deviation.
+  const std::string layer = "{type: dense, units: 3}";
+  const auto initializer = [&](const std::string& value) {
+    return loadVariant(dir, layer, "{type: dense, units: 3, kernel_initializer: " + value + "}")
+        .layers[0]
+        .kernel_initializer;
+  };
+  InitializerSpec init = initializer("{truncated_normal: 0.05}");
+  CHECK(init.kind == InitializerSpec::Kind::TruncatedNormal);
+  CHECK(init.value == 0.05f);
+  init = initializer("{random_normal: 0.1}");
+  CHECK(init.kind == InitializerSpec::Kind::RandomNormal);
+  CHECK(init.value == 0.1f);
+  const auto error = [&](const std::string& value) {
+    return errorWith(dir, layer, "{type: dense, units: 3, kernel_initializer: " + value + "}");
+  };
+  CHECK_THAT(error("{truncated_normal: 0}"),
+             Catch::EndsWith("layers[0].kernel_initializer.truncated_normal: expected a positive "
+                             "standard deviation, got 0"));
+  CHECK_THAT(error("{constant: 1, random_normal: 0.1}"),
+             Catch::EndsWith("layers[0].kernel_initializer: " + expected + ", got a mapping"));
+  CHECK_THAT(error("{uniform: 1}"),
+             Catch::Contains("(the fields of an initializer are constant, truncated_normal, "
+                             "random_normal)"));
 }
 
 TEST_CASE("YAML syntax errors carry their position", "[model_spec]") {
