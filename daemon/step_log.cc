@@ -92,7 +92,8 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
     // The rate the window's last step was applied with.
     if (summaries_)
       summaries_->logWindow(global_step, loss, accuracy,
-                            learningRateAt(spec_.learning_rate, global_step - 1), examples_per_sec);
+                            learningRateAt(spec_.learning_rate, global_step - 1), examples_per_sec,
+                            double(global_step - last_logged_step_) / elapsed);
     last_logged_step_ = global_step;
     window_start_ = Clock::now();
     window_loss_ = 0.0;

@@ -20,9 +20,12 @@ TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesyste
 }
 
 void TrainingSummaries::logWindow(int64_t step, double loss, std::optional<double> accuracy,
-                                  double learning_rate, double examples_per_sec) {
-  std::vector<Scalar> scalars{
-      {"loss", loss}, {"learning_rate", learning_rate}, {"examples_per_sec", examples_per_sec}};
+                                  double learning_rate, double examples_per_sec,
+                                  double global_steps_per_sec) {
+  std::vector<Scalar> scalars{{"loss", loss},
+                              {"learning_rate", learning_rate},
+                              {"examples_per_sec", examples_per_sec},
+                              {"global_step/sec", global_steps_per_sec}};
   if (accuracy) scalars.push_back({"accuracy", *accuracy});
   write(step, scalars);
 }

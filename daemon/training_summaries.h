@@ -26,8 +26,10 @@ class TrainingSummaries {
   // Throws InputError when the directory or the file cannot be created.
   TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step);
 
+  // A log line's figures; global_steps_per_sec is the job's (TensorFlow's
+  // global_step/sec), which in async training counts every worker's steps.
   void logWindow(int64_t step, double loss, std::optional<double> accuracy, double learning_rate,
-                 double examples_per_sec);
+                 double examples_per_sec, double global_steps_per_sec);
   void logEvaluation(int64_t step, const EvalResult& result);
 
  private:

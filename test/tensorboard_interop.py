@@ -82,11 +82,16 @@ def main():
 
         found = scalars(summary_dir)
         # A regression model: no accuracy.
-        check(sorted(found) == ["examples_per_sec", "learning_rate", "loss", "test/loss"],
-              f"tags {sorted(found)}")
+        check(sorted(found) == ["examples_per_sec", "global_step/sec", "learning_rate", "loss",
+                                "test/loss"], f"tags {sorted(found)}")
         check_series(found, "loss", losses, 4)
         check_series(found, "test/loss", test_losses, 6)
         check_series(found, "examples_per_sec", throughput, 1)
+        # Standalone, a global step is a batch of the run's.
+        batch = 32
+        check(all(math.isclose(steps_per_sec * batch, throughput[step], rel_tol=0.01)
+                  for step, steps_per_sec in found["global_step/sec"]),
+              f"global_step/sec {found['global_step/sec']} against examples/sec {throughput}")
         check(all(math.isclose(v, 0.1, rel_tol=1e-6) for _, v in found["learning_rate"]),
               f"learning_rate {found['learning_rate']}")
 
