@@ -70,13 +70,18 @@ InitializerSpec readInitializer(const Field& field) {
   if (field.node.IsMap()) {
     Mapping fields(field);
     fields.allowOnly({"constant", "truncated_normal", "random_normal"}, "an initializer");
-    if (field.node.size() != 1) failExpected(field, kExpected);
+    if (field.node.size() != 1)
+      fail(field, fmt::format("expected exactly one of constant, truncated_normal, random_normal, "
+                              "got {}", field.node.size()));
     if (auto f = fields.find("constant"))
       return {Kind::Constant, readFloat(*f, "a number", isAnyNumber)};
-    constexpr std::string_view kStddev = "a positive standard deviation";
+    // Rng::normal draws within 38 deviations (its uniform is at least
+    // 1e-300): at most 1e36 keeps every value inside float.
+    constexpr std::string_view kStddev = "a positive standard deviation of at most 1e36";
+    const auto deviation = [](double x) { return x > 0.0 && x <= 1e36; };
     if (auto f = fields.find("truncated_normal"))
-      return {Kind::TruncatedNormal, readFloat(*f, kStddev, isPositive)};
-    return {Kind::RandomNormal, readFloat(fields.get("random_normal"), kStddev, isPositive)};
+      return {Kind::TruncatedNormal, readFloat(*f, kStddev, deviation)};
+    return {Kind::RandomNormal, readFloat(fields.get("random_normal"), kStddev, deviation)};
   }
   if (isText(field.node)) {
     for (const auto& [word, kind] : Choices<Kind>{{"glorot_uniform", Kind::GlorotUniform},

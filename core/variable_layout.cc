@@ -58,10 +58,10 @@ FlatBuffer::FlatBuffer(int64_t size) : size_(size) {
 namespace {
 
 // A draw of a normal of `stddev` about 0, truncated at two of its
-// deviations (drawn again beyond) as TensorFlow's truncated normals are, or not.
-float normalDraw(Rng& rng, double stddev, bool truncated) {
+// deviations (drawn again beyond), as TensorFlow's truncated normals are.
+float truncatedNormalDraw(Rng& rng, double stddev) {
   double z = rng.normal();
-  while (truncated && std::abs(z) > 2.0) z = rng.normal();
+  while (std::abs(z) > 2.0) z = rng.normal();
   return float(z * stddev);
 }
 
@@ -82,9 +82,12 @@ void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, 
     Rng rng(hashCombine(seed, hashString(spec.name)));
     // TensorFlow 1's truncated_normal_initializer and random_normal_initializer
     // (mean 0): the deviation as given, the truncated one not widened.
-    if (kind == Kind::TruncatedNormal || kind == Kind::RandomNormal) {
-      for (float& x : out)
-        x = normalDraw(rng, spec.initializer.value, kind == Kind::TruncatedNormal);
+    if (kind == Kind::TruncatedNormal) {
+      for (float& x : out) x = truncatedNormalDraw(rng, spec.initializer.value);
+      continue;
+    }
+    if (kind == Kind::RandomNormal) {
+      for (float& x : out) x = float(rng.normal() * spec.initializer.value);
       continue;
     }
     // Keras' VarianceScaling (TensorFlow 1's glorot and he initialisers
@@ -103,7 +106,7 @@ void initializeVariables(const LayerGraph& graph, const VariableLayout& layout, 
     // The standard deviation of a standard normal truncated to [-2, 2].
     constexpr double kTruncatedStddev = 0.87962566103423978;
     const double stddev = std::sqrt(scale) / kTruncatedStddev;
-    for (float& x : out) x = normalDraw(rng, stddev, true);
+    for (float& x : out) x = truncatedNormalDraw(rng, stddev);
   }
 }
 

@@ -106,7 +106,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
                                  "at {}",
                                  state.globalStep(), total_steps));
 
-  StepLog log(spec, total_steps, openTrainingSummaries(spec, state.globalStep()));
+  StepLog log(spec, state.globalStep(), total_steps,
+              openTrainingSummaries(spec, state.globalStep()));
   int64_t saved_step = latest ? state.globalStep() : -1;
   auto last_checkpoint = std::chrono::steady_clock::now();
   auto checkpoint = [&] {

@@ -52,7 +52,7 @@ void logSummary(const ModelSpec& spec, int64_t global_step, int64_t steps_run, d
                steps_run, seconds, seconds > 0 ? examples / seconds : 0.0, tail);
 }
 
-StepLog::StepLog(const ModelSpec& spec, int64_t total_steps,
+StepLog::StepLog(const ModelSpec& spec, int64_t start_step, int64_t total_steps,
                  std::unique_ptr<TrainingSummaries> summaries)
     : spec_(spec),
       total_steps_(total_steps),
@@ -60,6 +60,7 @@ StepLog::StepLog(const ModelSpec& spec, int64_t total_steps,
       start_(Clock::now()),
       window_start_(start_),
       last_progress_(start_),
+      last_logged_step_(start_step),
       summaries_(std::move(summaries)) {}
 
 double StepLog::secondsRunning() const { return secondsSince(start_); }
@@ -78,7 +79,6 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   window_correct_ += result.correct;
   ++window_steps_;
   const int64_t batch = spec_.data.batch_size;
-  if (last_logged_step_ < 0) last_logged_step_ = global_step - 1;
   if (global_step / log_every_ > last_logged_step_ / log_every_) {
     const double elapsed = secondsSince(window_start_);
     const double loss = window_loss_ / double(window_steps_);

@@ -21,13 +21,14 @@
 namespace traind {
 
 // Throws runtime_error ("step N: the loss is nan; ...") when the step's loss
-// is not finite, so that its gradients go nowhere.
+// is not finite.
 void checkLossFinite(const StepResult& result, int64_t global_step);
 
 class StepLog {
  public:
-  // With `summaries`, every log line and evaluation also goes to TensorBoard.
-  StepLog(const ModelSpec& spec, int64_t total_steps,
+  // A run from global step `start_step` to `total_steps`. With `summaries`,
+  // every log line and evaluation also goes to TensorBoard.
+  StepLog(const ModelSpec& spec, int64_t start_step, int64_t total_steps,
           std::unique_ptr<TrainingSummaries> summaries = nullptr);
 
   // Records one step's result; `global_step` is the step after it. Logs a
@@ -52,7 +53,7 @@ class StepLog {
   int64_t total_steps_;
   int64_t log_every_;
   Clock::time_point start_, window_start_, last_progress_;
-  int64_t last_logged_step_ = -1;
+  int64_t last_logged_step_;  // the window's first step is the one after it
   double window_loss_ = 0.0;
   int64_t window_steps_ = 0, window_correct_ = 0, steps_run_ = 0;
   std::unique_ptr<TrainingSummaries> summaries_;

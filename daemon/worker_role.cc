@@ -106,6 +106,22 @@ void checkJobLength(const std::vector<ShardStatusView>& statuses, const ClusterS
   }
 }
 
+// A streamed step's progress as the gradient stream hears it, the step's
+// loss checked first: a step whose loss is not finite ends before any of its
+// gradients is final, so none reaches a ps.
+class LossCheckedProgress final : public GradientProgress {
+ public:
+  LossCheckedProgress(GradientProgress& stream, int64_t global_step)
+      : stream_(stream), global_step_(global_step) {}
+
+  void lossComputed(const StepResult& result) override { checkLossFinite(result, global_step_); }
+  void finalFrom(size_t first_variable) override { stream_.finalFrom(first_variable); }
+
+ private:
+  GradientProgress& stream_;
+  const int64_t global_step_;
+};
+
 // The steps of a worker's slots. With K > 1 each computes on a thread of its
 // own while this thread, which runs the kj loop of the ps connections,
 // pushes the gradients of finished steps and pulls parameters for their
@@ -375,7 +391,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     spdlog::info("worker {}{}: nothing to train: the job is at global step {}, it ends at {}", task,
                  chief ? " (chief)" : "", step, total_steps);
 
-  StepLog log(spec, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
+  StepLog log(spec, step, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
   auto last_checkpoint = std::chrono::steady_clock::now();
   // The state at the start step is a checkpoint already, or a fresh start;
   // unless the chief joined running shards (it was restarted), whose state
@@ -416,8 +432,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
                                            dropout_step);
       return;
     }
+    LossCheckedProgress progress(gradient_stream, pulled[i].step + 1);
     results[i] = slot.replica->trainStepWithProgress(
-        *batch, slot.parameters.data(), slot.gradients.data(), dropout_step, gradient_stream);
+        *batch, slot.parameters.data(), slot.gradients.data(), dropout_step, progress);
     gradient_stream.finalFrom(0);  // whatever the replica said: the step is done
   };
   // A streamed step that fails, however, ends the push waiting for it.
@@ -451,7 +468,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       StepSlot& slot = *slots[i];
       // A step whose loss is not finite pushes nothing: its gradients would
       // leave the shards' parameters NaN for every worker, and for a chief
-      // restarted to join them. A streamed step has sent its chunks by now.
+      // restarted to join them. A streamed step is still running (its chunks
+      // go during pushAndPull): LossCheckedProgress checks it.
       if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
       ps.setShardSteps(pulled[i].shard_steps);
       int64_t next = -1;

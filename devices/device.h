@@ -38,6 +38,10 @@ class ParameterUpdate {
 class GradientProgress {
  public:
   virtual ~GradientProgress() = default;
+  // The step's loss is known, and no gradient is final yet: an exception
+  // thrown here ends the step before any is sent. The CUDA replica, which
+  // learns its loss only once its gradients are final, does not call it.
+  virtual void lossComputed(const StepResult& result) { (void)result; }
   // Every variable with an index >= first_variable (into the layout's
   // views) has its final gradient in the step's buffer, and the step reads
   // none of their parameters again. Called from the step's thread with
@@ -72,6 +76,7 @@ class Replica {
                                            float* gradients, uint64_t step,
                                            GradientProgress& progress) {
     const StepResult result = trainStep(batch, parameters, gradients, step);
+    progress.lossComputed(result);
     progress.finalFrom(0);
     return result;
   }

@@ -1051,9 +1051,7 @@ TEST_CASE("async: the others finish when a worker is killed") {
   CHECK_THAT(c.workers[2]->output(), Catch::Contains("gradients sent after each step"));
 }
 
-TEST_CASE("async: a step whose loss is not finite pushes nothing to the ps") {
-  const auto dir = freshTempDir("async-inf");
-  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+TEST_CASE("a step whose loss is not finite pushes nothing to the ps, async or sync") {
   // Ten hidden outputs of 1 (tanh of 3e38) times kernels of 3e38 sum past
   // float: the first step's loss is inf from finite parameters, and its
   // gradients would make them inf and NaN.
@@ -1061,14 +1059,20 @@ TEST_CASE("async: a step whose loss is not finite pushes nothing to the ps") {
   spec = replaceAll(spec, "activation: tanh}", "activation: tanh, bias_initializer: {constant: 3e38}}");
   spec = replaceAll(spec, "{type: dense, name: output, units: 1}",
                     "{type: dense, name: output, units: 1, kernel_initializer: {constant: 3e38}}");
-  writeFile(dir / "inf.yaml", spec);
-  Cluster c(dir, cluster, "--model " + (dir / "inf.yaml").string() + " --max-steps 100", 1, 1);
-  CHECK(c.workers[0]->wait(kTimeout) == 1);
-  c.ps[0]->signal(SIGTERM);
-  CHECK(c.ps[0]->wait(30) == 0);
-  INFO(c.logs());
-  CHECK_THAT(c.workers[0]->output(), Catch::Contains("step 1: the loss is inf"));
-  CHECK_THAT(c.ps[0]->output(), Catch::Contains("ps 0 done at global step 0"));
+  // Async sends a step's gradients after it, sync as its backward pass goes.
+  for (const std::string mode : {"async", "sync"}) {
+    INFO(mode);
+    const auto dir = freshTempDir("inf-loss-" + mode);
+    const auto cluster = writeCluster(dir, 1, 1, "  mode: " + mode + "\n");
+    writeFile(dir / "inf.yaml", spec);
+    Cluster c(dir, cluster, "--model " + (dir / "inf.yaml").string() + " --max-steps 100", 1, 1);
+    CHECK(c.workers[0]->wait(kTimeout) == 1);
+    c.ps[0]->signal(SIGTERM);
+    CHECK(c.ps[0]->wait(30) == 0);
+    INFO(c.logs());
+    CHECK_THAT(c.workers[0]->output(), Catch::Contains("step 1: the loss is inf"));
+    CHECK_THAT(c.ps[0]->output(), Catch::Contains("ps 0 done at global step 0"));
+  }
 }
 
 TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and exits 0") {

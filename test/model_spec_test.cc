@@ -683,9 +683,15 @@ TEST_CASE("a value outside its choices lists them", "[model_spec]") {
   };
   CHECK_THAT(error("{truncated_normal: 0}"),
              Catch::EndsWith("layers[0].kernel_initializer.truncated_normal: expected a positive "
-                             "standard deviation, got 0"));
+                             "standard deviation of at most 1e36, got 0"));
+  CHECK_THAT(error("{random_normal: 3e38}"),
+             Catch::EndsWith("layers[0].kernel_initializer.random_normal: expected a positive "
+                             "standard deviation of at most 1e36, got 3e38"));
   CHECK_THAT(error("{constant: 1, random_normal: 0.1}"),
-             Catch::EndsWith("layers[0].kernel_initializer: " + expected + ", got a mapping"));
+             Catch::EndsWith("layers[0].kernel_initializer: expected exactly one of constant, "
+                             "truncated_normal, random_normal, got 2"));
+  CHECK_THAT(error("{}"), Catch::EndsWith("layers[0].kernel_initializer: expected exactly one of "
+                                          "constant, truncated_normal, random_normal, got 0"));
   CHECK_THAT(error("{uniform: 1}"),
              Catch::Contains("(the fields of an initializer are constant, truncated_normal, "
                              "random_normal)"));

@@ -72,6 +72,7 @@ StepResult CpuReplica::trainStepWithProgress(const Batch& batch, const float* pa
                                              float* gradients, uint64_t step,
                                              GradientProgress& progress) {
   const StepResult result = forwardAndLoss(batch, parameters, gradients, step);
+  progress.lossComputed(result);
   layers_->backward(stream_, &progress);
   stream_.wait();
   progress.finalFrom(0);  // the frozen layers before the first trainable one
