@@ -13,7 +13,9 @@ namespace {
 // A rate as the optimizers take it. exponential_decay with a decay_rate
 // above 1 grows without bound, and a double beyond float's range does not
 // convert.
-float asRate(double rate) { return float(std::min(rate, double(std::numeric_limits<float>::max()))); }
+float asRate(double rate) {
+  return float(std::min(rate, double(std::numeric_limits<float>::max())));
+}
 
 }  // namespace
 
@@ -29,14 +31,15 @@ float learningRateAt(const LearningRateSpec& spec, int64_t global_step) {
     case Kind::Constant:
       return spec.initial;
     case Kind::ExponentialDecay:
-      return asRate(initial *
-                    std::pow(double(spec.decay_rate), along(double(spec.decay_steps), spec.staircase)));
+      return asRate(initial * std::pow(double(spec.decay_rate),
+                                       along(double(spec.decay_steps), spec.staircase)));
     case Kind::InverseTimeDecay:
       return asRate(initial / (1.0 + double(spec.decay_rate) *
                                          along(double(spec.decay_steps), spec.staircase)));
     case Kind::PiecewiseConstant: {
       // The first boundary at or past the step holds the step's value.
-      const auto past = std::lower_bound(spec.boundaries.begin(), spec.boundaries.end(), global_step);
+      const auto past =
+          std::lower_bound(spec.boundaries.begin(), spec.boundaries.end(), global_step);
       return spec.values[size_t(past - spec.boundaries.begin())];
     }
     case Kind::PolynomialDecay: {
@@ -69,8 +72,8 @@ std::string describeLearningRate(const LearningRateSpec& lr) {
       return fmt::format("{} decayed by {} every {} steps{}", lr.initial, lr.decay_rate,
                          lr.decay_steps, staircase);
     case Kind::InverseTimeDecay:
-      return fmt::format("{} / (1 + {} x step / {}){}", lr.initial, lr.decay_rate,
-                         lr.decay_steps, staircase);
+      return fmt::format("{} / (1 + {} x step / {}){}", lr.initial, lr.decay_rate, lr.decay_steps,
+                         staircase);
     case Kind::PiecewiseConstant: {
       std::string text = fmt::format("{}", lr.values[0]);
       for (size_t i = 0; i < lr.boundaries.size(); ++i)

@@ -72,7 +72,8 @@ InitializerSpec readInitializer(const Field& field) {
     fields.allowOnly({"constant", "truncated_normal", "random_normal"}, "an initializer");
     if (field.node.size() != 1)
       fail(field, fmt::format("expected exactly one of constant, truncated_normal, random_normal, "
-                              "got {}", field.node.size()));
+                              "got {}",
+                              field.node.size()));
     if (auto f = fields.find("constant"))
       return {Kind::Constant, readFloat(*f, "a number", isAnyNumber)};
     // Rng::normal draws within 38 deviations (its uniform is at least
@@ -331,10 +332,15 @@ struct Schedule {
 const std::vector<Schedule>& schedules() {
   using Kind = LearningRateSpec::Kind;
   static const std::vector<Schedule> all = {
-      {"exponential", Kind::ExponentialDecay, {"initial", "decay_steps", "decay_rate", "staircase"}},
-      {"inverse_time", Kind::InverseTimeDecay, {"initial", "decay_steps", "decay_rate", "staircase"}},
+      {"exponential",
+       Kind::ExponentialDecay,
+       {"initial", "decay_steps", "decay_rate", "staircase"}},
+      {"inverse_time",
+       Kind::InverseTimeDecay,
+       {"initial", "decay_steps", "decay_rate", "staircase"}},
       {"piecewise_constant", Kind::PiecewiseConstant, {"boundaries", "values"}},
-      {"polynomial", Kind::PolynomialDecay,
+      {"polynomial",
+       Kind::PolynomialDecay,
        {"initial", "decay_steps", "end_learning_rate", "power", "cycle"}},
       {"cosine", Kind::CosineDecay, {"initial", "decay_steps", "alpha"}},
   };
@@ -364,7 +370,8 @@ void readPiecewise(const Mapping& fields, LearningRateSpec& rate) {
       fmt::format("a list of {} positive numbers (one more than boundaries)", steps.size() + 1);
   const std::vector<Field> rates = listItems(values, expected);
   if (rates.size() != steps.size() + 1) failExpected(values, expected);
-  for (const Field& value : rates) rate.values.push_back(readFloat(value, "a positive number", isPositive));
+  for (const Field& value : rates)
+    rate.values.push_back(readFloat(value, "a positive number", isPositive));
   rate.initial = rate.values.front();
 }
 
@@ -402,8 +409,9 @@ LearningRateSpec readLearningRate(const Field& field) {
     const auto& own = schedule->fields;
     if (key == "decay" || !f || std::find(own.begin(), own.end(), key) != own.end()) continue;
     if (key == "initial")  // refused by piecewise_constant alone
-      fail(*f, "not used with decay: piecewise_constant, whose first value is the rate up to the "
-               "first boundary");
+      fail(*f,
+           "not used with decay: piecewise_constant, whose first value is the rate up to the "
+           "first boundary");
     std::vector<std::string_view> takers;
     for (const Schedule& other : schedules())
       if (std::find(other.fields.begin(), other.fields.end(), key) != other.fields.end())

@@ -433,8 +433,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       return;
     }
     LossCheckedProgress progress(gradient_stream, pulled[i].step + 1);
-    results[i] = slot.replica->trainStepWithProgress(
-        *batch, slot.parameters.data(), slot.gradients.data(), dropout_step, progress);
+    results[i] = slot.replica->trainStepWithProgress(*batch, slot.parameters.data(),
+                                                     slot.gradients.data(), dropout_step, progress);
     gradient_stream.finalFrom(0);  // whatever the replica said: the step is done
   };
   // A streamed step that fails, however, ends the push waiting for it.

@@ -1056,7 +1056,8 @@ TEST_CASE("a step whose loss is not finite pushes nothing to the ps, async or sy
   // float: the first step's loss is inf from finite parameters, and its
   // gradients would make them inf and NaN.
   std::string spec = readFile(modelPath("regression.yaml"));
-  spec = replaceAll(spec, "activation: tanh}", "activation: tanh, bias_initializer: {constant: 3e38}}");
+  spec = replaceAll(spec, "activation: tanh}",
+                    "activation: tanh, bias_initializer: {constant: 3e38}}");
   spec = replaceAll(spec, "{type: dense, name: output, units: 1}",
                     "{type: dense, name: output, units: 1, kernel_initializer: {constant: 3e38}}");
   // Async sends a step's gradients after it, sync as its backward pass goes.

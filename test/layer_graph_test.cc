@@ -221,8 +221,8 @@ TEST_CASE("glorot_normal and he_normal draw Keras' normal, truncated at two devi
   FlatBuffer parameters(layout.totalSize());
   initializeVariables(g, layout, 7, parameters);
   // Keras: stddev sqrt(scale), cut at 2 * sqrt(scale) / 0.8796...
-  for (const auto& [name, scale] : {std::pair{"glorot/kernel", 2.0 / (400 + 600)},
-                                    std::pair{"he/kernel", 2.0 / 600}}) {
+  for (const auto& [name, scale] :
+       {std::pair{"glorot/kernel", 2.0 / (400 + 600)}, std::pair{"he/kernel", 2.0 / 600}}) {
     INFO(name);
     const std::span<const float> values = parameters.view(*layout.find(name));
     const double bound = 2.0 * std::sqrt(scale) / 0.87962566103423978;

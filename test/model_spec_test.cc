@@ -347,7 +347,8 @@ TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[
   CHECK(lr.kind == Kind::Constant);
   CHECK(lr.initial == 0.2f);
 
-  lr = rate("{initial: 0.2, decay: inverse_time, decay_steps: 10, decay_rate: 0.5, staircase: true}");
+  lr = rate(
+      "{initial: 0.2, decay: inverse_time, decay_steps: 10, decay_rate: 0.5, staircase: true}");
   CHECK(lr.kind == Kind::InverseTimeDecay);
   CHECK(lr.decay_steps == 10);
   CHECK(lr.decay_rate == 0.5f);
@@ -364,8 +365,9 @@ TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[
   CHECK(lr.end_learning_rate == 0.0001f);  // TensorFlow's defaults
   CHECK(lr.power == 1.0f);
   CHECK(!lr.cycle);
-  lr = rate("{initial: 0.2, decay: polynomial, decay_steps: 50, end_learning_rate: 0, power: 0.5, "
-            "cycle: true}");
+  lr = rate(
+      "{initial: 0.2, decay: polynomial, decay_steps: 50, end_learning_rate: 0, power: 0.5, "
+      "cycle: true}");
   CHECK(lr.end_learning_rate == 0.0f);
   CHECK(lr.power == 0.5f);
   CHECK(lr.cycle);
@@ -411,34 +413,41 @@ TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[
     return errorWith(dir, constant, "learning_rate: " + schedule);
   };
   CHECK(error("{initial: 0.1, decay: step}") ==
-        path + ":4:61: optimizer.learning_rate.decay: expected one of exponential, inverse_time, "
-               "piecewise_constant, polynomial, cosine, got 'step'");
+        path +
+            ":4:61: optimizer.learning_rate.decay: expected one of exponential, inverse_time, "
+            "piecewise_constant, polynomial, cosine, got 'step'");
   CHECK(error("{initial: 0.1, decay: cosine, decay_steps: 5, power: 2}") ==
         path + ":4:92: optimizer.learning_rate.power: only meaningful with decay: polynomial");
   CHECK(error("{initial: 0.1, decay: piecewise_constant, boundaries: [1], values: [1, 2]}") ==
-        path + ":4:49: optimizer.learning_rate.initial: not used with decay: piecewise_constant, "
-               "whose first value is the rate up to the first boundary");
+        path +
+            ":4:49: optimizer.learning_rate.initial: not used with decay: piecewise_constant, "
+            "whose first value is the rate up to the first boundary");
   CHECK(error("{decay: piecewise_constant, boundaries: [1, 5], values: [1, 2]}") ==
-        path + ":4:95: optimizer.learning_rate.values: expected a list of 3 positive numbers (one "
-               "more than boundaries), got a list of 2 items");
+        path +
+            ":4:95: optimizer.learning_rate.values: expected a list of 3 positive numbers (one "
+            "more than boundaries), got a list of 2 items");
   CHECK(error("{decay: piecewise_constant, boundaries: [5, 5], values: [1, 2, 3]}") ==
-        path + ":4:83: optimizer.learning_rate.boundaries[1]: expected a step after 5 "
-               "(boundaries increase), got 5");
+        path +
+            ":4:83: optimizer.learning_rate.boundaries[1]: expected a step after 5 "
+            "(boundaries increase), got 5");
   CHECK(error("{decay: piecewise_constant, boundaries: [9223372036854775807, 5], values: [1, 2, "
-              "3]}") ==
-        path + ":4:101: optimizer.learning_rate.boundaries[1]: expected a step after "
-               "9223372036854775807 (boundaries increase), got 5");
+              "3]}") == path +
+                            ":4:101: optimizer.learning_rate.boundaries[1]: expected a step after "
+                            "9223372036854775807 (boundaries increase), got 5");
   CHECK(error("{decay: piecewise_constant, boundaries: [], values: [1]}") ==
-        path + ":4:79: optimizer.learning_rate.boundaries: expected a list of 1 to 1000 global "
-               "steps, increasing, got an empty list");
+        path +
+            ":4:79: optimizer.learning_rate.boundaries: expected a list of 1 to 1000 global "
+            "steps, increasing, got an empty list");
   CHECK(error("{decay: piecewise_constant, values: [1]}") ==
-        path + ":4:39: optimizer.learning_rate: missing field 'boundaries' (required with decay: "
-               "piecewise_constant)");
+        path +
+            ":4:39: optimizer.learning_rate: missing field 'boundaries' (required with decay: "
+            "piecewise_constant)");
   CHECK(error("{initial: 0.1, decay: cosine, decay_steps: 5, alpha: 1}") ==
         path + ":4:92: optimizer.learning_rate.alpha: expected a number in [0, 1), got 1");
   CHECK(error("{initial: 0.1, decay: polynomial, decay_steps: 5, end_learning_rate: -1}") ==
-        path + ":4:108: optimizer.learning_rate.end_learning_rate: expected a non-negative "
-               "number, got -1");
+        path +
+            ":4:108: optimizer.learning_rate.end_learning_rate: expected a non-negative "
+            "number, got -1");
 }
 
 TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]") {
@@ -662,8 +671,8 @@ TEST_CASE("a value outside its choices lists them", "[model_spec]") {
   const std::string expected =
       "expected one of glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, {constant: "
       "<number>}, {truncated_normal: <stddev>} or {random_normal: <stddev>}";
-  CHECK(loadError(path) == path + ":2:54: layers[0].kernel_initializer: " + expected +
-                               ", got 'uniform'");
+  CHECK(loadError(path) ==
+        path + ":2:54: layers[0].kernel_initializer: " + expected + ", got 'uniform'");
 
   // TensorFlow 1's truncated and plain normals of a given deviation.
   const std::string layer = "{type: dense, units: 3}";

@@ -314,8 +314,9 @@ TEST_CASE("inverse-time, piecewise-constant, polynomial and cosine decay") {
   lr.boundaries = {10, 20};
   lr.values = {1.0f, 0.5f, 0.25f};
   // A boundary step still takes the value before it.
-  for (const auto& [step, rate] : {std::pair{0, 1.0f}, std::pair{10, 1.0f}, std::pair{11, 0.5f},
-                                   std::pair{20, 0.5f}, std::pair{21, 0.25f}, std::pair{1000, 0.25f}})
+  for (const auto& [step, rate] :
+       {std::pair{0, 1.0f}, std::pair{10, 1.0f}, std::pair{11, 0.5f}, std::pair{20, 0.5f},
+        std::pair{21, 0.25f}, std::pair{1000, 0.25f}})
     CHECK(learningRateAt(lr, step) == rate);
 
   lr.kind = Kind::PolynomialDecay;
