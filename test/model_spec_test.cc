@@ -409,45 +409,40 @@ TEST_CASE("learning-rate schedules: each decay's fields, and their mistakes", "[
       "learning_rate: {decay: piecewise_constant, boundaries: [100], values: [0.1, 0.01]}");
   CHECK_THAT(updateRule(spec), Catch::Contains("learning rate 0.1, 0.01 after step 100"));
 
-  const auto error = [&](const std::string& schedule) {
-    return errorWith(dir, constant, "learning_rate: " + schedule);
+  // Each mistake, and what the error says after the spec's path.
+  const std::vector<std::pair<std::string, std::string>> mistakes = {
+      {"{initial: 0.1, decay: step}",
+       ":4:61: optimizer.learning_rate.decay: expected one of exponential, inverse_time, "
+       "piecewise_constant, polynomial, cosine, got 'step'"},
+      {"{initial: 0.1, decay: cosine, decay_steps: 5, power: 2}",
+       ":4:92: optimizer.learning_rate.power: only meaningful with decay: polynomial"},
+      {"{initial: 0.1, decay: piecewise_constant, boundaries: [1], values: [1, 2]}",
+       ":4:49: optimizer.learning_rate.initial: not used with decay: piecewise_constant, whose "
+       "first value is the rate up to the first boundary"},
+      {"{decay: piecewise_constant, boundaries: [1, 5], values: [1, 2]}",
+       ":4:95: optimizer.learning_rate.values: expected a list of 3 positive numbers (one more "
+       "than boundaries), got a list of 2 items"},
+      {"{decay: piecewise_constant, boundaries: [5, 5], values: [1, 2, 3]}",
+       ":4:83: optimizer.learning_rate.boundaries[1]: expected a step after 5 (boundaries "
+       "increase), got 5"},
+      {"{decay: piecewise_constant, boundaries: [9223372036854775807, 5], values: [1, 2, 3]}",
+       ":4:101: optimizer.learning_rate.boundaries[1]: expected a step after 9223372036854775807 "
+       "(boundaries increase), got 5"},
+      {"{decay: piecewise_constant, boundaries: [], values: [1]}",
+       ":4:79: optimizer.learning_rate.boundaries: expected a list of 1 to 1000 global steps, "
+       "increasing, got an empty list"},
+      {"{decay: piecewise_constant, values: [1]}",
+       ":4:39: optimizer.learning_rate: missing field 'boundaries' (required with decay: "
+       "piecewise_constant)"},
+      {"{initial: 0.1, decay: cosine, decay_steps: 5, alpha: 1}",
+       ":4:92: optimizer.learning_rate.alpha: expected a number in [0, 1), got 1"},
+      {"{initial: 0.1, decay: polynomial, decay_steps: 5, end_learning_rate: -1}",
+       ":4:108: optimizer.learning_rate.end_learning_rate: expected a non-negative number, got -1"},
   };
-  CHECK(error("{initial: 0.1, decay: step}") ==
-        path +
-            ":4:61: optimizer.learning_rate.decay: expected one of exponential, inverse_time, "
-            "piecewise_constant, polynomial, cosine, got 'step'");
-  CHECK(error("{initial: 0.1, decay: cosine, decay_steps: 5, power: 2}") ==
-        path + ":4:92: optimizer.learning_rate.power: only meaningful with decay: polynomial");
-  CHECK(error("{initial: 0.1, decay: piecewise_constant, boundaries: [1], values: [1, 2]}") ==
-        path +
-            ":4:49: optimizer.learning_rate.initial: not used with decay: piecewise_constant, "
-            "whose first value is the rate up to the first boundary");
-  CHECK(error("{decay: piecewise_constant, boundaries: [1, 5], values: [1, 2]}") ==
-        path +
-            ":4:95: optimizer.learning_rate.values: expected a list of 3 positive numbers (one "
-            "more than boundaries), got a list of 2 items");
-  CHECK(error("{decay: piecewise_constant, boundaries: [5, 5], values: [1, 2, 3]}") ==
-        path +
-            ":4:83: optimizer.learning_rate.boundaries[1]: expected a step after 5 "
-            "(boundaries increase), got 5");
-  CHECK(error("{decay: piecewise_constant, boundaries: [9223372036854775807, 5], values: [1, 2, "
-              "3]}") == path +
-                            ":4:101: optimizer.learning_rate.boundaries[1]: expected a step after "
-                            "9223372036854775807 (boundaries increase), got 5");
-  CHECK(error("{decay: piecewise_constant, boundaries: [], values: [1]}") ==
-        path +
-            ":4:79: optimizer.learning_rate.boundaries: expected a list of 1 to 1000 global "
-            "steps, increasing, got an empty list");
-  CHECK(error("{decay: piecewise_constant, values: [1]}") ==
-        path +
-            ":4:39: optimizer.learning_rate: missing field 'boundaries' (required with decay: "
-            "piecewise_constant)");
-  CHECK(error("{initial: 0.1, decay: cosine, decay_steps: 5, alpha: 1}") ==
-        path + ":4:92: optimizer.learning_rate.alpha: expected a number in [0, 1), got 1");
-  CHECK(error("{initial: 0.1, decay: polynomial, decay_steps: 5, end_learning_rate: -1}") ==
-        path +
-            ":4:108: optimizer.learning_rate.end_learning_rate: expected a non-negative "
-            "number, got -1");
+  for (const auto& [schedule, message] : mistakes) {
+    INFO(schedule);
+    CHECK(errorWith(dir, constant, "learning_rate: " + schedule) == path + message);
+  }
 }
 
 TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]") {
