@@ -451,17 +451,20 @@ LearningRateSpec readLearningRate(const Field& field) {
 void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpec& rate) {
   using Kind = OptimizerSpec::Kind;
   Mapping fields(field);
-  const std::vector<std::string_view> common = {"type", "learning_rate", "weight_decay"};
+  const std::vector<std::string_view> common = {"type", "learning_rate", "weight_decay",
+                                                "clip_global_norm"};
   if (!fields.find("type")) {
-    fields.allowOnly({"type", "learning_rate", "weight_decay", "momentum", "nesterov",
-                      "initial_accumulator", "beta1", "beta2", "epsilon"},
-                     "an optimizer");
+    fields.allowOnly(
+        {"type", "learning_rate", "weight_decay", "clip_global_norm", "momentum", "nesterov",
+         "initial_accumulator", "beta1", "beta2", "rho", "centered", "initial_rms", "epsilon"},
+        "an optimizer");
   }
-  const Field type = fields.get("type", "one of sgd, momentum, adagrad, adam");
+  const Field type = fields.get("type", "one of sgd, momentum, adagrad, adam, rmsprop");
   optimizer.kind = readChoice<Kind>(type, {{"sgd", Kind::Sgd},
                                            {"momentum", Kind::Momentum},
                                            {"adagrad", Kind::Adagrad},
-                                           {"adam", Kind::Adam}});
+                                           {"adam", Kind::Adam},
+                                           {"rmsprop", Kind::RmsProp}});
   std::vector<std::string_view> known = common;
   switch (optimizer.kind) {
     case Kind::Sgd:
@@ -475,12 +478,21 @@ void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpe
     case Kind::Adam:
       known.insert(known.end(), {"beta1", "beta2", "epsilon"});
       break;
+    case Kind::RmsProp:
+      known.insert(known.end(), {"rho", "momentum", "centered", "initial_rms", "epsilon"});
+      // tf.compat.v1.train.RMSPropOptimizer's defaults where they differ
+      // from the other optimizers'.
+      optimizer.momentum = 0.0f;
+      optimizer.epsilon = 1e-10f;
+      break;
   }
   fields.allowOnly(known, "the " + type.node.Scalar() + " optimizer");
 
   rate = readLearningRate(fields.get("learning_rate"));
   if (auto f = fields.find("weight_decay"))
     optimizer.weight_decay = readFloat(*f, "a non-negative number", isNonNegative);
+  if (auto f = fields.find("clip_global_norm"))
+    optimizer.clip_global_norm = readFloat(*f, "a positive number", isPositive);
   if (auto f = fields.find("momentum"))
     optimizer.momentum = readFloat(*f, "a number in [0, 1)", isFraction);
   if (auto f = fields.find("nesterov")) optimizer.nesterov = readBool(*f);
@@ -490,6 +502,10 @@ void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpe
     optimizer.beta1 = readFloat(*f, "a number in [0, 1)", isFraction);
   if (auto f = fields.find("beta2"))
     optimizer.beta2 = readFloat(*f, "a number in [0, 1)", isFraction);
+  if (auto f = fields.find("rho")) optimizer.rho = readFloat(*f, "a number in [0, 1)", isFraction);
+  if (auto f = fields.find("centered")) optimizer.centered = readBool(*f);
+  if (auto f = fields.find("initial_rms"))
+    optimizer.initial_rms = readFloat(*f, "a non-negative number", isNonNegative);
   if (auto f = fields.find("epsilon"))
     optimizer.epsilon = readFloat(*f, "a positive number", isPositive);
 }
@@ -633,11 +649,13 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
                    " (micro-batches are equal shares of a batch), got " +
                    std::to_string(training.micro_batches));
   }
-  if (auto f = fields.find("gradient_push"))
+  if (auto f = fields.find("gradient_push")) {
     training.gradient_push = readChoice<TrainingSpec::GradientPush>(
         *f, {{"auto", TrainingSpec::GradientPush::Auto},
              {"during_backward", TrainingSpec::GradientPush::DuringBackward},
              {"after_step", TrainingSpec::GradientPush::AfterStep}});
+    training.gradient_push_location = f->where;
+  }
   return training;
 }
 
@@ -712,6 +730,12 @@ ModelSpec loadModelSpec(const std::string& path) {
   if (auto f = fields.find("moving_average")) spec.optimizer.moving_average = readMovingAverage(*f);
   spec.data = readData(fields.get("data"), spec_dir);
   spec.training = readTraining(fields.get("training"), spec_dir, spec.data.batch_size);
+  if (spec.optimizer.clip_global_norm != 0.0f &&
+      spec.training.gradient_push == TrainingSpec::GradientPush::DuringBackward)
+    throwInputError(spec.training.gradient_push_location, "training.gradient_push",
+                    "expected after_step or auto with optimizer.clip_global_norm, got "
+                    "during_backward (the global norm needs the whole gradient before any of it "
+                    "is sent)");
   if (auto f = fields.find("checkpoint")) spec.checkpoint = readCheckpoint(*f, spec_dir);
   if (auto f = fields.find("init_from")) spec.init_from = readInitFrom(*f, spec_dir, spec.layers);
   return spec;
@@ -779,6 +803,22 @@ std::string architectureHash(const ModelSpec& spec) {
   return hex;
 }
 
+std::string_view optimizerName(OptimizerSpec::Kind kind) {
+  switch (kind) {
+    case OptimizerSpec::Kind::Sgd:
+      return "sgd";
+    case OptimizerSpec::Kind::Momentum:
+      return "momentum";
+    case OptimizerSpec::Kind::Adagrad:
+      return "adagrad";
+    case OptimizerSpec::Kind::Adam:
+      return "adam";
+    case OptimizerSpec::Kind::RmsProp:
+      return "rmsprop";
+  }
+  return "unknown";
+}
+
 std::string updateRule(const ModelSpec& spec) {
   using Kind = OptimizerSpec::Kind;
   const OptimizerSpec& o = spec.optimizer;
@@ -797,8 +837,15 @@ std::string updateRule(const ModelSpec& spec) {
     case Kind::Adam:
       rule = fmt::format("adam (beta1 {}, beta2 {}, epsilon {})", o.beta1, o.beta2, o.epsilon);
       break;
+    case Kind::RmsProp:
+      rule = fmt::format("rmsprop (rho {}, momentum {}, initial_rms {}, epsilon {}{})", o.rho,
+                         o.momentum, o.initial_rms, o.epsilon, o.centered ? ", centered" : "");
+      break;
   }
   if (o.weight_decay != 0.0f) rule += fmt::format(", weight_decay {}", o.weight_decay);
+  // The ps never clips, but every worker must: one that did not would push
+  // gradients of another size into the same job.
+  if (o.clip_global_norm != 0.0f) rule += fmt::format(", clip_global_norm {}", o.clip_global_norm);
   rule += ", learning rate " + describeLearningRate(spec.learning_rate);
   if (const auto& average = o.moving_average)
     rule += fmt::format(", moving average {}{}", average->decay,

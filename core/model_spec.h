@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -73,15 +74,24 @@ struct MovingAverageSpec {
 };
 
 struct OptimizerSpec {
-  enum class Kind { Sgd, Momentum, Adagrad, Adam };
+  enum class Kind { Sgd, Momentum, Adagrad, Adam, RmsProp };
   Kind kind = Kind::Sgd;
-  float momentum = 0.9f;               // Momentum
+  float momentum = 0.9f;               // Momentum; RmsProp (its default there: 0)
   bool nesterov = false;               // Momentum
   float initial_accumulator = 0.1f;    // Adagrad
   float beta1 = 0.9f;                  // Adam
   float beta2 = 0.999f;                // Adam
-  float epsilon = 1e-7f;               // Adagrad and Adam (TensorFlow's default)
+  float rho = 0.9f;                    // RmsProp: the mean square's decay
+  bool centered = false;               // RmsProp: divide by the variance's root
+  float initial_rms = 1.0f;            // RmsProp (TensorFlow 1's; Keras' is 0)
+  // Adagrad and Adam: 1e-7, TensorFlow's default; RmsProp: 1e-10, TensorFlow
+  // 1's (readOptimizer sets it with the kind).
+  float epsilon = 1e-7f;
   float weight_decay = 0.0f;           // L2 on kernels: grad += weight_decay * kernel
+  // Each step's gradient clipped to this global norm before its update
+  // (core/gradient_clipping.h), by whoever holds the whole gradient, not by
+  // the update rule; 0: not clipped.
+  float clip_global_norm = 0.0f;
   // The spec's top-level moving_average section. It lives here because it
   // is applied with each update, wherever the update runs (a ps applies it
   // to its shard).
@@ -155,9 +165,12 @@ struct TrainingSpec {
   // When a worker with one step in flight sends the step's gradient
   // (docs/distributed.md, "Gradients sent during backward"): chunk by chunk
   // as the backward pass finishes them, or once the step is done. Auto:
-  // during backward in sync mode and on GPUs, after the step otherwise.
+  // during backward in sync mode and on GPUs, after the step otherwise,
+  // and always after the step when optimizer.clip_global_norm needs the
+  // whole gradient first.
   enum class GradientPush { Auto, DuringBackward, AfterStep };
   GradientPush gradient_push = GradientPush::Auto;
+  SourceLocation gradient_push_location;
   // Where the chief writes TensorBoard event files; empty: <checkpoint.dir>/summaries,
   // or none without a checkpoint directory (summaryDirectory says which).
   std::string summary_dir;
@@ -203,6 +216,9 @@ ModelSpec loadModelSpec(const std::string& path);
 // A stable hash of everything that decides the variables' names and shapes
 // (input, layers, loss), as hex; checkpoints record it.
 std::string architectureHash(const ModelSpec& spec);
+
+// The optimizer's name in a spec's `type` field ("rmsprop").
+std::string_view optimizerName(OptimizerSpec::Kind kind);
 
 // The update rule a ps applies, from its own spec: the optimizer with its
 // hyperparameters, the learning rate schedule, the moving average and the

@@ -22,23 +22,27 @@ std::vector<std::string> Optimizer::slotNamesOf(const OptimizerSpec& spec) {
     case OptimizerSpec::Kind::Adam:
       names = {"m", "v"};
       break;
+    case OptimizerSpec::Kind::RmsProp:
+      names = {"rms", "momentum"};
+      if (spec.centered) names.push_back("mg");
+      break;
   }
   if (spec.moving_average) names.push_back(kMovingAverageSlot);
   return names;
 }
 
 bool Optimizer::slotIsSumOfSquares(const std::string& name) {
-  return name == "accumulator" || name == "v";
+  return name == "accumulator" || name == "v" || name == "rms";
 }
 
 Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)
     : spec_(spec), layout_(layout), slot_names_(slotNamesOf(spec)) {
   rule_slots_ = slot_names_.size() - (spec.moving_average ? 1 : 0);
   for (size_t i = 0; i < slot_names_.size(); ++i) slots_.emplace_back(layout.totalSize());
-  if (spec.kind == OptimizerSpec::Kind::Adagrad) {
-    float* a = slots_[0].data();
-    for (int64_t i = 0; i < layout.totalSize(); ++i) a[i] = spec.initial_accumulator;
-  }
+  if (spec.kind == OptimizerSpec::Kind::Adagrad)
+    std::fill_n(slots_[0].data(), layout.totalSize(), spec.initial_accumulator);
+  if (spec.kind == OptimizerSpec::Kind::RmsProp)
+    std::fill_n(slots_[0].data(), layout.totalSize(), spec.initial_rms);
 }
 
 namespace {
@@ -56,18 +60,40 @@ float adamStepSize(const OptimizerSpec& s, float lr, int64_t update) {
 // with 2048, and 0.47-0.73 with ordinary stores in one pass.
 constexpr int64_t kStreamingBlock = 256;
 
-// The update rule on n elements; a and b are the slots (null when unused).
+// The update rule's slots (before the moving average), from the same
+// element on; null where the rule has fewer.
+struct RuleSlots {
+  float* a = nullptr;
+  float* b = nullptr;
+  float* c = nullptr;
+
+  RuleSlots at(int64_t offset) const {
+    return {a ? a + offset : nullptr, b ? b + offset : nullptr, c ? c + offset : nullptr};
+  }
+};
+
+// The first `count` slots of an optimizer's, as RuleSlots.
+RuleSlots ruleSlots(std::vector<FlatBuffer>& slots, size_t count) {
+  return {count > 0 ? slots[0].data() : nullptr, count > 1 ? slots[1].data() : nullptr,
+          count > 2 ? slots[2].data() : nullptr};
+}
+
+// The update rule on n elements.
 // With kCopyOut each new value also goes to out[i] in the same pass, so a
 // copy of the result costs no second read of p. A template argument, not a
 // test of out in the loop: the loops without a copy stay as they were.
 template <bool kCopyOut>
-void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, float* b,
-                    float* out, int64_t n, float lr, float adam_lr, float wd) {
+void updateElements(const OptimizerSpec& s, float* p, const float* g, RuleSlots slots, float* out,
+                    int64_t n, float lr, float adam_lr, float wd) {
   // The rule's constants in locals: read through `s` in the loops, each
   // store to the arrays could change them as far as the compiler knows, and
   // some loops stayed scalar.
   const float momentum = s.momentum, beta1 = s.beta1, beta2 = s.beta2, epsilon = s.epsilon;
+  const float one_minus_rho = 1.0f - s.rho;
   const bool nesterov = s.nesterov;
+  float* const a = slots.a;
+  float* const b = slots.b;
+  float* const c = slots.c;
   switch (s.kind) {
     case OptimizerSpec::Kind::Sgd:
 #pragma omp simd
@@ -112,6 +138,37 @@ void updateElements(const OptimizerSpec& s, float* p, const float* g, float* a, 
         if constexpr (kCopyOut) out[i] = v;
       }
       break;
+    // TensorFlow's ApplyRMSProp and ApplyCenteredRMSProp, in their order of
+    // operations: r + (g^2 - r)(1 - rho), not rho r + (1 - rho) g^2.
+    case OptimizerSpec::Kind::RmsProp:
+      if (!c) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          const float gi = g[i] + wd * p[i];
+          const float ri = a[i] + (gi * gi - a[i]) * one_minus_rho;
+          const float bi = momentum * b[i] + lr * gi / std::sqrt(ri + epsilon);
+          a[i] = ri;
+          b[i] = bi;
+          const float v = p[i] - bi;
+          p[i] = v;
+          if constexpr (kCopyOut) out[i] = v;
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          const float gi = g[i] + wd * p[i];
+          const float ri = a[i] + (gi * gi - a[i]) * one_minus_rho;
+          const float ci = c[i] + (gi - c[i]) * one_minus_rho;
+          const float bi = momentum * b[i] + lr * gi / std::sqrt(ri - ci * ci + epsilon);
+          a[i] = ri;
+          b[i] = bi;
+          c[i] = ci;
+          const float v = p[i] - bi;
+          p[i] = v;
+          if constexpr (kCopyOut) out[i] = v;
+        }
+      }
+      break;
   }
 }
 
@@ -145,8 +202,7 @@ void Optimizer::startMovingAverage(const FlatBuffer& parameters, const VariableV
 void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float learning_rate,
                       int64_t update) {
   const float adam_lr = adamStepSize(spec_, learning_rate, update);
-  float* slot0 = rule_slots_ > 0 ? slots_[0].data() : nullptr;
-  float* slot1 = rule_slots_ > 1 ? slots_[1].data() : nullptr;
+  const RuleSlots rule = ruleSlots(slots_, rule_slots_);
   float* average = spec_.moving_average ? slots_.back().data() : nullptr;
   const float decay = average ? movingAverageDecay(*spec_.moving_average, update) : 0.0f;
   // One parallel region for the whole buffer, each variable split evenly
@@ -159,8 +215,7 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
       const int64_t begin = v.offset + v.size * thread / threads;
       const int64_t end = v.offset + v.size * (thread + 1) / threads;
       updateElements<false>(spec_, parameters.data() + begin, gradients.data() + begin,
-                            slot0 ? slot0 + begin : nullptr, slot1 ? slot1 + begin : nullptr,
-                            nullptr, end - begin, learning_rate, adam_lr,
+                            rule.at(begin), nullptr, end - begin, learning_rate, adam_lr,
                             v.is_kernel ? spec_.weight_decay : 0.0f);
       if (average)
         averageElements(average + begin, parameters.data() + begin, end - begin, decay);
@@ -183,25 +238,23 @@ void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset, i
     }
     return;
   }
-  float* slot0 = rule_slots_ > 0 ? slots_[0].data() + offset : nullptr;
-  float* slot1 = rule_slots_ > 1 ? slots_[1].data() + offset : nullptr;
+  const RuleSlots rule = ruleSlots(slots_, rule_slots_).at(offset);
   const float adam_lr = adamStepSize(spec_, learning_rate, update);
   const float decay = v.is_kernel ? spec_.weight_decay : 0.0f;
   if (!out) {
-    updateElements<false>(spec_, parameters, gradients, slot0, slot1, nullptr, count,
-                          learning_rate, adam_lr, decay);
+    updateElements<false>(spec_, parameters, gradients, rule, nullptr, count, learning_rate,
+                          adam_lr, decay);
   } else if (!copy_out.around_caches) {
-    updateElements<true>(spec_, parameters, gradients, slot0, slot1, out, count, learning_rate,
-                         adam_lr, decay);
+    updateElements<true>(spec_, parameters, gradients, rule, out, count, learning_rate, adam_lr,
+                         decay);
   } else {
     // A block at a time, each streamed out while it is still in L1: the
     // compiler writes no non-temporal stores of its own, and a second pass
     // over the whole range would read it all again.
     for (int64_t at = 0; at < count; at += kStreamingBlock) {
       const int64_t n = std::min(kStreamingBlock, count - at);
-      updateElements<false>(spec_, parameters + at, gradients + at, slot0 ? slot0 + at : nullptr,
-                            slot1 ? slot1 + at : nullptr, nullptr, n, learning_rate, adam_lr,
-                            decay);
+      updateElements<false>(spec_, parameters + at, gradients + at, rule.at(at), nullptr, n,
+                            learning_rate, adam_lr, decay);
       streamingCopy(out + at, parameters + at, n);
     }
     streamingStoreFence();

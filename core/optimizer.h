@@ -6,6 +6,9 @@
 //   adagrad   a += g^2;       p -= lr * g / (sqrt(a) + eps)   (a starts at initial_accumulator)
 //   adam      m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //             p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+//   rmsprop   r += (g^2 - r) (1 - rho);  a = momentum * a + lr * g / sqrt(r + eps);  p -= a
+//             (r starts at initial_rms; centered: c += (g - c) (1 - rho), and
+//             the root is of r - c^2 + eps)
 // with g += weight_decay * p first for kernels (L2). Frozen variables are
 // never touched. A parameter server applies the same rules to its shard.
 // With a moving average (MovingAverageSpec) each update also moves the
@@ -36,12 +39,13 @@ class Optimizer {
   Optimizer(const OptimizerSpec& spec, const VariableLayout& layout);
 
   // Slot names as they appear in checkpoints, "<variable>/<slot>":
-  // momentum: "momentum"; adagrad: "accumulator"; adam: "m", "v"; sgd: none;
+  // momentum: "momentum"; adagrad: "accumulator"; adam: "m", "v"; rmsprop:
+  // "rms", "momentum" and, centered, "mg" (TensorFlow 1's names); sgd: none;
   // then "ExponentialMovingAverage" (kMovingAverageSlot) with a moving average.
   const std::vector<std::string>& slotNames() const { return slot_names_; }
   // The same, for a spec, before any optimizer holds them.
   static std::vector<std::string> slotNamesOf(const OptimizerSpec& spec);
-  // Whether a slot holds sums of squares ("accumulator", "v"): never below
+  // Whether a slot holds sums of squares ("accumulator", "v", "rms"): never below
   // 0, and a square root of one that is would be NaN.
   static bool slotIsSumOfSquares(const std::string& name);
   FlatBuffer& slot(size_t i) { return slots_[i]; }

@@ -15,13 +15,12 @@ namespace traind {
 namespace {
 
 std::string optimizerSummary(const ModelSpec& spec) {
-  using Kind = OptimizerSpec::Kind;
   const OptimizerSpec& optimizer = spec.optimizer;
-  std::string out = optimizer.kind == Kind::Sgd        ? "sgd"
-                    : optimizer.kind == Kind::Momentum ? "momentum"
-                    : optimizer.kind == Kind::Adagrad  ? "adagrad"
-                                                       : "adam";
+  std::string out(optimizerName(optimizer.kind));
   out += ", learning rate " + describeLearningRate(spec.learning_rate);
+  if (optimizer.clip_global_norm != 0.0f)
+    out += fmt::format(", each step's gradient clipped to a global norm of {}",
+                       optimizer.clip_global_norm);
   if (const auto& average = optimizer.moving_average)
     out += fmt::format(", then moving averages of the variables (decay {}{}), used for evaluation",
                        average->decay,

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "core/gradient_clipping.h"
 #include "core/input_pipeline.h"
 #include "core/learning_rate.h"
 #include "core/model_state.h"
@@ -26,6 +27,8 @@ namespace traind {
 
 std::optional<std::string> gpuReplicaPathReason(const ModelSpec& spec) {
   if (spec.training.concurrent_steps > 1) return "concurrent_steps > 1";
+  if (spec.optimizer.clip_global_norm != 0.0f)
+    return "optimizer.clip_global_norm (the resident trainer does not clip)";
   const std::set<std::string> gpus(spec.training.devices.begin(), spec.training.devices.end());
   if (gpus.size() > 1)
     return "towers on several GPUs (the resident trainer's NCCL all-reduce has not run on a "
@@ -66,7 +69,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const int concurrent_steps = spec.training.concurrent_steps;
   std::unique_ptr<ResidentTrainer> resident;
   if (resident_trainer) {
-    if (concurrent_steps == 1) resident = resident_trainer(spec, graph, state.layout());
+    if (concurrent_steps == 1 && spec.optimizer.clip_global_norm == 0.0f)
+      resident = resident_trainer(spec, graph, state.layout());
   } else if (everyDeviceIsGpu(spec.training.devices)) {
     // Placed layers and micro-batches, which GPUs refuse, at the spec's line.
     checkModelReplica(spec, planStages(spec, graph, spec.training.devices));
@@ -152,8 +156,11 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     metrics.recordStep(step + 1, r.loss, batch_size);
     if (evaluate) log.logEvaluation(step + 1, evaluator->evaluate(state.evaluationValues().data()));
   };
+  const float clip_norm = spec.optimizer.clip_global_norm;
   auto runSlot = [&](StepSlot& slot) {
     const bool snapshot = slot.parameters.size() > 0;
+    // The update waits for the whole gradient, and for its clipping.
+    const bool update_after_step = snapshot || clip_norm != 0.0f;
     const float* parameters = snapshot ? slot.parameters.data() : state.parameters().data();
     for (;;) {
       const Batch* batch = nullptr;
@@ -169,8 +176,13 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       }
       // Dropout is seeded by the step the batch is for.
       StepResult r;
-      if (snapshot) {
+      if (update_after_step) {
         r = slot.replica->trainStep(*batch, parameters, slot.gradients.data(), uint64_t(started));
+        if (clip_norm != 0.0f) {
+          checkLossFinite(r, started + 1);  // a NaN loss is reported as such, not as a NaN norm
+          clipByGlobalNorm(slot.gradients.data(), parameters, state.layout(), clip_norm,
+                           spec.optimizer.weight_decay, started + 1);
+        }
       } else {
         // The only step in flight: its update is part of it (towers apply
         // it from their threads as they average the gradient).
@@ -182,7 +194,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
       std::lock_guard lock(mutex);
       const int64_t step = state.globalStep();
-      if (snapshot)
+      if (update_after_step)
         state.optimizer().apply(state.parameters(), slot.gradients,
                                 learningRateAt(spec.learning_rate, step), step + 1);
       finishStep(r, step, evaluationDue(step));

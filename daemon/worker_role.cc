@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/checkpoint.h"
+#include "core/gradient_clipping.h"
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
 #include "daemon/cluster_fit.h"
@@ -226,6 +227,7 @@ bool pushesDuringBackward(const ModelSpec& spec, bool sync) {
     case TrainingSpec::GradientPush::Auto:
       break;
   }
+  if (spec.optimizer.clip_global_norm != 0.0f) return false;  // the norm needs all of it first
   if (sync) return true;
   for (const std::string& device : spec.training.devices)
     if (device.starts_with("cuda:")) return true;
@@ -471,6 +473,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       // restarted to join them. A streamed step is still running (its chunks
       // go during pushAndPull): LossCheckedProgress checks it.
       if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
+      if (const float clip_norm = spec.optimizer.clip_global_norm; clip_norm != 0.0f)
+        clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), state.layout(), clip_norm,
+                         spec.optimizer.weight_decay, pulled[i].step + 1);
       ps.setShardSteps(pulled[i].shard_steps);
       int64_t next = -1;
       try {

@@ -668,7 +668,8 @@ TEST_CASE("a sum of squares below 0 in a checkpoint is refused as corrupt", "[ch
   ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
   const auto [kind, slot] =
       GENERATE(std::pair{OptimizerSpec::Kind::Adam, std::string("v")},
-               std::pair{OptimizerSpec::Kind::Adagrad, std::string("accumulator")});
+               std::pair{OptimizerSpec::Kind::Adagrad, std::string("accumulator")},
+               std::pair{OptimizerSpec::Kind::RmsProp, std::string("rms")});
   spec.optimizer.kind = kind;
   const LayerGraph graph = buildLayerGraph(spec);
   TempDir dir;

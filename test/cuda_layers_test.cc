@@ -338,6 +338,11 @@ TEST_CASE("CUDA: every optimizer update agrees with the CPU's") {
   add("nesterov", OptimizerSpec::Kind::Momentum, true);
   add("adagrad", OptimizerSpec::Kind::Adagrad);
   add("adam", OptimizerSpec::Kind::Adam);
+  add("rmsprop with momentum", OptimizerSpec::Kind::RmsProp);
+  add("centered rmsprop", OptimizerSpec::Kind::RmsProp);
+  cases.back().spec.centered = true;
+  cases.back().spec.momentum = 0.0f;
+  cases.back().spec.epsilon = 1e-10f;
   add("adam with a moving average", OptimizerSpec::Kind::Adam);
   cases.back().spec.moving_average = MovingAverageSpec{0.99f, true};
   add("momentum with a moving average of fixed decay", OptimizerSpec::Kind::Momentum);

@@ -220,6 +220,64 @@ TEST_CASE("omitted fields take their documented defaults", "[model_spec]") {
   CHECK(!spec.init_from);
 }
 
+TEST_CASE("rmsprop: TensorFlow 1's defaults, and every field read", "[model_spec]") {
+  TempDir dir;
+  const ModelSpec defaults = loadVariant(dir, "type: sgd", "type: rmsprop");
+  CHECK(defaults.optimizer.kind == OptimizerSpec::Kind::RmsProp);
+  CHECK(defaults.optimizer.rho == 0.9f);
+  CHECK(defaults.optimizer.momentum == 0.0f);
+  CHECK(defaults.optimizer.epsilon == 1e-10f);
+  CHECK(defaults.optimizer.initial_rms == 1.0f);
+  CHECK(!defaults.optimizer.centered);
+  CHECK(updateRule(defaults) ==
+        "rmsprop (rho 0.9, momentum 0, initial_rms 1, epsilon 1e-10), learning rate 0.1");
+
+  const ModelSpec set = loadVariant(
+      dir, "type: sgd",
+      "type: rmsprop, rho: 0.95, momentum: 0.9, centered: true, initial_rms: 0, epsilon: 1e-7");
+  CHECK(set.optimizer.rho == 0.95f);
+  CHECK(set.optimizer.momentum == 0.9f);
+  CHECK(set.optimizer.centered);
+  CHECK(set.optimizer.initial_rms == 0.0f);
+  CHECK(set.optimizer.epsilon == 1e-7f);
+  CHECK(updateRule(set) ==
+        "rmsprop (rho 0.95, momentum 0.9, initial_rms 0, epsilon 1e-07, centered), learning rate "
+        "0.1");
+  // Momentum's defaults stay momentum's.
+  CHECK(loadVariant(dir, "type: sgd", "type: momentum").optimizer.momentum == 0.9f);
+  CHECK(loadVariant(dir, "type: sgd", "type: adam").optimizer.epsilon == 1e-7f);
+  CHECK_THAT(errorWith(dir, "type: sgd", "type: adam, rho: 0.9"),
+             Catch::EndsWith(
+                 "optimizer: unknown field 'rho' (the fields of the adam optimizer are "
+                 "type, learning_rate, weight_decay, clip_global_norm, beta1, beta2, epsilon)"));
+}
+
+TEST_CASE(
+    "clip_global_norm: any optimizer's, in its update rule, not with gradients sent during "
+    "backward",
+    "[model_spec]") {
+  TempDir dir;
+  const ModelSpec clipped =
+      loadVariant(dir, "type: sgd", "type: momentum, clip_global_norm: 5, weight_decay: 0.01");
+  CHECK(clipped.optimizer.clip_global_norm == 5.0f);
+  CHECK(updateRule(clipped) ==
+        "momentum (0.9), weight_decay 0.01, clip_global_norm 5, learning rate 0.1");
+  CHECK(loadVariant(dir, "type: sgd", "type: sgd").optimizer.clip_global_norm == 0.0f);
+  const std::string path = (dir.path() / "variant.yaml").string();
+  CHECK(errorWith(dir, "type: sgd", "type: adam, clip_global_norm: 0") ==
+        path + ":4:43: optimizer.clip_global_norm: expected a positive number, got 0");
+  const std::string during_backward = "{max_steps: 10, gradient_push: during_backward}";
+  CHECK_NOTHROW(loadVariant(dir, "{max_steps: 10}", during_backward));
+  std::string text = kMinimal;
+  text.replace(text.find("type: sgd"), 9, "type: sgd, clip_global_norm: 1");
+  text.replace(text.find("{max_steps: 10}"), 15, during_backward);
+  const std::string both = dir.write("both.yaml", text);
+  CHECK(loadError(both) == both +
+                               ":8:42: training.gradient_push: expected after_step or auto with "
+                               "optimizer.clip_global_norm, got during_backward (the global norm "
+                               "needs the whole gradient before any of it is sent)");
+}
+
 TEST_CASE("every optional field is read", "[model_spec]") {
   TempDir dir;
   const ModelSpec spec = loadModelSpec(dir.write(
@@ -629,7 +687,7 @@ TEST_CASE("an unknown field with no near match lists the known ones", "[model_sp
   CHECK(loadError(path) ==
         path +
             ":6:3: optimizer: unknown field 'nesterov' (the fields of the adam optimizer are "
-            "type, learning_rate, weight_decay, beta1, beta2, epsilon)");
+            "type, learning_rate, weight_decay, clip_global_norm, beta1, beta2, epsilon)");
 
   // A misspelt "type" is reported as such, not as a missing type.
   path = dir.write("d.yaml",
@@ -643,8 +701,9 @@ TEST_CASE("a value outside its choices lists them", "[model_spec]") {
   std::string text = kMinimal;
   text.replace(text.find("sgd"), 3, "adamw");
   std::string path = dir.write("opt.yaml", text);
-  CHECK(loadError(path) ==
-        path + ":4:19: optimizer.type: expected one of sgd, momentum, adagrad, adam, got 'adamw'");
+  CHECK(loadError(path) == path +
+                               ":4:19: optimizer.type: expected one of sgd, momentum, adagrad, "
+                               "adam, rmsprop, got 'adamw'");
 
   path = dir.write("act.yaml",
                    "input: [4]\n"
@@ -778,9 +837,10 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
              Catch::Contains("got '3' tagged '!units'"));
   CHECK_NOTHROW(loadModelSpec(dir.write("int_tagged.yaml", withUnits("!!int 3"))));
   // So does a tag on text: `!!null sgd` is no optimizer's name, `!!int 0.1` no integer.
-  CHECK_THAT(errorWith(dir, "type: sgd", "type: !!null sgd"),
-             Catch::EndsWith("optimizer.type: expected one of sgd, momentum, adagrad, adam, got "
-                             "'sgd' tagged '!!null'"));
+  CHECK_THAT(
+      errorWith(dir, "type: sgd", "type: !!null sgd"),
+      Catch::EndsWith("optimizer.type: expected one of sgd, momentum, adagrad, adam, rmsprop, got "
+                      "'sgd' tagged '!!null'"));
   CHECK_THAT(errorWith(dir, "{type: dense, units: 3}", "{type: !custom dense, units: 3}"),
              Catch::Contains("got 'dense' tagged '!custom'"));
   CHECK_THAT(errorWith(dir, "{type: dense, units: 3}", "{type: dense, name: !!float d, units: 3}"),
@@ -950,6 +1010,12 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
             "..., decay: ...}, got -0.1");
   CHECK(errorWith(dir, "type: sgd", "type: adam, beta1: 1.0") ==
         path + ":4:32: optimizer.beta1: expected a number in [0, 1), got 1.0");
+  CHECK(errorWith(dir, "type: sgd", "type: rmsprop, rho: 1") ==
+        path + ":4:33: optimizer.rho: expected a number in [0, 1), got 1");
+  CHECK(errorWith(dir, "type: sgd", "type: rmsprop, initial_rms: -1") ==
+        path + ":4:41: optimizer.initial_rms: expected a non-negative number, got -1");
+  CHECK(errorWith(dir, "type: sgd", "type: rmsprop, epsilon: 0") ==
+        path + ":4:37: optimizer.epsilon: expected a positive number, got 0");
   CHECK(errorWith(dir, "type: sgd", "type: sgd, weight_decay: -1") ==
         path + ":4:38: optimizer.weight_decay: expected a non-negative number, got -1");
   CHECK(errorWith(dir, "learning_rate: 0.1", "learning_rate: {initial: 0.1, decay: exponential}") ==

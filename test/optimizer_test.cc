@@ -133,6 +133,56 @@ TEST_CASE("adam, two steps with bias correction") {
   CHECK(opt.slotNames() == std::vector<std::string>{"m", "v"});
 }
 
+// tf.compat.v1.train.RMSPropOptimizer's rule: r starts at 1 (initial_rms),
+// r += (g^2 - r)(1 - rho), a = momentum * a + lr * g / sqrt(r + eps), p -= a.
+TEST_CASE("rmsprop, two steps with momentum") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::RmsProp;
+  spec.rho = 0.9f;
+  spec.momentum = 0.5f;
+  spec.epsilon = 0.01f;
+  Optimizer opt(spec, t.layout);
+  CHECK(opt.slotNames() == std::vector<std::string>{"rms", "momentum"});
+  opt.apply(t.params, t.grads, 0.1f, 1);
+  // g = 0.5: r = 1 + (0.25 - 1) * 0.1 = 0.925; a = 0.05 / sqrt(0.935); p = 1 - a
+  const double a1 = 0.05 / std::sqrt(0.935);
+  CHECK(t.p(0) == Approx(1.0 - a1));
+  opt.apply(t.params, t.grads, 0.1f, 2);
+  // r = 0.925 + (0.25 - 0.925) * 0.1 = 0.8575; a = 0.5 * a1 + 0.05 / sqrt(0.8675)
+  const double a2 = 0.5 * a1 + 0.05 / std::sqrt(0.8675);
+  CHECK(t.p(0) == Approx(1.0 - a1 - a2));
+  const int64_t k = t.layout.views()[0].offset;
+  CHECK(opt.slot(0).data()[k] == Approx(0.8575));
+  CHECK(opt.slot(1).data()[k] == Approx(a2));
+  // g = -1: r = 1 + (1 - 1) * 0.1 = 1 both times; a = -0.1 / sqrt(1.01), then 1.5 times that
+  const double b1 = -0.1 / std::sqrt(1.01);
+  CHECK(t.p(1) == Approx(-2.0 - b1 - 1.5 * b1));
+  CHECK(t.bias() == 3.0f);  // frozen
+}
+
+TEST_CASE("centered rmsprop and a zero initial_rms (Keras' start)") {
+  TwoVariables t;
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::RmsProp;
+  spec.rho = 0.9f;
+  spec.momentum = 0.0f;
+  spec.centered = true;
+  spec.initial_rms = 0.0f;
+  spec.epsilon = 1e-3f;
+  Optimizer opt(spec, t.layout);
+  CHECK(opt.slotNames() == std::vector<std::string>{"rms", "momentum", "mg"});
+  opt.apply(t.params, t.grads, 0.1f, 1);
+  // g = 0.5: r = 0.025, mg = 0.05; denominator 0.025 - 0.0025 + 0.001 = 0.0235
+  const double p1 = 1.0 - 0.05 / std::sqrt(0.0235);
+  CHECK(t.p(0) == Approx(p1));
+  opt.apply(t.params, t.grads, 0.1f, 2);
+  // r = 0.025 + 0.0225 = 0.0475, mg = 0.05 + 0.045 = 0.095; 0.0475 - 0.009025 + 0.001
+  CHECK(t.p(0) == Approx(p1 - 0.05 / std::sqrt(0.039475)));
+  const int64_t k = t.layout.views()[0].offset;
+  CHECK(opt.slot(2).data()[k] == Approx(0.095));
+}
+
 TEST_CASE("moving average: after each update, fixed decay and num_updates, frozen untouched") {
   TwoVariables t;
   OptimizerSpec spec;
@@ -175,13 +225,14 @@ TEST_CASE("moving average: after each update, fixed decay and num_updates, froze
 
 TEST_CASE("applyRange with a copy out: the same update, its values copied there, frozen ones too") {
   using Kind = OptimizerSpec::Kind;
-  for (Kind kind : {Kind::Sgd, Kind::Momentum, Kind::Adagrad, Kind::Adam})
+  for (Kind kind : {Kind::Sgd, Kind::Momentum, Kind::Adagrad, Kind::Adam, Kind::RmsProp})
     for (bool around_caches : {false, true}) {
       CAPTURE(int(kind), around_caches);
       OptimizerSpec spec;
       spec.kind = kind;
       spec.momentum = 0.5f;
       spec.nesterov = true;
+      spec.centered = true;  // rmsprop's third slot
       spec.weight_decay = 0.1f;
       TwoVariables plain, copied;
       Optimizer a(spec, plain.layout), b(spec, copied.layout);

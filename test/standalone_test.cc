@@ -1,18 +1,20 @@
 // Integration tests of the standalone role: the real traind binary trains the
 // example specs on a slice of Fashion-MNIST, resumes, fine-tunes and refuses
 // bad input.
+#include "daemon/standalone.h"
+
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <regex>
 
 #include "core/checkpoint.h"
 #include "core/safetensors.h"
-#include "daemon/standalone.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -305,6 +307,39 @@ TEST_CASE("regression fits y = x^2") {
   REQUIRE(r.exit_code == 0);
   // The noise alone has variance 0.0025.
   CHECK(summaryValue(r.output, "test loss") < 0.01);
+}
+
+TEST_CASE("clip_global_norm: a clipped SGD step moves the parameters by the rate times the norm") {
+  // From the checkpoint of step 1, one step more: without clipping it moves
+  // the parameters further than 0.1 x 0.01, with clipping exactly that far.
+  const auto dir = freshTempDir("clip");
+  const std::string plain = exampleSpec("regression.yaml");
+  writeFile(dir / "plain.yaml", plain);
+  writeFile(dir / "clipped.yaml", replaceAll(plain, "learning_rate: 0.1",
+                                             "learning_rate: 0.1\n  clip_global_norm: 0.01"));
+  const std::vector<std::string> names = {"hidden/kernel", "hidden/bias", "output/kernel",
+                                          "output/bias"};
+  auto stepLength = [&](const std::string& spec) {
+    const std::filesystem::path checkpoints = dir / (spec + "-ckpt");
+    const std::string args = "--model " + (dir / (spec + ".yaml")).string() +
+                             " --threads 1 --eval-every 0 --checkpoint-dir " + checkpoints.string();
+    const ProcessResult first = runTraind(args + " --max-steps 1");
+    REQUIRE(first.exit_code == 0);
+    std::vector<std::vector<float>> before;
+    for (const std::string& name : names) before.push_back(readCheckpointTensor(checkpoints, name));
+    const ProcessResult second = runTraind(args + " --max-steps 2");
+    INFO(second.output);
+    REQUIRE(second.exit_code == 0);
+    double squares = 0.0;
+    for (size_t v = 0; v < names.size(); ++v) {
+      const std::vector<float> after = readCheckpointTensor(checkpoints, names[v]);
+      for (size_t i = 0; i < after.size(); ++i)
+        squares += double(after[i] - before[v][i]) * double(after[i] - before[v][i]);
+    }
+    return std::sqrt(squares);
+  };
+  CHECK(stepLength("plain") > 0.01);
+  CHECK(stepLength("clipped") == Approx(0.001).epsilon(1e-3));
 }
 
 TEST_CASE("a resumed run continues exactly as an uninterrupted one") {

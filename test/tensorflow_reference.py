@@ -9,24 +9,29 @@ Fashion-MNIST training examples, or traind's synthetic regression data
 regenerated here, in order): once with traind, once with TensorFlow's ops
 and optimizers. traind's final checkpoint must hold what TensorFlow ends
 with, parameter by parameter, optimizer slot by slot (`<variable>/momentum`,
-`accumulator`, `m`, `v`) and moving average by moving average, to float32
-rounding:
+`accumulator`, `m`, `v`, `rms`, `mg`) and moving average by moving average,
+to float32 rounding:
 
   optimizers      sgd (and weight_decay), momentum and Nesterov momentum under
                   an exponentially decaying rate, adagrad with its own
                   initial_accumulator and epsilon, adam with traind's defaults
-                  and with others; a 784-32-10 perceptron
+                  and with others, rmsprop at its defaults, with momentum under
+                  a decaying rate, centered and as Keras' (initial_rms 0); a
+                  784-32-10 perceptron
   layers          conv2d (same and valid padding, strides, uneven and
                   non-square kernels), max_pool and avg_pool (same and valid),
                   relu, tanh, sigmoid, linear, dense without a bias; two CNNs
+  clipping        clip_global_norm with sgd, with adam and weight_decay, on
+                  towers, and on each worker of a sync cluster
   mse             the synthetic regression data, one tanh layer
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
   placement       towers on 2 CPU devices, and a pipeline of 2 stages over 4
                   micro-batches, against one TensorFlow step of the batch
-  sync cluster    1 ps and 2 workers, replicas_to_aggregate 2, against one
-                  TensorFlow step over both workers' batches
+  sync cluster    1 ps and 2 workers, replicas_to_aggregate 2, Adam and
+                  centered RMSProp, against one TensorFlow step over both
+                  workers' batches
   initializers    glorot_uniform, glorot_normal, he_uniform, he_normal,
                   truncated_normal and random_normal of a deviation: the
                   largest value and the standard deviation of traind's draws
@@ -45,9 +50,17 @@ What each traind rule is in TensorFlow, and so what this script runs:
                   var -= rate * g / (sqrt(accumulator) + epsilon)
   adam            tf.compat.v1.train.AdamOptimizer, given traind's epsilon
                   (1e-7 by default)
+  rmsprop         tf.compat.v1.train.RMSPropOptimizer (rms starts at 1,
+                  epsilon inside the root), traind's defaults being its own;
+                  with another initial_rms (Keras' RMSprop starts at 0), its
+                  kernel ApplyRMSProp (tf.raw_ops.ResourceApplyRMSProp)
   weight_decay    the loss plus weight_decay * tf.nn.l2_loss(kernel) for each
                   kernel (no bias): gradient += weight_decay * kernel, for
                   every optimizer (L2, not Keras' decoupled weight decay)
+  clip_global_norm
+                  tf.clip_by_global_norm of that gradient (the penalty's
+                  included), on each sync worker's share of the batch before
+                  their mean
   learning_rate   tf.compat.v1.train.exponential_decay, inverse_time_decay,
                   piecewise_constant, polynomial_decay, cosine_decay of the
                   global step before the update
@@ -131,6 +144,8 @@ OPTIMIZER_DEFAULTS = {
     "momentum": {"momentum": 0.9, "nesterov": False},
     "adagrad": {"initial_accumulator": 0.1, "epsilon": 1e-7},
     "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7},
+    "rmsprop": {"rho": 0.9, "momentum": 0.0, "epsilon": 1e-10, "centered": False,
+                "initial_rms": 1.0},
 }
 
 ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.nn.tanh, "sigmoid": tf.nn.sigmoid,
@@ -325,6 +340,38 @@ class AdagradV2:
         global_step.assign_add(1)
 
 
+class RmsPropFrom:
+    """TensorFlow's ApplyRMSProp kernel with the mean square starting at
+    `initial_rms` (Keras' RMSprop starts at 0, tf.compat.v1's at 1), with the
+    interface of a tf.compat.v1 optimizer."""
+
+    def __init__(self, learning_rate, rho, momentum, epsilon, initial_rms):
+        self._learning_rate = learning_rate
+        self._constants = {"rho": np.float32(rho), "momentum": np.float32(momentum),
+                           "epsilon": np.float32(epsilon)}
+        self._initial_rms = initial_rms
+        self._slots = {}
+
+    def get_slot_names(self):
+        return ["rms", "momentum"]
+
+    def get_slot(self, variable, name):
+        return self._slots[variable.ref()][name]
+
+    def apply_gradients(self, grads_and_vars, global_step):
+        rate = self._learning_rate() if callable(self._learning_rate) else self._learning_rate
+        for gradient, variable in grads_and_vars:
+            if variable.ref() not in self._slots:
+                self._slots[variable.ref()] = {
+                    "rms": tf.Variable(tf.fill(variable.shape, np.float32(self._initial_rms))),
+                    "momentum": tf.Variable(tf.zeros(variable.shape))}
+            slots = self._slots[variable.ref()]
+            tf.raw_ops.ResourceApplyRMSProp(
+                var=variable.handle, ms=slots["rms"].handle, mom=slots["momentum"].handle,
+                lr=tf.cast(rate, tf.float32), grad=gradient, **self._constants)
+        global_step.assign_add(1)
+
+
 def tensorflow_learning_rate(rate, global_step):
     """A spec's learning_rate: a number, or a schedule of the global step,
     with traind's defaults for what it leaves out (docs/model-spec.md)."""
@@ -361,6 +408,13 @@ def tensorflow_optimizer(section, global_step):
         return v1.MomentumOptimizer(rate, section["momentum"], use_nesterov=section["nesterov"])
     if section["type"] == "adagrad":
         return AdagradV2(rate, section["initial_accumulator"], section["epsilon"])
+    if section["type"] == "rmsprop" and section["initial_rms"] != 1.0:
+        assert not section["centered"]
+        return RmsPropFrom(rate, section["rho"], section["momentum"], section["epsilon"],
+                           section["initial_rms"])
+    if section["type"] == "rmsprop":
+        return v1.RMSPropOptimizer(rate, decay=section["rho"], momentum=section["momentum"],
+                                   epsilon=section["epsilon"], centered=section["centered"])
     return v1.AdamOptimizer(rate, section["beta1"], section["beta2"], section["epsilon"])
 
 
@@ -383,16 +437,34 @@ def train_in_tensorflow(case, network, batches):
         averages = tf.train.ExponentialMovingAverage(case.moving_average["decay"],
                                                      num_updates=num_updates)
         averages.apply(variables)  # makes the averages, equal to the initial values
+    clip_norm = case.optimizer.get("clip_global_norm")
+    clipped_steps = 0
     for inputs, targets in batches:
-        with tf.GradientTape() as tape:
-            objective = training_loss(network(inputs), targets, case.loss)
-            if case.optimizer.get("weight_decay"):
-                objective += weight_decay_loss(network, case.optimizer["weight_decay"])
-        gradients = tape.gradient(objective, variables)
+        # Each worker's gradient, clipped by that worker, then their mean
+        # (SyncReplicasOptimizer's): a step of one worker is the plain one.
+        gradients = None
+        for share in range(case.workers):
+            share_inputs = np.array_split(inputs, case.workers)[share]
+            share_targets = np.array_split(targets, case.workers)[share]
+            with tf.GradientTape() as tape:
+                objective = training_loss(network(share_inputs), share_targets, case.loss)
+                if case.optimizer.get("weight_decay"):
+                    objective += weight_decay_loss(network, case.optimizer["weight_decay"])
+            share_gradients = tape.gradient(objective, variables)
+            if clip_norm is not None:
+                share_gradients, norm = tf.clip_by_global_norm(share_gradients, clip_norm)
+                clipped_steps += int(norm > clip_norm)
+            gradients = share_gradients if gradients is None else [
+                total + g for total, g in zip(gradients, share_gradients)]
+        if case.workers > 1:
+            gradients = [g / case.workers for g in gradients]
         optimizer.apply_gradients(list(zip(gradients, variables)), global_step=global_step)
         if averages is not None:
             averages.apply(variables)
 
+    if clip_norm is not None and clipped_steps == 0:
+        raise Failure(f"{case.name}: no gradient was above clip_global_norm {clip_norm}: the "
+                      "check would not see the clipping; lower it")
     state = {}
     for name, variable in network.variables.items():
         state[name] = variable.numpy()
@@ -704,6 +776,26 @@ def training_cases(steps):
         Case("adam 0.5 0.9 epsilon 0.01 weight_decay", PERCEPTRON,
              {"type": "adam", "learning_rate": 0.01, "beta1": 0.5, "beta2": 0.9, "epsilon": 0.01,
               "weight_decay": 0.05}, fashion),
+        Case("rmsprop defaults", PERCEPTRON, {"type": "rmsprop", "learning_rate": 0.001},
+             fashion),
+        # Momentum's slot holds rate-scaled steps: a decaying rate shows
+        # whether the rate is taken at its own step.
+        Case("rmsprop momentum decay weight_decay", PERCEPTRON,
+             {"type": "rmsprop", "learning_rate": {**DECAYING_RATE, "initial": 0.01},
+              "rho": 0.8, "momentum": 0.9, "epsilon": 1e-3, "weight_decay": 0.01}, fashion),
+        Case("rmsprop centered", PERCEPTRON,
+             {"type": "rmsprop", "learning_rate": 0.001, "centered": True, "epsilon": 1e-3},
+             fashion),
+        Case("rmsprop as keras", PERCEPTRON,
+             {"type": "rmsprop", "learning_rate": 0.001, "initial_rms": 0.0, "epsilon": 1e-7},
+             fashion),
+        # A norm most steps' gradients exceed; with weight decay, whose
+        # penalty TensorFlow clips with the rest of the gradient.
+        Case("sgd clip_global_norm", PERCEPTRON,
+             {"type": "sgd", "learning_rate": 0.1, "clip_global_norm": 0.5}, fashion),
+        Case("adam clip_global_norm weight_decay", PERCEPTRON,
+             {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3, "clip_global_norm": 0.5,
+              "weight_decay": 0.05}, fashion),
         Case("layers cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
@@ -731,6 +823,17 @@ def training_cases(steps):
         Case("sync cluster 1 ps 2 workers adam", PERCEPTRON,
              {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3},
              fashion_mnist(steps * BATCH_SIZE * 2), workers=2),
+        # The ps's update with three slots.
+        Case("sync cluster centered rmsprop", PERCEPTRON,
+             {"type": "rmsprop", "learning_rate": 0.001, "momentum": 0.5, "centered": True,
+              "epsilon": 1e-3}, fashion_mnist(steps * BATCH_SIZE * 2), workers=2),
+        # Each worker clips its own gradient before the ps averages them.
+        Case("sync cluster clip_global_norm weight_decay", PERCEPTRON,
+             {"type": "sgd", "learning_rate": 0.1, "clip_global_norm": 0.5,
+              "weight_decay": 0.05}, fashion_mnist(steps * BATCH_SIZE * 2), workers=2),
+        Case("towers on 2 cpus clip_global_norm", PERCEPTRON,
+             {"type": "sgd", "learning_rate": 0.1, "clip_global_norm": 0.5}, fashion,
+             placement={"devices": ["cpu:0", "cpu:1"]}),
     ]
 
 

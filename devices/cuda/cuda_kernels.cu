@@ -406,9 +406,10 @@ __global__ void meanSquaredErrorKernel(const float* outputs, int64_t count, cons
 // ---- optimizer, reductions ----
 
 __global__ void optimizerKernel(OptimizerSpec::Kind kind, float momentum, bool nesterov,
-                                float beta1, float beta2, float epsilon, float* __restrict__ p,
-                                const float* __restrict__ g, float* __restrict__ a,
-                                float* __restrict__ b, float* __restrict__ average,
+                                float beta1, float beta2, float rho, float epsilon,
+                                float* __restrict__ p, const float* __restrict__ g,
+                                float* __restrict__ a, float* __restrict__ b,
+                                float* __restrict__ c, float* __restrict__ average,
                                 const UpdateChunk* chunks, const StepScalars* scalars) {
   const UpdateChunk chunk = chunks[blockIdx.x];
   const float lr = scalars->learning_rate;
@@ -434,6 +435,18 @@ __global__ void optimizerKernel(OptimizerSpec::Kind kind, float momentum, bool n
         b[i] = beta2 * b[i] + (1.0f - beta2) * gi * gi;
         p[i] -= adam_lr * a[i] / (sqrtf(b[i]) + epsilon);
         break;
+      case OptimizerSpec::Kind::RmsProp: {
+        // c (centered's mean gradient) is null unless centered.
+        a[i] += (gi * gi - a[i]) * (1.0f - rho);
+        float mean_square = a[i];
+        if (c) {
+          c[i] += (gi - c[i]) * (1.0f - rho);
+          mean_square -= c[i] * c[i];
+        }
+        b[i] = momentum * b[i] + lr * gi / sqrtf(mean_square + epsilon);
+        p[i] -= b[i];
+        break;
+      }
     }
     if (average) average[i] = decay * average[i] + (1.0f - decay) * p[i];
   }
@@ -618,12 +631,13 @@ void meanSquaredError(cudaStream_t stream, const float* outputs, int64_t n, int6
 }
 
 void optimizerUpdate(cudaStream_t stream, const OptimizerSpec& spec, float* parameters,
-                     const float* gradients, float* slot0, float* slot1, float* average,
-                     const UpdateChunk* chunks, int64_t chunk_count, const StepScalars* scalars) {
+                     const float* gradients, float* slot0, float* slot1, float* slot2,
+                     float* average, const UpdateChunk* chunks, int64_t chunk_count,
+                     const StepScalars* scalars) {
   if (chunk_count == 0) return;
   optimizerKernel<<<unsigned(chunk_count), kThreads, 0, stream>>>(
-      spec.kind, spec.momentum, spec.nesterov, spec.beta1, spec.beta2, spec.epsilon, parameters,
-      gradients, slot0, slot1, average, chunks, scalars);
+      spec.kind, spec.momentum, spec.nesterov, spec.beta1, spec.beta2, spec.rho, spec.epsilon,
+      parameters, gradients, slot0, slot1, slot2, average, chunks, scalars);
   checkLaunch("optimizerKernel");
 }
 

@@ -23,7 +23,7 @@ namespace traind {
 // graph sees each step's own (one copy from pinned memory per step).
 struct StepScalars {
   uint64_t step = 0;            // seeds dropout
-  float learning_rate = 0.0f;   // sgd, momentum, adagrad
+  float learning_rate = 0.0f;   // sgd, momentum, adagrad, rmsprop
   float adam_step_size = 0.0f;  // adam: lr with the bias correction folded in
   float average_decay = 0.0f;   // the moving average's decay at this update
 };
@@ -134,12 +134,14 @@ struct UpdateChunk {
 };
 
 // core/optimizer.cc's update rules on every chunk, in one launch; lr and
-// Adam's step size are read from *scalars. slot0/slot1 as Optimizer's slots;
+// Adam's step size are read from *scalars. slot0-slot2 as Optimizer's slots
+// (null past the rule's);
 // `average`, when not null, the moving averages, moved towards the updated
 // values with scalars->average_decay.
 void optimizerUpdate(cudaStream_t stream, const OptimizerSpec& spec, float* parameters,
-                     const float* gradients, float* slot0, float* slot1, float* average,
-                     const UpdateChunk* chunks, int64_t chunk_count, const StepScalars* scalars);
+                     const float* gradients, float* slot0, float* slot1, float* slot2,
+                     float* average, const UpdateChunk* chunks, int64_t chunk_count,
+                     const StepScalars* scalars);
 
 // dst[i] += src[i]: the gradients of towers that share a GPU, summed.
 void addInto(cudaStream_t stream, float* dst, const float* src, int64_t n);

@@ -20,24 +20,13 @@ constexpr int64_t kChunkElements = 1024;
 
 CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& layout)
     : spec_(spec) {
-  size_t slots = 0;
-  switch (spec.kind) {
-    case OptimizerSpec::Kind::Sgd:
-      slots = 0;
-      break;
-    case OptimizerSpec::Kind::Momentum:
-    case OptimizerSpec::Kind::Adagrad:
-      slots = 1;
-      break;
-    case OptimizerSpec::Kind::Adam:
-      slots = 2;
-      break;
-  }
-  if (spec.moving_average) ++slots;  // last, as Optimizer's
+  const size_t slots = Optimizer::slotNamesOf(spec).size();  // the moving average last
   for (size_t i = 0; i < slots; ++i) slots_.emplace_back(size_t(layout.totalSize()));
-  if (spec.kind == OptimizerSpec::Kind::Adagrad) {
-    fill(nullptr, slots_[0].data(), layout.totalSize(), spec.initial_accumulator);
-    checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (Adagrad's accumulators)");
+  const bool adagrad = spec.kind == OptimizerSpec::Kind::Adagrad;
+  if (adagrad || spec.kind == OptimizerSpec::Kind::RmsProp) {
+    fill(nullptr, slots_[0].data(), layout.totalSize(),
+         adagrad ? spec.initial_accumulator : spec.initial_rms);
+    checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (the optimizer's first slot)");
   }
   std::vector<UpdateChunk> chunks;
   for (const VariableView& v : layout.views()) {
@@ -58,11 +47,10 @@ CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& la
 void CudaOptimizer::enqueue(cudaStream_t stream, float* parameters, const float* gradients,
                             const StepScalars* scalars) const {
   const size_t rule_slots = slots_.size() - (spec_.moving_average ? 1 : 0);
-  optimizerUpdate(stream, spec_, parameters, gradients,
-                  rule_slots > 0 ? slots_[0].data() : nullptr,
-                  rule_slots > 1 ? slots_[1].data() : nullptr,
-                  spec_.moving_average ? slots_.back().data() : nullptr, chunks_.data(),
-                  chunk_count_, scalars);
+  optimizerUpdate(
+      stream, spec_, parameters, gradients, rule_slots > 0 ? slots_[0].data() : nullptr,
+      rule_slots > 1 ? slots_[1].data() : nullptr, rule_slots > 2 ? slots_[2].data() : nullptr,
+      spec_.moving_average ? slots_.back().data() : nullptr, chunks_.data(), chunk_count_, scalars);
 }
 
 void setStepScalars(StepScalars& scalars, const OptimizerSpec& spec, float learning_rate,

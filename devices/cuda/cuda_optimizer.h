@@ -23,12 +23,13 @@ namespace traind {
 class CudaOptimizer {
  public:
   // On the current CUDA device; slots as Optimizer's (Adagrad's at
-  // initial_accumulator, the others zero: the moving averages start where
-  // the caller sets them, as Optimizer::startMovingAverage's).
+  // initial_accumulator, RMSProp's "rms" at initial_rms, the others zero:
+  // the moving averages start where the caller sets them, as
+  // Optimizer::startMovingAverage's).
   CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& layout);
 
-  // Optimizer::slotNames()' order: momentum / accumulator / m, v; then the
-  // moving averages.
+  // Optimizer::slotNames()' order: momentum / accumulator / m, v / rms,
+  // momentum(, mg); then the moving averages.
   size_t slotCount() const { return slots_.size(); }
   float* slot(size_t i) const { return slots_[i].data(); }
 
