@@ -189,8 +189,11 @@ void readTraining(const std::optional<Field>& section, ClusterSpec& spec) {
   spec.total_num_replicas = workers;
   if (!section) return;
   Mapping fields(*section);
-  fields.allowOnly({"mode", "replicas_to_aggregate", "total_num_replicas", "max_staleness"},
-                   "the training section");
+  fields.allowOnly(
+      {"mode", "replicas_to_aggregate", "total_num_replicas", "max_staleness", "peer_wait_seconds"},
+      "the training section");
+  if (auto f = fields.find("peer_wait_seconds"))
+    spec.peer_wait_seconds = readInt(*f, 1, kMaxPeerWaitSeconds);
   if (auto f = fields.find("mode")) {
     spec.mode = readChoice<TrainingMode>(
         *f, {{"async", TrainingMode::Async}, {"sync", TrainingMode::Sync}});

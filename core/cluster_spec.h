@@ -27,6 +27,9 @@ enum class TrainingMode { Async, Sync };
 // the field get), and the most it takes (a week; 0 turns the check off).
 constexpr int64_t kDefaultStallSeconds = 300;
 constexpr int64_t kMaxStallSeconds = 7 * 24 * 3600;
+// training.peer_wait_seconds: its default and its most (a week).
+constexpr int64_t kDefaultPeerWaitSeconds = 600;
+constexpr int64_t kMaxPeerWaitSeconds = 7 * 24 * 3600;
 
 struct ClusterSpec {
   std::string path;
@@ -45,6 +48,10 @@ struct ClusterSpec {
   // slowest connected worker waits for it before its next pull (0: no
   // bound; docs/cluster-spec.md).
   int64_t max_staleness = 0;
+  // How long a worker waits for its ps tasks to answer, and for the chief
+  // to initialise them, before it gives up (exit 1): any start order works
+  // within it.
+  int64_t peer_wait_seconds = kDefaultPeerWaitSeconds;
   // Overrides the model spec's checkpoint section when present.
   std::optional<CheckpointSpec> checkpoint;
   // transport.shared_memory: a worker and a ps on one host move tensors

@@ -180,8 +180,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
         r = slot.replica->trainStep(*batch, parameters, slot.gradients.data(), uint64_t(started));
         if (clip_norm != 0.0f) {
           checkLossFinite(r, started + 1);  // a NaN loss is reported as such, not as a NaN norm
-          clipByGlobalNorm(slot.gradients.data(), parameters, state.layout(), clip_norm,
-                           spec.optimizer.weight_decay, started + 1);
+          r.gradient_norm = clipByGlobalNorm(slot.gradients.data(), parameters, state.layout(),
+                                             clip_norm, spec.optimizer.weight_decay, started + 1);
         }
       } else {
         // The only step in flight: its update is part of it (towers apply

@@ -77,6 +77,10 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   ++steps_run_;
   window_loss_ += result.loss;
   window_correct_ += result.correct;
+  if (result.gradient_norm) {
+    window_norm_ += *result.gradient_norm;
+    window_clipped_ += *result.gradient_norm > spec_.optimizer.clip_global_norm;
+  }
   ++window_steps_;
   const int64_t batch = spec_.data.batch_size;
   if (global_step / log_every_ > last_logged_step_ / log_every_) {
@@ -86,19 +90,29 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
     std::optional<double> accuracy;
     if (spec_.loss == LossKind::SoftmaxCrossEntropy)
       accuracy = double(window_correct_) / double(window_steps_ * batch);
-    spdlog::info("step {}, loss = {:.4f}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
-                 loss, accuracy ? fmt::format(", accuracy = {:.3f}", *accuracy) : "",
+    std::optional<double> gradient_norm;
+    std::string clipping;
+    if (result.gradient_norm) {  // every step of a run that clips has one
+      gradient_norm = window_norm_ / double(window_steps_);
+      clipping = fmt::format(", global norm = {:.4g}, {:.0f}% clipped", *gradient_norm,
+                             100.0 * double(window_clipped_) / double(window_steps_));
+    }
+    spdlog::info("step {}, loss = {:.4f}{}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
+                 loss, accuracy ? fmt::format(", accuracy = {:.3f}", *accuracy) : "", clipping,
                  examples_per_sec, elapsed / double(window_steps_));
     // The rate the window's last step was applied with.
     if (summaries_)
-      summaries_->logWindow(global_step, loss, accuracy,
-                            learningRateAt(spec_.learning_rate, global_step - 1), examples_per_sec,
-                            double(global_step - last_logged_step_) / elapsed);
+      summaries_->logWindow(
+          global_step,
+          {loss, accuracy, learningRateAt(spec_.learning_rate, global_step - 1), examples_per_sec,
+           double(global_step - last_logged_step_) / elapsed, gradient_norm});
     last_logged_step_ = global_step;
     window_start_ = Clock::now();
     window_loss_ = 0.0;
+    window_norm_ = 0.0;
     window_steps_ = 0;
     window_correct_ = 0;
+    window_clipped_ = 0;
   }
   if (progressEnabled() && secondsSince(last_progress_) >= 0.25) {
     last_progress_ = Clock::now();

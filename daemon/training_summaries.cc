@@ -19,14 +19,13 @@ TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesyste
   spdlog::info("writing TensorBoard summaries to {}", events_->path().string());
 }
 
-void TrainingSummaries::logWindow(int64_t step, double loss, std::optional<double> accuracy,
-                                  double learning_rate, double examples_per_sec,
-                                  double global_steps_per_sec) {
-  std::vector<Scalar> scalars{{"loss", loss},
-                              {"learning_rate", learning_rate},
-                              {"examples_per_sec", examples_per_sec},
-                              {"global_step/sec", global_steps_per_sec}};
-  if (accuracy) scalars.push_back({"accuracy", *accuracy});
+void TrainingSummaries::logWindow(int64_t step, const Window& window) {
+  std::vector<Scalar> scalars{{"loss", window.loss},
+                              {"learning_rate", window.learning_rate},
+                              {"examples_per_sec", window.examples_per_sec},
+                              {"global_step/sec", window.global_steps_per_sec}};
+  if (window.accuracy) scalars.push_back({"accuracy", *window.accuracy});
+  if (window.gradient_norm) scalars.push_back({"global_norm", *window.gradient_norm});
   write(step, scalars);
 }
 

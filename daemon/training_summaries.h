@@ -5,6 +5,9 @@
 //   loss, accuracy        the log line's window means (accuracy: classification)
 //   learning_rate         the rate of the window's last step
 //   examples_per_sec      the window's throughput
+//   global_step/sec       the job's steps a second
+//   global_norm           the window's mean gradient norm before clipping
+//                         (with optimizer.clip_global_norm)
 //   test/loss, test/accuracy   each evaluation past the step the run started at
 #pragma once
 
@@ -26,10 +29,18 @@ class TrainingSummaries {
   // Throws InputError when the directory or the file cannot be created.
   TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step);
 
-  // A log line's figures; global_steps_per_sec is the job's (TensorFlow's
-  // global_step/sec), which in async training counts every worker's steps.
-  void logWindow(int64_t step, double loss, std::optional<double> accuracy, double learning_rate,
-                 double examples_per_sec, double global_steps_per_sec);
+  // A log line's figures.
+  struct Window {
+    double loss = 0.0;
+    std::optional<double> accuracy;
+    double learning_rate = 0.0;
+    double examples_per_sec = 0.0;
+    // The job's (TensorFlow's global_step/sec), which in async training
+    // counts every worker's steps.
+    double global_steps_per_sec = 0.0;
+    std::optional<double> gradient_norm;
+  };
+  void logWindow(int64_t step, const Window& window);
   void logEvaluation(int64_t step, const EvalResult& result);
 
  private:

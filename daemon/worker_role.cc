@@ -32,17 +32,13 @@
 namespace traind {
 namespace {
 
-// How long a node waits for its peers before it gives up: any start order
-// works within it.
-constexpr double kPeerTimeoutSeconds = 600.0;
-
 // How long a worker's ps tasks stay silent before it asks whether the job
 // ended before it started (jobOverByCheckpoint). ps tasks starting a little
 // after their workers are the rule. The chief waits longer: when the whole
 // job is started again after its end, the ps tasks wait for the chief to
 // stop them, and a chief gone before they came would leave them waiting.
 // Started alone after the job (its host rebooted), it ends all the same,
-// not failing after kPeerTimeoutSeconds to be restarted again and again.
+// not failing after training.peer_wait_seconds to be restarted again and again.
 constexpr double kWorkerJobOverAfterSeconds = 30.0;
 constexpr double kChiefJobOverAfterSeconds = 120.0;
 
@@ -317,7 +313,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
   const JobOverCheck job_over{[&] { return jobOverByCheckpoint(spec, total_steps); },
                               chief ? kChiefJobOverAfterSeconds : kWorkerJobOverAfterSeconds};
-  switch (ps.connect(kPeerTimeoutSeconds, job_over)) {
+  switch (ps.connect(double(cluster.peer_wait_seconds), job_over)) {
     case ShardedClient::Outcome::Connected:
       break;
     case ShardedClient::Outcome::Stopped:
@@ -339,7 +335,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   } else {
     metrics.setState(NodeState::Waiting,
                      "waiting for the chief (worker 0) to initialise the ps shards");
-    if (!ps.waitUntilReady(kPeerTimeoutSeconds)) return stoppedBeforeTraining(metrics);
+    if (!ps.waitUntilReady(double(cluster.peer_wait_seconds)))
+      return stoppedBeforeTraining(metrics);
   }
   if (!chief || joined) checkJobLength(ps.statuses(), cluster, total_steps);
   // With one step in flight and every ps on this host, the step computes in
@@ -474,8 +471,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       // go during pushAndPull): LossCheckedProgress checks it.
       if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
       if (const float clip_norm = spec.optimizer.clip_global_norm; clip_norm != 0.0f)
-        clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), state.layout(), clip_norm,
-                         spec.optimizer.weight_decay, pulled[i].step + 1);
+        results[i].gradient_norm =
+            clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), state.layout(),
+                             clip_norm, spec.optimizer.weight_decay, pulled[i].step + 1);
       ps.setShardSteps(pulled[i].shard_steps);
       int64_t next = -1;
       try {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/batch.h"
@@ -15,6 +16,9 @@ namespace traind {
 struct StepResult {
   double loss = 0.0;    // mean over the batch
   int64_t correct = 0;  // classification: examples whose arg-max is the label
+  // With optimizer.clip_global_norm, the gradient's global norm before
+  // clipping, set by whoever clips it (core/gradient_clipping.h).
+  std::optional<double> gradient_norm = std::nullopt;
 };
 
 // What a training step does with its gradient once it is complete: the

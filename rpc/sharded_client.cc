@@ -453,9 +453,11 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
         }
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (waited > timeout_seconds)
-        throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) +
-                                 " at " + link.address + " after " +
-                                 std::to_string(int(waited)) + " s: " + reason);
+        throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) + " at " +
+                                 link.address + " after " + std::to_string(int(waited)) +
+                                 " s (the cluster spec's "
+                                 "training.peer_wait_seconds): " +
+                                 reason);
       if (Clock::now() - last_log > std::chrono::seconds(5)) {
         spdlog::info("waiting for ps {} at {} ({})", link.index, link.address,
                      reason.substr(0, reason.find('\n')));
@@ -523,8 +525,10 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
     }
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited > timeout_seconds)
-      throw std::runtime_error("gave up waiting for the chief (worker 0) to initialise the ps "
-                               "shards after " + std::to_string(int(waited)) + " s");
+      throw std::runtime_error(
+          "gave up waiting for the chief (worker 0) to initialise the ps "
+          "shards after " +
+          std::to_string(int(waited)) + " s (the cluster spec's training.peer_wait_seconds)");
     if (Clock::now() - last_log > std::chrono::seconds(5)) {
       spdlog::info("waiting for the chief (worker 0) to initialise ps {}",
                    fmt::join(waiting, ", "));

@@ -108,6 +108,7 @@ TEST_CASE("omitted sections and fields take their defaults", "[cluster_spec]") {
   const ClusterSpec plain = load(dir, kCluster);
   CHECK(plain.mode == TrainingMode::Async);
   CHECK(plain.max_staleness == 0);
+  CHECK(plain.peer_wait_seconds == 600);
   CHECK(plain.replicas_to_aggregate == 3);
   CHECK(plain.total_num_replicas == 3);
   CHECK_FALSE(plain.checkpoint);
@@ -125,6 +126,12 @@ TEST_CASE("omitted sections and fields take their defaults", "[cluster_spec]") {
 
   const ClusterSpec stale = load(dir, kCluster + "training: {mode: async, max_staleness: 4}\n");
   CHECK(stale.max_staleness == 4);
+
+  // Either mode's.
+  CHECK(
+      load(dir, kCluster + "training: {mode: sync, peer_wait_seconds: 7200}\n").peer_wait_seconds ==
+      7200);
+  CHECK(load(dir, kCluster + "training: {peer_wait_seconds: 1}\n").peer_wait_seconds == 1);
 }
 
 TEST_CASE("the checkpoint section is the model spec's, relative to the file", "[cluster_spec]") {
@@ -201,7 +208,7 @@ TEST_CASE("unknown fields suggest the closest known one or list them", "[cluster
         "c.yaml:3:3: cluster: unknown field 'workers' (did you mean 'worker'?)");
   CHECK(errorOf(kCluster + "training: {mode: sync, replicas: 2}\n") ==
         "c.yaml:4:24: training: unknown field 'replicas' (the fields of the training section are "
-        "mode, replicas_to_aggregate, total_num_replicas, max_staleness)");
+        "mode, replicas_to_aggregate, total_num_replicas, max_staleness, peer_wait_seconds)");
   CHECK(errorOf(kCluster + "checkpoint: {dir: x, every_step: 5}\n") ==
         "c.yaml:4:22: checkpoint: unknown field 'every_step' (did you mean 'every_steps'?)");
   // As near to every_steps, but short for every_seconds.
@@ -403,6 +410,11 @@ TEST_CASE("fields of the other training mode are refused", "[cluster_spec]") {
         "c.yaml:4:18: training.mode: expected one of async, sync, got 'bulk'");
   CHECK(errorOf(kCluster + "training: {max_staleness: -1}\n") ==
         "c.yaml:4:27: training.max_staleness: expected a non-negative integer, got -1");
+  CHECK(errorOf(kCluster + "training: {peer_wait_seconds: 0}\n") ==
+        "c.yaml:4:31: training.peer_wait_seconds: expected a positive integer, got 0");
+  CHECK(errorOf(kCluster + "training: {peer_wait_seconds: 604801}\n") ==
+        "c.yaml:4:31: training.peer_wait_seconds: expected a positive integer of at most 604800, "
+        "got 604801");
 }
 
 TEST_CASE("sync counts: 1 <= replicas_to_aggregate <= total_num_replicas == workers",

@@ -898,6 +898,36 @@ TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0")
       Catch::Contains("closed the connection: the job is over: ps 0 stopped at global step"));
 }
 
+TEST_CASE("training.peer_wait_seconds: a worker gives up its absent ps, then its absent chief") {
+  const auto dir = freshTempDir("peer-wait");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n  peer_wait_seconds: 2\n");
+  const std::string worker1 = "--cluster " + cluster.string() + " --model " +
+                              modelPath("fashion_mlp.yaml") +
+                              " --max-steps 10 --threads 1 --job worker --task 1";
+  {
+    BackgroundTraind alone(worker1, dir / "alone.log");
+    const int exit_code = alone.wait(60);
+    INFO(alone.output());
+    CHECK(exit_code == 1);
+    CHECK_THAT(alone.output(), Catch::Contains("gave up waiting for ps 0 at ") &&
+                                   Catch::Contains(" s (the cluster spec's "
+                                                   "training.peer_wait_seconds)"));
+  }
+  // With its ps up, it waits for the chief, which never comes.
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  BackgroundTraind waiting(worker1, dir / "waiting.log");
+  const int exit_code = waiting.wait(60);
+  INFO(waiting.output());
+  CHECK(exit_code == 1);
+  CHECK_THAT(waiting.output(),
+             Catch::Contains("gave up waiting for the chief (worker 0) to initialise the ps "
+                             "shards after 2 s (the cluster spec's training.peer_wait_seconds)"));
+  ps.signal(SIGTERM);
+  CHECK(ps.wait(30) == 0);
+}
+
 TEST_CASE("a chief paused while one of two ps ends the job stops the other when it goes on") {
   const auto dir = freshTempDir("paused-chief-two-ps");
   const auto cluster = writeCluster(dir, 2, 1, "  mode: async\n");

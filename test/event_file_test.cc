@@ -186,10 +186,10 @@ TEST_CASE("summaries whose directory is deleted under the run go on in a new fil
   spec.loss = LossKind::MeanSquaredError;
   const fs::path dir = tmp.path() / "ckpt" / "summaries";
   TrainingSummaries summaries(spec, dir, 0);
-  summaries.logWindow(10, 0.5, std::nullopt, 0.1, 1000, 10);
+  summaries.logWindow(10, {0.5, std::nullopt, 0.1, 1000, 10, std::nullopt});
   fs::remove_all(tmp.path() / "ckpt");  // a /tmp cleaner
-  summaries.logWindow(20, 0.25, std::nullopt, 0.1, 1000, 10);
-  summaries.logWindow(30, 0.125, std::nullopt, 0.1, 1000, 10);
+  summaries.logWindow(20, {0.25, std::nullopt, 0.1, 1000, 10, std::nullopt});
+  summaries.logWindow(30, {0.125, std::nullopt, 0.1, 1000, 10, std::nullopt});
   std::vector<fs::path> files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir))
     files.push_back(entry.path());

@@ -8,7 +8,8 @@
     of traind's log lines;
 (b) a run that stops and is resumed from its checkpoint, summaries in the
     default <checkpoint dir>/summaries: two event files, which TensorBoard
-    joins into one series with every step once.
+    joins into one series with every step once;
+(c) a run with optimizer.clip_global_norm: global_norm, the logged norm.
 Exits 77 (ctest's skip) when tensorboard is not installed.
 """
 import glob
@@ -29,6 +30,7 @@ MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs"
                      "regression.yaml")
 LOSS_LINE = re.compile(r"step (\d+), loss = ([0-9.]+) \(([0-9.]+) examples/sec")
 TEST_LINE = re.compile(r"step (\d+), test loss = ([0-9.]+)")
+NORM_LINE = re.compile(r"step (\d+), loss = [0-9.]+, global norm = ([0-9.e+-]+), (\d+)% clipped")
 
 
 def check(condition, message):
@@ -37,13 +39,19 @@ def check(condition, message):
         sys.exit(1)
 
 
-def train(traind, *flags):
-    """Runs traind on the regression model; returns its logged losses, throughput
-    and test losses, each as {step: value}."""
-    command = [traind, "--model", MODEL, "--log-every", "50", "--eval-every", "100",
+def run(traind, model, *flags):
+    """Runs traind on `model`; returns its log."""
+    command = [traind, "--model", model, "--log-every", "50", "--eval-every", "100",
                "--threads", "1", *flags]
     out = subprocess.run(command, capture_output=True, text=True, timeout=120)
     check(out.returncode == 0, f"{' '.join(command)} exited {out.returncode}:\n{out.stderr}")
+    return out
+
+
+def train(traind, *flags):
+    """Runs traind on the regression model; returns its logged losses, throughput
+    and test losses, each as {step: value}."""
+    out = run(traind, MODEL, *flags)
     losses = {int(m[1]): float(m[2]) for m in LOSS_LINE.finditer(out.stderr)}
     throughput = {int(m[1]): float(m[3]) for m in LOSS_LINE.finditer(out.stderr)}
     test_losses = {int(m[1]): float(m[2]) for m in TEST_LINE.finditer(out.stderr)}
@@ -108,6 +116,21 @@ def main():
         found = scalars(default_dir)
         check_series(found, "loss", {**first, **second}, 4)
         check_series(found, "test/loss", {**first_test, **second_test}, 6)
+
+        # (c) clipping: the window's mean norm before clipping, as logged.
+        clipped_model = os.path.join(tmp, "clipped.yaml")
+        with open(MODEL) as spec, open(clipped_model, "w") as out:
+            out.write(spec.read().replace("learning_rate: 0.1",
+                                          "learning_rate: 0.1\n  clip_global_norm: 0.05"))
+        clipped_dir = os.path.join(tmp, "clipped")
+        log = run(traind, clipped_model, "--max-steps", "100", "--summary-dir", clipped_dir).stderr
+        norms = {int(m[1]): float(m[2]) for m in NORM_LINE.finditer(log)}
+        check(sorted(norms) == [50, 100], f"logged norm steps {sorted(norms)}:\n{log}")
+        check(any(int(m[3]) > 0 for m in NORM_LINE.finditer(log)), f"no step clipped:\n{log}")
+        series = scalars(clipped_dir)["global_norm"]
+        check([step for step, _ in series] == [50, 100], f"global_norm steps {series}")
+        check(all(math.isclose(value, norms[step], rel_tol=5e-4) for step, value in series),
+              f"global_norm {series} against the logged {norms}")
     print("ok: TensorBoard reads traind's scalars at the logged steps and values")
 
 
