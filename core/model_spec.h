@@ -177,11 +177,17 @@ struct TrainingSpec {
   SourceLocation summary_dir_location;  // the field or --summary-dir; unknown when unset
 };
 
+// A checkpoint's default cadence when neither every_steps nor every_seconds
+// is given: a crash loses at most ten minutes.
+constexpr double kDefaultCheckpointSeconds = 600.0;
+
 struct CheckpointSpec {
   std::string dir;             // empty: no checkpoints
   SourceLocation dir_location;  // the field (a model or cluster spec's) or --checkpoint-dir
   int64_t every_steps = 0;     // 0: not by steps
-  double every_seconds = 0.0;  // 0: not by time
+  // 0: not by time. TensorFlow 1's default (MonitoredTrainingSession's
+  // save_checkpoint_secs), unless the section gives every_steps alone.
+  double every_seconds = kDefaultCheckpointSeconds;
   int keep = 5;                // newest kept; older ones deleted
 };
 

@@ -545,7 +545,10 @@ CheckpointSpec readCheckpoint(const Field& field, const fs::path& spec_dir) {
   const Field dir = fields.get("dir");
   checkpoint.dir = resolvePath(dir, spec_dir);
   checkpoint.dir_location = dir.where;
-  if (auto f = fields.find("every_steps")) checkpoint.every_steps = readInt(*f, 0);
+  if (auto f = fields.find("every_steps")) {
+    checkpoint.every_steps = readInt(*f, 0);
+    checkpoint.every_seconds = 0.0;  // by steps only, as TensorFlow 1 takes save_checkpoint_steps
+  }
   if (auto f = fields.find("every_seconds"))
     checkpoint.every_seconds = readNumber(*f, "a non-negative number", isNonNegative);
   if (auto f = fields.find("keep")) checkpoint.keep = int(readInt(*f, 1, INT_MAX));

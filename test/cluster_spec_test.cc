@@ -148,7 +148,11 @@ TEST_CASE("the checkpoint section is the model spec's, relative to the file", "[
   REQUIRE(minimal.checkpoint);
   CHECK(minimal.checkpoint->dir == "/var/lib/traind/ckpt");
   CHECK(minimal.checkpoint->every_steps == 0);
-  CHECK(minimal.checkpoint->every_seconds == 0.0);
+  CHECK(minimal.checkpoint->every_seconds == 600.0);  // TensorFlow 1's default
+  const ClusterSpec by_steps =
+      load(dir, kCluster + "checkpoint: {dir: /var/lib/traind/ckpt, every_steps: 100}\n");
+  CHECK(by_steps.checkpoint->every_steps == 100);
+  CHECK(by_steps.checkpoint->every_seconds == 0.0);  // given alone, steps replace the default
   CHECK(minimal.checkpoint->keep == 5);
 
   CHECK(errorOf(kCluster + "checkpoint: {dir: x, keep: 0}\n") ==
