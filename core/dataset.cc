@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -38,8 +39,10 @@ struct GzCloser {
 // (zlib's transparent mode), choosing by the magic bytes.
 class IdxFile {
  public:
-  // `kind` names the items in messages: "images" or "labels".
-  IdxFile(const std::string& path, uint32_t magic, std::string kind)
+  // `magics`: the formats the caller takes, the first one the usual; their
+  // low byte is the rank. `kind` names the items in messages: "images" or
+  // "labels".
+  IdxFile(const std::string& path, std::initializer_list<uint32_t> magics, std::string kind)
       : path_(path), kind_(std::move(kind)) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) fail(path_, "is a directory, not an IDX file");
@@ -48,24 +51,29 @@ class IdxFile {
     if (!file_) fail(path_, std::string("cannot open: ") + std::strerror(errno ? errno : ENOMEM));
     gzbuffer(file_.get(), 1 << 18);
 
-    const size_t rank = magic & 0xff;
-    const size_t header_bytes = 4 + 4 * rank;
+    // The magic first: it says how long the rest of the header is.
     std::array<uint8_t, 4 + 4 * 255> header;
-    const size_t got = read(header.data(), header_bytes);
+    size_t got = read(header.data(), 4);
+    const uint32_t found = got == 4 ? bigEndian(header.data()) : *magics.begin();
+    const bool known = std::find(magics.begin(), magics.end(), found) != magics.end();
+    const size_t header_bytes = 4 + 4 * size_t(found & 0xff);
+    if (got == 4 && known) got += read(header.data() + 4, header_bytes - 4);
     if (const std::string error = gzipError(); got < header_bytes && !error.empty())
       fail(path_, "corrupt gzip stream: " + error);
-    if (got < 4 || (got < header_bytes && bigEndian(header.data()) == magic))
+    if (got < 4 || (known && got < header_bytes))
       fail(path_, "file ends after " + std::to_string(got) + " bytes, inside its " +
                       std::to_string(header_bytes) + "-byte IDX header");
-    const uint32_t found = bigEndian(header.data());
-    if (found != magic) {
-      std::string what =
-          "expected IDX magic " + hex32(magic) + " (" + kind_ + "), got " + hex32(found);
-      if (found == idx_format::kImagesMagic) what += " (an images file)";
+    if (!known) {
+      std::string expected;
+      for (uint32_t magic : magics) expected += (expected.empty() ? "" : " or ") + hex32(magic);
+      std::string what = "expected IDX magic " + expected + " (" + kind_ + "), got " + hex32(found);
+      if (found == idx_format::kImagesMagic || found == idx_format::kChannelImagesMagic)
+        what += " (an images file)";
       if (found == idx_format::kLabelsMagic) what += " (a labels file)";
       fail(path_, what);
     }
-    for (size_t i = 0; i < rank; ++i) dims_.push_back(bigEndian(header.data() + 4 + 4 * i));
+    for (size_t i = 0; i < size_t(found & 0xff); ++i)
+      dims_.push_back(bigEndian(header.data() + 4 + 4 * i));
     if (std::count(dims_.begin(), dims_.end(), 0u) != 0)
       fail(path_, "header declares " + declared());
   }
@@ -166,13 +174,15 @@ class IdxFile {
 Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_header) {
   // Each file is checked whole before the two are compared: a count that
   // differs is more often a damaged file than a mismatched pair.
-  IdxFile images(source.images, idx_format::kImagesMagic, "images");
+  IdxFile images(source.images, {idx_format::kImagesMagic, idx_format::kChannelImagesMagic},
+                 "images");
   const int64_t count = images.dims()[0];
   const int64_t keep = source.limit > 0 ? std::min(source.limit, count) : count;
-  const Shape example_shape{images.dims()[1], images.dims()[2], 1};
+  const Shape example_shape{images.dims()[1], images.dims()[2],
+                            images.dims().size() == 4 ? images.dims()[3] : 1};
   if (check_header) check_header(example_shape, keep);
   std::vector<uint8_t> pixels = images.readItems(keep);
-  IdxFile labels(source.labels, idx_format::kLabelsMagic, "labels");
+  IdxFile labels(source.labels, {idx_format::kLabelsMagic}, "labels");
   const std::vector<uint8_t> classes = labels.readItems(std::min<int64_t>(keep, labels.dims()[0]));
   if (labels.dims()[0] != images.dims()[0])
     throw InputError(source.images + ": " + std::to_string(count) + " images but " + source.labels +

@@ -20,11 +20,14 @@ namespace traind {
 // u32 dimensions, then the elements row-major. traind reads unsigned bytes.
 namespace idx_format {
 inline constexpr uint32_t kImagesMagic = 0x00000803;  // u8, dims [n, height, width]
+// u8, dims [n, height, width, channels]: colour images, HWC (scripts/cifar10-to-idx)
+inline constexpr uint32_t kChannelImagesMagic = 0x00000804;
 inline constexpr uint32_t kLabelsMagic = 0x00000801;  // u8, dims [n]
 }  // namespace idx_format
 
 struct Dataset {
-  // [28, 28, 1] for IDX images (HWC; IDX rank-3 files get channel 1), [1] for synthetic
+  // [28, 28, 1] for IDX images (HWC; rank-3 files get channel 1, rank-4 files
+  // give theirs), [1] for synthetic
   Shape example_shape;
   int64_t size = 0;  // examples
   // The inputs, size * numElements(example_shape) values, example after

@@ -169,6 +169,23 @@ TEST_CASE("raw and gzip IDX files load alike, told apart by content, not name", 
   }
 }
 
+TEST_CASE("rank-4 IDX images are colour images, height x width x channels", "[dataset][idx]") {
+  TempDir dir;
+  // Two 1x2 images of 3 channels, HWC: pixel (0, 0) of image 0 is 1, 2, 3.
+  const std::vector<uint8_t> pixels = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 255};
+  writeGzip(dir / "images", idxBytes(idx_format::kChannelImagesMagic, {2, 1, 2, 3}, pixels));
+  writeRaw(dir / "labels", idxBytes(idx_format::kLabelsMagic, {2}, {1, 0}));
+  const Dataset data = loadIdxDataset({dir / "images", dir / "labels", 0, {}});
+  REQUIRE(data.size == 2);
+  CHECK(data.example_shape == Shape{1, 2, 3});
+  CHECK(data.pixels == pixels);
+  std::vector<float> second(6);
+  copyInputs(data, 1, 1, second.data());
+  CHECK(second ==
+        std::vector<float>{7 / 255.0f, 8 / 255.0f, 9 / 255.0f, 10 / 255.0f, 11 / 255.0f, 1.0f});
+  CHECK(data.labels == std::vector<int32_t>{1, 0});
+}
+
 TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[dataset][idx]") {
   TempDir dir;
   const std::string images = dir / "images";
@@ -233,20 +250,21 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     CHECK(examples == 7);  // the limit: what would be kept
   }
   SECTION("a labels file given as images") {
-    CHECK_THROWS_MATCHES(
-        loadWithImages(kLabels), InputError,
-        Catch::Message(images +
-                       ": expected IDX magic 0x00000803 (images), got 0x00000801 (a labels file)"));
+    CHECK_THROWS_MATCHES(loadWithImages(kLabels), InputError,
+                         Catch::Message(images + ": expected IDX magic 0x00000803 or 0x00000804 "
+                                                 "(images), got 0x00000801 (a labels file)"));
   }
   SECTION("not an IDX file") {
     CHECK_THROWS_MATCHES(
         loadWithImages("PK\x03\x04 a zip archive"), InputError,
-        Catch::Message(images + ": expected IDX magic 0x00000803 (images), got 0x504b0304"));
+        Catch::Message(images +
+                       ": expected IDX magic 0x00000803 or 0x00000804 (images), got 0x504b0304"));
   }
   SECTION("float elements") {
     CHECK_THROWS_MATCHES(
         loadWithImages(idxBytes(0x00000d03, {1, 1, 1}, {0, 0, 0, 0})), InputError,
-        Catch::Message(images + ": expected IDX magic 0x00000803 (images), got 0x00000d03"));
+        Catch::Message(images +
+                       ": expected IDX magic 0x00000803 or 0x00000804 (images), got 0x00000d03"));
   }
   SECTION("a file that ends inside its header") {
     CHECK_THROWS_MATCHES(
@@ -255,6 +273,19 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     CHECK_THROWS_MATCHES(
         loadWithImages(""), InputError,
         Catch::Message(images + ": file ends after 0 bytes, inside its 16-byte IDX header"));
+  }
+  SECTION("a colour file that ends inside its longer header") {
+    const std::string colour = idxBytes(idx_format::kChannelImagesMagic, {1, 1, 1, 3}, {1, 2, 3});
+    CHECK_THROWS_MATCHES(
+        loadWithImages(colour.substr(0, 18)), InputError,
+        Catch::Message(images + ": file ends after 18 bytes, inside its 20-byte IDX header"));
+  }
+  SECTION("a colour file short of pixels") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(idxBytes(idx_format::kChannelImagesMagic, {1, 2, 2, 3}, {1, 2, 3})),
+        InputError,
+        Catch::Message(images + ": header declares 1 images of 2x2x3 but the file holds 3 bytes "
+                                "of pixels"));
   }
   SECTION("no images") {
     CHECK_THROWS_MATCHES(loadWithImages(idxBytes(idx_format::kImagesMagic, {0, 2, 2}, {})),
