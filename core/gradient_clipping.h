@@ -21,7 +21,10 @@ namespace traind {
 // g + weight_decay × kernel, and a kernel's gradient becomes
 // s g + (s - 1) weight_decay × kernel, which the rule's own weight_decay ×
 // kernel brings to s (g + weight_decay × kernel): TensorFlow's clipped
-// gradient. `parameters` are the values the gradient was computed at.
+// gradient, exactly when the rule updates the values the gradient was
+// computed at (`parameters`): standalone with one step in flight, a sync
+// worker. Where they moved meanwhile (async, concurrent steps) the rule's
+// decay is of the moved values, as it is without clipping.
 //
 // Throws when the norm is not finite (a gradient overflowed), naming
 // `global_step`, and leaves the gradient as it was: TensorFlow would apply

@@ -480,6 +480,11 @@ void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpe
       break;
     case Kind::RmsProp:
       known.insert(known.end(), {"rho", "momentum", "centered", "initial_rms", "epsilon"});
+      // TensorFlow 1's name of rho, which the spelling check would not reach.
+      if (auto f = fields.find("decay"))
+        fail(*f,
+             "unknown field of the rmsprop optimizer: TensorFlow 1's decay is rho here (the "
+             "mean square's decay; a decaying learning rate is a learning_rate schedule)");
       // tf.compat.v1.train.RMSPropOptimizer's defaults where they differ
       // from the other optimizers'.
       optimizer.momentum = 0.0f;

@@ -146,15 +146,28 @@ void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoin
                                           const SafetensorsReader& reader) const {
   const std::vector<VariableView>& views = layout_.views();
   if (views.empty()) return;  // nothing to hold state for
+  auto holds = [&](const std::string& slot) {
+    return std::any_of(views.begin(), views.end(),
+                       [&](const VariableView& v) { return reader.contains(v.name + "/" + slot); });
+  };
+  // Two optimizers name a slot "momentum" (TensorFlow 1's names): RMSProp's
+  // holds steps scaled by the learning rate, Momentum's sums of gradients.
+  // Its "rms" tells the first apart.
+  if (spec_.optimizer.kind == OptimizerSpec::Kind::Momentum && holds("rms"))
+    throw InputError(checkpoint.string() +
+                     ": the checkpoint was written with the rmsprop optimizer (it holds 'rms' "
+                     "state), whose 'momentum' state is another quantity than this spec's " +
+                     updateRule(spec_) +
+                     " keeps under that name. Resuming with another optimizer is not supported: "
+                     "train on with rmsprop, or start a new run in another checkpoint.dir from "
+                     "these parameters with init_from");
   for (const std::string& slot : optimizer_.slotNames()) {
     if (slot == Optimizer::kMovingAverageSlot) continue;  // restore() starts it
-    if (std::any_of(views.begin(), views.end(),
-                    [&](const VariableView& v) { return reader.contains(v.name + "/" + slot); }))
-      continue;  // a tensor missing among others is a damaged checkpoint: read() says which
+    if (holds(slot)) continue;  // one missing among others is a damaged checkpoint: read() says
     throw InputError(
         checkpoint.string() + ": the checkpoint holds no '" + slot + "' state of this spec's " +
         updateRule(spec_) +
-        ": it was written with another optimizer. Resuming with another optimizer is not "
+        ": it was written with another optimizer, or other settings of it. Resuming so is not "
         "supported (its state would start from nothing mid-run): train on with the "
         "checkpoint's optimizer, or start a new run in another checkpoint.dir from these "
         "parameters with init_from");

@@ -429,6 +429,13 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     if (!streamed) {
       results[i] = slot.replica->trainStep(*batch, slot.parameters.data(), slot.gradients.data(),
                                            dropout_step);
+      // On the step's thread, with its share of the compute threads.
+      if (const float clip_norm = spec.optimizer.clip_global_norm; clip_norm != 0.0f) {
+        checkLossFinite(results[i], pulled[i].step + 1);  // a NaN loss said as such first
+        results[i].gradient_norm =
+            clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), state.layout(),
+                             clip_norm, spec.optimizer.weight_decay, pulled[i].step + 1);
+      }
       return;
     }
     LossCheckedProgress progress(gradient_stream, pulled[i].step + 1);
@@ -470,10 +477,6 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       // restarted to join them. A streamed step is still running (its chunks
       // go during pushAndPull): LossCheckedProgress checks it.
       if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
-      if (const float clip_norm = spec.optimizer.clip_global_norm; clip_norm != 0.0f)
-        results[i].gradient_norm =
-            clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), state.layout(),
-                             clip_norm, spec.optimizer.weight_decay, pulled[i].step + 1);
       ps.setShardSteps(pulled[i].shard_steps);
       int64_t next = -1;
       try {

@@ -444,15 +444,18 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
                             std::to_string(kForeignAnswers) +
                             " answers in a row were not Cap'n Proto RPC (" + reason +
                             "): another program listens on that port, or this is the wrong one");
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      // Asked before giving up too: a peer_wait_seconds shorter than the
+      // job-over delay must not turn a job that is over into a failure.
+      const bool giving_up = waited > timeout_seconds;
       if (job_over.reason && e->getType() != kj::Exception::Type::OVERLOADED &&
-          Clock::now() - start >= std::chrono::duration<double>(job_over.after_seconds))
+          (giving_up || waited >= job_over.after_seconds))
         if (const std::optional<std::string> over = job_over.reason()) {
           spdlog::info("ps {} at {} does not answer ({}), and {}: the job is over", link.index,
                        link.address, reason.substr(0, reason.find('\n')), *over);
           return Outcome::JobOver;
         }
-      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-      if (waited > timeout_seconds)
+      if (giving_up)
         throw std::runtime_error("gave up waiting for ps " + std::to_string(link.index) + " at " +
                                  link.address + " after " + std::to_string(int(waited)) +
                                  " s (the cluster spec's "

@@ -690,6 +690,41 @@ TEST_CASE("a sum of squares below 0 in a checkpoint is refused as corrupt", "[ch
                      "the file is corrupt)"));
 }
 
+TEST_CASE("rmsprop's state is no momentum optimizer's, though both name a slot 'momentum'",
+          "[checkpoint]") {
+  using Kind = OptimizerSpec::Kind;
+  ModelSpec rmsprop = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  rmsprop.optimizer.kind = Kind::RmsProp;
+  const LayerGraph graph = buildLayerGraph(rmsprop);
+  TempDir dir;
+  ModelState written(rmsprop, graph);
+  written.initialize();
+  const std::filesystem::path saved = written.save(dir.path(), 1);
+
+  ModelSpec momentum = rmsprop;
+  momentum.optimizer.kind = Kind::Momentum;
+  ModelState as_momentum(momentum, graph);
+  CHECK_THROWS_AS(as_momentum.restore(saved), InputError);
+  CHECK_THROWS_WITH(as_momentum.restore(saved),
+                    Catch::StartsWith(saved.string() +
+                                      ": the checkpoint was written with the rmsprop optimizer (it "
+                                      "holds 'rms' state), whose 'momentum' state is another "
+                                      "quantity than this spec's momentum (0.9)"));
+  // Centered needs a state the plain rule never kept; the plain rule takes
+  // the centered one's, less its "mg".
+  ModelSpec centered = rmsprop;
+  centered.optimizer.centered = true;
+  ModelState as_centered(centered, graph);
+  CHECK_THROWS_WITH(as_centered.restore(saved),
+                    Catch::Contains("holds no 'mg' state of this spec's rmsprop"));
+  ModelState centered_state(centered, graph);
+  centered_state.initialize();
+  TempDir other;
+  const std::filesystem::path centered_saved = centered_state.save(other.path(), 1);
+  ModelState plain(rmsprop, graph);
+  CHECK_NOTHROW(plain.restore(centered_saved));
+}
+
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
   TempDir dir;
   const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");

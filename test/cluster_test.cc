@@ -339,6 +339,17 @@ TEST_CASE("clip_global_norm: a worker clips its gradient before its push as stan
   INFO(c.logs());
   // Sync's default is during the backward pass; the norm needs the whole gradient.
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("gradients sent after each step"));
+  // Steps were clipped (the log's lines are of one step each), and the
+  // clipped run differs from one that does not clip.
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains(", 100% clipped ("));
+  writeFile(dir / "unclipped.yaml", replaceAll(spec, "\n  clip_global_norm: 0.5", ""));
+  const ProcessResult unclipped = runTraind("--model " + (dir / "unclipped.yaml").string() +
+                                            " --max-steps 40 --threads 1 --eval-every 0 "
+                                            "--log-every 1 --checkpoint-dir " +
+                                            (dir / "unclipped").string());
+  REQUIRE(unclipped.exit_code == 0);
+  CHECK(readCheckpointTensor(dir / "unclipped", "logits/kernel") !=
+        readCheckpointTensor(dir / "distributed", "logits/kernel"));
   const ProcessResult standalone =
       runTraind(args + "--checkpoint-dir " + (dir / "standalone").string());
   REQUIRE(standalone.exit_code == 0);
@@ -1163,6 +1174,18 @@ TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and 
                                               (dir / "ckpt" / "ckpt-0000000020").string() +
                                               ", is at global step 20, its last: the job is over"));
     CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker started"));
+  }
+  SECTION("a peer_wait_seconds shorter than the 30 s before it asks: it asks as it gives up") {
+    std::filesystem::create_directories(dir / "short");
+    const auto short_wait =
+        writeCluster(dir / "short", 1, 2, "  mode: async\n  peer_wait_seconds: 3\n");
+    BackgroundTraind late(
+        "--cluster " + short_wait.string() + " --job worker --task 1" + common + " --max-steps 20",
+        dir / "worker1-short.log");
+    const int status = late.wait(60);
+    INFO(late.output());
+    CHECK(status == 0);
+    CHECK_THAT(late.output(), Catch::Contains("its last: the job is over"));
   }
   SECTION("before its last step: it waits for the ps") {
     BackgroundTraind waiting(worker + " --max-steps 30", dir / "worker1.log");

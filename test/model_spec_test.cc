@@ -88,6 +88,28 @@ TEST_CASE("a run without checkpoints says what turned them off", "[model_spec]")
              Catch::StartsWith("no checkpoints (checkpoint.dir is empty): "));
 }
 
+TEST_CASE("a checkpoint directory without a cadence saves every 600 s, TensorFlow 1's default",
+          "[model_spec]") {
+  TempDir dir;
+  const std::string section = "\ncheckpoint: {dir: " + (dir.path() / "ckpt").string();
+  const ModelSpec plain = loadVariant(dir, "\ntraining:", section + "}\ntraining:");
+  CHECK(plain.checkpoint.every_steps == 0);
+  CHECK(plain.checkpoint.every_seconds == 600.0);
+  CHECK(describeCheckpoints(plain.checkpoint) ==
+        "checkpoints in " + (dir.path() / "ckpt").string() +
+            " every 600 s and at the end, keeping the newest 5");
+  // every_steps alone: by steps only; both given: both.
+  const ModelSpec steps =
+      loadVariant(dir, "\ntraining:", section + ", every_steps: 50}\ntraining:");
+  CHECK(steps.checkpoint.every_steps == 50);
+  CHECK(steps.checkpoint.every_seconds == 0.0);
+  const ModelSpec both =
+      loadVariant(dir, "\ntraining:", section + ", every_steps: 50, every_seconds: 30}\ntraining:");
+  CHECK(both.checkpoint.every_seconds == 30.0);
+  // A directory from --checkpoint-dir alone gets the default too.
+  CHECK(CheckpointSpec{}.every_seconds == 600.0);
+}
+
 TEST_CASE("fashion_cnn.yaml reads as written", "[model_spec]") {
   const ModelSpec spec = loadModelSpec(configPath("fashion_cnn.yaml"));
   CHECK(spec.name == "fashion_cnn");
@@ -243,6 +265,10 @@ TEST_CASE("rmsprop: TensorFlow 1's defaults, and every field read", "[model_spec
   CHECK(updateRule(set) ==
         "rmsprop (rho 0.95, momentum 0.9, initial_rms 0, epsilon 1e-07, centered), learning rate "
         "0.1");
+  CHECK_THAT(errorWith(dir, "type: sgd", "type: rmsprop, decay: 0.9"),
+             Catch::EndsWith("optimizer.decay: unknown field of the rmsprop optimizer: TensorFlow "
+                             "1's decay is rho here (the mean square's decay; a decaying learning "
+                             "rate is a learning_rate schedule)"));
   // Momentum's defaults stay momentum's.
   CHECK(loadVariant(dir, "type: sgd", "type: momentum").optimizer.momentum == 0.9f);
   CHECK(loadVariant(dir, "type: sgd", "type: adam").optimizer.epsilon == 1e-7f);
