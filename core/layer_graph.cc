@@ -80,6 +80,7 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
   LayerGraph graph;
   graph.input_shape = spec.input;
   graph.loss = spec.loss;
+  graph.label_smoothing = spec.label_smoothing;
   Shape shape = spec.input;
   // What one device holds: its share of the batch (towers split it).
   const int64_t devices = std::max<int64_t>(1, int64_t(spec.training.devices.size()));

@@ -42,6 +42,7 @@ struct LayerGraph {
   std::vector<LayerNode> layers;
   std::vector<VariableSpec> variables;
   LossKind loss = LossKind::SoftmaxCrossEntropy;
+  float label_smoothing = 0.0f;  // ModelSpec's
   Shape output_shape;  // per example, the last layer's
 
   int64_t parameterCount() const;

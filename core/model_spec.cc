@@ -448,6 +448,25 @@ LearningRateSpec readLearningRate(const Field& field) {
   return rate;
 }
 
+// `loss: softmax_cross_entropy`, or a mapping that adds the loss's options:
+// `loss: {type: softmax_cross_entropy, label_smoothing: 0.1}`.
+void readLoss(const Field& field, ModelSpec& spec) {
+  const Choices<LossKind> kinds = {{"softmax_cross_entropy", LossKind::SoftmaxCrossEntropy},
+                                   {"mse", LossKind::MeanSquaredError}};
+  if (!field.node.IsMap()) {
+    spec.loss = readChoice<LossKind>(field, kinds);
+    return;
+  }
+  Mapping fields(field);
+  fields.allowOnly({"type", "label_smoothing"}, "the loss");
+  spec.loss = readChoice<LossKind>(fields.get("type"), kinds);
+  if (auto f = fields.find("label_smoothing")) {
+    if (spec.loss != LossKind::SoftmaxCrossEntropy)
+      fail(*f, "only meaningful with type: softmax_cross_entropy");
+    spec.label_smoothing = readFloat(*f, "a number in [0, 1)", isFraction);
+  }
+}
+
 void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpec& rate) {
   using Kind = OptimizerSpec::Kind;
   Mapping fields(field);
@@ -717,10 +736,7 @@ ModelSpec loadModelSpec(const std::string& path) {
   spec.input = readInput(fields.get("input"));
   spec.layers = readLayers(fields.get("layers"));
   if (auto f = fields.find("stages")) spec.stages = readStages(*f, spec.layers);
-  if (auto f = fields.find("loss")) {
-    spec.loss = readChoice<LossKind>(*f, {{"softmax_cross_entropy", LossKind::SoftmaxCrossEntropy},
-                                          {"mse", LossKind::MeanSquaredError}});
-  }
+  if (auto f = fields.find("loss")) readLoss(*f, spec);
   // The loss applies the softmax to the last layer's outputs: an activation
   // there would squash the logits first and train far worse, silently.
   if (spec.loss == LossKind::SoftmaxCrossEntropy &&
@@ -848,9 +864,11 @@ std::string updateRule(const ModelSpec& spec) {
       break;
   }
   if (o.weight_decay != 0.0f) rule += fmt::format(", weight_decay {}", o.weight_decay);
-  // The ps never clips, but every worker must: one that did not would push
-  // gradients of another size into the same job.
+  // The ps never clips nor computes a loss, but every worker must agree:
+  // one that did otherwise would push gradients of another kind into the job.
   if (o.clip_global_norm != 0.0f) rule += fmt::format(", clip_global_norm {}", o.clip_global_norm);
+  if (spec.label_smoothing != 0.0f)
+    rule += fmt::format(", label_smoothing {}", spec.label_smoothing);
   rule += ", learning rate " + describeLearningRate(spec.learning_rate);
   if (const auto& average = o.moving_average)
     rule += fmt::format(", moving average {}{}", average->decay,

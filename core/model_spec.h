@@ -206,6 +206,9 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
   std::vector<StageSpec> stages;  // optional named stages of layers
   LossKind loss = LossKind::SoftmaxCrossEntropy;
+  // softmax_cross_entropy's targets (1 - s) one_hot + s / classes, as
+  // tf.losses.softmax_cross_entropy(label_smoothing=s); 0: one-hot.
+  float label_smoothing = 0.0f;
   OptimizerSpec optimizer;
   LearningRateSpec learning_rate;
   DataSpec data;

@@ -84,6 +84,13 @@ TEST_CASE("dense with fused activations, softmax cross-entropy") {
   checkGradients(model);
 }
 
+TEST_CASE("softmax cross-entropy with label smoothing") {
+  ModelSpec spec = modelSpec({6}, {dense(5, Activation::Tanh), dense(4)});
+  spec.label_smoothing = 0.2f;
+  TestModel model(spec, 3);
+  checkGradients(model);
+}
+
 TEST_CASE("dense without bias, mean squared error") {
   TestModel model(modelSpec({5}, {withoutBias(dense(6, Activation::Tanh)), dense(3)},
                             LossKind::MeanSquaredError),
@@ -355,6 +362,17 @@ TEST_CASE("softmax cross-entropy: stable for large logits, counts arg-max hits")
   // Example 0: log(1 + 2e-1000) ~ 0; example 1: log 3.
   CHECK(r.loss == Approx(std::log(3.0) / 2.0));
   CHECK(r.correct == 1);  // example 1's arg-max is its first element, 0, not 2
+
+  // Smoothed by 0.3 over 3 classes: targets 0.8 on the label, 0.1 off it.
+  // Example 0: log-sum-exp 1000, so 0.1 x 1000 twice; example 1: log 3.
+  ModelSpec smoothed_spec = spec;
+  smoothed_spec.label_smoothing = 0.3f;
+  const LayerGraph smoothed_graph = buildLayerGraph(smoothed_spec);
+  const auto smoothed = cpuDevice().createReplica(smoothed_graph, layout, 2, kReplicaSeed);
+  const StepResult s =
+      smoothed->evaluate({2, logits.data(), labels.data(), nullptr}, parameters.data());
+  CHECK(s.loss == Approx((0.2 * 1000.0 + std::log(3.0)) / 2.0));
+  CHECK(s.correct == 1);
 
   const std::vector<int32_t> bad_labels{0, 3};
   CHECK_THROWS_AS(

@@ -151,6 +151,9 @@ std::vector<std::pair<std::string, TestModel*>> layerModels() {
       modelSpec({6}, {dense(7, Activation::Tanh), dense(5, Activation::Sigmoid),
                       dense(5, Activation::Relu), dense(4)}),
       3);
+  ModelSpec smoothed = modelSpec({6}, {dense(5, Activation::Tanh), dense(4)});
+  smoothed.label_smoothing = 0.2f;
+  add("softmax cross-entropy with label smoothing", std::move(smoothed), 3);
   add("dense without bias, mse",
       modelSpec({5}, {withoutBias(dense(6, Activation::Tanh)), dense(3)},
                 LossKind::MeanSquaredError),

@@ -304,6 +304,29 @@ TEST_CASE(
                                "needs the whole gradient before any of it is sent)");
 }
 
+TEST_CASE("loss: a name, or a mapping with label_smoothing", "[model_spec]") {
+  TempDir dir;
+  CHECK(loadVariant(dir, "type: sgd", "type: sgd").label_smoothing == 0.0f);
+  const ModelSpec smoothed = loadVariant(dir, "\noptimizer:",
+                                         "\nloss: {type: softmax_cross_entropy, label_smoothing: "
+                                         "0.1}\noptimizer:");
+  CHECK(smoothed.loss == LossKind::SoftmaxCrossEntropy);
+  CHECK(smoothed.label_smoothing == 0.1f);
+  CHECK(updateRule(smoothed) == "sgd, label_smoothing 0.1, learning rate 0.1");
+  CHECK(loadVariant(dir, "\noptimizer:", "\nloss: {type: mse}\noptimizer:").loss ==
+        LossKind::MeanSquaredError);
+  const std::string path = (dir.path() / "variant.yaml").string();
+  CHECK(errorWith(dir, "\noptimizer:", "\nloss: {type: mse, label_smoothing: 0.1}\noptimizer:") ==
+        path + ":4:36: loss.label_smoothing: only meaningful with type: softmax_cross_entropy");
+  CHECK(errorWith(dir, "\noptimizer:",
+                  "\nloss: {type: softmax_cross_entropy, label_smoothing: 1}\noptimizer:") ==
+        path + ":4:54: loss.label_smoothing: expected a number in [0, 1), got 1");
+  CHECK(errorWith(dir, "\noptimizer:", "\nloss: {smoothing: 0.1}\noptimizer:") ==
+        path +
+            ":4:8: loss: unknown field 'smoothing' (the fields of the loss are type, "
+            "label_smoothing)");
+}
+
 TEST_CASE("every optional field is read", "[model_spec]") {
   TempDir dir;
   const ModelSpec spec = loadModelSpec(dir.write(

@@ -23,6 +23,7 @@ to float32 rounding:
                   relu, tanh, sigmoid, linear, dense without a bias; two CNNs
   clipping        clip_global_norm with sgd, with adam and weight_decay, on
                   towers, and on each worker of a sync cluster
+  label smoothing softmax_cross_entropy with label_smoothing 0.2
   mse             the synthetic regression data, one tanh layer
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
@@ -73,7 +74,8 @@ What each traind rule is in TensorFlow, and so what this script runs:
                   RandomNormal(stddev)
   layers, losses  tf.nn.conv2d, max_pool2d, avg_pool2d (padding left out of
                   the average), tf.matmul, relu, tanh, sigmoid; the mean of
-                  sparse_softmax_cross_entropy_with_logits, the mean square
+                  sparse_softmax_cross_entropy_with_logits, the mean square;
+                  tf.compat.v1.losses.softmax_cross_entropy(label_smoothing)
 
 Where TensorFlow's other variants of these differ from traind (and from this
 script's reference; docs/model-spec.md, "Which TensorFlow optimizer", says
@@ -304,9 +306,15 @@ class Network:
         return x
 
 
-def training_loss(outputs, targets, kind):
+def training_loss(outputs, targets, loss):
+    """A spec's loss: its name, or a mapping with label_smoothing."""
+    kind = loss["type"] if isinstance(loss, dict) else loss
     if kind == "mse":
         return tf.reduce_mean(tf.square(outputs - targets))
+    if isinstance(loss, dict) and loss.get("label_smoothing"):
+        one_hot = tf.one_hot(targets, outputs.shape[-1])
+        return tf.compat.v1.losses.softmax_cross_entropy(
+            one_hot, outputs, label_smoothing=loss["label_smoothing"])
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
                                                                          logits=outputs))
 
@@ -643,7 +651,7 @@ class Case:
     layers: list
     optimizer: dict
     examples: Examples
-    loss: str = "softmax_cross_entropy"
+    loss: str | dict = "softmax_cross_entropy"  # a spec's loss field
     moving_average: dict | None = None
     workers: int = 1  # more: a sync cluster of one ps and that many workers
     # Where a step runs inside traind: training's devices and micro_batches,
@@ -796,6 +804,8 @@ def training_cases(steps):
         Case("adam clip_global_norm weight_decay", PERCEPTRON,
              {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3, "clip_global_norm": 0.5,
               "weight_decay": 0.05}, fashion),
+        Case("label_smoothing 0.2", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1}, fashion,
+             loss={"type": "softmax_cross_entropy", "label_smoothing": 0.2}),
         Case("layers cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},

@@ -13,6 +13,7 @@ namespace traind {
 CpuReplica::CpuReplica(const dnnl::engine& engine, const LayerGraph& graph,
                        const VariableLayout& layout, int64_t batch_size, uint64_t seed, int threads)
     : loss_(graph.loss),
+      label_smoothing_(graph.label_smoothing),
       batch_size_(batch_size),
       outputs_(numElements(graph.output_shape)),
       threads_(threads),
@@ -52,7 +53,8 @@ StepResult CpuReplica::forwardAndLoss(const Batch& batch, const float* parameter
   switch (loss_) {
     case LossKind::SoftmaxCrossEntropy:
       if (!batch.labels) throw std::invalid_argument("softmax_cross_entropy: batch has no labels");
-      return softmaxCrossEntropy(values, batch_size_, outputs_, batch.labels, grad);
+      return softmaxCrossEntropy(values, batch_size_, outputs_, batch.labels, label_smoothing_,
+                                 grad);
     case LossKind::MeanSquaredError:
       if (!batch.targets) throw std::invalid_argument("mean_squared_error: batch has no targets");
       return meanSquaredError(values, batch_size_, outputs_, batch.targets, grad);

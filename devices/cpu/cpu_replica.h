@@ -40,6 +40,7 @@ class CpuReplica : public Replica {
                             std::optional<uint64_t> training_step);
 
   LossKind loss_;
+  float label_smoothing_;
   int64_t batch_size_;
   int64_t outputs_;  // per example
   int threads_;

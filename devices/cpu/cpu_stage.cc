@@ -15,6 +15,7 @@ CpuStage::CpuStage(const dnnl::engine& engine, const LayerGraph& graph,
                    const VariableLayout& layout, StageRange range, int64_t micro_batch_size,
                    int slots, uint64_t seed, int threads)
     : loss_(graph.loss),
+      label_smoothing_(graph.label_smoothing),
       micro_batch_size_(micro_batch_size),
       last_(range.end_layer == int(graph.layers.size())),
       threads_(threads),
@@ -129,7 +130,8 @@ StepResult CpuStage::loss(int slot, const int32_t* labels, const float* targets,
   switch (loss_) {
     case LossKind::SoftmaxCrossEntropy:
       if (!labels) throw std::invalid_argument("softmax_cross_entropy: batch has no labels");
-      result = softmaxCrossEntropy(values, micro_batch_size_, outputs_, labels, grad);
+      result =
+          softmaxCrossEntropy(values, micro_batch_size_, outputs_, labels, label_smoothing_, grad);
       break;
     case LossKind::MeanSquaredError:
       if (!targets) throw std::invalid_argument("mean_squared_error: batch has no targets");

@@ -60,6 +60,7 @@ class CpuStage : public StageReplica {
   void setThreads() const;
 
   LossKind loss_;
+  float label_smoothing_;
   int64_t micro_batch_size_;
   int64_t outputs_;  // per example, of the stage's last layer
   bool last_;        // the stage ends the model: loss() is its

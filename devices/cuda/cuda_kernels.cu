@@ -361,9 +361,10 @@ __device__ void finishSums(double loss, long long correct, double* block_loss,
 }
 
 __global__ void softmaxCrossEntropyKernel(const float* logits, int64_t n, int64_t k,
-                                          const int32_t* labels, float* grad, float grad_scale,
-                                          double* block_loss, long long* block_correct,
-                                          unsigned* blocks_done, LossSums* sums) {
+                                          const int32_t* labels, float label_smoothing,
+                                          float* grad, float grad_scale, double* block_loss,
+                                          long long* block_correct, unsigned* blocks_done,
+                                          LossSums* sums) {
   const int64_t row_index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   double loss = 0.0;
   long long correct = 0;
@@ -376,14 +377,23 @@ __global__ void softmaxCrossEntropyKernel(const float* logits, int64_t n, int64_
     double sum = 0.0;
     for (int64_t j = 0; j < k; ++j) sum += exp(double(row[j] - max));
     const int64_t label = labels[row_index];
+    const float off_target = label_smoothing / float(k);
+    const float on_target = 1.0f - label_smoothing + off_target;
     loss = log(sum) - double(row[label] - max);
+    if (label_smoothing != 0.0f) {
+      double shifted_sum = 0.0;
+      for (int64_t j = 0; j < k; ++j) shifted_sum += double(row[j] - max);
+      loss = log(sum) - double(on_target - off_target) * double(row[label] - max) -
+             double(off_target) * shifted_sum;
+    }
     correct = arg_max == label;
     if (grad) {
       float* g = grad + row_index * k;
       const double inv_sum = 1.0 / sum;
       for (int64_t j = 0; j < k; ++j)
-        g[j] =
-            (float(exp(double(row[j] - max)) * inv_sum) - (j == label ? 1.0f : 0.0f)) * grad_scale;
+        g[j] = (float(exp(double(row[j] - max)) * inv_sum) -
+                (j == label ? on_target : off_target)) *
+               grad_scale;
     }
   }
   finishSums(loss, correct, block_loss, block_correct, blocks_done, sums);
@@ -608,13 +618,15 @@ void patchesToImage(cudaStream_t stream, const WindowShape& shape, const float* 
 }
 
 void softmaxCrossEntropy(cudaStream_t stream, const float* logits, int64_t n, int64_t k,
-                         const int32_t* labels, float* grad, float grad_scale, LossSums* sums) {
+                         const int32_t* labels, float label_smoothing, float* grad,
+                         float grad_scale, LossSums* sums) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   if (blocks > kMaxLossBlocks)
     throw std::invalid_argument("softmaxCrossEntropy: batch too large for one step");
   const LossWorkspace w = lossWorkspace(sums);
   softmaxCrossEntropyKernel<<<unsigned(blocks), kThreads, 0, stream>>>(
-      logits, n, k, labels, grad, grad_scale, w.block_loss, w.block_correct, w.blocks_done, sums);
+      logits, n, k, labels, label_smoothing, grad, grad_scale, w.block_loss, w.block_correct,
+      w.blocks_done, sums);
   checkLaunch("softmaxCrossEntropyKernel");
 }
 

@@ -114,11 +114,14 @@ void imagePatches(cudaStream_t stream, const WindowShape& shape, const float* x,
 void patchesToImage(cudaStream_t stream, const WindowShape& shape, const float* patches, int count,
                     float* dx);
 
-// Softmax cross-entropy over [n, k] logits, in double, through log-sum-exp.
-// grad (may be null) = (softmax - one_hot(label)) * grad_scale. Labels must
-// be in [0, k) (checked on the host). Writes *sums (one block: deterministic).
+// Softmax cross-entropy over [n, k] logits, in double, through log-sum-exp,
+// against targets (1 - label_smoothing) one_hot(label) + label_smoothing / k
+// (devices/cpu/losses.h). grad (may be null) = (softmax - targets) *
+// grad_scale. Labels must be in [0, k) (checked on the host). Writes *sums
+// (one block: deterministic).
 void softmaxCrossEntropy(cudaStream_t stream, const float* logits, int64_t n, int64_t k,
-                         const int32_t* labels, float* grad, float grad_scale, LossSums* sums);
+                         const int32_t* labels, float label_smoothing, float* grad,
+                         float grad_scale, LossSums* sums);
 
 // Mean squared error's sums over [n, k]; grad (may be null) =
 // 2 * (output - target) * grad_scale.

@@ -65,6 +65,7 @@ CudaNetwork::CudaNetwork(CudaContext& context, const LayerGraph& graph,
                          int64_t gradient_batch)
     : context_(context),
       loss_(graph.loss),
+      label_smoothing_(graph.label_smoothing),
       batch_size_(batch_size),
       input_elements_(batch_size * numElements(graph.input_shape)),
       outputs_(numElements(graph.output_shape)),
@@ -109,8 +110,8 @@ void CudaNetwork::enqueueForwardAndLoss(bool training) {
   cudaStream_t stream = context_.stream();
   switch (loss_) {
     case LossKind::SoftmaxCrossEntropy:
-      softmaxCrossEntropy(stream, output.value, batch_size_, outputs_, labels_, grad, grad_scale_,
-                          sums_);
+      softmaxCrossEntropy(stream, output.value, batch_size_, outputs_, labels_, label_smoothing_,
+                          grad, grad_scale_, sums_);
       return;
     case LossKind::MeanSquaredError:
       meanSquaredError(stream, output.value, batch_size_, outputs_, targets_, grad, grad_scale_,

@@ -59,6 +59,7 @@ class CudaNetwork {
   CudaContext& context_;
   CudaArena memory_;
   LossKind loss_;
+  float label_smoothing_;
   int64_t batch_size_;
   int64_t input_elements_;
   int64_t outputs_;
