@@ -83,9 +83,14 @@ class IdxFile {
   // Reads the bytes of the first `keep` items, then the rest of the file,
   // counting, to check that the file holds exactly what its header declares.
   std::vector<uint8_t> readItems(int64_t keep) {
-    uint64_t item_bytes = 1;
-    for (size_t i = 1; i < dims_.size(); ++i) item_bytes *= dims_[i];  // < 2^64: dims are u32
-    const unsigned __int128 declared_bytes = (unsigned __int128)(dims_[0]) * item_bytes;
+    // Three u32 dims of a rank-4 file can pass 2^64: counted wide, and
+    // refused past what any memory holds.
+    unsigned __int128 wide_item_bytes = 1;
+    for (size_t i = 1; i < dims_.size(); ++i) wide_item_bytes *= dims_[i];
+    const unsigned __int128 declared_bytes = (unsigned __int128)(dims_[0]) * wide_item_bytes;
+    if ((unsigned __int128)(keep)*wide_item_bytes > (unsigned __int128)(1) << 62)
+      fail(path_, "header declares " + declared() + ": more than any memory holds");
+    const uint64_t item_bytes = uint64_t(wide_item_bytes);
     const uint64_t keep_bytes = uint64_t(keep) * item_bytes;
 
     // Grown as data arrives, so a header that lies about its size costs no memory.

@@ -41,7 +41,8 @@ struct Dataset {
 };
 
 // Called once the images file's header is read, before a byte of its
-// pixels: the shape of one example ([height, width, 1]) and how many
+// pixels: the shape of one example ([height, width, channels], 1 channel
+// for a rank-3 file) and how many
 // examples are to be kept. It throws to refuse images that cannot fit the
 // model, or the memory, before they are decompressed (a gzip file of 8 MB
 // can hold 8 GB of pixels).

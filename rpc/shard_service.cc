@@ -170,7 +170,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     if (rule != served_.identity_.update_rule)
       throw ProtocolError(fmt::format(
           "ps {} applies {}; the peer's spec says {}: the nodes read different model specs "
-          "(optimizer, learning_rate and moving_average must be the same on every node)",
+          "(optimizer, learning_rate, moving_average, the frozen layers and "
+          "loss.label_smoothing must be the same on every node)",
           shard().shardIndex(), served_.identity_.update_rule, printable(rule)));
     const std::string data = params.getDataRule();
     if (data != served_.identity_.data_rule)

@@ -118,6 +118,36 @@ def main():
         check(cut.returncode == 2 and "data_batch_3.bin: 61455 bytes, expected a positive "
               "multiple of 3073" in cut.stderr, f"a cut batch: exit {cut.returncode}: {cut.stderr}")
         check(not os.path.exists(os.path.join(tmp, "cut")), "a failed conversion wrote files")
+        # A bad label in the last batch, once the training set's files are
+        # begun: none is left behind.
+        with open(os.path.join(source, "data_batch_3.bin"), "wb") as f:
+            f.write(records["data_batch_3.bin"])
+        bad = bytearray(records["test_batch.bin"])
+        bad[5 * RECORD] = 10
+        with open(os.path.join(source, "test_batch.bin"), "wb") as f:
+            f.write(bad)
+        late = os.path.join(tmp, "late")
+        failed = run(SCRIPT, source, late)
+        check(failed.returncode == 2 and "test_batch.bin: record 5: label 10, expected 0..9"
+              in failed.stderr, f"a bad label: exit {failed.returncode}: {failed.stderr}")
+        check(os.listdir(late) == [], f"a failed conversion left {os.listdir(late)}")
+        # An output directory that cannot be made: exit 1, a message, no traceback.
+        with open(os.path.join(source, "test_batch.bin"), "wb") as f:
+            f.write(records["test_batch.bin"])
+        blocked = os.path.join(tmp, "a-file")
+        open(blocked, "w").close()
+        unwritable = run(SCRIPT, source, blocked)
+        check(unwritable.returncode == 1 and unwritable.stderr.startswith("cifar10-to-idx: ") and
+              "Traceback" not in unwritable.stderr,
+              f"an unwritable output: exit {unwritable.returncode}: {unwritable.stderr}")
+        # The same source gives the same bytes.
+        again = os.path.join(tmp, "again")
+        check(run(SCRIPT, source, again).returncode == 0, "a second conversion")
+        first = os.path.join(tmp, "idx-" + os.path.basename(source))
+        for name in os.listdir(first):
+            with open(os.path.join(first, name), "rb") as a, \
+                    open(os.path.join(again, name), "rb") as b:
+                check(a.read() == b.read(), f"{name} differs between two conversions")
     print("ok: cifar10-to-idx writes HWC IDX files that traind trains on")
 
 

@@ -280,6 +280,14 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
         loadWithImages(colour.substr(0, 18)), InputError,
         Catch::Message(images + ": file ends after 18 bytes, inside its 20-byte IDX header"));
   }
+  SECTION("a colour header whose pixels pass 2^64 bytes") {
+    CHECK_THROWS_MATCHES(
+        loadWithImages(idxBytes(idx_format::kChannelImagesMagic, {1, 1u << 22, 1u << 21, 1u << 21},
+                                {1, 2, 3})),
+        InputError,
+        Catch::Message(images + ": header declares 1 images of 4194304x2097152x2097152: more than "
+                                "any memory holds"));
+  }
   SECTION("a colour file short of pixels") {
     CHECK_THROWS_MATCHES(
         loadWithImages(idxBytes(idx_format::kChannelImagesMagic, {1, 2, 2, 3}, {1, 2, 3})),

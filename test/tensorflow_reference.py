@@ -830,6 +830,13 @@ def training_cases(steps):
                         "stages": [{"name": "first", "device": "cpu:0",
                                     "layers": ["flatten_1", "hidden"]},
                                    {"name": "last", "device": "cpu:1", "layers": ["logits"]}]}),
+        # The loss on a pipeline's last stage, its micro-batches' sum.
+        Case("pipeline label_smoothing", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
+             fashion, loss={"type": "softmax_cross_entropy", "label_smoothing": 0.2},
+             placement={"devices": ["cpu:0", "cpu:1"], "micro_batches": 4,
+                        "stages": [{"name": "first", "device": "cpu:0",
+                                    "layers": ["flatten_1", "hidden"]},
+                                   {"name": "last", "device": "cpu:1", "layers": ["logits"]}]}),
         Case("sync cluster 1 ps 2 workers adam", PERCEPTRON,
              {"type": "adam", "learning_rate": 0.01, "epsilon": 1e-3},
              fashion_mnist(steps * BATCH_SIZE * 2), workers=2),
