@@ -232,9 +232,9 @@ std::string_view optimizerName(OptimizerSpec::Kind kind);
 // The update rule a ps applies, from its own spec: the optimizer with its
 // hyperparameters (clip_global_norm too, which workers apply), the learning
 // rate schedule, the moving average, the frozen layers and the loss's
-// label_smoothing (which workers compute), as one line ("adam (beta1 0.9, beta2 0.999, epsilon
-// 1e-07), learning rate 0.001, frozen hidden1"), the same for the same
-// values. Nodes compare it at hello: a release that words it otherwise
+// label_smoothing (which workers compute), as one line ("adam (beta1 0.9,
+// beta2 0.999, epsilon 1e-07), learning rate 0.001, frozen hidden1"), the
+// same for the same values. Nodes compare it at hello: a release that words it otherwise
 // bumps kWireVersion (rpc/shard_server.h).
 std::string updateRule(const ModelSpec& spec);
 
