@@ -21,7 +21,7 @@ double clipByGlobalNorm(float* gradients, const float* parameters, const Variabl
   double sum = 0.0;
   for (const VariableView& v : layout.views()) {
     if (!v.trainable) continue;
-    const float decay = v.is_kernel ? weight_decay : 0.0f;
+    const float decay = weightDecayOf(v, weight_decay);
     const float* g = gradients + v.offset;
     const float* p = parameters + v.offset;
 #pragma omp parallel for simd reduction(+ : sum) if (v.size >= kParallelElements)
@@ -40,7 +40,7 @@ double clipByGlobalNorm(float* gradients, const float* parameters, const Variabl
   const float scale = float(double(clip_norm) / norm);
   for (const VariableView& v : layout.views()) {
     if (!v.trainable) continue;
-    const float decay_share = v.is_kernel ? (scale - 1.0f) * weight_decay : 0.0f;
+    const float decay_share = (scale - 1.0f) * weightDecayOf(v, weight_decay);
     float* g = gradients + v.offset;
     const float* p = parameters + v.offset;
 #pragma omp parallel for simd if (v.size >= kParallelElements)

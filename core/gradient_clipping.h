@@ -29,6 +29,7 @@ namespace traind {
 // Throws when the norm is not finite (a gradient overflowed), naming
 // `global_step`, and leaves the gradient as it was: TensorFlow would apply
 // NaN to every variable.
+// `weight_decay` is the optimizer's (weightDecayOf gives each variable's).
 double clipByGlobalNorm(float* gradients, const float* parameters, const VariableLayout& layout,
                         float clip_norm, float weight_decay, int64_t global_step);
 

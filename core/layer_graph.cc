@@ -51,6 +51,7 @@ VariableSpec variable(const LayerSpec& layer, int layer_index, const char* kind,
   v.fan_out = fan_out;
   v.trainable = layer.trainable;
   v.is_kernel = std::string(kind) == "kernel";
+  if (v.is_kernel) v.weight_decay = layer.weight_decay;
   v.layer = layer_index;
   return v;
 }

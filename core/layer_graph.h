@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct VariableSpec {
   int64_t fan_out = 0;
   bool trainable = true;
   bool is_kernel = false;  // weight decay applies to kernels only
+  std::optional<float> weight_decay;  // a kernel's layer's own (LayerSpec::weight_decay)
   int layer = 0;           // index into LayerGraph::layers
 };
 

@@ -111,6 +111,8 @@ void readVariableOptions(const Mapping& fields, LayerSpec& layer) {
   if (auto f = fields.find("use_bias")) layer.use_bias = readBool(*f);
   if (auto f = fields.find("trainable")) layer.trainable = readBool(*f);
   if (auto f = fields.find("kernel_initializer")) layer.kernel_initializer = readInitializer(*f);
+  if (auto f = fields.find("weight_decay"))
+    layer.weight_decay = readFloat(*f, "a non-negative number", isNonNegative);
   if (auto f = fields.find("bias_initializer")) {
     // A layer with no bias would ignore it without a word.
     if (!layer.use_bias) fail(*f, "only meaningful with use_bias: true (this layer has no bias)");
@@ -160,12 +162,12 @@ const std::vector<LayerType>& layerTypes() {
       {"dense",
        LayerKind::Dense,
        {"type", "name", "units", "activation", "use_bias", "trainable", "kernel_initializer",
-        "bias_initializer"},
+        "bias_initializer", "weight_decay"},
        readDenseLayer},
       {"conv2d",
        LayerKind::Conv2D,
        {"type", "name", "filters", "kernel", "stride", "padding", "activation", "use_bias",
-        "trainable", "kernel_initializer", "bias_initializer"},
+        "trainable", "kernel_initializer", "bias_initializer", "weight_decay"},
        readConv2DLayer},
       {"max_pool",
        LayerKind::MaxPool,
@@ -864,6 +866,9 @@ std::string updateRule(const ModelSpec& spec) {
       break;
   }
   if (o.weight_decay != 0.0f) rule += fmt::format(", weight_decay {}", o.weight_decay);
+  for (const LayerSpec& layer : spec.layers)
+    if (layer.weight_decay)
+      rule += fmt::format(", weight_decay of {} {}", layer.name, *layer.weight_decay);
   // The ps never clips nor computes a loss, but every worker must agree:
   // one that did otherwise would push gradients of another kind into the job.
   if (o.clip_global_norm != 0.0f) rule += fmt::format(", clip_global_norm {}", o.clip_global_norm);

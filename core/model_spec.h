@@ -50,6 +50,9 @@ struct LayerSpec {
   bool trainable = true;     // false freezes the layer's variables
   InitializerSpec kernel_initializer{InitializerSpec::Kind::GlorotUniform, 0.0f};
   InitializerSpec bias_initializer{InitializerSpec::Kind::Zeros, 0.0f};
+  // Dense, Conv2D: the kernel's own L2 decay, in place of the optimizer's
+  // weight_decay (Keras' kernel_regularizer=l2(λ) is 2λ).
+  std::optional<float> weight_decay;
   // Model parallelism: the device this layer runs on ("cpu:1", "cuda:0");
   // empty follows the previous layer (core/stage_plan.h).
   std::string device;

@@ -216,7 +216,7 @@ void Optimizer::apply(FlatBuffer& parameters, const FlatBuffer& gradients, float
       const int64_t end = v.offset + v.size * (thread + 1) / threads;
       updateElements<false>(spec_, parameters.data() + begin, gradients.data() + begin,
                             rule.at(begin), nullptr, end - begin, learning_rate, adam_lr,
-                            v.is_kernel ? spec_.weight_decay : 0.0f);
+                            weightDecayOf(v, spec_.weight_decay));
       if (average)
         averageElements(average + begin, parameters.data() + begin, end - begin, decay);
     }
@@ -240,7 +240,7 @@ void Optimizer::applyRange(float* parameters, size_t variable, int64_t offset, i
   }
   const RuleSlots rule = ruleSlots(slots_, rule_slots_).at(offset);
   const float adam_lr = adamStepSize(spec_, learning_rate, update);
-  const float decay = v.is_kernel ? spec_.weight_decay : 0.0f;
+  const float decay = weightDecayOf(v, spec_.weight_decay);
   if (!out) {
     updateElements<false>(spec_, parameters, gradients, rule, nullptr, count, learning_rate,
                           adam_lr, decay);

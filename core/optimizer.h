@@ -9,7 +9,8 @@
 //   rmsprop   r += (g^2 - r) (1 - rho);  a = momentum * a + lr * g / sqrt(r + eps);  p -= a
 //             (r starts at initial_rms; centered: c += (g - c) (1 - rho), and
 //             the root is of r - c^2 + eps)
-// with g += weight_decay * p first for kernels (L2). Frozen variables are
+// with g += weight_decay * p first for kernels (L2; a layer's own decay in
+// place of the optimizer's: weightDecayOf). Frozen variables are
 // never touched. A parameter server applies the same rules to its shard.
 // With a moving average (MovingAverageSpec) each update also moves the
 // slot "ExponentialMovingAverage" towards the updated values.

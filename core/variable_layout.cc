@@ -21,6 +21,7 @@ VariableLayout::VariableLayout(const std::vector<VariableSpec>& variables) {
     v.size = numElements(spec.shape);
     v.trainable = spec.trainable;
     v.is_kernel = spec.is_kernel;
+    v.weight_decay = spec.weight_decay;
     offset += (v.size + kVariableAlignment - 1) / kVariableAlignment * kVariableAlignment;
     views_.push_back(std::move(v));
   }

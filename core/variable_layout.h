@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,7 +22,15 @@ struct VariableView {
   int64_t size = 0;    // numElements(shape)
   bool trainable = true;
   bool is_kernel = false;
+  std::optional<float> weight_decay;  // VariableSpec's: a kernel's layer's own
 };
+
+// The L2 decay an update applies to `v`: its layer's own, else
+// `optimizer_decay` (OptimizerSpec::weight_decay) for a kernel; 0 for a bias.
+inline float weightDecayOf(const VariableView& v, float optimizer_decay) {
+  if (!v.is_kernel) return 0.0f;
+  return v.weight_decay.value_or(optimizer_decay);
+}
 
 class VariableLayout {
  public:

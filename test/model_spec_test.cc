@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "core/layer_graph.h"
 #include "test/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -325,6 +326,23 @@ TEST_CASE("loss: a name, or a mapping with label_smoothing", "[model_spec]") {
         path +
             ":4:8: loss: unknown field 'smoothing' (the fields of the loss are type, "
             "label_smoothing)");
+}
+
+TEST_CASE("a dense or conv2d layer's weight_decay: its kernel's, in the update rule",
+          "[model_spec]") {
+  TempDir dir;
+  const ModelSpec own = loadVariant(dir, "{type: dense, units: 3}",
+                                    "{type: dense, name: out, units: 3, weight_decay: 0.001}");
+  REQUIRE(own.layers[0].weight_decay);
+  CHECK(*own.layers[0].weight_decay == 0.001f);
+  CHECK(updateRule(own) == "sgd, weight_decay of out 0.001, learning rate 0.1");
+  const LayerGraph graph = buildLayerGraph(own);
+  CHECK(graph.variables[0].weight_decay == 0.001f);     // out/kernel
+  CHECK(!graph.variables[1].weight_decay.has_value());  // out/bias
+  CHECK(!loadVariant(dir, "type: sgd", "type: sgd").layers[0].weight_decay);
+  const std::string path = (dir.path() / "variant.yaml").string();
+  CHECK(errorWith(dir, "{type: dense, units: 3}", "{type: dense, units: 3, weight_decay: -1}") ==
+        path + ":3:43: layers[0].weight_decay: expected a non-negative number, got -1");
 }
 
 TEST_CASE("every optional field is read", "[model_spec]") {

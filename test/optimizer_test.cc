@@ -75,6 +75,23 @@ TEST_CASE("sgd with weight decay on kernels") {
   CHECK(t.p(1) == Approx(-1.88f));
 }
 
+TEST_CASE("a layer's own weight decay replaces the optimizer's for its kernel") {
+  OptimizerSpec spec;
+  spec.kind = OptimizerSpec::Kind::Sgd;
+  spec.weight_decay = 0.1f;
+  LayerGraph graph = TwoVariables::makeGraph();
+  graph.variables[0].weight_decay = 0.5f;
+  const VariableLayout layout(graph.variables);
+  CHECK(weightDecayOf(layout.views()[0], spec.weight_decay) == 0.5f);
+  CHECK(weightDecayOf(layout.views()[1], spec.weight_decay) == 0.0f);  // a bias
+  FlatBuffer params(layout.totalSize()), grads(layout.totalSize());
+  params.data()[layout.views()[0].offset] = 1.0f;
+  grads.data()[layout.views()[0].offset] = 0.5f;
+  Optimizer opt(spec, layout);
+  opt.apply(params, grads, 0.1f, 1);  // g' = 0.5 + 0.5 * 1 -> 1 - 0.1
+  CHECK(params.data()[layout.views()[0].offset] == Approx(0.9f));
+}
+
 TEST_CASE("momentum, two steps") {
   TwoVariables t;
   OptimizerSpec spec;

@@ -57,7 +57,8 @@ What each traind rule is in TensorFlow, and so what this script runs:
                   kernel ApplyRMSProp (tf.raw_ops.ResourceApplyRMSProp)
   weight_decay    the loss plus weight_decay * tf.nn.l2_loss(kernel) for each
                   kernel (no bias): gradient += weight_decay * kernel, for
-                  every optimizer (L2, not Keras' decoupled weight decay)
+                  every optimizer (L2, not Keras' decoupled weight decay); a
+                  layer's own weight_decay in place of the optimizer's
   clip_global_norm
                   tf.clip_by_global_norm of that gradient (the penalty's
                   included), on each sync worker's share of the batch before
@@ -426,11 +427,15 @@ def tensorflow_optimizer(section, global_step):
     return v1.AdamOptimizer(rate, section["beta1"], section["beta2"], section["epsilon"])
 
 
-def weight_decay_loss(network, weight_decay):
-    """traind's weight_decay as the L2 loss of the kernels, whose gradient
-    is weight_decay * kernel."""
-    kernels = [v for name, v in network.variables.items() if name.endswith("/kernel")]
-    return weight_decay * tf.add_n([tf.nn.l2_loss(kernel) for kernel in kernels])
+def weight_decay_loss(network, layers, weight_decay):
+    """traind's weight decay as the L2 loss of the kernels, whose gradient
+    is decay * kernel: each layer's own weight_decay, else the optimizer's;
+    None when no kernel decays."""
+    terms = [layer.get("weight_decay", weight_decay) *
+             tf.nn.l2_loss(network.variables[f"{layer['name']}/kernel"])
+             for layer in layers if layer["type"] in ("dense", "conv2d")
+             and layer.get("weight_decay", weight_decay)]
+    return tf.add_n(terms) if terms else None
 
 
 def train_in_tensorflow(case, network, batches):
@@ -456,8 +461,10 @@ def train_in_tensorflow(case, network, batches):
             share_targets = np.array_split(targets, case.workers)[share]
             with tf.GradientTape() as tape:
                 objective = training_loss(network(share_inputs), share_targets, case.loss)
-                if case.optimizer.get("weight_decay"):
-                    objective += weight_decay_loss(network, case.optimizer["weight_decay"])
+                decay = weight_decay_loss(network, case.layers,
+                                          case.optimizer.get("weight_decay", 0.0))
+                if decay is not None:
+                    objective += decay
             share_gradients = tape.gradient(objective, variables)
             if clip_norm is not None:
                 share_gradients, norm = tf.clip_by_global_norm(share_gradients, clip_norm)
@@ -806,6 +813,14 @@ def training_cases(steps):
               "weight_decay": 0.05}, fashion),
         Case("label_smoothing 0.2", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1}, fashion,
              loss={"type": "softmax_cross_entropy", "label_smoothing": 0.2}),
+        # A layer's own decay beside the optimizer's, both in the clipped norm.
+        Case("layer weight_decay clip_global_norm", [
+            {"type": "flatten"},
+            {"type": "dense", "name": "hidden", "units": 32, "activation": "relu",
+             "weight_decay": 0.2},
+            {"type": "dense", "name": "logits", "units": 10}],
+             {"type": "momentum", "learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.01,
+              "clip_global_norm": 0.5}, fashion),
         Case("layers cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},

@@ -31,7 +31,7 @@ CudaOptimizer::CudaOptimizer(const OptimizerSpec& spec, const VariableLayout& la
   std::vector<UpdateChunk> chunks;
   for (const VariableView& v : layout.views()) {
     if (!v.trainable) continue;
-    const float decay = v.is_kernel ? spec.weight_decay : 0.0f;
+    const float decay = weightDecayOf(v, spec.weight_decay);
     for (int64_t begin = 0; begin < v.size; begin += kChunkElements)
       chunks.push_back(
           {v.offset + begin, v.offset + std::min(v.size, begin + kChunkElements), decay});
