@@ -469,6 +469,14 @@ void readLoss(const Field& field, ModelSpec& spec) {
   }
 }
 
+// The optimizers by their `type` word: what readOptimizer takes and
+// optimizerName gives.
+const Choices<OptimizerSpec::Kind> kOptimizerKinds = {{"sgd", OptimizerSpec::Kind::Sgd},
+                                                      {"momentum", OptimizerSpec::Kind::Momentum},
+                                                      {"adagrad", OptimizerSpec::Kind::Adagrad},
+                                                      {"adam", OptimizerSpec::Kind::Adam},
+                                                      {"rmsprop", OptimizerSpec::Kind::RmsProp}};
+
 void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpec& rate) {
   using Kind = OptimizerSpec::Kind;
   Mapping fields(field);
@@ -480,12 +488,10 @@ void readOptimizer(const Field& field, OptimizerSpec& optimizer, LearningRateSpe
          "initial_accumulator", "beta1", "beta2", "rho", "centered", "initial_rms", "epsilon"},
         "an optimizer");
   }
-  const Field type = fields.get("type", "one of sgd, momentum, adagrad, adam, rmsprop");
-  optimizer.kind = readChoice<Kind>(type, {{"sgd", Kind::Sgd},
-                                           {"momentum", Kind::Momentum},
-                                           {"adagrad", Kind::Adagrad},
-                                           {"adam", Kind::Adam},
-                                           {"rmsprop", Kind::RmsProp}});
+  std::vector<std::string_view> types;
+  for (const auto& choice : kOptimizerKinds) types.push_back(choice.first);
+  const Field type = fields.get("type", "one of " + joined(types));
+  optimizer.kind = readChoice<Kind>(type, kOptimizerKinds);
   std::vector<std::string_view> known = common;
   switch (optimizer.kind) {
     case Kind::Sgd:
@@ -827,18 +833,8 @@ std::string architectureHash(const ModelSpec& spec) {
 }
 
 std::string_view optimizerName(OptimizerSpec::Kind kind) {
-  switch (kind) {
-    case OptimizerSpec::Kind::Sgd:
-      return "sgd";
-    case OptimizerSpec::Kind::Momentum:
-      return "momentum";
-    case OptimizerSpec::Kind::Adagrad:
-      return "adagrad";
-    case OptimizerSpec::Kind::Adam:
-      return "adam";
-    case OptimizerSpec::Kind::RmsProp:
-      return "rmsprop";
-  }
+  for (const auto& [word, value] : kOptimizerKinds)
+    if (value == kind) return word;
   return "unknown";
 }
 

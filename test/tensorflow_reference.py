@@ -456,9 +456,8 @@ def train_in_tensorflow(case, network, batches):
         # Each worker's gradient, clipped by that worker, then their mean
         # (SyncReplicasOptimizer's): a step of one worker is the plain one.
         gradients = None
-        for share in range(case.workers):
-            share_inputs = np.array_split(inputs, case.workers)[share]
-            share_targets = np.array_split(targets, case.workers)[share]
+        for share_inputs, share_targets in zip(np.array_split(inputs, case.workers),
+                                               np.array_split(targets, case.workers)):
             with tf.GradientTape() as tape:
                 objective = training_loss(network(share_inputs), share_targets, case.loss)
                 decay = weight_decay_loss(network, case.layers,

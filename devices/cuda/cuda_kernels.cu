@@ -379,8 +379,9 @@ __global__ void softmaxCrossEntropyKernel(const float* logits, int64_t n, int64_
     const int64_t label = labels[row_index];
     const float off_target = label_smoothing / float(k);
     const float on_target = 1.0f - label_smoothing + off_target;
-    loss = log(sum) - double(row[label] - max);
-    if (label_smoothing != 0.0f) {
+    if (label_smoothing == 0.0f) {
+      loss = log(sum) - double(row[label] - max);
+    } else {
       double shifted_sum = 0.0;
       for (int64_t j = 0; j < k; ++j) shifted_sum += double(row[j] - max);
       loss = log(sum) - double(on_target - off_target) * double(row[label] - max) -
