@@ -694,22 +694,47 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
 InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
                           const std::vector<LayerSpec>& layers) {
   Mapping fields(field);
-  fields.allowOnly({"checkpoint", "layers"}, "the init_from section");
+  fields.allowOnly({"checkpoint", "scope", "layers"}, "the init_from section");
   InitFromSpec init;
   init.location = field.where;
   init.checkpoint = resolvePath(fields.get("checkpoint"), spec_dir);
+  std::string scope;
+  if (auto f = fields.find("scope")) {
+    scope = readText(*f, "a variable scope, such as net or model/tower_0");
+    if (scope.empty() || scope.front() == '/' || scope.back() == '/')
+      failExpected(*f, "a variable scope without a leading or trailing '/', such as net");
+  }
   const Field names = fields.get("layers");
   const std::vector<Field> items = listItems(names, "a list of layer names");
   if (items.empty()) failExpected(names, "a non-empty list of layer names");
   for (const Field& item : items) {
+    // A layer's name, or {name: hidden1, from: dnn/hiddenlayer_0}.
+    std::optional<Field> name_field = item;
+    std::string from;
+    if (item.node.IsMap()) {
+      Mapping layer_fields(item);
+      layer_fields.allowOnly({"name", "from"}, "an init_from layer");
+      name_field = layer_fields.get("name");
+      if (auto f = layer_fields.find("from")) {
+        from = readText(*f, "the prefix of the layer's variables in the checkpoint");
+        if (from.empty() || from.front() == '/' || from.back() == '/')
+          failExpected(*f,
+                       "the prefix of the layer's variables in the checkpoint, without a "
+                       "leading or trailing '/', such as dnn/hiddenlayer_0");
+      }
+    }
     const auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) {
-      return isText(item.node) && l.name == item.node.Scalar();
+      return isText(name_field->node) && l.name == name_field->node.Scalar();
     });
     if (layer == layers.end() || !hasVariables(layer->kind))
-      failExpected(item, "the name of a dense or conv2d layer of this spec");
-    if (std::find(init.layers.begin(), init.layers.end(), layer->name) != init.layers.end())
-      fail(item, "layer " + quoted(layer->name) + " is listed twice");
-    init.layers.push_back(layer->name);
+      failExpected(*name_field, "the name of a dense or conv2d layer of this spec");
+    if (std::any_of(init.layers.begin(), init.layers.end(),
+                    [&](const InitFromLayer& listed) { return listed.name == layer->name; }))
+      fail(*name_field, "layer " + quoted(layer->name) + " is listed twice");
+    const std::string source = !from.empty()   ? from
+                               : scope.empty() ? layer->name
+                                               : scope + "/" + layer->name;
+    init.layers.push_back({layer->name, source});
   }
   return init;
 }

@@ -195,9 +195,24 @@ struct CheckpointSpec {
 };
 
 // Fine-tuning: copy the named layers' variables from another checkpoint.
+struct InitFromLayer {
+  std::string name;  // a layer of this spec with variables
+  // Where its variables are in the checkpoint: "<source>/kernel",
+  // "<source>/bias". The layer's `from`, else the section's `scope` and the
+  // layer's name ("net/hidden1"), else its name.
+  std::string source;
+  // Spelled out: nvcc compiles this header as C++17.
+  bool operator==(const InitFromLayer& other) const {
+    return name == other.name && source == other.source;
+  }
+};
+
 struct InitFromSpec {
-  std::string checkpoint;            // a checkpoint directory (its latest) or one checkpoint
-  std::vector<std::string> layers;   // layer names present in both models
+  // A traind checkpoint, or a directory of them (its latest); or a
+  // TensorFlow checkpoint: its prefix, or a directory with TensorFlow's
+  // `checkpoint` file (core/tensorflow_checkpoint.h).
+  std::string checkpoint;
+  std::vector<InitFromLayer> layers;
   SourceLocation location;
 };
 

@@ -11,6 +11,7 @@
 
 #include "core/printable.h"
 #include "core/safetensors.h"
+#include "core/tensorflow_checkpoint.h"
 
 namespace traind {
 namespace {
@@ -39,48 +40,93 @@ std::string ModelState::initialize() {
   std::string said = "initialised the parameters";
   if (spec_.init_from) {
     std::string layers;
-    for (const std::string& layer : spec_.init_from->layers)
-      layers += (layers.empty() ? "" : ", ") + layer;
+    for (const InitFromLayer& layer : spec_.init_from->layers)
+      layers += (layers.empty() ? "" : ", ") + layer.name;
     said += "; layers " + layers + " from " + initFrom(*spec_.init_from).string();
   }
   optimizer_.startMovingAverage(parameters_);
   return said;
 }
 
+namespace {
+
+// The checkpoint's name for variable `variable` ("kernel") of the layer whose
+// variables are under `source`: "<source>/kernel" as traind and TensorFlow 1
+// name it; a TensorFlow 2 object-based checkpoint (tf.train.Checkpoint)
+// names its value "<source>/kernel/.ATTRIBUTES/VARIABLE_VALUE", and Keras 3
+// keeps a kernel as "_kernel". The first the checkpoint holds, else the first.
+template <typename Reader>
+std::string checkpointKey(const Reader& reader, const std::string& source,
+                          std::string_view variable) {
+  constexpr std::string_view kObjectValue = "/.ATTRIBUTES/VARIABLE_VALUE";
+  const std::string plain = fmt::format("{}/{}", source, variable);
+  for (const std::string& key : {plain, plain + std::string(kObjectValue),
+                                 fmt::format("{}/_{}{}", source, variable, kObjectValue)})
+    if (reader.contains(key)) return key;
+  return plain;
+}
+
+// Copies the init_from layers' variables from `reader` (a traind or a
+// TensorFlow checkpoint's) into `parameters`. InputError at the spec's
+// init_from line when a tensor is missing or of another shape.
+template <typename Reader>
+void copyLayers(const Reader& reader, const std::filesystem::path& checkpoint,
+                const InitFromSpec& init_from, const VariableLayout& layout,
+                FlatBuffer& parameters) {
+  for (const InitFromLayer& layer : init_from.layers) {
+    bool found = false;
+    for (const VariableView& v : layout.views()) {
+      if (v.name.compare(0, layer.name.size() + 1, layer.name + "/") != 0) continue;
+      found = true;
+      const std::string key = checkpointKey(reader, layer.source,
+                                            std::string_view(v.name).substr(layer.name.size() + 1));
+      if (!reader.contains(key))
+        throwInputError(init_from.location, "init_from.layers",
+                        "checkpoint " + checkpoint.string() + " has no tensor " +
+                            quotedPrintable(key) + " (for layer '" + layer.name +
+                            "'); `trainctl inspect " + checkpoint.string() +
+                            "` lists the tensors it has");
+      // The layer as this spec declares it, or the list, is what to change.
+      if (reader.shape(key) != v.shape)
+        throwInputError(init_from.location, "init_from.layers",
+                        "layer '" + layer.name +
+                            "' does not fit the checkpoint's: " + checkpoint.string() + " holds " +
+                            quotedPrintable(key) + " of shape " + shapeToString(reader.shape(key)) +
+                            ", this model's '" + v.name + "' is " + shapeToString(v.shape));
+      reader.read(key, v.shape, parameters.view(v));
+    }
+    if (!found)
+      throwInputError(init_from.location, "init_from.layers",
+                      "layer '" + layer.name + "' has no variables in this model");
+  }
+}
+
+}  // namespace
+
 std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
+  std::optional<std::filesystem::path> tensorflow_prefix;
+  std::optional<TensorflowCheckpointReader> tensorflow;
   std::filesystem::path checkpoint;
   std::optional<SafetensorsReader> tensors;
   try {
-    checkpoint = resolveCheckpoint(init_from.checkpoint);
-    const CheckpointManifest manifest = readManifest(checkpoint);
-    tensors.emplace(checkpoint / manifest.tensors_file);
-    checkAgreesWithManifest(checkpoint, manifest, *tensors);
+    tensorflow_prefix = findTensorflowCheckpoint(init_from.checkpoint);
+    if (tensorflow_prefix) {
+      tensorflow.emplace(*tensorflow_prefix);
+    } else {
+      checkpoint = resolveCheckpoint(init_from.checkpoint);
+      const CheckpointManifest manifest = readManifest(checkpoint);
+      tensors.emplace(checkpoint / manifest.tensors_file);
+      checkAgreesWithManifest(checkpoint, manifest, *tensors);
+    }
   } catch (const InputError& e) {
     // The spec's line is the one to change.
     throwInputError(init_from.location, "init_from.checkpoint", e.what());
   }
-  const SafetensorsReader& reader = *tensors;
-  for (const std::string& layer : init_from.layers) {
-    bool found = false;
-    for (const VariableView& v : layout_.views()) {
-      if (v.name.compare(0, layer.size() + 1, layer + "/") != 0) continue;
-      found = true;
-      if (!reader.contains(v.name))
-        throwInputError(init_from.location, "init_from.layers",
-                        "checkpoint " + checkpoint.string() + " has no tensor '" + v.name + "'");
-      // The layer as this spec declares it, or the list, is what to change.
-      if (reader.shape(v.name) != v.shape)
-        throwInputError(init_from.location, "init_from.layers",
-                        "layer '" + layer +
-                            "' does not fit the checkpoint's: " + checkpoint.string() + " holds '" +
-                            v.name + "' of shape " + shapeToString(reader.shape(v.name)) +
-                            ", this model's is " + shapeToString(v.shape));
-      reader.read(v.name, v.shape, parameters_.view(v));
-    }
-    if (!found)
-      throwInputError(init_from.location, "init_from.layers",
-                      "layer '" + layer + "' has no variables in this model");
+  if (tensorflow) {
+    copyLayers(*tensorflow, *tensorflow_prefix, init_from, layout_, parameters_);
+    return *tensorflow_prefix;
   }
+  copyLayers(*tensors, checkpoint, init_from, layout_, parameters_);
   return checkpoint;
 }
 

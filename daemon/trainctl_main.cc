@@ -6,6 +6,7 @@
 //   trainctl stop --cluster c.yaml            workers first (the chief checkpoints), then ps
 //   trainctl checkpoint --cluster c.yaml      the chief writes a checkpoint now
 //   trainctl inspect /tmp/ckpt                tensors, shapes, global step of a checkpoint
+//                                             (traind's, or TensorFlow's)
 //   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
 //   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
 //
@@ -34,6 +35,7 @@
 #include "core/placement.h"
 #include "core/printable.h"
 #include "core/safetensors.h"
+#include "core/tensorflow_checkpoint.h"
 #include "daemon/evaluation.h"
 #include "daemon/flag_checks.h"
 #include "daemon/logging.h"
@@ -567,7 +569,29 @@ int runCheckpoint(const NodeFlags& flags) {
   }
 }
 
+// A TensorFlow checkpoint's tensors, with their dtypes: what init_from's
+// names and scope are chosen from.
+void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
+  const TensorflowCheckpointReader reader(prefix);
+  std::printf("TensorFlow checkpoint: %s\n", prefix.string().c_str());
+  if (reader.contains("global_step") && reader.dtypeName("global_step") == "int64" &&
+      reader.shape("global_step").empty())
+    std::printf("global step: %lld\n", static_cast<long long>(reader.readInt64("global_step")));
+  std::vector<std::vector<std::string>> rows = {{"TENSOR", "DTYPE", "SHAPE"}};
+  for (const std::string& name : reader.names()) {
+    std::string shape = shapeToString(reader.shape(name));
+    if (reader.slices(name) > 0) shape += fmt::format(" in {} parts", reader.slices(name));
+    rows.push_back({printable(name), reader.dtypeName(name), shape});
+  }
+  std::fputs(table(rows).c_str(), stdout);
+  std::printf("%zu tensors\n", rows.size() - 1);
+}
+
 int runInspect(const std::string& path) {
+  if (const auto prefix = findTensorflowCheckpoint(path)) {
+    inspectTensorflowCheckpoint(*prefix);
+    return 0;
+  }
   readResolvedCheckpoint(path, [](const std::filesystem::path& checkpoint) {
     const CheckpointManifest manifest = readManifest(checkpoint);
     const SafetensorsReader reader(checkpoint / manifest.tensors_file);
@@ -651,7 +675,10 @@ int main(int argc, char** argv) {
 
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "a checkpoint's step and tensors");
-  inspect->add_option("checkpoint", inspect_path, "a checkpoint, or a directory with a 'latest'")
+  inspect
+      ->add_option("checkpoint", inspect_path,
+                   "a checkpoint, or a directory with a 'latest'; or a TensorFlow checkpoint "
+                   "(its prefix, or its directory)")
       ->required();
 
   std::string placement_model, placement_cluster;

@@ -752,7 +752,7 @@ TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint
                     Catch::Contains("says model_name other, " + tensors + " says regression"));
   // init_from refuses it as well: it took the layers of such a checkpoint.
   ModelSpec fine_tuning = spec;
-  fine_tuning.init_from = InitFromSpec{saved.string(), {"hidden"}, {}};
+  fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden"}}, {}};
   ModelState fine_tuned(fine_tuning, graph);
   CHECK_THROWS_WITH(fine_tuned.initialize(),
                     Catch::Contains("says model_name other, " + tensors + " says regression"));

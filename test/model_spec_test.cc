@@ -151,7 +151,9 @@ TEST_CASE("fashion_finetune.yaml freezes and reuses the base layers", "[model_sp
   const ModelSpec spec = loadModelSpec(configPath("fashion_finetune.yaml"));
   REQUIRE(spec.init_from);
   CHECK(spec.init_from->checkpoint == "/tmp/traind/fashion_base");
-  CHECK(spec.init_from->layers == std::vector<std::string>{"hidden1", "hidden2", "hidden3"});
+  CHECK(spec.init_from->layers == std::vector<InitFromLayer>{{"hidden1", "hidden1"},
+                                                             {"hidden2", "hidden2"},
+                                                             {"hidden3", "hidden3"}});
   for (const LayerSpec& layer : spec.layers) {
     INFO(layer.name);
     const bool base = layer.name == "hidden1" || layer.name == "hidden2" || layer.name == "hidden3";
@@ -632,7 +634,7 @@ TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]")
   CHECK(spec.checkpoint.dir == (root / "specs/ckpt").string());
   REQUIRE(spec.init_from);
   CHECK(spec.init_from->checkpoint == (root / "base").string());
-  CHECK(spec.init_from->layers == std::vector<std::string>{"out"});
+  CHECK(spec.init_from->layers == std::vector<InitFromLayer>{{"out", "out"}});
 }
 
 TEST_CASE("a relative spec path resolves from the working directory", "[model_spec]") {
@@ -1166,6 +1168,42 @@ TEST_CASE("init_from names layers of this spec that have variables", "[model_spe
         path + ":5:48: init_from.layers[1]: layer 'hidden' is listed twice");
   CHECK(errorWith(dir, layers, two_layers + "init_from: {layers: [hidden]}\n") ==
         path + ":5:12: init_from: missing field 'checkpoint'");
+}
+
+TEST_CASE("init_from finds a layer's variables under a scope, or a prefix of its own",
+          "[model_spec]") {
+  TempDir dir;
+  const std::string path = (dir.path() / "variant.yaml").string();
+  const std::string layers = "  - {type: dense, units: 3}\n";
+  const std::string two_layers =
+      "  - {type: dense, name: hidden, units: 3}\n  - {type: dense, name: out, units: 2}\n";
+  // TensorFlow 1 names a layer's variables after its variable scopes.
+  const ModelSpec scoped =
+      loadVariant(dir, layers,
+                  two_layers +
+                      "init_from: {checkpoint: base, scope: net, layers: [hidden, "
+                      "{name: out, from: dnn/logits}]}\n");
+  REQUIRE(scoped.init_from);
+  CHECK(scoped.init_from->layers ==
+        std::vector<InitFromLayer>{{"hidden", "net/hidden"}, {"out", "dnn/logits"}});
+  CHECK(errorWith(dir, layers,
+                  two_layers + "init_from: {checkpoint: base, scope: /net, layers: [out]}\n") ==
+        path +
+            ":5:38: init_from.scope: expected a variable scope without a leading or trailing "
+            "'/', such as net, got '/net'");
+  CHECK(
+      errorWith(dir, layers,
+                two_layers + "init_from: {checkpoint: base, layers: [{name: out, from: a/}]}\n") ==
+      path +
+          ":5:58: init_from.layers[0].from: expected the prefix of the layer's variables in "
+          "the checkpoint, without a leading or trailing '/', such as dnn/hiddenlayer_0, got "
+          "'a/'");
+  CHECK(errorWith(dir, layers,
+                  two_layers + "init_from: {checkpoint: base, layers: [{name: out, form: a}]}\n") ==
+        path + ":5:52: init_from.layers[0]: unknown field 'form' (did you mean 'from'?)");
+  CHECK(
+      errorWith(dir, layers, two_layers + "init_from: {checkpoint: base, layers: [{from: a}]}\n") ==
+      path + ":5:40: init_from.layers[0]: missing field 'name'");
 }
 
 TEST_CASE("architectureHash covers what decides variable shapes, and only that", "[model_spec]") {

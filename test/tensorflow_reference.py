@@ -4,7 +4,8 @@
     tensorflow_reference.py --traind build/daemon/traind [--work-dir DIR] [--steps N]
 
 Each check trains a small model twice for --steps steps (30 by default),
-from the same initial parameters on the same batches (the first
+from the same initial parameters (a TensorFlow checkpoint that traind's
+init_from reads) on the same batches (the first
 Fashion-MNIST training examples, or traind's synthetic regression data
 regenerated here, in order): once with traind, once with TensorFlow's ops
 and optimizers. traind's final checkpoint must hold what TensorFlow ends
@@ -116,7 +117,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chat
 try:
     import numpy as np
     import tensorflow as tf
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file
 except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
@@ -125,6 +126,9 @@ v1 = tf.compat.v1.train
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 SEED = 42
+# traind starts from TensorFlow's initial values through a TensorFlow
+# checkpoint, as a TensorFlow 1 model's variables are named: under a scope.
+INITIAL_SCOPE = "reference"
 BATCH_SIZE = 16
 TRAIND_TIMEOUT_SECONDS = 120
 
@@ -530,14 +534,16 @@ def write_file(path, text):
 
 
 def write_checkpoint(directory, tensors):
-    """A checkpoint as docs/checkpoints.md lays one out, for init_from."""
+    """A TensorFlow checkpoint of `tensors` under the variable scope
+    INITIAL_SCOPE, written by the op tf.compat.v1.train.Saver runs (SaveV2),
+    for init_from; returns its prefix."""
     os.makedirs(directory)
-    save_file(tensors, os.path.join(directory, "model.safetensors"))
-    manifest = {"format_version": 1, "global_step": 0, "model_name": "tensorflow_reference",
-                "architecture_hash": "",
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "tensors_file": "model.safetensors"}
-    write_file(os.path.join(directory, "manifest.json"), json.dumps(manifest))
+    prefix = os.path.join(directory, "model.ckpt-0")
+    names = sorted(tensors)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=[f"{INITIAL_SCOPE}/{n}" for n in names],
+                      shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(tensors[n]) for n in names])
+    return prefix
 
 
 def latest_checkpoint(directory):
@@ -692,15 +698,15 @@ def check_case(case, traind, work_dir, steps):
     """Trains `case` with traind and with TensorFlow; compares what they end with."""
     directory = fresh_directory(os.path.join(work_dir, case.name.replace(" ", "_")))
     network = Network(case.layers, case.examples.input_shape)
-    initial = os.path.join(directory, "initial")
-    write_checkpoint(initial, {name: v.numpy() for name, v in network.variables.items()})
+    initial = write_checkpoint(os.path.join(directory, "initial"),
+                               {name: v.numpy() for name, v in network.variables.items()})
     spec = {
         "input": case.examples.input_shape, "layers": case.layers, "loss": case.loss,
         "optimizer": case.optimizer,
         "data": {**case.examples.data_section, "batch_size": BATCH_SIZE},
         "training": {"max_steps": steps, "log_every": steps, "threads": 1,
                      **{k: v for k, v in case.placement.items() if k != "stages"}},
-        "init_from": {"checkpoint": initial, "layers": [
+        "init_from": {"checkpoint": initial, "scope": INITIAL_SCOPE, "layers": [
             layer["name"] for layer in case.layers if layer["type"] in ("dense", "conv2d")]},
     }
     if case.moving_average is not None:

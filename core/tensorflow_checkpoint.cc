@@ -1,0 +1,468 @@
+#include "core/tensorflow_checkpoint.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "core/crc32c.h"
+#include "core/error.h"
+#include "core/printable.h"
+#include "core/tensor_bundle.pb.h"
+
+namespace traind {
+
+// Tensor bytes are copied into float and int64 arrays as they are.
+static_assert(std::endian::native == std::endian::little, "checkpoint data is little-endian");
+
+namespace {
+
+namespace tc = tensorflow_checkpoint_format;
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw InputError(path.string() + ": " + what);
+}
+
+// TensorFlow's DataType numbers, for messages and trainctl inspect.
+std::string dataTypeName(int dtype) {
+  switch (dtype) {
+    case 1:
+      return "float32";
+    case 2:
+      return "float64";
+    case 3:
+      return "int32";
+    case 4:
+      return "uint8";
+    case 5:
+      return "int16";
+    case 6:
+      return "int8";
+    case 7:
+      return "string";
+    case 9:
+      return "int64";
+    case 10:
+      return "bool";
+    case 14:
+      return "bfloat16";
+    case 19:
+      return "float16";
+    case 20:
+      return "resource";
+    case 21:
+      return "variant";
+    default:
+      return fmt::format("dtype {}", dtype);
+  }
+}
+
+// Bytes of one element, for the dtypes whose size is fixed; 0 otherwise
+// (strings, variants), whose entries' sizes are then taken as they are.
+uint64_t elementBytes(int dtype) {
+  switch (dtype) {
+    case 1:
+    case 3:
+      return 4;
+    case 2:
+    case 9:
+      return 8;
+    case 4:
+    case 6:
+    case 10:
+      return 1;
+    case 5:
+    case 14:
+    case 19:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// A cursor over bytes of the index that fails, naming the file and the
+// place, instead of reading past them.
+class Bytes {
+ public:
+  Bytes(std::string_view data, const std::filesystem::path& file, std::string where)
+      : data_(data), file_(file), where_(std::move(where)) {}
+
+  bool empty() const { return data_.empty(); }
+
+  uint64_t varint(int max_bits) {
+    uint64_t value = 0;
+    for (int shift = 0; shift < max_bits; shift += 7) {
+      if (data_.empty()) corrupt("a number runs past its block");
+      const auto byte = uint8_t(data_.front());
+      data_.remove_prefix(1);
+      value |= uint64_t(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) {
+        if (max_bits < 64 && (value >> max_bits) != 0) corrupt("a number is out of range");
+        return value;
+      }
+    }
+    corrupt("a number is longer than its encoding allows");
+  }
+
+  std::string_view take(uint64_t size) {
+    if (size > data_.size()) corrupt("an entry runs past its block");
+    const std::string_view taken = data_.substr(0, size);
+    data_.remove_prefix(size);
+    return taken;
+  }
+
+  [[noreturn]] void corrupt(const std::string& what) const {
+    fail(file_, where_ + ": " + what + " (the file is corrupt)");
+  }
+
+ private:
+  std::string_view data_;
+  const std::filesystem::path& file_;
+  std::string where_;
+};
+
+uint32_t fixed32(std::string_view bytes) {
+  uint32_t value = 0;
+  std::memcpy(&value, bytes.data(), sizeof value);
+  return value;
+}
+
+struct BlockHandle {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+BlockHandle readHandle(Bytes& bytes) {
+  BlockHandle handle;
+  handle.offset = bytes.varint(64);
+  handle.size = bytes.varint(64);
+  return handle;
+}
+
+// The contents of the block at `handle` of the index file `index`, checked
+// against the CRC32C of its trailer.
+std::string_view blockAt(std::string_view index, const BlockHandle& handle,
+                         const std::filesystem::path& path) {
+  const std::string where = fmt::format("block at offset {}", handle.offset);
+  if (handle.offset > index.size() || handle.size > index.size() - handle.offset ||
+      index.size() - handle.offset - handle.size < tc::kBlockTrailerBytes)
+    fail(path, fmt::format("{} of {} bytes: it runs past the file's end at {} (the file is "
+                           "truncated or corrupt)",
+                           where, handle.size, index.size()));
+  const std::string_view contents = index.substr(handle.offset, handle.size);
+  const std::string_view trailer =
+      index.substr(handle.offset + handle.size, tc::kBlockTrailerBytes);
+  const uint32_t actual = crc32c(trailer.substr(0, 1), crc32c(contents));
+  if (unmaskCrc32c(fixed32(trailer.substr(1))) != actual)
+    fail(path, where + ": its CRC32C does not match its bytes (the file is corrupt)");
+  if (trailer[0] != 0)
+    fail(path, fmt::format("{} is compressed (type {}): traind reads uncompressed tables, as "
+                           "TensorFlow writes its checkpoints' indexes",
+                           where, int(uint8_t(trailer[0]))));
+  return contents;
+}
+
+// The key/value entries of a block in order: each key is stored as the
+// number of bytes it shares with the one before, then the rest.
+void forEachEntry(
+    std::string_view block, const std::filesystem::path& path, const std::string& where,
+    const std::function<void(const std::string& key, std::string_view value)>& visit) {
+  Bytes bytes(block, path, where);
+  if (block.size() < sizeof(uint32_t)) bytes.corrupt("shorter than its restart count");
+  const uint64_t restarts = fixed32(block.substr(block.size() - sizeof(uint32_t)));
+  if (restarts == 0 || restarts > (block.size() - sizeof(uint32_t)) / sizeof(uint32_t))
+    bytes.corrupt(
+        fmt::format("{} restart points do not fit in its {} bytes", restarts, block.size()));
+  const size_t entries_end = block.size() - sizeof(uint32_t) * (restarts + 1);
+  Bytes entries(block.substr(0, entries_end), path, where);
+  std::string key;
+  bool first = true;
+  while (!entries.empty()) {
+    const uint64_t shared = entries.varint(32);
+    const uint64_t unshared = entries.varint(32);
+    const uint64_t value_size = entries.varint(32);
+    if (shared > key.size()) entries.corrupt("a key shares more bytes than the key before has");
+    std::string next = key.substr(0, shared);
+    next += entries.take(unshared);
+    if (!first && next <= key) entries.corrupt("its keys are out of order");
+    key = std::move(next);
+    first = false;
+    visit(key, entries.take(value_size));
+  }
+}
+
+std::string readWholeFile(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    if (std::filesystem::exists(path, ec)) fail(path, "not a regular file");
+    fail(path, "cannot open: no such file");
+  }
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) fail(path, "cannot read its size: " + ec.message());
+  if (size > tc::kMaxIndexBytes)
+    fail(path, fmt::format("{} bytes, past the {} an index of a checkpoint traind can use takes",
+                           size, tc::kMaxIndexBytes));
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(size, '\0');
+  if (!in.read(bytes.data(), std::streamsize(size)) || in.gcount() != std::streamsize(size))
+    fail(path, "cannot read it whole (is it being written?)");
+  return bytes;
+}
+
+Shape readShape(const tensorflow::TensorShapeProto& proto, Bytes& where) {
+  if (proto.unknown_rank()) where.corrupt("its shape is of unknown rank");
+  Shape shape;
+  for (const auto& dim : proto.dim()) {
+    if (dim.size() < 0) where.corrupt(fmt::format("a dimension of {}", dim.size()));
+    shape.push_back(dim.size());
+  }
+  return shape;
+}
+
+}  // namespace
+
+std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::path with_index = path;
+  with_index += tc::kIndexSuffix;
+  if (std::filesystem::exists(with_index, ec)) return path;
+  const std::filesystem::path state = path / tc::kStateFile;
+  if (!std::filesystem::is_directory(path, ec) || !std::filesystem::is_regular_file(state, ec))
+    return std::nullopt;
+  // A text-format CheckpointState: `model_checkpoint_path: "..."` on a line
+  // of its own, then the ones kept (all_model_checkpoint_paths).
+  std::ifstream in(state);
+  std::string line;
+  int line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    constexpr std::string_view field = "model_checkpoint_path:";
+    if (line.rfind(field, 0) != 0) continue;
+    const size_t open = line.find('"', field.size());
+    const size_t close = line.rfind('"');
+    const std::string where = fmt::format("{}:{}", state.string(), line_number);
+    if (open == std::string::npos || close <= open)
+      throw InputError(where + ": model_checkpoint_path: expected a quoted path, got " +
+                       quotedPrintable(line));
+    const std::string named = line.substr(open + 1, close - open - 1);
+    if (named.find('\\') != std::string::npos)
+      throw InputError(where + ": model_checkpoint_path: a path with escapes (" +
+                       quotedPrintable(named) + "): give the checkpoint's prefix instead");
+    std::filesystem::path prefix = named;
+    if (prefix.is_relative()) prefix = path / prefix;
+    std::filesystem::path index = prefix;
+    index += tc::kIndexSuffix;
+    if (!std::filesystem::exists(index, ec))
+      throw InputError(where + ": model_checkpoint_path names " + prefix.string() + ", but " +
+                       index.string() + " is not there");
+    return prefix;
+  }
+  throw InputError(state.string() + ": no model_checkpoint_path line: expected TensorFlow's " +
+                   "checkpoint state naming the newest checkpoint");
+}
+
+TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::path& prefix)
+    : prefix_(prefix) {
+  std::filesystem::path index_path = prefix;
+  index_path += tc::kIndexSuffix;
+  const std::string index = readWholeFile(index_path);
+  if (index.size() < tc::kFooterBytes)
+    fail(index_path, fmt::format("{} bytes, too short for a table's {}-byte footer (the file is "
+                                 "truncated, or not a TensorFlow checkpoint's index)",
+                                 index.size(), tc::kFooterBytes));
+  const std::string_view footer = std::string_view(index).substr(index.size() - tc::kFooterBytes);
+  uint64_t magic = 0;
+  std::memcpy(&magic, footer.data() + tc::kFooterBytes - sizeof magic, sizeof magic);
+  if (magic != tc::kTableMagic)
+    fail(index_path,
+         "its last 8 bytes are not a table's magic number (the file is truncated, or "
+         "not a TensorFlow checkpoint's index)");
+  Bytes handles(footer, index_path, "footer");
+  readHandle(handles);  // the meta-index: TensorFlow writes it empty
+  const BlockHandle index_block = readHandle(handles);
+
+  bool has_header = false;
+  forEachEntry(
+      blockAt(index, index_block, index_path), index_path, "index block",
+      [&](const std::string&, std::string_view value) {
+        Bytes handle_bytes(value, index_path, "index block");
+        const BlockHandle data_block = readHandle(handle_bytes);
+        const std::string where = fmt::format("block at offset {}", data_block.offset);
+        forEachEntry(
+            blockAt(index, data_block, index_path), index_path, where,
+            [&](const std::string& key, std::string_view message) {
+              Bytes entry_where(message, index_path, where + ", entry " + quotedPrintable(key));
+              if (key.empty()) {
+                tensorflow::BundleHeaderProto header;
+                if (!header.ParseFromArray(message.data(), int(message.size())))
+                  entry_where.corrupt("the header is not a BundleHeaderProto");
+                if (header.num_shards() < 1)
+                  entry_where.corrupt(fmt::format("{} data files", header.num_shards()));
+                if (header.endianness() != 0)
+                  fail(index_path,
+                       "the checkpoint was written big-endian; traind reads little-endian ones");
+                if (header.version().min_consumer() > 1)
+                  fail(index_path,
+                       fmt::format("the checkpoint's format needs a reader of version {} or "
+                                   "later; traind reads version 1 (TensorFlow 1.x and 2.x)",
+                                   header.version().min_consumer()));
+                shards_ = header.num_shards();
+                has_header = true;
+                return;
+              }
+              // A part of a partitioned variable, under a key of its own that starts
+              // with a 0 byte; its whole variable's entry lists the parts.
+              if (key.front() == '\0') return;
+              tensorflow::BundleEntryProto proto;
+              if (!proto.ParseFromArray(message.data(), int(message.size())))
+                entry_where.corrupt("not a BundleEntryProto");
+              Entry e;
+              e.dtype = proto.dtype();
+              e.shape = readShape(proto.shape(), entry_where);
+              e.slices = proto.slices_size();
+              e.shard = proto.shard_id();
+              if (proto.offset() < 0 || proto.size() < 0)
+                entry_where.corrupt(
+                    fmt::format("offset {}, size {}", proto.offset(), proto.size()));
+              e.offset = uint64_t(proto.offset());
+              e.size = uint64_t(proto.size());
+              e.masked_crc = proto.crc32c();
+              const uint64_t element = elementBytes(e.dtype);
+              const int64_t elements = numElementsSaturated(e.shape);
+              if (e.slices == 0 && element != 0 &&
+                  (elements == INT64_MAX || uint64_t(elements) > UINT64_MAX / element ||
+                   uint64_t(elements) * element != e.size))
+                entry_where.corrupt(fmt::format("{} bytes for a {} tensor of shape {}", e.size,
+                                                dataTypeName(e.dtype), shapeToString(e.shape)));
+              tensors_.emplace(key, std::move(e));
+            });
+      });
+  if (!has_header)
+    fail(index_path, "no header entry (the empty key): not a TensorFlow checkpoint's index");
+
+  // Every data file an entry names, opened and its size checked against
+  // the entries' byte ranges now, so that a truncated file fails here.
+  std::map<int, uint64_t> data_sizes;
+  for (const auto& [name, e] : tensors_) {
+    if (e.slices != 0) continue;  // its bytes are under its parts' keys
+    if (e.shard < 0 || e.shard >= shards_)
+      fail(index_path, fmt::format("tensor {}: data file {} of {} (the file is corrupt)",
+                                   quotedPrintable(name), e.shard, shards_));
+    if (!data_.count(e.shard)) {
+      const std::filesystem::path path = dataFile(e.shard);
+      File file(std::fopen(path.c_str(), "rbe"));
+      struct stat status {};
+      if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
+      if (::fstat(fileno(file.get()), &status) != 0 || !S_ISREG(status.st_mode))
+        fail(path, "not a regular file");
+      data_sizes[e.shard] = uint64_t(status.st_size);
+      data_.emplace(e.shard, std::move(file));
+    }
+    const uint64_t file_size = data_sizes[e.shard];
+    if (e.offset > file_size || e.size > file_size - e.offset)
+      fail(dataFile(e.shard),
+           fmt::format("tensor {}: its bytes {}..{} run past the file's end at {} (the file is "
+                       "truncated, or not this index's)",
+                       quotedPrintable(name), e.offset, e.offset + e.size, file_size));
+  }
+}
+
+std::filesystem::path TensorflowCheckpointReader::dataFile(int shard) const {
+  std::filesystem::path path = prefix_;
+  path += fmt::format(".data-{:05d}-of-{:05d}", shard, shards_);
+  return path;
+}
+
+std::vector<std::string> TensorflowCheckpointReader::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, e] : tensors_) names.push_back(name);
+  return names;
+}
+
+bool TensorflowCheckpointReader::contains(const std::string& name) const {
+  return tensors_.count(name) != 0;
+}
+
+const TensorflowCheckpointReader::Entry& TensorflowCheckpointReader::entry(
+    const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail(prefix_, "no tensor " + quotedPrintable(name));
+  return it->second;
+}
+
+const Shape& TensorflowCheckpointReader::shape(const std::string& name) const {
+  return entry(name).shape;
+}
+
+std::string TensorflowCheckpointReader::dtypeName(const std::string& name) const {
+  return dataTypeName(entry(name).dtype);
+}
+
+int TensorflowCheckpointReader::slices(const std::string& name) const { return entry(name).slices; }
+
+void TensorflowCheckpointReader::readBytes(const std::string& name, const Entry& e,
+                                           std::byte* dst) const {
+  if (e.slices != 0)
+    fail(prefix_, fmt::format("tensor {} was saved in {} parts (a partitioned variable): traind "
+                              "reads whole tensors; save it unpartitioned",
+                              quotedPrintable(name), e.slices));
+  const std::filesystem::path path = dataFile(e.shard);
+  std::FILE* file = data_.at(e.shard).get();
+  uint64_t offset = e.offset;
+  std::byte* at = dst;
+  for (uint64_t left = e.size; left > 0;) {
+    const ssize_t got = ::pread(fileno(file), at, left, off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(path, std::string("cannot read: ") + std::strerror(errno));
+    if (got == 0) fail(path, "file ended early while reading it (is it being written?)");
+    at += got;
+    offset += uint64_t(got);
+    left -= uint64_t(got);
+  }
+  const std::string_view bytes(reinterpret_cast<const char*>(dst), e.size);
+  if (crc32c(bytes) != unmaskCrc32c(e.masked_crc))
+    fail(path, "tensor " + quotedPrintable(name) +
+                   ": its bytes do not match the index's CRC32C (the file is corrupt, or not "
+                   "this index's)");
+}
+
+void TensorflowCheckpointReader::read(const std::string& name, const Shape& expected,
+                                      std::span<float> dst) const {
+  const Entry& e = entry(name);
+  if (e.dtype != tc::kDataTypeFloat)
+    fail(prefix_, "tensor " + quotedPrintable(name) + ": expected float32, found " +
+                      dataTypeName(e.dtype) + " (traind's variables are float32)");
+  if (e.shape != expected)
+    fail(prefix_, "tensor " + quotedPrintable(name) + ": expected shape " +
+                      shapeToString(expected) + ", found " + shapeToString(e.shape));
+  if (dst.size() != size_t(numElements(expected)))
+    throw std::invalid_argument("TensorflowCheckpointReader::read: destination of " +
+                                std::to_string(dst.size()) + " floats for tensor '" + name +
+                                "' of shape " + shapeToString(expected));
+  readBytes(name, e, reinterpret_cast<std::byte*>(dst.data()));
+  const auto bad = std::find_if(dst.begin(), dst.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != dst.end())
+    fail(prefix_, "tensor " + quotedPrintable(name) + ": element " +
+                      std::to_string(bad - dst.begin()) + " is " +
+                      (std::isnan(*bad) ? "NaN" : "infinite") +
+                      ": expected finite values (its run diverged)");
+}
+
+int64_t TensorflowCheckpointReader::readInt64(const std::string& name) const {
+  const Entry& e = entry(name);
+  if (e.dtype != tc::kDataTypeInt64 || !e.shape.empty())
+    fail(prefix_, "tensor " + quotedPrintable(name) + ": expected an int64 scalar, found " +
+                      dataTypeName(e.dtype) + " of shape " + shapeToString(e.shape));
+  int64_t value = 0;
+  readBytes(name, e, reinterpret_cast<std::byte*>(&value));
+  return value;
+}
+
+}  // namespace traind

@@ -1,0 +1,114 @@
+// TensorFlow's checkpoints (the "tensor bundle" that tf.compat.v1.train.Saver,
+// tf.train.Checkpoint and Keras' save_weights write), read so that a model
+// trained in TensorFlow can start a traind run (init_from) and be looked at
+// (trainctl inspect). Nothing here writes one.
+//
+// A checkpoint is a prefix P ("/ckpt/model.ckpt-1200"):
+//   P.index                        a LevelDB-style table: string keys, sorted
+//                                  and prefix-compressed, in blocks each with
+//                                  a CRC32C; the empty key holds the bundle's
+//                                  header (its number of data files), every
+//                                  other a tensor's name and where its bytes
+//                                  are (dtype, shape, data file, offset, size,
+//                                  CRC32C)
+//   P.data-00000-of-00002, ...     the tensors' bytes, row-major, little-endian
+// and a directory names its newest in a text file `checkpoint`
+// (model_checkpoint_path: "model.ckpt-1200"), as tf.train.latest_checkpoint
+// reads it.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace traind {
+
+namespace tensorflow_checkpoint_format {
+inline constexpr std::string_view kIndexSuffix = ".index";
+inline constexpr std::string_view kStateFile = "checkpoint";  // a directory's pointer to its newest
+inline constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
+inline constexpr size_t kFooterBytes = 48;       // two block handles (padded) and the magic
+inline constexpr size_t kBlockTrailerBytes = 5;  // the compression type, the masked CRC32C
+inline constexpr int kDataTypeFloat = 1;
+inline constexpr int kDataTypeInt64 = 9;
+// An index this large is not a checkpoint of a model traind trains; it is
+// read whole, so it is bounded before it is.
+inline constexpr uint64_t kMaxIndexBytes = uint64_t(1) << 30;
+}  // namespace tensorflow_checkpoint_format
+
+// The checkpoint prefix `path` names: `path` itself when `path`.index is
+// there, else, for a directory holding TensorFlow's `checkpoint` file, the
+// checkpoint that file names (relative to the directory unless absolute).
+// nullopt when `path` is neither (a traind checkpoint, or nothing).
+// InputError naming the state file when it is unreadable or names a
+// checkpoint that is not there.
+std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path);
+
+// Reads and checks the index of a checkpoint as it opens, so a corrupt one
+// fails before anything uses it: the table's footer, every block's CRC32C
+// and structure, the keys in order, each entry's message, shape, data file
+// and byte range (against that file's size; a lying entry cannot cause a
+// large allocation). A tensor's bytes are read only when it is asked for,
+// into the caller's buffer, once its dtype and shape have been found to be
+// the ones expected, and checked against its CRC32C. The data files stay
+// open, so reads see the files opened.
+class TensorflowCheckpointReader {
+ public:
+  // InputError naming the file and what is wrong when a file is missing or corrupt.
+  explicit TensorflowCheckpointReader(const std::filesystem::path& prefix);
+
+  const std::filesystem::path& prefix() const { return prefix_; }
+  // Tensor names, sorted.
+  std::vector<std::string> names() const;
+  bool contains(const std::string& name) const;
+  // InputError if absent.
+  const Shape& shape(const std::string& name) const;
+  // "float32", "int64", "string", ...: TensorFlow's names for its dtypes.
+  std::string dtypeName(const std::string& name) const;
+  // How many parts a partitioned variable was saved in (tf.compat.v1's
+  // partitioners); 0 for a whole tensor.
+  int slices(const std::string& name) const;
+
+  // Reads a float32 tensor into dst (numElements(expected) floats).
+  // InputError naming the file and the tensor if it is absent, of another
+  // dtype, partitioned, of a shape other than `expected`, not what its
+  // CRC32C says, or holding a value that is not finite.
+  void read(const std::string& name, const Shape& expected, std::span<float> dst) const;
+  // An int64 scalar (TensorFlow's global_step); InputError as read's.
+  int64_t readInt64(const std::string& name) const;
+
+ private:
+  struct Entry {
+    int dtype = 0;
+    Shape shape;
+    int shard = 0;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    uint32_t masked_crc = 0;
+    int slices = 0;
+  };
+  struct FileCloser {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  using File = std::unique_ptr<std::FILE, FileCloser>;
+
+  const Entry& entry(const std::string& name) const;
+  // The entry's bytes into dst, checked against its CRC32C.
+  void readBytes(const std::string& name, const Entry& e, std::byte* dst) const;
+  std::filesystem::path dataFile(int shard) const;
+
+  std::filesystem::path prefix_;
+  int shards_ = 0;
+  std::map<std::string, Entry> tensors_;
+  std::map<int, File> data_;  // the data files entries refer to, by shard
+};
+
+}  // namespace traind

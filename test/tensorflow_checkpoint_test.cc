@@ -1,0 +1,248 @@
+// Reading TensorFlow's checkpoints: test/data/tensorflow_checkpoint was
+// written by TensorFlow's own sharded Saver (test/make_tensorflow_checkpoint.py
+// says what it holds), so these tests check the reader against TensorFlow's
+// writer, not against a writer of ours.
+#include "core/tensorflow_checkpoint.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/model_state.h"
+#include "core/printable.h"
+#include "test/temp_dir.h"
+
+namespace traind {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixture = fs::path(TRAIND_SOURCE_DIR) / "test/data/tensorflow_checkpoint";
+const fs::path kPrefix = kFixture / "model.ckpt-1200";
+
+// What the fixture's script set: element i of a tensor is first + i / 8.
+std::vector<float> counting(float first, size_t n) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = first + float(i) / 8;
+  return values;
+}
+
+std::vector<float> readFloats(const TensorflowCheckpointReader& reader, const std::string& name) {
+  std::vector<float> values(size_t(numElements(reader.shape(name))));
+  reader.read(name, reader.shape(name), values);
+  return values;
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+void writeFile(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string errorOf(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A two-layer model of the fixture's shapes, fine-tuned from it.
+std::string fineTuningSpec(const std::string& init_from) {
+  return "name: from_tensorflow\nseed: 3\ninput: [4]\nlayers:\n"
+         "  - {type: dense, name: hidden, units: 3, activation: relu}\n"
+         "  - {type: dense, name: out, units: 2}\n"
+         "loss: mse\noptimizer: {type: sgd, learning_rate: 0.1}\n"
+         "data:\n  synthetic: {type: regression, points: 100, x_min: -1, x_max: 1}\n"
+         "  batch_size: 8\ntraining: {max_steps: 1}\n"
+         "init_from: " +
+         init_from + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("a TensorFlow checkpoint is read as TensorFlow's Saver wrote it",
+          "[tensorflow_checkpoint]") {
+  const TensorflowCheckpointReader reader(kPrefix);
+  const std::vector<std::string> names = reader.names();
+  CHECK(names.size() == 17);
+  CHECK(std::is_sorted(names.begin(), names.end()));
+  CHECK(reader.shape("net/hidden/kernel") == Shape{4, 3});
+  CHECK(reader.shape("net/out/bias") == Shape{2});
+  CHECK(reader.shape("global_step") == Shape{});
+  // Its three data files: the sharded Saver wrote one per device.
+  CHECK(readFloats(reader, "net/hidden/kernel") == counting(1, 12));
+  CHECK(readFloats(reader, "net/hidden/bias") == counting(2, 3));
+  CHECK(readFloats(reader, "net/out/kernel") == counting(3, 6));
+  CHECK(readFloats(reader, "net/out/bias") == counting(4, 2));
+  CHECK(readFloats(reader, "net/hidden/kernel/Adam_1") == std::vector<float>(12, 0.0f));
+  CHECK(reader.dtypeName("global_step") == "int64");
+  CHECK(reader.readInt64("global_step") == 1200);
+  CHECK(reader.dtypeName("net/double") == "float64");
+  CHECK(reader.slices("net/partitioned") == 2);
+  CHECK(reader.slices("net/hidden/kernel") == 0);
+}
+
+TEST_CASE("a TensorFlow checkpoint's tensors of another kind are refused by name",
+          "[tensorflow_checkpoint]") {
+  const TensorflowCheckpointReader reader(kPrefix);
+  std::vector<float> two(2), twelve(12);
+  CHECK(errorOf([&] { reader.read("net/double", {2}, two); }) ==
+        kPrefix.string() +
+            ": tensor 'net/double': expected float32, found float64 (traind's "
+            "variables are float32)");
+  CHECK(errorOf([&] {
+          reader.read("net/partitioned", {6, 2}, twelve);
+        }) == kPrefix.string() +
+                  ": tensor 'net/partitioned' was saved in 2 parts (a partitioned "
+                  "variable): traind reads whole tensors; save it unpartitioned");
+  CHECK(errorOf([&] {
+          reader.read("net/hidden/kernel", {3, 4}, twelve);
+        }) ==
+        kPrefix.string() + ": tensor 'net/hidden/kernel': expected shape [3, 4], found [4, 3]");
+  CHECK(errorOf([&] { reader.readInt64("net/out/bias"); }) ==
+        kPrefix.string() +
+            ": tensor 'net/out/bias': expected an int64 scalar, found float32 of "
+            "shape [2]");
+  CHECK(errorOf([&] { reader.shape("net/hidden/kernel/Momentum"); }) ==
+        kPrefix.string() + ": no tensor 'net/hidden/kernel/Momentum'");
+}
+
+TEST_CASE("a directory names its TensorFlow checkpoint in its checkpoint file",
+          "[tensorflow_checkpoint]") {
+  CHECK(findTensorflowCheckpoint(kFixture) == kPrefix);
+  CHECK(findTensorflowCheckpoint(kPrefix) == kPrefix);
+  TempDir dir;
+  CHECK(findTensorflowCheckpoint(dir.path()) == std::nullopt);  // a traind one, or nothing
+  CHECK(findTensorflowCheckpoint(dir / "model.ckpt-1") == std::nullopt);
+  dir.write("checkpoint", "model_checkpoint_path: \"model.ckpt-7\"\n");
+  CHECK(errorOf([&] { findTensorflowCheckpoint(dir.path()); }) ==
+        (dir / "checkpoint").string() + ":1: model_checkpoint_path names " +
+            (dir / "model.ckpt-7").string() + ", but " + (dir / "model.ckpt-7.index").string() +
+            " is not there");
+  dir.write("checkpoint", "all_model_checkpoint_paths: \"model.ckpt-7\"\n");
+  CHECK(errorOf([&] { findTensorflowCheckpoint(dir.path()); }) ==
+        (dir / "checkpoint").string() +
+            ": no model_checkpoint_path line: expected TensorFlow's checkpoint state naming the "
+            "newest checkpoint");
+  // An absolute path, as a Saver without save_relative_paths writes it.
+  dir.write("checkpoint", "model_checkpoint_path: \"" + kPrefix.string() + "\"\n");
+  CHECK(findTensorflowCheckpoint(dir.path()) == kPrefix);
+}
+
+TEST_CASE("init_from copies layers from a TensorFlow checkpoint, under its scope",
+          "[tensorflow_checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.write(
+      "m.yaml",
+      fineTuningSpec("{checkpoint: " + kFixture.string() + ", scope: net, layers: [hidden, out]}"));
+  const ModelSpec spec = loadModelSpec(path);
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  CHECK(state.initialize() ==
+        "initialised the parameters; layers hidden, out from " + kPrefix.string());
+  for (const VariableView& v : state.layout().views()) {
+    const std::span<const float> values = std::as_const(state.parameters()).view(v);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    INFO(v.name);
+    CHECK(std::vector<float>(values.begin(), values.end()) == counting(first, values.size()));
+  }
+
+  // Without the scope, the names are not the checkpoint's.
+  const std::string unscoped = dir.write(
+      "unscoped.yaml", fineTuningSpec("{checkpoint: " + kFixture.string() + ", layers: [hidden]}"));
+  const ModelSpec unscoped_spec = loadModelSpec(unscoped);
+  ModelState unscoped_state(unscoped_spec, graph);
+  CHECK(errorOf([&] { unscoped_state.initialize(); }) ==
+        unscoped + ":13:12: init_from.layers: checkpoint " + kPrefix.string() +
+            " has no tensor 'hidden/kernel' (for layer 'hidden'); `trainctl inspect " +
+            kPrefix.string() + "` lists the tensors it has");
+
+  // A layer of another shape names both.
+  const std::string swapped =
+      dir.write("swapped.yaml", fineTuningSpec("{checkpoint: " + kFixture.string() +
+                                               ", layers: [{name: hidden, from: net/out}]}"));
+  const ModelSpec swapped_spec = loadModelSpec(swapped);
+  ModelState swapped_state(swapped_spec, graph);
+  CHECK(errorOf([&] { swapped_state.initialize(); }) ==
+        swapped + ":13:12: init_from.layers: layer 'hidden' does not fit the checkpoint's: " +
+            kPrefix.string() +
+            " holds 'net/out/kernel' of shape [3, 2], this model's 'hidden/kernel' is [4, 3]");
+}
+
+TEST_CASE("a randomly corrupted TensorFlow checkpoint is read or refused, naming its file",
+          "[tensorflow_checkpoint]") {
+  // Bytes of the index or of a data file changed, truncations: each read of
+  // the model's tensors must give the fixture's values, or throw an
+  // InputError that names the damaged checkpoint, with no raw byte in it.
+  TempDir dir;
+  const std::string index = readFile(kPrefix.string() + ".index");
+  std::vector<fs::path> data_files;
+  for (const auto& file : fs::directory_iterator(kFixture))
+    if (file.path().filename().string().find(".data-") != std::string::npos)
+      data_files.push_back(file.path());
+  REQUIRE(data_files.size() == 3);
+
+  std::mt19937_64 rng(Catch::rngSeed());
+  auto below = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  int read = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    const fs::path copy = dir.path() / std::to_string(i);
+    fs::create_directories(copy);
+    const fs::path prefix = copy / "model.ckpt-1200";
+    std::string damaged_index = index;
+    for (const fs::path& file : data_files) fs::copy_file(file, copy / file.filename());
+    const fs::path data = copy / data_files[below(data_files.size())].filename();
+    std::string damaged_data = readFile(data);
+    switch (below(4)) {
+      case 0:
+      case 1:
+        for (size_t n = 1 + below(3); n > 0; --n)
+          damaged_index[below(damaged_index.size())] = char(below(256));
+        break;
+      case 2:
+        damaged_index.resize(below(damaged_index.size()));
+        break;
+      default:
+        if (!damaged_data.empty()) damaged_data[below(damaged_data.size())] ^= char(1 + below(255));
+    }
+    writeFile(prefix.string() + ".index", damaged_index);
+    writeFile(data, damaged_data);
+    INFO("case " << i << ", seed " << Catch::rngSeed());
+    try {
+      // Read whole before any CHECK: Catch counts an exception inside one as a failure.
+      const TensorflowCheckpointReader reader(prefix);
+      const std::vector<std::vector<float>> values = {
+          readFloats(reader, "net/hidden/kernel"), readFloats(reader, "net/hidden/bias"),
+          readFloats(reader, "net/out/kernel"), readFloats(reader, "net/out/bias")};
+      const int64_t step = reader.readInt64("global_step");
+      CHECK(values == std::vector<std::vector<float>>{counting(1, 12), counting(2, 3),
+                                                      counting(3, 6), counting(4, 2)});
+      CHECK(step == 1200);
+      ++read;
+    } catch (const InputError& e) {
+      ++refused;
+      const std::string message = e.what();
+      CHECK_THAT(message, Catch::Contains(prefix.string()));
+      CHECK(printable(message) == message);
+    }
+  }
+  CHECK(refused > 200);
+  CHECK(read + refused == 300);
+}
+
+}  // namespace traind
