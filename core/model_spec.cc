@@ -190,8 +190,6 @@ const LayerType& layerType(LayerKind kind) {
   throw std::logic_error("layer kind missing from layerTypes()");
 }
 
-bool hasVariables(LayerKind kind) { return kind == LayerKind::Dense || kind == LayerKind::Conv2D; }
-
 LayerSpec readLayer(const Field& field) {
   Mapping fields(field);
   std::vector<std::string_view> type_names;
@@ -743,6 +741,8 @@ void hashInto(uint64_t& h, uint64_t value) { h = hashCombine(h, value); }
 void hashInto(uint64_t& h, std::string_view text) { h = hashCombine(h, hashString(text)); }
 
 }  // namespace
+
+bool hasVariables(LayerKind kind) { return kind == LayerKind::Dense || kind == LayerKind::Conv2D; }
 
 ModelSpec loadModelSpec(const std::string& path) {
   const YAML::Node root = loadYamlFile(path, "model spec");

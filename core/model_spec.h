@@ -235,6 +235,9 @@ struct ModelSpec {
   std::optional<InitFromSpec> init_from;
 };
 
+// Whether a layer of this kind has variables (a kernel and a bias): dense, conv2d.
+bool hasVariables(LayerKind kind);
+
 // Reads and checks a spec. Relative data and checkpoint paths are resolved
 // against the spec file's directory. Throws InputError naming
 // file:line:column, the field and what was expected.

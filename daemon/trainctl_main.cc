@@ -9,6 +9,7 @@
 //                                             (traind's, or TensorFlow's)
 //   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
 //   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
+//   trainctl import --model m.yaml /tf/train_dir   a TensorFlow 1 job's state, to train on
 //
 // Exit codes: 0 done, 2 bad configuration or input (stop and checkpoint:
 // nodes that say they are other tasks than the http section lists them as),
@@ -36,6 +37,7 @@
 #include "core/printable.h"
 #include "core/safetensors.h"
 #include "core/tensorflow_checkpoint.h"
+#include "core/tensorflow_import.h"
 #include "daemon/evaluation.h"
 #include "daemon/flag_checks.h"
 #include "daemon/logging.h"
@@ -628,6 +630,64 @@ int runPlacement(const std::string& model, const std::string& cluster_path,
   return 0;
 }
 
+struct ImportFlags {
+  std::string model;
+  std::string tensorflow;      // its prefix, or its directory
+  std::string checkpoint_dir;  // empty: the spec's checkpoint.dir
+  std::string scope;
+  std::vector<std::string> layers;  // "name=prefix"
+  std::string optimizer_name;
+  std::optional<int64_t> global_step;
+};
+
+// A TensorFlow 1 job's whole state as this spec's first checkpoint, which
+// traind then resumes from as from its own.
+int runImport(const ImportFlags& flags) {
+  const ModelSpec spec = loadModelSpec(flags.model);
+  const LayerGraph graph = buildLayerGraph(spec);
+  TensorflowImport how;
+  how.scope = flags.scope;
+  how.optimizer_name = flags.optimizer_name;
+  how.global_step = flags.global_step;
+  for (const std::string& layer : flags.layers) {
+    const size_t equals = layer.find('=');
+    const std::string name = layer.substr(0, equals);
+    if (equals == std::string::npos || equals + 1 == layer.size())
+      throw InputError("--layer " + quotedPrintable(layer) +
+                       ": expected NAME=PREFIX, a layer and its variables' prefix in the "
+                       "checkpoint (logits=net/output)");
+    const auto it = std::find_if(spec.layers.begin(), spec.layers.end(),
+                                 [&](const LayerSpec& l) { return l.name == name; });
+    if (it == spec.layers.end() || !hasVariables(it->kind))
+      throw InputError("--layer " + quotedPrintable(layer) + ": " + quotedPrintable(name) +
+                       " is not a dense or conv2d layer of " + flags.model);
+    how.layer_sources[name] = layer.substr(equals + 1);
+  }
+  const std::optional<std::filesystem::path> prefix = findTensorflowCheckpoint(flags.tensorflow);
+  if (!prefix)
+    throw InputError(flags.tensorflow + ": not a TensorFlow checkpoint (no " + flags.tensorflow +
+                     ".index, and not a directory with TensorFlow's 'checkpoint' file)");
+  const TensorflowCheckpointReader reader(*prefix);
+  ModelState state(spec, graph);
+  const std::vector<std::string> said = importTensorflowState(reader, how, spec, state);
+
+  const bool from_flag = !flags.checkpoint_dir.empty();
+  const std::string dir = from_flag ? flags.checkpoint_dir : spec.checkpoint.dir;
+  if (dir.empty())
+    throw InputError(flags.model + ": no checkpoint.dir to import into; give --checkpoint-dir");
+  const CheckpointDirLock lock = createCheckpointDir(
+      dir, from_flag ? SourceLocation{"--checkpoint-dir"} : spec.checkpoint.dir_location);
+  if (const auto latest = findLatestCheckpoint(dir))
+    throw InputError(dir + " already holds checkpoints (" + latest->filename().string() +
+                     "): a run resumes from its latest, not from an import; import into a "
+                     "directory of its own");
+  const std::filesystem::path saved = state.save(dir, spec.checkpoint.keep);
+  for (const std::string& line : said) std::printf("%s\n", line.c_str());
+  std::printf("wrote %s: `traind --model %s%s` trains on from it\n", saved.string().c_str(),
+              flags.model.c_str(), from_flag ? (" --checkpoint-dir " + dir).c_str() : "");
+  return 0;
+}
+
 int runEval(const std::string& model, const std::string& checkpoint_path, int threads) {
   const ModelSpec spec = loadModelSpec(model);
   const LayerGraph graph = buildLayerGraph(spec);
@@ -699,6 +759,28 @@ int main(int argc, char** argv) {
   eval->add_option("--threads", eval_threads, "compute threads (0: one per core)")
       ->check(traind::integerFlag(0, traind::kMaxThreads));
 
+  ImportFlags import_flags;
+  CLI::App* import = app.add_subcommand(
+      "import", "a TensorFlow 1 job's checkpoint (parameters, optimizer state, moving "
+                "averages, global step) as a model's first checkpoint, to train on in traind");
+  import->add_option("tensorflow", import_flags.tensorflow,
+                     "the TensorFlow checkpoint: its prefix (model.ckpt-1200), or its directory")
+      ->required();
+  import->add_option("--model,-m", import_flags.model, "model spec (YAML)")->required();
+  import->add_option("--checkpoint-dir", import_flags.checkpoint_dir,
+                     "where to write it (default: the spec's checkpoint.dir); must hold none yet");
+  import->add_option("--scope", import_flags.scope,
+                     "the variable scope the layers were built under (net for net/hidden1/kernel)");
+  import->add_option("--layer", import_flags.layers,
+                     "NAME=PREFIX: a layer's variables under another name (logits=net/output); "
+                     "repeat for more");
+  import->add_option("--optimizer-name", import_flags.optimizer_name,
+                     "the name the TensorFlow optimizer was given, its slots' names (default: "
+                     "TensorFlow's, Adam, Momentum, ...)");
+  import->add_option("--global-step", import_flags.global_step,
+                     "the global step to resume at, in place of the checkpoint's global_step")
+      ->check(CLI::NonNegativeNumber);
+
   try {
     // CLI11 says only "A subcommand is required" of a word that is none.
     const std::vector<CLI::App*> commands = app.get_subcommands({});
@@ -723,6 +805,7 @@ int main(int argc, char** argv) {
     if (checkpoint->parsed()) return runCheckpoint(checkpoint_flags);
     if (inspect->parsed()) return runInspect(inspect_path);
     if (placement->parsed()) return runPlacement(placement_model, placement_cluster, placement_ps);
+    if (import->parsed()) return runImport(import_flags);
     return runEval(eval_model, eval_checkpoint, eval_threads);
   } catch (const InputError& e) {
     spdlog::error("{}", e.what());

@@ -961,12 +961,118 @@ def print_row(row):
           f"{row.tolerance:9.0e}", flush=True)
 
 
+class GraphNetwork(Network):
+    """Network as a TensorFlow 1 graph builds it: its variables made by
+    tf.compat.v1.get_variable under the variable scope `scope`, so that they,
+    their optimizer's slots and their moving averages take TensorFlow 1's
+    names in a Saver's checkpoint (net/hidden/kernel, net/hidden/kernel/Adam).
+    Build it inside a graph."""
+
+    def __init__(self, layers, input_shape, scope):
+        self._scope = scope
+        super().__init__(layers, input_shape)
+
+    def _variable(self, name, shape, limit):
+        if name not in self.variables:
+            initial = self._rng.uniform(-limit, limit, shape).astype(np.float32)
+            with tf.compat.v1.variable_scope(self._scope):
+                self.variables[name] = tf.compat.v1.get_variable(name, initializer=initial)
+        return self.variables[name]
+
+
+def import_cases():
+    """A TensorFlow 1 job of each optimizer that keeps state, taken over
+    by traind mid-run; its learning rates and moving averages depend on the
+    global step, which the import must carry over."""
+    return [
+        Case("import adam moving average", PERCEPTRON, {"type": "adam", "learning_rate": 0.01},
+             None, moving_average={"decay": 0.99}),
+        Case("import rmsprop centered momentum", PERCEPTRON,
+             {"type": "rmsprop", "learning_rate": 0.001, "centered": True, "momentum": 0.5,
+              "epsilon": 1e-3}, None),
+        Case("import nesterov exponential decay", PERCEPTRON,
+             {"type": "momentum", "learning_rate": DECAYING_RATE, "momentum": 0.9,
+              "nesterov": True}, None),
+    ]
+
+
+def check_import(case, traind, work_dir, steps):
+    """A TensorFlow 1 graph trains `case` for `steps` steps and saves a
+    checkpoint with its Saver; `trainctl import` takes it over and traind
+    trains `steps` more; TensorFlow trains the same `steps` more from where
+    it saved. traind's final checkpoint must hold what TensorFlow ends with."""
+    directory = fresh_directory(os.path.join(work_dir, case.name.replace(" ", "_")))
+    examples = fashion_mnist(2 * steps * BATCH_SIZE)
+    batches = examples.batches(2 * steps, BATCH_SIZE)
+    scope = "net"
+    tensorflow_dir = os.path.join(directory, "tensorflow")
+    with tf.Graph().as_default():
+        inputs = tf.compat.v1.placeholder(tf.float32, [BATCH_SIZE, *examples.input_shape])
+        targets = tf.compat.v1.placeholder(tf.int32, [BATCH_SIZE])
+        network = GraphNetwork(case.layers, examples.input_shape, scope)
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        optimizer = tensorflow_optimizer(case.optimizer, global_step)
+        loss = training_loss(network(inputs), targets, case.loss)
+        train = optimizer.minimize(loss, global_step=global_step)
+        variables = list(network.variables.values())
+        averages = None
+        if case.moving_average is not None:
+            averages = tf.train.ExponentialMovingAverage(case.moving_average["decay"],
+                                                         num_updates=global_step)
+            with tf.control_dependencies([train]):
+                train = averages.apply(variables)
+        saver = tf.compat.v1.train.Saver(save_relative_paths=True)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for step, (x, y) in enumerate(batches):
+                if step == steps:
+                    saver.save(session, os.path.join(tensorflow_dir, "model.ckpt"),
+                               global_step=global_step, write_meta_graph=False)
+                session.run(train, {inputs: x, targets: y})
+            expected = {}
+            for name, variable in network.variables.items():
+                expected[name] = session.run(variable)
+                for slot in optimizer.get_slot_names():
+                    expected[f"{name}/{slot}"] = session.run(optimizer.get_slot(variable, slot))
+                if averages is not None:
+                    expected[f"{name}/ExponentialMovingAverage"] = session.run(
+                        averages.average(variable))
+
+    spec = {"name": "tensorflow_reference", "seed": SEED, "input": examples.input_shape,
+            "layers": case.layers, "loss": case.loss, "optimizer": case.optimizer,
+            "data": {**examples.data_section, "batch_size": BATCH_SIZE},
+            "training": {"max_steps": 2 * steps, "log_every": steps, "threads": 1},
+            "checkpoint": {"dir": os.path.join(directory, "checkpoints")}}
+    if case.moving_average is not None:
+        spec["moving_average"] = case.moving_average
+    spec_path = os.path.join(directory, "model.yaml")
+    write_file(spec_path, spec_yaml(spec))
+    trainctl = os.path.join(os.path.dirname(traind), "trainctl")
+    command = [trainctl, "import", "--model", spec_path, "--scope", scope, tensorflow_dir]
+    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=TRAIND_TIMEOUT_SECONDS)
+    if run.returncode != 0:
+        raise Failure(f"{case.name}: {' '.join(command)} exited {run.returncode}:\n"
+                      f"{log_tail(run.stdout)}")
+    imported = latest_checkpoint(spec["checkpoint"]["dir"])
+    try:
+        run_standalone(traind, spec_path)
+    except Failure as e:
+        raise Failure(f"{case.name}: traind failed: {e}")
+    trained = latest_checkpoint(spec["checkpoint"]["dir"])
+    if all(np.array_equal(imported[name], trained[name]) for name in imported):
+        raise Failure(f"{case.name}: traind's checkpoint is the import's: it trained nothing")
+    return compare(case.name, trained, expected)
+
+
 def run_checks(traind, work_dir, steps):
     print(f"TensorFlow {tf.__version__}, {steps} steps per check")
     print(f"{'check':42} {'tensor that differs most':40} {'max|diff|':>9} {'relative':>9} "
           f"{'tolerance':>9}")
     for case in training_cases(steps):
         print_row(check_case(case, traind, work_dir, steps))
+    for case in import_cases():
+        print_row(check_import(case, traind, work_dir, steps))
     for row in check_initializers(traind, work_dir):
         print_row(row)
 

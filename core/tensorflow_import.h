@@ -1,0 +1,63 @@
+// Taking over a TensorFlow 1 job: its whole training state, from one of its
+// checkpoints, into a ModelState (which saves it as a traind checkpoint
+// that traind then resumes as one of its own). Where init_from copies some
+// layers' parameters to start a new run, this takes everything a run
+// resumes from: every variable, the spec's optimizer's slots under
+// TensorFlow 1's names for them, the moving averages and the global step, so
+// that the job trains on in traind as it would have in TensorFlow.
+//
+// TensorFlow 1's names (tf.compat.v1.train.*Optimizer, a slot named after
+// its optimizer and numbered in the order the optimizer makes them):
+//   momentum  <var>/Momentum                    -> momentum
+//   adagrad   <var>/Adagrad                     -> accumulator
+//   adam      <var>/Adam, <var>/Adam_1          -> m, v
+//   rmsprop   <var>/RMSProp, <var>/RMSProp_1    -> rms, momentum
+//             centered: RMSProp, RMSProp_1, RMSProp_2 -> rms, mg, momentum
+//   tf.train.ExponentialMovingAverage: <var>/ExponentialMovingAverage
+//   the global step: global_step (tf.compat.v1.train.get_or_create_global_step)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+
+namespace traind {
+
+class ModelState;
+class TensorflowCheckpointReader;
+
+struct TensorflowImport {
+  // The variable scope the layers were built under: "net" for
+  // "net/hidden1/kernel"; empty for none.
+  std::string scope;
+  // A layer's variables' prefix in the checkpoint, in place of the scope's
+  // ("logits" -> "net/output").
+  std::map<std::string, std::string> layer_sources;
+  // The name the TensorFlow optimizer was given (its `name` argument),
+  // which its slots are named after; empty for its default ("Adam").
+  std::string optimizer_name;
+  // In place of the checkpoint's global_step (a job that kept none).
+  std::optional<int64_t> global_step;
+};
+
+// TensorFlow 1's name for the slot traind calls `slot` ("v": "Adam_1"), of
+// the spec's optimizer named `optimizer_name` (empty: its default).
+std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string& slot,
+                               const std::string& optimizer_name);
+
+// Reads the whole state into `state` (built from `spec`). InputError naming
+// the checkpoint, the tensor it lacks or the one that is wrong, and what to
+// do: a variable or slot missing (another optimizer, or another name for
+// it), of another shape, not finite, a sum of squares below 0; no global
+// step; Adam's beta1_power and beta2_power not those of the global step
+// (traind derives Adam's bias correction from the global step, so the job
+// would take other steps). Returns lines saying what came from where.
+std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
+                                               const TensorflowImport& how,
+                                               const ModelSpec& spec, ModelState& state);
+
+}  // namespace traind
