@@ -1,5 +1,6 @@
 #include "core/tensorflow_checkpoint.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "core/crc32c.h"
 #include "core/error.h"
@@ -170,35 +172,41 @@ std::string_view blockAt(std::string_view index, const BlockHandle& handle,
 }
 
 // The key/value entries of a block in order: each key is stored as the
-// number of bytes it shares with the one before, then the rest.
+// number of bytes it shares with the one before in the block, then the
+// rest. `previous` is the key before the block's first (the keys of a table
+// increase across its blocks), and becomes its last.
 void forEachEntry(
     std::string_view block, const std::filesystem::path& path, const std::string& where,
+    std::optional<std::string>& previous,
     const std::function<void(const std::string& key, std::string_view value)>& visit) {
   Bytes bytes(block, path, where);
   if (block.size() < sizeof(uint32_t)) bytes.corrupt("shorter than its restart count");
   const uint64_t restarts = fixed32(block.substr(block.size() - sizeof(uint32_t)));
-  if (restarts == 0 || restarts > (block.size() - sizeof(uint32_t)) / sizeof(uint32_t))
+  if (restarts == 0) bytes.corrupt("no restart points, where a block has one at least");
+  if (restarts > (block.size() - sizeof(uint32_t)) / sizeof(uint32_t))
     bytes.corrupt(
         fmt::format("{} restart points do not fit in its {} bytes", restarts, block.size()));
   const size_t entries_end = block.size() - sizeof(uint32_t) * (restarts + 1);
   Bytes entries(block.substr(0, entries_end), path, where);
   std::string key;
-  bool first = true;
   while (!entries.empty()) {
     const uint64_t shared = entries.varint(32);
     const uint64_t unshared = entries.varint(32);
     const uint64_t value_size = entries.varint(32);
     if (shared > key.size()) entries.corrupt("a key shares more bytes than the key before has");
-    std::string next = key.substr(0, shared);
-    next += entries.take(unshared);
-    if (!first && next <= key) entries.corrupt("its keys are out of order");
-    key = std::move(next);
-    first = false;
+    if (shared + unshared > tc::kMaxKeyBytes)
+      entries.corrupt(fmt::format("a key of {} bytes, past the {} a tensor's name may take",
+                                  shared + unshared, tc::kMaxKeyBytes));
+    key.resize(shared);
+    key += entries.take(unshared);
+    if (previous && key <= *previous) entries.corrupt("its keys are out of order");
+    previous = key;
     visit(key, entries.take(value_size));
   }
 }
 
-std::string readWholeFile(const std::filesystem::path& path) {
+std::string readWholeFile(const std::filesystem::path& path, uint64_t max_bytes,
+                          std::string_view what) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     if (std::filesystem::exists(path, ec)) fail(path, "not a regular file");
@@ -206,23 +214,32 @@ std::string readWholeFile(const std::filesystem::path& path) {
   }
   const uintmax_t size = std::filesystem::file_size(path, ec);
   if (ec) fail(path, "cannot read its size: " + ec.message());
-  if (size > tc::kMaxIndexBytes)
-    fail(path, fmt::format("{} bytes, past the {} an index of a checkpoint traind can use takes",
-                           size, tc::kMaxIndexBytes));
+  if (size > max_bytes)
+    fail(path,
+         fmt::format("{} bytes, past the {} {} traind reads may take", size, max_bytes, what));
   std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) fail(path, std::string("cannot open: ") + std::strerror(errno));
   std::string bytes(size, '\0');
   if (!in.read(bytes.data(), std::streamsize(size)) || in.gcount() != std::streamsize(size))
     fail(path, "cannot read it whole (is it being written?)");
   return bytes;
 }
 
+// A shape whose element count fits in an int64 (the bytes of a tensor of a
+// fixed-size dtype are checked against it as well; a partitioned or a string
+// tensor's shape is bounded by this only).
 Shape readShape(const tensorflow::TensorShapeProto& proto, Bytes& where) {
   if (proto.unknown_rank()) where.corrupt("its shape is of unknown rank");
+  if (proto.dim_size() > tc::kMaxRank)
+    where.corrupt(
+        fmt::format("a shape of rank {}, past TensorFlow's {}", proto.dim_size(), tc::kMaxRank));
   Shape shape;
   for (const auto& dim : proto.dim()) {
     if (dim.size() < 0) where.corrupt(fmt::format("a dimension of {}", dim.size()));
     shape.push_back(dim.size());
   }
+  if (numElementsSaturated(shape) == INT64_MAX)
+    where.corrupt("a shape of more elements than an int64 counts: " + shapeToString(shape));
   return shape;
 }
 
@@ -238,7 +255,7 @@ std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesys
     return std::nullopt;
   // A text-format CheckpointState: `model_checkpoint_path: "..."` on a line
   // of its own, then the ones kept (all_model_checkpoint_paths).
-  std::ifstream in(state);
+  std::istringstream in(readWholeFile(state, tc::kMaxStateFileBytes, "a checkpoint state file"));
   std::string line;
   int line_number = 0;
   while (std::getline(in, line)) {
@@ -272,7 +289,7 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
     : prefix_(prefix) {
   std::filesystem::path index_path = prefix;
   index_path += tc::kIndexSuffix;
-  const std::string index = readWholeFile(index_path);
+  const std::string index = readWholeFile(index_path, tc::kMaxIndexBytes, "a checkpoint's index");
   if (index.size() < tc::kFooterBytes)
     fail(index_path, fmt::format("{} bytes, too short for a table's {}-byte footer (the file is "
                                  "truncated, or not a TensorFlow checkpoint's index)",
@@ -289,16 +306,37 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
   const BlockHandle index_block = readHandle(handles);
 
   bool has_header = false;
+  uint64_t key_bytes = 0;
+  std::optional<std::string> previous_separator, previous_key;
+  // The data blocks follow one another, each once, before the index block,
+  // as a table is written: so that no block is parsed twice.
+  uint64_t blocks_end = 0;
   forEachEntry(
-      blockAt(index, index_block, index_path), index_path, "index block",
+      blockAt(index, index_block, index_path), index_path, "index block", previous_separator,
       [&](const std::string&, std::string_view value) {
         Bytes handle_bytes(value, index_path, "index block");
         const BlockHandle data_block = readHandle(handle_bytes);
+        if (!handle_bytes.empty()) handle_bytes.corrupt("bytes follow a block's handle");
+        if (data_block.offset < blocks_end || data_block.offset > index_block.offset ||
+            index_block.offset - data_block.offset < tc::kBlockTrailerBytes ||
+            data_block.size > index_block.offset - data_block.offset - tc::kBlockTrailerBytes)
+          handle_bytes.corrupt(fmt::format(
+              "a data block at offset {} of {} bytes, where the next was to start at {} or "
+              "after and end before the index block at {}",
+              data_block.offset, data_block.size, blocks_end, index_block.offset));
+        blocks_end = data_block.offset + data_block.size + tc::kBlockTrailerBytes;
         const std::string where = fmt::format("block at offset {}", data_block.offset);
         forEachEntry(
-            blockAt(index, data_block, index_path), index_path, where,
+            blockAt(index, data_block, index_path), index_path, where, previous_key,
             [&](const std::string& key, std::string_view message) {
-              Bytes entry_where(message, index_path, where + ", entry " + quotedPrintable(key));
+              Bytes entry_where(message, index_path,
+                                where + ", entry '" + printablePrefix(key, 200) + "'");
+              key_bytes += key.size();
+              if (key_bytes > tc::kMaxKeyBytesTotal || tensors_.size() >= tc::kMaxTensors)
+                entry_where.corrupt(fmt::format(
+                    "more than {} tensors or {} bytes of names, past what a checkpoint of a "
+                    "model traind trains holds",
+                    tc::kMaxTensors, tc::kMaxKeyBytesTotal));
               if (key.empty()) {
                 tensorflow::BundleHeaderProto header;
                 if (!header.ParseFromArray(message.data(), int(message.size())))
@@ -308,11 +346,15 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
                 if (header.endianness() != 0)
                   fail(index_path,
                        "the checkpoint was written big-endian; traind reads little-endian ones");
-                if (header.version().min_consumer() > 1)
+                const auto& bad = header.version().bad_consumers();
+                if (header.version().min_consumer() > tc::kBundleVersion ||
+                    std::find(bad.begin(), bad.end(), tc::kBundleVersion) != bad.end())
                   fail(index_path,
-                       fmt::format("the checkpoint's format needs a reader of version {} or "
-                                   "later; traind reads version 1 (TensorFlow 1.x and 2.x)",
-                                   header.version().min_consumer()));
+                       fmt::format("the checkpoint's format (version {}, for readers of version "
+                                   "{} on) is not for traind's reader of version {} "
+                                   "(TensorFlow 1.x and 2.x write version 1)",
+                                   header.version().producer(), header.version().min_consumer(),
+                                   tc::kBundleVersion));
                 shards_ = header.num_shards();
                 has_header = true;
                 return;
@@ -335,10 +377,9 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
               e.size = uint64_t(proto.size());
               e.masked_crc = proto.crc32c();
               const uint64_t element = elementBytes(e.dtype);
-              const int64_t elements = numElementsSaturated(e.shape);
+              const uint64_t elements = uint64_t(numElements(e.shape));
               if (e.slices == 0 && element != 0 &&
-                  (elements == INT64_MAX || uint64_t(elements) > UINT64_MAX / element ||
-                   uint64_t(elements) * element != e.size))
+                  (elements > UINT64_MAX / element || elements * element != e.size))
                 entry_where.corrupt(fmt::format("{} bytes for a {} tensor of shape {}", e.size,
                                                 dataTypeName(e.dtype), shapeToString(e.shape)));
               tensors_.emplace(key, std::move(e));
@@ -357,11 +398,17 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
                                    quotedPrintable(name), e.shard, shards_));
     if (!data_.count(e.shard)) {
       const std::filesystem::path path = dataFile(e.shard);
-      File file(std::fopen(path.c_str(), "rbe"));
+      // Opened without blocking, so that a named pipe in its place is
+      // refused rather than waited on.
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+      if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+      File file(::fdopen(fd, "rb"));
+      if (!file) {
+        ::close(fd);
+        fail(path, std::string("cannot open: ") + std::strerror(errno));
+      }
       struct stat status {};
-      if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
-      if (::fstat(fileno(file.get()), &status) != 0 || !S_ISREG(status.st_mode))
-        fail(path, "not a regular file");
+      if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) fail(path, "not a regular file");
       data_sizes[e.shard] = uint64_t(status.st_size);
       data_.emplace(e.shard, std::move(file));
     }

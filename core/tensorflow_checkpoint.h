@@ -39,9 +39,16 @@ inline constexpr size_t kFooterBytes = 48;       // two block handles (padded) a
 inline constexpr size_t kBlockTrailerBytes = 5;  // the compression type, the masked CRC32C
 inline constexpr int kDataTypeFloat = 1;
 inline constexpr int kDataTypeInt64 = 9;
-// An index this large is not a checkpoint of a model traind trains; it is
-// read whole, so it is bounded before it is.
-inline constexpr uint64_t kMaxIndexBytes = uint64_t(1) << 30;
+inline constexpr int kBundleVersion = 1;  // the format version this reader reads
+// Bounds on what a checkpoint of a model traind trains holds, so that an
+// index that lies costs bounded memory and time: the index is read whole,
+// and every tensor's name is kept.
+inline constexpr uint64_t kMaxIndexBytes = uint64_t(256) << 20;
+inline constexpr uint64_t kMaxKeyBytes = 64 << 10;  // a tensor's name
+inline constexpr uint64_t kMaxKeyBytesTotal = uint64_t(64) << 20;
+inline constexpr size_t kMaxTensors = 1000000;
+inline constexpr int kMaxRank = 254;  // TensorFlow's TensorShape::MaxDimensions()
+inline constexpr uint64_t kMaxStateFileBytes = 1 << 20;
 }  // namespace tensorflow_checkpoint_format
 
 // The checkpoint prefix `path` names: `path` itself when `path`.index is
@@ -54,9 +61,10 @@ std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesys
 
 // Reads and checks the index of a checkpoint as it opens, so a corrupt one
 // fails before anything uses it: the table's footer, every block's CRC32C
-// and structure, the keys in order, each entry's message, shape, data file
-// and byte range (against that file's size; a lying entry cannot cause a
-// large allocation). A tensor's bytes are read only when it is asked for,
+// and structure, each data block read once, the keys in order across them,
+// each entry's message, shape, data file and byte range (against that
+// file's size; a lying entry cannot cause a large allocation), within the
+// bounds above. A tensor's bytes are read only when it is asked for,
 // into the caller's buffer, once its dtype and shape have been found to be
 // the ones expected, and checked against its CRC32C. The data files stay
 // open, so reads see the files opened.
@@ -69,7 +77,9 @@ class TensorflowCheckpointReader {
   // Tensor names, sorted.
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const;
-  // InputError if absent.
+  // InputError if absent. A tensor of a fixed-size dtype has as many
+  // bytes as its shape says; a partitioned or a string one's shape is
+  // bounded only by its count fitting an int64.
   const Shape& shape(const std::string& name) const;
   // "float32", "int64", "string", ...: TensorFlow's names for its dtypes.
   std::string dtypeName(const std::string& name) const;

@@ -98,8 +98,6 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
       throw InputError(fmt::format("{}: global_step is {}: expected a step count >= 0",
                                    checkpoint, global_step));
   }
-  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
-    checkAdamPowers(reader, spec.optimizer, global_step);
 
   Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
@@ -152,6 +150,8 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
           "` lists the tensors it has");
     }
   }
+  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
+    checkAdamPowers(reader, spec.optimizer, global_step);
   state.setGlobalStep(global_step);
 
   std::vector<std::string> said;

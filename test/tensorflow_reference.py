@@ -34,6 +34,11 @@ to float32 rounding:
   sync cluster    1 ps and 2 workers, replicas_to_aggregate 2, Adam and
                   centered RMSProp, against one TensorFlow step over both
                   workers' batches
+  import          a TensorFlow 1 graph trains --steps steps and saves with its
+                  Saver; `trainctl import` takes its checkpoint over and traind
+                  trains --steps more, against TensorFlow training on from
+                  where it saved: adam with a moving average, centered rmsprop
+                  with momentum, nesterov under an exponential decay
   initializers    glorot_uniform, glorot_normal, he_uniform, he_normal,
                   truncated_normal and random_normal of a deviation: the
                   largest value and the standard deviation of traind's draws

@@ -481,8 +481,9 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK(runTrainctl("status").exit_code == 2);
   r = runTrainctl("frobnicate");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("trainctl: unknown command 'frobnicate': expected one of "
-                                       "status, stop, checkpoint, inspect, placement, eval"));
+  CHECK_THAT(r.output,
+             Catch::Contains("trainctl: unknown command 'frobnicate': expected one of "
+                             "status, stop, checkpoint, inspect, placement, eval, import"));
   const auto dir = freshTempDir("bad-ops");
   r = runTrainctl("inspect " + (dir / "nothing").string());
   CHECK(r.exit_code == 2);
@@ -522,4 +523,73 @@ TEST_CASE("trainctl stop does not blame the chief's save for a ps it cannot ask"
   CHECK_THAT(job.chief->output(), Catch::Contains("saved checkpoint"));
   job.ps->signal(SIGTERM);
   CHECK(job.ps->wait(30) == 0);
+}
+
+TEST_CASE(
+    "trainctl import takes over a TensorFlow job's checkpoint, and traind trains on from it") {
+  const auto dir = freshTempDir("import");
+  const std::string tensorflow =
+      std::string(TRAIND_SOURCE_DIR) + "/test/data/tensorflow_checkpoint";
+  const std::string model = (dir / "model.yaml").string();
+  // 2x2 images of two classes: the fixture's model takes 4 inputs.
+  auto idx = [](std::vector<uint32_t> header, const std::string& bytes) {
+    std::string file;
+    for (uint32_t v : header)
+      for (int shift = 24; shift >= 0; shift -= 8) file += char((v >> shift) & 0xff);
+    return file + bytes;
+  };
+  std::string pixels, labels;
+  for (int i = 0; i < 16; ++i) {
+    pixels += std::string(4, char(i % 2 ? 200 : 20));
+    labels += char(i % 2);
+  }
+  writeFile(dir / "images.idx", idx({0x803, 16, 2, 2}, pixels));
+  writeFile(dir / "labels.idx", idx({0x801, 16}, labels));
+  // A spec with Adam, the fixture's optimizer (which has taken no step yet).
+  auto writeSpec = [&](const std::string& layers) {
+    writeFile(model, "name: from_tensorflow\nseed: 3\ninput: [4]\nlayers:\n" + layers +
+                         "optimizer: {type: adam, learning_rate: 0.01}\ndata:\n  train: {images: " +
+                         (dir / "images.idx").string() +
+                         ", labels: " + (dir / "labels.idx").string() +
+                         "}\n  batch_size: 8\ntraining: {max_steps: 3}\ncheckpoint: {dir: " +
+                         (dir / "ckpt").string() + "}\n");
+  };
+  const std::string fixture_layers =
+      "  - {type: dense, name: hidden, units: 3, activation: relu}\n"
+      "  - {type: dense, name: out, units: 2}\n";
+
+  // A layer the checkpoint lacks is named, with where it was looked for.
+  writeSpec(fixture_layers + "  - {type: dense, name: output, units: 2}\n");
+  ProcessResult r = runTrainctl("import --model " + model + " --scope net " + tensorflow);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("no tensor 'net/output/kernel' for 'output/kernel' (--scope net)"));
+
+  // The fixture's layers: its global step says 1200, its Adam has taken no step.
+  writeSpec(fixture_layers);
+  r = runTrainctl("import --model " + model + " --scope net " + tensorflow);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("Adam's beta1_power 0.9 and beta2_power 0.999 are not "
+                                       "those of global step 1200"));
+  r = runTrainctl("import --model " + model + " --scope net --global-step 0 " + tensorflow);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("4 variables from " + tensorflow +
+                                       "/model.ckpt-1200 at global step 0"));
+  CHECK_THAT(r.output, Catch::Contains("'v' state from <variable>/Adam_1"));
+  const std::vector<float> imported_bias = {2, 2.125f, 2.25f};  // the fixture's values
+  CHECK(readCheckpointTensor(dir / "ckpt", "hidden/bias") == imported_bias);
+  // Once: a directory with checkpoints belongs to a run.
+  r = runTrainctl("import --model " + model + " --scope net --global-step 0 " + tensorflow);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("already holds checkpoints (ckpt-0000000000)"));
+
+  r = runTraind("--model " + model);
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::exists(dir / "ckpt" / "ckpt-0000000003"));
+  CHECK(readCheckpointTensor(dir / "ckpt", "hidden/bias") != imported_bias);
+
+  r = runTrainctl("inspect " + tensorflow);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("global step: 1200"));
+  CHECK_THAT(r.output, Catch::Contains("net/partitioned           float32  [6, 2] in 2 parts"));
 }

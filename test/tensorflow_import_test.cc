@@ -1,0 +1,137 @@
+// Taking over a TensorFlow 1 job's state: TensorFlow 1's slot names, and
+// what an import of the fixture TensorFlow's Saver wrote
+// (test/data/tensorflow_checkpoint) takes and refuses. tensorflow_reference.py
+// checks that an imported job then trains on as TensorFlow does.
+#include "core/tensorflow_import.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/layer_graph.h"
+#include "core/model_spec.h"
+#include "core/model_state.h"
+#include "core/tensorflow_checkpoint.h"
+#include "test/temp_dir.h"
+
+namespace traind {
+namespace {
+
+const std::filesystem::path kPrefix =
+    std::filesystem::path(TRAIND_SOURCE_DIR) / "test/data/tensorflow_checkpoint/model.ckpt-1200";
+
+OptimizerSpec optimizer(OptimizerSpec::Kind kind, bool centered = false) {
+  OptimizerSpec spec;
+  spec.kind = kind;
+  spec.centered = centered;
+  return spec;
+}
+
+// The fixture's two dense layers, with `optimizer` (a spec's line).
+ModelSpec fixtureModel(const TempDir& dir, const std::string& optimizer) {
+  return loadModelSpec(dir.write(
+      "m.yaml",
+      "name: imported\ninput: [4]\nlayers:\n"
+      "  - {type: dense, name: hidden, units: 3}\n  - {type: dense, name: out, units: 2}\n"
+      "loss: mse\noptimizer: " +
+          optimizer +
+          "\n"
+          "data:\n  synthetic: {type: regression, points: 10, x_min: -1, x_max: 1}\n"
+          "  batch_size: 2\ntraining: {max_steps: 1}\n"));
+}
+
+std::string importError(const ModelSpec& spec, const TensorflowImport& how) {
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  try {
+    importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("TensorFlow 1 names an optimizer's slots after it, numbered as it makes them",
+          "[tensorflow_import]") {
+  using Kind = OptimizerSpec::Kind;
+  CHECK(tensorflowSlotName(optimizer(Kind::Momentum), "momentum", "") == "Momentum");
+  CHECK(tensorflowSlotName(optimizer(Kind::Adagrad), "accumulator", "") == "Adagrad");
+  CHECK(tensorflowSlotName(optimizer(Kind::Adam), "m", "") == "Adam");
+  CHECK(tensorflowSlotName(optimizer(Kind::Adam), "v", "") == "Adam_1");
+  CHECK(tensorflowSlotName(optimizer(Kind::Adam), "v", "MyAdam") == "MyAdam_1");
+  CHECK(tensorflowSlotName(optimizer(Kind::RmsProp), "rms", "") == "RMSProp");
+  CHECK(tensorflowSlotName(optimizer(Kind::RmsProp), "momentum", "") == "RMSProp_1");
+  // Centered, RMSPropOptimizer makes mg before momentum.
+  CHECK(tensorflowSlotName(optimizer(Kind::RmsProp, true), "mg", "") == "RMSProp_1");
+  CHECK(tensorflowSlotName(optimizer(Kind::RmsProp, true), "momentum", "") == "RMSProp_2");
+  CHECK(tensorflowSlotName(optimizer(Kind::Adam), "ExponentialMovingAverage", "") ==
+        "ExponentialMovingAverage");
+}
+
+TEST_CASE("an import takes every variable, the optimizer's slots and the global step",
+          "[tensorflow_import]") {
+  TempDir dir;
+  const ModelSpec spec = fixtureModel(dir, "{type: adam, learning_rate: 0.1}");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  TensorflowImport how;
+  how.scope = "net";
+  how.global_step = 0;  // the fixture's Adam took no step; its global step says 1200
+  const std::vector<std::string> said =
+      importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
+  CHECK(said == std::vector<std::string>{
+                    "4 variables from " + kPrefix.string() + " at global step 0",
+                    "'m' state from <variable>/Adam", "'v' state from <variable>/Adam_1"});
+  CHECK(state.globalStep() == 0);
+  for (const VariableView& v : state.layout().views()) {
+    INFO(v.name);
+    const std::span<const float> values = std::as_const(state.parameters()).view(v);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == first + float(i) / 8);
+    for (size_t s = 0; s < 2; ++s)
+      for (float x : std::as_const(state.optimizer()).slot(s).view(v)) CHECK(x == 0);
+  }
+
+  // A layer under another prefix.
+  how.scope.clear();
+  how.layer_sources = {{"hidden", "net/hidden"}, {"out", "net/out"}};
+  CHECK(importError(spec, how) == "(no error)");
+}
+
+TEST_CASE("an import refuses what would not train on as TensorFlow would", "[tensorflow_import]") {
+  TempDir dir;
+  TensorflowImport how;
+  how.scope = "net";
+  const ModelSpec adam = fixtureModel(dir, "{type: adam, learning_rate: 0.1}");
+  // The fixture's global step (1200) is not its Adam's (no step taken).
+  CHECK_THAT(importError(adam, how),
+             Catch::StartsWith(kPrefix.string() + ": Adam's beta1_power 0.9 and beta2_power 0.999 "
+                                                  "are not those of global step 1200"));
+  // Another beta1: the same powers are of no step of it.
+  how.global_step = 0;
+  CHECK_THAT(importError(fixtureModel(dir, "{type: adam, learning_rate: 0.1, beta1: 0.8}"), how),
+             Catch::Contains("are not those of global step 0"));
+  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how),
+             Catch::Contains(": no tensor 'net/hidden/kernel/Momentum', the 'momentum' state of "
+                             "this spec's "));
+  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how),
+             Catch::Contains("its optimizer had another name (give it with --optimizer-name)"));
+  how.optimizer_name = "MyAdam";
+  CHECK_THAT(importError(adam, how), Catch::Contains("no tensor 'net/hidden/kernel/MyAdam'"));
+  how.optimizer_name.clear();
+  // SGD keeps no state: the parameters and the step are the whole of it.
+  CHECK(importError(fixtureModel(dir, "{type: sgd, learning_rate: 0.1}"), how) == "(no error)");
+  how.scope = "model";
+  CHECK(importError(adam, how) ==
+        kPrefix.string() +
+            ": no tensor 'model/hidden/kernel' for 'hidden/kernel' (--scope model); "
+            "`trainctl inspect " +
+            kPrefix.string() + "` lists the tensors it has");
+}
+
+}  // namespace traind
