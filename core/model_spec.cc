@@ -699,7 +699,7 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
   std::string scope;
   if (auto f = fields.find("scope")) {
     scope = readText(*f, "a variable scope, such as net or model/tower_0");
-    if (scope.empty() || scope.front() == '/' || scope.back() == '/')
+    if (!isVariablePrefix(scope))
       failExpected(*f, "a variable scope without a leading or trailing '/', such as net");
   }
   const Field names = fields.get("layers");
@@ -715,7 +715,7 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
       name_field = layer_fields.get("name");
       if (auto f = layer_fields.find("from")) {
         from = readText(*f, "the prefix of the layer's variables in the checkpoint");
-        if (from.empty() || from.front() == '/' || from.back() == '/')
+        if (!isVariablePrefix(from))
           failExpected(*f,
                        "the prefix of the layer's variables in the checkpoint, without a "
                        "leading or trailing '/', such as dnn/hiddenlayer_0");
@@ -729,10 +729,8 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
     if (std::any_of(init.layers.begin(), init.layers.end(),
                     [&](const InitFromLayer& listed) { return listed.name == layer->name; }))
       fail(*name_field, "layer " + quoted(layer->name) + " is listed twice");
-    const std::string source = !from.empty()   ? from
-                               : scope.empty() ? layer->name
-                                               : scope + "/" + layer->name;
-    init.layers.push_back({layer->name, source});
+    init.layers.push_back(
+        {layer->name, from.empty() ? scopedVariablePrefix(scope, layer->name) : from});
   }
   return init;
 }
@@ -743,6 +741,14 @@ void hashInto(uint64_t& h, std::string_view text) { h = hashCombine(h, hashStrin
 }  // namespace
 
 bool hasVariables(LayerKind kind) { return kind == LayerKind::Dense || kind == LayerKind::Conv2D; }
+
+bool isVariablePrefix(std::string_view prefix) {
+  return !prefix.empty() && prefix.front() != '/' && prefix.back() != '/';
+}
+
+std::string scopedVariablePrefix(const std::string& scope, const std::string& layer) {
+  return scope.empty() ? layer : scope + "/" + layer;
+}
 
 ModelSpec loadModelSpec(const std::string& path) {
   const YAML::Node root = loadYamlFile(path, "model spec");

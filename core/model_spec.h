@@ -238,6 +238,14 @@ struct ModelSpec {
 // Whether a layer of this kind has variables (a kernel and a bias): dense, conv2d.
 bool hasVariables(LayerKind kind);
 
+// Whether `prefix` can name a TensorFlow variable scope, or where a layer's
+// variables are in a checkpoint: not empty, no '/' first or last.
+bool isVariablePrefix(std::string_view prefix);
+
+// Where layer `layer`'s variables are in a checkpoint, without a prefix of
+// their own: under `scope` ("net/hidden1"), or by the layer's name alone.
+std::string scopedVariablePrefix(const std::string& scope, const std::string& layer);
+
 // Reads and checks a spec. Relative data and checkpoint paths are resolved
 // against the spec file's directory. Throws InputError naming
 // file:line:column, the field and what was expected.

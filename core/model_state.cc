@@ -140,21 +140,11 @@ void ModelState::restoreForEvaluation(const std::filesystem::path& checkpoint) {
 
 namespace {
 
-// An optimizer slot's values; a sum of squares below 0 (traind never writes
-// one) is a corrupt file, refused as a value that is not finite is: a
-// resumed run would take its square root and diverge a few steps later,
-// blaming the learning rate.
+// An optimizer slot's values, checked (Optimizer::checkReadSlot).
 void readSlot(const SafetensorsReader& reader, const std::filesystem::path& file,
               const std::string& name, const Shape& shape, std::span<float> values) {
   reader.read(name, shape, values);
-  const std::string_view slot = std::string_view(name).substr(name.rfind('/') + 1);
-  if (!Optimizer::slotIsSumOfSquares(std::string(slot))) return;
-  const auto negative = std::find_if(values.begin(), values.end(), [](float x) { return x < 0; });
-  if (negative != values.end())
-    throw InputError(fmt::format(
-        "{}: tensor {}: element {} is {}: expected values >= 0 (a sum of squares; the file is "
-        "corrupt)",
-        file.string(), quotedPrintable(name), negative - values.begin(), *negative));
+  Optimizer::checkReadSlot(name.substr(name.rfind('/') + 1), values, file.string(), name);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "core/optimizer.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+#include "core/printable.h"
 #include "core/streaming_store.h"
 
 namespace traind {
@@ -33,6 +36,17 @@ std::vector<std::string> Optimizer::slotNamesOf(const OptimizerSpec& spec) {
 
 bool Optimizer::slotIsSumOfSquares(const std::string& name) {
   return name == "accumulator" || name == "v" || name == "rms";
+}
+
+void Optimizer::checkReadSlot(const std::string& name, std::span<const float> values,
+                              const std::string& file, const std::string& tensor) {
+  if (!slotIsSumOfSquares(name)) return;
+  const auto negative = std::find_if(values.begin(), values.end(), [](float x) { return x < 0; });
+  if (negative != values.end())
+    throw InputError(fmt::format(
+        "{}: tensor {}: element {} is {}: expected values >= 0 (a sum of squares; the file is "
+        "corrupt)",
+        file, quotedPrintable(tensor), negative - values.begin(), *negative));
 }
 
 Optimizer::Optimizer(const OptimizerSpec& spec, const VariableLayout& layout)

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,12 @@ class Optimizer {
   // Whether a slot holds sums of squares ("accumulator", "v", "rms"): never below
   // 0, and a square root of one that is would be NaN.
   static bool slotIsSumOfSquares(const std::string& name);
+  // For slot values read from a file: InputError naming the file and the
+  // tensor when slot `name` is a sum of squares and holds a value below 0.
+  // No run writes one (the file is corrupt), and a resumed run would take
+  // its square root and diverge a few steps later, blaming the learning rate.
+  static void checkReadSlot(const std::string& name, std::span<const float> values,
+                            const std::string& file, const std::string& tensor);
   FlatBuffer& slot(size_t i) { return slots_[i]; }
   const FlatBuffer& slot(size_t i) const { return slots_[i]; }
 

@@ -243,6 +243,64 @@ Shape readShape(const tensorflow::TensorShapeProto& proto, Bytes& where) {
   return shape;
 }
 
+// The key a part of a partitioned variable is saved under: TensorFlow's
+// EncodeTensorNameSlice, in its OrderedCode (byte strings that sort as the
+// values do): the number 0, the variable's name, the rank, then each
+// dimension's start and length (-1: all of it).
+void appendNumberIncreasing(std::string& key, uint64_t value) {
+  std::string bytes;  // big-endian, without leading zeros, after their count
+  for (; value != 0; value >>= 8) bytes.insert(bytes.begin(), char(value & 0xff));
+  key += char(bytes.size());
+  key += bytes;
+}
+
+void appendStringIncreasing(std::string& key, std::string_view text) {
+  for (const char c : text) {
+    if (c == '\0')
+      key += std::string_view("\0\xff", 2);
+    else if (c == '\xff')
+      key += std::string_view("\xff\0", 2);
+    else
+      key += c;
+  }
+  key += std::string_view("\0\x01", 2);
+}
+
+void appendSignedNumberIncreasing(std::string& key, int64_t value) {
+  const uint64_t magnitude = value < 0 ? ~uint64_t(value) : uint64_t(value);
+  if (magnitude < 64) {  // one byte: a header bit, then the value's 7
+    key += char(uint8_t(0x80 ^ uint64_t(value)));
+    return;
+  }
+  // The value big-endian and sign-extended to 10 bytes, of which the last
+  // `length` are kept, their first bits (as many as length) marking it.
+  const int bits = 64 - std::countl_zero(magnitude);
+  const int length = bits / 7 + 1;
+  uint8_t bytes[10];
+  bytes[0] = bytes[1] = value < 0 ? 0xff : 0;
+  for (int i = 0; i < 8; ++i) bytes[2 + i] = uint8_t(uint64_t(value) >> (56 - 8 * i));
+  static constexpr uint8_t kHeader[11][2] = {{0, 0},    {0x80, 0},    {0xc0, 0},   {0xe0, 0},
+                                             {0xf0, 0}, {0xf8, 0},    {0xfc, 0},   {0xfe, 0},
+                                             {0xff, 0}, {0xff, 0x80}, {0xff, 0xc0}};
+  uint8_t* begin = bytes + 10 - length;
+  begin[0] ^= kHeader[length][0];
+  begin[1] ^= kHeader[length][1];
+  key.append(reinterpret_cast<const char*>(begin), size_t(length));
+}
+
+std::string sliceKey(std::string_view name, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& length) {
+  std::string key;
+  appendNumberIncreasing(key, 0);
+  appendStringIncreasing(key, name);
+  appendNumberIncreasing(key, start.size());
+  for (size_t d = 0; d < start.size(); ++d) {
+    appendSignedNumberIncreasing(key, start[d]);
+    appendSignedNumberIncreasing(key, length[d]);
+  }
+  return key;
+}
+
 }  // namespace
 
 std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path) {
@@ -313,8 +371,16 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
   uint64_t blocks_end = 0;
   forEachEntry(
       blockAt(index, index_block, index_path), index_path, "index block", previous_separator,
-      [&](const std::string&, std::string_view value) {
+      [&](const std::string& separator, std::string_view value) {
         Bytes handle_bytes(value, index_path, "index block");
+        // The index's keys (each at least its block's last) count with the
+        // tensors' names: every one is copied as the next is read.
+        key_bytes += separator.size();
+        if (key_bytes > tc::kMaxKeyBytesTotal)
+          handle_bytes.corrupt(
+              fmt::format("more than {} bytes of keys, past what a checkpoint "
+                          "of a model traind trains holds",
+                          tc::kMaxKeyBytesTotal));
         const BlockHandle data_block = readHandle(handle_bytes);
         if (!handle_bytes.empty()) handle_bytes.corrupt("bytes follow a block's handle");
         if (data_block.offset < blocks_end || data_block.offset > index_block.offset ||
@@ -332,7 +398,8 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
               Bytes entry_where(message, index_path,
                                 where + ", entry '" + printablePrefix(key, 200) + "'");
               key_bytes += key.size();
-              if (key_bytes > tc::kMaxKeyBytesTotal || tensors_.size() >= tc::kMaxTensors)
+              if (key_bytes > tc::kMaxKeyBytesTotal ||
+                  tensors_.size() + slice_data_.size() >= tc::kMaxTensors)
                 entry_where.corrupt(fmt::format(
                     "more than {} tensors or {} bytes of names, past what a checkpoint of a "
                     "model traind trains holds",
@@ -359,16 +426,12 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
                 has_header = true;
                 return;
               }
-              // A part of a partitioned variable, under a key of its own that starts
-              // with a 0 byte; its whole variable's entry lists the parts.
-              if (key.front() == '\0') return;
               tensorflow::BundleEntryProto proto;
               if (!proto.ParseFromArray(message.data(), int(message.size())))
                 entry_where.corrupt("not a BundleEntryProto");
               Entry e;
               e.dtype = proto.dtype();
               e.shape = readShape(proto.shape(), entry_where);
-              e.slices = proto.slices_size();
               e.shard = proto.shard_id();
               if (proto.offset() < 0 || proto.size() < 0)
                 entry_where.corrupt(
@@ -376,23 +439,82 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
               e.offset = uint64_t(proto.offset());
               e.size = uint64_t(proto.size());
               e.masked_crc = proto.crc32c();
+              // A part of a partitioned variable is under a key of its own,
+              // which starts with a 0 byte; its variable's entry lists it.
+              const bool part = key.front() == '\0';
+              if (part && proto.slices_size() != 0)
+                entry_where.corrupt("a part of a partitioned variable is itself partitioned");
+              int64_t parts_elements = 0;
+              for (const auto& slice : proto.slices()) {
+                if (slice.extent_size() != int(e.shape.size()))
+                  entry_where.corrupt(fmt::format("a part of {} dimensions of a tensor of {}",
+                                                  slice.extent_size(), e.shape.size()));
+                Slice s;
+                std::vector<int64_t> encoded_lengths;
+                for (size_t d = 0; d < e.shape.size(); ++d) {
+                  const auto& extent = slice.extent(int(d));
+                  const bool whole = !extent.has_length();
+                  const int64_t start = extent.start();
+                  const int64_t length = whole ? e.shape[d] : extent.length();
+                  if (start < 0 || length < 0 || start > e.shape[d] ||
+                      length > e.shape[d] - start || (whole && start != 0))
+                    entry_where.corrupt(fmt::format(
+                        "a part of dimension {} from {} of length {} in a tensor of shape {}", d,
+                        start, whole ? "all" : std::to_string(length), shapeToString(e.shape)));
+                  s.start.push_back(start);
+                  s.lengths.push_back(length);
+                  encoded_lengths.push_back(whole ? -1 : length);
+                }
+                s.key = sliceKey(key, s.start, encoded_lengths);
+                parts_elements += numElements(s.lengths);  // each at most the whole's
+                if (parts_elements > numElements(e.shape))
+                  entry_where.corrupt("its parts hold more elements than it has");
+                e.slices.push_back(std::move(s));
+              }
+              if (!e.slices.empty() && parts_elements != numElements(e.shape))
+                entry_where.corrupt(fmt::format("its parts hold {} of its {} elements",
+                                                parts_elements, numElements(e.shape)));
               const uint64_t element = elementBytes(e.dtype);
               const uint64_t elements = uint64_t(numElements(e.shape));
-              if (e.slices == 0 && element != 0 &&
+              if (e.slices.empty() && element != 0 &&
                   (elements > UINT64_MAX / element || elements * element != e.size))
                 entry_where.corrupt(fmt::format("{} bytes for a {} tensor of shape {}", e.size,
                                                 dataTypeName(e.dtype), shapeToString(e.shape)));
-              tensors_.emplace(key, std::move(e));
+              (part ? slice_data_ : tensors_).emplace(key, std::move(e));
             });
       });
   if (!has_header)
     fail(index_path, "no header entry (the empty key): not a TensorFlow checkpoint's index");
 
+  // Each part of a partitioned variable: its entry there, of the whole's
+  // dtype and of its own extent.
+  for (const auto& [name, e] : tensors_)
+    for (const Slice& s : e.slices) {
+      const auto data = slice_data_.find(s.key);
+      if (data == slice_data_.end())
+        fail(index_path,
+             fmt::format("tensor {}: no entry for its part at {} of shape {} (the "
+                         "file is corrupt)",
+                         quotedPrintable(name), shapeToString(s.start), shapeToString(s.lengths)));
+      if (data->second.dtype != e.dtype || data->second.shape != s.lengths)
+        fail(index_path,
+             fmt::format("tensor {}: its part at {} holds {} of shape {}, where {} "
+                         "of shape {} was expected (the file is corrupt)",
+                         quotedPrintable(name), shapeToString(s.start),
+                         dataTypeName(data->second.dtype), shapeToString(data->second.shape),
+                         dataTypeName(e.dtype), shapeToString(s.lengths)));
+    }
+
   // Every data file an entry names, opened and its size checked against
   // the entries' byte ranges now, so that a truncated file fails here.
   std::map<int, uint64_t> data_sizes;
-  for (const auto& [name, e] : tensors_) {
-    if (e.slices != 0) continue;  // its bytes are under its parts' keys
+  std::vector<std::pair<const std::string*, const Entry*>> with_bytes;
+  for (const auto* entries : {&tensors_, &slice_data_})
+    for (const auto& [name, e] : *entries)
+      if (e.slices.empty()) with_bytes.emplace_back(&name, &e);  // a whole's bytes are its parts'
+  for (const auto& [name_pointer, entry_pointer] : with_bytes) {
+    const std::string& name = *name_pointer;
+    const Entry& e = *entry_pointer;
     if (e.shard < 0 || e.shard >= shards_)
       fail(index_path, fmt::format("tensor {}: data file {} of {} (the file is corrupt)",
                                    quotedPrintable(name), e.shard, shards_));
@@ -452,14 +574,12 @@ std::string TensorflowCheckpointReader::dtypeName(const std::string& name) const
   return dataTypeName(entry(name).dtype);
 }
 
-int TensorflowCheckpointReader::slices(const std::string& name) const { return entry(name).slices; }
+int TensorflowCheckpointReader::slices(const std::string& name) const {
+  return int(entry(name).slices.size());
+}
 
 void TensorflowCheckpointReader::readBytes(const std::string& name, const Entry& e,
                                            std::byte* dst) const {
-  if (e.slices != 0)
-    fail(prefix_, fmt::format("tensor {} was saved in {} parts (a partitioned variable): traind "
-                              "reads whole tensors; save it unpartitioned",
-                              quotedPrintable(name), e.slices));
   const std::filesystem::path path = dataFile(e.shard);
   std::FILE* file = data_.at(e.shard).get();
   uint64_t offset = e.offset;
@@ -493,7 +613,10 @@ void TensorflowCheckpointReader::read(const std::string& name, const Shape& expe
     throw std::invalid_argument("TensorflowCheckpointReader::read: destination of " +
                                 std::to_string(dst.size()) + " floats for tensor '" + name +
                                 "' of shape " + shapeToString(expected));
-  readBytes(name, e, reinterpret_cast<std::byte*>(dst.data()));
+  if (e.slices.empty())
+    readBytes(name, e, reinterpret_cast<std::byte*>(dst.data()));
+  else
+    readParts(name, e, dst);
   const auto bad = std::find_if(dst.begin(), dst.end(), [](float x) { return !std::isfinite(x); });
   if (bad != dst.end())
     fail(prefix_, "tensor " + quotedPrintable(name) + ": element " +
@@ -502,11 +625,54 @@ void TensorflowCheckpointReader::read(const std::string& name, const Shape& expe
                       ": expected finite values (its run diverged)");
 }
 
-int64_t TensorflowCheckpointReader::readInt64(const std::string& name) const {
+void TensorflowCheckpointReader::readParts(const std::string& name, const Entry& e,
+                                           std::span<float> dst) const {
+  // Row-major strides of the whole, and which of its elements a part has
+  // written: parts that overlap leave others unwritten (the index said
+  // they add up to the whole).
+  const size_t rank = e.shape.size();
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * e.shape[d];
+  std::vector<bool> written(dst.size(), false);
+  std::vector<float> part;
+  for (const Slice& s : e.slices) {
+    part.resize(size_t(numElements(s.lengths)));
+    readBytes(name, slice_data_.at(s.key), reinterpret_cast<std::byte*>(part.data()));
+    std::vector<int64_t> at(rank, 0);  // the part's element being copied
+    for (const float value : part) {
+      int64_t index = 0;
+      for (size_t d = 0; d < rank; ++d) index += (s.start[d] + at[d]) * strides[d];
+      if (written[size_t(index)])
+        fail(prefix_, fmt::format("tensor {}: its parts overlap at element {} (the file is "
+                                  "corrupt)",
+                                  quotedPrintable(name), index));
+      written[size_t(index)] = true;
+      dst[size_t(index)] = value;
+      for (size_t d = rank; d-- > 0;) {  // the next element of the part, row-major
+        if (++at[d] < s.lengths[d]) break;
+        at[d] = 0;
+      }
+    }
+  }
+}
+
+bool TensorflowCheckpointReader::isIntegerScalar(const std::string& name) const {
   const Entry& e = entry(name);
-  if (e.dtype != tc::kDataTypeInt64 || !e.shape.empty())
-    fail(prefix_, "tensor " + quotedPrintable(name) + ": expected an int64 scalar, found " +
+  return (e.dtype == tc::kDataTypeInt64 || e.dtype == tc::kDataTypeInt32) && e.shape.empty() &&
+         e.slices.empty();
+}
+
+int64_t TensorflowCheckpointReader::readInteger(const std::string& name) const {
+  const Entry& e = entry(name);
+  if (!isIntegerScalar(name))
+    fail(prefix_, "tensor " + quotedPrintable(name) +
+                      ": expected an integer scalar (int64 or int32), found " +
                       dataTypeName(e.dtype) + " of shape " + shapeToString(e.shape));
+  if (e.dtype == tc::kDataTypeInt32) {
+    int32_t value = 0;
+    readBytes(name, e, reinterpret_cast<std::byte*>(&value));
+    return value;
+  }
   int64_t value = 0;
   readBytes(name, e, reinterpret_cast<std::byte*>(&value));
   return value;

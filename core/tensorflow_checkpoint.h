@@ -38,6 +38,7 @@ inline constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
 inline constexpr size_t kFooterBytes = 48;       // two block handles (padded) and the magic
 inline constexpr size_t kBlockTrailerBytes = 5;  // the compression type, the masked CRC32C
 inline constexpr int kDataTypeFloat = 1;
+inline constexpr int kDataTypeInt32 = 3;
 inline constexpr int kDataTypeInt64 = 9;
 inline constexpr int kBundleVersion = 1;  // the format version this reader reads
 // Bounds on what a checkpoint of a model traind trains holds, so that an
@@ -87,15 +88,27 @@ class TensorflowCheckpointReader {
   // partitioners); 0 for a whole tensor.
   int slices(const std::string& name) const;
 
-  // Reads a float32 tensor into dst (numElements(expected) floats).
-  // InputError naming the file and the tensor if it is absent, of another
-  // dtype, partitioned, of a shape other than `expected`, not what its
-  // CRC32C says, or holding a value that is not finite.
+  // Reads a float32 tensor into dst (numElements(expected) floats); a
+  // partitioned one is put together from its parts. InputError naming the
+  // file and the tensor if it is absent, of another dtype, of a shape other
+  // than `expected`, not what its CRC32C says, holding a value that is not
+  // finite, or partitioned into parts that overlap.
   void read(const std::string& name, const Shape& expected, std::span<float> dst) const;
-  // An int64 scalar (TensorFlow's global_step); InputError as read's.
-  int64_t readInt64(const std::string& name) const;
+  // Whether the tensor is an int64 or int32 scalar, as TensorFlow's
+  // global_step is (int64 from get_or_create_global_step, int32 from a
+  // tf.Variable(0) of older jobs).
+  bool isIntegerScalar(const std::string& name) const;
+  // Such a scalar's value; InputError as read's.
+  int64_t readInteger(const std::string& name) const;
 
  private:
+  // A part of a partitioned variable: where it lies in the whole, per
+  // dimension, and the key its bytes' entry is under.
+  struct Slice {
+    std::vector<int64_t> start;
+    Shape lengths;
+    std::string key;
+  };
   struct Entry {
     int dtype = 0;
     Shape shape;
@@ -103,7 +116,7 @@ class TensorflowCheckpointReader {
     uint64_t offset = 0;
     uint64_t size = 0;
     uint32_t masked_crc = 0;
-    int slices = 0;
+    std::vector<Slice> slices;  // a partitioned variable's; its own bytes are none
   };
   struct FileCloser {
     void operator()(std::FILE* file) const { std::fclose(file); }
@@ -113,11 +126,14 @@ class TensorflowCheckpointReader {
   const Entry& entry(const std::string& name) const;
   // The entry's bytes into dst, checked against its CRC32C.
   void readBytes(const std::string& name, const Entry& e, std::byte* dst) const;
+  // A partitioned float32 variable's parts into their places in dst.
+  void readParts(const std::string& name, const Entry& e, std::span<float> dst) const;
   std::filesystem::path dataFile(int shard) const;
 
   std::filesystem::path prefix_;
   int shards_ = 0;
   std::map<std::string, Entry> tensors_;
+  std::map<std::string, Entry> slice_data_;  // the parts' entries, by their keys
   std::map<int, File> data_;  // the data files entries refer to, by shard
 };
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/model_state.h"
@@ -14,16 +16,34 @@
 namespace traind {
 namespace {
 
-// The names tf.compat.v1.train's optimizers give themselves by default.
-std::string defaultOptimizerName(OptimizerSpec::Kind kind) {
-  switch (kind) {
-    case OptimizerSpec::Kind::Momentum: return "Momentum";
-    case OptimizerSpec::Kind::Adagrad: return "Adagrad";
-    case OptimizerSpec::Kind::Adam: return "Adam";
-    case OptimizerSpec::Kind::RmsProp: return "RMSProp";
-    case OptimizerSpec::Kind::Sgd: return "GradientDescent";
+// A tf.compat.v1.train optimizer's default name, and traind's names for its
+// slots in the order it makes them: the first is saved as
+// "<var>/<name>", the next as "<var>/<name>_1", "<var>/<name>_2".
+struct TensorflowOptimizer {
+  std::string name;
+  std::vector<std::string> slots;
+};
+
+TensorflowOptimizer tensorflowOptimizer(const OptimizerSpec& optimizer) {
+  switch (optimizer.kind) {
+    case OptimizerSpec::Kind::Sgd:
+      return {"GradientDescent", {}};
+    case OptimizerSpec::Kind::Momentum:
+      return {"Momentum", {"momentum"}};
+    case OptimizerSpec::Kind::Adagrad:
+      return {"Adagrad", {"accumulator"}};
+    case OptimizerSpec::Kind::Adam:
+      return {"Adam", {"m", "v"}};
+    case OptimizerSpec::Kind::RmsProp:
+      // RMSPropOptimizer makes mg, when centered, before momentum.
+      if (optimizer.centered) return {"RMSProp", {"rms", "mg", "momentum"}};
+      return {"RMSProp", {"rms", "momentum"}};
   }
-  return "";
+  throw std::logic_error("tensorflowOptimizer: an optimizer kind without a TensorFlow name");
+}
+
+std::string numberedSlotName(const std::string& base, size_t index) {
+  return index == 0 ? base : fmt::format("{}_{}", base, index);
 }
 
 constexpr const char* kGlobalStep = "global_step";
@@ -34,6 +54,24 @@ double adamFactor(double beta1_power, double beta2_power) {
   return std::sqrt(1 - beta2_power) / (1 - beta1_power);
 }
 
+// The tensor of Adam's power `name` ("beta1_power"): at the top, or the one
+// under a name scope (minimize called inside tf.name_scope("train")).
+std::string adamPowerTensor(const TensorflowCheckpointReader& reader, const std::string& name) {
+  if (reader.contains(name)) return name;
+  std::vector<std::string> scoped;
+  for (const std::string& tensor : reader.names())
+    if (tensor.size() > name.size() && tensor.ends_with("/" + name)) scoped.push_back(tensor);
+  if (scoped.size() == 1) return scoped.front();
+  std::string found;
+  for (const std::string& tensor : scoped)
+    found += (found.empty() ? "" : ", ") + quotedPrintable(tensor);
+  throw InputError(reader.prefix().string() + ": no tensor '" + name + "'" +
+                   (scoped.empty() ? ": expected TensorFlow 1 Adam's powers of beta1 and beta2 "
+                                     "beside its slots"
+                                   : " at the top, and several under scopes (" + found +
+                                         "): the checkpoint holds more than one Adam's"));
+}
+
 // TensorFlow 1's Adam keeps beta1^t and beta2^t as variables, multiplied at
 // each update; traind takes t from the global step (t = step + 1 at the next
 // update). Refuses a checkpoint whose powers would give its next step
@@ -42,13 +80,9 @@ double adamFactor(double beta1_power, double beta2_power) {
 void checkAdamPowers(const TensorflowCheckpointReader& reader, const OptimizerSpec& adam,
                      int64_t global_step) {
   float beta1_power = 0, beta2_power = 0;
-  for (auto [name, value] : {std::pair{"beta1_power", &beta1_power}, {"beta2_power", &beta2_power}}) {
-    if (!reader.contains(name))
-      throw InputError(reader.prefix().string() + ": no tensor '" + name +
-                       "': expected TensorFlow 1 Adam's powers of beta1 and beta2 beside its "
-                       "slots");
-    reader.read(name, {}, std::span<float>(value, 1));
-  }
+  for (auto [name, value] :
+       {std::pair{"beta1_power", &beta1_power}, std::pair{"beta2_power", &beta2_power}})
+    reader.read(adamPowerTensor(reader, name), {}, std::span<float>(value, 1));
   const double t = double(global_step) + 1;
   const double theirs = adamFactor(beta1_power, beta2_power);
   const double ours = adamFactor(std::pow(double(adam.beta1), t), std::pow(double(adam.beta2), t));
@@ -65,89 +99,111 @@ void checkAdamPowers(const TensorflowCheckpointReader& reader, const OptimizerSp
         adam.beta2));
 }
 
+int64_t importedGlobalStep(const TensorflowCheckpointReader& reader,
+                           const std::optional<int64_t>& given) {
+  const std::string checkpoint = reader.prefix().string();
+  if (!given && !reader.contains(kGlobalStep))
+    throw InputError(checkpoint +
+                     ": no tensor 'global_step': the job kept no global step "
+                     "under that name; give --global-step");
+  const int64_t step = given ? *given : reader.readInteger(kGlobalStep);
+  if (step < 0 || step > kMaxGlobalStep)
+    throw InputError(fmt::format("{}: global step {}{}: expected a step count from 0 to {}",
+                                 checkpoint, step, given ? " (--global-step)" : "",
+                                 kMaxGlobalStep));
+  return step;
+}
+
 }  // namespace
 
 std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string& slot,
                                const std::string& optimizer_name) {
   if (slot == Optimizer::kMovingAverageSlot) return slot;
-  const std::string base =
-      optimizer_name.empty() ? defaultOptimizerName(optimizer.kind) : optimizer_name;
-  // The order the optimizer makes its slots in: the first takes the bare
-  // name, the next "_1", "_2" (TensorFlow makes names unique so).
-  std::vector<std::string> order = Optimizer::slotNamesOf(optimizer);
-  if (optimizer.kind == OptimizerSpec::Kind::RmsProp && optimizer.centered)
-    order = {"rms", "mg", "momentum"};
-  const auto at = std::find(order.begin(), order.end(), slot);
-  const auto index = at - order.begin();
-  return index == 0 ? base : fmt::format("{}_{}", base, index);
+  const TensorflowOptimizer tensorflow = tensorflowOptimizer(optimizer);
+  const auto at = std::find(tensorflow.slots.begin(), tensorflow.slots.end(), slot);
+  if (at == tensorflow.slots.end())
+    throw std::invalid_argument("tensorflowSlotName: no slot '" + slot + "' in TensorFlow's " +
+                                tensorflow.name);
+  return numberedSlotName(optimizer_name.empty() ? tensorflow.name : optimizer_name,
+                          size_t(at - tensorflow.slots.begin()));
 }
 
 std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
                                                const TensorflowImport& how,
                                                const ModelSpec& spec, ModelState& state) {
   const std::string checkpoint = reader.prefix().string();
-  int64_t global_step = 0;
-  if (how.global_step) {
-    global_step = *how.global_step;
-  } else if (!reader.contains(kGlobalStep)) {
-    throw InputError(checkpoint + ": no tensor 'global_step': the job kept no global step "
-                                  "under that name; give --global-step");
-  } else {
-    global_step = reader.readInt64(kGlobalStep);
-    if (global_step < 0)
-      throw InputError(fmt::format("{}: global_step is {}: expected a step count >= 0",
-                                   checkpoint, global_step));
-  }
-
+  const std::string inspect = "; `trainctl inspect " + checkpoint + "` lists the tensors it has";
+  const int64_t global_step = importedGlobalStep(reader, how.global_step);
   Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
   std::vector<std::string> slot_sources;
   for (const std::string& slot : slots)
     slot_sources.push_back(tensorflowSlotName(spec.optimizer, slot, how.optimizer_name));
+  // The name of a slot past this spec's optimizer's, which the job's kept
+  // if it ran another variant (RMSProp centered, where the spec is not).
+  const TensorflowOptimizer tensorflow = tensorflowOptimizer(spec.optimizer);
+  const std::string past_slots =
+      tensorflow.slots.empty()
+          ? ""
+          : numberedSlotName(how.optimizer_name.empty() ? tensorflow.name : how.optimizer_name,
+                             tensorflow.slots.size());
+
+  std::set<std::string> taken;
   for (const VariableView& v : state.layout().views()) {
     const size_t slash = v.name.rfind('/');
     const std::string layer = v.name.substr(0, slash);
     const auto mapped = how.layer_sources.find(layer);
-    const std::string source = mapped != how.layer_sources.end() ? mapped->second
-                               : how.scope.empty()               ? layer
-                                                                 : how.scope + "/" + layer;
-    const std::string name = source + v.name.substr(slash);
+    const std::string name =
+        (mapped != how.layer_sources.end() ? mapped->second
+                                           : scopedVariablePrefix(how.scope, layer)) +
+        v.name.substr(slash);
     auto readInto = [&](const std::string& key, std::span<float> values) {
-      if (!reader.contains(key))
-        return false;
+      if (!reader.contains(key)) return false;
       if (reader.shape(key) != v.shape)
         throw InputError(checkpoint + ": tensor " + quotedPrintable(key) + " is of shape " +
                          shapeToString(reader.shape(key)) + ", this model's '" + v.name +
                          "' of " + shapeToString(v.shape));
       reader.read(key, v.shape, values);
+      taken.insert(key);
       return true;
     };
     if (!readInto(name, state.parameters().view(v)))
-      throw InputError(checkpoint + ": no tensor " + quotedPrintable(name) + " for '" + v.name +
-                       "' (" + (how.scope.empty() ? "no --scope" : "--scope " + how.scope) +
-                       "); `trainctl inspect " + checkpoint + "` lists the tensors it has");
+      throw InputError(
+          checkpoint + ": no tensor " + quotedPrintable(name) + " for '" + v.name + "' (" +
+          (mapped != how.layer_sources.end() ? "--layer " + layer + "=" + mapped->second
+           : how.scope.empty()               ? std::string("no --scope")
+                                             : "--scope " + how.scope) +
+          ")" + inspect);
+    if (!past_slots.empty() && reader.contains(name + "/" + past_slots))
+      throw InputError(checkpoint + ": tensor " + quotedPrintable(name + "/" + past_slots) +
+                       " is state the job's optimizer kept past what this spec's " +
+                       updateRule(spec) + " keeps" +
+                       (spec.optimizer.kind == OptimizerSpec::Kind::RmsProp
+                            ? ": the job's RMSProp was centered; set centered: true in the spec"
+                            : ": give the spec the job's optimizer and settings"));
     for (size_t s = 0; s < slots.size(); ++s) {
       const std::string key = name + "/" + slot_sources[s];
       const std::span<float> values = optimizer.slot(s).view(v);
       if (readInto(key, values)) {
-        if (Optimizer::slotIsSumOfSquares(slots[s])) {
-          const auto negative =
-              std::find_if(values.begin(), values.end(), [](float x) { return x < 0; });
-          if (negative != values.end())
-            throw InputError(fmt::format(
-                "{}: tensor {}: element {} is {}: expected values >= 0 (a sum of squares)",
-                checkpoint, quotedPrintable(key), negative - values.begin(), *negative));
-        }
+        Optimizer::checkReadSlot(slots[s], values, checkpoint, key);
         continue;
       }
-      // TensorFlow makes no slots for a variable it does not train.
-      if (!v.trainable && slots[s] != Optimizer::kMovingAverageSlot) continue;
+      // TensorFlow makes no slots for a variable it does not train, and
+      // its moving averages are usually of the trainable ones: a frozen
+      // variable's start as a fresh run's do.
+      if (!v.trainable) {
+        if (slots[s] == Optimizer::kMovingAverageSlot)
+          optimizer.startMovingAverage(state.parameters(), v);
+        continue;
+      }
       throw InputError(
           checkpoint + ": no tensor " + quotedPrintable(key) + ", the '" + slots[s] +
-          "' state of this spec's " + updateRule(spec) + " for '" + v.name +
-          "': the job was trained with another optimizer or moving average, or its optimizer " +
-          "had another name (give it with --optimizer-name); `trainctl inspect " + checkpoint +
-          "` lists the tensors it has");
+          "' state of this spec's " + updateRule(spec) + " for '" + v.name + "': " +
+          (slots[s] == Optimizer::kMovingAverageSlot
+               ? "the job kept no moving average of it (drop the spec's moving_average)"
+               : "the job was trained with another optimizer, or its optimizer had another "
+                 "name (give it with --optimizer-name)") +
+          inspect);
     }
   }
   if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
@@ -159,6 +215,25 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
                              state.layout().views().size(), checkpoint, global_step));
   for (size_t s = 0; s < slots.size(); ++s)
     said.push_back(fmt::format("'{}' state from <variable>/{}", slots[s], slot_sources[s]));
+  // What the job had under the scope that this model has no place for (a
+  // layer the spec lacks, batch normalisation): said, as it is left behind.
+  std::vector<std::string> left;
+  const std::string under = how.scope.empty() ? "" : how.scope + "/";
+  for (const std::string& tensor : reader.names())
+    if (!taken.count(tensor) && tensor.starts_with(under) &&
+        reader.dtypeName(tensor) == "float32" && !tensor.ends_with("beta1_power") &&
+        !tensor.ends_with("beta2_power"))
+      left.push_back(quotedPrintable(tensor));
+  if (!left.empty()) {
+    std::string listed;
+    for (size_t i = 0; i < std::min<size_t>(left.size(), 5); ++i)
+      listed += (i ? ", " : "") + left[i];
+    said.push_back(fmt::format(
+        "left {} float32 tensor{} of the checkpoint{} that this model has "
+        "no place for: {}{}",
+        left.size(), left.size() == 1 ? "" : "s", under.empty() ? "" : " under " + under, listed,
+        left.size() > 5 ? ", ..." : ""));
+  }
   return said;
 }
 

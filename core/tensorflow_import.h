@@ -46,16 +46,24 @@ struct TensorflowImport {
 
 // TensorFlow 1's name for the slot traind calls `slot` ("v": "Adam_1"), of
 // the spec's optimizer named `optimizer_name` (empty: its default).
+// std::invalid_argument for a slot the optimizer does not keep.
 std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string& slot,
                                const std::string& optimizer_name);
 
 // Reads the whole state into `state` (built from `spec`). InputError naming
 // the checkpoint, the tensor it lacks or the one that is wrong, and what to
-// do: a variable or slot missing (another optimizer, or another name for
-// it), of another shape, not finite, a sum of squares below 0; no global
-// step; Adam's beta1_power and beta2_power not those of the global step
-// (traind derives Adam's bias correction from the global step, so the job
-// would take other steps). Returns lines saying what came from where.
+// do:
+//   - a variable or slot missing (another optimizer, or another name for
+//     it), of another shape, not finite, a sum of squares below 0;
+//   - a slot past the spec's optimizer's (the job's RMSProp was centered);
+//   - no global step, or one past kMaxGlobalStep;
+//   - Adam's beta1_power and beta2_power not those of the global step
+//     (traind derives Adam's bias correction from the global step, so the
+//     job would take other steps).
+// A variable the spec freezes needs no slots (TensorFlow makes none for a
+// variable it does not train) nor a moving average (ema.apply is given
+// the trainable variables): those start as a fresh run's do. Returns lines
+// saying what came from where, and what of the checkpoint was left.
 std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
                                                const TensorflowImport& how,
                                                const ModelSpec& spec, ModelState& state);

@@ -576,9 +576,8 @@ int runCheckpoint(const NodeFlags& flags) {
 void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
   const TensorflowCheckpointReader reader(prefix);
   std::printf("TensorFlow checkpoint: %s\n", prefix.string().c_str());
-  if (reader.contains("global_step") && reader.dtypeName("global_step") == "int64" &&
-      reader.shape("global_step").empty())
-    std::printf("global step: %lld\n", static_cast<long long>(reader.readInt64("global_step")));
+  if (reader.contains("global_step") && reader.isIntegerScalar("global_step"))
+    std::printf("global step: %lld\n", static_cast<long long>(reader.readInteger("global_step")));
   std::vector<std::vector<std::string>> rows = {{"TENSOR", "DTYPE", "SHAPE"}};
   for (const std::string& name : reader.names()) {
     std::string shape = shapeToString(reader.shape(name));
@@ -646,23 +645,42 @@ int runImport(const ImportFlags& flags) {
   const ModelSpec spec = loadModelSpec(flags.model);
   const LayerGraph graph = buildLayerGraph(spec);
   TensorflowImport how;
+  if (!flags.scope.empty() && !isVariablePrefix(flags.scope))
+    throw InputError("--scope " + quotedPrintable(flags.scope) +
+                     ": expected a variable scope without a leading or trailing '/', such as net");
   how.scope = flags.scope;
   how.optimizer_name = flags.optimizer_name;
   how.global_step = flags.global_step;
   for (const std::string& layer : flags.layers) {
     const size_t equals = layer.find('=');
     const std::string name = layer.substr(0, equals);
-    if (equals == std::string::npos || equals + 1 == layer.size())
+    if (equals == std::string::npos || !isVariablePrefix(layer.substr(equals + 1)))
       throw InputError("--layer " + quotedPrintable(layer) +
                        ": expected NAME=PREFIX, a layer and its variables' prefix in the "
-                       "checkpoint (logits=net/output)");
+                       "checkpoint without a leading or trailing '/' (logits=net/output)");
     const auto it = std::find_if(spec.layers.begin(), spec.layers.end(),
                                  [&](const LayerSpec& l) { return l.name == name; });
     if (it == spec.layers.end() || !hasVariables(it->kind))
       throw InputError("--layer " + quotedPrintable(layer) + ": " + quotedPrintable(name) +
                        " is not a dense or conv2d layer of " + flags.model);
-    how.layer_sources[name] = layer.substr(equals + 1);
+    if (!how.layer_sources.emplace(name, layer.substr(equals + 1)).second)
+      throw InputError("--layer " + quotedPrintable(layer) + ": layer " + quotedPrintable(name) +
+                       " is given twice");
   }
+  const bool from_flag = !flags.checkpoint_dir.empty();
+  const std::string dir = from_flag ? flags.checkpoint_dir : spec.checkpoint.dir;
+  if (dir.empty())
+    throw InputError(flags.model + ": no checkpoint.dir to import into; give --checkpoint-dir");
+  // Asked before the long read, and again under the directory's lock.
+  auto refuseIfUsed = [&] {
+    std::error_code ec;
+    if (!std::filesystem::exists(dir, ec)) return;
+    if (const auto latest = findLatestCheckpoint(dir))
+      throw InputError(dir + " already holds checkpoints (" + latest->filename().string() +
+                       "): a run resumes from its latest, not from an import; import into a "
+                       "directory of its own");
+  };
+  refuseIfUsed();
   const std::optional<std::filesystem::path> prefix = findTensorflowCheckpoint(flags.tensorflow);
   if (!prefix)
     throw InputError(flags.tensorflow + ": not a TensorFlow checkpoint (no " + flags.tensorflow +
@@ -671,16 +689,9 @@ int runImport(const ImportFlags& flags) {
   ModelState state(spec, graph);
   const std::vector<std::string> said = importTensorflowState(reader, how, spec, state);
 
-  const bool from_flag = !flags.checkpoint_dir.empty();
-  const std::string dir = from_flag ? flags.checkpoint_dir : spec.checkpoint.dir;
-  if (dir.empty())
-    throw InputError(flags.model + ": no checkpoint.dir to import into; give --checkpoint-dir");
   const CheckpointDirLock lock = createCheckpointDir(
       dir, from_flag ? SourceLocation{"--checkpoint-dir"} : spec.checkpoint.dir_location);
-  if (const auto latest = findLatestCheckpoint(dir))
-    throw InputError(dir + " already holds checkpoints (" + latest->filename().string() +
-                     "): a run resumes from its latest, not from an import; import into a "
-                     "directory of its own");
+  refuseIfUsed();
   const std::filesystem::path saved = state.save(dir, spec.checkpoint.keep);
   for (const std::string& line : said) std::printf("%s\n", line.c_str());
   std::printf("wrote %s: `traind --model %s%s` trains on from it\n", saved.string().c_str(),
@@ -767,8 +778,10 @@ int main(int argc, char** argv) {
                      "the TensorFlow checkpoint: its prefix (model.ckpt-1200), or its directory")
       ->required();
   import->add_option("--model,-m", import_flags.model, "model spec (YAML)")->required();
-  import->add_option("--checkpoint-dir", import_flags.checkpoint_dir,
-                     "where to write it (default: the spec's checkpoint.dir); must hold none yet");
+  import
+      ->add_option("--checkpoint-dir", import_flags.checkpoint_dir,
+                   "where to write it (default: the spec's checkpoint.dir); must hold none yet")
+      ->check(traind::directoryFlag());
   import->add_option("--scope", import_flags.scope,
                      "the variable scope the layers were built under (net for net/hidden1/kernel)");
   import->add_option("--layer", import_flags.layers,
@@ -777,9 +790,10 @@ int main(int argc, char** argv) {
   import->add_option("--optimizer-name", import_flags.optimizer_name,
                      "the name the TensorFlow optimizer was given, its slots' names (default: "
                      "TensorFlow's, Adam, Momentum, ...)");
-  import->add_option("--global-step", import_flags.global_step,
-                     "the global step to resume at, in place of the checkpoint's global_step")
-      ->check(CLI::NonNegativeNumber);
+  import
+      ->add_option("--global-step", import_flags.global_step,
+                   "the global step to resume at, in place of the checkpoint's global_step")
+      ->check(traind::integerFlag(0, kMaxGlobalStep));
 
   try {
     // CLI11 says only "A subcommand is required" of a word that is none.

@@ -609,7 +609,7 @@ TEST_CASE("an init_from layer of another shape than the checkpoint's names the s
   CHECK_THAT(r.output, Catch::Matches("(.|\\n)*m\\.yaml:[0-9]+:[0-9]+: init_from\\.layers: layer "
                                       "'hidden1' does not fit the checkpoint's: .*ckpt-0000000001 "
                                       "holds 'hidden1/kernel' of shape \\[784, 300\\], this "
-                                      "model's is \\[784, 200\\](.|\\n)*"));
+                                      "model's 'hidden1/kernel' is \\[784, 200\\](.|\\n)*"));
 }
 
 TEST_CASE(

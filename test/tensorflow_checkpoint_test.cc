@@ -88,10 +88,16 @@ TEST_CASE("a TensorFlow checkpoint is read as TensorFlow's Saver wrote it",
   CHECK(readFloats(reader, "net/out/bias") == counting(4, 2));
   CHECK(readFloats(reader, "net/hidden/kernel/Adam_1") == std::vector<float>(12, 0.0f));
   CHECK(reader.dtypeName("global_step") == "int64");
-  CHECK(reader.readInt64("global_step") == 1200);
+  CHECK(reader.readInteger("global_step") == 1200);
   CHECK(reader.dtypeName("net/double") == "float64");
+  CHECK(reader.slices("net/out/kernel") == 0);
+  // Partitioned variables, put together from their parts: net/partitioned's
+  // second part starts at row 75, which its key holds in two bytes.
+  CHECK(reader.slices("net/hidden/kernel") == 2);
+  CHECK(reader.slices("net/hidden/kernel/Adam") == 2);
   CHECK(reader.slices("net/partitioned") == 2);
-  CHECK(reader.slices("net/hidden/kernel") == 0);
+  CHECK(reader.shape("net/partitioned") == Shape{150, 2});
+  CHECK(readFloats(reader, "net/partitioned") == counting(5, 300));
 }
 
 TEST_CASE("a TensorFlow checkpoint's tensors of another kind are refused by name",
@@ -103,18 +109,13 @@ TEST_CASE("a TensorFlow checkpoint's tensors of another kind are refused by name
             ": tensor 'net/double': expected float32, found float64 (traind's "
             "variables are float32)");
   CHECK(errorOf([&] {
-          reader.read("net/partitioned", {6, 2}, twelve);
-        }) == kPrefix.string() +
-                  ": tensor 'net/partitioned' was saved in 2 parts (a partitioned "
-                  "variable): traind reads whole tensors; save it unpartitioned");
-  CHECK(errorOf([&] {
           reader.read("net/hidden/kernel", {3, 4}, twelve);
         }) ==
         kPrefix.string() + ": tensor 'net/hidden/kernel': expected shape [3, 4], found [4, 3]");
-  CHECK(errorOf([&] { reader.readInt64("net/out/bias"); }) ==
+  CHECK(errorOf([&] { reader.readInteger("net/out/bias"); }) ==
         kPrefix.string() +
-            ": tensor 'net/out/bias': expected an int64 scalar, found float32 of "
-            "shape [2]");
+            ": tensor 'net/out/bias': expected an integer scalar (int64 or int32), "
+            "found float32 of shape [2]");
   CHECK(errorOf([&] { reader.shape("net/hidden/kernel/Momentum"); }) ==
         kPrefix.string() + ": no tensor 'net/hidden/kernel/Momentum'");
 }
@@ -229,7 +230,7 @@ TEST_CASE("a randomly corrupted TensorFlow checkpoint is read or refused, naming
       const std::vector<std::vector<float>> values = {
           readFloats(reader, "net/hidden/kernel"), readFloats(reader, "net/hidden/bias"),
           readFloats(reader, "net/out/kernel"), readFloats(reader, "net/out/bias")};
-      const int64_t step = reader.readInt64("global_step");
+      const int64_t step = reader.readInteger("global_step");
       CHECK(values == std::vector<std::vector<float>>{counting(1, 12), counting(2, 3),
                                                       counting(3, 6), counting(4, 2)});
       CHECK(step == 1200);

@@ -4,6 +4,8 @@
 // checks that an imported job then trains on as TensorFlow does.
 #include "core/tensorflow_import.h"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -27,17 +29,26 @@ OptimizerSpec optimizer(OptimizerSpec::Kind kind, bool centered = false) {
   return spec;
 }
 
-// The fixture's two dense layers, with `optimizer` (a spec's line).
-ModelSpec fixtureModel(const TempDir& dir, const std::string& optimizer) {
-  return loadModelSpec(dir.write(
-      "m.yaml",
-      "name: imported\ninput: [4]\nlayers:\n"
-      "  - {type: dense, name: hidden, units: 3}\n  - {type: dense, name: out, units: 2}\n"
-      "loss: mse\noptimizer: " +
-          optimizer +
-          "\n"
-          "data:\n  synthetic: {type: regression, points: 10, x_min: -1, x_max: 1}\n"
-          "  batch_size: 2\ntraining: {max_steps: 1}\n"));
+// The fixture's two dense layers, with `optimizer` (a spec's line), and
+// `more` spec text; `frozen`: neither layer trained.
+ModelSpec fixtureModel(const TempDir& dir, const std::string& optimizer,
+                       const std::string& more = "", bool frozen = false) {
+  const std::string trainable = frozen ? ", trainable: false" : "";
+  return loadModelSpec(
+      dir.write("m.yaml",
+                "name: imported\ninput: [4]\nlayers:\n"
+                "  - {type: dense, name: hidden, units: 3" +
+                    trainable +
+                    "}\n"
+                    "  - {type: dense, name: out, units: 2" +
+                    trainable +
+                    "}\n"
+                    "loss: mse\noptimizer: " +
+                    optimizer +
+                    "\n"
+                    "data:\n  synthetic: {type: regression, points: 10, x_min: -1, x_max: 1}\n"
+                    "  batch_size: 2\ntraining: {max_steps: 1}\n" +
+                    more));
 }
 
 std::string importError(const ModelSpec& spec, const TensorflowImport& how) {
@@ -83,7 +94,9 @@ TEST_CASE("an import takes every variable, the optimizer's slots and the global 
       importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
   CHECK(said == std::vector<std::string>{
                     "4 variables from " + kPrefix.string() + " at global step 0",
-                    "'m' state from <variable>/Adam", "'v' state from <variable>/Adam_1"});
+                    "'m' state from <variable>/Adam", "'v' state from <variable>/Adam_1",
+                    "left 1 float32 tensor of the checkpoint under net/ that this model has no "
+                    "place for: 'net/partitioned'"});
   CHECK(state.globalStep() == 0);
   for (const VariableView& v : state.layout().views()) {
     INFO(v.name);
@@ -126,12 +139,57 @@ TEST_CASE("an import refuses what would not train on as TensorFlow would", "[ten
   how.optimizer_name.clear();
   // SGD keeps no state: the parameters and the step are the whole of it.
   CHECK(importError(fixtureModel(dir, "{type: sgd, learning_rate: 0.1}"), how) == "(no error)");
+  // A slot past the spec's: the job's optimizer kept more (here: Adam's
+  // second slot, read as a momentum optimizer's one).
+  how.optimizer_name = "Adam";
+  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how),
+             Catch::Contains("tensor 'net/hidden/kernel/Adam_1' is state the job's optimizer kept "
+                             "past what this spec's momentum (0.9), learning rate 0.1 keeps"));
+  how.optimizer_name.clear();
+  // A moving average the job did not keep, of a variable it trained.
+  const ModelSpec averaged =
+      fixtureModel(dir, "{type: adam, learning_rate: 0.1}", "moving_average: {decay: 0.99}\n");
+  CHECK_THAT(importError(averaged, how),
+             Catch::Contains("no tensor 'net/hidden/kernel/ExponentialMovingAverage', the "
+                             "'ExponentialMovingAverage' state of this spec's"));
+  CHECK_THAT(importError(averaged, how),
+             Catch::Contains("the job kept no moving average of it (drop the spec's "
+                             "moving_average)"));
+  how.global_step = kMaxGlobalStep + 1;
+  CHECK(importError(adam, how) ==
+        fmt::format("{}: global step {} (--global-step): expected a step count from 0 to {}",
+                    kPrefix.string(), kMaxGlobalStep + 1, kMaxGlobalStep));
+  how.global_step = 0;
   how.scope = "model";
   CHECK(importError(adam, how) ==
         kPrefix.string() +
             ": no tensor 'model/hidden/kernel' for 'hidden/kernel' (--scope model); "
             "`trainctl inspect " +
             kPrefix.string() + "` lists the tensors it has");
+}
+
+TEST_CASE("a variable the job did not train needs no slots nor moving average",
+          "[tensorflow_import]") {
+  // TensorFlow makes no slots for a variable it does not train, and
+  // ema.apply(tf.trainable_variables()) averages none of them: a frozen
+  // variable's start as a fresh run's, the averages at the values.
+  TempDir dir;
+  const ModelSpec spec = fixtureModel(dir, "{type: momentum, learning_rate: 0.1}",
+                                      "moving_average: {decay: 0.99}\n", true);
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  TensorflowImport how;
+  how.scope = "net";
+  importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
+  const Optimizer& optimizer = std::as_const(state).optimizer();
+  for (const VariableView& v : state.layout().views()) {
+    INFO(v.name);
+    const std::span<const float> values = std::as_const(state.parameters()).view(v);
+    const std::span<const float> average = optimizer.movingAverage()->view(v);
+    CHECK(std::vector<float>(average.begin(), average.end()) ==
+          std::vector<float>(values.begin(), values.end()));
+    for (float x : optimizer.slot(0).view(v)) CHECK(x == 0);  // momentum, as a fresh run's
+  }
 }
 
 }  // namespace traind

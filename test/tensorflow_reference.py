@@ -37,8 +37,11 @@ to float32 rounding:
   import          a TensorFlow 1 graph trains --steps steps and saves with its
                   Saver; `trainctl import` takes its checkpoint over and traind
                   trains --steps more, against TensorFlow training on from
-                  where it saved: adam with a moving average, centered rmsprop
-                  with momentum, nesterov under an exponential decay
+                  where it saved: adam with a moving average and rmsprop with
+                  the kernels partitioned (as a ps job's partitioner leaves
+                  them), centered rmsprop with momentum (and a spec without
+                  centered refused), nesterov under an exponential decay,
+                  tf.compat.v1's adagrad
   initializers    glorot_uniform, glorot_normal, he_uniform, he_normal,
                   truncated_normal and random_normal of a deviation: the
                   largest value and the standard deviation of traind's draws
@@ -970,38 +973,64 @@ class GraphNetwork(Network):
     """Network as a TensorFlow 1 graph builds it: its variables made by
     tf.compat.v1.get_variable under the variable scope `scope`, so that they,
     their optimizer's slots and their moving averages take TensorFlow 1's
-    names in a Saver's checkpoint (net/hidden/kernel, net/hidden/kernel/Adam).
-    Build it inside a graph."""
+    names in a Saver's checkpoint (net/hidden/kernel, net/hidden/kernel/Adam);
+    with `partitions` above 1, each dense kernel partitioned in that many by
+    rows, as a TensorFlow 1 ps job's fixed_size_partitioner(num_ps) leaves
+    it (its slots and averages too). Build it inside a graph."""
 
-    def __init__(self, layers, input_shape, scope):
+    def __init__(self, layers, input_shape, scope, partitions=1):
         self._scope = scope
+        self._partitions = partitions
         super().__init__(layers, input_shape)
 
     def _variable(self, name, shape, limit):
         if name not in self.variables:
             initial = self._rng.uniform(-limit, limit, shape).astype(np.float32)
+            partitioned = self._partitions > 1 and name.endswith("/kernel")
+
+            def initializer(part_shape, dtype=None, partition_info=None):
+                if partition_info is None:
+                    return initial
+                offset = partition_info.var_offset
+                return initial[tuple(slice(o, o + n) for o, n in zip(offset, part_shape))]
             with tf.compat.v1.variable_scope(self._scope):
-                self.variables[name] = tf.compat.v1.get_variable(name, initializer=initial)
+                self.variables[name] = tf.compat.v1.get_variable(
+                    name, shape=shape, initializer=initializer,
+                    partitioner=(tf.compat.v1.fixed_size_partitioner(self._partitions)
+                                 if partitioned else None))
         return self.variables[name]
 
 
+def variable_parts(variable):
+    """A variable's partitions, or the variable itself."""
+    # A PartitionedVariable is no tf.Variable; it iterates over its parts.
+    return [variable] if isinstance(variable, tf.Variable) else list(variable)
+
+
 def import_cases():
-    """A TensorFlow 1 job of each optimizer that keeps state, taken over
-    by traind mid-run; its learning rates and moving averages depend on the
-    global step, which the import must carry over."""
+    """A TensorFlow 1 job of each optimizer that keeps state, taken over by
+    traind mid-run, and how many partitions its kernels are in; its learning
+    rates and moving averages depend on the global step, which the import
+    must carry over."""
     return [
-        Case("import adam moving average", PERCEPTRON, {"type": "adam", "learning_rate": 0.01},
-             None, moving_average={"decay": 0.99}),
-        Case("import rmsprop centered momentum", PERCEPTRON,
-             {"type": "rmsprop", "learning_rate": 0.001, "centered": True, "momentum": 0.5,
-              "epsilon": 1e-3}, None),
-        Case("import nesterov exponential decay", PERCEPTRON,
-             {"type": "momentum", "learning_rate": DECAYING_RATE, "momentum": 0.9,
-              "nesterov": True}, None),
+        (Case("import adam moving average partitioned", PERCEPTRON,
+              {"type": "adam", "learning_rate": 0.01}, None, moving_average={"decay": 0.99}), 2),
+        (Case("import rmsprop centered momentum", PERCEPTRON,
+              {"type": "rmsprop", "learning_rate": 0.001, "centered": True, "momentum": 0.5,
+               "epsilon": 1e-3}, None), 1),
+        (Case("import rmsprop partitioned", PERCEPTRON,
+              {"type": "rmsprop", "learning_rate": 0.001, "epsilon": 1e-3}, None), 3),
+        (Case("import nesterov exponential decay", PERCEPTRON,
+              {"type": "momentum", "learning_rate": DECAYING_RATE, "momentum": 0.9,
+               "nesterov": True}, None), 1),
+        # tf.compat.v1's Adagrad has no epsilon: traind's at 1e-10 is as none.
+        (Case("import adagrad", PERCEPTRON,
+              {"type": "adagrad", "learning_rate": 0.1, "initial_accumulator": 0.1,
+               "epsilon": 1e-10}, None), 1),
     ]
 
 
-def check_import(case, traind, work_dir, steps):
+def check_import(case, partitions, traind, work_dir, steps):
     """A TensorFlow 1 graph trains `case` for `steps` steps and saves a
     checkpoint with its Saver; `trainctl import` takes it over and traind
     trains `steps` more; TensorFlow trains the same `steps` more from where
@@ -1014,18 +1043,24 @@ def check_import(case, traind, work_dir, steps):
     with tf.Graph().as_default():
         inputs = tf.compat.v1.placeholder(tf.float32, [BATCH_SIZE, *examples.input_shape])
         targets = tf.compat.v1.placeholder(tf.int32, [BATCH_SIZE])
-        network = GraphNetwork(case.layers, examples.input_shape, scope)
+        network = GraphNetwork(case.layers, examples.input_shape, scope, partitions)
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        optimizer = tensorflow_optimizer(case.optimizer, global_step)
+        if case.optimizer["type"] == "adagrad":
+            optimizer = v1.AdagradOptimizer(
+                case.optimizer["learning_rate"],
+                initial_accumulator_value=case.optimizer["initial_accumulator"])
+        else:
+            optimizer = tensorflow_optimizer(case.optimizer, global_step)
         loss = training_loss(network(inputs), targets, case.loss)
         train = optimizer.minimize(loss, global_step=global_step)
-        variables = list(network.variables.values())
+        parts = [part for variable in network.variables.values()
+                 for part in variable_parts(variable)]
         averages = None
         if case.moving_average is not None:
             averages = tf.train.ExponentialMovingAverage(case.moving_average["decay"],
                                                          num_updates=global_step)
             with tf.control_dependencies([train]):
-                train = averages.apply(variables)
+                train = averages.apply(parts)
         saver = tf.compat.v1.train.Saver(save_relative_paths=True)
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -1034,14 +1069,18 @@ def check_import(case, traind, work_dir, steps):
                     saver.save(session, os.path.join(tensorflow_dir, "model.ckpt"),
                                global_step=global_step, write_meta_graph=False)
                 session.run(train, {inputs: x, targets: y})
+
+            def whole(variable, of_part):
+                return np.concatenate([session.run(of_part(part))
+                                       for part in variable_parts(variable)], axis=0)
             expected = {}
             for name, variable in network.variables.items():
-                expected[name] = session.run(variable)
+                expected[name] = whole(variable, lambda part: part)
                 for slot in optimizer.get_slot_names():
-                    expected[f"{name}/{slot}"] = session.run(optimizer.get_slot(variable, slot))
+                    expected[f"{name}/{slot}"] = whole(
+                        variable, lambda part: optimizer.get_slot(part, slot))
                 if averages is not None:
-                    expected[f"{name}/ExponentialMovingAverage"] = session.run(
-                        averages.average(variable))
+                    expected[f"{name}/ExponentialMovingAverage"] = whole(variable, averages.average)
 
     spec = {"name": "tensorflow_reference", "seed": SEED, "input": examples.input_shape,
             "layers": case.layers, "loss": case.loss, "optimizer": case.optimizer,
@@ -1051,11 +1090,22 @@ def check_import(case, traind, work_dir, steps):
     if case.moving_average is not None:
         spec["moving_average"] = case.moving_average
     spec_path = os.path.join(directory, "model.yaml")
-    write_file(spec_path, spec_yaml(spec))
     trainctl = os.path.join(os.path.dirname(traind), "trainctl")
-    command = [trainctl, "import", "--model", spec_path, "--scope", scope, tensorflow_dir]
-    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         timeout=TRAIND_TIMEOUT_SECONDS)
+
+    def trainctl_import(spec):
+        write_file(spec_path, spec_yaml(spec))
+        command = [trainctl, "import", "--model", spec_path, "--scope", scope, tensorflow_dir]
+        return command, subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, timeout=TRAIND_TIMEOUT_SECONDS)
+
+    if case.optimizer["type"] == "rmsprop" and case.optimizer.get("centered"):
+        # A control: the job's centered state is refused by a spec without it.
+        command, run = trainctl_import(
+            {**spec, "optimizer": {**case.optimizer, "centered": False}})
+        if run.returncode != 2 or "the job's RMSProp was centered" not in run.stdout:
+            raise Failure(f"{case.name}: {' '.join(command)} took a centered job into a spec that "
+                          f"is not (exit {run.returncode}):\n{log_tail(run.stdout)}")
+    command, run = trainctl_import(spec)
     if run.returncode != 0:
         raise Failure(f"{case.name}: {' '.join(command)} exited {run.returncode}:\n"
                       f"{log_tail(run.stdout)}")
@@ -1076,8 +1126,8 @@ def run_checks(traind, work_dir, steps):
           f"{'tolerance':>9}")
     for case in training_cases(steps):
         print_row(check_case(case, traind, work_dir, steps))
-    for case in import_cases():
-        print_row(check_import(case, traind, work_dir, steps))
+    for case, partitions in import_cases():
+        print_row(check_import(case, partitions, traind, work_dir, steps))
     for row in check_initializers(traind, work_dir):
         print_row(row)
 

@@ -567,6 +567,22 @@ TEST_CASE(
 
   // The fixture's layers: its global step says 1200, its Adam has taken no step.
   writeSpec(fixture_layers);
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--scope net/",
+            "--scope 'net/': expected a variable scope without a leading or "
+            "trailing '/', such as net"},
+           {"--layer out=net/out/", "--layer 'out=net/out/': expected NAME=PREFIX"},
+           {"--layer outs=net/out",
+            "--layer 'outs=net/out': 'outs' is not a dense or conv2d layer"},
+           {"--layer out=a --layer out=b", "--layer 'out=b': layer 'out' is given twice"},
+           {"--global-step -1", "--global-step: expected an integer from 0 to 9007199254740992"},
+           {"--checkpoint-dir ''", "--checkpoint-dir: expected a directory, got ''"}}) {
+    INFO(flags);
+    r = runTrainctl("import --model " + model + " " + flags + " " + tensorflow);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(error));
+  }
+  CHECK(!std::filesystem::exists(dir / "ckpt"));  // nothing written by a refused import
   r = runTrainctl("import --model " + model + " --scope net " + tensorflow);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("Adam's beta1_power 0.9 and beta2_power 0.999 are not "
@@ -591,5 +607,5 @@ TEST_CASE(
   r = runTrainctl("inspect " + tensorflow);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("global step: 1200"));
-  CHECK_THAT(r.output, Catch::Contains("net/partitioned           float32  [6, 2] in 2 parts"));
+  CHECK_THAT(r.output, Catch::Contains("net/partitioned           float32  [150, 2] in 2 parts"));
 }
