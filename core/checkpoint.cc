@@ -454,6 +454,14 @@ fs::path readResolvedCheckpoint(const fs::path& path,
   }
 }
 
+void replaceFileDurably(const std::filesystem::path& path, std::string_view bytes) {
+  fs::path temp = path;
+  temp += ".tmp";
+  writeSyncedFile(temp, bytes);
+  renameOrThrow(temp, path);
+  syncPath(path.parent_path().empty() ? fs::path(".") : path.parent_path(), true);
+}
+
 CheckpointManifest readManifest(const fs::path& checkpoint) {
   const fs::path path = checkpoint / layout::kManifestFile;
   std::error_code ec;

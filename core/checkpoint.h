@@ -124,6 +124,11 @@ std::filesystem::path readResolvedCheckpoint(
     const std::filesystem::path& path,
     const std::function<void(const std::filesystem::path& checkpoint)>& read);
 
+// Replaces (or creates) the file `path` with `bytes`, complete or not at
+// all: written under a temporary name beside it, fsynced, renamed into
+// place, and the directory fsynced. std::system_error when the disk refuses.
+void replaceFileDurably(const std::filesystem::path& path, std::string_view bytes);
+
 // Reads <checkpoint>/manifest.json. InputError naming the file and the field
 // if it is missing, not JSON, or a field is absent or of the wrong type.
 CheckpointManifest readManifest(const std::filesystem::path& checkpoint);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <sstream>
 
+#include "core/checkpoint.h"
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/printable.h"
@@ -302,6 +303,138 @@ std::string sliceKey(std::string_view name, const std::vector<int64_t>& start,
 }
 
 }  // namespace
+
+namespace {
+
+void appendVarint(std::string& bytes, uint64_t value) {
+  for (; value >= 0x80; value >>= 7) bytes += char(uint8_t(value) | 0x80);
+  bytes += char(uint8_t(value));
+}
+
+void appendFixed32(std::string& bytes, uint32_t value) {
+  bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// A table block of `entries` (sorted), every entry a restart point (no key
+// shares bytes with the one before: simpler, and as valid), then its
+// trailer: appended to `file`; returns its handle.
+BlockHandle appendBlock(std::string& file,
+                        const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string block;
+  std::vector<uint32_t> restarts;
+  for (const auto& [key, value] : entries) {
+    restarts.push_back(uint32_t(block.size()));
+    appendVarint(block, 0);
+    appendVarint(block, key.size());
+    appendVarint(block, value.size());
+    block += key;
+    block += value;
+  }
+  if (restarts.empty()) restarts.push_back(0);  // an empty block has one, at 0
+  for (const uint32_t restart : restarts) appendFixed32(block, restart);
+  appendFixed32(block, uint32_t(restarts.size()));
+  const BlockHandle handle{file.size(), block.size()};
+  const char uncompressed = 0;
+  file += block;
+  file += uncompressed;
+  appendFixed32(file, maskCrc32c(crc32c(std::string_view(&uncompressed, 1), crc32c(block))));
+  return handle;
+}
+
+void appendHandle(std::string& bytes, const BlockHandle& handle) {
+  appendVarint(bytes, handle.offset);
+  appendVarint(bytes, handle.size);
+}
+
+}  // namespace
+
+void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
+                               std::vector<TensorflowTensor> tensors) {
+  std::filesystem::path index_path = prefix;
+  index_path += tc::kIndexSuffix;
+  const std::string name = prefix.filename().string();
+  // The state file quotes it, and TensorFlow's text format would escape these.
+  if (name.empty() || name.find_first_of("\"\\\n") != std::string::npos)
+    throw InputError(prefix.string() +
+                     ": expected a checkpoint prefix ending in a file name "
+                     "without quotes, backslashes or line breaks, such as "
+                     "/models/exported/model.ckpt-1200");
+  std::error_code ec;
+  if (std::filesystem::exists(index_path, ec))
+    throw InputError(index_path.string() +
+                     " is there already: a checkpoint is not written over; "
+                     "give another prefix");
+  if (!prefix.parent_path().empty()) {
+    std::filesystem::create_directories(prefix.parent_path(), ec);
+    if (ec)
+      throw InputError(prefix.parent_path().string() +
+                       ": cannot create the directory: " + ec.message());
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorflowTensor& a, const TensorflowTensor& b) { return a.name < b.name; });
+  std::string data;
+  std::vector<std::pair<std::string, std::string>> entries;
+  tensorflow::BundleHeaderProto header;
+  header.set_num_shards(1);
+  header.mutable_version()->set_producer(tc::kBundleVersion);
+  entries.emplace_back("", header.SerializeAsString());
+  for (const TensorflowTensor& t : tensors) {
+    if (t.name.empty() || t.name.front() == '\0' || t.name == entries.back().first)
+      throw std::invalid_argument(
+          "writeTensorflowCheckpoint: an empty, reserved or repeated "
+          "tensor name '" +
+          t.name + "'");
+    tensorflow::BundleEntryProto entry;
+    std::string_view bytes;
+    if (t.integer) {
+      if (!t.shape.empty() || !t.values.empty())
+        throw std::invalid_argument("writeTensorflowCheckpoint: integer tensor '" + t.name +
+                                    "' is not a scalar");
+      entry.set_dtype(tc::kDataTypeInt64);
+      bytes = std::string_view(reinterpret_cast<const char*>(&*t.integer), sizeof(int64_t));
+    } else {
+      if (t.values.size() != size_t(numElements(t.shape)))
+        throw std::invalid_argument("writeTensorflowCheckpoint: tensor '" + t.name + "' of shape " +
+                                    shapeToString(t.shape) + " has " +
+                                    std::to_string(t.values.size()) + " values");
+      entry.set_dtype(tc::kDataTypeFloat);
+      bytes = std::string_view(reinterpret_cast<const char*>(t.values.data()),
+                               t.values.size() * sizeof(float));
+    }
+    for (const int64_t d : t.shape) entry.mutable_shape()->add_dim()->set_size(d);
+    entry.set_offset(int64_t(data.size()));
+    entry.set_size(int64_t(bytes.size()));
+    entry.set_crc32c(maskCrc32c(crc32c(bytes)));
+    data += bytes;
+    entries.emplace_back(t.name, entry.SerializeAsString());
+  }
+
+  // The table: one data block, the meta-index (empty), the index (one
+  // entry: a key at least the data block's last, and its handle), footer.
+  std::string index;
+  const BlockHandle data_block = appendBlock(index, entries);
+  const BlockHandle meta_block = appendBlock(index, {});
+  std::string data_handle;
+  appendHandle(data_handle, data_block);
+  const BlockHandle index_block = appendBlock(index, {{entries.back().first, data_handle}});
+  std::string footer;
+  appendHandle(footer, meta_block);
+  appendHandle(footer, index_block);
+  footer.resize(tc::kFooterBytes - sizeof(uint64_t), '\0');
+  const uint64_t magic = tc::kTableMagic;
+  footer.append(reinterpret_cast<const char*>(&magic), sizeof magic);
+  index += footer;
+
+  // The data before the index that points into it, and the directory's
+  // pointer last: a crash leaves no index without its data.
+  std::filesystem::path data_path = prefix;
+  data_path += ".data-00000-of-00001";
+  replaceFileDurably(data_path, data);
+  replaceFileDurably(index_path, index);
+  replaceFileDurably(
+      prefix.parent_path() / tc::kStateFile,
+      "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
+}
 
 std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path) {
   std::error_code ec;

@@ -1,7 +1,10 @@
 // TensorFlow's checkpoints (the "tensor bundle" that tf.compat.v1.train.Saver,
-// tf.train.Checkpoint and Keras' save_weights write), read so that a model
-// trained in TensorFlow can start a traind run (init_from) and be looked at
-// (trainctl inspect). Nothing here writes one.
+// tf.train.Checkpoint and Keras' save_weights write): the format's reader
+// and writer in one place, so that what one writes the other accepts. Read
+// so that a model trained in TensorFlow can start a traind run (init_from),
+// be taken over (trainctl import) and be looked at (trainctl inspect);
+// written so that a model trained in traind goes to TensorFlow (trainctl
+// export).
 //
 // A checkpoint is a prefix P ("/ckpt/model.ckpt-1200"):
 //   P.index                        a LevelDB-style table: string keys, sorted
@@ -51,6 +54,24 @@ inline constexpr size_t kMaxTensors = 1000000;
 inline constexpr int kMaxRank = 254;  // TensorFlow's TensorShape::MaxDimensions()
 inline constexpr uint64_t kMaxStateFileBytes = 1 << 20;
 }  // namespace tensorflow_checkpoint_format
+
+// A tensor to write: float32 values, or an int64 scalar (a global step).
+struct TensorflowTensor {
+  std::string name;
+  Shape shape;
+  std::vector<float> values;       // numElements(shape) floats, or none for an integer
+  std::optional<int64_t> integer;  // an int64 scalar's value
+};
+
+// Writes a checkpoint at `prefix` as TensorFlow's Saver does (one data file,
+// P.data-00000-of-00001, then P.index), and the directory's `checkpoint`
+// file naming it, so that tf.train.latest_checkpoint finds it. Each file is
+// complete or absent (replaceFileDurably). InputError when P.index is there
+// already (a checkpoint is not written over); std::system_error when the
+// disk refuses; std::invalid_argument for duplicate names or values that do
+// not fit their shapes.
+void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
+                               std::vector<TensorflowTensor> tensors);
 
 // The checkpoint prefix `path` names: `path` itself when `path`.index is
 // there, else, for a directory holding TensorFlow's `checkpoint` file, the

@@ -10,6 +10,7 @@
 //   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
 //   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
 //   trainctl import --model m.yaml /tf/train_dir   a TensorFlow 1 job's state, to train on
+//   trainctl export --model m.yaml --checkpoint /tmp/ckpt /tf/model.ckpt   and back
 //
 // Exit codes: 0 done, 2 bad configuration or input (stop and checkpoint:
 // nodes that say they are other tasks than the http section lists them as),
@@ -37,7 +38,7 @@
 #include "core/printable.h"
 #include "core/safetensors.h"
 #include "core/tensorflow_checkpoint.h"
-#include "core/tensorflow_import.h"
+#include "core/tensorflow_job.h"
 #include "daemon/evaluation.h"
 #include "daemon/flag_checks.h"
 #include "daemon/logging.h"
@@ -629,28 +630,32 @@ int runPlacement(const std::string& model, const std::string& cluster_path,
   return 0;
 }
 
-struct ImportFlags {
-  std::string model;
-  std::string tensorflow;      // its prefix, or its directory
-  std::string checkpoint_dir;  // empty: the spec's checkpoint.dir
+// How a TensorFlow 1 job named its variables and optimizer, as flags.
+struct TensorflowNameFlags {
   std::string scope;
   std::vector<std::string> layers;  // "name=prefix"
   std::string optimizer_name;
-  std::optional<int64_t> global_step;
 };
 
-// A TensorFlow 1 job's whole state as this spec's first checkpoint, which
-// traind then resumes from as from its own.
-int runImport(const ImportFlags& flags) {
-  const ModelSpec spec = loadModelSpec(flags.model);
-  const LayerGraph graph = buildLayerGraph(spec);
-  TensorflowImport how;
+void addTensorflowNameFlags(CLI::App& command, TensorflowNameFlags& flags) {
+  command.add_option("--scope", flags.scope,
+                     "the variable scope the layers were built under (net for net/hidden1/kernel)");
+  command.add_option("--layer", flags.layers,
+                     "NAME=PREFIX: a layer's variables under another name (logits=net/output); "
+                     "repeat for more");
+  command.add_option("--optimizer-name", flags.optimizer_name,
+                     "the name the TensorFlow optimizer was given, its slots' names (default: "
+                     "TensorFlow's, Adam, Momentum, ...)");
+}
+
+TensorflowNames tensorflowNames(const TensorflowNameFlags& flags, const ModelSpec& spec,
+                                const std::string& model) {
+  TensorflowNames names;
   if (!flags.scope.empty() && !isVariablePrefix(flags.scope))
     throw InputError("--scope " + quotedPrintable(flags.scope) +
                      ": expected a variable scope without a leading or trailing '/', such as net");
-  how.scope = flags.scope;
-  how.optimizer_name = flags.optimizer_name;
-  how.global_step = flags.global_step;
+  names.scope = flags.scope;
+  names.optimizer_name = flags.optimizer_name;
   for (const std::string& layer : flags.layers) {
     const size_t equals = layer.find('=');
     const std::string name = layer.substr(0, equals);
@@ -662,11 +667,28 @@ int runImport(const ImportFlags& flags) {
                                  [&](const LayerSpec& l) { return l.name == name; });
     if (it == spec.layers.end() || !hasVariables(it->kind))
       throw InputError("--layer " + quotedPrintable(layer) + ": " + quotedPrintable(name) +
-                       " is not a dense or conv2d layer of " + flags.model);
-    if (!how.layer_sources.emplace(name, layer.substr(equals + 1)).second)
+                       " is not a dense or conv2d layer of " + model);
+    if (!names.layer_sources.emplace(name, layer.substr(equals + 1)).second)
       throw InputError("--layer " + quotedPrintable(layer) + ": layer " + quotedPrintable(name) +
                        " is given twice");
   }
+  return names;
+}
+
+struct ImportFlags {
+  std::string model;
+  std::string tensorflow;      // its prefix, or its directory
+  std::string checkpoint_dir;  // empty: the spec's checkpoint.dir
+  TensorflowNameFlags names;
+  std::optional<int64_t> global_step;
+};
+
+// A TensorFlow 1 job's whole state as this spec's first checkpoint, which
+// traind then resumes from as from its own.
+int runImport(const ImportFlags& flags) {
+  const ModelSpec spec = loadModelSpec(flags.model);
+  const LayerGraph graph = buildLayerGraph(spec);
+  const TensorflowNames names = tensorflowNames(flags.names, spec, flags.model);
   const bool from_flag = !flags.checkpoint_dir.empty();
   const std::string dir = from_flag ? flags.checkpoint_dir : spec.checkpoint.dir;
   if (dir.empty())
@@ -687,7 +709,8 @@ int runImport(const ImportFlags& flags) {
                      ".index, and not a directory with TensorFlow's 'checkpoint' file)");
   const TensorflowCheckpointReader reader(*prefix);
   ModelState state(spec, graph);
-  const std::vector<std::string> said = importTensorflowState(reader, how, spec, state);
+  const std::vector<std::string> said =
+      importTensorflowState(reader, names, flags.global_step, spec, state);
 
   const CheckpointDirLock lock = createCheckpointDir(
       dir, from_flag ? SourceLocation{"--checkpoint-dir"} : spec.checkpoint.dir_location);
@@ -696,6 +719,32 @@ int runImport(const ImportFlags& flags) {
   for (const std::string& line : said) std::printf("%s\n", line.c_str());
   std::printf("wrote %s: `traind --model %s%s` trains on from it\n", saved.string().c_str(),
               flags.model.c_str(), from_flag ? (" --checkpoint-dir " + dir).c_str() : "");
+  return 0;
+}
+
+struct ExportFlags {
+  std::string model;
+  std::string checkpoint;  // a checkpoint, or a directory with a latest
+  std::string tensorflow;  // the prefix to write
+  TensorflowNameFlags names;
+};
+
+// A checkpoint's whole state as a TensorFlow 1 job's, which a TensorFlow 1
+// graph of the spec's variables restores with its Saver and trains on from.
+int runExport(const ExportFlags& flags) {
+  const ModelSpec spec = loadModelSpec(flags.model);
+  const LayerGraph graph = buildLayerGraph(spec);
+  const TensorflowNames names = tensorflowNames(flags.names, spec, flags.model);
+  ModelState state(spec, graph);
+  const std::filesystem::path checkpoint = readResolvedCheckpoint(
+      flags.checkpoint, [&](const std::filesystem::path& resolved) { state.restore(resolved); });
+  const std::vector<TensorflowTensor> tensors = tensorflowState(state, spec, names);
+  writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  std::printf(
+      "wrote %s (%zu tensors: %zu variables, their optimizer state, the global step) from "
+      "%s at global step %lld\n",
+      flags.tensorflow.c_str(), tensors.size(), state.layout().views().size(),
+      checkpoint.string().c_str(), static_cast<long long>(state.globalStep()));
   return 0;
 }
 
@@ -782,18 +831,27 @@ int main(int argc, char** argv) {
       ->add_option("--checkpoint-dir", import_flags.checkpoint_dir,
                    "where to write it (default: the spec's checkpoint.dir); must hold none yet")
       ->check(traind::directoryFlag());
-  import->add_option("--scope", import_flags.scope,
-                     "the variable scope the layers were built under (net for net/hidden1/kernel)");
-  import->add_option("--layer", import_flags.layers,
-                     "NAME=PREFIX: a layer's variables under another name (logits=net/output); "
-                     "repeat for more");
-  import->add_option("--optimizer-name", import_flags.optimizer_name,
-                     "the name the TensorFlow optimizer was given, its slots' names (default: "
-                     "TensorFlow's, Adam, Momentum, ...)");
+  addTensorflowNameFlags(*import, import_flags.names);
   import
       ->add_option("--global-step", import_flags.global_step,
                    "the global step to resume at, in place of the checkpoint's global_step")
       ->check(traind::integerFlag(0, kMaxGlobalStep));
+
+  ExportFlags export_flags;
+  CLI::App* export_command = app.add_subcommand(
+      "export",
+      "a checkpoint as a TensorFlow 1 job's (parameters, optimizer state, moving "
+      "averages, global step), for a TensorFlow 1 graph's Saver to restore");
+  export_command
+      ->add_option("tensorflow", export_flags.tensorflow,
+                   "the TensorFlow checkpoint prefix to write (/models/tf/model.ckpt-1200)")
+      ->required();
+  export_command->add_option("--model,-m", export_flags.model, "model spec (YAML)")->required();
+  export_command
+      ->add_option("--checkpoint", export_flags.checkpoint,
+                   "a checkpoint, or a directory with a 'latest'")
+      ->required();
+  addTensorflowNameFlags(*export_command, export_flags.names);
 
   try {
     // CLI11 says only "A subcommand is required" of a word that is none.
@@ -820,6 +878,7 @@ int main(int argc, char** argv) {
     if (inspect->parsed()) return runInspect(inspect_path);
     if (placement->parsed()) return runPlacement(placement_model, placement_cluster, placement_ps);
     if (import->parsed()) return runImport(import_flags);
+    if (export_command->parsed()) return runExport(export_flags);
     return runEval(eval_model, eval_checkpoint, eval_threads);
   } catch (const InputError& e) {
     spdlog::error("{}", e.what());

@@ -42,6 +42,10 @@ to float32 rounding:
                   them), centered rmsprop with momentum (and a spec without
                   centered refused), nesterov under an exponential decay,
                   tf.compat.v1's adagrad
+  export          the other way: traind trains --steps steps, `trainctl
+                  export` writes its checkpoint as the job's, the job's graph
+                  restores it with its Saver and trains --steps more, against
+                  traind training on from its own checkpoint; the same jobs
   initializers    glorot_uniform, glorot_normal, he_uniform, he_normal,
                   truncated_normal and random_normal of a deviation: the
                   largest value and the standard deviation of traind's draws
@@ -1030,6 +1034,78 @@ def import_cases():
     ]
 
 
+class TensorflowJob:
+    """A TensorFlow 1 job of `case` as a graph: GraphNetwork under the scope
+    `net` (kernels in `partitions`), its tf.compat.v1 optimizer minimising
+    the loss with the global step, a moving average applied after each
+    update, and a Saver of all of it."""
+    SCOPE = "net"
+
+    def __init__(self, case, partitions, input_shape):
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            self.inputs = tf.compat.v1.placeholder(tf.float32, [BATCH_SIZE, *input_shape])
+            self.targets = tf.compat.v1.placeholder(tf.int32, [BATCH_SIZE])
+            self.network = GraphNetwork(case.layers, input_shape, self.SCOPE, partitions)
+            self.global_step = tf.compat.v1.train.get_or_create_global_step()
+            if case.optimizer["type"] == "adagrad":
+                self.optimizer = v1.AdagradOptimizer(
+                    case.optimizer["learning_rate"],
+                    initial_accumulator_value=case.optimizer["initial_accumulator"])
+            else:
+                self.optimizer = tensorflow_optimizer(case.optimizer, self.global_step)
+            loss = training_loss(self.network(self.inputs), self.targets, case.loss)
+            self.train = self.optimizer.minimize(loss, global_step=self.global_step)
+            parts = [part for variable in self.network.variables.values()
+                     for part in variable_parts(variable)]
+            self.averages = None
+            if case.moving_average is not None:
+                self.averages = tf.train.ExponentialMovingAverage(
+                    case.moving_average["decay"], num_updates=self.global_step)
+                with tf.control_dependencies([self.train]):
+                    self.train = self.averages.apply(parts)
+            self.saver = tf.compat.v1.train.Saver(save_relative_paths=True)
+            self.initialize = tf.compat.v1.global_variables_initializer()
+
+    def session(self):
+        return tf.compat.v1.Session(graph=self.graph)
+
+    def step(self, session, batch):
+        session.run(self.train, {self.inputs: batch[0], self.targets: batch[1]})
+
+    def state(self, session):
+        """Its variables, slots and averages, whole, under traind's names."""
+        def whole(variable, of_part):
+            return np.concatenate([session.run(of_part(part))
+                                   for part in variable_parts(variable)], axis=0)
+        state = {}
+        for name, variable in self.network.variables.items():
+            state[name] = whole(variable, lambda part: part)
+            for slot in self.optimizer.get_slot_names():
+                state[f"{name}/{slot}"] = whole(
+                    variable, lambda part: self.optimizer.get_slot(part, slot))
+            if self.averages is not None:
+                state[f"{name}/ExponentialMovingAverage"] = whole(variable, self.averages.average)
+        return state
+
+
+def job_spec(case, examples, directory, max_steps):
+    spec = {"name": "tensorflow_reference", "seed": SEED, "input": examples.input_shape,
+            "layers": case.layers, "loss": case.loss, "optimizer": case.optimizer,
+            "data": {**examples.data_section, "batch_size": BATCH_SIZE},
+            "training": {"max_steps": max_steps, "log_every": max_steps, "threads": 1},
+            "checkpoint": {"dir": os.path.join(directory, "checkpoints")}}
+    if case.moving_average is not None:
+        spec["moving_average"] = case.moving_average
+    return spec
+
+
+def run_trainctl(traind, arguments):
+    command = [os.path.join(os.path.dirname(traind), "trainctl"), *arguments]
+    return command, subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, timeout=TRAIND_TIMEOUT_SECONDS)
+
+
 def check_import(case, partitions, traind, work_dir, steps):
     """A TensorFlow 1 graph trains `case` for `steps` steps and saves a
     checkpoint with its Saver; `trainctl import` takes it over and traind
@@ -1038,65 +1114,24 @@ def check_import(case, partitions, traind, work_dir, steps):
     directory = fresh_directory(os.path.join(work_dir, case.name.replace(" ", "_")))
     examples = fashion_mnist(2 * steps * BATCH_SIZE)
     batches = examples.batches(2 * steps, BATCH_SIZE)
-    scope = "net"
     tensorflow_dir = os.path.join(directory, "tensorflow")
-    with tf.Graph().as_default():
-        inputs = tf.compat.v1.placeholder(tf.float32, [BATCH_SIZE, *examples.input_shape])
-        targets = tf.compat.v1.placeholder(tf.int32, [BATCH_SIZE])
-        network = GraphNetwork(case.layers, examples.input_shape, scope, partitions)
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-        if case.optimizer["type"] == "adagrad":
-            optimizer = v1.AdagradOptimizer(
-                case.optimizer["learning_rate"],
-                initial_accumulator_value=case.optimizer["initial_accumulator"])
-        else:
-            optimizer = tensorflow_optimizer(case.optimizer, global_step)
-        loss = training_loss(network(inputs), targets, case.loss)
-        train = optimizer.minimize(loss, global_step=global_step)
-        parts = [part for variable in network.variables.values()
-                 for part in variable_parts(variable)]
-        averages = None
-        if case.moving_average is not None:
-            averages = tf.train.ExponentialMovingAverage(case.moving_average["decay"],
-                                                         num_updates=global_step)
-            with tf.control_dependencies([train]):
-                train = averages.apply(parts)
-        saver = tf.compat.v1.train.Saver(save_relative_paths=True)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            for step, (x, y) in enumerate(batches):
-                if step == steps:
-                    saver.save(session, os.path.join(tensorflow_dir, "model.ckpt"),
-                               global_step=global_step, write_meta_graph=False)
-                session.run(train, {inputs: x, targets: y})
+    job = TensorflowJob(case, partitions, examples.input_shape)
+    with job.session() as session:
+        session.run(job.initialize)
+        for step, batch in enumerate(batches):
+            if step == steps:
+                job.saver.save(session, os.path.join(tensorflow_dir, "model.ckpt"),
+                               global_step=job.global_step, write_meta_graph=False)
+            job.step(session, batch)
+        expected = job.state(session)
 
-            def whole(variable, of_part):
-                return np.concatenate([session.run(of_part(part))
-                                       for part in variable_parts(variable)], axis=0)
-            expected = {}
-            for name, variable in network.variables.items():
-                expected[name] = whole(variable, lambda part: part)
-                for slot in optimizer.get_slot_names():
-                    expected[f"{name}/{slot}"] = whole(
-                        variable, lambda part: optimizer.get_slot(part, slot))
-                if averages is not None:
-                    expected[f"{name}/ExponentialMovingAverage"] = whole(variable, averages.average)
-
-    spec = {"name": "tensorflow_reference", "seed": SEED, "input": examples.input_shape,
-            "layers": case.layers, "loss": case.loss, "optimizer": case.optimizer,
-            "data": {**examples.data_section, "batch_size": BATCH_SIZE},
-            "training": {"max_steps": 2 * steps, "log_every": steps, "threads": 1},
-            "checkpoint": {"dir": os.path.join(directory, "checkpoints")}}
-    if case.moving_average is not None:
-        spec["moving_average"] = case.moving_average
+    spec = job_spec(case, examples, directory, 2 * steps)
     spec_path = os.path.join(directory, "model.yaml")
-    trainctl = os.path.join(os.path.dirname(traind), "trainctl")
 
     def trainctl_import(spec):
         write_file(spec_path, spec_yaml(spec))
-        command = [trainctl, "import", "--model", spec_path, "--scope", scope, tensorflow_dir]
-        return command, subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, timeout=TRAIND_TIMEOUT_SECONDS)
+        return run_trainctl(traind, ["import", "--model", spec_path, "--scope", job.SCOPE,
+                                     tensorflow_dir])
 
     if case.optimizer["type"] == "rmsprop" and case.optimizer.get("centered"):
         # A control: the job's centered state is refused by a spec without it.
@@ -1120,6 +1155,45 @@ def check_import(case, partitions, traind, work_dir, steps):
     return compare(case.name, trained, expected)
 
 
+def check_export(case, partitions, traind, work_dir, steps):
+    """The other way: traind trains `case` for `steps` steps, `trainctl
+    export` writes its checkpoint as a TensorFlow 1 job's, and the job's
+    graph restores it with its Saver and trains `steps` more; traind trains
+    the same `steps` more from its own checkpoint. TensorFlow must end with
+    what traind's final checkpoint holds."""
+    name = case.name.replace("import", "export")
+    directory = fresh_directory(os.path.join(work_dir, name.replace(" ", "_")))
+    examples = fashion_mnist(2 * steps * BATCH_SIZE)
+    batches = examples.batches(2 * steps, BATCH_SIZE)
+    spec_path = os.path.join(directory, "model.yaml")
+    spec = job_spec(case, examples, directory, steps)
+    try:
+        write_file(spec_path, spec_yaml(spec))
+        run_standalone(traind, spec_path)
+        prefix = os.path.join(directory, "tensorflow", f"model.ckpt-{steps}")
+        command, run = run_trainctl(traind, ["export", "--model", spec_path, "--checkpoint",
+                                             spec["checkpoint"]["dir"], "--scope",
+                                             TensorflowJob.SCOPE, prefix])
+        if run.returncode != 0:
+            raise Failure(f"{' '.join(command)} exited {run.returncode}:\n{log_tail(run.stdout)}")
+        spec["training"]["max_steps"] = 2 * steps
+        write_file(spec_path, spec_yaml(spec))
+        run_standalone(traind, spec_path)
+    except Failure as e:
+        raise Failure(f"{name}: {e}")
+    trained = latest_checkpoint(spec["checkpoint"]["dir"])
+
+    job = TensorflowJob(case, partitions, examples.input_shape)
+    with job.session() as session:
+        job.saver.restore(session, tf.train.latest_checkpoint(os.path.dirname(prefix)))
+        if session.run(job.global_step) != steps:
+            raise Failure(f"{name}: TensorFlow restored global step "
+                          f"{session.run(job.global_step)}, not {steps}")
+        for batch in batches[steps:]:
+            job.step(session, batch)
+        return compare(name, trained, job.state(session))
+
+
 def run_checks(traind, work_dir, steps):
     print(f"TensorFlow {tf.__version__}, {steps} steps per check")
     print(f"{'check':42} {'tensor that differs most':40} {'max|diff|':>9} {'relative':>9} "
@@ -1128,6 +1202,7 @@ def run_checks(traind, work_dir, steps):
         print_row(check_case(case, traind, work_dir, steps))
     for case, partitions in import_cases():
         print_row(check_import(case, partitions, traind, work_dir, steps))
+        print_row(check_export(case, partitions, traind, work_dir, steps))
     for row in check_initializers(traind, work_dir):
         print_row(row)
 

@@ -483,7 +483,7 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output,
              Catch::Contains("trainctl: unknown command 'frobnicate': expected one of "
-                             "status, stop, checkpoint, inspect, placement, eval, import"));
+                             "status, stop, checkpoint, inspect, placement, eval, import, export"));
   const auto dir = freshTempDir("bad-ops");
   r = runTrainctl("inspect " + (dir / "nothing").string());
   CHECK(r.exit_code == 2);
@@ -603,6 +603,28 @@ TEST_CASE(
   CHECK(r.exit_code == 0);
   CHECK(std::filesystem::exists(dir / "ckpt" / "ckpt-0000000003"));
   CHECK(readCheckpointTensor(dir / "ckpt", "hidden/bias") != imported_bias);
+
+  // And back: the run's checkpoint as the TensorFlow job's, which an import takes again.
+  const std::string exported = (dir / "tf" / "model.ckpt-3").string();
+  r = runTrainctl("export --model " + model + " --checkpoint " + (dir / "ckpt").string() +
+                  " --scope net " + exported);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("wrote " + exported +
+                                       " (15 tensors: 4 variables, their optimizer state, the "
+                                       "global step) from "));
+  r = runTrainctl("inspect " + (dir / "tf").string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("global step: 3"));
+  CHECK_THAT(r.output, Catch::Contains("net/hidden/kernel/Adam_1  float32  [4, 3]"));
+  r = runTrainctl("export --model " + model + " --checkpoint " + (dir / "ckpt").string() +
+                  " --scope net " + exported);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(exported + ".index is there already"));
+  r = runTrainctl("import --model " + model + " --scope net --checkpoint-dir " +
+                  (dir / "again").string() + " " + (dir / "tf").string());
+  CHECK(r.exit_code == 0);
+  CHECK(readCheckpointTensor(dir / "again", "hidden/bias") ==
+        readCheckpointTensor(dir / "ckpt", "hidden/bias"));
 
   r = runTrainctl("inspect " + tensorflow);
   CHECK(r.exit_code == 0);

@@ -1,4 +1,4 @@
-#include "core/tensorflow_import.h"
+#include "core/tensorflow_job.h"
 
 #include <fmt/format.h>
 
@@ -47,6 +47,16 @@ std::string numberedSlotName(const std::string& base, size_t index) {
 }
 
 constexpr const char* kGlobalStep = "global_step";
+
+// TensorFlow 1's name for traind's variable `variable` ("hidden1/kernel").
+std::string tensorflowVariableName(const TensorflowNames& names, const std::string& variable) {
+  const size_t slash = variable.rfind('/');
+  const std::string layer = variable.substr(0, slash);
+  const auto mapped = names.layer_sources.find(layer);
+  return (mapped != names.layer_sources.end() ? mapped->second
+                                              : scopedVariablePrefix(names.scope, layer)) +
+         variable.substr(slash);
+}
 
 // Adam's learning-rate factor sqrt(1 - beta2^t) / (1 - beta1^t), from the
 // powers TensorFlow keeps or from traind's t.
@@ -129,11 +139,12 @@ std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string
 }
 
 std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
-                                               const TensorflowImport& how,
+                                               const TensorflowNames& how,
+                                               std::optional<int64_t> given_step,
                                                const ModelSpec& spec, ModelState& state) {
   const std::string checkpoint = reader.prefix().string();
   const std::string inspect = "; `trainctl inspect " + checkpoint + "` lists the tensors it has";
-  const int64_t global_step = importedGlobalStep(reader, how.global_step);
+  const int64_t global_step = importedGlobalStep(reader, given_step);
   Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
   std::vector<std::string> slot_sources;
@@ -150,19 +161,15 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
 
   std::set<std::string> taken;
   for (const VariableView& v : state.layout().views()) {
-    const size_t slash = v.name.rfind('/');
-    const std::string layer = v.name.substr(0, slash);
+    const std::string layer = v.name.substr(0, v.name.rfind('/'));
     const auto mapped = how.layer_sources.find(layer);
-    const std::string name =
-        (mapped != how.layer_sources.end() ? mapped->second
-                                           : scopedVariablePrefix(how.scope, layer)) +
-        v.name.substr(slash);
+    const std::string name = tensorflowVariableName(how, v.name);
     auto readInto = [&](const std::string& key, std::span<float> values) {
       if (!reader.contains(key)) return false;
       if (reader.shape(key) != v.shape)
         throw InputError(checkpoint + ": tensor " + quotedPrintable(key) + " is of shape " +
-                         shapeToString(reader.shape(key)) + ", this model's '" + v.name +
-                         "' of " + shapeToString(v.shape));
+                         shapeToString(reader.shape(key)) + ", this model's '" + v.name + "' of " +
+                         shapeToString(v.shape));
       reader.read(key, v.shape, values);
       taken.insert(key);
       return true;
@@ -235,6 +242,33 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
         left.size() > 5 ? ", ..." : ""));
   }
   return said;
+}
+
+std::vector<TensorflowTensor> tensorflowState(const ModelState& state, const ModelSpec& spec,
+                                              const TensorflowNames& names) {
+  const Optimizer& optimizer = state.optimizer();
+  const std::vector<std::string>& slots = optimizer.slotNames();
+  std::vector<TensorflowTensor> tensors;
+  auto add = [&](std::string name, const Shape& shape, std::span<const float> values) {
+    tensors.push_back({std::move(name), shape, {values.begin(), values.end()}, std::nullopt});
+  };
+  for (const VariableView& v : state.layout().views()) {
+    const std::string name = tensorflowVariableName(names, v.name);
+    add(name, v.shape, state.parameters().view(v));
+    for (size_t s = 0; s < slots.size(); ++s)
+      add(name + "/" + tensorflowSlotName(spec.optimizer, slots[s], names.optimizer_name), v.shape,
+          optimizer.slot(s).view(v));
+  }
+  tensors.push_back({kGlobalStep, {}, {}, state.globalStep()});
+  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam) {
+    // Adam's powers of its next update, t = global step + 1, as TensorFlow
+    // keeps them after `global step` updates.
+    const double t = double(state.globalStep()) + 1;
+    for (const auto& [name, beta] : {std::pair{"beta1_power", spec.optimizer.beta1},
+                                     std::pair{"beta2_power", spec.optimizer.beta2}})
+      tensors.push_back({name, {}, {float(std::pow(double(beta), t))}, std::nullopt});
+  }
+  return tensors;
 }
 
 }  // namespace traind

@@ -2,11 +2,12 @@
 // what an import of the fixture TensorFlow's Saver wrote
 // (test/data/tensorflow_checkpoint) takes and refuses. tensorflow_reference.py
 // checks that an imported job then trains on as TensorFlow does.
-#include "core/tensorflow_import.h"
+#include "core/tensorflow_job.h"
 
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -51,11 +52,12 @@ ModelSpec fixtureModel(const TempDir& dir, const std::string& optimizer,
                     more));
 }
 
-std::string importError(const ModelSpec& spec, const TensorflowImport& how) {
+std::string importError(const ModelSpec& spec, const TensorflowNames& how,
+                        std::optional<int64_t> global_step) {
   const LayerGraph graph = buildLayerGraph(spec);
   ModelState state(spec, graph);
   try {
-    importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
+    importTensorflowState(TensorflowCheckpointReader(kPrefix), how, global_step, spec, state);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -65,7 +67,7 @@ std::string importError(const ModelSpec& spec, const TensorflowImport& how) {
 }  // namespace
 
 TEST_CASE("TensorFlow 1 names an optimizer's slots after it, numbered as it makes them",
-          "[tensorflow_import]") {
+          "[tensorflow_job]") {
   using Kind = OptimizerSpec::Kind;
   CHECK(tensorflowSlotName(optimizer(Kind::Momentum), "momentum", "") == "Momentum");
   CHECK(tensorflowSlotName(optimizer(Kind::Adagrad), "accumulator", "") == "Adagrad");
@@ -82,16 +84,16 @@ TEST_CASE("TensorFlow 1 names an optimizer's slots after it, numbered as it make
 }
 
 TEST_CASE("an import takes every variable, the optimizer's slots and the global step",
-          "[tensorflow_import]") {
+          "[tensorflow_job]") {
   TempDir dir;
   const ModelSpec spec = fixtureModel(dir, "{type: adam, learning_rate: 0.1}");
   const LayerGraph graph = buildLayerGraph(spec);
   ModelState state(spec, graph);
-  TensorflowImport how;
+  TensorflowNames how;
   how.scope = "net";
-  how.global_step = 0;  // the fixture's Adam took no step; its global step says 1200
+  const int64_t step = 0;  // the fixture's Adam took no step; its global step says 1200
   const std::vector<std::string> said =
-      importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
+      importTensorflowState(TensorflowCheckpointReader(kPrefix), how, step, spec, state);
   CHECK(said == std::vector<std::string>{
                     "4 variables from " + kPrefix.string() + " at global step 0",
                     "'m' state from <variable>/Adam", "'v' state from <variable>/Adam_1",
@@ -113,55 +115,52 @@ TEST_CASE("an import takes every variable, the optimizer's slots and the global 
   // A layer under another prefix.
   how.scope.clear();
   how.layer_sources = {{"hidden", "net/hidden"}, {"out", "net/out"}};
-  CHECK(importError(spec, how) == "(no error)");
+  CHECK(importError(spec, how, step) == "(no error)");
 }
 
-TEST_CASE("an import refuses what would not train on as TensorFlow would", "[tensorflow_import]") {
+TEST_CASE("an import refuses what would not train on as TensorFlow would", "[tensorflow_job]") {
   TempDir dir;
-  TensorflowImport how;
+  TensorflowNames how;
   how.scope = "net";
   const ModelSpec adam = fixtureModel(dir, "{type: adam, learning_rate: 0.1}");
   // The fixture's global step (1200) is not its Adam's (no step taken).
-  CHECK_THAT(importError(adam, how),
+  CHECK_THAT(importError(adam, how, std::nullopt),
              Catch::StartsWith(kPrefix.string() + ": Adam's beta1_power 0.9 and beta2_power 0.999 "
                                                   "are not those of global step 1200"));
   // Another beta1: the same powers are of no step of it.
-  how.global_step = 0;
-  CHECK_THAT(importError(fixtureModel(dir, "{type: adam, learning_rate: 0.1, beta1: 0.8}"), how),
+  CHECK_THAT(importError(fixtureModel(dir, "{type: adam, learning_rate: 0.1, beta1: 0.8}"), how, 0),
              Catch::Contains("are not those of global step 0"));
-  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how),
+  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how, 0),
              Catch::Contains(": no tensor 'net/hidden/kernel/Momentum', the 'momentum' state of "
                              "this spec's "));
-  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how),
+  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how, 0),
              Catch::Contains("its optimizer had another name (give it with --optimizer-name)"));
   how.optimizer_name = "MyAdam";
-  CHECK_THAT(importError(adam, how), Catch::Contains("no tensor 'net/hidden/kernel/MyAdam'"));
+  CHECK_THAT(importError(adam, how, 0), Catch::Contains("no tensor 'net/hidden/kernel/MyAdam'"));
   how.optimizer_name.clear();
   // SGD keeps no state: the parameters and the step are the whole of it.
-  CHECK(importError(fixtureModel(dir, "{type: sgd, learning_rate: 0.1}"), how) == "(no error)");
+  CHECK(importError(fixtureModel(dir, "{type: sgd, learning_rate: 0.1}"), how, 0) == "(no error)");
   // A slot past the spec's: the job's optimizer kept more (here: Adam's
   // second slot, read as a momentum optimizer's one).
   how.optimizer_name = "Adam";
-  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how),
+  CHECK_THAT(importError(fixtureModel(dir, "{type: momentum, learning_rate: 0.1}"), how, 0),
              Catch::Contains("tensor 'net/hidden/kernel/Adam_1' is state the job's optimizer kept "
                              "past what this spec's momentum (0.9), learning rate 0.1 keeps"));
   how.optimizer_name.clear();
   // A moving average the job did not keep, of a variable it trained.
   const ModelSpec averaged =
       fixtureModel(dir, "{type: adam, learning_rate: 0.1}", "moving_average: {decay: 0.99}\n");
-  CHECK_THAT(importError(averaged, how),
+  CHECK_THAT(importError(averaged, how, 0),
              Catch::Contains("no tensor 'net/hidden/kernel/ExponentialMovingAverage', the "
                              "'ExponentialMovingAverage' state of this spec's"));
-  CHECK_THAT(importError(averaged, how),
+  CHECK_THAT(importError(averaged, how, 0),
              Catch::Contains("the job kept no moving average of it (drop the spec's "
                              "moving_average)"));
-  how.global_step = kMaxGlobalStep + 1;
-  CHECK(importError(adam, how) ==
+  CHECK(importError(adam, how, kMaxGlobalStep + 1) ==
         fmt::format("{}: global step {} (--global-step): expected a step count from 0 to {}",
                     kPrefix.string(), kMaxGlobalStep + 1, kMaxGlobalStep));
-  how.global_step = 0;
   how.scope = "model";
-  CHECK(importError(adam, how) ==
+  CHECK(importError(adam, how, 0) ==
         kPrefix.string() +
             ": no tensor 'model/hidden/kernel' for 'hidden/kernel' (--scope model); "
             "`trainctl inspect " +
@@ -169,7 +168,7 @@ TEST_CASE("an import refuses what would not train on as TensorFlow would", "[ten
 }
 
 TEST_CASE("a variable the job did not train needs no slots nor moving average",
-          "[tensorflow_import]") {
+          "[tensorflow_job]") {
   // TensorFlow makes no slots for a variable it does not train, and
   // ema.apply(tf.trainable_variables()) averages none of them: a frozen
   // variable's start as a fresh run's, the averages at the values.
@@ -178,9 +177,9 @@ TEST_CASE("a variable the job did not train needs no slots nor moving average",
                                       "moving_average: {decay: 0.99}\n", true);
   const LayerGraph graph = buildLayerGraph(spec);
   ModelState state(spec, graph);
-  TensorflowImport how;
+  TensorflowNames how;
   how.scope = "net";
-  importTensorflowState(TensorflowCheckpointReader(kPrefix), how, spec, state);
+  importTensorflowState(TensorflowCheckpointReader(kPrefix), how, std::nullopt, spec, state);
   const Optimizer& optimizer = std::as_const(state).optimizer();
   for (const VariableView& v : state.layout().views()) {
     INFO(v.name);
@@ -190,6 +189,70 @@ TEST_CASE("a variable the job did not train needs no slots nor moving average",
           std::vector<float>(values.begin(), values.end()));
     for (float x : optimizer.slot(0).view(v)) CHECK(x == 0);  // momentum, as a fresh run's
   }
+}
+
+}  // namespace traind
+
+namespace traind {
+
+TEST_CASE("an exported state is what an import takes back, as TensorFlow 1 names it",
+          "[tensorflow_job]") {
+  TempDir dir;
+  const ModelSpec spec = fixtureModel(dir, "{type: adam, learning_rate: 0.1, beta1: 0.8}",
+                                      "moving_average: {decay: 0.99}\n");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  state.setGlobalStep(41);
+  // Slots of values of their own, so that a slot read for another shows.
+  for (size_t s = 0; s < state.optimizer().slotNames().size(); ++s)
+    for (size_t i = 0; i < size_t(state.optimizer().slot(s).size()); ++i)
+      state.optimizer().slot(s).data()[i] = float(s + 1) + float(i) / 1024;
+  TensorflowNames names;
+  names.scope = "net";
+  names.layer_sources = {{"out", "head/logits"}};
+  const std::filesystem::path prefix = dir / "exported" / "model.ckpt-41";
+  writeTensorflowCheckpoint(prefix, tensorflowState(state, spec, names));
+
+  // TensorFlow's names, a directory TensorFlow's latest_checkpoint finds.
+  CHECK(findTensorflowCheckpoint(dir / "exported") == prefix);
+  const TensorflowCheckpointReader reader(prefix);
+  CHECK(reader.names() ==
+        std::vector<std::string>{"beta1_power", "beta2_power", "global_step", "head/logits/bias",
+                                 "head/logits/bias/Adam", "head/logits/bias/Adam_1",
+                                 "head/logits/bias/ExponentialMovingAverage", "head/logits/kernel",
+                                 "head/logits/kernel/Adam", "head/logits/kernel/Adam_1",
+                                 "head/logits/kernel/ExponentialMovingAverage", "net/hidden/bias",
+                                 "net/hidden/bias/Adam", "net/hidden/bias/Adam_1",
+                                 "net/hidden/bias/ExponentialMovingAverage", "net/hidden/kernel",
+                                 "net/hidden/kernel/Adam", "net/hidden/kernel/Adam_1",
+                                 "net/hidden/kernel/ExponentialMovingAverage"});
+  CHECK(reader.readInteger("global_step") == 41);
+  float power = 0;
+  reader.read("beta1_power", {}, std::span<float>(&power, 1));
+  CHECK(power == Approx(std::pow(0.8, 42)).epsilon(1e-6));
+
+  ModelState back(spec, graph);
+  importTensorflowState(reader, names, std::nullopt, spec, back);
+  CHECK(back.globalStep() == 41);
+  // Variable by variable: a buffer's padding between them is no one's.
+  auto same = [&](const FlatBuffer& a, const FlatBuffer& b) {
+    for (const VariableView& v : state.layout().views()) {
+      const std::span<const float> x = a.view(v), y = b.view(v);
+      if (!std::equal(x.begin(), x.end(), y.begin(), y.end())) return false;
+    }
+    return true;
+  };
+  CHECK(same(back.parameters(), state.parameters()));
+  for (size_t s = 0; s < state.optimizer().slotNames().size(); ++s) {
+    INFO(state.optimizer().slotNames()[s]);
+    CHECK(same(std::as_const(back).optimizer().slot(s), std::as_const(state).optimizer().slot(s)));
+  }
+  // A checkpoint is not written over.
+  CHECK_THROWS_WITH(writeTensorflowCheckpoint(prefix, tensorflowState(state, spec, names)),
+                    prefix.string() +
+                        ".index is there already: a checkpoint is not written "
+                        "over; give another prefix");
 }
 
 }  // namespace traind

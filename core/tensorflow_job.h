@@ -1,16 +1,19 @@
-// Taking over a TensorFlow 1 job: its whole training state, from one of its
-// checkpoints, into a ModelState (which saves it as a traind checkpoint
-// that traind then resumes as one of its own). Where init_from copies some
-// layers' parameters to start a new run, this takes everything a run
-// resumes from: every variable, the spec's optimizer's slots under
-// TensorFlow 1's names for them, the moving averages and the global step, so
-// that the job trains on in traind as it would have in TensorFlow.
+// A TensorFlow 1 job's whole training state, both ways: taken over from
+// one of its checkpoints into a ModelState (trainctl import, which saves it
+// as a traind checkpoint that traind resumes as one of its own), and a
+// ModelState's given back under TensorFlow 1's names (trainctl export,
+// which writes a checkpoint a TensorFlow 1 graph's Saver restores and
+// trains on from). Where init_from copies some layers' parameters to start
+// a new run, this is everything a run resumes from: every variable, the
+// spec's optimizer's slots, the moving averages and the global step, so
+// that the job trains on as it would have where it was.
 //
 // TensorFlow 1's names (tf.compat.v1.train.*Optimizer, a slot named after
 // its optimizer and numbered in the order the optimizer makes them):
 //   momentum  <var>/Momentum                    -> momentum
 //   adagrad   <var>/Adagrad                     -> accumulator
 //   adam      <var>/Adam, <var>/Adam_1          -> m, v
+//             and beta1_power, beta2_power: beta1^t, beta2^t of the next update
 //   rmsprop   <var>/RMSProp, <var>/RMSProp_1    -> rms, momentum
 //             centered: RMSProp, RMSProp_1, RMSProp_2 -> rms, mg, momentum
 //   tf.train.ExponentialMovingAverage: <var>/ExponentialMovingAverage
@@ -29,8 +32,10 @@ namespace traind {
 
 class ModelState;
 class TensorflowCheckpointReader;
+struct TensorflowTensor;
 
-struct TensorflowImport {
+// How a TensorFlow 1 job named its variables and its optimizer.
+struct TensorflowNames {
   // The variable scope the layers were built under: "net" for
   // "net/hidden1/kernel"; empty for none.
   std::string scope;
@@ -40,8 +45,6 @@ struct TensorflowImport {
   // The name the TensorFlow optimizer was given (its `name` argument),
   // which its slots are named after; empty for its default ("Adam").
   std::string optimizer_name;
-  // In place of the checkpoint's global_step (a job that kept none).
-  std::optional<int64_t> global_step;
 };
 
 // TensorFlow 1's name for the slot traind calls `slot` ("v": "Adam_1"), of
@@ -50,7 +53,8 @@ struct TensorflowImport {
 std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string& slot,
                                const std::string& optimizer_name);
 
-// Reads the whole state into `state` (built from `spec`). InputError naming
+// Reads the whole state into `state` (built from `spec`); `global_step`, when
+// given, in place of the checkpoint's (a job that kept none). InputError naming
 // the checkpoint, the tensor it lacks or the one that is wrong, and what to
 // do:
 //   - a variable or slot missing (another optimizer, or another name for
@@ -65,7 +69,15 @@ std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string
 // the trainable variables): those start as a fresh run's do. Returns lines
 // saying what came from where, and what of the checkpoint was left.
 std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
-                                               const TensorflowImport& how,
+                                               const TensorflowNames& names,
+                                               std::optional<int64_t> global_step,
                                                const ModelSpec& spec, ModelState& state);
+
+// What `state` (of `spec`) holds, as TensorFlow 1 names it: what
+// importTensorflowState takes. Every variable, every slot of the spec's
+// optimizer, the moving averages, global_step (int64), and for Adam its
+// beta1_power and beta2_power of the next update.
+std::vector<TensorflowTensor> tensorflowState(const ModelState& state, const ModelSpec& spec,
+                                              const TensorflowNames& names);
 
 }  // namespace traind
