@@ -95,6 +95,24 @@ void EventFileWriter::writeScalars(int64_t step, const std::vector<Scalar>& scal
   writeEvent(event.SerializeAsString());
 }
 
+void EventFileWriter::writeHistograms(
+    int64_t step, const std::vector<std::pair<std::string, Histogram>>& histograms) {
+  tensorboard::Event event = eventAt(step);
+  for (const auto& [tag, h] : histograms) {
+    tensorboard::Summary::Value* value = event.mutable_summary()->add_value();
+    value->set_tag(tag);
+    tensorboard::HistogramProto* histo = value->mutable_histo();
+    histo->set_min(h.min);
+    histo->set_max(h.max);
+    histo->set_num(h.num);
+    histo->set_sum(h.sum);
+    histo->set_sum_squares(h.sum_squares);
+    for (const double edge : h.bucket_limit) histo->add_bucket_limit(edge);
+    for (const double count : h.bucket) histo->add_bucket(count);
+  }
+  writeEvent(event.SerializeAsString());
+}
+
 void EventFileWriter::writeSessionStart(int64_t step) {
   tensorboard::Event event = eventAt(step);
   event.mutable_session_log()->set_status(tensorboard::SessionLog::START);

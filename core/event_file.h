@@ -5,6 +5,7 @@
 //   EventFileWriter events("/var/lib/traind/fashion/summaries");
 //   events.writeSessionStart(0);
 //   events.writeScalars(100, {{"loss", 0.52}, {"learning_rate", 0.01}});
+//   events.writeHistograms(100, {{"hidden1/kernel", summarizeHistogram(values)}});
 //
 // This header stays free of protobuf's: the daemon's step loop includes it.
 #pragma once
@@ -13,7 +14,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/histogram.h"
 
 namespace traind {
 
@@ -52,6 +56,11 @@ class EventFileWriter {
   // but never fsync'ed: a slow disk does not hold training up. Throws
   // std::runtime_error naming the file when the write fails (a full disk).
   void writeScalars(int64_t step, const std::vector<Scalar>& scalars);
+
+  // One event with a histogram per tag at global step `step`; written as
+  // writeScalars' are.
+  void writeHistograms(int64_t step,
+                       const std::vector<std::pair<std::string, Histogram>>& histograms);
 
   // A SessionLog START at `step`: the job (re)starts at this step.
   // TensorBoard then drops the events of an earlier run in the same

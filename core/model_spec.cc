@@ -644,8 +644,8 @@ std::vector<std::string> readDevices(const Field& field) {
 
 TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t batch_size) {
   Mapping fields(field);
-  fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "threads", "devices",
-                    "summary_dir", "concurrent_steps", "micro_batches", "gradient_push"},
+  fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "histogram_every", "threads",
+                    "devices", "summary_dir", "concurrent_steps", "micro_batches", "gradient_push"},
                    "the training section");
   TrainingSpec training;
   const std::optional<Field> epochs = fields.find("epochs");
@@ -656,6 +656,7 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
   if (max_steps) training.max_steps = readInt(*max_steps, 1, kMaxSteps);
   if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
   if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
+  if (auto f = fields.find("histogram_every")) training.histogram_every = readInt(*f, 0);
   if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, kMaxThreads));
   training.devices_location = field.where;
   training.micro_batches_location = field.where;

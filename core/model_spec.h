@@ -150,6 +150,9 @@ struct TrainingSpec {
   int64_t epochs = 0;      // 0: from max_steps; one of the two is set
   int64_t log_every = 100;
   int64_t eval_every = 0;  // 0: evaluate at the end only
+  // TensorBoard histograms of every variable every this many steps (a
+  // TensorFlow 1 job's tf.summary.histogram of its variables); 0: none.
+  int64_t histogram_every = 0;
   int threads = 0;         // compute threads; 0: one per core
   // Where each step runs: one tower per device, the batch split between them
   // (docs/devices.md): "cpu", "cpu:N", "cuda:N".

@@ -153,6 +153,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   auto finishStep = [&](const StepResult& r, int64_t step, bool evaluate) {
     state.setGlobalStep(step + 1);
     log.record(r, step + 1);
+    if (log.histogramsDue(step, step + 1))
+      log.logHistograms(step + 1, state.layout(), state.parameters().data());
     metrics.recordStep(step + 1, r.loss, batch_size);
     if (evaluate) log.logEvaluation(step + 1, evaluator->evaluate(state.evaluationValues().data()));
   };

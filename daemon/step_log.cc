@@ -123,6 +123,16 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   }
 }
 
+bool StepLog::histogramsDue(int64_t before, int64_t after) const {
+  return summaries_ && spec_.training.histogram_every > 0 &&
+         crossesMultiple(before, after, spec_.training.histogram_every);
+}
+
+void StepLog::logHistograms(int64_t global_step, const VariableLayout& layout,
+                            const float* values) {
+  if (summaries_) summaries_->logHistograms(global_step, layout, values);
+}
+
 EvalResult StepLog::finalEvaluation(int64_t global_step,
                                     const std::function<EvalResult()>& evaluate) {
   if (last_evaluation_ && last_evaluation_->first == global_step) return last_evaluation_->second;

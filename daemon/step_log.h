@@ -43,6 +43,11 @@ class StepLog {
   void record(const StepResult& result, int64_t global_step);
 
   void logEvaluation(int64_t global_step, const EvalResult& result);
+  // Whether going from global step `before` to `after` reached a multiple of
+  // training.histogram_every, with summaries to write histograms to.
+  bool histogramsDue(int64_t before, int64_t after) const;
+  // Histograms of the variables of `layout` in `values`, at `global_step`.
+  void logHistograms(int64_t global_step, const VariableLayout& layout, const float* values);
   // The run's last evaluation, at `global_step`: the one logged there
   // already when the run stopped at an evaluation's step, else
   // `evaluate()`'s, logged.

@@ -26,7 +26,7 @@ void TrainingSummaries::logWindow(int64_t step, const Window& window) {
                               {"global_step/sec", window.global_steps_per_sec}};
   if (window.accuracy) scalars.push_back({"accuracy", *window.accuracy});
   if (window.gradient_norm) scalars.push_back({"global_norm", *window.gradient_norm});
-  write(step, scalars);
+  write(step, [&](EventFileWriter& events) { events.writeScalars(step, scalars); });
 }
 
 void TrainingSummaries::logEvaluation(int64_t step, const EvalResult& result) {
@@ -36,10 +36,18 @@ void TrainingSummaries::logEvaluation(int64_t step, const EvalResult& result) {
   if (step <= start_step_) return;
   std::vector<Scalar> scalars{{"test/loss", result.loss}};
   if (classification_) scalars.push_back({"test/accuracy", result.accuracy});
-  write(step, scalars);
+  write(step, [&](EventFileWriter& events) { events.writeScalars(step, scalars); });
 }
 
-void TrainingSummaries::write(int64_t step, const std::vector<Scalar>& scalars) {
+void TrainingSummaries::logHistograms(int64_t step, const VariableLayout& layout,
+                                      const float* values) {
+  std::vector<std::pair<std::string, Histogram>> histograms;
+  for (const VariableView& v : layout.views())
+    histograms.emplace_back(v.name, summarizeHistogram({values + v.offset, size_t(v.size)}));
+  write(step, [&](EventFileWriter& events) { events.writeHistograms(step, histograms); });
+}
+
+void TrainingSummaries::write(int64_t step, const std::function<void(EventFileWriter&)>& event) {
   if (!events_) return;
   try {
     if (events_->isGone()) {
@@ -55,7 +63,7 @@ void TrainingSummaries::write(int64_t step, const std::vector<Scalar>& scalars) 
           "summaries from step {} go to {}",
           gone.string(), step, events_->path().string());
     }
-    events_->writeScalars(step, scalars);
+    event(*events_);
   } catch (const std::runtime_error& e) {  // InputError too: a directory not created again
     spdlog::warn("{}; no more TensorBoard summaries in this run", e.what());
     events_.reset();

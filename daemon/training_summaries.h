@@ -9,15 +9,19 @@
 //   global_norm           the window's mean gradient norm before clipping
 //                         (with optimizer.clip_global_norm)
 //   test/loss, test/accuracy   each evaluation past the step the run started at
+//   <variable>            a histogram of each variable's values every
+//                         training.histogram_every steps ("hidden1/kernel")
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "core/event_file.h"
 #include "core/model_spec.h"
+#include "core/variable_layout.h"
 #include "daemon/evaluation.h"
 
 namespace traind {
@@ -42,13 +46,16 @@ class TrainingSummaries {
   };
   void logWindow(int64_t step, const Window& window);
   void logEvaluation(int64_t step, const EvalResult& result);
+  // A histogram of each variable of `layout` in `values`, tagged with its name.
+  void logHistograms(int64_t step, const VariableLayout& layout, const float* values);
 
  private:
-  // A failed write (a full disk) is logged once and ends the summaries;
-  // training goes on, since they are an aid, not its result. A file
-  // deleted under the run (its directory with it) is replaced by a new one
-  // in `dir_`, created again, with a warning.
-  void write(int64_t step, const std::vector<Scalar>& scalars);
+  // Writes an event of `step` with `write`. A failed write (a full disk) is
+  // logged once and ends the summaries; training goes on, since they are
+  // an aid, not its result. A file deleted under the run (its directory
+  // with it) is replaced by a new one in `dir_`, created again, with a
+  // warning.
+  void write(int64_t step, const std::function<void(EventFileWriter&)>& event);
 
   bool classification_;
   std::filesystem::path dir_;

@@ -500,6 +500,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       log.record(results[i], next);
       metrics.recordStep(next, results[i].loss, batch_size);
       if (chief) {
+        // The parameters pulled at `next`.
+        if (log.histogramsDue(step, next))
+          log.logHistograms(next, state.layout(), slot.parameters.data());
         if (evaluator && crossesMultiple(step, next, spec.training.eval_every) &&
             next < total_steps) {
           // The moving averages live on the ps tasks, with the parameters.

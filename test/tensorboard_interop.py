@@ -9,10 +9,16 @@
 (b) a run that stops and is resumed from its checkpoint, summaries in the
     default <checkpoint dir>/summaries: two event files, which TensorBoard
     joins into one series with every step once;
-(c) a run with optimizer.clip_global_norm: global_norm, the logged norm.
+(c) a run with optimizer.clip_global_norm: global_norm, the logged norm;
+(d) a run with training.histogram_every: a histogram of each variable at
+    those steps, the last one's count, extremes, sum and buckets those of
+    the final checkpoint's values (a value in the first bucket whose edge
+    is above it, as TensorFlow's histograms count), and TensorBoard's
+    Distributions made of them.
 Exits 77 (ctest's skip) when tensorboard is not installed.
 """
 import glob
+import json
 import math
 import os
 import re
@@ -21,6 +27,7 @@ import sys
 import tempfile
 
 try:
+    import numpy as np
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 except ImportError as e:
     print(f"skipped: {e}")
@@ -131,7 +138,53 @@ def main():
         check([step for step, _ in series] == [50, 100], f"global_norm steps {series}")
         check(all(math.isclose(value, norms[step], rel_tol=5e-4) for step, value in series),
               f"global_norm {series} against the logged {norms}")
-    print("ok: TensorBoard reads traind's scalars at the logged steps and values")
+
+        # (d) histograms of the variables every 50 steps.
+        histogram_model = os.path.join(tmp, "histograms.yaml")
+        with open(MODEL) as spec, open(histogram_model, "w") as out:
+            out.write(spec.read().replace("log_every: 100", "log_every: 100\n  histogram_every: 50"))
+        histogram_checkpoints = os.path.join(tmp, "histogram_checkpoints")
+        run(traind, histogram_model, "--max-steps", "100", "--checkpoint-dir",
+            histogram_checkpoints)
+        # Every histogram kept (TensorBoard's reservoir keeps one by default).
+        accumulator = EventAccumulator(os.path.join(histogram_checkpoints, "summaries"),
+                                       size_guidance={"histograms": 0})
+        accumulator.Reload()
+        tags = sorted(accumulator.Tags()["histograms"])
+        check(tags == ["hidden/bias", "hidden/kernel", "output/bias", "output/kernel"],
+              f"histogram tags {tags}")
+        final = read_safetensors(os.path.join(histogram_checkpoints, "ckpt-0000000100",
+                                              "model.safetensors"))
+        for tag in tags:
+            events = accumulator.Histograms(tag)
+            check([e.step for e in events] == [50, 100], f"{tag}: histogram steps "
+                  f"{[e.step for e in events]}")
+            h = events[-1].histogram_value
+            values = final[tag].astype(np.float64).ravel()
+            check(h.num == values.size and h.min == values.min() and h.max == values.max(),
+                  f"{tag}: num {h.num}, min {h.min}, max {h.max}; the checkpoint's "
+                  f"{values.size}, {values.min()}, {values.max()}")
+            check(math.isclose(h.sum, values.sum(), rel_tol=1e-9, abs_tol=1e-9) and
+                  math.isclose(h.sum_squares, (values ** 2).sum(), rel_tol=1e-9),
+                  f"{tag}: sum {h.sum}, sum of squares {h.sum_squares}")
+            below = [int((values < limit).sum()) for limit in h.bucket_limit]
+            check(list(np.cumsum(h.bucket).astype(int)) == below,
+                  f"{tag}: buckets {list(h.bucket)} of edges {list(h.bucket_limit)}")
+            check(len(accumulator.CompressedHistograms(tag)) == 2,
+                  f"{tag}: TensorBoard made no distribution of it")
+    print("ok: TensorBoard reads traind's scalars at the logged steps and values, and its "
+          "histograms")
+
+
+def read_safetensors(path):
+    """A safetensors file's F32 tensors, by name."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+        data = f.read()
+    return {name: np.frombuffer(data[entry["data_offsets"][0]:entry["data_offsets"][1]],
+                                np.float32).reshape(entry["shape"])
+            for name, entry in header.items() if name != "__metadata__"}
 
 
 if __name__ == "__main__":
