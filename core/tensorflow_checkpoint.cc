@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "core/checkpoint.h"
@@ -360,7 +361,10 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                      "without quotes, backslashes or line breaks, such as "
                      "/models/exported/model.ckpt-1200");
   std::error_code ec;
-  if (std::filesystem::exists(index_path, ec))
+  const bool exists = std::filesystem::exists(index_path, ec);
+  if (ec)
+    throw InputError(index_path.string() + ": cannot tell whether it is there: " + ec.message());
+  if (exists)
     throw InputError(index_path.string() +
                      " is there already: a checkpoint is not written over; "
                      "give another prefix");
@@ -379,11 +383,15 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   header.mutable_version()->set_producer(tc::kBundleVersion);
   entries.emplace_back("", header.SerializeAsString());
   for (const TensorflowTensor& t : tensors) {
-    if (t.name.empty() || t.name.front() == '\0' || t.name == entries.back().first)
+    // What the reader refuses is not written.
+    if (t.name.empty() || t.name.front() == '\0' || t.name == entries.back().first ||
+        t.name.size() > tc::kMaxKeyBytes)
       throw std::invalid_argument(
-          "writeTensorflowCheckpoint: an empty, reserved or repeated "
-          "tensor name '" +
-          t.name + "'");
+          "writeTensorflowCheckpoint: an empty, reserved, repeated or too long tensor name '" +
+          printablePrefix(t.name, 200) + "'");
+    if (std::any_of(t.values.begin(), t.values.end(), [](float x) { return !std::isfinite(x); }))
+      throw std::invalid_argument("writeTensorflowCheckpoint: tensor " + quotedPrintable(t.name) +
+                                  " holds a value that is not finite");
     tensorflow::BundleEntryProto entry;
     std::string_view bytes;
     if (t.integer) {
@@ -431,9 +439,20 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   data_path += ".data-00000-of-00001";
   replaceFileDurably(data_path, data);
   replaceFileDurably(index_path, index);
-  replaceFileDurably(
-      prefix.parent_path() / tc::kStateFile,
-      "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
+  // The directory's pointer names this one newest, and keeps the others it
+  // listed (a TensorFlow job's in the same directory), as a Saver does.
+  const std::filesystem::path state = prefix.parent_path() / tc::kStateFile;
+  std::string kept;
+  if (std::filesystem::is_regular_file(state, ec)) {
+    std::istringstream lines(
+        readWholeFile(state, tc::kMaxStateFileBytes, "a checkpoint state file"));
+    const std::string listed_self = "all_model_checkpoint_paths: \"" + name + "\"";
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("all_model_checkpoint_paths:", 0) == 0 && line != listed_self)
+        kept += line + "\n";
+  }
+  replaceFileDurably(state, "model_checkpoint_path: \"" + name + "\"\n" + kept +
+                                "all_model_checkpoint_paths: \"" + name + "\"\n");
 }
 
 std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path) {
@@ -578,6 +597,7 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
               if (part && proto.slices_size() != 0)
                 entry_where.corrupt("a part of a partitioned variable is itself partitioned");
               int64_t parts_elements = 0;
+              std::set<std::string> listed;
               for (const auto& slice : proto.slices()) {
                 if (slice.extent_size() != int(e.shape.size()))
                   entry_where.corrupt(fmt::format("a part of {} dimensions of a tensor of {}",
@@ -599,9 +619,33 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
                   encoded_lengths.push_back(whole ? -1 : length);
                 }
                 s.key = sliceKey(key, s.start, encoded_lengths);
-                parts_elements += numElements(s.lengths);  // each at most the whole's
-                if (parts_elements > numElements(e.shape))
+                // The parts' own entries sort before every whole's (their keys
+                // start with a 0 byte): each is there already, once, of the
+                // whole's dtype and of its own extent. So an entry lists no
+                // more parts than the index holds, and their keys count with
+                // the names.
+                const auto data = slice_data_.find(s.key);
+                if (data == slice_data_.end())
+                  entry_where.corrupt(fmt::format("no entry for its part at {} of shape {}",
+                                                  shapeToString(s.start),
+                                                  shapeToString(s.lengths)));
+                if (data->second.dtype != e.dtype || data->second.shape != s.lengths)
+                  entry_where.corrupt(fmt::format(
+                      "its part at {} holds {} of shape {}, where {} of shape {} was expected",
+                      shapeToString(s.start), dataTypeName(data->second.dtype),
+                      shapeToString(data->second.shape), dataTypeName(e.dtype),
+                      shapeToString(s.lengths)));
+                if (!listed.insert(s.key).second)
+                  entry_where.corrupt(
+                      fmt::format("it lists its part at {} twice", shapeToString(s.start)));
+                key_bytes += s.key.size();
+                if (key_bytes > tc::kMaxKeyBytesTotal)
+                  entry_where.corrupt(
+                      fmt::format("more than {} bytes of keys", tc::kMaxKeyBytesTotal));
+                const int64_t elements = numElements(s.lengths);  // each at most the whole's
+                if (elements > numElements(e.shape) - parts_elements)
                   entry_where.corrupt("its parts hold more elements than it has");
+                parts_elements += elements;
                 e.slices.push_back(std::move(s));
               }
               if (!e.slices.empty() && parts_elements != numElements(e.shape))
@@ -618,25 +662,6 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
       });
   if (!has_header)
     fail(index_path, "no header entry (the empty key): not a TensorFlow checkpoint's index");
-
-  // Each part of a partitioned variable: its entry there, of the whole's
-  // dtype and of its own extent.
-  for (const auto& [name, e] : tensors_)
-    for (const Slice& s : e.slices) {
-      const auto data = slice_data_.find(s.key);
-      if (data == slice_data_.end())
-        fail(index_path,
-             fmt::format("tensor {}: no entry for its part at {} of shape {} (the "
-                         "file is corrupt)",
-                         quotedPrintable(name), shapeToString(s.start), shapeToString(s.lengths)));
-      if (data->second.dtype != e.dtype || data->second.shape != s.lengths)
-        fail(index_path,
-             fmt::format("tensor {}: its part at {} holds {} of shape {}, where {} "
-                         "of shape {} was expected (the file is corrupt)",
-                         quotedPrintable(name), shapeToString(s.start),
-                         dataTypeName(data->second.dtype), shapeToString(data->second.shape),
-                         dataTypeName(e.dtype), shapeToString(s.lengths)));
-    }
 
   // Every data file an entry names, opened and its size checked against
   // the entries' byte ranges now, so that a truncated file fails here.

@@ -252,8 +252,13 @@ std::vector<TensorflowTensor> tensorflowState(const ModelState& state, const Mod
   auto add = [&](std::string name, const Shape& shape, std::span<const float> values) {
     tensors.push_back({std::move(name), shape, {values.begin(), values.end()}, std::nullopt});
   };
+  std::map<std::string, std::string> named;  // TensorFlow's name -> traind's
   for (const VariableView& v : state.layout().views()) {
     const std::string name = tensorflowVariableName(names, v.name);
+    if (const auto [it, fresh] = named.emplace(name, v.name); !fresh)
+      throw InputError("'" + it->second + "' and '" + v.name + "' would both be saved as " +
+                       quotedPrintable(name) +
+                       ": give each layer a prefix of its own (--scope, --layer)");
     add(name, v.shape, state.parameters().view(v));
     for (size_t s = 0; s < slots.size(); ++s)
       add(name + "/" + tensorflowSlotName(spec.optimizer, slots[s], names.optimizer_name), v.shape,

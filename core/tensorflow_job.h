@@ -76,7 +76,8 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
 // What `state` (of `spec`) holds, as TensorFlow 1 names it: what
 // importTensorflowState takes. Every variable, every slot of the spec's
 // optimizer, the moving averages, global_step (int64), and for Adam its
-// beta1_power and beta2_power of the next update.
+// beta1_power and beta2_power of the next update. InputError when `names`
+// give two variables one name.
 std::vector<TensorflowTensor> tensorflowState(const ModelState& state, const ModelSpec& spec,
                                               const TensorflowNames& names);
 

@@ -620,6 +620,11 @@ TEST_CASE(
                   " --scope net " + exported);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains(exported + ".index is there already"));
+  r = runTrainctl("export --model " + model + " --checkpoint " + (dir / "ckpt").string() +
+                  " --scope net --layer hidden=net/out " + (dir / "tf2" / "m").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("'hidden/kernel' and 'out/kernel' would both be saved as "
+                                       "'net/out/kernel': give each layer a prefix of its own"));
   r = runTrainctl("import --model " + model + " --scope net --checkpoint-dir " +
                   (dir / "again").string() + " " + (dir / "tf").string());
   CHECK(r.exit_code == 0);
