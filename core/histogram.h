@@ -12,7 +12,6 @@
 #pragma once
 
 #include <span>
-#include <string>
 #include <vector>
 
 namespace traind {

@@ -197,7 +197,7 @@ struct CheckpointSpec {
   int keep = 5;                // newest kept; older ones deleted
 };
 
-// Fine-tuning: copy the named layers' variables from another checkpoint.
+// One layer init_from copies, and where its variables are in the checkpoint.
 struct InitFromLayer {
   std::string name;  // a layer of this spec with variables
   // Where its variables are in the checkpoint: "<source>/kernel",
@@ -210,6 +210,7 @@ struct InitFromLayer {
   }
 };
 
+// Fine-tuning: copy the named layers' variables from another checkpoint.
 struct InitFromSpec {
   // A traind checkpoint, or a directory of them (its latest); or a
   // TensorFlow checkpoint: its prefix, or a directory with TensorFlow's

@@ -34,61 +34,49 @@ namespace tc = tensorflow_checkpoint_format;
   throw InputError(path.string() + ": " + what);
 }
 
-// TensorFlow's DataType numbers, for messages and trainctl inspect.
-std::string dataTypeName(int dtype) {
-  switch (dtype) {
-    case 1:
-      return "float32";
-    case 2:
-      return "float64";
-    case 3:
-      return "int32";
-    case 4:
-      return "uint8";
-    case 5:
-      return "int16";
-    case 6:
-      return "int8";
-    case 7:
-      return "string";
-    case 9:
-      return "int64";
-    case 10:
-      return "bool";
-    case 14:
-      return "bfloat16";
-    case 19:
-      return "float16";
-    case 20:
-      return "resource";
-    case 21:
-      return "variant";
-    default:
-      return fmt::format("dtype {}", dtype);
-  }
+// ".data-00001-of-00003": a data file's name after the checkpoint's prefix.
+std::string dataFileSuffix(int shard, int shards) {
+  return fmt::format(".data-{:05d}-of-{:05d}", shard, shards);
 }
 
-// Bytes of one element, for the dtypes whose size is fixed; 0 otherwise
-// (strings, variants), whose entries' sizes are then taken as they are.
+// TensorFlow's DataType numbers, their names (for messages and trainctl
+// inspect) and the bytes of one element; 0 for strings, variants and
+// resources, whose entries' sizes are then taken as they are.
+struct DataType {
+  int number;
+  std::string_view name;
+  uint64_t element_bytes;
+};
+constexpr DataType kDataTypes[] = {
+    {tc::kDataTypeFloat, "float32", 4},
+    {2, "float64", 8},
+    {tc::kDataTypeInt32, "int32", 4},
+    {4, "uint8", 1},
+    {5, "int16", 2},
+    {6, "int8", 1},
+    {7, "string", 0},
+    {tc::kDataTypeInt64, "int64", 8},
+    {10, "bool", 1},
+    {14, "bfloat16", 2},
+    {19, "float16", 2},
+    {20, "resource", 0},
+    {21, "variant", 0},
+};
+
+const DataType* findDataType(int dtype) {
+  for (const DataType& type : kDataTypes)
+    if (type.number == dtype) return &type;
+  return nullptr;
+}
+
+std::string dataTypeName(int dtype) {
+  const DataType* type = findDataType(dtype);
+  return type ? std::string(type->name) : fmt::format("dtype {}", dtype);
+}
+
 uint64_t elementBytes(int dtype) {
-  switch (dtype) {
-    case 1:
-    case 3:
-      return 4;
-    case 2:
-    case 9:
-      return 8;
-    case 4:
-    case 6:
-    case 10:
-      return 1;
-    case 5:
-    case 14:
-    case 19:
-      return 2;
-    default:
-      return 0;
-  }
+  const DataType* type = findDataType(dtype);
+  return type ? type->element_bytes : 0;
 }
 
 // A cursor over bytes of the index that fails, naming the file and the
@@ -124,6 +112,12 @@ class Bytes {
 
   [[noreturn]] void corrupt(const std::string& what) const {
     fail(file_, where_ + ": " + what + " (the file is corrupt)");
+  }
+
+  // Past one of the bounds on what a checkpoint of a model traind trains
+  // holds (tensorflow_checkpoint_format): not corrupt, perhaps, but not read.
+  [[noreturn]] void pastBound(const std::string& what) const {
+    fail(file_, where_ + ": " + what + ", past what a checkpoint of a model traind trains holds");
   }
 
  private:
@@ -197,8 +191,8 @@ void forEachEntry(
     const uint64_t value_size = entries.varint(32);
     if (shared > key.size()) entries.corrupt("a key shares more bytes than the key before has");
     if (shared + unshared > tc::kMaxKeyBytes)
-      entries.corrupt(fmt::format("a key of {} bytes, past the {} a tensor's name may take",
-                                  shared + unshared, tc::kMaxKeyBytes));
+      entries.pastBound(fmt::format("a key of {} bytes (a tensor's name takes at most {})",
+                                    shared + unshared, tc::kMaxKeyBytes));
     key.resize(shared);
     key += entries.take(unshared);
     if (previous && key <= *previous) entries.corrupt("its keys are out of order");
@@ -302,10 +296,6 @@ std::string sliceKey(std::string_view name, const std::vector<int64_t>& start,
   }
   return key;
 }
-
-}  // namespace
-
-namespace {
 
 void appendVarint(std::string& bytes, uint64_t value) {
   for (; value >= 0x80; value >>= 7) bytes += char(uint8_t(value) | 0x80);
@@ -436,7 +426,7 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   // The data before the index that points into it, and the directory's
   // pointer last: a crash leaves no index without its data.
   std::filesystem::path data_path = prefix;
-  data_path += ".data-00000-of-00001";
+  data_path += dataFileSuffix(0, 1);
   replaceFileDurably(data_path, data);
   replaceFileDurably(index_path, index);
   // The directory's pointer names this one newest, and keeps the others it
@@ -529,10 +519,7 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
         // tensors' names: every one is copied as the next is read.
         key_bytes += separator.size();
         if (key_bytes > tc::kMaxKeyBytesTotal)
-          handle_bytes.corrupt(
-              fmt::format("more than {} bytes of keys, past what a checkpoint "
-                          "of a model traind trains holds",
-                          tc::kMaxKeyBytesTotal));
+          handle_bytes.pastBound(fmt::format("more than {} bytes of keys", tc::kMaxKeyBytesTotal));
         const BlockHandle data_block = readHandle(handle_bytes);
         if (!handle_bytes.empty()) handle_bytes.corrupt("bytes follow a block's handle");
         if (data_block.offset < blocks_end || data_block.offset > index_block.offset ||
@@ -552,10 +539,8 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
               key_bytes += key.size();
               if (key_bytes > tc::kMaxKeyBytesTotal ||
                   tensors_.size() + slice_data_.size() >= tc::kMaxTensors)
-                entry_where.corrupt(fmt::format(
-                    "more than {} tensors or {} bytes of names, past what a checkpoint of a "
-                    "model traind trains holds",
-                    tc::kMaxTensors, tc::kMaxKeyBytesTotal));
+                entry_where.pastBound(fmt::format("more than {} tensors or {} bytes of keys",
+                                                  tc::kMaxTensors, tc::kMaxKeyBytesTotal));
               if (key.empty()) {
                 tensorflow::BundleHeaderProto header;
                 if (!header.ParseFromArray(message.data(), int(message.size())))
@@ -640,7 +625,7 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
                       fmt::format("it lists its part at {} twice", shapeToString(s.start)));
                 key_bytes += s.key.size();
                 if (key_bytes > tc::kMaxKeyBytesTotal)
-                  entry_where.corrupt(
+                  entry_where.pastBound(
                       fmt::format("more than {} bytes of keys", tc::kMaxKeyBytesTotal));
                 const int64_t elements = numElements(s.lengths);  // each at most the whole's
                 if (elements > numElements(e.shape) - parts_elements)
@@ -703,7 +688,7 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
 
 std::filesystem::path TensorflowCheckpointReader::dataFile(int shard) const {
   std::filesystem::path path = prefix_;
-  path += fmt::format(".data-{:05d}-of-{:05d}", shard, shards_);
+  path += dataFileSuffix(shard, shards_);
   return path;
 }
 
@@ -732,7 +717,7 @@ std::string TensorflowCheckpointReader::dtypeName(const std::string& name) const
   return dataTypeName(entry(name).dtype);
 }
 
-int TensorflowCheckpointReader::slices(const std::string& name) const {
+int TensorflowCheckpointReader::partCount(const std::string& name) const {
   return int(entry(name).slices.size());
 }
 

@@ -37,6 +37,8 @@ namespace traind {
 namespace tensorflow_checkpoint_format {
 inline constexpr std::string_view kIndexSuffix = ".index";
 inline constexpr std::string_view kStateFile = "checkpoint";  // a directory's pointer to its newest
+// A TensorFlow 1 job's step count (tf.compat.v1.train.get_or_create_global_step).
+inline constexpr std::string_view kGlobalStep = "global_step";
 inline constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
 inline constexpr size_t kFooterBytes = 48;       // two block handles (padded) and the magic
 inline constexpr size_t kBlockTrailerBytes = 5;  // the compression type, the masked CRC32C
@@ -66,10 +68,13 @@ struct TensorflowTensor {
 // Writes a checkpoint at `prefix` as TensorFlow's Saver does (one data file,
 // P.data-00000-of-00001, then P.index), and the directory's `checkpoint`
 // file naming it, so that tf.train.latest_checkpoint finds it. Each file is
-// complete or absent (replaceFileDurably). InputError when P.index is there
-// already (a checkpoint is not written over); std::system_error when the
-// disk refuses; std::invalid_argument for duplicate names or values that do
-// not fit their shapes.
+// complete or absent (replaceFileDurably); the directory's other listed
+// checkpoints stay listed. InputError when P.index is there already (a
+// checkpoint is not written over), P's file name cannot be quoted in the
+// state file, or the directory cannot be made; std::system_error when the
+// disk refuses; std::invalid_argument for what the reader would refuse
+// (empty, reserved, repeated or too long names, values not finite) or
+// values that do not fit their shapes.
 void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                                std::vector<TensorflowTensor> tensors);
 
@@ -100,14 +105,15 @@ class TensorflowCheckpointReader {
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const;
   // InputError if absent. A tensor of a fixed-size dtype has as many
-  // bytes as its shape says; a partitioned or a string one's shape is
-  // bounded only by its count fitting an int64.
+  // bytes as its shape says, a partitioned one as many elements in its
+  // parts; a string one's shape is bounded only by its count fitting an
+  // int64.
   const Shape& shape(const std::string& name) const;
   // "float32", "int64", "string", ...: TensorFlow's names for its dtypes.
   std::string dtypeName(const std::string& name) const;
   // How many parts a partitioned variable was saved in (tf.compat.v1's
   // partitioners); 0 for a whole tensor.
-  int slices(const std::string& name) const;
+  int partCount(const std::string& name) const;
 
   // Reads a float32 tensor into dst (numElements(expected) floats); a
   // partitioned one is put together from its parts. InputError naming the

@@ -46,7 +46,10 @@ std::string numberedSlotName(const std::string& base, size_t index) {
   return index == 0 ? base : fmt::format("{}_{}", base, index);
 }
 
-constexpr const char* kGlobalStep = "global_step";
+const std::string kGlobalStep(tensorflow_checkpoint_format::kGlobalStep);
+// TensorFlow 1 Adam's powers of beta1 and beta2 (beside its slots).
+constexpr const char* kBeta1Power = "beta1_power";
+constexpr const char* kBeta2Power = "beta2_power";
 
 // TensorFlow 1's name for traind's variable `variable` ("hidden1/kernel").
 std::string tensorflowVariableName(const TensorflowNames& names, const std::string& variable) {
@@ -91,7 +94,7 @@ void checkAdamPowers(const TensorflowCheckpointReader& reader, const OptimizerSp
                      int64_t global_step) {
   float beta1_power = 0, beta2_power = 0;
   for (auto [name, value] :
-       {std::pair{"beta1_power", &beta1_power}, std::pair{"beta2_power", &beta2_power}})
+       {std::pair{kBeta1Power, &beta1_power}, std::pair{kBeta2Power, &beta2_power}})
     reader.read(adamPowerTensor(reader, name), {}, std::span<float>(value, 1));
   const double t = double(global_step) + 1;
   const double theirs = adamFactor(beta1_power, beta2_power);
@@ -139,7 +142,7 @@ std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string
 }
 
 std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
-                                               const TensorflowNames& how,
+                                               const TensorflowNames& names,
                                                std::optional<int64_t> given_step,
                                                const ModelSpec& spec, ModelState& state) {
   const std::string checkpoint = reader.prefix().string();
@@ -149,21 +152,21 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   const std::vector<std::string>& slots = optimizer.slotNames();
   std::vector<std::string> slot_sources;
   for (const std::string& slot : slots)
-    slot_sources.push_back(tensorflowSlotName(spec.optimizer, slot, how.optimizer_name));
+    slot_sources.push_back(tensorflowSlotName(spec.optimizer, slot, names.optimizer_name));
   // The name of a slot past this spec's optimizer's, which the job's kept
   // if it ran another variant (RMSProp centered, where the spec is not).
   const TensorflowOptimizer tensorflow = tensorflowOptimizer(spec.optimizer);
   const std::string past_slots =
       tensorflow.slots.empty()
           ? ""
-          : numberedSlotName(how.optimizer_name.empty() ? tensorflow.name : how.optimizer_name,
+          : numberedSlotName(names.optimizer_name.empty() ? tensorflow.name : names.optimizer_name,
                              tensorflow.slots.size());
 
   std::set<std::string> taken;
   for (const VariableView& v : state.layout().views()) {
     const std::string layer = v.name.substr(0, v.name.rfind('/'));
-    const auto mapped = how.layer_sources.find(layer);
-    const std::string name = tensorflowVariableName(how, v.name);
+    const auto mapped = names.layer_sources.find(layer);
+    const std::string name = tensorflowVariableName(names, v.name);
     auto readInto = [&](const std::string& key, std::span<float> values) {
       if (!reader.contains(key)) return false;
       if (reader.shape(key) != v.shape)
@@ -177,9 +180,9 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
     if (!readInto(name, state.parameters().view(v)))
       throw InputError(
           checkpoint + ": no tensor " + quotedPrintable(name) + " for '" + v.name + "' (" +
-          (mapped != how.layer_sources.end() ? "--layer " + layer + "=" + mapped->second
-           : how.scope.empty()               ? std::string("no --scope")
-                                             : "--scope " + how.scope) +
+          (mapped != names.layer_sources.end() ? "--layer " + layer + "=" + mapped->second
+           : names.scope.empty()               ? std::string("no --scope")
+                                               : "--scope " + names.scope) +
           ")" + inspect);
     if (!past_slots.empty() && reader.contains(name + "/" + past_slots))
       throw InputError(checkpoint + ": tensor " + quotedPrintable(name + "/" + past_slots) +
@@ -225,11 +228,11 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   // What the job had under the scope that this model has no place for (a
   // layer the spec lacks, batch normalisation): said, as it is left behind.
   std::vector<std::string> left;
-  const std::string under = how.scope.empty() ? "" : how.scope + "/";
+  const std::string under = names.scope.empty() ? "" : names.scope + "/";
   for (const std::string& tensor : reader.names())
     if (!taken.count(tensor) && tensor.starts_with(under) &&
-        reader.dtypeName(tensor) == "float32" && !tensor.ends_with("beta1_power") &&
-        !tensor.ends_with("beta2_power"))
+        reader.dtypeName(tensor) == "float32" && !tensor.ends_with(kBeta1Power) &&
+        !tensor.ends_with(kBeta2Power))
       left.push_back(quotedPrintable(tensor));
   if (!left.empty()) {
     std::string listed;
@@ -249,29 +252,36 @@ std::vector<TensorflowTensor> tensorflowState(const ModelState& state, const Mod
   const Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
   std::vector<TensorflowTensor> tensors;
-  auto add = [&](std::string name, const Shape& shape, std::span<const float> values) {
-    tensors.push_back({std::move(name), shape, {values.begin(), values.end()}, std::nullopt});
+  // What each TensorFlow name holds, so that two never share one.
+  std::map<std::string, std::string> named;
+  auto add = [&](TensorflowTensor tensor, const std::string& what) {
+    if (const auto [it, fresh] = named.emplace(tensor.name, what); !fresh)
+      throw InputError(it->second + " and " + what + " would both be saved as " +
+                       quotedPrintable(tensor.name) +
+                       ": give each layer a prefix of its own (--scope, --layer), or the "
+                       "optimizer a name of its own (--optimizer-name)");
+    tensors.push_back(std::move(tensor));
   };
-  std::map<std::string, std::string> named;  // TensorFlow's name -> traind's
+  auto floats = [](std::span<const float> values) {
+    return std::vector<float>(values.begin(), values.end());
+  };
   for (const VariableView& v : state.layout().views()) {
     const std::string name = tensorflowVariableName(names, v.name);
-    if (const auto [it, fresh] = named.emplace(name, v.name); !fresh)
-      throw InputError("'" + it->second + "' and '" + v.name + "' would both be saved as " +
-                       quotedPrintable(name) +
-                       ": give each layer a prefix of its own (--scope, --layer)");
-    add(name, v.shape, state.parameters().view(v));
+    add({name, v.shape, floats(state.parameters().view(v)), std::nullopt}, "'" + v.name + "'");
     for (size_t s = 0; s < slots.size(); ++s)
-      add(name + "/" + tensorflowSlotName(spec.optimizer, slots[s], names.optimizer_name), v.shape,
-          optimizer.slot(s).view(v));
+      add({name + "/" + tensorflowSlotName(spec.optimizer, slots[s], names.optimizer_name), v.shape,
+           floats(optimizer.slot(s).view(v)), std::nullopt},
+          "the '" + slots[s] + "' state of '" + v.name + "'");
   }
-  tensors.push_back({kGlobalStep, {}, {}, state.globalStep()});
+  add({kGlobalStep, {}, {}, state.globalStep()}, "the global step");
   if (spec.optimizer.kind == OptimizerSpec::Kind::Adam) {
     // Adam's powers of its next update, t = global step + 1, as TensorFlow
     // keeps them after `global step` updates.
     const double t = double(state.globalStep()) + 1;
-    for (const auto& [name, beta] : {std::pair{"beta1_power", spec.optimizer.beta1},
-                                     std::pair{"beta2_power", spec.optimizer.beta2}})
-      tensors.push_back({name, {}, {float(std::pow(double(beta), t))}, std::nullopt});
+    for (const auto& [name, beta] : {std::pair{kBeta1Power, spec.optimizer.beta1},
+                                     std::pair{kBeta2Power, spec.optimizer.beta2}})
+      add({name, {}, {float(std::pow(double(beta), t))}, std::nullopt},
+          std::string("Adam's ") + name);
   }
   return tensors;
 }

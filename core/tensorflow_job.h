@@ -53,8 +53,8 @@ struct TensorflowNames {
 std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string& slot,
                                const std::string& optimizer_name);
 
-// Reads the whole state into `state` (built from `spec`); `global_step`, when
-// given, in place of the checkpoint's (a job that kept none). InputError naming
+// Reads the whole state into `state` (built from `spec`); `given_step`, when
+// given, in place of the checkpoint's global step (a job that kept none). InputError naming
 // the checkpoint, the tensor it lacks or the one that is wrong, and what to
 // do:
 //   - a variable or slot missing (another optimizer, or another name for
@@ -70,7 +70,7 @@ std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string
 // saying what came from where, and what of the checkpoint was left.
 std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader& reader,
                                                const TensorflowNames& names,
-                                               std::optional<int64_t> global_step,
+                                               std::optional<int64_t> given_step,
                                                const ModelSpec& spec, ModelState& state);
 
 // What `state` (of `spec`) holds, as TensorFlow 1 names it: what

@@ -217,8 +217,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   };
   // The resident trainer's loop: the next step is submitted before the one
   // computing is collected, so that the GPU never waits for the host;
-  // except before an evaluation or a checkpoint, which read the model back
-  // at the step they name.
+  // except before an evaluation, a checkpoint or a histogram, which read the
+  // model back at the step they name.
   auto trainResident = [&] {
     resident->setParameters(state.parameters().data());
     for (size_t i = 0; i < resident->slotCount(); ++i)
@@ -233,10 +233,12 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
         submit(step);
       }
       const bool evaluate = evaluationDue(step), save = checkpointDue(step);
-      in_flight = step + 1 < total_steps && !stop_requested.load() && !evaluate && !save;
+      // A histogram, too, is of the parameters at its step.
+      const bool read_back = evaluate || save || log.histogramsDue(step, step + 1);
+      in_flight = step + 1 < total_steps && !stop_requested.load() && !read_back;
       if (in_flight) submit(step + 1);
       const StepResult r = resident->collect();
-      if (evaluate || save) readResidentState(/*for_checkpoint=*/save);
+      if (read_back) readResidentState(/*for_checkpoint=*/save);
       finishStep(r, step, evaluate);
       if (save) checkpoint();
     }

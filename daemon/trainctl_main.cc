@@ -577,12 +577,13 @@ int runCheckpoint(const NodeFlags& flags) {
 void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
   const TensorflowCheckpointReader reader(prefix);
   std::printf("TensorFlow checkpoint: %s\n", prefix.string().c_str());
-  if (reader.contains("global_step") && reader.isIntegerScalar("global_step"))
-    std::printf("global step: %lld\n", static_cast<long long>(reader.readInteger("global_step")));
+  const std::string global_step(tensorflow_checkpoint_format::kGlobalStep);
+  if (reader.contains(global_step) && reader.isIntegerScalar(global_step))
+    std::printf("global step: %lld\n", static_cast<long long>(reader.readInteger(global_step)));
   std::vector<std::vector<std::string>> rows = {{"TENSOR", "DTYPE", "SHAPE"}};
   for (const std::string& name : reader.names()) {
     std::string shape = shapeToString(reader.shape(name));
-    if (reader.slices(name) > 0) shape += fmt::format(" in {} parts", reader.slices(name));
+    if (reader.partCount(name) > 0) shape += fmt::format(" in {} parts", reader.partCount(name));
     rows.push_back({printable(name), reader.dtypeName(name), shape});
   }
   std::fputs(table(rows).c_str(), stdout);

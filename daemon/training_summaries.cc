@@ -41,6 +41,7 @@ void TrainingSummaries::logEvaluation(int64_t step, const EvalResult& result) {
 
 void TrainingSummaries::logHistograms(int64_t step, const VariableLayout& layout,
                                       const float* values) {
+  if (!events_) return;  // a write failed: the summaries have ended
   std::vector<std::pair<std::string, Histogram>> histograms;
   for (const VariableView& v : layout.views())
     histograms.emplace_back(v.name, summarizeHistogram({values + v.offset, size_t(v.size)}));

@@ -50,7 +50,7 @@ class TrainingSummaries {
   void logHistograms(int64_t step, const VariableLayout& layout, const float* values);
 
  private:
-  // Writes an event of `step` with `write`. A failed write (a full disk) is
+  // Writes an event of `step` with `event`. A failed write (a full disk) is
   // logged once and ends the summaries; training goes on, since they are
   // an aid, not its result. A file deleted under the run (its directory
   // with it) is replaced by a new one in `dir_`, created again, with a

@@ -14,6 +14,8 @@
 #include "core/layer_graph.h"
 #include "core/model_state.h"
 #include "core/optimizer.h"
+#include "core/summary.pb.h"
+#include "core/tfrecord.h"
 #include "daemon/standalone.h"
 #include "devices/device_list.h"
 #include "test/captured_log.h"
@@ -136,7 +138,46 @@ std::filesystem::path checkpointAt(const std::filesystem::path& dir, int64_t ste
   return dir / checkpointDirName(step);
 }
 
+// The histograms of the event files in `dir`: "step 7 hidden1/kernel: sum
+// 1.25, 300 values", in order.
+std::vector<std::string> histogramsIn(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& file : std::filesystem::directory_iterator(dir)) {
+    const std::string bytes = readFile(file.path());
+    for (std::string_view record : splitTfRecords(bytes, file.path().string())) {
+      tensorboard::Event event;
+      REQUIRE(event.ParseFromArray(record.data(), int(record.size())));
+      for (const auto& value : event.summary().value())
+        if (value.has_histo())
+          found.push_back("step " + std::to_string(event.step()) + " " + value.tag() + ": sum " +
+                          std::to_string(value.histo().sum()) + ", " +
+                          std::to_string(int64_t(value.histo().num())) + " values");
+    }
+  }
+  return found;
+}
+
 }  // namespace
+
+TEST_CASE("the resident loop's histograms are of the parameters at their steps") {
+  // The resident trainer holds the parameters on its device: a histogram
+  // step reads them back, as an evaluation does, or it would show the
+  // host's copy of an earlier step.
+  const auto dir = freshTempDir("resident-histograms");
+  std::atomic<bool> stop{false}, requested{false};
+  auto spec = [&](const char* name) {
+    ModelSpec s = smallSpec(dir / name, 20);
+    s.training.histogram_every = 7;
+    s.training.summary_dir = (dir / name / "summaries").string();
+    return s;
+  };
+  const ModelSpec replica_spec = spec("replica"), resident_spec = spec("resident");
+  train(replica_spec, stop, requested);
+  train(resident_spec, stop, requested, /*resident=*/true);
+  const std::vector<std::string> replica = histogramsIn(replica_spec.training.summary_dir);
+  REQUIRE(replica.size() == 2 * 6);  // steps 7 and 14, six variables
+  CHECK(histogramsIn(resident_spec.training.summary_dir) == replica);
+}
 
 TEST_CASE("the resident loop trains, evaluates and checkpoints what the Replica path does") {
   const auto dir = freshTempDir("resident-loop");

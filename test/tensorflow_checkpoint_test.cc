@@ -5,6 +5,7 @@
 #include "core/tensorflow_checkpoint.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -90,12 +91,12 @@ TEST_CASE("a TensorFlow checkpoint is read as TensorFlow's Saver wrote it",
   CHECK(reader.dtypeName("global_step") == "int64");
   CHECK(reader.readInteger("global_step") == 1200);
   CHECK(reader.dtypeName("net/double") == "float64");
-  CHECK(reader.slices("net/out/kernel") == 0);
+  CHECK(reader.partCount("net/out/kernel") == 0);
   // Partitioned variables, put together from their parts: net/partitioned's
   // second part starts at row 75, which its key holds in two bytes.
-  CHECK(reader.slices("net/hidden/kernel") == 2);
-  CHECK(reader.slices("net/hidden/kernel/Adam") == 2);
-  CHECK(reader.slices("net/partitioned") == 2);
+  CHECK(reader.partCount("net/hidden/kernel") == 2);
+  CHECK(reader.partCount("net/hidden/kernel/Adam") == 2);
+  CHECK(reader.partCount("net/partitioned") == 2);
   CHECK(reader.shape("net/partitioned") == Shape{150, 2});
   CHECK(readFloats(reader, "net/partitioned") == counting(5, 300));
 }
@@ -244,6 +245,55 @@ TEST_CASE("a randomly corrupted TensorFlow checkpoint is read or refused, naming
   }
   CHECK(refused > 200);
   CHECK(read + refused == 300);
+}
+
+}  // namespace traind
+
+namespace traind {
+
+TEST_CASE("a checkpoint written is read back, listed beside the directory's others",
+          "[tensorflow_checkpoint]") {
+  TempDir dir;
+  // A TensorFlow job's pointer, naming its own checkpoints.
+  dir.write("out/checkpoint",
+            "model_checkpoint_path: \"model.ckpt-20\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-10\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-20\"\n");
+  const std::filesystem::path prefix = dir / "out" / "traind.ckpt-5";
+  writeTensorflowCheckpoint(prefix, {{"b", {2}, {1.5f, -2.0f}, std::nullopt},
+                                     {"a/kernel", {1, 3}, {1, 2, 3}, std::nullopt},
+                                     {"global_step", {}, {}, 5}});
+  CHECK(findTensorflowCheckpoint(dir / "out") == prefix);
+  CHECK(readFile(dir / "out" / "checkpoint") ==
+        "model_checkpoint_path: \"traind.ckpt-5\"\n"
+        "all_model_checkpoint_paths: \"model.ckpt-10\"\n"
+        "all_model_checkpoint_paths: \"model.ckpt-20\"\n"
+        "all_model_checkpoint_paths: \"traind.ckpt-5\"\n");
+  const TensorflowCheckpointReader reader(prefix);
+  CHECK(reader.names() == std::vector<std::string>{"a/kernel", "b", "global_step"});
+  CHECK(readFloats(reader, "a/kernel") == std::vector<float>{1, 2, 3});
+  CHECK(readFloats(reader, "b") == std::vector<float>{1.5f, -2.0f});
+  CHECK(reader.readInteger("global_step") == 5);
+
+  // Not written over; nothing the reader would refuse is written.
+  CHECK(errorOf([&] { writeTensorflowCheckpoint(prefix, {}); }) ==
+        prefix.string() +
+            ".index is there already: a checkpoint is not written over; give "
+            "another prefix");
+  CHECK(errorOf([&] { writeTensorflowCheckpoint(dir / "out" / "a\"b", {}); }) ==
+        (dir / "out" / "a\"b").string() +
+            ": expected a checkpoint prefix ending in a file name without quotes, backslashes "
+            "or line breaks, such as /models/exported/model.ckpt-1200");
+  const std::filesystem::path other = dir / "other" / "m";
+  CHECK_THROWS_AS(writeTensorflowCheckpoint(other, {{"x", {1}, {NAN}, std::nullopt}}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      writeTensorflowCheckpoint(other, {{std::string(70000, 'x'), {1}, {1}, std::nullopt}}),
+      std::invalid_argument);
+  CHECK_THROWS_AS(writeTensorflowCheckpoint(
+                      other, {{"x", {1}, {1}, std::nullopt}, {"x", {1}, {2}, std::nullopt}}),
+                  std::invalid_argument);
+  CHECK_FALSE(std::filesystem::exists(other.string() + ".index"));
 }
 
 }  // namespace traind
