@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/printable.h"
+#include "core/read_at.h"
 
 namespace traind {
 
@@ -223,15 +224,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
 }
 
 void SafetensorsReader::readAt(uint64_t offset, std::byte* dst, uint64_t size) const {
-  while (size > 0) {
-    const ssize_t got = ::pread(fileno(file_.get()), dst, size, off_t(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) fail(path_, std::string("cannot read: ") + std::strerror(errno));
-    if (got == 0) fail(path_, "file ended early while reading it (is it being written?)");
-    dst += got;
-    offset += uint64_t(got);
-    size -= uint64_t(got);
-  }
+  readExactlyAt(fileno(file_.get()), offset, dst, size, path_);
 }
 
 std::vector<std::string> SafetensorsReader::names() const {

@@ -19,6 +19,7 @@
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/printable.h"
+#include "core/read_at.h"
 #include "core/tensor_bundle.pb.h"
 
 namespace traind {
@@ -724,18 +725,7 @@ int TensorflowCheckpointReader::partCount(const std::string& name) const {
 void TensorflowCheckpointReader::readBytes(const std::string& name, const Entry& e,
                                            std::byte* dst) const {
   const std::filesystem::path path = dataFile(e.shard);
-  std::FILE* file = data_.at(e.shard).get();
-  uint64_t offset = e.offset;
-  std::byte* at = dst;
-  for (uint64_t left = e.size; left > 0;) {
-    const ssize_t got = ::pread(fileno(file), at, left, off_t(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) fail(path, std::string("cannot read: ") + std::strerror(errno));
-    if (got == 0) fail(path, "file ended early while reading it (is it being written?)");
-    at += got;
-    offset += uint64_t(got);
-    left -= uint64_t(got);
-  }
+  readExactlyAt(fileno(data_.at(e.shard).get()), e.offset, dst, e.size, path);
   const std::string_view bytes(reinterpret_cast<const char*>(dst), e.size);
   if (crc32c(bytes) != unmaskCrc32c(e.masked_crc))
     fail(path, "tensor " + quotedPrintable(name) +
