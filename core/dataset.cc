@@ -4,18 +4,15 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <initializer_list>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "core/error.h"
+#include "core/gzip_file.h"
 #include "core/random.h"
 
 namespace traind {
@@ -31,26 +28,14 @@ std::string hex32(uint32_t value) {
   return text;
 }
 
-struct GzCloser {
-  void operator()(gzFile_s* file) const { gzclose(file); }
-};
-
-// One IDX file, read to its end. gzread reads gzip and raw files alike
-// (zlib's transparent mode), choosing by the magic bytes.
+// One IDX file, gzip-compressed or raw, read to its end.
 class IdxFile {
  public:
   // `magics`: the formats the caller takes, the first one the usual; their
   // low byte is the rank. `kind` names the items in messages: "images" or
   // "labels".
   IdxFile(const std::string& path, std::initializer_list<uint32_t> magics, std::string kind)
-      : path_(path), kind_(std::move(kind)) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) fail(path_, "is a directory, not an IDX file");
-    errno = 0;
-    file_.reset(gzopen(path.c_str(), "rb"));
-    if (!file_) fail(path_, std::string("cannot open: ") + std::strerror(errno ? errno : ENOMEM));
-    gzbuffer(file_.get(), 1 << 18);
-
+      : path_(path), kind_(std::move(kind)), file_(path, "an IDX file") {
     // The magic first: it says how long the rest of the header is.
     std::array<uint8_t, 4 + 4 * 255> header;
     size_t got = read(header.data(), 4);
@@ -58,7 +43,7 @@ class IdxFile {
     const bool known = std::find(magics.begin(), magics.end(), found) != magics.end();
     const size_t header_bytes = 4 + 4 * size_t(found & 0xff);
     if (got == 4 && known) got += read(header.data() + 4, header_bytes - 4);
-    if (const std::string error = gzipError(); got < header_bytes && !error.empty())
+    if (const std::string error = file_.error(); got < header_bytes && !error.empty())
       fail(path_, "corrupt gzip stream: " + error);
     if (got < 4 || (known && got < header_bytes))
       fail(path_, "file ends after " + std::to_string(got) + " bytes, inside its " +
@@ -116,18 +101,17 @@ class IdxFile {
 
     // A stream cut short (Z_BUF_ERROR) still counts what it held; after
     // other gzip errors the count is not to be trusted.
-    int gz_status = Z_OK;
-    gzerror(file_.get(), &gz_status);
+    const int gz_status = file_.status();
     if (gz_status != Z_OK && gz_status != Z_BUF_ERROR)
-      fail(path_, "corrupt gzip stream: " + gzipError());
+      fail(path_, "corrupt gzip stream: " + file_.error());
     if (total != declared_bytes) {
       std::string what = "header declares " + declared() + " but the file holds " +
                          (more ? "at least " : "") + std::to_string(total) + " bytes of " +
                          (kind_ == "images" ? "pixels" : "labels");
-      if (gz_status != Z_OK) what += " (gzip: " + gzipError() + ")";
+      if (gz_status != Z_OK) what += " (gzip: " + file_.error() + ")";
       fail(path_, what);
     }
-    if (gz_status != Z_OK) fail(path_, "corrupt gzip stream: " + gzipError());
+    if (gz_status != Z_OK) fail(path_, "corrupt gzip stream: " + file_.error());
     return items;
   }
 
@@ -144,39 +128,17 @@ class IdxFile {
     return text;
   }
 
-  // zlib's message for the stream's error, "" when there is none.
-  std::string gzipError() const {
-    int status = Z_OK;
-    std::string message = gzerror(file_.get(), &status);
-    if (status == Z_OK) return "";
-    if (status == Z_ERRNO) return std::strerror(errno);
-    // zlib puts the path in front; the caller does too.
-    if (message.starts_with(path_ + ": ")) message.erase(0, path_.size() + 2);
-    return message;
-  }
-
-  // Up to `bytes` bytes; fewer only at the end of the file or on a gzip error
-  // (which gzerror then reports).
-  size_t read(uint8_t* dst, size_t bytes) {
-    size_t total = 0;
-    while (total < bytes) {
-      const unsigned chunk = unsigned(std::min<size_t>(bytes - total, INT_MAX));
-      const int got = gzread(file_.get(), dst + total, chunk);
-      if (got <= 0) break;
-      total += size_t(got);
-    }
-    return total;
-  }
+  size_t read(uint8_t* dst, size_t bytes) { return file_.read(dst, bytes); }
 
   std::string path_;
   std::string kind_;
-  std::unique_ptr<gzFile_s, GzCloser> file_;
+  GzipFile file_;
   std::vector<uint32_t> dims_;
 };
 
 }  // namespace
 
-Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_header) {
+Dataset loadIdxDataset(const DataFiles& source, const IdxHeaderCheck& check_header) {
   // Each file is checked whole before the two are compared: a count that
   // differs is more often a damaged file than a mismatched pair.
   IdxFile images(source.images, {idx_format::kImagesMagic, idx_format::kChannelImagesMagic},

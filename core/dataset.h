@@ -56,7 +56,7 @@ using IdxHeaderCheck = std::function<void(const Shape& example_shape, int64_t ex
 // wrong. Memory grows with what the files really hold, never with what a
 // header claims, and a file is read no further than about 2 MiB past what
 // its header declares.
-Dataset loadIdxDataset(const IdxSource& source, const IdxHeaderCheck& check_header = nullptr);
+Dataset loadIdxDataset(const DataFiles& source, const IdxHeaderCheck& check_header = nullptr);
 
 // spec.points examples: x uniform in [x_min, x_max], y = x^2 + N(0, sd^2).
 // Deterministic in `seed`; callers pass different seeds for train and test.

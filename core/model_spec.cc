@@ -17,6 +17,7 @@
 
 #include "core/device_name.h"
 #include "core/learning_rate.h"
+#include "core/printable.h"
 #include "core/random.h"
 #include "core/yaml_fields.h"
 
@@ -550,12 +551,45 @@ MovingAverageSpec readMovingAverage(const Field& field) {
   return average;
 }
 
-IdxSource readIdxSource(const Field& field, const fs::path& spec_dir) {
+// data.train or data.test: IDX files (images, labels) or TFRecord files of
+// tf.train.Example (tfrecords and the two features' names).
+DataFiles readDataFiles(const Field& field, const fs::path& spec_dir) {
   Mapping fields(field);
-  fields.allowOnly({"images", "labels", "limit"}, "an IDX data set");
-  IdxSource source;
-  source.images = readExistingFile(fields.get("images"), spec_dir);
-  source.labels = readExistingFile(fields.get("labels"), spec_dir);
+  fields.allowOnly({"images", "labels", "tfrecords", "image_feature", "label_feature", "limit"},
+                   "a data set");
+  DataFiles source;
+  const std::optional<Field> tfrecords = fields.find("tfrecords");
+  if (tfrecords) {
+    source.format = DataFiles::Format::TfRecord;
+    for (const char* idx_field : {"images", "labels"})
+      if (auto f = fields.find(idx_field))
+        fail(*f, "expected either images and labels (IDX files) or tfrecords, got both");
+    std::vector<Field> items{*tfrecords};
+    if (tfrecords->node.IsSequence()) {
+      items = listItems(*tfrecords, "");
+      if (items.empty()) failExpected(*tfrecords, "a path, a glob pattern or a list of them");
+    }
+    for (const Field& item : items) {
+      for (std::string& file : readExistingFiles(item, spec_dir)) {
+        if (std::find(source.records.begin(), source.records.end(), file) != source.records.end())
+          fail(item, "lists '" + printable(file) + "' a second time");
+        source.records.push_back(std::move(file));
+      }
+    }
+    if (auto f = fields.find("image_feature"))
+      source.image_feature = readText(*f, "a feature name");
+    if (auto f = fields.find("label_feature"))
+      source.label_feature = readText(*f, "a feature name");
+    if (source.image_feature == source.label_feature)
+      fail(fields.field(), "expected two different features for the image and the label, got '" +
+                               printable(source.image_feature) + "' for both");
+  } else {
+    for (const char* tfrecord_field : {"image_feature", "label_feature"})
+      if (auto f = fields.find(tfrecord_field)) fail(*f, "only allowed with tfrecords");
+    source.images =
+        readExistingFile(fields.get("images", "or tfrecords, for TFRecord files"), spec_dir);
+    source.labels = readExistingFile(fields.get("labels"), spec_dir);
+  }
   if (auto f = fields.find("limit")) source.limit = readInt(*f, 0);
   source.location = field.where;
   return source;
@@ -608,9 +642,9 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
     fail(*synthetic, "expected either data.train or data.synthetic, got both");
   if (!train && !synthetic) fail(field, "expected data.train or data.synthetic, got neither");
   if (train) {
-    data.kind = DataSpec::Kind::Idx;
-    data.train = readIdxSource(*train, spec_dir);
-    if (auto f = fields.find("test")) data.test = readIdxSource(*f, spec_dir);
+    data.kind = DataSpec::Kind::Files;
+    data.train = readDataFiles(*train, spec_dir);
+    if (auto f = fields.find("test")) data.test = readDataFiles(*f, spec_dir);
   } else {
     data.kind = DataSpec::Kind::SyntheticRegression;
     data.synthetic = readSynthetic(*synthetic);

@@ -101,10 +101,18 @@ struct OptimizerSpec {
   std::optional<MovingAverageSpec> moving_average;
 };
 
-// A pair of MNIST-format IDX files, gzip-compressed or raw.
-struct IdxSource {
-  std::string images;
-  std::string labels;
+// A data set read from files: a pair of MNIST-format IDX files, or
+// TFRecord files of tf.train.Example messages; either gzip-compressed or raw.
+struct DataFiles {
+  enum class Format { Idx, TfRecord };
+  Format format = Format::Idx;
+  std::string images;  // Idx
+  std::string labels;  // Idx
+  // TfRecord: the files, in the order their examples are taken (each glob
+  // pattern of the spec expanded, its matches sorted), each once
+  std::vector<std::string> records;
+  std::string image_feature = "image_raw";  // TfRecord: raw pixels (bytes) or floats
+  std::string label_feature = "label";      // TfRecord: a class (int64) or a target (float)
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   SourceLocation location;  // its entry in the spec, for what its files' contents refute
 };
@@ -118,10 +126,10 @@ struct SyntheticRegressionSpec {
 };
 
 struct DataSpec {
-  enum class Kind { Idx, SyntheticRegression };
-  Kind kind = Kind::Idx;
-  IdxSource train;                      // Idx
-  std::optional<IdxSource> test;        // Idx, optional
+  enum class Kind { Files, SyntheticRegression };
+  Kind kind = Kind::Files;
+  DataFiles train;                      // Files
+  std::optional<DataFiles> test;        // Files, optional
   SyntheticRegressionSpec synthetic;    // SyntheticRegression (its test set: points / 5)
   SourceLocation synthetic_location;
   int64_t batch_size = 32;

@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cstdint>
+#include <algorithm>
+#include <cstring>
 
 #include "core/crc32c.h"
 #include "core/error.h"
@@ -16,11 +17,15 @@ void appendLittleEndian(T value, std::string& out) {
 }
 
 template <typename T>
-T readLittleEndian(std::string_view bytes) {
+T readLittleEndian(const char* bytes) {
   T value = 0;
   for (size_t i = 0; i < sizeof(T); ++i) value |= T(uint8_t(bytes[i])) << (8 * i);
   return value;
 }
+
+// A record's data is read in pieces of at most this much, its buffer grown
+// as they arrive: a length that lies costs no memory.
+constexpr size_t kReadPiece = size_t(1) << 20;
 
 }  // namespace
 
@@ -32,34 +37,65 @@ void appendTfRecord(std::string_view data, std::string& out) {
   appendLittleEndian<uint32_t>(maskCrc32c(crc32c(data)), out);
 }
 
-std::vector<std::string_view> splitTfRecords(std::string_view bytes, std::string_view file) {
-  std::vector<std::string_view> records;
-  size_t offset = 0;
-  while (offset < bytes.size()) {
-    const auto fail = [&](std::string_view what) {
-      throw InputError(
-          fmt::format("{}: record {} at byte {}: {}", file, records.size(), offset, what));
-    };
-    const std::string_view rest = bytes.substr(offset);
-    if (rest.size() < kTfRecordHeaderSize)
-      fail(fmt::format("expected a {}-byte record header, found {} bytes before the end",
-                       kTfRecordHeaderSize, rest.size()));
-    const uint64_t length = readLittleEndian<uint64_t>(rest);
-    const uint32_t length_crc = readLittleEndian<uint32_t>(rest.substr(8));
-    if (length_crc != maskCrc32c(crc32c(rest.substr(0, 8))))
-      fail("the CRC of the length does not match (a damaged file, or not a TFRecord file)");
-    const size_t available = rest.size() - kTfRecordHeaderSize;
-    if (available < kTfRecordFooterSize || length > available - kTfRecordFooterSize)
-      fail(
-          fmt::format("the record declares {} bytes of data and a {}-byte CRC, but only {} bytes "
-                      "follow its header",
-                      length, kTfRecordFooterSize, available));
-    const std::string_view data = rest.substr(kTfRecordHeaderSize, size_t(length));
-    const uint32_t data_crc = readLittleEndian<uint32_t>(rest.substr(kTfRecordHeaderSize + length));
-    if (data_crc != maskCrc32c(crc32c(data))) fail("the CRC of the data does not match");
-    records.push_back(data);
-    offset += kTfRecordHeaderSize + size_t(length) + kTfRecordFooterSize;
+TfRecordReader::TfRecordReader(Source source, std::string file, uint64_t max_length)
+    : source_(std::move(source)), file_(std::move(file)), max_length_(max_length) {}
+
+void TfRecordReader::fail(std::string_view what) const {
+  throw InputError(fmt::format("{}: record {} at byte {}: {}", file_, records_, offset_, what));
+}
+
+bool TfRecordReader::next(std::string& data) {
+  data.clear();
+  char header[kTfRecordHeaderSize];
+  const size_t got = source_(header, sizeof header);
+  if (got == 0) return false;
+  if (got < sizeof header)
+    fail(fmt::format("expected a {}-byte record header, found {} bytes before the end",
+                     kTfRecordHeaderSize, got));
+  const uint64_t length = readLittleEndian<uint64_t>(header);
+  if (readLittleEndian<uint32_t>(header + 8) !=
+      maskCrc32c(crc32c(std::string_view(header, sizeof(uint64_t)))))
+    fail("the CRC of the length does not match (a damaged file, or not a TFRecord file)");
+  if (length > max_length_)
+    fail(
+        fmt::format("the record declares {} bytes of data, more than the {} a record may hold here",
+                    length, max_length_));
+
+  // The data and its CRC, read as they arrive.
+  const uint64_t wanted = length + kTfRecordFooterSize;
+  uint64_t have = 0;
+  while (have < wanted) {
+    data.resize(size_t(std::min<uint64_t>(wanted, have + kReadPiece)));
+    const size_t piece = source_(data.data() + have, data.size() - have);
+    have += piece;
+    if (piece == 0) break;
   }
+  if (have < wanted)
+    fail(
+        fmt::format("the record declares {} bytes of data and a {}-byte CRC, but only {} bytes "
+                    "follow its header",
+                    length, kTfRecordFooterSize, have));
+  const uint32_t data_crc = readLittleEndian<uint32_t>(data.data() + length);
+  data.resize(size_t(length));
+  if (data_crc != maskCrc32c(crc32c(data))) fail("the CRC of the data does not match");
+  ++records_;
+  offset_ += kTfRecordHeaderSize + length + kTfRecordFooterSize;
+  return true;
+}
+
+std::vector<std::string> splitTfRecords(std::string_view bytes, std::string_view file) {
+  size_t position = 0;
+  TfRecordReader reader(
+      [&](char* dst, size_t wanted) {
+        const size_t n = std::min(wanted, bytes.size() - position);
+        std::memcpy(dst, bytes.data() + position, n);
+        position += n;
+        return n;
+      },
+      std::string(file), bytes.size());
+  std::vector<std::string> records;
+  std::string data;
+  while (reader.next(data)) records.push_back(data);
   return records;
 }
 

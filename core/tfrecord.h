@@ -1,5 +1,6 @@
-// TFRecord framing: the container of TensorBoard event files (and of
-// TensorFlow's TFRecordDataset). A file is a sequence of records, each
+// TFRecord framing: the container of TensorBoard event files and of
+// TensorFlow's TFRecordDataset (training examples as tf.train.Example). A
+// file is a sequence of records, each
 //
 //   uint64  length                 little-endian
 //   uint32  masked crc32c(length)  over the 8 length bytes, little-endian
@@ -11,6 +12,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,11 +26,39 @@ inline constexpr size_t kTfRecordFooterSize = 4;   // CRC of the data
 // Appends `data` to `out` as one framed record.
 void appendTfRecord(std::string_view data, std::string& out);
 
-// The data of every record in `bytes` (a whole file), in order, as views into
-// `bytes`. Throws InputError naming `file`, the record's index and byte
-// offset and what is wrong: a record cut short, a length that runs past the
-// end, a CRC that does not match. Nothing is allocated on a declared length
-// before it is checked against the bytes there are.
-std::vector<std::string_view> splitTfRecords(std::string_view bytes, std::string_view file);
+// Reads the records of one stream of bytes (a file, raw or decompressed as
+// it is read), one after another, checking each record's framing and both
+// CRCs. Errors are InputError naming `file`, the record's index and byte
+// offset and what is wrong: a record cut short, a length past
+// `max_length`, a CRC that does not match. Memory grows with the bytes a
+// record really holds, never with the length it declares.
+class TfRecordReader {
+ public:
+  // Fills `dst` with up to `bytes` bytes, fewer only at the end of the
+  // stream; throws InputError on a read error.
+  using Source = std::function<size_t(char* dst, size_t bytes)>;
+
+  TfRecordReader(Source source, std::string file, uint64_t max_length);
+
+  // The next record's data into `data` (its capacity reused); false, with
+  // `data` left empty, at the end of the stream after a whole record.
+  bool next(std::string& data);
+
+  int64_t recordsRead() const { return records_; }
+  uint64_t bytesRead() const { return offset_; }  // of the stream, whole records
+
+ private:
+  [[noreturn]] void fail(std::string_view what) const;
+
+  Source source_;
+  std::string file_;
+  uint64_t max_length_;
+  int64_t records_ = 0;
+  uint64_t offset_ = 0;  // where the next record starts
+};
+
+// The data of every record in `bytes` (a whole file), in order, as
+// TfRecordReader reads them.
+std::vector<std::string> splitTfRecords(std::string_view bytes, std::string_view file);
 
 }  // namespace traind

@@ -1,6 +1,7 @@
 #include "core/yaml_fields.h"
 
 #include <fmt/format.h>
+#include <glob.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
@@ -518,8 +519,10 @@ std::string resolvePath(const Field& field, const fs::path& spec_dir) {
   return (spec_dir / path).lexically_normal().string();
 }
 
-std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
-  const std::string path = resolvePath(field, spec_dir);
+namespace {
+
+// Refuses, naming `field`, a `path` that is not a readable regular file.
+void checkReadableFile(const Field& field, const std::string& path) {
   const std::string expected = "an existing file, got '" + printable(path) + "'";
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
@@ -532,7 +535,31 @@ std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
   std::ifstream probe(path, std::ios::binary);
   if (!probe)
     fail(field, "expected " + expected + " (cannot be read: " + std::strerror(errno) + ")");
+}
+
+}  // namespace
+
+std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
+  const std::string path = resolvePath(field, spec_dir);
+  checkReadableFile(field, path);
   return path;
+}
+
+std::vector<std::string> readExistingFiles(const Field& field, const fs::path& spec_dir) {
+  const std::string pattern = resolvePath(field, spec_dir);
+  if (pattern.find_first_of("*?[") == std::string::npos) return {readExistingFile(field, spec_dir)};
+  glob_t matches{};
+  const int status = glob(pattern.c_str(), GLOB_ERR, nullptr, &matches);
+  std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
+  globfree(&matches);
+  if (status == GLOB_NOMATCH)
+    fail(field, "expected a pattern that matches files, got '" + printable(pattern) +
+                    "' (no file matches it)");
+  if (status != 0)
+    fail(field, "cannot list the files of '" + printable(pattern) + "': " +
+                    (status == GLOB_NOSPACE ? "out of memory" : "a directory cannot be read"));
+  for (const std::string& file : files) checkReadableFile(field, file);  // sorted by glob
+  return files;
 }
 
 // ---------------------------------------------------------------------------

@@ -192,6 +192,11 @@ std::string resolvePath(const Field& field, const std::filesystem::path& spec_di
 // As resolvePath, and the file must exist, be readable and not a directory.
 std::string readExistingFile(const Field& field, const std::filesystem::path& spec_dir);
 
+// As readExistingFile, or, for a glob pattern (a path with '*', '?' or
+// '['), every file it matches, sorted; at least one, each readable.
+std::vector<std::string> readExistingFiles(const Field& field,
+                                           const std::filesystem::path& spec_dir);
+
 // ---------------------------------------------------------------------------
 // Sections both specs have.
 

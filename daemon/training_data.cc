@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/example_records.h"
 #include "core/memory_need.h"
 #include "core/random.h"
 
@@ -52,17 +53,17 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
   }
 }
 
-// What a data set of `examples` examples of `elements` pixels keeps: its
-// pixels and its labels as int32.
-double keptBytes(int64_t elements, int64_t examples) {
-  return double(examples) * double(elements + int64_t(sizeof(int32_t)));
+// What a data set of `examples` examples keeps, each of `input_bytes` bytes
+// of pixels or floats: those and its labels as int32.
+double keptBytes(int64_t input_bytes, int64_t examples) {
+  return double(examples) * double(input_bytes + int64_t(sizeof(int32_t)));
 }
 
-// What it takes while it loads, at most: beside what it keeps, the buffer
-// its pixels grow out of (the reader doubles it as they arrive, copying)
-// and its labels as read.
-double loadingBytes(int64_t elements, int64_t examples) {
-  return keptBytes(elements, examples) + double(examples) * double(elements + 1);
+// What it takes while it loads, at most: beside what it keeps, the buffers
+// its inputs and labels grow out of (the readers double them as examples
+// arrive, copying).
+double loadingBytes(int64_t input_bytes, int64_t examples) {
+  return keptBytes(input_bytes, examples) + double(examples) * double(input_bytes + 1);
 }
 
 // What is held in memory beside the data sets as they load, and what the
@@ -72,40 +73,60 @@ struct MemoryHeld {
   const char* what = "";
 };
 
+// The data set's files, as a message names them.
+std::string filesOf(const DataFiles& source) {
+  if (source.format == DataFiles::Format::Idx) return source.images;
+  if (source.records.size() == 1) return source.records.front();
+  return fmt::format("{} and {} more files", source.records.front(), source.records.size() - 1);
+}
+
 // The files of a spec's data.train or data.test; what they hold that
 // refutes the spec names the entry too, as the spec's own errors do. Images
 // that cannot feed the model, or would not fit in memory beside `held`
-// bytes (the model and the data sets already loaded), are refused from the
-// file's header, before they are read; `held` then grows by what this set
-// keeps once loaded.
-Dataset loadDataFiles(const IdxSource& source, std::string_view field, const LayerGraph& graph,
+// bytes (the model and the data sets already loaded), are refused before
+// they are read: an IDX file from its header, TFRecord files from their
+// first record and again before each growth of the buffers. `held` then
+// grows by what this set keeps.
+Dataset loadDataFiles(const DataFiles& source, std::string_view field, const LayerGraph& graph,
                       std::optional<int64_t> available, MemoryHeld& held) {
+  const bool idx = source.format == DataFiles::Format::Idx;
   bool checking = false;  // an InputError thrown meanwhile names the entry already
-  const auto check_header = [&](const Shape& example_shape, int64_t examples) {
+  const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
     checking = true;
     checkShapeFits(graph, example_shape, source.location, field);
-    const double bytes = loadingBytes(numElements(example_shape), examples);
-    if (available && held.bytes + bytes > double(*available))
+    const double bytes = loadingBytes(numElements(example_shape) * value_bytes, examples);
+    if (available && held.bytes + bytes > double(*available)) {
+      const std::string shape = shapeToString(example_shape);
+      const std::string size = byteSize(int64_t(std::min(bytes, 0x1p62)));
       throwInputError(
           source.location, std::string(field),
-          fmt::format("{}: {} examples of {} take {} of memory as they load{}, and this "
-                      "machine gives a process {} (physical memory and swap, or what its cgroup "
-                      "allows): expected fewer examples (`limit` keeps the first N)",
-                      source.images, examples, shapeToString(example_shape),
-                      byteSize(int64_t(std::min(bytes, 0x1p62))),
+          fmt::format("{}: {} of memory as they load{}, and this machine gives a process {} "
+                      "(physical memory and swap, or what its cgroup allows): expected fewer "
+                      "examples (`limit` keeps the first N)",
+                      filesOf(source),
+                      idx ? fmt::format("{} examples of {} take {}", examples, shape, size)
+                          : fmt::format("the buffers' next size, {} examples of {}, takes {}",
+                                        examples, shape, size),
                       held.bytes > 0 ? fmt::format(", beside {} of {}",
                                                    byteSize(int64_t(held.bytes)), held.what)
                                      : std::string(),
                       byteSize(*available)));
-    held.bytes += keptBytes(numElements(example_shape), examples);
+    }
     checking = false;
   };
+  Dataset data;
   try {
-    return loadIdxDataset(source, check_header);
+    data =
+        idx ? loadIdxDataset(source, [&](const Shape& example_shape,
+                                         int64_t examples) { check(example_shape, examples, 1); })
+            : loadExampleRecords(source, graph.input_shape, check);
   } catch (const InputError& e) {
     if (checking) throw;
     throwInputError(source.location, field, e.what());
   }
+  const int64_t value_bytes = data.pixels.empty() ? int64_t(sizeof(float)) : 1;
+  held.bytes += keptBytes(numElements(data.example_shape) * value_bytes, data.size);
+  return data;
 }
 
 // A synthetic data set's test examples: a fifth as many as for training.

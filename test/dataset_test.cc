@@ -36,6 +36,15 @@ std::string idxBytes(uint32_t magic, const std::vector<uint32_t>& dims,
   return bytes;
 }
 
+DataFiles idxFiles(const std::filesystem::path& images, const std::filesystem::path& labels,
+                   int64_t limit = 0) {
+  DataFiles files;
+  files.images = images;
+  files.labels = labels;
+  files.limit = limit;
+  return files;
+}
+
 void writeRaw(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
@@ -101,7 +110,7 @@ std::vector<std::vector<int64_t>> readSteps(const Dataset& data, int64_t batch_s
 // Speed is measured in bench/, not here: a timed test fails on a loaded machine.
 TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
   const Dataset data = loadIdxDataset(
-      {kFashion + "train-images-idx3-ubyte.gz", kFashion + "train-labels-idx1-ubyte.gz", 0, {}});
+      idxFiles(kFashion + "train-images-idx3-ubyte.gz", kFashion + "train-labels-idx1-ubyte.gz"));
 
   REQUIRE(data.size == 60000);
   REQUIRE(data.example_shape == Shape{28, 28, 1});
@@ -126,11 +135,12 @@ TEST_CASE("Fashion-MNIST's training set loads whole", "[dataset][idx]") {
 }
 
 TEST_CASE("limit keeps the first examples of the test set", "[dataset][idx]") {
-  const IdxSource source{
-      kFashion + "t10k-images-idx3-ubyte.gz", kFashion + "t10k-labels-idx1-ubyte.gz", 0, {}};
+  DataFiles source;
+  source.images = kFashion + "t10k-images-idx3-ubyte.gz";
+  source.labels = kFashion + "t10k-labels-idx1-ubyte.gz";
   const Dataset all = loadIdxDataset(source);
   REQUIRE(all.size == 10000);
-  IdxSource limited = source;
+  DataFiles limited = source;
   limited.limit = 100;
   const Dataset first = loadIdxDataset(limited);
   REQUIRE(first.size == 100);
@@ -156,7 +166,7 @@ TEST_CASE("raw and gzip IDX files load alike, told apart by content, not name", 
                                                         {"images.gz", "labels.gz"},
                                                         {"images.idx", "labels-raw.gz"}}) {
     INFO(images << " + " << labels);
-    const Dataset data = loadIdxDataset({dir / images, dir / labels, 0, {}});
+    const Dataset data = loadIdxDataset(idxFiles(dir / images, dir / labels));
     REQUIRE(data.size == 3);
     REQUIRE(data.example_shape == Shape{2, 2, 1});
     CHECK(data.pixels == kPixels);
@@ -175,7 +185,7 @@ TEST_CASE("rank-4 IDX images are colour images, height x width x channels", "[da
   const std::vector<uint8_t> pixels = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 255};
   writeGzip(dir / "images", idxBytes(idx_format::kChannelImagesMagic, {2, 1, 2, 3}, pixels));
   writeRaw(dir / "labels", idxBytes(idx_format::kLabelsMagic, {2}, {1, 0}));
-  const Dataset data = loadIdxDataset({dir / "images", dir / "labels", 0, {}});
+  const Dataset data = loadIdxDataset(idxFiles(dir / "images", dir / "labels"));
   REQUIRE(data.size == 2);
   CHECK(data.example_shape == Shape{1, 2, 3});
   CHECK(data.pixels == pixels);
@@ -193,7 +203,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
   writeRaw(labels, kLabels);
   auto loadWithImages = [&](const std::string& bytes) {
     writeRaw(images, bytes);
-    return loadIdxDataset({images, labels, 0, {}});
+    return loadIdxDataset(idxFiles(images, labels));
   };
 
   SECTION("truncated pixels") {
@@ -220,7 +230,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     std::string bytes = kImages + std::string(size_t(64) << 20, '\0');
     writeGzip(images, bytes);
     CHECK(std::filesystem::file_size(images) < (size_t(1) << 20));
-    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 0, {}}), InputError,
+    CHECK_THROWS_MATCHES(loadIdxDataset(idxFiles(images, labels)), InputError,
                          Catch::Predicate<std::exception>([&](const std::exception& e) {
                            const std::string m = e.what();
                            INFO(m);
@@ -239,7 +249,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     writeGzip(images, idxBytes(idx_format::kImagesMagic, {100000, 40000, 40000}, {1, 2, 3}));
     Shape seen;
     int64_t examples = 0;
-    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 7, {}},
+    CHECK_THROWS_MATCHES(loadIdxDataset(idxFiles(images, labels, 7),
                                         [&](const Shape& shape, int64_t count) {
                                           seen = shape;
                                           examples = count;
@@ -307,11 +317,11 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
   }
   SECTION("a missing file") {
     CHECK_THROWS_MATCHES(
-        loadIdxDataset({dir / "nope", labels, 0, {}}), InputError,
+        loadIdxDataset(idxFiles(dir / "nope", labels)), InputError,
         Catch::Message((dir / "nope").string() + ": cannot open: No such file or directory"));
   }
   SECTION("a directory") {
-    CHECK_THROWS_MATCHES(loadIdxDataset({dir.path(), labels, 0, {}}), InputError,
+    CHECK_THROWS_MATCHES(loadIdxDataset(idxFiles(dir.path(), labels)), InputError,
                          Catch::Message(dir.path().string() + ": is a directory, not an IDX file"));
   }
   SECTION("a truncated gzip file") {
@@ -319,7 +329,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
     writeRaw(labels, gz.substr(0, gz.size() / 2));
     CHECK_THROWS_MATCHES(
-        loadIdxDataset({images, labels, 0, {}}), InputError,
+        loadIdxDataset(idxFiles(images, labels)), InputError,
         Catch::Matchers::Predicate<std::exception>([&](const std::exception& e) {
           const std::string m = e.what();
           return m.starts_with(labels + ": header declares 10000 labels but the file holds ") &&
@@ -331,7 +341,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     gz[gz.size() - 6] ^= 0x55;  // the CRC-32 in the trailer
     writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
     writeRaw(labels, gz);
-    CHECK_THROWS_MATCHES(loadIdxDataset({images, labels, 0, {}}), InputError,
+    CHECK_THROWS_MATCHES(loadIdxDataset(idxFiles(images, labels)), InputError,
                          Catch::Message(labels + ": corrupt gzip stream: incorrect data check"));
   }
 }
@@ -388,7 +398,7 @@ TEST_CASE("images become floats as a batch is gathered, each pixel / 255", "[dat
   TempDir dir;
   writeRaw(dir / "images", kImages);
   writeRaw(dir / "labels", kLabels);
-  const Dataset data = loadIdxDataset({dir / "images", dir / "labels", 0, {}});
+  const Dataset data = loadIdxDataset(idxFiles(dir / "images", dir / "labels"));
   // Every byte value, against the quotient: a multiplication by 1 / 255
   // rounds some of them differently.
   Dataset every;

@@ -84,7 +84,7 @@ TEST_CASE("a TFRecord is framed as length, its CRC, data, its CRC", "[tfrecord]"
   CHECK(file.substr(12, 5) == "hello");
   CHECK(littleEndian32(file.substr(17)) == maskCrc32c(crc32c("hello")));
 
-  const std::vector<std::string_view> records = splitTfRecords(file, "f");
+  const std::vector<std::string> records = splitTfRecords(file, "f");
   REQUIRE(records.size() == 2);
   CHECK(records[0] == "hello");
   CHECK(records[1].empty());

@@ -136,7 +136,7 @@ TEST_CASE("fashion_cnn.yaml reads as written", "[model_spec]") {
   CHECK(spec.optimizer.kind == OptimizerSpec::Kind::Adam);
   CHECK(spec.learning_rate.kind == LearningRateSpec::Kind::Constant);
   CHECK(spec.learning_rate.initial == 0.001f);
-  CHECK(spec.data.kind == DataSpec::Kind::Idx);
+  CHECK(spec.data.kind == DataSpec::Kind::Files);
   CHECK(spec.data.train.images == "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
   REQUIRE(spec.data.test);
   CHECK(spec.data.test->labels == "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
@@ -703,6 +703,72 @@ TEST_CASE("a missing data file names the field and the resolved path", "[model_s
         (dir.path() / "spec3.yaml").string() +
             ":4:24: data.train.images: expected an existing file, got '" +
             (root / "fifo").string() + "' (not a regular file)");
+}
+
+TEST_CASE("tfrecords: a path, a glob pattern or a list of them, each file once, in order",
+          "[model_spec]") {
+  TempDir dir;
+  for (const char* name : {"data/train-00001-of-00003", "data/train-00000-of-00003",
+                           "data/train-00002-of-00003", "data/extra", "data/test"})
+    dir.write(name, "x");
+  const fs::path root = fs::weakly_canonical(dir.path());
+  const auto spec = [&](const std::string& data) {
+    return dir.write("spec.yaml",
+                     "input: [4]\n"
+                     "layers: [{type: dense, units: 2}]\n"
+                     "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                     "data:\n" +
+                         data +
+                         "  batch_size: 2\n"
+                         "training: {epochs: 1}\n");
+  };
+  const ModelSpec loaded = loadModelSpec(
+      spec("  train: {tfrecords: [data/train-*-of-00003, data/extra], image_feature: image, "
+           "label_feature: class, limit: 5}\n"
+           "  test: {tfrecords: data/test}\n"));
+  CHECK(loaded.data.kind == DataSpec::Kind::Files);
+  CHECK(loaded.data.train.format == DataFiles::Format::TfRecord);
+  CHECK(loaded.data.train.records ==
+        std::vector<std::string>{(root / "data/train-00000-of-00003").string(),
+                                 (root / "data/train-00001-of-00003").string(),
+                                 (root / "data/train-00002-of-00003").string(),
+                                 (root / "data/extra").string()});
+  CHECK(loaded.data.train.image_feature == "image");
+  CHECK(loaded.data.train.label_feature == "class");
+  CHECK(loaded.data.train.limit == 5);
+  REQUIRE(loaded.data.test);
+  CHECK(loaded.data.test->records == std::vector<std::string>{(root / "data/test").string()});
+  CHECK(loaded.data.test->image_feature == "image_raw");  // convert_to_records.py's names
+  CHECK(loaded.data.test->label_feature == "label");
+
+  const std::string path = (dir.path() / "spec.yaml").string();
+  CHECK(loadError(spec("  train: {tfrecords: data/valid-*}\n")) ==
+        path + ":5:22: data.train.tfrecords: expected a pattern that matches files, got '" +
+            (root / "data/valid-*").string() + "' (no file matches it)");
+  CHECK(loadError(spec("  train: {tfrecords: [data/test, data/missing]}\n")) ==
+        path + ":5:34: data.train.tfrecords[1]: expected an existing file, got '" +
+            (root / "data/missing").string() + "' (no such file)");
+  CHECK(loadError(spec("  train: {tfrecords: [data/train-*, data/train-00001-of-00003]}\n")) ==
+        path + ":5:37: data.train.tfrecords[1]: lists '" +
+            (root / "data/train-00001-of-00003").string() + "' a second time");
+  CHECK(loadError(spec("  train: {tfrecords: []}\n")) ==
+        path +
+            ":5:22: data.train.tfrecords: expected a path, a glob pattern or a list of them, "
+            "got an empty list");
+  CHECK(loadError(spec("  train: {tfrecords: data/test, images: data/test}\n")) ==
+        path +
+            ":5:41: data.train.images: expected either images and labels (IDX files) or "
+            "tfrecords, got both");
+  CHECK(loadError(spec("  train: {images: data/test, labels: data/test, label_feature: y}\n")) ==
+        path + ":5:64: data.train.label_feature: only allowed with tfrecords");
+  CHECK(loadError(spec("  train: {tfrecords: data/test, image_feature: x, label_feature: x}\n")) ==
+        path +
+            ":5:10: data.train: expected two different features for the image and the "
+            "label, got 'x' for both");
+  CHECK(loadError(spec("  train: {tfrecord: data/test}\n")) ==
+        path + ":5:11: data.train: unknown field 'tfrecord' (did you mean 'tfrecords'?)");
+  CHECK(loadError(spec("  train: {limit: 3}\n")) ==
+        path + ":5:10: data.train: missing field 'images' (or tfrecords, for TFRecord files)");
 }
 
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -14,7 +15,10 @@
 #include <regex>
 
 #include "core/checkpoint.h"
+#include "core/dataset.h"
+#include "core/example.pb.h"
 #include "core/safetensors.h"
+#include "core/tfrecord.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -368,6 +372,117 @@ TEST_CASE("a resumed run continues exactly as an uninterrupted one") {
   CHECK(parts == lossLines(whole.output));
   CHECK(readCheckpointTensor(dir / "parts", "hidden1/kernel") ==
         readCheckpointTensor(dir / "whole", "hidden1/kernel"));
+}
+
+TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
+  // The same examples, as convert_to_records.py writes them (height, width,
+  // depth, label, image_raw): training set gzip-compressed, test set raw.
+  const auto dir = freshTempDir("tfrecord");
+  const std::string fashion = "/usr/share/datasets/fashion-mnist/";
+  const auto records = [&](const std::string& set, int64_t count) {
+    DataFiles idx;
+    idx.images = fashion + set + "-images-idx3-ubyte.gz";
+    idx.labels = fashion + set + "-labels-idx1-ubyte.gz";
+    idx.limit = count;
+    const Dataset data = loadIdxDataset(idx);
+    std::string file;
+    for (int64_t i = 0; i < data.size; ++i) {
+      tensorflow::Example example;
+      auto* features = example.mutable_features();
+      const auto add = [&](const std::string& key) {
+        tensorflow::FeatureEntry* entry = features->add_feature();
+        entry->set_key(key);
+        return entry->mutable_value();
+      };
+      add("height")->mutable_int64_list()->add_value(28);
+      add("width")->mutable_int64_list()->add_value(28);
+      add("depth")->mutable_int64_list()->add_value(1);
+      add("label")->mutable_int64_list()->add_value(data.labels[size_t(i)]);
+      add("image_raw")
+          ->mutable_bytes_list()
+          ->add_value(
+              std::string(data.pixels.begin() + i * 784, data.pixels.begin() + (i + 1) * 784));
+      appendTfRecord(example.SerializeAsString(), file);
+    }
+    return file;
+  };
+  writeFile(dir / "test.tfrecords", records("t10k", 500));
+  const std::string train = records("train", 2000);
+  gzFile gz = gzopen((dir / "train.tfrecords.gz").c_str(), "wb");
+  REQUIRE(gzwrite(gz, train.data(), unsigned(train.size())) == int(train.size()));
+  REQUIRE(gzclose(gz) == Z_OK);
+
+  // fashion_mlp.yaml with its data section (up to batch_size) replaced.
+  const std::string mlp = exampleSpec("fashion_mlp.yaml");
+  const size_t data_at = mlp.find("data:\n");
+  const std::string idx_data = mlp.substr(data_at, mlp.find("  batch_size") - data_at);
+  const auto files = [&](const std::string& set, int64_t limit) {
+    return "{images: " + fashion + set + "-images-idx3-ubyte.gz, labels: " + fashion + set +
+           "-labels-idx1-ubyte.gz, limit: " + std::to_string(limit) + "}";
+  };
+  writeFile(dir / "idx.yaml", replaceAll(mlp, idx_data,
+                                         "data:\n  train: " + files("train", 2000) +
+                                             "\n  test: " + files("t10k", 500) + "\n"));
+  writeFile(dir / "tfrecord.yaml", replaceAll(mlp, idx_data,
+                                              "data:\n"
+                                              "  train: {tfrecords: " +
+                                                  (dir / "train.tfrecords.gz").string() +
+                                                  "}\n"
+                                                  "  test: {tfrecords: " +
+                                                  (dir / "test.tfrecords").string() + "}\n"));
+  const std::string common = " --threads 1 --max-steps 60 --log-every 20 --eval-every 30 --seed 3";
+  const ProcessResult from_idx = runTraind("--model " + (dir / "idx.yaml").string() + common +
+                                           " --checkpoint-dir " + (dir / "idx").string());
+  const ProcessResult from_records =
+      runTraind("--model " + (dir / "tfrecord.yaml").string() + common + " --checkpoint-dir " +
+                (dir / "records").string());
+  INFO(from_idx.output + from_records.output);
+  REQUIRE(from_idx.exit_code == 0);
+  REQUIRE(from_records.exit_code == 0);
+  CHECK(lossLines(from_records.output).size() == 3);
+  CHECK(lossLines(from_records.output) == lossLines(from_idx.output));
+  CHECK(summaryValue(from_records.output, "test accuracy") ==
+        summaryValue(from_idx.output, "test accuracy"));
+  CHECK(readCheckpointTensor(dir / "records", "hidden1/kernel") ==
+        readCheckpointTensor(dir / "idx", "hidden1/kernel"));
+
+  const ProcessResult check = runTraind("check --model " + (dir / "tfrecord.yaml").string());
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output,
+             Catch::Contains("data: 2000 training examples of [28, 28, 1], 500 test examples"));
+
+  // Records declare no count: they are judged from the first one, whose
+  // height and width here ask for images no memory holds, before its pixels.
+  tensorflow::Example huge;
+  for (const auto& [key, value] :
+       {std::pair<std::string, int64_t>{"height", 1 << 15}, {"width", 1 << 15}, {"label", 1}}) {
+    tensorflow::FeatureEntry* entry = huge.mutable_features()->add_feature();
+    entry->set_key(key);
+    entry->mutable_value()->mutable_int64_list()->add_value(value);
+  }
+  tensorflow::FeatureEntry* image = huge.mutable_features()->add_feature();
+  image->set_key("image_raw");
+  image->mutable_value()->mutable_bytes_list()->add_value("tiny");
+  std::string huge_file;
+  appendTfRecord(huge.SerializeAsString(), huge_file);
+  writeFile(dir / "huge.tfrecords", huge_file);
+  writeFile(dir / "huge.yaml",
+            "input: [32768, 32768, 1]\n"
+            "layers:\n"
+            "  - {type: avg_pool, size: 1024}\n"
+            "  - {type: flatten}\n"
+            "  - {type: dense, units: 2}\n"
+            "optimizer: {type: sgd, learning_rate: 0.1}\n"
+            "data:\n"
+            "  train: {tfrecords: huge.tfrecords}\n"
+            "  batch_size: 1\n"
+            "training: {max_steps: 1}\n");
+  const ProcessResult refused = runTraind("check --model " + (dir / "huge.yaml").string());
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output,
+             Catch::Contains("huge.yaml:8:10: data.train: " + (dir / "huge.tfrecords").string() +
+                             ": the buffers' next size, 1024 examples of [32768, 32768, 1], "
+                             "takes 2.0 TiB of memory as they load"));
 }
 
 TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint") {

@@ -1,0 +1,44 @@
+// Data sets from TFRecord files of tf.train.Example messages, the input of
+// most TensorFlow 1 jobs (tf.data.TFRecordDataset or tf.TFRecordReader, then
+// tf.parse_single_example): one example per record, its image in one
+// feature and its label in another. The files are read whole into a Dataset
+// (core/dataset.h), as IDX files are.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "core/dataset.h"
+#include "core/model_spec.h"
+#include "core/shape.h"
+
+namespace traind {
+
+// Called before the data set's buffers grow to hold `examples` examples of
+// `example_shape`, each value taking `value_bytes` (1 for pixels, 4 for
+// floats); it throws to refuse what the memory cannot hold.
+using ExampleGrowthCheck =
+    std::function<void(const Shape& example_shape, int64_t examples, int value_bytes)>;
+
+// Reads source.records in order, each gzip-compressed (TFRecordOptions
+// GZIP; recognised by its magic bytes) or raw, and keeps the first
+// source.limit examples (all of them for 0). In each record:
+//
+// - source.image_feature: a bytes_list of one value, raw pixels of the
+//   example's shape (height, width, channels; uint8, as numpy's tobytes()
+//   gives them), each becoming pixel / 255 as IDX pixels do; or a
+//   float_list of as many values, taken as they are.
+// - source.label_feature: an int64_list of one class, 0 or more; or a
+//   float_list of one regression target.
+// - height, width and depth (int64, depth 1 when absent), if the record has
+//   height and width: the example's shape, as TensorFlow's
+//   convert_to_records.py writes them; otherwise it is `model_input`.
+//
+// Every record's features must agree with the first record's in kind and
+// shape. InputError naming the file, the record's index and byte offset,
+// the feature and what was expected; nothing is kept of a data set that
+// fails. Memory grows with the examples the files hold.
+Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
+                           const ExampleGrowthCheck& check_growth = nullptr);
+
+}  // namespace traind

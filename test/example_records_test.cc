@@ -1,0 +1,307 @@
+#include "core/example_records.h"
+
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/example.pb.h"
+#include "core/tfrecord.h"
+#include "test/temp_dir.h"
+
+using Catch::Matchers::Contains;
+
+namespace traind {
+namespace {
+
+// Written by TensorFlow (test/make_tfrecord_fixture.py).
+const std::string kFixture = std::string(TRAIND_SOURCE_DIR) + "/test/data/tfrecord/";
+const std::string kFashion = "/usr/share/datasets/fashion-mnist/";
+
+using Features = std::vector<std::pair<std::string, tensorflow::Feature>>;
+
+tensorflow::Feature bytesFeature(const std::string& value) {
+  tensorflow::Feature feature;
+  feature.mutable_bytes_list()->add_value(value);
+  return feature;
+}
+
+tensorflow::Feature floatsFeature(const std::vector<float>& values) {
+  tensorflow::Feature feature;
+  for (float v : values) feature.mutable_float_list()->add_value(v);
+  return feature;
+}
+
+tensorflow::Feature int64Feature(const std::vector<int64_t>& values) {
+  tensorflow::Feature feature;
+  for (int64_t v : values) feature.mutable_int64_list()->add_value(v);
+  return feature;
+}
+
+std::string exampleMessage(const Features& features) {
+  tensorflow::Example example;
+  for (const auto& [key, value] : features) {
+    tensorflow::FeatureEntry* entry = example.mutable_features()->add_feature();
+    entry->set_key(key);
+    *entry->mutable_value() = value;
+  }
+  return example.SerializeAsString();
+}
+
+std::string framed(const std::vector<std::string>& messages) {
+  std::string file;
+  for (const std::string& message : messages) appendTfRecord(message, file);
+  return file;
+}
+
+void writeGzip(const std::string& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file);
+  REQUIRE(gzwrite(file, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
+  REQUIRE(gzclose(file) == Z_OK);
+}
+
+DataFiles recordFiles(std::vector<std::string> files, int64_t limit = 0) {
+  DataFiles source;
+  source.format = DataFiles::Format::TfRecord;
+  source.records = std::move(files);
+  source.limit = limit;
+  return source;
+}
+
+// An example as convert_to_records.py writes one, of `pixels` raw bytes.
+std::string pixelExample(const std::string& pixels, int64_t label) {
+  return exampleMessage({{"label", int64Feature({label})}, {"image_raw", bytesFeature(pixels)}});
+}
+
+TEST_CASE("TensorFlow's TFRecord files of examples load, raw and GZIP, in order",
+          "[example_records]") {
+  const DataFiles both =
+      recordFiles({kFixture + "images-0.tfrecord", kFixture + "images-1.tfrecord.gz"});
+  const Dataset data = loadExampleRecords(both, {24});
+  REQUIRE(data.size == 12);
+  CHECK(data.example_shape == Shape{4, 3, 2});  // from height, width and depth
+  REQUIRE(data.pixels.size() == 12 * 24);
+  CHECK(data.floats.empty());
+  for (int i = 0; i < 12; ++i) {
+    CHECK(data.labels[size_t(i)] == i % 10);
+    for (int j = 0; j < 24; ++j) CHECK(data.pixels[size_t(24 * i + j)] == (7 * i + j) % 256);
+  }
+  CHECK(data.num_classes == 10);
+  CHECK(data.targets.empty());
+
+  SECTION("limit keeps the first examples, across files") {
+    const Dataset first = loadExampleRecords(
+        recordFiles({kFixture + "images-0.tfrecord", kFixture + "images-1.tfrecord.gz"}, 9), {24});
+    REQUIRE(first.size == 9);
+    CHECK(std::equal(first.pixels.begin(), first.pixels.end(), data.pixels.begin()));
+    CHECK(first.labels.back() == 8);
+  }
+  SECTION("the files past the limit are not opened") {
+    const Dataset first = loadExampleRecords(
+        recordFiles({kFixture + "images-0.tfrecord", "/nonexistent/x"}, 3), {24});
+    CHECK(first.size == 3);
+  }
+}
+
+TEST_CASE("float features load as inputs and regression targets", "[example_records]") {
+  DataFiles source = recordFiles({kFixture + "regression.tfrecord"});
+  source.image_feature = "x";
+  source.label_feature = "y";
+  const Dataset data = loadExampleRecords(source, {2});
+  REQUIRE(data.size == 3);
+  CHECK(data.example_shape == Shape{2});  // the model's input: no height and width
+  CHECK(data.pixels.empty());
+  CHECK(data.labels.empty());
+  CHECK(data.floats == std::vector<float>{0.0f, -0.0f, 0.5f, -0.25f, 1.0f, -0.5f});
+  CHECK(data.targets == std::vector<float>{0.125f, 1.125f, 2.125f});
+  CHECK(data.num_classes == 0);
+}
+
+TEST_CASE("Fashion-MNIST written as TFRecord files loads as its IDX files do",
+          "[example_records]") {
+  DataFiles idx;
+  idx.images = kFashion + "t10k-images-idx3-ubyte.gz";
+  idx.labels = kFashion + "t10k-labels-idx1-ubyte.gz";
+  idx.limit = 1500;
+  const Dataset expected = loadIdxDataset(idx);
+
+  // Split over a raw and a gzip file, with no shape in the records: the
+  // model's input gives it.
+  TempDir dir;
+  std::vector<std::string> halves(2);
+  for (int64_t i = 0; i < expected.size; ++i) {
+    const std::string pixels(expected.pixels.begin() + i * 784,
+                             expected.pixels.begin() + (i + 1) * 784);
+    appendTfRecord(pixelExample(pixels, expected.labels[size_t(i)]), halves[i < 700 ? 0 : 1]);
+  }
+  dir.write("train-0", halves[0]);
+  writeGzip(dir / "train-1", halves[1]);
+  const Dataset data =
+      loadExampleRecords(recordFiles({dir / "train-0", dir / "train-1"}), {28, 28, 1});
+  REQUIRE(data.size == expected.size);
+  CHECK(data.example_shape == expected.example_shape);
+  CHECK(data.pixels == expected.pixels);
+  CHECK(data.labels == expected.labels);
+  CHECK(data.num_classes == expected.num_classes);
+}
+
+TEST_CASE("the memory check sees each growth of the buffers first, and can refuse it",
+          "[example_records]") {
+  TempDir dir;
+  std::vector<std::string> messages(3000, pixelExample("abcd", 1));
+  dir.write("small", framed(messages));
+  std::vector<int64_t> asked;
+  const auto note = [&](const Shape& shape, int64_t examples, int value_bytes) {
+    CHECK(shape == Shape{2, 2, 1});
+    CHECK(value_bytes == 1);
+    asked.push_back(examples);
+  };
+  CHECK(loadExampleRecords(recordFiles({dir / "small"}), {2, 2, 1}, note).size == 3000);
+  CHECK(asked == std::vector<int64_t>{1024, 2048, 4096});
+  asked.clear();
+  CHECK(loadExampleRecords(recordFiles({dir / "small"}, 1500), {2, 2, 1}, note).size == 1500);
+  CHECK(asked == std::vector<int64_t>{1024, 1500});
+
+  const auto refuse = [&](const Shape&, int64_t examples, int) {
+    if (examples > 1024) throw InputError("too many");
+  };
+  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({dir / "small"}), {2, 2, 1}, refuse),
+                    "too many");
+}
+
+TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and what was expected",
+          "[example_records]") {
+  TempDir dir;
+  const std::string good = pixelExample("abcd", 3);
+  // The error of loading `messages` as one raw file of examples of [2, 2, 1].
+  const auto errorOf = [&](const std::vector<std::string>& messages) {
+    const std::string path = dir.write("bad", framed(messages));
+    try {
+      loadExampleRecords(recordFiles({path}), {2, 2, 1});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    FAIL("no error");
+    return std::string();
+  };
+
+  SECTION("no image feature: the features there are listed") {
+    CHECK_THAT(errorOf({good, exampleMessage({{"label", int64Feature({1})},
+                                              {"image/encoded", bytesFeature("x")}})}),
+               Contains((dir / "bad").string() + ": record 1 at byte 57: has no feature "
+                                                 "'image_raw' (its features: label, "
+                                                 "image/encoded); set image_feature to the one "
+                                                 "that holds the image"));
+  }
+  SECTION("no label feature") {
+    CHECK_THAT(errorOf({exampleMessage({{"image_raw", bytesFeature("abcd")}})}),
+               Contains("record 0 at byte 0: has no feature 'label' (its features: image_raw); "
+                        "set label_feature"));
+  }
+  SECTION("an encoded image") {
+    CHECK_THAT(errorOf({pixelExample("\xff\xd8\xff\xe0 and more", 1)}),
+               Contains("feature 'image_raw' holds 13 bytes, a JPEG image; expected the 4 raw "
+                        "pixels (bytes) of an image of [2, 2, 1] (decode the images as the "
+                        "records are written)"));
+  }
+  SECTION("too few pixels") {
+    CHECK_THAT(errorOf({good, pixelExample("abc", 1)}),
+               Contains("record 1 at byte 57: feature 'image_raw' holds 3 bytes; expected the 4 "
+                        "raw pixels"));
+  }
+  SECTION("an image of int64s") {
+    CHECK_THAT(errorOf({exampleMessage(
+                   {{"label", int64Feature({1})}, {"image_raw", int64Feature({1, 2, 3, 4})}})}),
+               Contains("feature 'image_raw' holds int64s; expected the 4 raw pixels"));
+  }
+  SECTION("floats after pixels") {
+    CHECK_THAT(errorOf({good, exampleMessage({{"label", int64Feature({1})},
+                                              {"image_raw", floatsFeature({1, 2, 3, 4})}})}),
+               Contains("holds floats; expected the 4 raw pixels (bytes) of an image of [2, 2, "
+                        "1], as the records before it"));
+  }
+  SECTION("a float that is not finite") {
+    CHECK_THAT(errorOf({exampleMessage(
+                   {{"label", int64Feature({1})}, {"image_raw", floatsFeature({1, 2, NAN, 4})}})}),
+               Contains("feature 'image_raw' holds nan at value 2; expected finite floats"));
+  }
+  SECTION("a negative class") {
+    CHECK_THAT(errorOf({pixelExample("abcd", -1)}),
+               Contains("feature 'label' is -1; expected a class from 0 to 2147483646"));
+  }
+  SECTION("two labels") {
+    CHECK_THAT(errorOf({exampleMessage(
+                   {{"label", int64Feature({1, 2})}, {"image_raw", bytesFeature("abcd")}})}),
+               Contains("feature 'label' holds int64s (2 values); expected one int64, the class"));
+  }
+  SECTION("a feature given twice") {
+    CHECK_THAT(errorOf({exampleMessage({{"label", int64Feature({1})},
+                                        {"image_raw", bytesFeature("abcd")},
+                                        {"label", int64Feature({2})}})}),
+               Contains("feature 'label' is given twice"));
+  }
+  SECTION("images whose shapes disagree") {
+    const auto sized = [](int64_t height, int64_t width) {
+      return exampleMessage({{"height", int64Feature({height})},
+                             {"width", int64Feature({width})},
+                             {"label", int64Feature({0})},
+                             {"image_raw", bytesFeature("abcd")}});
+    };
+    CHECK_THAT(errorOf({sized(2, 2), sized(1, 4)}),
+               Contains("record 1 at byte 90: height, width and depth give an image of [1, 4, "
+                        "1], the records before it [2, 2, 1]"));
+    CHECK_THAT(errorOf({good, sized(1, 4)}), Contains("[1, 4, 1], the model's input [2, 2, 1]"));
+    CHECK_THAT(errorOf({sized(0, 4)}), Contains("feature 'height' is 0; expected a size"));
+  }
+  SECTION("a record that is no Example") {
+    CHECK_THAT(errorOf({good, "\xff\xff\xff"}),
+               Contains("record 1 at byte 57: expected a tf.train.Example message, got 3 bytes"));
+  }
+  SECTION("a damaged record") {
+    std::string file = framed({good, good});
+    file[57 + 20] ^= 0x04;
+    const std::string path = dir.write("damaged", file);
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
+                      Contains(path + ": record 1 at byte 57: the CRC of the data"));
+  }
+  SECTION("a gzip file cut short between records") {
+    // Deflate's stream ends with the records: cut the gzip trailer and
+    // some of the stream, then keep only what decompresses to whole records.
+    writeGzip(dir / "whole.gz", framed(std::vector<std::string>(200, good)));
+    std::ifstream in(dir / "whole.gz", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const std::string path = dir.write("cut.gz", bytes.substr(0, bytes.size() - 8));
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
+                      Contains(path + ": corrupt gzip stream after 200 records"));
+  }
+  SECTION("a corrupt gzip stream") {
+    writeGzip(dir / "whole.gz", framed({good, good}));
+    std::ifstream in(dir / "whole.gz", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    bytes[bytes.size() / 2] ^= 0x55;
+    const std::string path = dir.write("corrupt.gz", bytes);
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}), Contains(path + ": "));
+  }
+  SECTION("files without a record") {
+    const std::string empty = dir.write("empty", "");
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({empty}), {2, 2, 1}),
+                      empty + ": holds no records");
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({empty, empty + "2"}), {2, 2, 1}),
+                      Contains(empty + "2: cannot open"));
+    dir.write("empty2", "");
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({empty, empty + "2"}), {2, 2, 1}),
+                      "the 2 files from " + empty + " on hold no records");
+  }
+  SECTION("a directory") {
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({dir.path()}), {2, 2, 1}),
+                      dir.path().string() + ": is a directory, not a TFRecord file");
+  }
+}
+
+}  // namespace
+}  // namespace traind

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Writes test/data/tfrecord/, the TFRecord files of tf.train.Example that
+test/example_records_test.cc reads, with TensorFlow's own writer (CI has no
+TensorFlow, so its output is kept in the repository):
+
+    ~/.cache/traind/tensorflow/bin/python3 test/make_tfrecord_fixture.py
+
+- images-0.tfrecord (raw) and images-1.tfrecord.gz (TFRecordOptions GZIP):
+  examples as TensorFlow 1's convert_to_records.py writes MNIST (height,
+  width, depth, label as int64; image_raw as the uint8 pixels' bytes), 7
+  and 5 of them, images of [4, 3, 2]. Pixel j of example i (counted over
+  both files) is (7 i + j) % 256; its label is i % 10.
+- regression.tfrecord: 3 examples with an `x` float_list of 2 values, 0.5 i
+  and -0.25 i, and a `y` float_list of one, i + 0.125.
+"""
+
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tfrecord")
+SHAPE = (4, 3, 2)
+
+
+def int64(value):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+
+def image_example(i):
+    pixels = ((7 * i + np.arange(np.prod(SHAPE))) % 256).astype(np.uint8).reshape(SHAPE)
+    return tf.train.Example(features=tf.train.Features(feature={
+        "height": int64(SHAPE[0]),
+        "width": int64(SHAPE[1]),
+        "depth": int64(SHAPE[2]),
+        "label": int64(i % 10),
+        "image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[pixels.tobytes()])),
+    }))
+
+
+def regression_example(i):
+    return tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5 * i, -0.25 * i])),
+        "y": tf.train.Feature(float_list=tf.train.FloatList(value=[i + 0.125])),
+    }))
+
+
+def write(name, examples, compression=None):
+    options = tf.io.TFRecordOptions(compression_type=compression) if compression else None
+    with tf.io.TFRecordWriter(os.path.join(OUT, name), options) as writer:
+        for example in examples:
+            writer.write(example.SerializeToString())
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    write("images-0.tfrecord", [image_example(i) for i in range(7)])
+    write("images-1.tfrecord.gz", [image_example(i) for i in range(7, 12)], "GZIP")
+    write("regression.tfrecord", [regression_example(i) for i in range(3)])
+    # What TensorFlow reads back is what was written.
+    count = sum(1 for _ in tf.data.TFRecordDataset(os.path.join(OUT, "images-1.tfrecord.gz"),
+                                                    compression_type="GZIP"))
+    assert count == 5, count
+
+
+if __name__ == "__main__":
+    main()
