@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "core/compressed_file.h"
 #include "core/error.h"
-#include "core/gzip_file.h"
 #include "core/random.h"
 
 namespace traind {

@@ -1,6 +1,7 @@
 // Data sets, held whole in memory: MNIST-format IDX files (Fashion-MNIST,
-// MNIST) and the synthetic regression problem. Images keep the files' pixel
-// bytes, a quarter of what floats take, and become floats only as a batch is
+// MNIST), TFRecord files of tf.train.Example (core/example_records.h) and
+// the synthetic regression problem. Images keep the files' pixel bytes, a
+// quarter of what floats take, and become floats only as a batch is
 // gathered (copyInputs): a worker of a cluster holds the whole training set,
 // since every epoch deals all of it out again.
 #pragma once
@@ -27,12 +28,14 @@ inline constexpr uint32_t kLabelsMagic = 0x00000801;  // u8, dims [n]
 
 struct Dataset {
   // [28, 28, 1] for IDX images (HWC; rank-3 files get channel 1, rank-4 files
-  // give theirs), [1] for synthetic
+  // give theirs), a TFRecord set's records' or the model's input, [1] for
+  // synthetic
   Shape example_shape;
   int64_t size = 0;  // examples
   // The inputs, size * numElements(example_shape) values, example after
-  // example, in one of two forms (the other one empty): the pixels of IDX
-  // images as read, each input pixel / 255.0f; synthetic data's floats.
+  // example, in one of two forms (the other one empty): image pixels as
+  // read, each input pixel / 255.0f; floats as given (synthetic data, a
+  // TFRecord set's float images).
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
   std::vector<int32_t> labels;  // classification, else empty

@@ -1,19 +1,19 @@
 #include "core/example_records.h"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/compressed_file.h"
 #include "core/error.h"
 #include "core/example.pb.h"
-#include "core/gzip_file.h"
 #include "core/printable.h"
 #include "core/tfrecord.h"
 
@@ -22,15 +22,15 @@ namespace {
 
 using tensorflow::Feature;
 
-// A record is one example: an image and a few small features. The bound
-// keeps a length that lies from reaching protobuf's 2 GiB limit; memory
-// grows only with the bytes a record really holds.
-constexpr uint64_t kMaxRecordBytes = uint64_t(256) << 20;
-constexpr int64_t kMaxExampleElements = INT32_MAX;
+// A record is one example: its image and a few small features (a label,
+// the shape, a file name, perhaps the image encoded as well). Past this
+// beside twice the image's floats, a length is refused before it is read:
+// a record is held whole, and parsed, before its features are judged.
+constexpr uint64_t kRecordSlackBytes = uint64_t(16) << 20;
 // The largest class: one more is num_classes, an int.
 constexpr int64_t kMaxClass = INT32_MAX - 1;
-// The first buffers hold this many examples; they double from there.
-constexpr int64_t kFirstCapacity = 1024;
+// Examples are gathered in blocks of about this many bytes, then joined.
+constexpr int64_t kBlockBytes = int64_t(4) << 20;
 
 std::string_view kindOf(const Feature& feature) {
   switch (feature.kind_case()) {
@@ -46,6 +46,27 @@ std::string_view kindOf(const Feature& feature) {
   return "no value";
 }
 
+int valueCount(const Feature& feature) {
+  switch (feature.kind_case()) {
+    case Feature::kBytesList:
+      return feature.bytes_list().value_size();
+    case Feature::kFloatList:
+      return feature.float_list().value_size();
+    case Feature::kInt64List:
+      return feature.int64_list().value_size();
+    case Feature::KIND_NOT_SET:
+      break;
+  }
+  return 0;
+}
+
+// "int64s (2 values)", "bytes"
+std::string described(const Feature& feature) {
+  const int count = valueCount(feature);
+  return count > 1 ? fmt::format("{} ({} values)", kindOf(feature), count)
+                   : std::string(kindOf(feature));
+}
+
 // What a record's image bytes are when they are not raw pixels.
 std::string_view encodingOf(const std::string& bytes) {
   if (bytes.starts_with("\xff\xd8\xff")) return ", a JPEG image";
@@ -53,24 +74,87 @@ std::string_view encodingOf(const std::string& bytes) {
   return "";
 }
 
+// How a TFRecord file was written, from its first bytes. A raw file's first
+// record can begin with a gzip or zlib header's two bytes (a length of
+// 35615, or 376); its header's CRC tells it apart.
+CompressedFile::Format recordFileFormat(const std::string& path) {
+  char head[kTfRecordHeaderSize] = {};
+  std::ifstream file(path, std::ios::binary);
+  file.read(head, sizeof head);
+  const auto got = size_t(file.gcount());
+  const auto* first = reinterpret_cast<const unsigned char*>(head);
+  if (got < 2 || (got == sizeof head && isTfRecordHeader(head))) return CompressedFile::Format::Raw;
+  if (CompressedFile::isGzipHeader(first)) return CompressedFile::Format::Gzip;
+  if (CompressedFile::isZlibHeader(first)) return CompressedFile::Format::Zlib;
+  return CompressedFile::Format::Raw;  // the reader names what is wrong
+}
+
+// Values appended in blocks, joined once at the end: while a data set
+// loads it holds its values and one block beyond them, and then their join.
+template <class T>
+class BlockStore {
+ public:
+  // Room for `values` more values in a new block.
+  void addBlock(size_t values) {
+    blocks_.emplace_back();
+    blocks_.back().reserve(values);
+    room_ = values;
+  }
+  size_t room() const { return room_; }  // in the last block
+  template <class It>
+  void append(It begin, It end) {
+    room_ -= size_t(end - begin);
+    blocks_.back().insert(blocks_.back().end(), begin, end);
+  }
+  std::vector<T> join() {
+    size_t total = 0;
+    for (const auto& block : blocks_) total += block.size();
+    std::vector<T> joined;
+    joined.reserve(total);
+    for (auto& block : blocks_) {
+      joined.insert(joined.end(), block.begin(), block.end());
+      std::vector<T>().swap(block);
+    }
+    blocks_.clear();
+    return joined;
+  }
+
+ private:
+  std::vector<std::vector<T>> blocks_;
+  size_t room_ = 0;
+};
+
 class ExampleLoader {
  public:
   ExampleLoader(const DataFiles& source, const Shape& model_input,
                 const ExampleGrowthCheck& check_growth)
-      : source_(source), shape_(model_input), check_growth_(check_growth) {}
+      : source_(source),
+        shape_(model_input),
+        max_record_bytes_(kRecordSlackBytes +
+                          2 * sizeof(float) * uint64_t(numElements(model_input))),
+        check_growth_(check_growth) {}
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.
   bool readFile(const std::string& path) {
-    GzipFile file(path, "a TFRecord file");
-    file_ = &file;
+    const CompressedFile::Format format = recordFileFormat(path);
+    CompressedFile file(path, format, "a TFRecord file");
+    // Offsets in a compressed file are of its decompressed bytes.
+    file_ = format == CompressedFile::Format::Raw ? path : path + " (decompressed)";
+    const TfRecordReader* records = nullptr;
+    // Compressed data cut short or corrupt is named at once, between two
+    // records too, where it would pass for a shorter file.
     TfRecordReader reader(
         [&](char* dst, size_t bytes) {
           const size_t got = file.read(dst, bytes);
-          if (got < bytes && file.status() != Z_OK && file.status() != Z_BUF_ERROR)
-            throw InputError(path + ": corrupt gzip stream: " + file.error());
+          if (got < bytes && !file.error().empty())
+            throw InputError(fmt::format(
+                "{}: {} after {} records: {}", path,
+                format == CompressedFile::Format::Raw ? "cannot read" : "corrupt compressed data",
+                records->recordsRead(), file.error()));
           return got;
         },
-        path, kMaxRecordBytes);
+        file_, max_record_bytes_);
+    records = &reader;
     std::string record;
     tensorflow::Example example;
     while (!full()) {
@@ -82,176 +166,183 @@ class ExampleLoader {
              " bytes that are none");
       take(example);
     }
-    // A gzip stream cut short between two records would pass for a shorter file.
-    if (!full() && file.status() != Z_OK)
-      throw InputError(path + ": corrupt gzip stream after " +
-                       std::to_string(reader.recordsRead()) + " records: " + file.error());
-    file_ = nullptr;
     return !full();
   }
 
   Dataset finish() {
-    if (data_.size == 0)
+    if (examples_ == 0)
       throw InputError(source_.records.size() == 1
                            ? source_.records.front() + ": holds no records"
                            : fmt::format("the {} files from {} on hold no records",
                                          source_.records.size(), source_.records.front()));
-    data_.example_shape = shape_;
-    if (!data_.labels.empty())
-      data_.num_classes = 1 + *std::max_element(data_.labels.begin(), data_.labels.end());
-    return std::move(data_);
+    Dataset data;
+    data.size = examples_;
+    data.example_shape = shape_;
+    data.pixels = pixels_.join();
+    data.floats = floats_.join();
+    if (label_kind_ == LabelKind::Class) {
+      data.labels = std::move(classes_);
+      data.num_classes = 1 + *std::max_element(data.labels.begin(), data.labels.end());
+    } else {
+      data.targets = std::move(targets_);
+    }
+    return data;
   }
 
  private:
   enum class ImageKind { Pixels, Floats };
   enum class LabelKind { Class, Target };
 
-  bool full() const { return source_.limit > 0 && data_.size >= source_.limit; }
+  // The features of one record that the data set takes.
+  struct Found {
+    const Feature* image = nullptr;
+    const Feature* label = nullptr;
+    const Feature* height = nullptr;
+    const Feature* width = nullptr;
+    const Feature* depth = nullptr;
+  };
+
+  bool full() const { return source_.limit > 0 && examples_ >= source_.limit; }
 
   [[noreturn]] void fail(std::string_view what) const {
-    throw InputError(
-        fmt::format("{}: record {} at byte {}: {}", file_->path(), index_, offset_, what));
+    throw InputError(fmt::format("{}: record {} at byte {}: {}", file_, index_, offset_, what));
   }
 
   [[noreturn]] void failFeature(std::string_view name, std::string_view what) const {
     fail(fmt::format("feature '{}' {}", printable(name), what));
   }
 
-  void take(const tensorflow::Example& example) {
-    const Feature* image = nullptr;
-    const Feature* label = nullptr;
-    const Feature* height = nullptr;
-    const Feature* width = nullptr;
-    const Feature* depth = nullptr;
-    std::vector<std::string_view> names;
+  // Finds the features the data set takes; the others are not looked at
+  // beyond their keys.
+  Found find(const tensorflow::Example& example) const {
+    Found found;
+    const std::pair<std::string_view, const Feature * Found::*> wanted[] = {
+        {source_.image_feature, &Found::image},
+        {source_.label_feature, &Found::label},
+        {"height", &Found::height},
+        {"width", &Found::width},
+        {"depth", &Found::depth}};
     for (const tensorflow::FeatureEntry& entry : example.features().feature()) {
-      const std::string& key = entry.key();
-      if (std::find(names.begin(), names.end(), key) != names.end())
-        failFeature(key, "is given twice");
-      names.push_back(key);
-      if (key == source_.image_feature) image = &entry.value();
-      if (key == source_.label_feature) label = &entry.value();
-      if (key == "height") height = &entry.value();
-      if (key == "width") width = &entry.value();
-      if (key == "depth") depth = &entry.value();
+      for (const auto& [name, slot] : wanted) {
+        if (entry.key() != name) continue;
+        // TensorFlow keeps the last and reports data loss; which one the
+        // writer meant is not known.
+        if (found.*slot) failFeature(name, "is given twice");
+        found.*slot = &entry.value();
+      }
     }
-    const auto missing = [&](const std::string& name, std::string_view field) {
+    const auto missing = [&](std::string_view name, std::string_view field) {
+      const auto& entries = example.features().feature();
       std::string listed;
-      for (size_t i = 0; i < names.size() && i < 10; ++i)
-        listed += (i ? ", " : "") + printable(names[i]);
-      if (names.size() > 10) listed += fmt::format(" and {} more", names.size() - 10);
+      for (int i = 0; i < entries.size() && i < 10; ++i)
+        listed += (i ? ", " : "") + printable(entries[i].key());
+      if (entries.size() > 10) listed += fmt::format(" and {} more", entries.size() - 10);
       fail(fmt::format("has no feature '{}' (its features: {}); set {} to the one that holds {}",
-                       printable(name), names.empty() ? "none" : listed, field,
+                       printable(name), entries.empty() ? "none" : listed, field,
                        field == "image_feature" ? "the image" : "the label"));
     };
-    if (!image) missing(source_.image_feature, "image_feature");
-    if (!label) missing(source_.label_feature, "label_feature");
-
-    if (height && width) takeShape(*height, *width, depth);
-    if (data_.size == 0) begin(*image, *label);
-    grow();
-    takeImage(*image);
-    takeLabel(*label);
-    ++data_.size;
+    if (!found.image) missing(source_.image_feature, "image_feature");
+    if (!found.label) missing(source_.label_feature, "label_feature");
+    return found;
   }
 
-  // A dimension feature: one int64 from 1 to kMaxExampleElements.
-  int64_t dimension(const Feature& feature, std::string_view name) const {
-    if (feature.kind_case() != Feature::kInt64List || feature.int64_list().value_size() != 1)
-      failFeature(name, fmt::format("holds {}; expected one int64", kindOf(feature)));
-    const int64_t value = feature.int64_list().value(0);
-    if (value < 1 || value > kMaxExampleElements)
-      failFeature(name,
-                  fmt::format("is {}; expected a size from 1 to {}", value, kMaxExampleElements));
+  void take(const tensorflow::Example& example) {
+    const Found found = find(example);
+    takeShape(found);
+    if (examples_ == 0) {  // the first record chooses what every record's features hold
+      if (found.image->kind_case() == Feature::kFloatList) image_kind_ = ImageKind::Floats;
+      if (found.label->kind_case() == Feature::kFloatList) label_kind_ = LabelKind::Target;
+    }
+    // Both features are judged before any memory is taken for them.
+    checkImage(*found.image);
+    checkLabel(*found.label);
+    const size_t elements = size_t(numElements(shape_));  // the image's, as checked
+    if ((image_kind_ == ImageKind::Pixels ? pixels_.room() : floats_.room()) < elements) addBlock();
+    if (image_kind_ == ImageKind::Pixels) {
+      const std::string& bytes = found.image->bytes_list().value(0);
+      pixels_.append(bytes.begin(), bytes.end());
+    } else {
+      const auto& values = found.image->float_list().value();
+      floats_.append(values.begin(), values.end());
+    }
+    if (label_kind_ == LabelKind::Class)
+      classes_.push_back(int32_t(found.label->int64_list().value(0)));
+    else
+      targets_.push_back(found.label->float_list().value(0));
+    ++examples_;
+  }
+
+  // A dimension: one int64 from 1 on; nullopt for a feature of that name
+  // that holds something else, which is not the image's shape.
+  std::optional<int64_t> dimension(const Feature* feature, std::string_view name) const {
+    if (!feature || feature->kind_case() != Feature::kInt64List ||
+        feature->int64_list().value_size() != 1)
+      return std::nullopt;
+    const int64_t value = feature->int64_list().value(0);
+    if (value < 1 || value > INT32_MAX)
+      failFeature(name, fmt::format("is {}; expected an image's size in it, from 1 to {}", value,
+                                    INT32_MAX));
     return value;
   }
 
-  void takeShape(const Feature& height, const Feature& width, const Feature* depth) {
-    const Shape shape{dimension(height, "height"), dimension(width, "width"),
-                      depth ? dimension(*depth, "depth") : 1};
-    if (double(shape[0]) * double(shape[1]) * double(shape[2]) > double(kMaxExampleElements))
-      fail(fmt::format("height, width and depth give images of {}, more than {} values",
-                       shapeToString(shape), kMaxExampleElements));
-    if (data_.size == 0 && !shape_from_records_) {
+  // height, width and depth, when the record has the first two, give the
+  // example's shape.
+  void takeShape(const Found& found) {
+    const std::optional<int64_t> height = dimension(found.height, "height");
+    const std::optional<int64_t> width = dimension(found.width, "width");
+    if (!height || !width) return;
+    const Shape shape{*height, *width, dimension(found.depth, "depth").value_or(1)};
+    if (examples_ == 0 && !shape_from_records_) {
       shape_ = shape;
       shape_from_records_ = true;
     } else if (shape != shape_) {
-      fail(fmt::format("height, width and depth give an image of {}, {} {}", shapeToString(shape),
-                       shape_from_records_ ? "the records before it" : "the model's input",
-                       shapeToString(shape_)));
+      fail(fmt::format("height, width and depth give an image of {}; expected {}, as {}",
+                       shapeToString(shape), shapeToString(shape_),
+                       shape_from_records_ ? "the records before it" : "the model's input"));
     }
   }
 
-  // The first record chooses what every record's features hold.
-  void begin(const Feature& image, const Feature& label) {
-    if (image.kind_case() == Feature::kFloatList) image_kind_ = ImageKind::Floats;
-    if (label.kind_case() == Feature::kFloatList) label_kind_ = LabelKind::Target;
-  }
-
-  void grow() {
-    if (data_.size < capacity_) return;
-    int64_t capacity = std::max(kFirstCapacity, 2 * capacity_);
-    if (source_.limit > 0) capacity = std::min(capacity, source_.limit);
-    if (check_growth_)
-      check_growth_(shape_, capacity, image_kind_ == ImageKind::Pixels ? 1 : int(sizeof(float)));
-    const size_t elements = size_t(numElements(shape_)) * size_t(capacity);
-    if (image_kind_ == ImageKind::Pixels)
-      data_.pixels.reserve(elements);
-    else
-      data_.floats.reserve(elements);
-    if (label_kind_ == LabelKind::Class)
-      data_.labels.reserve(size_t(capacity));
-    else
-      data_.targets.reserve(size_t(capacity));
-    capacity_ = capacity;
-  }
-
-  void takeImage(const Feature& image) {
+  // The image's values as the first record's were, as many as the shape has.
+  void checkImage(const Feature& image) const {
     const std::string& name = source_.image_feature;
-    const int64_t elements = numElements(shape_);
-    const std::string expected =
-        image_kind_ == ImageKind::Pixels
-            ? fmt::format("the {} raw pixels (bytes) of an image of {}", elements,
-                          shapeToString(shape_))
-            : fmt::format("the {} floats of an image of {}", elements, shapeToString(shape_));
+    // As a double: the dimensions of a record's shape can multiply past int64.
+    double elements = 1.0;
+    for (int64_t d : shape_) elements *= double(d);
+    const std::string expected = fmt::format(
+        "the {} {} of an image of {}", elements,
+        image_kind_ == ImageKind::Pixels ? "raw pixels (bytes)" : "floats", shapeToString(shape_));
     if (image_kind_ == ImageKind::Pixels && image.kind_case() == Feature::kBytesList &&
         image.bytes_list().value_size() == 1) {
       const std::string& bytes = image.bytes_list().value(0);
-      if (int64_t(bytes.size()) != elements)
+      if (double(bytes.size()) != elements)
         failFeature(name, fmt::format("holds {} bytes{}; expected {}{}", bytes.size(),
                                       encodingOf(bytes), expected,
                                       encodingOf(bytes).empty()
                                           ? ""
                                           : " (decode the images as the records are written)"));
-      data_.pixels.insert(data_.pixels.end(), bytes.begin(), bytes.end());
       return;
     }
     if (image_kind_ == ImageKind::Floats && image.kind_case() == Feature::kFloatList) {
       const auto& values = image.float_list().value();
-      if (values.size() != elements)
+      if (double(values.size()) != elements)
         failFeature(name, fmt::format("holds {} floats; expected {}", values.size(), expected));
       for (int i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
           failFeature(name,
                       fmt::format("holds {} at value {}; expected finite floats", values[i], i));
-      data_.floats.insert(data_.floats.end(), values.begin(), values.end());
       return;
     }
-    const int count =
-        image.kind_case() == Feature::kBytesList ? image.bytes_list().value_size() : 0;
-    failFeature(name, fmt::format("holds {}{}; expected {}{}", kindOf(image),
-                                  count > 1 ? fmt::format(" ({} values)", count) : "", expected,
-                                  data_.size > 0 ? ", as the records before it" : ""));
+    failFeature(name, fmt::format("holds {}; expected {}{}", described(image), expected,
+                                  examples_ > 0 ? ", as the records before it" : ""));
   }
 
-  void takeLabel(const Feature& label) {
+  void checkLabel(const Feature& label) const {
     const std::string& name = source_.label_feature;
     if (label_kind_ == LabelKind::Class && label.kind_case() == Feature::kInt64List &&
         label.int64_list().value_size() == 1) {
       const int64_t value = label.int64_list().value(0);
       if (value < 0 || value > kMaxClass)
         failFeature(name, fmt::format("is {}; expected a class from 0 to {}", value, kMaxClass));
-      data_.labels.push_back(int32_t(value));
       return;
     }
     if (label_kind_ == LabelKind::Target && label.kind_case() == Feature::kFloatList &&
@@ -259,30 +350,42 @@ class ExampleLoader {
       const float value = label.float_list().value(0);
       if (!std::isfinite(value))
         failFeature(name, fmt::format("is {}; expected a finite target", value));
-      data_.targets.push_back(value);
       return;
     }
-    const int count = label.kind_case() == Feature::kInt64List   ? label.int64_list().value_size()
-                      : label.kind_case() == Feature::kFloatList ? label.float_list().value_size()
-                                                                 : 0;
     failFeature(name,
-                fmt::format("holds {}{}; expected {}{}", kindOf(label),
-                            count > 1 ? fmt::format(" ({} values)", count) : "",
+                fmt::format("holds {}; expected {}{}", described(label),
                             label_kind_ == LabelKind::Class ? "one int64, the class"
                                                             : "one float, the regression target",
-                            data_.size > 0 ? ", as the records before it" : ""));
+                            examples_ > 0 ? ", as the records before it" : ""));
+  }
+
+  // A new block of examples, once the check has seen the data set with it.
+  void addBlock() {
+    const int value_bytes = image_kind_ == ImageKind::Pixels ? 1 : int(sizeof(float));
+    const int64_t example_bytes = numElements(shape_) * value_bytes;
+    int64_t block = std::max<int64_t>(1, kBlockBytes / example_bytes);
+    if (source_.limit > 0) block = std::min(block, source_.limit - examples_);
+    if (check_growth_) check_growth_(shape_, examples_ + block, value_bytes);
+    if (image_kind_ == ImageKind::Pixels)
+      pixels_.addBlock(size_t(block * example_bytes));
+    else
+      floats_.addBlock(size_t(block * numElements(shape_)));
   }
 
   const DataFiles& source_;
   Shape shape_;
   bool shape_from_records_ = false;
+  const uint64_t max_record_bytes_;
   const ExampleGrowthCheck& check_growth_;
   ImageKind image_kind_ = ImageKind::Pixels;
   LabelKind label_kind_ = LabelKind::Class;
-  Dataset data_;
-  int64_t capacity_ = 0;  // examples the buffers hold
+  int64_t examples_ = 0;
+  BlockStore<uint8_t> pixels_;
+  BlockStore<float> floats_;
+  std::vector<int32_t> classes_;
+  std::vector<float> targets_;
   // Where the record being read is, for messages.
-  const GzipFile* file_ = nullptr;
+  std::string file_;
   int64_t index_ = 0;
   uint64_t offset_ = 0;
 };
@@ -291,6 +394,7 @@ class ExampleLoader {
 
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const ExampleGrowthCheck& check_growth) {
+  if (source.records.empty()) throw InputError("no TFRecord files given");
   ExampleLoader loader(source, model_input, check_growth);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;

@@ -14,15 +14,19 @@
 
 namespace traind {
 
-// Called before the data set's buffers grow to hold `examples` examples of
-// `example_shape`, each value taking `value_bytes` (1 for pixels, 4 for
-// floats); it throws to refuse what the memory cannot hold.
+// Called before the data set takes memory for its first `examples`
+// examples of `example_shape` (those read and a block more), each value
+// taking `value_bytes` (1 for pixels, 4 for floats); it throws to refuse
+// what the model cannot take or the memory cannot hold. Memory is taken
+// only for examples already read whole: a record cannot make the data set
+// reserve more than a block beyond what it holds.
 using ExampleGrowthCheck =
     std::function<void(const Shape& example_shape, int64_t examples, int value_bytes)>;
 
-// Reads source.records in order, each gzip-compressed (TFRecordOptions
-// GZIP; recognised by its magic bytes) or raw, and keeps the first
-// source.limit examples (all of them for 0). In each record:
+// Reads source.records in order, each raw or compressed as
+// TFRecordOptions' GZIP or ZLIB write it (told apart by its first bytes),
+// and keeps the first source.limit examples (all of them for 0). In each
+// record:
 //
 // - source.image_feature: a bytes_list of one value, raw pixels of the
 //   example's shape (height, width, channels; uint8, as numpy's tobytes()
@@ -30,14 +34,16 @@ using ExampleGrowthCheck =
 //   float_list of as many values, taken as they are.
 // - source.label_feature: an int64_list of one class, 0 or more; or a
 //   float_list of one regression target.
-// - height, width and depth (int64, depth 1 when absent), if the record has
-//   height and width: the example's shape, as TensorFlow's
+// - height, width and depth (each one int64, depth 1 when absent), if the
+//   record has height and width: the example's shape, as TensorFlow's
 //   convert_to_records.py writes them; otherwise it is `model_input`.
 //
-// Every record's features must agree with the first record's in kind and
-// shape. InputError naming the file, the record's index and byte offset,
-// the feature and what was expected; nothing is kept of a data set that
-// fails. Memory grows with the examples the files hold.
+// Other features are not read. Every record's features must agree with the
+// first record's in kind and shape. InputError naming the file, the
+// record's index and byte offset (of the decompressed bytes in a
+// compressed file), the feature and what was expected; nothing is kept of a
+// data set that fails. A record is bounded by `model_input`'s size: twice
+// its values as floats and 16 MiB beside them.
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const ExampleGrowthCheck& check_growth = nullptr);
 

@@ -37,6 +37,11 @@ void appendTfRecord(std::string_view data, std::string& out) {
   appendLittleEndian<uint32_t>(maskCrc32c(crc32c(data)), out);
 }
 
+bool isTfRecordHeader(const char* header) {
+  return readLittleEndian<uint32_t>(header + sizeof(uint64_t)) ==
+         maskCrc32c(crc32c(std::string_view(header, sizeof(uint64_t))));
+}
+
 TfRecordReader::TfRecordReader(Source source, std::string file, uint64_t max_length)
     : source_(std::move(source)), file_(std::move(file)), max_length_(max_length) {}
 
@@ -53,8 +58,7 @@ bool TfRecordReader::next(std::string& data) {
     fail(fmt::format("expected a {}-byte record header, found {} bytes before the end",
                      kTfRecordHeaderSize, got));
   const uint64_t length = readLittleEndian<uint64_t>(header);
-  if (readLittleEndian<uint32_t>(header + 8) !=
-      maskCrc32c(crc32c(std::string_view(header, sizeof(uint64_t)))))
+  if (!isTfRecordHeader(header))
     fail("the CRC of the length does not match (a damaged file, or not a TFRecord file)");
   if (length > max_length_)
     fail(

@@ -1,6 +1,6 @@
 // TFRecord framing: the container of TensorBoard event files and of
-// TensorFlow's TFRecordDataset (training examples as tf.train.Example). A
-// file is a sequence of records, each
+// TensorFlow's TFRecordDataset (training examples as tf.train.Example).
+// A file is a sequence of records, each
 //
 //   uint64  length                 little-endian
 //   uint32  masked crc32c(length)  over the 8 length bytes, little-endian
@@ -25,6 +25,10 @@ inline constexpr size_t kTfRecordFooterSize = 4;   // CRC of the data
 
 // Appends `data` to `out` as one framed record.
 void appendTfRecord(std::string_view data, std::string& out);
+
+// True if `header` (kTfRecordHeaderSize bytes) is a record's header: a
+// length and its CRC.
+bool isTfRecordHeader(const char* header);
 
 // Reads the records of one stream of bytes (a file, raw or decompressed as
 // it is read), one after another, checking each record's framing and both

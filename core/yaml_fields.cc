@@ -547,17 +547,19 @@ std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
 
 std::vector<std::string> readExistingFiles(const Field& field, const fs::path& spec_dir) {
   const std::string pattern = resolvePath(field, spec_dir);
-  if (pattern.find_first_of("*?[") == std::string::npos) return {readExistingFile(field, spec_dir)};
+  // A file named with '[' or '*' is that file, if it exists.
+  std::error_code error;
+  if (pattern.find_first_of("*?[") == std::string::npos || fs::exists(pattern, error))
+    return {readExistingFile(field, spec_dir)};
   glob_t matches{};
-  const int status = glob(pattern.c_str(), GLOB_ERR, nullptr, &matches);
+  const int status = glob(pattern.c_str(), 0, nullptr, &matches);
   std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
   globfree(&matches);
   if (status == GLOB_NOMATCH)
     fail(field, "expected a pattern that matches files, got '" + printable(pattern) +
                     "' (no file matches it)");
   if (status != 0)
-    fail(field, "cannot list the files of '" + printable(pattern) + "': " +
-                    (status == GLOB_NOSPACE ? "out of memory" : "a directory cannot be read"));
+    fail(field, "cannot list the files of '" + printable(pattern) + "': out of memory");
   for (const std::string& file : files) checkReadableFile(field, file);  // sorted by glob
   return files;
 }

@@ -193,7 +193,8 @@ std::string resolvePath(const Field& field, const std::filesystem::path& spec_di
 std::string readExistingFile(const Field& field, const std::filesystem::path& spec_dir);
 
 // As readExistingFile, or, for a glob pattern (a path with '*', '?' or
-// '['), every file it matches, sorted; at least one, each readable.
+// '[' that is not itself a file), every file it matches, sorted; at least
+// one, each readable.
 std::vector<std::string> readExistingFiles(const Field& field,
                                            const std::filesystem::path& spec_dir);
 

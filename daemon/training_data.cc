@@ -60,8 +60,8 @@ double keptBytes(int64_t input_bytes, int64_t examples) {
 }
 
 // What it takes while it loads, at most: beside what it keeps, the buffers
-// its inputs and labels grow out of (the readers double them as examples
-// arrive, copying).
+// its inputs and labels grow out of (the IDX reader doubles them as
+// examples arrive, copying; the TFRecord reader joins its blocks at the end).
 double loadingBytes(int64_t input_bytes, int64_t examples) {
   return keptBytes(input_bytes, examples) + double(examples) * double(input_bytes + 1);
 }
@@ -85,8 +85,8 @@ std::string filesOf(const DataFiles& source) {
 // that cannot feed the model, or would not fit in memory beside `held`
 // bytes (the model and the data sets already loaded), are refused before
 // they are read: an IDX file from its header, TFRecord files from their
-// first record and again before each growth of the buffers. `held` then
-// grows by what this set keeps.
+// first record and then before each block of examples. `held` then grows by
+// what this set keeps.
 Dataset loadDataFiles(const DataFiles& source, std::string_view field, const LayerGraph& graph,
                       std::optional<int64_t> available, MemoryHeld& held) {
   const bool idx = source.format == DataFiles::Format::Idx;
@@ -104,9 +104,8 @@ Dataset loadDataFiles(const DataFiles& source, std::string_view field, const Lay
                       "(physical memory and swap, or what its cgroup allows): expected fewer "
                       "examples (`limit` keeps the first N)",
                       filesOf(source),
-                      idx ? fmt::format("{} examples of {} take {}", examples, shape, size)
-                          : fmt::format("the buffers' next size, {} examples of {}, takes {}",
-                                        examples, shape, size),
+                      fmt::format("{}{} examples of {} take {}", idx ? "" : "the first ", examples,
+                                  shape, size),
                       held.bytes > 0 ? fmt::format(", beside {} of {}",
                                                    byteSize(int64_t(held.bytes)), held.what)
                                      : std::string(),

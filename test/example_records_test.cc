@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +60,11 @@ std::string framed(const std::vector<std::string>& messages) {
   return file;
 }
 
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 void writeGzip(const std::string& path, const std::string& bytes) {
   gzFile file = gzopen(path.c_str(), "wb");
   REQUIRE(file);
@@ -78,16 +85,17 @@ std::string pixelExample(const std::string& pixels, int64_t label) {
   return exampleMessage({{"label", int64Feature({label})}, {"image_raw", bytesFeature(pixels)}});
 }
 
-TEST_CASE("TensorFlow's TFRecord files of examples load, raw and GZIP, in order",
+TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in order",
           "[example_records]") {
-  const DataFiles both =
-      recordFiles({kFixture + "images-0.tfrecord", kFixture + "images-1.tfrecord.gz"});
-  const Dataset data = loadExampleRecords(both, {24});
-  REQUIRE(data.size == 12);
+  const DataFiles all =
+      recordFiles({kFixture + "images-0.tfrecord", kFixture + "images-1.tfrecord.gz",
+                   kFixture + "images-2.tfrecord.zlib"});
+  const Dataset data = loadExampleRecords(all, {24});
+  REQUIRE(data.size == 15);
   CHECK(data.example_shape == Shape{4, 3, 2});  // from height, width and depth
-  REQUIRE(data.pixels.size() == 12 * 24);
+  REQUIRE(data.pixels.size() == 15 * 24);
   CHECK(data.floats.empty());
-  for (int i = 0; i < 12; ++i) {
+  for (int i = 0; i < 15; ++i) {
     CHECK(data.labels[size_t(i)] == i % 10);
     for (int j = 0; j < 24; ++j) CHECK(data.pixels[size_t(24 * i + j)] == (7 * i + j) % 256);
   }
@@ -150,28 +158,101 @@ TEST_CASE("Fashion-MNIST written as TFRecord files loads as its IDX files do",
   CHECK(data.num_classes == expected.num_classes);
 }
 
-TEST_CASE("the memory check sees each growth of the buffers first, and can refuse it",
+TEST_CASE("the memory check sees each block of examples before it is taken, and can refuse it",
           "[example_records]") {
+  // Examples of 4 KiB: blocks of 1024 (4 MiB).
   TempDir dir;
-  std::vector<std::string> messages(3000, pixelExample("abcd", 1));
-  dir.write("small", framed(messages));
+  const std::vector<std::string> messages(2500, pixelExample(std::string(4096, 'p'), 1));
+  dir.write("images", framed(messages));
   std::vector<int64_t> asked;
   const auto note = [&](const Shape& shape, int64_t examples, int value_bytes) {
-    CHECK(shape == Shape{2, 2, 1});
+    CHECK(shape == Shape{64, 64, 1});
     CHECK(value_bytes == 1);
     asked.push_back(examples);
   };
-  CHECK(loadExampleRecords(recordFiles({dir / "small"}), {2, 2, 1}, note).size == 3000);
-  CHECK(asked == std::vector<int64_t>{1024, 2048, 4096});
+  const Dataset data = loadExampleRecords(recordFiles({dir / "images"}), {64, 64, 1}, note);
+  CHECK(data.size == 2500);
+  CHECK(data.pixels.size() == 2500 * 4096);
+  CHECK(asked == std::vector<int64_t>{1024, 2048, 3072});
   asked.clear();
-  CHECK(loadExampleRecords(recordFiles({dir / "small"}, 1500), {2, 2, 1}, note).size == 1500);
+  CHECK(loadExampleRecords(recordFiles({dir / "images"}, 1500), {64, 64, 1}, note).size == 1500);
   CHECK(asked == std::vector<int64_t>{1024, 1500});
 
   const auto refuse = [&](const Shape&, int64_t examples, int) {
     if (examples > 1024) throw InputError("too many");
   };
-  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({dir / "small"}), {2, 2, 1}, refuse),
+  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({dir / "images"}), {64, 64, 1}, refuse),
                     "too many");
+
+  // A record whose height and width ask for huge images holds none: it is
+  // refused before any memory is taken for it.
+  const std::string huge = exampleMessage({{"height", int64Feature({1 << 30})},
+                                           {"width", int64Feature({1 << 30})},
+                                           {"label", int64Feature({1})},
+                                           {"image_raw", bytesFeature("tiny")}});
+  dir.write("huge", framed({huge}));
+  asked.clear();
+  CHECK_THROWS_WITH(
+      loadExampleRecords(recordFiles({dir / "huge"}), {4}, note),
+      Contains("feature 'image_raw' holds 4 bytes; expected the 1.152921504606847e+18 "
+               "raw pixels (bytes) of an image of [1073741824, 1073741824, 1]"));
+  CHECK(asked.empty());
+}
+
+TEST_CASE("how a file was written is told from its first record, not its first two bytes",
+          "[example_records]") {
+  TempDir dir;
+  // Raw files whose first record's length starts them as a gzip member
+  // (1f 8b: 35615 bytes) or a zlib stream (78 01: 376 bytes) would.
+  for (const size_t length : {size_t(35615), size_t(376)}) {
+    std::string padded;
+    for (size_t pad = 0; padded.size() != length;)  // the pad's own length bytes vary with it
+      padded =
+          exampleMessage({{"label", int64Feature({2})},
+                          {"image_raw", bytesFeature("abcd")},
+                          {"pad", bytesFeature(std::string(pad += length - padded.size(), 'x'))}});
+    const std::string file = framed({padded, padded});
+    REQUIRE(file.substr(0, 2) == (length == 35615 ? "\x1f\x8b" : "\x78\x01"));
+    const std::string path = dir.write("raw-" + std::to_string(length), file);
+    const Dataset data = loadExampleRecords(recordFiles({path}), {2, 2, 1});
+    CHECK(data.size == 2);
+    CHECK(data.labels == std::vector<int32_t>{2, 2});
+  }
+
+  // gzip: members one after another, as `cat a.gz b.gz` makes; other bytes
+  // after the last are refused, as TensorFlow refuses them.
+  writeGzip(dir / "a.gz", framed({pixelExample("abcd", 1)}));
+  writeGzip(dir / "b.gz", framed({pixelExample("efgh", 2)}));
+  const std::string both = readBytes(dir / "a.gz") + readBytes(dir / "b.gz");
+  const std::string members = dir.write("members.gz", both);
+  CHECK(loadExampleRecords(recordFiles({members}), {2, 2, 1}).labels == std::vector<int32_t>{1, 2});
+  const std::string trailing = dir.write("trailing.gz", both + "garbage!");
+  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({trailing}), {2, 2, 1}),
+                    trailing + ": corrupt compressed data after 2 records: incorrect header check");
+
+  // zlib: one stream, nothing after it.
+  const std::string zlib =
+      dir.write("after.zlib", readBytes(kFixture + "images-2.tfrecord.zlib") + "more");
+  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({zlib}), {24}),
+                    zlib +
+                        ": corrupt compressed data after 3 records: bytes after the end of the "
+                        "zlib stream");
+}
+
+TEST_CASE("features the data set does not take are not judged", "[example_records]") {
+  TempDir dir;
+  // Many features, given twice, a float `width` unrelated to the image:
+  // none is the image, the label or its shape, as TensorFlow's parser sees
+  // features it is not asked for.
+  Features features{{"width", floatsFeature({0.5f})}, {"label", int64Feature({4})}};
+  for (int i = 0; i < 100000; ++i)
+    features.push_back({"f" + std::to_string(i % 1000), int64Feature({i})});
+  features.push_back({"image_raw", bytesFeature("abcd")});
+  const std::string path = dir.write("many", framed({exampleMessage(features)}));
+  const Dataset data = loadExampleRecords(recordFiles({path}), {2, 2, 1});
+  CHECK(data.size == 1);
+  CHECK(data.example_shape == Shape{2, 2, 1});
+  CHECK(data.labels == std::vector<int32_t>{4});
 }
 
 TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and what was expected",
@@ -217,13 +298,14 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
   SECTION("an image of int64s") {
     CHECK_THAT(errorOf({exampleMessage(
                    {{"label", int64Feature({1})}, {"image_raw", int64Feature({1, 2, 3, 4})}})}),
-               Contains("feature 'image_raw' holds int64s; expected the 4 raw pixels"));
+               Contains("feature 'image_raw' holds int64s (4 values); expected the 4 raw pixels"));
   }
   SECTION("floats after pixels") {
-    CHECK_THAT(errorOf({good, exampleMessage({{"label", int64Feature({1})},
-                                              {"image_raw", floatsFeature({1, 2, 3, 4})}})}),
-               Contains("holds floats; expected the 4 raw pixels (bytes) of an image of [2, 2, "
-                        "1], as the records before it"));
+    CHECK_THAT(
+        errorOf({good, exampleMessage({{"label", int64Feature({1})},
+                                       {"image_raw", floatsFeature({1, 2, 3, 4})}})}),
+        Contains("holds floats (4 values); expected the 4 raw pixels (bytes) of an image of [2, 2, "
+                 "1], as the records before it"));
   }
   SECTION("a float that is not finite") {
     CHECK_THAT(errorOf({exampleMessage(
@@ -254,9 +336,12 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
     };
     CHECK_THAT(errorOf({sized(2, 2), sized(1, 4)}),
                Contains("record 1 at byte 90: height, width and depth give an image of [1, 4, "
-                        "1], the records before it [2, 2, 1]"));
-    CHECK_THAT(errorOf({good, sized(1, 4)}), Contains("[1, 4, 1], the model's input [2, 2, 1]"));
-    CHECK_THAT(errorOf({sized(0, 4)}), Contains("feature 'height' is 0; expected a size"));
+                        "1]; expected [2, 2, 1], as the records before it"));
+    CHECK_THAT(errorOf({good, sized(1, 4)}),
+               Contains("[1, 4, 1]; expected [2, 2, 1], as the model's input"));
+    CHECK_THAT(errorOf({sized(0, 4)}),
+               Contains("feature 'height' is 0; expected an image's size in it, from 1 to "
+                        "2147483647"));
   }
   SECTION("a record that is no Example") {
     CHECK_THAT(errorOf({good, "\xff\xff\xff"}),
@@ -270,22 +355,37 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
                       Contains(path + ": record 1 at byte 57: the CRC of the data"));
   }
   SECTION("a gzip file cut short between records") {
-    // Deflate's stream ends with the records: cut the gzip trailer and
-    // some of the stream, then keep only what decompresses to whole records.
+    // Deflate's stream ends with the records: cut the gzip trailer, and all
+    // the records decompress, and then the stream is found cut short.
     writeGzip(dir / "whole.gz", framed(std::vector<std::string>(200, good)));
-    std::ifstream in(dir / "whole.gz", std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const std::string bytes = readBytes(dir / "whole.gz");
     const std::string path = dir.write("cut.gz", bytes.substr(0, bytes.size() - 8));
     CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
-                      Contains(path + ": corrupt gzip stream after 200 records"));
+                      path + ": corrupt compressed data after 200 records: unexpected end of file");
+  }
+  SECTION("a gzip file cut short inside a record") {
+    writeGzip(dir / "whole.gz", framed(std::vector<std::string>(2000, good)));
+    const std::string bytes = readBytes(dir / "whole.gz");
+    const std::string path = dir.write("cut.gz", bytes.substr(0, bytes.size() / 2));
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
+                      Contains(path + ": corrupt compressed data after ") &&
+                          Contains(" records: unexpected end of file"));
   }
   SECTION("a corrupt gzip stream") {
     writeGzip(dir / "whole.gz", framed({good, good}));
-    std::ifstream in(dir / "whole.gz", std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::string bytes = readBytes(dir / "whole.gz");
     bytes[bytes.size() / 2] ^= 0x55;
     const std::string path = dir.write("corrupt.gz", bytes);
-    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}), Contains(path + ": "));
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
+                      Contains(path + ": corrupt compressed data after ") ||
+                          Contains(path + " (decompressed): record"));
+  }
+  SECTION("a record past the bound a model's input sets") {
+    const std::string path =
+        dir.write("long", framed({pixelExample(std::string(17 << 20, 'x'), 1)}));
+    CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
+                      Contains(path + ": record 0 at byte 0: the record declares 17825844 bytes of "
+                                      "data, more than the 16777248 a record may hold here"));
   }
   SECTION("files without a record") {
     const std::string empty = dir.write("empty", "");

@@ -5,11 +5,12 @@ TensorFlow, so its output is kept in the repository):
 
     ~/.cache/traind/tensorflow/bin/python3 test/make_tfrecord_fixture.py
 
-- images-0.tfrecord (raw) and images-1.tfrecord.gz (TFRecordOptions GZIP):
-  examples as TensorFlow 1's convert_to_records.py writes MNIST (height,
-  width, depth, label as int64; image_raw as the uint8 pixels' bytes), 7
-  and 5 of them, images of [4, 3, 2]. Pixel j of example i (counted over
-  both files) is (7 i + j) % 256; its label is i % 10.
+- images-0.tfrecord (raw), images-1.tfrecord.gz (TFRecordOptions GZIP) and
+  images-2.tfrecord.zlib (ZLIB): examples as TensorFlow 1's
+  convert_to_records.py writes MNIST (height, width, depth, label as int64;
+  image_raw as the uint8 pixels' bytes), 7, 5 and 3 of them, images of
+  [4, 3, 2]. Pixel j of example i (counted over the files) is
+  (7 i + j) % 256; its label is i % 10.
 - regression.tfrecord: 3 examples with an `x` float_list of 2 values, 0.5 i
   and -0.25 i, and a `y` float_list of one, i + 0.125.
 """
@@ -58,11 +59,14 @@ def main():
     os.makedirs(OUT)
     write("images-0.tfrecord", [image_example(i) for i in range(7)])
     write("images-1.tfrecord.gz", [image_example(i) for i in range(7, 12)], "GZIP")
+    write("images-2.tfrecord.zlib", [image_example(i) for i in range(12, 15)], "ZLIB")
     write("regression.tfrecord", [regression_example(i) for i in range(3)])
     # What TensorFlow reads back is what was written.
-    count = sum(1 for _ in tf.data.TFRecordDataset(os.path.join(OUT, "images-1.tfrecord.gz"),
-                                                    compression_type="GZIP"))
-    assert count == 5, count
+    for name, compression, expected in [("images-1.tfrecord.gz", "GZIP", 5),
+                                        ("images-2.tfrecord.zlib", "ZLIB", 3)]:
+        count = sum(1 for _ in tf.data.TFRecordDataset(os.path.join(OUT, name),
+                                                        compression_type=compression))
+        assert count == expected, (name, count)
 
 
 if __name__ == "__main__":
