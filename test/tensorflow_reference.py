@@ -26,6 +26,10 @@ to float32 rounding:
                   towers, and on each worker of a sync cluster
   label smoothing softmax_cross_entropy with label_smoothing 0.2
   mse             the synthetic regression data, one tanh layer
+  tfrecords       the same examples written by TensorFlow's TFRecordWriter
+                  (GZIP, ZLIB, raw; images as convert_to_records.py's
+                  features, regression as float features) and read by
+                  traind's data.train.tfrecords
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
@@ -259,6 +263,45 @@ def synthetic_regression(count):
                     {"synthetic": {"type": "regression", "points": count, "x_min": -1, "x_max": 1,
                                    "noise_stddev": 0.05},
                      "shuffle": False, "prefetch_batches": 0})
+
+
+def tfrecord_examples(examples, directory, compression):
+    """`examples` written by TensorFlow's TFRecordWriter as tf.train.Example
+    records (images as convert_to_records.py writes them: height, width,
+    depth, label, image_raw; regression inputs and targets as float
+    features), in two files, and the data section that has traind read
+    them: what traind trains on is what TensorFlow wrote."""
+    os.makedirs(directory, exist_ok=True)
+    images = examples.input_shape == [28, 28, 1]
+    options = tf.io.TFRecordOptions(compression_type=compression)
+    half = len(examples.inputs) // 2
+    for part, rows in enumerate([range(half), range(half, len(examples.inputs))]):
+        path = os.path.join(directory, f"train-{part:05d}-of-00002.tfrecord")
+        with tf.io.TFRecordWriter(path, options) as writer:
+            for i in rows:
+                if images:
+                    pixels = np.rint(examples.inputs[i] * 255).astype(np.uint8)
+                    features = {
+                        "height": tf.train.Feature(int64_list=tf.train.Int64List(value=[28])),
+                        "width": tf.train.Feature(int64_list=tf.train.Int64List(value=[28])),
+                        "depth": tf.train.Feature(int64_list=tf.train.Int64List(value=[1])),
+                        "label": tf.train.Feature(
+                            int64_list=tf.train.Int64List(value=[int(examples.targets[i])])),
+                        "image_raw": tf.train.Feature(
+                            bytes_list=tf.train.BytesList(value=[pixels.tobytes()]))}
+                else:
+                    features = {
+                        "x": tf.train.Feature(
+                            float_list=tf.train.FloatList(value=examples.inputs[i])),
+                        "y": tf.train.Feature(
+                            float_list=tf.train.FloatList(value=examples.targets[i]))}
+                writer.write(tf.train.Example(
+                    features=tf.train.Features(feature=features)).SerializeToString())
+    train = {"tfrecords": os.path.join(directory, "train-*-of-00002.tfrecord")}
+    if not images:
+        train.update({"image_feature": "x", "label_feature": "y"})
+    return dataclasses.replace(examples, data_section={
+        "train": train, "shuffle": False, "prefetch_batches": 0})
 
 
 # --- The models in TensorFlow -----------------------------------------------
@@ -787,9 +830,11 @@ SCHEDULES = {
 }
 
 
-def training_cases(steps):
+def training_cases(steps, work_dir):
     """Every check that trains a model, for `steps` steps."""
     fashion = fashion_mnist(steps * BATCH_SIZE)
+    regression = synthetic_regression(steps * BATCH_SIZE)
+    data_dir = os.path.join(work_dir, "tfrecords")
     return [
         Case("sgd", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("sgd weight_decay", PERCEPTRON,
@@ -841,7 +886,14 @@ def training_cases(steps):
         Case("layers cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
-             synthetic_regression(steps * BATCH_SIZE), loss="mse"),
+             regression, loss="mse"),
+        # The same examples, as TensorFlow writes them to TFRecord files.
+        Case("tfrecords gzip", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
+             tfrecord_examples(fashion, os.path.join(data_dir, "gzip"), "GZIP")),
+        Case("tfrecords zlib cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1},
+             tfrecord_examples(fashion, os.path.join(data_dir, "zlib"), "ZLIB")),
+        Case("tfrecords floats mse", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
+             tfrecord_examples(regression, os.path.join(data_dir, "raw"), ""), loss="mse"),
         *[Case(f"schedule {name}", PERCEPTRON, {"type": "sgd", "learning_rate": schedule},
                fashion) for name, schedule in SCHEDULES.items()],
         # (1 + t) / (10 + t) is below 0.9 up to t = 80: over the checks'
@@ -1198,7 +1250,7 @@ def run_checks(traind, work_dir, steps):
     print(f"TensorFlow {tf.__version__}, {steps} steps per check")
     print(f"{'check':42} {'tensor that differs most':40} {'max|diff|':>9} {'relative':>9} "
           f"{'tolerance':>9}")
-    for case in training_cases(steps):
+    for case in training_cases(steps, work_dir):
         print_row(check_case(case, traind, work_dir, steps))
     for case, partitions in import_cases():
         print_row(check_import(case, partitions, traind, work_dir, steps))
