@@ -678,9 +678,10 @@ std::vector<std::string> readDevices(const Field& field) {
 
 TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t batch_size) {
   Mapping fields(field);
-  fields.allowOnly({"epochs", "max_steps", "log_every", "eval_every", "histogram_every", "threads",
-                    "devices", "summary_dir", "concurrent_steps", "micro_batches", "gradient_push"},
-                   "the training section");
+  fields.allowOnly(
+      {"epochs", "max_steps", "log_every", "summary_every", "eval_every", "histogram_every",
+       "threads", "devices", "summary_dir", "concurrent_steps", "micro_batches", "gradient_push"},
+      "the training section");
   TrainingSpec training;
   const std::optional<Field> epochs = fields.find("epochs");
   const std::optional<Field> max_steps = fields.find("max_steps");
@@ -689,6 +690,7 @@ TrainingSpec readTraining(const Field& field, const fs::path& spec_dir, int64_t 
   if (epochs) training.epochs = readInt(*epochs, 1, kMaxEpochs);
   if (max_steps) training.max_steps = readInt(*max_steps, 1, kMaxSteps);
   if (auto f = fields.find("log_every")) training.log_every = readInt(*f, 1);
+  if (auto f = fields.find("summary_every")) training.summary_every = readInt(*f, 1);
   if (auto f = fields.find("eval_every")) training.eval_every = readInt(*f, 0);
   if (auto f = fields.find("histogram_every")) training.histogram_every = readInt(*f, 0);
   if (auto f = fields.find("threads")) training.threads = int(readInt(*f, 0, kMaxThreads));

@@ -157,6 +157,10 @@ struct TrainingSpec {
   int64_t max_steps = 0;   // 0: from epochs
   int64_t epochs = 0;      // 0: from max_steps; one of the two is set
   int64_t log_every = 100;
+  // TensorBoard's scalars (loss, accuracy, ...) every this many steps, over
+  // the steps since the last (a TensorFlow 1 job's save_summaries_steps);
+  // unset: log_every's, with each log line.
+  std::optional<int64_t> summary_every;
   int64_t eval_every = 0;  // 0: evaluate at the end only
   // TensorBoard histograms of every variable every this many steps (a
   // TensorFlow 1 job's tf.summary.histogram of its variables); 0: none.

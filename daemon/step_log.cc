@@ -57,11 +57,39 @@ StepLog::StepLog(const ModelSpec& spec, int64_t start_step, int64_t total_steps,
     : spec_(spec),
       total_steps_(total_steps),
       log_every_(std::max<int64_t>(1, spec.training.log_every)),
+      summary_every_(std::max<int64_t>(1, spec.training.summary_every.value_or(log_every_))),
       start_(Clock::now()),
-      window_start_(start_),
       last_progress_(start_),
-      last_logged_step_(start_step),
+      log_window_{start_, start_step},
+      summary_window_{start_, start_step},
       summaries_(std::move(summaries)) {}
+
+void StepLog::Window::add(const StepResult& result, float clip_norm) {
+  loss += result.loss;
+  correct += result.correct;
+  if (result.gradient_norm) {  // every step of a run that clips has one
+    clipping = true;
+    norm += *result.gradient_norm;
+    clipped += *result.gradient_norm > clip_norm;
+  }
+  ++steps;
+}
+
+TrainingSummaries::Window StepLog::Window::close(int64_t global_step, const ModelSpec& spec) {
+  const double elapsed = secondsSince(start);
+  const int64_t batch = spec.data.batch_size;
+  TrainingSummaries::Window figures;
+  figures.loss = loss / double(steps);
+  if (spec.loss == LossKind::SoftmaxCrossEntropy)
+    figures.accuracy = double(correct) / double(steps * batch);
+  // The rate the window's last step was applied with.
+  figures.learning_rate = learningRateAt(spec.learning_rate, global_step - 1);
+  figures.examples_per_sec = double(steps * batch) / elapsed;
+  figures.global_steps_per_sec = double(global_step - last_step) / elapsed;
+  if (clipping) figures.gradient_norm = norm / double(steps);
+  *this = Window{Clock::now(), global_step};
+  return figures;
+}
 
 double StepLog::secondsRunning() const { return secondsSince(start_); }
 
@@ -75,45 +103,34 @@ void checkLossFinite(const StepResult& result, int64_t global_step) {
 void StepLog::record(const StepResult& result, int64_t global_step) {
   checkLossFinite(result, global_step);
   ++steps_run_;
-  window_loss_ += result.loss;
-  window_correct_ += result.correct;
-  if (result.gradient_norm) {
-    window_norm_ += *result.gradient_norm;
-    window_clipped_ += *result.gradient_norm > spec_.optimizer.clip_global_norm;
-  }
-  ++window_steps_;
+  const float clip_norm = spec_.optimizer.clip_global_norm;
+  log_window_.add(result, clip_norm);
+  if (summaries_) summary_window_.add(result, clip_norm);
   const int64_t batch = spec_.data.batch_size;
-  if (global_step / log_every_ > last_logged_step_ / log_every_) {
-    const double elapsed = secondsSince(window_start_);
-    const double loss = window_loss_ / double(window_steps_);
-    const double examples_per_sec = double(window_steps_ * batch) / elapsed;
-    std::optional<double> accuracy;
-    if (spec_.loss == LossKind::SoftmaxCrossEntropy)
-      accuracy = double(window_correct_) / double(window_steps_ * batch);
-    std::optional<double> gradient_norm;
-    std::string clipping;
-    if (result.gradient_norm) {  // every step of a run that clips has one
-      gradient_norm = window_norm_ / double(window_steps_);
-      clipping = fmt::format(", global norm = {:.4g}, {:.0f}% clipped", *gradient_norm,
-                             100.0 * double(window_clipped_) / double(window_steps_));
-    }
+  const bool log_due = global_step / log_every_ > log_window_.last_step / log_every_;
+  const bool summary_due =
+      summaries_ && global_step / summary_every_ > summary_window_.last_step / summary_every_;
+  // Summaries over a log line's steps (summary_every unset) give its figures.
+  const bool same_steps =
+      log_due && summary_due && summary_window_.last_step == log_window_.last_step;
+  if (log_due) {
+    const double clipped_percent = 100.0 * double(log_window_.clipped) / double(log_window_.steps);
+    const TrainingSummaries::Window window = log_window_.close(global_step, spec_);
+    const std::string clipping = window.gradient_norm
+                                     ? fmt::format(", global norm = {:.4g}, {:.0f}% clipped",
+                                                   *window.gradient_norm, clipped_percent)
+                                     : "";
     spdlog::info("step {}, loss = {:.4f}{}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
-                 loss, accuracy ? fmt::format(", accuracy = {:.3f}", *accuracy) : "", clipping,
-                 examples_per_sec, elapsed / double(window_steps_));
-    // The rate the window's last step was applied with.
-    if (summaries_)
-      summaries_->logWindow(
-          global_step,
-          {loss, accuracy, learningRateAt(spec_.learning_rate, global_step - 1), examples_per_sec,
-           double(global_step - last_logged_step_) / elapsed, gradient_norm});
-    last_logged_step_ = global_step;
-    window_start_ = Clock::now();
-    window_loss_ = 0.0;
-    window_norm_ = 0.0;
-    window_steps_ = 0;
-    window_correct_ = 0;
-    window_clipped_ = 0;
+                 window.loss,
+                 window.accuracy ? fmt::format(", accuracy = {:.3f}", *window.accuracy) : "",
+                 clipping, window.examples_per_sec, double(batch) / window.examples_per_sec);
+    if (same_steps) {
+      summaries_->logWindow(global_step, window);
+      summary_window_ = log_window_;
+    }
   }
+  if (summary_due && !same_steps)
+    summaries_->logWindow(global_step, summary_window_.close(global_step, spec_));
   if (progressEnabled() && secondsSince(last_progress_) >= 0.25) {
     last_progress_ = Clock::now();
     const double steps_per_sec = double(steps_run_) / secondsRunning();

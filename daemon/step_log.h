@@ -38,8 +38,9 @@ class StepLog {
 
   // Records one step's result; `global_step` is the step after it. Logs a
   // line when a multiple of log_every was reached (or crossed: in async
-  // training the global step moves by more than one) and refreshes the
-  // progress line. Throws runtime_error when the loss is not finite.
+  // training the global step moves by more than one), writes the summaries'
+  // scalars when one of summary_every was, and refreshes the progress line.
+  // Throws runtime_error when the loss is not finite.
   void record(const StepResult& result, int64_t global_step);
 
   void logEvaluation(int64_t global_step, const EvalResult& result);
@@ -59,13 +60,25 @@ class StepLog {
  private:
   using Clock = std::chrono::steady_clock;
 
+  // The steps since a log line, or since the summaries' last scalars.
+  struct Window {
+    Clock::time_point start;
+    int64_t last_step;  // the window's first step is the one after it
+    double loss = 0.0, norm = 0.0;
+    int64_t steps = 0, correct = 0, clipped = 0;
+    bool clipping = false;  // its steps have gradient norms
+
+    void add(const StepResult& result, float clip_norm);
+    // Its figures, the window then started again at `global_step`.
+    TrainingSummaries::Window close(int64_t global_step, const ModelSpec& spec);
+  };
+
   const ModelSpec& spec_;
   int64_t total_steps_;
-  int64_t log_every_;
-  Clock::time_point start_, window_start_, last_progress_;
-  int64_t last_logged_step_;  // the window's first step is the one after it
-  double window_loss_ = 0.0, window_norm_ = 0.0;
-  int64_t window_steps_ = 0, window_correct_ = 0, window_clipped_ = 0, steps_run_ = 0;
+  int64_t log_every_, summary_every_;
+  Clock::time_point start_, last_progress_;
+  Window log_window_, summary_window_;
+  int64_t steps_run_ = 0;
   std::unique_ptr<TrainingSummaries> summaries_;
   std::optional<std::pair<int64_t, EvalResult>> last_evaluation_;
 };

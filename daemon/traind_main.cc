@@ -58,7 +58,7 @@ void keepFreedMemory() {
 
 struct RunFlags {
   std::string model;
-  std::optional<int64_t> max_steps, log_every, eval_every;
+  std::optional<int64_t> max_steps, log_every, summary_every, eval_every;
   std::optional<std::string> checkpoint_dir;
   std::optional<std::string> summary_dir;
   std::optional<int> threads;
@@ -91,6 +91,7 @@ void applyFlags(const RunFlags& flags, traind::ModelSpec& spec) {
     spec.training.epochs = 0;
   }
   if (flags.log_every) spec.training.log_every = *flags.log_every;
+  if (flags.summary_every) spec.training.summary_every = *flags.summary_every;
   if (flags.eval_every) spec.training.eval_every = *flags.eval_every;
   if (flags.checkpoint_dir) {
     spec.checkpoint.dir = *flags.checkpoint_dir;
@@ -117,6 +118,10 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
                  "train until this global step (overrides training.max_steps and epochs)")
       ->check(traind::integerFlag(1, traind::kMaxSteps));
   app.add_option("--log-every", flags.log_every, "log a line every N steps")
+      ->check(traind::integerFlag(1));
+  app.add_option("--summary-every", flags.summary_every,
+                 "write TensorBoard's scalars every N steps (overrides training.summary_every; "
+                 "default: with each log line)")
       ->check(traind::integerFlag(1));
   app.add_option("--eval-every", flags.eval_every, "evaluate on the test set every N steps")
       ->check(traind::integerFlag(0));

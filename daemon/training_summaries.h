@@ -33,7 +33,7 @@ class TrainingSummaries {
   // Throws InputError when the directory or the file cannot be created.
   TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step);
 
-  // A log line's figures.
+  // The figures of a window of steps (a log line's, or summary_every's).
   struct Window {
     double loss = 0.0;
     std::optional<double> accuracy;

@@ -238,6 +238,7 @@ TEST_CASE("omitted fields take their documented defaults", "[model_spec]") {
   CHECK(spec.data.shuffle);
   CHECK(spec.data.prefetch_batches == std::nullopt);  // auto
   CHECK(spec.training.log_every == 100);
+  CHECK(!spec.training.summary_every);  // with each log line
   CHECK(spec.training.eval_every == 0);
   CHECK(spec.training.threads == 0);
   CHECK(spec.checkpoint.dir.empty());
@@ -383,7 +384,7 @@ TEST_CASE("every optional field is read", "[model_spec]") {
       "  batch_size: 10\n"
       "  shuffle: false\n"
       "  prefetch_batches: 2\n"
-      "training: {max_steps: 7, log_every: 1, eval_every: 3, threads: 2}\n"
+      "training: {max_steps: 7, log_every: 1, summary_every: 5, eval_every: 3, threads: 2}\n"
       "checkpoint: {dir: /tmp/x, every_steps: 5, every_seconds: 1.5, keep: 2}\n"));
   CHECK(spec.name == "full-model.v2");
   CHECK(spec.seed == 9223372036854775807ull);
@@ -419,6 +420,7 @@ TEST_CASE("every optional field is read", "[model_spec]") {
   CHECK(spec.data.prefetch_batches == 2);
   CHECK(spec.training.max_steps == 7);
   CHECK(spec.training.log_every == 1);
+  CHECK(spec.training.summary_every == 5);
   CHECK(spec.training.eval_every == 3);
   CHECK(spec.training.threads == 2);
   CHECK(spec.checkpoint.dir == "/tmp/x");

@@ -14,7 +14,9 @@
     those steps, the last one's count, extremes, sum and buckets those of
     the final checkpoint's values (a value in the first bucket whose edge
     is above it, as TensorFlow's histograms count), and TensorBoard's
-    Distributions made of them.
+    Distributions made of them;
+(e) a run with --summary-every 10 and --log-every 50: the scalars every 10
+    steps, each the mean of its own 10 steps; log lines every 50 steps.
 Exits 77 (ctest's skip) when tensorboard is not installed.
 """
 import glob
@@ -138,6 +140,23 @@ def main():
         check([step for step, _ in series] == [50, 100], f"global_norm steps {series}")
         check(all(math.isclose(value, norms[step], rel_tol=5e-4) for step, value in series),
               f"global_norm {series} against the logged {norms}")
+
+        # (e) scalars every 10 steps, log lines every 50: each its own window.
+        dense_dir = os.path.join(tmp, "dense")
+        losses, _, _ = train(traind, "--max-steps", "100", "--summary-every", "10",
+                             "--summary-dir", dense_dir)
+        check(sorted(losses) == [50, 100], f"logged loss steps {sorted(losses)}")
+        found = scalars(dense_dir)
+        for tag in ["loss", "learning_rate", "examples_per_sec", "global_step/sec"]:
+            check([step for step, _ in found[tag]] == list(range(10, 101, 10)),
+                  f"{tag} steps {[step for step, _ in found[tag]]}")
+        # A log line's loss is the mean of its 50 steps: of five summaries' means.
+        dense = dict(found["loss"])
+        for step, logged in losses.items():
+            mean = sum(dense[s] for s in range(step - 40, step + 1, 10)) / 5
+            check(abs(mean - logged) <= 5e-5 + 1e-6 * abs(logged),
+                  f"the losses at {list(range(step - 40, step + 1, 10))} average {mean}, "
+                  f"logged {logged} at step {step}")
 
         # (d) histograms of the variables every 50 steps.
         histogram_model = os.path.join(tmp, "histograms.yaml")
