@@ -60,7 +60,9 @@ bool CompressedFile::isGzipHeader(const unsigned char first[2]) {
 
 bool CompressedFile::isZlibHeader(const unsigned char first[2]) {
   const unsigned method = first[0] & 0x0f, window = first[0] >> 4;
-  return method == Z_DEFLATED && window <= 7 && ((unsigned(first[0]) << 8) | first[1]) % 31 == 0;
+  // A preset dictionary (FDICT, 0x20) is no TFRecord writer's: refused as a header.
+  return method == Z_DEFLATED && window <= 7 && (first[1] & 0x20) == 0 &&
+         ((unsigned(first[0]) << 8) | first[1]) % 31 == 0;
 }
 
 CompressedFile::CompressedFile(std::string path, Format format, const std::string& what)
@@ -94,6 +96,7 @@ size_t CompressedFile::read(void* dst, size_t bytes) {
       if (got < 0) error_ = std::strerror(errno);
       if (got <= 0) break;
       total += size_t(got);
+      produced_ += uint64_t(got);
     } else if (!inflateSome(out, bytes, total)) {
       break;
     }
@@ -114,15 +117,25 @@ bool CompressedFile::inflateSome(unsigned char* dst, size_t bytes, size_t& total
     }
     inflateReset(&stream_);
     ended_ = false;
+    in_next_member_ = true;
   }
   stream_.next_out = dst + total;
   const uInt room = uInt(std::min<size_t>(bytes - total, UINT_MAX));
   stream_.avail_out = room;
   const int status = inflate(&stream_, Z_NO_FLUSH);
   total += room - stream_.avail_out;
+  produced_ += room - stream_.avail_out;
+  if (room != stream_.avail_out) in_next_member_ = false;
   if (status == Z_STREAM_END) ended_ = true;
   if (status != Z_OK && status != Z_STREAM_END && status != Z_BUF_ERROR) {
-    error_ = stream_.msg ? stream_.msg : "corrupt compressed data";
+    // What follows a gzip member and is not one is other bytes, not a
+    // corrupt member.
+    if (in_next_member_ && status == Z_DATA_ERROR)
+      error_ = "bytes after the end of the gzip data";
+    else if (status == Z_NEED_DICT)
+      error_ = "a zlib stream that needs a preset dictionary";
+    else
+      error_ = stream_.msg ? stream_.msg : "corrupt compressed data";
     return false;
   }
   return true;

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,9 +67,12 @@ class CompressedFile {
   // What went wrong, "" for nothing: a read error, the compressed data cut
   // short, corrupt, or followed by other bytes.
   const std::string& error() const { return error_; }
+  // The bytes read() has given.
+  uint64_t produced() const { return produced_; }
 
   // Whether the file's first two bytes can start a gzip member, or a zlib
-  // stream (deflate, a window of at most 32 KiB, the header's check bits).
+  // stream (deflate, a window of at most 32 KiB, no preset dictionary, the
+  // header's check bits).
   static bool isGzipHeader(const unsigned char first[2]);
   static bool isZlibHeader(const unsigned char first[2]);
 
@@ -84,6 +88,8 @@ class CompressedFile {
   z_stream stream_{};
   std::vector<unsigned char> input_;
   bool ended_ = false;  // a gzip member or the zlib stream ended, nothing after it yet
+  bool in_next_member_ = false;  // past a gzip member, nothing of the next one given yet
+  uint64_t produced_ = 0;
   std::string error_;
 };
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,8 +64,9 @@ int valueCount(const Feature& feature) {
 // "int64s (2 values)", "bytes"
 std::string described(const Feature& feature) {
   const int count = valueCount(feature);
-  return count > 1 ? fmt::format("{} ({} values)", kindOf(feature), count)
-                   : std::string(kindOf(feature));
+  return count != 1 && feature.kind_case() != Feature::KIND_NOT_SET
+             ? fmt::format("{} ({} values)", kindOf(feature), count)
+             : std::string(kindOf(feature));
 }
 
 // What a record's image bytes are when they are not raw pixels.
@@ -146,11 +148,20 @@ class ExampleLoader {
     TfRecordReader reader(
         [&](char* dst, size_t bytes) {
           const size_t got = file.read(dst, bytes);
-          if (got < bytes && !file.error().empty())
+          if (got < bytes && !file.error().empty()) {
+            if (format == CompressedFile::Format::Raw)
+              throw InputError(path + ": cannot read: " + file.error());
+            // A raw file whose first record's header is damaged and whose
+            // first bytes look like a compressed file's.
+            if (file.produced() == 0)
+              throw InputError(fmt::format(
+                  "{}: neither a TFRecord file (its first record's header has a CRC that does "
+                  "not match) nor one compressed with gzip or zlib ({})",
+                  path, file.error()));
             throw InputError(fmt::format(
-                "{}: {} after {} records: {}", path,
-                format == CompressedFile::Format::Raw ? "cannot read" : "corrupt compressed data",
-                records->recordsRead(), file.error()));
+                "{}: corrupt compressed data at record {} (byte {} of the decompressed data): {}",
+                path, records->recordsRead(), records->bytesRead(), file.error()));
+          }
           return got;
         },
         file_, max_record_bytes_);
@@ -225,9 +236,10 @@ class ExampleLoader {
     for (const tensorflow::FeatureEntry& entry : example.features().feature()) {
       for (const auto& [name, slot] : wanted) {
         if (entry.key() != name) continue;
-        // TensorFlow keeps the last and reports data loss; which one the
-        // writer meant is not known.
-        if (found.*slot) failFeature(name, "is given twice");
+        // TensorFlow keeps the last and reports data loss: of the image or
+        // the label, which one the writer meant is not known.
+        if (found.*slot && (slot == &Found::image || slot == &Found::label))
+          failFeature(name, "is given twice");
         found.*slot = &entry.value();
       }
     }
@@ -395,6 +407,10 @@ class ExampleLoader {
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const ExampleGrowthCheck& check_growth) {
   if (source.records.empty()) throw InputError("no TFRecord files given");
+  if (model_input.empty() ||
+      std::any_of(model_input.begin(), model_input.end(), [](int64_t d) { return d < 1; }))
+    throw std::invalid_argument("loadExampleRecords: a model input without values, " +
+                                shapeToString(model_input));
   ExampleLoader loader(source, model_input, check_growth);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;

@@ -42,7 +42,8 @@ using ExampleGrowthCheck =
 // first record's in kind and shape. InputError naming the file, the
 // record's index and byte offset (of the decompressed bytes in a
 // compressed file), the feature and what was expected; nothing is kept of a
-// data set that fails. A record is bounded by `model_input`'s size: twice
+// data set that fails. `model_input` is a layer graph's, every dimension
+// 1 or more. A record is bounded by `model_input`'s size: twice
 // its values as floats and 16 MiB beside them.
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const ExampleGrowthCheck& check_growth = nullptr);

@@ -227,16 +227,30 @@ TEST_CASE("how a file was written is told from its first record, not its first t
   const std::string members = dir.write("members.gz", both);
   CHECK(loadExampleRecords(recordFiles({members}), {2, 2, 1}).labels == std::vector<int32_t>{1, 2});
   const std::string trailing = dir.write("trailing.gz", both + "garbage!");
-  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({trailing}), {2, 2, 1}),
-                    trailing + ": corrupt compressed data after 2 records: incorrect header check");
+  CHECK_THROWS_WITH(
+      loadExampleRecords(recordFiles({trailing}), {2, 2, 1}),
+      trailing +
+          ": corrupt compressed data at record 2 (byte 114 of the decompressed data): "
+          "bytes after the end of the gzip data");
 
   // zlib: one stream, nothing after it.
   const std::string zlib =
       dir.write("after.zlib", readBytes(kFixture + "images-2.tfrecord.zlib") + "more");
   CHECK_THROWS_WITH(loadExampleRecords(recordFiles({zlib}), {24}),
                     zlib +
-                        ": corrupt compressed data after 3 records: bytes after the end of the "
-                        "zlib stream");
+                        ": corrupt compressed data at record 3 (byte 378 of the decompressed "
+                        "data): bytes after the end of the zlib stream");
+
+  // A raw file whose first record's header is damaged, and whose first
+  // bytes look like a gzip member's, is neither.
+  std::string damaged = readBytes(dir / "raw-35615");
+  damaged[9] ^= 0x01;  // the length's CRC
+  const std::string neither = dir.write("damaged", damaged);
+  CHECK_THROWS_WITH(loadExampleRecords(recordFiles({neither}), {2, 2, 1}),
+                    neither +
+                        ": neither a TFRecord file (its first record's header has a CRC "
+                        "that does not match) nor one compressed with gzip or zlib "
+                        "(unknown compression method)");
 }
 
 TEST_CASE("features the data set does not take are not judged", "[example_records]") {
@@ -248,11 +262,14 @@ TEST_CASE("features the data set does not take are not judged", "[example_record
   for (int i = 0; i < 100000; ++i)
     features.push_back({"f" + std::to_string(i % 1000), int64Feature({i})});
   features.push_back({"image_raw", bytesFeature("abcd")});
+  features.push_back({"width", floatsFeature({0.25f})});
   const std::string path = dir.write("many", framed({exampleMessage(features)}));
   const Dataset data = loadExampleRecords(recordFiles({path}), {2, 2, 1});
   CHECK(data.size == 1);
   CHECK(data.example_shape == Shape{2, 2, 1});
   CHECK(data.labels == std::vector<int32_t>{4});
+
+  CHECK_THROWS_AS(loadExampleRecords(recordFiles({path}), {2, 0, 1}), std::invalid_argument);
 }
 
 TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and what was expected",
@@ -361,15 +378,17 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
     const std::string bytes = readBytes(dir / "whole.gz");
     const std::string path = dir.write("cut.gz", bytes.substr(0, bytes.size() - 8));
     CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
-                      path + ": corrupt compressed data after 200 records: unexpected end of file");
+                      path +
+                          ": corrupt compressed data at record 200 (byte 11400 of the decompressed "
+                          "data): unexpected end of file");
   }
   SECTION("a gzip file cut short inside a record") {
     writeGzip(dir / "whole.gz", framed(std::vector<std::string>(2000, good)));
     const std::string bytes = readBytes(dir / "whole.gz");
     const std::string path = dir.write("cut.gz", bytes.substr(0, bytes.size() / 2));
     CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
-                      Contains(path + ": corrupt compressed data after ") &&
-                          Contains(" records: unexpected end of file"));
+                      Contains(path + ": corrupt compressed data at record ") &&
+                          Contains(" of the decompressed data): unexpected end of file"));
   }
   SECTION("a corrupt gzip stream") {
     writeGzip(dir / "whole.gz", framed({good, good}));
@@ -377,7 +396,7 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
     bytes[bytes.size() / 2] ^= 0x55;
     const std::string path = dir.write("corrupt.gz", bytes);
     CHECK_THROWS_WITH(loadExampleRecords(recordFiles({path}), {2, 2, 1}),
-                      Contains(path + ": corrupt compressed data after ") ||
+                      Contains(path + ": corrupt compressed data at record ") ||
                           Contains(path + " (decompressed): record"));
   }
   SECTION("a record past the bound a model's input sets") {
