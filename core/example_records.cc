@@ -30,6 +30,8 @@ using tensorflow::Feature;
 constexpr uint64_t kRecordSlackBytes = uint64_t(16) << 20;
 // The largest class: one more is num_classes, an int.
 constexpr int64_t kMaxClass = INT32_MAX - 1;
+// What `trainctl inspect` reads of a record, with no model to bound it.
+constexpr uint64_t kInspectedRecordBytes = uint64_t(256) << 20;
 // Examples are gathered in blocks of about this many bytes, then joined.
 constexpr int64_t kBlockBytes = int64_t(4) << 20;
 
@@ -91,6 +93,57 @@ CompressedFile::Format recordFileFormat(const std::string& path) {
   return CompressedFile::Format::Raw;  // the reader names what is wrong
 }
 
+std::string notAnExample(const std::string& record) {
+  return "expected a tf.train.Example message, got " + std::to_string(record.size()) +
+         " bytes that are none";
+}
+
+// A TFRecord file's records, read through its compression. Compressed data
+// cut short or corrupt is named at once, between two records too, where it
+// would pass for a shorter file.
+class RecordFile {
+ public:
+  RecordFile(const std::string& path, uint64_t max_record_bytes)
+      : path_(path),
+        format_(recordFileFormat(path)),
+        file_(path, format_, "a TFRecord file"),
+        // Offsets in a compressed file are of its decompressed bytes.
+        name_(format_ == CompressedFile::Format::Raw ? path : path + " (decompressed)"),
+        reader_([this](char* dst, size_t bytes) { return read(dst, bytes); }, name_,
+                max_record_bytes) {}
+
+  bool next(std::string& record) { return reader_.next(record); }
+  int64_t recordsRead() const { return reader_.recordsRead(); }
+  uint64_t bytesRead() const { return reader_.bytesRead(); }
+  CompressedFile::Format format() const { return format_; }
+  // The path, and "(decompressed)" after it where offsets are of decompressed bytes.
+  const std::string& name() const { return name_; }
+
+ private:
+  size_t read(char* dst, size_t bytes) {
+    const size_t got = file_.read(dst, bytes);
+    if (got == bytes || file_.error().empty()) return got;
+    if (format_ == CompressedFile::Format::Raw)
+      throw InputError(path_ + ": cannot read: " + file_.error());
+    // A raw file whose first record's header is damaged, and whose first
+    // bytes look like a compressed file's.
+    if (file_.produced() == 0)
+      throw InputError(fmt::format(
+          "{}: neither a TFRecord file (its first record's header has a CRC that does not "
+          "match) nor one compressed with gzip or zlib ({})",
+          path_, file_.error()));
+    throw InputError(fmt::format(
+        "{}: corrupt compressed data at record {} (byte {} of the decompressed data): {}", path_,
+        reader_.recordsRead(), reader_.bytesRead(), file_.error()));
+  }
+
+  std::string path_;
+  CompressedFile::Format format_;
+  CompressedFile file_;
+  std::string name_;
+  TfRecordReader reader_;
+};
+
 // Values appended in blocks, joined once at the end: while a data set
 // loads it holds its values and one block beyond them, and then their join.
 template <class T>
@@ -138,43 +191,15 @@ class ExampleLoader {
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.
   bool readFile(const std::string& path) {
-    const CompressedFile::Format format = recordFileFormat(path);
-    CompressedFile file(path, format, "a TFRecord file");
-    // Offsets in a compressed file are of its decompressed bytes.
-    file_ = format == CompressedFile::Format::Raw ? path : path + " (decompressed)";
-    const TfRecordReader* records = nullptr;
-    // Compressed data cut short or corrupt is named at once, between two
-    // records too, where it would pass for a shorter file.
-    TfRecordReader reader(
-        [&](char* dst, size_t bytes) {
-          const size_t got = file.read(dst, bytes);
-          if (got < bytes && !file.error().empty()) {
-            if (format == CompressedFile::Format::Raw)
-              throw InputError(path + ": cannot read: " + file.error());
-            // A raw file whose first record's header is damaged and whose
-            // first bytes look like a compressed file's.
-            if (file.produced() == 0)
-              throw InputError(fmt::format(
-                  "{}: neither a TFRecord file (its first record's header has a CRC that does "
-                  "not match) nor one compressed with gzip or zlib ({})",
-                  path, file.error()));
-            throw InputError(fmt::format(
-                "{}: corrupt compressed data at record {} (byte {} of the decompressed data): {}",
-                path, records->recordsRead(), records->bytesRead(), file.error()));
-          }
-          return got;
-        },
-        file_, max_record_bytes_);
-    records = &reader;
+    RecordFile file(path, max_record_bytes_);
+    file_ = file.name();
     std::string record;
     tensorflow::Example example;
     while (!full()) {
-      offset_ = reader.bytesRead();
-      index_ = reader.recordsRead();
-      if (!reader.next(record)) break;
-      if (!example.ParseFromString(record))
-        fail("expected a tf.train.Example message, got " + std::to_string(record.size()) +
-             " bytes that are none");
+      offset_ = file.bytesRead();
+      index_ = file.recordsRead();
+      if (!file.next(record)) break;
+      if (!example.ParseFromString(record)) fail(notAnExample(record));
       take(example);
     }
     return !full();
@@ -402,7 +427,57 @@ class ExampleLoader {
   uint64_t offset_ = 0;
 };
 
+std::string featureValue(const Feature& feature) {
+  switch (feature.kind_case()) {
+    case Feature::kBytesList: {
+      const std::string& bytes = feature.bytes_list().value(0);
+      const std::string_view encoding = encodingOf(bytes);
+      return fmt::format("{} bytes{}", bytes.size(), encoding);
+    }
+    case Feature::kFloatList:
+      return fmt::format("{}", feature.float_list().value(0));
+    case Feature::kInt64List:
+      return fmt::format("{}", feature.int64_list().value(0));
+    case Feature::KIND_NOT_SET:
+      break;
+  }
+  return "";
+}
+
 }  // namespace
+
+RecordFileSummary summarizeRecordFile(const std::string& path) {
+  RecordFile file(path, kInspectedRecordBytes);
+  RecordFileSummary summary;
+  switch (file.format()) {
+    case CompressedFile::Format::Raw:
+      summary.compression = "raw";
+      break;
+    case CompressedFile::Format::Gzip:
+      summary.compression = "gzip";
+      break;
+    case CompressedFile::Format::Zlib:
+      summary.compression = "zlib";
+      break;
+  }
+  std::string record;
+  if (file.next(record)) {
+    tensorflow::Example example;
+    if (!example.ParseFromString(record))
+      throw InputError(
+          fmt::format("{}: record 0 at byte 0: {}", file.name(), notAnExample(record)));
+    for (const tensorflow::FeatureEntry& entry : example.features().feature()) {
+      const Feature& feature = entry.value();
+      summary.first_features.push_back({entry.key(), std::string(kindOf(feature)),
+                                        valueCount(feature),
+                                        valueCount(feature) > 0 ? featureValue(feature) : ""});
+    }
+    while (file.next(record)) continue;  // each checked, counted
+  }
+  summary.records = file.recordsRead();
+  summary.bytes = file.bytesRead();
+  return summary;
+}
 
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const ExampleGrowthCheck& check_growth) {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "core/dataset.h"
 #include "core/model_spec.h"
@@ -47,5 +49,24 @@ using ExampleGrowthCheck =
 // its values as floats and 16 MiB beside them.
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const ExampleGrowthCheck& check_growth = nullptr);
+
+// What a TFRecord file holds, as `trainctl inspect` shows it: what a
+// spec's tfrecords, image_feature and label_feature are chosen from.
+struct RecordFileSummary {
+  struct Feature {
+    std::string name;
+    std::string kind;   // "bytes", "floats", "int64s", "no value"
+    int values = 0;     // in its list
+    std::string first;  // its first value: "28", "0.5", "784 bytes", "3120 bytes, a JPEG image"
+  };
+  std::string compression;  // "raw", "gzip", "zlib"
+  int64_t records = 0;
+  uint64_t bytes = 0;                   // of the records, decompressed
+  std::vector<Feature> first_features;  // the first record's, in its order
+};
+
+// Reads `path` through, every record's framing and CRCs checked, and its
+// first record's features; InputError as loadExampleRecords throws.
+RecordFileSummary summarizeRecordFile(const std::string& path);
 
 }  // namespace traind

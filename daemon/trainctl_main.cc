@@ -6,6 +6,7 @@
 //   trainctl stop --cluster c.yaml            workers first (the chief checkpoints), then ps
 //   trainctl checkpoint --cluster c.yaml      the chief writes a checkpoint now
 //   trainctl inspect /tmp/ckpt                tensors, shapes, global step of a checkpoint
+//   trainctl inspect train.tfrecord.gz        records and features of a TFRecord data file
 //                                             (traind's, or TensorFlow's)
 //   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
 //   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
@@ -31,8 +32,10 @@
 
 #include "core/checkpoint.h"
 #include "core/cluster_spec.h"
+#include "core/example_records.h"
 #include "core/json.h"
 #include "core/layer_graph.h"
+#include "core/memory_need.h"
 #include "core/model_state.h"
 #include "core/placement.h"
 #include "core/printable.h"
@@ -590,9 +593,31 @@ void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
   std::printf("%zu tensors\n", rows.size() - 1);
 }
 
+// A TFRecord file of examples: its records and its first one's features,
+// what a spec's image_feature and label_feature are chosen from.
+void inspectRecordFile(const std::string& path) {
+  const RecordFileSummary summary = summarizeRecordFile(path);
+  std::printf("TFRecord file: %s (%s)\n%lld records, %s\n", path.c_str(),
+              summary.compression.c_str(), static_cast<long long>(summary.records),
+              byteSize(int64_t(summary.bytes)).c_str());
+  if (summary.records == 0) return;
+  std::vector<std::vector<std::string>> rows = {{"FEATURE", "KIND", "VALUES", "FIRST"}};
+  for (const RecordFileSummary::Feature& feature : summary.first_features)
+    rows.push_back({printable(feature.name), feature.kind, std::to_string(feature.values),
+                    printable(feature.first)});
+  std::printf("the first record's features:\n");
+  std::fputs(table(rows).c_str(), stdout);
+}
+
 int runInspect(const std::string& path) {
   if (const auto prefix = findTensorflowCheckpoint(path)) {
     inspectTensorflowCheckpoint(*prefix);
+    return 0;
+  }
+  // A checkpoint is a directory; a file is a data set's.
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error)) {
+    inspectRecordFile(path);
     return 0;
   }
   readResolvedCheckpoint(path, [](const std::filesystem::path& checkpoint) {
@@ -795,11 +820,12 @@ int main(int argc, char** argv) {
   addNodeFlags(*checkpoint, checkpoint_flags, 60.0);
 
   std::string inspect_path;
-  CLI::App* inspect = app.add_subcommand("inspect", "a checkpoint's step and tensors");
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "a checkpoint's step and tensors, or a TFRecord file's records and features");
   inspect
       ->add_option("checkpoint", inspect_path,
                    "a checkpoint, or a directory with a 'latest'; or a TensorFlow checkpoint "
-                   "(its prefix, or its directory)")
+                   "(its prefix, or its directory); or a TFRecord file of tf.train.Example")
       ->required();
 
   std::string placement_model, placement_cluster;

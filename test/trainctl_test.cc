@@ -636,3 +636,26 @@ TEST_CASE(
   CHECK_THAT(r.output, Catch::Contains("global step: 1200"));
   CHECK_THAT(r.output, Catch::Contains("net/partitioned           float32  [150, 2] in 2 parts"));
 }
+
+TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record's features") {
+  // Written by TensorFlow (test/make_tfrecord_fixture.py).
+  const std::string fixture = std::string(TRAIND_SOURCE_DIR) + "/test/data/tfrecord/";
+  ProcessResult r = runTrainctl("inspect " + fixture + "images-1.tfrecord.gz");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("images-1.tfrecord.gz (gzip)\n5 records, "));
+  CHECK_THAT(r.output, Catch::Contains("FEATURE    KIND    VALUES  FIRST"));
+  CHECK_THAT(r.output, Catch::Contains("image_raw  bytes   1       24 bytes"));
+  CHECK_THAT(r.output, Catch::Contains("label      int64s  1       7"));
+  r = runTrainctl("inspect " + fixture + "regression.tfrecord");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("regression.tfrecord (raw)\n3 records, "));
+  CHECK_THAT(r.output, Catch::Contains("x        floats  2       0"));
+
+  const auto dir = freshTempDir("inspect-records");
+  writeFile(dir / "cut", readFile(fixture + "images-0.tfrecord").substr(0, 300));
+  r = runTrainctl("inspect " + (dir / "cut").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains((dir / "cut").string() +
+                                       ": record 2 at byte 252: the record declares 110 bytes"));
+}
