@@ -15,6 +15,7 @@
 #include "core/compressed_file.h"
 #include "core/error.h"
 #include "core/example.pb.h"
+#include "core/png_image.h"
 #include "core/printable.h"
 #include "core/tfrecord.h"
 
@@ -74,7 +75,6 @@ std::string described(const Feature& feature) {
 // What a record's image bytes are when they are not raw pixels.
 std::string_view encodingOf(const std::string& bytes) {
   if (bytes.starts_with("\xff\xd8\xff")) return ", a JPEG image";
-  if (bytes.starts_with("\x89PNG\r\n\x1a\n")) return ", a PNG image";
   return "";
 }
 
@@ -156,6 +156,13 @@ class BlockStore {
     room_ = values;
   }
   size_t room() const { return room_; }  // in the last block
+  // Room for `values` more values at the end of the last block, to be written there.
+  T* extend(size_t values) {
+    room_ -= values;
+    std::vector<T>& block = blocks_.back();
+    block.resize(block.size() + values);
+    return block.data() + block.size() - values;
+  }
   template <class It>
   void append(It begin, It end) {
     room_ -= size_t(end - begin);
@@ -291,13 +298,19 @@ class ExampleLoader {
       if (found.label->kind_case() == Feature::kFloatList) label_kind_ = LabelKind::Target;
     }
     // Both features are judged before any memory is taken for them.
-    checkImage(*found.image);
+    const std::optional<PngHeader> png = checkImage(*found.image);
     checkLabel(*found.label);
     const size_t elements = size_t(numElements(shape_));  // the image's, as checked
     if ((image_kind_ == ImageKind::Pixels ? pixels_.room() : floats_.room()) < elements) addBlock();
     if (image_kind_ == ImageKind::Pixels) {
       const std::string& bytes = found.image->bytes_list().value(0);
-      pixels_.append(bytes.begin(), bytes.end());
+      if (png) {
+        if (const std::string error = decodePng(bytes, *png, pixels_.extend(elements));
+            !error.empty())
+          failFeature(source_.image_feature, "holds " + error);
+      } else {
+        pixels_.append(bytes.begin(), bytes.end());
+      }
     } else {
       const auto& values = found.image->float_list().value();
       floats_.append(values.begin(), values.end());
@@ -340,7 +353,28 @@ class ExampleLoader {
   }
 
   // The image's values as the first record's were, as many as the shape has.
-  void checkImage(const Feature& image) const {
+  // A PNG image's header: an image of the example's shape (its values, for
+  // a flat shape), of samples taken as they are.
+  PngHeader checkPng(const std::string& png) const {
+    const std::string& name = source_.image_feature;
+    const PngHeader header = readPngHeader(png);
+    if (!header.error.empty()) failFeature(name, "holds " + header.error);
+    const Shape image{header.height, header.width, header.channels};
+    const bool fits = shape_.size() == 3 ? image == shape_
+                                         : double(header.height) * double(header.width) *
+                                                   double(header.channels) ==
+                                               double(numElements(shape_));
+    if (!fits)
+      failFeature(name,
+                  fmt::format("holds a PNG image of {}; expected one of {}, as {}",
+                              shapeToString(image), shapeToString(shape_),
+                              shape_from_records_ ? "the records before it" : "the model's input"));
+    return header;
+  }
+
+  // Validates the image, before memory is taken for it; the header of a
+  // PNG image, to decode it by.
+  std::optional<PngHeader> checkImage(const Feature& image) const {
     const std::string& name = source_.image_feature;
     // As a double: the dimensions of a record's shape can multiply past int64.
     double elements = 1.0;
@@ -351,13 +385,14 @@ class ExampleLoader {
     if (image_kind_ == ImageKind::Pixels && image.kind_case() == Feature::kBytesList &&
         image.bytes_list().value_size() == 1) {
       const std::string& bytes = image.bytes_list().value(0);
+      if (isPng(bytes)) return checkPng(bytes);
       if (double(bytes.size()) != elements)
         failFeature(name, fmt::format("holds {} bytes{}; expected {}{}", bytes.size(),
                                       encodingOf(bytes), expected,
                                       encodingOf(bytes).empty()
                                           ? ""
                                           : " (decode the images as the records are written)"));
-      return;
+      return std::nullopt;
     }
     if (image_kind_ == ImageKind::Floats && image.kind_case() == Feature::kFloatList) {
       const auto& values = image.float_list().value();
@@ -367,7 +402,7 @@ class ExampleLoader {
         if (!std::isfinite(values[i]))
           failFeature(name,
                       fmt::format("holds {} at value {}; expected finite floats", values[i], i));
-      return;
+      return std::nullopt;
     }
     failFeature(name, fmt::format("holds {}; expected {}{}", described(image), expected,
                                   examples_ > 0 ? ", as the records before it" : ""));
@@ -431,8 +466,12 @@ std::string featureValue(const Feature& feature) {
   switch (feature.kind_case()) {
     case Feature::kBytesList: {
       const std::string& bytes = feature.bytes_list().value(0);
-      const std::string_view encoding = encodingOf(bytes);
-      return fmt::format("{} bytes{}", bytes.size(), encoding);
+      if (isPng(bytes)) {
+        const PngHeader png = readPngHeader(bytes);
+        return fmt::format("{} bytes, a PNG image of {}", bytes.size(),
+                           shapeToString({png.height, png.width, png.channels}));
+      }
+      return fmt::format("{} bytes{}", bytes.size(), encodingOf(bytes));
     }
     case Feature::kFloatList:
       return fmt::format("{}", feature.float_list().value(0));

@@ -32,8 +32,10 @@ using ExampleGrowthCheck =
 //
 // - source.image_feature: a bytes_list of one value, raw pixels of the
 //   example's shape (height, width, channels; uint8, as numpy's tobytes()
-//   gives them), each becoming pixel / 255 as IDX pixels do; or a
-//   float_list of as many values, taken as they are.
+//   gives them) or a PNG image of that shape (grey or RGB, 8-bit, as
+//   tensorflow_datasets writes them; core/png_image.h), each pixel
+//   becoming pixel / 255 as IDX pixels do; or a float_list of as many
+//   values, taken as they are.
 // - source.label_feature: an int64_list of one class, 0 or more; or a
 //   float_list of one regression target.
 // - height, width and depth (each one int64, depth 1 when absent), if the

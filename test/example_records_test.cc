@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -114,6 +115,54 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
         recordFiles({kFixture + "images-0.tfrecord", "/nonexistent/x"}, 3), {24});
     CHECK(first.size == 3);
   }
+}
+
+TEST_CASE("PNG images load as tensorflow_datasets writes them, grey and RGB", "[example_records]") {
+  for (const auto& [file, shape, count] :
+       {std::tuple<std::string, Shape, int>{"png-grey.tfrecord", {4, 3, 1}, 3},
+        {"png-rgb.tfrecord", {4, 3, 3}, 2}}) {
+    DataFiles source = recordFiles({kFixture + file});
+    source.image_feature = "image";
+    const Dataset data = loadExampleRecords(source, shape);
+    REQUIRE(data.size == count);
+    CHECK(data.example_shape == shape);
+    const int elements = int(numElements(shape));
+    REQUIRE(data.pixels.size() == size_t(count * elements));
+    for (int i = 0; i < count; ++i) {
+      CHECK(data.labels[size_t(i)] == i);
+      for (int j = 0; j < elements; ++j)
+        CHECK(data.pixels[size_t(elements * i + j)] == (7 * i + j) % 256);
+    }
+    // A flat input takes an image's values in order.
+    CHECK(loadExampleRecords(source, {int64_t(elements)}).pixels == data.pixels);
+  }
+
+  DataFiles rgb = recordFiles({kFixture + "png-rgb.tfrecord"});
+  rgb.image_feature = "image";
+  CHECK_THROWS_WITH(
+      loadExampleRecords(rgb, {4, 3, 1}),
+      Contains("png-rgb.tfrecord: record 0 at byte 0: feature 'image' holds a PNG "
+               "image of [4, 3, 3]; expected one of [4, 3, 1], as the model's input"));
+  DataFiles rgba = recordFiles({kFixture + "png-rgba.tfrecord"});
+  rgba.image_feature = "image";
+  CHECK_THROWS_WITH(loadExampleRecords(rgba, {2, 2, 4}),
+                    Contains("feature 'image' holds a PNG image with an alpha channel; expected "
+                             "grey or RGB without one"));
+
+  // A PNG whose data is damaged past its header.
+  tensorflow::Example example;
+  REQUIRE(
+      example.ParseFromString(splitTfRecords(readBytes(kFixture + "png-grey.tfrecord"), "g")[0]));
+  for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
+    if (entry.key() == "image") {
+      std::string& png = *entry.mutable_value()->mutable_bytes_list()->mutable_value(0);
+      png[png.size() - 20] ^= 0x5a;
+    }
+  TempDir dir;
+  DataFiles damaged = recordFiles({dir.write("damaged", framed({example.SerializeAsString()}))});
+  damaged.image_feature = "image";
+  CHECK_THROWS_WITH(loadExampleRecords(damaged, {4, 3, 1}),
+                    Contains("record 0 at byte 0: feature 'image' holds a corrupt PNG image: "));
 }
 
 TEST_CASE("float features load as inputs and regression targets", "[example_records]") {

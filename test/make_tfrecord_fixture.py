@@ -13,6 +13,10 @@ TensorFlow, so its output is kept in the repository):
   (7 i + j) % 256; its label is i % 10.
 - regression.tfrecord: 3 examples with an `x` float_list of 2 values, 0.5 i
   and -0.25 i, and a `y` float_list of one, i + 0.125.
+- png-grey.tfrecord, png-rgb.tfrecord, png-rgba.tfrecord: examples as
+  tensorflow_datasets writes them (`image`: tf.io.encode_png's bytes,
+  `label`: int64), 3 grey images of [4, 3, 1], 2 RGB of [4, 3, 3] and 1
+  RGBA of [2, 2, 4]; pixel j of example i is (7 i + j) % 256, its label i.
 """
 
 import os
@@ -47,6 +51,15 @@ def regression_example(i):
     }))
 
 
+def png_example(i, shape):
+    pixels = ((7 * i + np.arange(np.prod(shape))) % 256).astype(np.uint8).reshape(shape)
+    return tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[tf.io.encode_png(pixels).numpy()])),
+        "label": int64(i),
+    }))
+
+
 def write(name, examples, compression=None):
     options = tf.io.TFRecordOptions(compression_type=compression) if compression else None
     with tf.io.TFRecordWriter(os.path.join(OUT, name), options) as writer:
@@ -61,6 +74,9 @@ def main():
     write("images-1.tfrecord.gz", [image_example(i) for i in range(7, 12)], "GZIP")
     write("images-2.tfrecord.zlib", [image_example(i) for i in range(12, 15)], "ZLIB")
     write("regression.tfrecord", [regression_example(i) for i in range(3)])
+    write("png-grey.tfrecord", [png_example(i, (4, 3, 1)) for i in range(3)])
+    write("png-rgb.tfrecord", [png_example(i, (4, 3, 3)) for i in range(2)])
+    write("png-rgba.tfrecord", [png_example(0, (2, 2, 4))])
     # What TensorFlow reads back is what was written.
     for name, compression, expected in [("images-1.tfrecord.gz", "GZIP", 5),
                                         ("images-2.tfrecord.zlib", "ZLIB", 3)]:

@@ -28,8 +28,9 @@ to float32 rounding:
   mse             the synthetic regression data, one tanh layer
   tfrecords       the same examples written by TensorFlow's TFRecordWriter
                   (GZIP, ZLIB, raw; images as convert_to_records.py's
-                  features, regression as float features) and read by
-                  traind's data.train.tfrecords
+                  features and as tensorflow_datasets' PNG images,
+                  regression as float features) and read by traind's
+                  data.train.tfrecords
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
@@ -265,12 +266,13 @@ def synthetic_regression(count):
                      "shuffle": False, "prefetch_batches": 0})
 
 
-def tfrecord_examples(examples, directory, compression):
+def tfrecord_examples(examples, directory, compression, png=False):
     """`examples` written by TensorFlow's TFRecordWriter as tf.train.Example
     records (images as convert_to_records.py writes them: height, width,
-    depth, label, image_raw; regression inputs and targets as float
-    features), in two files, and the data section that has traind read
-    them: what traind trains on is what TensorFlow wrote."""
+    depth, label, image_raw; with `png`, as tensorflow_datasets does: image
+    as tf.io.encode_png's bytes, label; regression inputs and targets as
+    float features), in two files, and the data section that has traind
+    read them: what traind trains on is what TensorFlow wrote."""
     os.makedirs(directory, exist_ok=True)
     images = examples.input_shape == [28, 28, 1]
     options = tf.io.TFRecordOptions(compression_type=compression)
@@ -279,7 +281,14 @@ def tfrecord_examples(examples, directory, compression):
         path = os.path.join(directory, f"train-{part:05d}-of-00002.tfrecord")
         with tf.io.TFRecordWriter(path, options) as writer:
             for i in rows:
-                if images:
+                if images and png:
+                    pixels = np.rint(examples.inputs[i] * 255).astype(np.uint8)
+                    features = {
+                        "label": tf.train.Feature(
+                            int64_list=tf.train.Int64List(value=[int(examples.targets[i])])),
+                        "image": tf.train.Feature(bytes_list=tf.train.BytesList(
+                            value=[tf.io.encode_png(pixels).numpy()]))}
+                elif images:
                     pixels = np.rint(examples.inputs[i] * 255).astype(np.uint8)
                     features = {
                         "height": tf.train.Feature(int64_list=tf.train.Int64List(value=[28])),
@@ -298,6 +307,8 @@ def tfrecord_examples(examples, directory, compression):
                 writer.write(tf.train.Example(
                     features=tf.train.Features(feature=features)).SerializeToString())
     train = {"tfrecords": os.path.join(directory, "train-*-of-00002.tfrecord")}
+    if png:
+        train["image_feature"] = "image"
     if not images:
         train.update({"image_feature": "x", "label_feature": "y"})
     return dataclasses.replace(examples, data_section={
@@ -892,6 +903,8 @@ def training_cases(steps, work_dir):
              tfrecord_examples(fashion, os.path.join(data_dir, "gzip"), "GZIP")),
         Case("tfrecords zlib cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1},
              tfrecord_examples(fashion, os.path.join(data_dir, "zlib"), "ZLIB")),
+        Case("tfrecords png", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
+             tfrecord_examples(fashion, os.path.join(data_dir, "png"), "GZIP", png=True)),
         Case("tfrecords floats mse", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
              tfrecord_examples(regression, os.path.join(data_dir, "raw"), ""), loss="mse"),
         *[Case(f"schedule {name}", PERCEPTRON, {"type": "sgd", "learning_rate": schedule},

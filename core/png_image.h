@@ -1,0 +1,32 @@
+// PNG images decoded through libpng: the image feature of TFRecord files
+// that tensorflow_datasets writes (MNIST, Fashion-MNIST, CIFAR-10 as PNG),
+// and of any job that stored tf.io.encode_png's output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace traind {
+
+// True if `bytes` starts with PNG's signature.
+bool isPng(std::string_view bytes);
+
+// What a PNG image's header says, without decoding it. Only images whose
+// 8-bit samples are what they decode to are taken: grey (1 channel), RGB or
+// a palette of RGB (3); "" in `error` for those, else what the image is.
+// Alpha, 16-bit samples and grey from colour would be conversions, each
+// done its own way by each decoder.
+struct PngHeader {
+  int64_t height = 0;
+  int64_t width = 0;
+  int channels = 0;
+  std::string error;
+};
+PngHeader readPngHeader(std::string_view png);
+
+// Decodes `png`, whose header readPngHeader took, into height x width x
+// channels bytes at `out`. Returns "" or what is wrong with its data.
+std::string decodePng(std::string_view png, const PngHeader& header, uint8_t* out);
+
+}  // namespace traind
