@@ -368,7 +368,8 @@ class ExampleLoader {
       failFeature(name,
                   fmt::format("holds a PNG image of {}; expected one of {}, as {}",
                               shapeToString(image), shapeToString(shape_),
-                              shape_from_records_ ? "the records before it" : "the model's input"));
+                              shape_from_records_ ? "the records' height, width and depth give"
+                                                  : "the model's input"));
     return header;
   }
 
