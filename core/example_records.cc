@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
@@ -78,19 +79,26 @@ std::string_view encodingOf(const std::string& bytes) {
   return "";
 }
 
-// How a TFRecord file was written, from its first bytes. A raw file's first
-// record can begin with a gzip or zlib header's two bytes (a length of
-// 35615, or 376); its header's CRC tells it apart.
-CompressedFile::Format recordFileFormat(const std::string& path) {
+// How a TFRecord file was written, from its first bytes; nullopt for
+// bytes that begin none of the three. A raw file's first record can begin
+// with a gzip or zlib header's two bytes (a length of 35615, or 376); its
+// header's CRC tells it apart.
+std::optional<CompressedFile::Format> recordFileFormatOf(const std::string& path) {
   char head[kTfRecordHeaderSize] = {};
   std::ifstream file(path, std::ios::binary);
   file.read(head, sizeof head);
   const auto got = size_t(file.gcount());
   const auto* first = reinterpret_cast<const unsigned char*>(head);
-  if (got < 2 || (got == sizeof head && isTfRecordHeader(head))) return CompressedFile::Format::Raw;
-  if (CompressedFile::isGzipHeader(first)) return CompressedFile::Format::Gzip;
-  if (CompressedFile::isZlibHeader(first)) return CompressedFile::Format::Zlib;
-  return CompressedFile::Format::Raw;  // the reader names what is wrong
+  if (got == sizeof head && isTfRecordHeader(head)) return CompressedFile::Format::Raw;
+  if (got >= 2 && CompressedFile::isGzipHeader(first)) return CompressedFile::Format::Gzip;
+  if (got >= 2 && CompressedFile::isZlibHeader(first)) return CompressedFile::Format::Zlib;
+  return std::nullopt;
+}
+
+// As recordFileFormatOf, raw for bytes of no format: an empty file holds no
+// records, and the reader names what is wrong with others.
+CompressedFile::Format recordFileFormat(const std::string& path) {
+  return recordFileFormatOf(path).value_or(CompressedFile::Format::Raw);
 }
 
 std::string notAnExample(const std::string& record) {
@@ -352,14 +360,19 @@ class ExampleLoader {
     }
   }
 
-  // The image's values as the first record's were, as many as the shape has.
   // A PNG image's header: an image of the example's shape (its values, for
-  // a flat shape), of samples taken as they are.
+  // a flat shape), of samples taken as they are, no larger decoded than a
+  // record of raw pixels could be.
   PngHeader checkPng(const std::string& png) const {
     const std::string& name = source_.image_feature;
     const PngHeader header = readPngHeader(png);
     if (!header.error.empty()) failFeature(name, "holds " + header.error);
     const Shape image{header.height, header.width, header.channels};
+    if (double(header.height) * double(header.width) * double(header.channels) >
+        double(max_record_bytes_))
+      failFeature(name, fmt::format("holds a PNG image of {}, more than the {} bytes a record "
+                                    "may hold here",
+                                    shapeToString(image), max_record_bytes_));
     const bool fits = shape_.size() == 3 ? image == shape_
                                          : double(header.height) * double(header.width) *
                                                    double(header.channels) ==
@@ -373,8 +386,9 @@ class ExampleLoader {
     return header;
   }
 
-  // Validates the image, before memory is taken for it; the header of a
-  // PNG image, to decode it by.
+  // The image's values as the first record's were, as many as the shape
+  // has; validated before memory is taken for them. The header of a PNG
+  // image, to decode it by.
   std::optional<PngHeader> checkImage(const Feature& image) const {
     const std::string& name = source_.image_feature;
     // As a double: the dimensions of a record's shape can multiply past int64.
@@ -469,8 +483,10 @@ std::string featureValue(const Feature& feature) {
       const std::string& bytes = feature.bytes_list().value(0);
       if (isPng(bytes)) {
         const PngHeader png = readPngHeader(bytes);
-        return fmt::format("{} bytes, a PNG image of {}", bytes.size(),
-                           shapeToString({png.height, png.width, png.channels}));
+        if (png.channels == 0) return fmt::format("{} bytes, {}", bytes.size(), png.error);
+        return fmt::format("{} bytes, a PNG image of {}{}", bytes.size(),
+                           shapeToString({png.height, png.width, png.channels}),
+                           png.error.empty() ? "" : " (not taken: " + png.error + ")");
       }
       return fmt::format("{} bytes{}", bytes.size(), encodingOf(bytes));
     }
@@ -485,6 +501,11 @@ std::string featureValue(const Feature& feature) {
 }
 
 }  // namespace
+
+bool isRecordFile(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error) && recordFileFormatOf(path).has_value();
+}
 
 RecordFileSummary summarizeRecordFile(const std::string& path) {
   RecordFile file(path, kInspectedRecordBytes);

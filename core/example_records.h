@@ -71,4 +71,8 @@ struct RecordFileSummary {
 // first record's features; InputError as loadExampleRecords throws.
 RecordFileSummary summarizeRecordFile(const std::string& path);
 
+// Whether `path` is a regular file that begins as a TFRecord file does: a
+// record's header, or gzip or zlib compressed data.
+bool isRecordFile(const std::string& path);
+
 }  // namespace traind

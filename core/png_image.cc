@@ -2,6 +2,7 @@
 
 #include <png.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace traind {
@@ -9,25 +10,72 @@ namespace {
 
 constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
-// libpng's simplified reader over `png`, its header read, freed with it.
-class PngReader {
- public:
-  explicit PngReader(std::string_view png) {
-    std::memset(&image_, 0, sizeof image_);
-    image_.version = PNG_IMAGE_VERSION;
-    png_image_begin_read_from_memory(&image_, png.data(), png.size());
-  }
-  ~PngReader() { png_image_free(&image_); }
-  PngReader(const PngReader&) = delete;
-  PngReader& operator=(const PngReader&) = delete;
-
-  png_image& image() { return image_; }
-  // libpng's message, "" when it has none.
-  std::string error() const { return PNG_IMAGE_FAILED(image_) ? image_.message : ""; }
-
- private:
-  png_image image_;
+// The bytes libpng reads, and the message of its error.
+struct PngSource {
+  const unsigned char* data;
+  size_t size;
+  size_t offset;
+  char error[256];
 };
+
+void readFromMemory(png_structp png, png_bytep out, png_size_t bytes) {
+  auto* source = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (bytes > source->size - source->offset) png_error(png, "the image ends early");
+  std::memcpy(out, source->data + source->offset, bytes);
+  source->offset += bytes;
+}
+
+[[noreturn]] void onError(png_structp png, png_const_charp message) {
+  auto* source = static_cast<PngSource*>(png_get_error_ptr(png));
+  std::snprintf(source->error, sizeof source->error, "%s", message);
+  png_longjmp(png, 1);
+}
+
+void onWarning(png_structp, png_const_charp) {}  // a warning changes nothing decoded
+
+// Reads the header into `header` and, with `out`, the image; false with
+// source->error on a libpng error. No C++ object lives in this frame, which
+// libpng's errors leave by longjmp.
+bool readPng(PngSource* source, PngHeader* header, uint8_t* out) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, source, onError, onWarning);
+  if (!png) {
+    std::snprintf(source->error, sizeof source->error, "no memory for libpng");
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (!info || setjmp(png_jmpbuf(png))) {
+    if (!info) std::snprintf(source->error, sizeof source->error, "no memory for libpng");
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, source, readFromMemory);
+  png_read_info(png, info);
+  const int color_type = png_get_color_type(png, info);
+  header->height = png_get_image_height(png, info);
+  header->width = png_get_image_width(png, info);
+  header->channels = color_type == PNG_COLOR_TYPE_PALETTE ? 3 : png_get_channels(png, info);
+  if (color_type & PNG_COLOR_MASK_ALPHA || png_get_valid(png, info, PNG_INFO_tRNS))
+    std::snprintf(source->error, sizeof source->error, "%s",
+                  "with transparency (an alpha channel or tRNS); expected grey or RGB without");
+  else if (png_get_bit_depth(png, info) == 16)
+    std::snprintf(source->error, sizeof source->error, "%s",
+                  "of 16-bit samples; expected 8-bit ones");
+  if (out && source->error[0] == '\0') {
+    if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color_type == PNG_COLOR_TYPE_GRAY) png_set_expand_gray_1_2_4_to_8(png);
+    const int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    const size_t row_bytes = png_get_rowbytes(png, info);
+    if (row_bytes != size_t(header->width) * size_t(header->channels))
+      png_error(png, "rows of another size than 8-bit samples make");
+    for (int pass = 0; pass < passes; ++pass)
+      for (int64_t y = 0; y < header->height; ++y)
+        png_read_row(png, out + size_t(y) * row_bytes, nullptr);
+    png_read_end(png, nullptr);
+  }
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
 
 }  // namespace
 
@@ -37,26 +85,23 @@ bool isPng(std::string_view bytes) {
 }
 
 PngHeader readPngHeader(std::string_view png) {
-  PngReader reader(png);
-  if (const std::string error = reader.error(); !error.empty())
-    return {0, 0, 0, "not a PNG image libpng reads: " + error};
-  const png_image& image = reader.image();
-  PngHeader header{int64_t(image.height), int64_t(image.width),
-                   image.format & PNG_FORMAT_FLAG_COLOR ? 3 : 1, ""};
-  if (image.format & PNG_FORMAT_FLAG_ALPHA)
-    header.error = "a PNG image with an alpha channel; expected grey or RGB without one";
-  else if (image.format & PNG_FORMAT_FLAG_LINEAR)
-    header.error = "a PNG image of 16-bit samples; expected 8-bit ones";
+  PngSource source{reinterpret_cast<const unsigned char*>(png.data()), png.size(), 0, {}};
+  PngHeader header;
+  const bool read = readPng(&source, &header, nullptr);
+  if (!read)
+    header = PngHeader{0, 0, 0, std::string("a corrupt PNG header: ") + source.error};
+  else if (source.error[0] != '\0')
+    header.error = std::string("a PNG image ") + source.error;
   return header;
 }
 
 std::string decodePng(std::string_view png, const PngHeader& header, uint8_t* out) {
-  PngReader reader(png);
-  png_image& image = reader.image();
-  image.format = header.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  if (reader.error().empty()) png_image_finish_read(&image, nullptr, out, 0, nullptr);
-  if (const std::string error = reader.error(); !error.empty())
-    return "a corrupt PNG image: " + error;
+  PngSource source{reinterpret_cast<const unsigned char*>(png.data()), png.size(), 0, {}};
+  PngHeader decoded;
+  if (!readPng(&source, &decoded, out)) return std::string("a corrupt PNG image: ") + source.error;
+  if (decoded.height != header.height || decoded.width != header.width ||
+      decoded.channels != header.channels || source.error[0] != '\0')
+    return "a PNG image other than its header said";  // the caller checked this one
   return "";
 }
 

@@ -13,10 +13,12 @@ namespace traind {
 bool isPng(std::string_view bytes);
 
 // What a PNG image's header says, without decoding it. Only images whose
-// 8-bit samples are what they decode to are taken: grey (1 channel), RGB or
-// a palette of RGB (3); "" in `error` for those, else what the image is.
-// Alpha, 16-bit samples and grey from colour would be conversions, each
-// done its own way by each decoder.
+// 8-bit samples (or grey samples of 1, 2 or 4 bits, or palette entries)
+// are what they decode to are taken: grey (1 channel), RGB or a palette of
+// RGB (3); `error` is "" for those, else why the image is refused. Alpha
+// (and tRNS), 16-bit samples and grey from colour would be conversions,
+// each done its own way by each decoder. `channels` is the image's own
+// count, 2 and 4 with alpha.
 struct PngHeader {
   int64_t height = 0;
   int64_t width = 0;
@@ -25,8 +27,11 @@ struct PngHeader {
 };
 PngHeader readPngHeader(std::string_view png);
 
-// Decodes `png`, whose header readPngHeader took, into height x width x
-// channels bytes at `out`. Returns "" or what is wrong with its data.
+// Decodes `png`, whose header readPngHeader took without an error, into
+// height x width x channels bytes at `out`: its samples as stored, as
+// TensorFlow's tf.io.decode_png gives them (no gamma correction; palette
+// entries expanded; interlaced images put together). Returns "" or what is
+// wrong with its data.
 std::string decodePng(std::string_view png, const PngHeader& header, uint8_t* out);
 
 }  // namespace traind

@@ -6,8 +6,8 @@
 //   trainctl stop --cluster c.yaml            workers first (the chief checkpoints), then ps
 //   trainctl checkpoint --cluster c.yaml      the chief writes a checkpoint now
 //   trainctl inspect /tmp/ckpt                tensors, shapes, global step of a checkpoint
-//   trainctl inspect train.tfrecord.gz        records and features of a TFRecord data file
 //                                             (traind's, or TensorFlow's)
+//   trainctl inspect train.tfrecord.gz        records and features of a TFRecord data file
 //   trainctl placement --model m.yaml --cluster c.yaml   which ps shard holds what
 //   trainctl eval --model m.yaml --checkpoint /tmp/ckpt  test-set loss and accuracy
 //   trainctl import --model m.yaml /tf/train_dir   a TensorFlow 1 job's state, to train on
@@ -614,9 +614,9 @@ int runInspect(const std::string& path) {
     inspectTensorflowCheckpoint(*prefix);
     return 0;
   }
-  // A checkpoint is a directory; a file is a data set's.
-  std::error_code error;
-  if (std::filesystem::is_regular_file(path, error)) {
+  // A checkpoint is a directory: a file is a data set's, or a mistake the
+  // checkpoint reader names.
+  if (isRecordFile(path)) {
     inspectRecordFile(path);
     return 0;
   }

@@ -146,8 +146,8 @@ TEST_CASE("PNG images load as tensorflow_datasets writes them, grey and RGB", "[
   DataFiles rgba = recordFiles({kFixture + "png-rgba.tfrecord"});
   rgba.image_feature = "image";
   CHECK_THROWS_WITH(loadExampleRecords(rgba, {2, 2, 4}),
-                    Contains("feature 'image' holds a PNG image with an alpha channel; expected "
-                             "grey or RGB without one"));
+                    Contains("feature 'image' holds a PNG image with transparency (an alpha "
+                             "channel or tRNS); expected grey or RGB without"));
 
   // A PNG whose data is damaged past its header.
   tensorflow::Example example;
