@@ -61,6 +61,8 @@ std::string framed(const std::vector<std::string>& messages) {
   return file;
 }
 
+bool isPngSignature(const std::string& bytes) { return bytes.starts_with("\x89PNG\r\n\x1a\n"); }
+
 std::string readBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -148,6 +150,34 @@ TEST_CASE("PNG images load as tensorflow_datasets writes them, grey and RGB", "[
   CHECK_THROWS_WITH(loadExampleRecords(rgba, {2, 2, 4}),
                     Contains("feature 'image' holds a PNG image with transparency (an alpha "
                              "channel or tRNS); expected grey or RGB without"));
+
+  // A gAMA chunk changes nothing: the samples are taken as stored, as
+  // TensorFlow's decode_png takes them.
+  {
+    tensorflow::Example example;
+    REQUIRE(
+        example.ParseFromString(splitTfRecords(readBytes(kFixture + "png-grey.tfrecord"), "g")[0]));
+    std::string* image = nullptr;
+    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
+      if (entry.key() == "image")
+        image = entry.mutable_value()->mutable_bytes_list()->mutable_value(0);
+    REQUIRE(image);
+    std::string& png = *image;
+    REQUIRE(isPngSignature(png));
+    const std::string chunk_type_and_data =
+        std::string("gAMA") + std::string("\x00\x01\x86\xa0", 4);
+    const uint32_t crc =
+        uint32_t(crc32(0, reinterpret_cast<const Bytef*>(chunk_type_and_data.data()),
+                       uInt(chunk_type_and_data.size())));
+    std::string chunk = std::string("\x00\x00\x00\x04", 4) + chunk_type_and_data;
+    for (int shift = 24; shift >= 0; shift -= 8) chunk += char((crc >> shift) & 0xff);
+    png.insert(8 + 25, chunk);  // after the signature and IHDR
+    TempDir dir;
+    DataFiles gamma = recordFiles({dir.write("gamma", framed({example.SerializeAsString()}))});
+    gamma.image_feature = "image";
+    const Dataset data = loadExampleRecords(gamma, {4, 3, 1});
+    for (int j = 0; j < 12; ++j) CHECK(data.pixels[size_t(j)] == j);
+  }
 
   // A PNG whose data is damaged past its header.
   tensorflow::Example example;
