@@ -74,7 +74,14 @@ void TrainingSummaries::write(int64_t step, const std::function<void(EventFileWr
 std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
                                                          int64_t start_step) {
   const std::string dir = summaryDirectory(spec);
-  if (dir.empty()) return nullptr;
+  if (dir.empty()) {
+    if (spec.training.summary_every || spec.training.histogram_every > 0)
+      spdlog::warn(
+          "{} is set, but this run writes no TensorBoard summaries: give it a summary directory "
+          "(--summary-dir, training.summary_dir) or a checkpoint directory",
+          spec.training.summary_every ? "training.summary_every" : "training.histogram_every");
+    return nullptr;
+  }
   try {
     return std::make_unique<TrainingSummaries>(spec, dir, start_step);
   } catch (const InputError& e) {

@@ -54,6 +54,16 @@ TEST_CASE("fashion_mlp learns on a slice") {
   CHECK(findLatestCheckpoint(dir).has_value());
 }
 
+TEST_CASE("summary_every without a summary directory says it does nothing") {
+  const ProcessResult r = runTraind(
+      "--model configs/models/regression.yaml --max-steps 5 "
+      "--summary-every 2 --checkpoint-dir ''");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("training.summary_every is set, but this run writes no "
+                                       "TensorBoard summaries: give it a summary directory"));
+}
+
 TEST_CASE("a flag given twice takes its last value") {
   // scripts/demo.sh passes its defaults first and the user's flags after them.
   const ProcessResult r = runTraind(
