@@ -138,7 +138,7 @@ class IdxFile {
 
 }  // namespace
 
-Dataset loadIdxDataset(const DataFiles& source, const IdxHeaderCheck& check_header) {
+Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check) {
   // Each file is checked whole before the two are compared: a count that
   // differs is more often a damaged file than a mismatched pair.
   IdxFile images(source.images, {idx_format::kImagesMagic, idx_format::kChannelImagesMagic},
@@ -147,7 +147,7 @@ Dataset loadIdxDataset(const DataFiles& source, const IdxHeaderCheck& check_head
   const int64_t keep = source.limit > 0 ? std::min(source.limit, count) : count;
   const Shape example_shape{images.dims()[1], images.dims()[2],
                             images.dims().size() == 4 ? images.dims()[3] : 1};
-  if (check_header) check_header(example_shape, keep);
+  if (check) check(example_shape, keep, 1);
   std::vector<uint8_t> pixels = images.readItems(keep);
   IdxFile labels(source.labels, {idx_format::kLabelsMagic}, "labels");
   const std::vector<uint8_t> classes = labels.readItems(std::min<int64_t>(keep, labels.dims()[0]));

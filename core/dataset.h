@@ -43,23 +43,27 @@ struct Dataset {
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
 };
 
-// Called once the images file's header is read, before a byte of its
-// pixels: the shape of one example ([height, width, channels], 1 channel
-// for a rank-3 file) and how many
-// examples are to be kept. It throws to refuse images that cannot fit the
-// model, or the memory, before they are decompressed (a gzip file of 8 MB
-// can hold 8 GB of pixels).
-using IdxHeaderCheck = std::function<void(const Shape& example_shape, int64_t examples)>;
+// Called by a data set's reader before it takes memory for `examples`
+// examples of `example_shape`, each value taking `value_bytes` (1 for
+// pixels, 4 for floats). It throws to refuse examples that cannot fit the
+// model, or the memory, before they are read: an IDX reader calls it once,
+// from its images file's header, before a byte of its pixels is
+// decompressed (a gzip file of 8 MB can hold 8 GB of pixels); a TFRecord
+// reader before each block of examples (core/example_records.h).
+using DataLoadCheck =
+    std::function<void(const Shape& example_shape, int64_t examples, int value_bytes)>;
 
 // Reads an images file and a labels file, each gzip-compressed (recognised by
-// its magic bytes 1f 8b, not by its name) or raw. Checks magic, dimensions,
+// its magic bytes 1f 8b, not by its name) or raw; `check` sees the shape of
+// one example ([height, width, channels], 1 channel for a rank-3 file) and
+// how many are to be kept. Checks magic, dimensions,
 // that each file holds exactly the bytes its header declares, and that the
 // counts match; `limit` > 0 keeps only the first `limit` examples (all of
 // them when the files hold fewer). InputError naming the file and what is
 // wrong. Memory grows with what the files really hold, never with what a
 // header claims, and a file is read no further than about 2 MiB past what
 // its header declares.
-Dataset loadIdxDataset(const DataFiles& source, const IdxHeaderCheck& check_header = nullptr);
+Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check = nullptr);
 
 // spec.points examples: x uniform in [x_min, x_max], y = x^2 + N(0, sd^2).
 // Deterministic in `seed`; callers pass different seeds for train and test.

@@ -196,13 +196,12 @@ class BlockStore {
 
 class ExampleLoader {
  public:
-  ExampleLoader(const DataFiles& source, const Shape& model_input,
-                const ExampleGrowthCheck& check_growth)
+  ExampleLoader(const DataFiles& source, const Shape& model_input, const DataLoadCheck& check)
       : source_(source),
         shape_(model_input),
         max_record_bytes_(kRecordSlackBytes +
                           2 * sizeof(float) * uint64_t(numElements(model_input))),
-        check_growth_(check_growth) {}
+        check_(check) {}
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.
   bool readFile(const std::string& path) {
@@ -452,7 +451,7 @@ class ExampleLoader {
     const int64_t example_bytes = numElements(shape_) * value_bytes;
     int64_t block = std::max<int64_t>(1, kBlockBytes / example_bytes);
     if (source_.limit > 0) block = std::min(block, source_.limit - examples_);
-    if (check_growth_) check_growth_(shape_, examples_ + block, value_bytes);
+    if (check_) check_(shape_, examples_ + block, value_bytes);
     if (image_kind_ == ImageKind::Pixels)
       pixels_.addBlock(size_t(block * example_bytes));
     else
@@ -463,7 +462,7 @@ class ExampleLoader {
   Shape shape_;
   bool shape_from_records_ = false;
   const uint64_t max_record_bytes_;
-  const ExampleGrowthCheck& check_growth_;
+  const DataLoadCheck& check_;
   ImageKind image_kind_ = ImageKind::Pixels;
   LabelKind label_kind_ = LabelKind::Class;
   int64_t examples_ = 0;
@@ -541,13 +540,13 @@ RecordFileSummary summarizeRecordFile(const std::string& path) {
 }
 
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
-                           const ExampleGrowthCheck& check_growth) {
+                           const DataLoadCheck& check) {
   if (source.records.empty()) throw InputError("no TFRecord files given");
   if (model_input.empty() ||
       std::any_of(model_input.begin(), model_input.end(), [](int64_t d) { return d < 1; }))
     throw std::invalid_argument("loadExampleRecords: a model input without values, " +
                                 shapeToString(model_input));
-  ExampleLoader loader(source, model_input, check_growth);
+  ExampleLoader loader(source, model_input, check);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;
   return loader.finish();

@@ -16,15 +16,6 @@
 
 namespace traind {
 
-// Called before the data set takes memory for its first `examples`
-// examples of `example_shape` (those read and a block more), each value
-// taking `value_bytes` (1 for pixels, 4 for floats); it throws to refuse
-// what the model cannot take or the memory cannot hold. Memory is taken
-// only for examples already read whole: a record cannot make the data set
-// reserve more than a block beyond what it holds.
-using ExampleGrowthCheck =
-    std::function<void(const Shape& example_shape, int64_t examples, int value_bytes)>;
-
 // Reads source.records in order, each raw or compressed as
 // TFRecordOptions' GZIP or ZLIB write it (told apart by its first bytes),
 // and keeps the first source.limit examples (all of them for 0). In each
@@ -48,9 +39,12 @@ using ExampleGrowthCheck =
 // compressed file), the feature and what was expected; nothing is kept of a
 // data set that fails. `model_input` is a layer graph's, every dimension
 // 1 or more. A record is bounded by `model_input`'s size: twice
-// its values as floats and 16 MiB beside them.
+// its values as floats and 16 MiB beside them. Examples are gathered in
+// blocks of about 4 MiB, and `check` sees each block (the examples read
+// and the block's) before it is taken: memory is taken only for examples
+// already read whole.
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
-                           const ExampleGrowthCheck& check_growth = nullptr);
+                           const DataLoadCheck& check = nullptr);
 
 // What a TFRecord file holds, as `trainctl inspect` shows it: what a
 // spec's tfrecords, image_feature and label_feature are chosen from.

@@ -57,12 +57,12 @@ StepLog::StepLog(const ModelSpec& spec, int64_t start_step, int64_t total_steps,
     : spec_(spec),
       total_steps_(total_steps),
       log_every_(std::max<int64_t>(1, spec.training.log_every)),
-      summary_every_(std::max<int64_t>(1, spec.training.summary_every.value_or(log_every_))),
       start_(Clock::now()),
       last_progress_(start_),
       log_window_{start_, start_step},
-      summary_window_{start_, start_step},
-      summaries_(std::move(summaries)) {}
+      summaries_(std::move(summaries)) {
+  if (summaries_ && spec.training.summary_every) summary_window_ = Window{start_, start_step};
+}
 
 void StepLog::Window::add(const StepResult& result, float clip_norm) {
   loss += result.loss;
@@ -105,15 +105,9 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   ++steps_run_;
   const float clip_norm = spec_.optimizer.clip_global_norm;
   log_window_.add(result, clip_norm);
-  if (summaries_) summary_window_.add(result, clip_norm);
+  if (summary_window_) summary_window_->add(result, clip_norm);
   const int64_t batch = spec_.data.batch_size;
-  const bool log_due = global_step / log_every_ > log_window_.last_step / log_every_;
-  const bool summary_due =
-      summaries_ && global_step / summary_every_ > summary_window_.last_step / summary_every_;
-  // Summaries over a log line's steps (summary_every unset) give its figures.
-  const bool same_steps =
-      log_due && summary_due && summary_window_.last_step == log_window_.last_step;
-  if (log_due) {
+  if (global_step / log_every_ > log_window_.last_step / log_every_) {
     const double clipped_percent = 100.0 * double(log_window_.clipped) / double(log_window_.steps);
     const TrainingSummaries::Window window = log_window_.close(global_step, spec_);
     const std::string clipping = window.gradient_norm
@@ -124,13 +118,12 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
                  window.loss,
                  window.accuracy ? fmt::format(", accuracy = {:.3f}", *window.accuracy) : "",
                  clipping, window.examples_per_sec, double(batch) / window.examples_per_sec);
-    if (same_steps) {
-      summaries_->logWindow(global_step, window);
-      summary_window_ = log_window_;
-    }
+    // Without summary_every the summaries give each log line's figures.
+    if (summaries_ && !summary_window_) summaries_->logWindow(global_step, window);
   }
-  if (summary_due && !same_steps)
-    summaries_->logWindow(global_step, summary_window_.close(global_step, spec_));
+  if (summary_window_ &&
+      crossesMultiple(summary_window_->last_step, global_step, *spec_.training.summary_every))
+    summaries_->logWindow(global_step, summary_window_->close(global_step, spec_));
   if (progressEnabled() && secondsSince(last_progress_) >= 0.25) {
     last_progress_ = Clock::now();
     const double steps_per_sec = double(steps_run_) / secondsRunning();

@@ -75,9 +75,10 @@ class StepLog {
 
   const ModelSpec& spec_;
   int64_t total_steps_;
-  int64_t log_every_, summary_every_;
+  int64_t log_every_;
   Clock::time_point start_, last_progress_;
-  Window log_window_, summary_window_;
+  Window log_window_;
+  std::optional<Window> summary_window_;  // with summaries and summary_every only
   int64_t steps_run_ = 0;
   std::unique_ptr<TrainingSummaries> summaries_;
   std::optional<std::pair<int64_t, EvalResult>> last_evaluation_;

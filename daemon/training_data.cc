@@ -95,30 +95,24 @@ Dataset loadDataFiles(const DataFiles& source, std::string_view field, const Lay
     checking = true;
     checkShapeFits(graph, example_shape, source.location, field);
     const double bytes = loadingBytes(numElements(example_shape) * value_bytes, examples);
-    if (available && held.bytes + bytes > double(*available)) {
-      const std::string shape = shapeToString(example_shape);
-      const std::string size = byteSize(int64_t(std::min(bytes, 0x1p62)));
+    if (available && held.bytes + bytes > double(*available))
       throwInputError(
           source.location, std::string(field),
-          fmt::format("{}: {} of memory as they load{}, and this machine gives a process {} "
-                      "(physical memory and swap, or what its cgroup allows): expected fewer "
-                      "examples (`limit` keeps the first N)",
-                      filesOf(source),
-                      fmt::format("{}{} examples of {} take {}", idx ? "" : "the first ", examples,
-                                  shape, size),
+          fmt::format("{}: {}{} examples of {} take {} of memory as they load{}, and this machine "
+                      "gives a process {} (physical memory and swap, or what its cgroup allows): "
+                      "expected fewer examples (`limit` keeps the first N)",
+                      filesOf(source), idx ? "" : "the first ", examples,
+                      shapeToString(example_shape), byteSize(int64_t(std::min(bytes, 0x1p62))),
                       held.bytes > 0 ? fmt::format(", beside {} of {}",
                                                    byteSize(int64_t(held.bytes)), held.what)
                                      : std::string(),
                       byteSize(*available)));
-    }
     checking = false;
   };
   Dataset data;
   try {
     data =
-        idx ? loadIdxDataset(source, [&](const Shape& example_shape,
-                                         int64_t examples) { check(example_shape, examples, 1); })
-            : loadExampleRecords(source, graph.input_shape, check);
+        idx ? loadIdxDataset(source, check) : loadExampleRecords(source, graph.input_shape, check);
   } catch (const InputError& e) {
     if (checking) throw;
     throwInputError(source.location, field, e.what());

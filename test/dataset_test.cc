@@ -250,7 +250,7 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     Shape seen;
     int64_t examples = 0;
     CHECK_THROWS_MATCHES(loadIdxDataset(idxFiles(images, labels, 7),
-                                        [&](const Shape& shape, int64_t count) {
+                                        [&](const Shape& shape, int64_t count, int) {
                                           seen = shape;
                                           examples = count;
                                           throw InputError("refused by the check");
