@@ -11,11 +11,14 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/compressed_file.h"
 #include "core/error.h"
 #include "core/example.pb.h"
+#include "core/image_resize.h"
+#include "core/jpeg_image.h"
 #include "core/png_image.h"
 #include "core/printable.h"
 #include "core/tfrecord.h"
@@ -36,6 +39,9 @@ constexpr int64_t kMaxClass = INT32_MAX - 1;
 constexpr uint64_t kInspectedRecordBytes = uint64_t(256) << 20;
 // Examples are gathered in blocks of about this many bytes, then joined.
 constexpr int64_t kBlockBytes = int64_t(4) << 20;
+// An image to be resized is decoded whole first, into a buffer of at most
+// this many bytes (a photograph of 8000 x 5000 pixels in colour takes 120 MB).
+constexpr uint64_t kMaxDecodedImageBytes = uint64_t(256) << 20;
 
 std::string_view kindOf(const Feature& feature) {
   switch (feature.kind_case()) {
@@ -75,7 +81,9 @@ std::string described(const Feature& feature) {
 
 // What a record's image bytes are when they are not raw pixels.
 std::string_view encodingOf(const std::string& bytes) {
-  if (bytes.starts_with("\xff\xd8\xff")) return ", a JPEG image";
+  if (bytes.starts_with("GIF87a") || bytes.starts_with("GIF89a")) return ", a GIF image";
+  if (bytes.size() >= 12 && bytes.starts_with("RIFF") && bytes.substr(8, 4) == "WEBP")
+    return ", a WebP image";
   return "";
 }
 
@@ -201,7 +209,9 @@ class ExampleLoader {
         shape_(model_input),
         max_record_bytes_(kRecordSlackBytes +
                           2 * sizeof(float) * uint64_t(numElements(model_input))),
-        check_(check) {}
+        check_(check),
+        image_kind_(source.resize == DataFiles::Resize::None ? ImageKind::Pixels
+                                                             : ImageKind::Resized) {}
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.
   bool readFile(const std::string& path) {
@@ -240,7 +250,17 @@ class ExampleLoader {
   }
 
  private:
-  enum class ImageKind { Pixels, Floats };
+  // Pixels: raw or encoded (PNG, JPEG) bytes of the example's shape, kept
+  // as bytes; Floats: a float_list; Resized: encoded images of any size,
+  // kept as floats once resized (DataFiles::resize).
+  enum class ImageKind { Pixels, Floats, Resized };
+
+  // An encoded image as its header says, and its shape decoded here:
+  // [height, width, the channels it decodes to].
+  struct EncodedImage {
+    std::variant<PngHeader, JpegHeader> header;
+    Shape decoded;
+  };
   enum class LabelKind { Class, Target };
 
   // The features of one record that the data set takes.
@@ -299,28 +319,35 @@ class ExampleLoader {
 
   void take(const tensorflow::Example& example) {
     const Found found = find(example);
-    takeShape(found);
+    // Resized images come in sizes of their own, whatever their records
+    // say of them: the example takes the model's input.
+    if (image_kind_ != ImageKind::Resized) takeShape(found);
     if (examples_ == 0) {  // the first record chooses what every record's features hold
-      if (found.image->kind_case() == Feature::kFloatList) image_kind_ = ImageKind::Floats;
+      if (found.image->kind_case() == Feature::kFloatList && image_kind_ != ImageKind::Resized)
+        image_kind_ = ImageKind::Floats;
       if (found.label->kind_case() == Feature::kFloatList) label_kind_ = LabelKind::Target;
     }
     // Both features are judged before any memory is taken for them.
-    const std::optional<PngHeader> png = checkImage(*found.image);
+    const std::optional<EncodedImage> encoded = checkImage(*found.image);
     checkLabel(*found.label);
     const size_t elements = size_t(numElements(shape_));  // the image's, as checked
     if ((image_kind_ == ImageKind::Pixels ? pixels_.room() : floats_.room()) < elements) addBlock();
-    if (image_kind_ == ImageKind::Pixels) {
+    if (image_kind_ == ImageKind::Floats) {
+      const auto& values = found.image->float_list().value();
+      floats_.append(values.begin(), values.end());
+    } else {
       const std::string& bytes = found.image->bytes_list().value(0);
-      if (png) {
-        if (const std::string error = decodePng(bytes, *png, pixels_.extend(elements));
-            !error.empty())
-          failFeature(source_.image_feature, "holds " + error);
+      if (image_kind_ == ImageKind::Resized) {
+        decode(bytes, *encoded, decoded_);
+        float* out = floats_.extend(elements);
+        resizeBilinear(decoded_.data(), encoded->decoded[0], encoded->decoded[1],
+                       int(encoded->decoded[2]), shape_[0], shape_[1], out);
+        for (size_t i = 0; i < elements; ++i) out[i] /= 255.0f;  // as pixels become inputs
+      } else if (encoded) {
+        decode(bytes, *encoded, pixels_.extend(elements));
       } else {
         pixels_.append(bytes.begin(), bytes.end());
       }
-    } else {
-      const auto& values = found.image->float_list().value();
-      floats_.append(values.begin(), values.end());
     }
     if (label_kind_ == LabelKind::Class)
       classes_.push_back(int32_t(found.label->int64_list().value(0)));
@@ -359,47 +386,94 @@ class ExampleLoader {
     }
   }
 
-  // A PNG image's header: an image of the example's shape (its values, for
-  // a flat shape), of samples taken as they are, no larger decoded than a
-  // record of raw pixels could be.
-  PngHeader checkPng(const std::string& png) const {
+  // An encoded image's header: an image of the example's shape (its
+  // values, for a flat shape) or, to be resized, of its channels; no larger
+  // decoded than a record of raw pixels could be, or than
+  // kMaxDecodedImageBytes to be resized. A PNG image's samples are taken as
+  // they are; a JPEG image decodes to the example's channels (grey or
+  // colour), as tf.io.decode_jpeg(image, channels) does.
+  EncodedImage checkEncoded(const std::string& bytes) const {
     const std::string& name = source_.image_feature;
-    const PngHeader header = readPngHeader(png);
-    if (!header.error.empty()) failFeature(name, "holds " + header.error);
-    const Shape image{header.height, header.width, header.channels};
-    if (double(header.height) * double(header.width) * double(header.channels) >
-        double(max_record_bytes_))
-      failFeature(name, fmt::format("holds a PNG image of {}, more than the {} bytes a record "
-                                    "may hold here",
-                                    shapeToString(image), max_record_bytes_));
-    const bool fits = shape_.size() == 3 ? image == shape_
-                                         : double(header.height) * double(header.width) *
-                                                   double(header.channels) ==
-                                               double(numElements(shape_));
+    EncodedImage image;
+    const char* format = "PNG";
+    if (isPng(bytes)) {
+      const PngHeader header = readPngHeader(bytes);
+      if (!header.error.empty()) failFeature(name, "holds " + header.error);
+      image = {header, {header.height, header.width, header.channels}};
+    } else {
+      format = "JPEG";
+      const JpegHeader header = readJpegHeader(bytes);
+      if (!header.error.empty()) failFeature(name, "holds " + header.error);
+      const bool to_shape_channels = shape_.size() == 3 && (shape_[2] == 1 || shape_[2] == 3);
+      image = {
+          header,
+          {header.height, header.width, to_shape_channels ? shape_[2] : int64_t(header.channels)}};
+    }
+    const Shape& decoded = image.decoded;
+    const bool resized = image_kind_ == ImageKind::Resized;
+    const uint64_t most = resized ? kMaxDecodedImageBytes : max_record_bytes_;
+    if (double(decoded[0]) * double(decoded[1]) * double(decoded[2]) > double(most))
+      failFeature(name, fmt::format("holds a {} image of {}, more than the {} bytes {}", format,
+                                    shapeToString(decoded), most,
+                                    resized ? "an image to be resized may decode to"
+                                            : "a record may hold here"));
+    const bool fits = resized ? decoded[2] == shape_[2]
+                      : shape_.size() == 3
+                          ? decoded == shape_
+                          : double(decoded[0]) * double(decoded[1]) * double(decoded[2]) ==
+                                double(numElements(shape_));
+    if (!fits && resized)
+      failFeature(name, fmt::format("holds a {} image of {}; expected {} channel{} to resize to "
+                                    "the model's input of {}",
+                                    format, shapeToString(decoded), shape_[2],
+                                    shape_[2] == 1 ? "" : "s", shapeToString(shape_)));
     if (!fits)
-      failFeature(name,
-                  fmt::format("holds a PNG image of {}; expected one of {}, as {}",
-                              shapeToString(image), shapeToString(shape_),
-                              shape_from_records_ ? "the records' height, width and depth give"
-                                                  : "the model's input"));
-    return header;
+      failFeature(
+          name,
+          fmt::format("holds a {} image of {}; expected one of {}, as {}{}", format,
+                      shapeToString(decoded), shapeToString(shape_),
+                      shape_from_records_ ? "the records' height, width and depth give"
+                                          : "the model's input",
+                      shape_.size() == 3 ? " (resize: bilinear takes images of any size)" : ""));
+    return image;
+  }
+
+  // Decodes `bytes`, checked by checkEncoded as `image`, into `out`.
+  void decode(const std::string& bytes, const EncodedImage& image, uint8_t* out) const {
+    std::string error;
+    if (const auto* png = std::get_if<PngHeader>(&image.header))
+      error = decodePng(bytes, *png, out);
+    else
+      error = decodeJpeg(bytes, std::get<JpegHeader>(image.header), int(image.decoded[2]), out);
+    if (!error.empty()) failFeature(source_.image_feature, "holds " + error);
+  }
+  void decode(const std::string& bytes, const EncodedImage& image,
+              std::vector<uint8_t>& out) const {
+    out.resize(size_t(numElements(image.decoded)));
+    decode(bytes, image, out.data());
   }
 
   // The image's values as the first record's were, as many as the shape
-  // has; validated before memory is taken for them. The header of a PNG
-  // image, to decode it by.
-  std::optional<PngHeader> checkImage(const Feature& image) const {
+  // has; validated before memory is taken for them. An encoded image's
+  // header, to decode it by.
+  std::optional<EncodedImage> checkImage(const Feature& image) const {
     const std::string& name = source_.image_feature;
     // As a double: the dimensions of a record's shape can multiply past int64.
     double elements = 1.0;
     for (int64_t d : shape_) elements *= double(d);
-    const std::string expected = fmt::format(
-        "the {} {} of an image of {}", elements,
-        image_kind_ == ImageKind::Pixels ? "raw pixels (bytes)" : "floats", shapeToString(shape_));
-    if (image_kind_ == ImageKind::Pixels && image.kind_case() == Feature::kBytesList &&
+    const std::string expected =
+        image_kind_ == ImageKind::Resized
+            ? fmt::format("a PNG or JPEG image to resize to {}", shapeToString(shape_))
+            : fmt::format("the {} {} of an image of {}", elements,
+                          image_kind_ == ImageKind::Pixels ? "raw pixels (bytes)" : "floats",
+                          shapeToString(shape_));
+    if (image_kind_ != ImageKind::Floats && image.kind_case() == Feature::kBytesList &&
         image.bytes_list().value_size() == 1) {
       const std::string& bytes = image.bytes_list().value(0);
-      if (isPng(bytes)) return checkPng(bytes);
+      if (isPng(bytes) || isJpeg(bytes)) return checkEncoded(bytes);
+      if (image_kind_ == ImageKind::Resized)
+        failFeature(name, fmt::format("holds {} bytes{}; expected {}", bytes.size(),
+                                      encodingOf(bytes), expected));
       if (double(bytes.size()) != elements)
         failFeature(name, fmt::format("holds {} bytes{}; expected {}{}", bytes.size(),
                                       encodingOf(bytes), expected,
@@ -463,11 +537,12 @@ class ExampleLoader {
   bool shape_from_records_ = false;
   const uint64_t max_record_bytes_;
   const DataLoadCheck& check_;
-  ImageKind image_kind_ = ImageKind::Pixels;
+  ImageKind image_kind_;
   LabelKind label_kind_ = LabelKind::Class;
   int64_t examples_ = 0;
   BlockStore<uint8_t> pixels_;
   BlockStore<float> floats_;
+  std::vector<uint8_t> decoded_;  // an image to be resized, decoded
   std::vector<int32_t> classes_;
   std::vector<float> targets_;
   // Where the record being read is, for messages.
@@ -476,17 +551,21 @@ class ExampleLoader {
   uint64_t offset_ = 0;
 };
 
+// "81 bytes, a PNG image of [4, 3, 3]", with why it would not be taken.
+template <class Header>
+std::string describedImage(size_t bytes, std::string_view format, const Header& header) {
+  if (header.channels == 0) return fmt::format("{} bytes, {}", bytes, header.error);
+  return fmt::format("{} bytes, a {} image of {}{}", bytes, format,
+                     shapeToString({header.height, header.width, header.channels}),
+                     header.error.empty() ? "" : " (not taken: " + header.error + ")");
+}
+
 std::string featureValue(const Feature& feature) {
   switch (feature.kind_case()) {
     case Feature::kBytesList: {
       const std::string& bytes = feature.bytes_list().value(0);
-      if (isPng(bytes)) {
-        const PngHeader png = readPngHeader(bytes);
-        if (png.channels == 0) return fmt::format("{} bytes, {}", bytes.size(), png.error);
-        return fmt::format("{} bytes, a PNG image of {}{}", bytes.size(),
-                           shapeToString({png.height, png.width, png.channels}),
-                           png.error.empty() ? "" : " (not taken: " + png.error + ")");
-      }
+      if (isPng(bytes)) return describedImage(bytes.size(), "PNG", readPngHeader(bytes));
+      if (isJpeg(bytes)) return describedImage(bytes.size(), "JPEG", readJpegHeader(bytes));
       return fmt::format("{} bytes{}", bytes.size(), encodingOf(bytes));
     }
     case Feature::kFloatList:

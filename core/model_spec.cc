@@ -552,11 +552,13 @@ MovingAverageSpec readMovingAverage(const Field& field) {
 }
 
 // data.train or data.test: IDX files (images, labels) or TFRecord files of
-// tf.train.Example (tfrecords and the two features' names).
-DataFiles readDataFiles(const Field& field, const fs::path& spec_dir) {
+// tf.train.Example (tfrecords and the two features' names), for a model
+// whose input is `input`.
+DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly({"images", "labels", "tfrecords", "image_feature", "label_feature", "limit"},
-                   "a data set");
+  fields.allowOnly(
+      {"images", "labels", "tfrecords", "image_feature", "label_feature", "resize", "limit"},
+      "a data set");
   DataFiles source;
   const std::optional<Field> tfrecords = fields.find("tfrecords");
   if (tfrecords) {
@@ -583,8 +585,17 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir) {
     if (source.image_feature == source.label_feature)
       fail(fields.field(), "expected two different features for the image and the label, got '" +
                                printable(source.image_feature) + "' for both");
+    if (auto f = fields.find("resize")) {
+      source.resize =
+          readChoice<DataFiles::Resize>(*f, {{"bilinear", DataFiles::Resize::Bilinear}});
+      if (input.size() != 3 || (input[2] != 1 && input[2] != 3))
+        fail(*f,
+             "expected an input of [height, width, 1] or [height, width, 3] to resize "
+             "images to, got " +
+                 shapeToString(input));
+    }
   } else {
-    for (const char* tfrecord_field : {"image_feature", "label_feature"})
+    for (const char* tfrecord_field : {"image_feature", "label_feature", "resize"})
       if (auto f = fields.find(tfrecord_field)) fail(*f, "only allowed with tfrecords");
     source.images =
         readExistingFile(fields.get("images", "or tfrecords, for TFRecord files"), spec_dir);
@@ -631,7 +642,7 @@ std::optional<int> readPrefetchBatches(const Field& field) {
   failExpected(field, "auto or an integer from 0 to 1024");
 }
 
-DataSpec readData(const Field& field, const fs::path& spec_dir) {
+DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
   fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches"},
                    "the data section");
@@ -643,8 +654,8 @@ DataSpec readData(const Field& field, const fs::path& spec_dir) {
   if (!train && !synthetic) fail(field, "expected data.train or data.synthetic, got neither");
   if (train) {
     data.kind = DataSpec::Kind::Files;
-    data.train = readDataFiles(*train, spec_dir);
-    if (auto f = fields.find("test")) data.test = readDataFiles(*f, spec_dir);
+    data.train = readDataFiles(*train, spec_dir, input);
+    if (auto f = fields.find("test")) data.test = readDataFiles(*f, spec_dir, input);
   } else {
     data.kind = DataSpec::Kind::SyntheticRegression;
     data.synthetic = readSynthetic(*synthetic);
@@ -825,7 +836,7 @@ ModelSpec loadModelSpec(const std::string& path) {
   }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
   if (auto f = fields.find("moving_average")) spec.optimizer.moving_average = readMovingAverage(*f);
-  spec.data = readData(fields.get("data"), spec_dir);
+  spec.data = readData(fields.get("data"), spec_dir, spec.input);
   spec.training = readTraining(fields.get("training"), spec_dir, spec.data.batch_size);
   if (spec.optimizer.clip_global_norm != 0.0f &&
       spec.training.gradient_push == TrainingSpec::GradientPush::DuringBackward)

@@ -111,8 +111,12 @@ struct DataFiles {
   // TfRecord: the files, in the order their examples are taken (each glob
   // pattern of the spec expanded, its matches sorted), each once
   std::vector<std::string> records;
-  std::string image_feature = "image_raw";  // TfRecord: raw pixels (bytes) or floats
+  std::string image_feature = "image_raw";  // TfRecord: raw pixels, PNG, JPEG (bytes) or floats
   std::string label_feature = "label";      // TfRecord: a class (int64) or a target (float)
+  // TfRecord: encoded images of any size resized to the model's input
+  // (core/image_resize.h); None takes images of the input's size only
+  enum class Resize { None, Bilinear };
+  Resize resize = Resize::None;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   SourceLocation location;  // its entry in the spec, for what its files' contents refute
 };

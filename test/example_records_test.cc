@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <tuple>
@@ -195,6 +197,144 @@ TEST_CASE("PNG images load as tensorflow_datasets writes them, grey and RGB", "[
                     Contains("record 0 at byte 0: feature 'image' holds a corrupt PNG image: "));
 }
 
+// Little-endian float32 values, as test/make_tfrecord_fixture.py writes TensorFlow's.
+std::vector<float> readFloats(const std::string& path) {
+  const std::string bytes = readBytes(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// jpeg.tfrecord as build_image_data.py names its features, `records` of it
+// (all when empty) in a file of their own.
+DataFiles jpegRecords(TempDir& dir, const std::vector<int>& records = {}) {
+  const std::vector<std::string> all =
+      splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord");
+  std::vector<std::string> taken;
+  for (int i : records) taken.push_back(all.at(size_t(i)));
+  DataFiles source = recordFiles(
+      {records.empty() ? kFixture + "jpeg.tfrecord" : dir.write("jpeg-part", framed(taken))});
+  source.image_feature = "image/encoded";
+  source.label_feature = "image/class/label";
+  return source;
+}
+
+TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as TensorFlow does",
+          "[example_records]") {
+  TempDir dir;
+  // Records 0 and 2 hold images of [4, 3]: colour and grey. Each decodes to
+  // the input's channels, byte for byte as tf.io.decode_jpeg(image,
+  // channels) gives them (TensorFlow's own figures, jpeg-decoded-*.f32).
+  const DataFiles small = jpegRecords(dir, {0, 2});
+  for (int channels : {3, 1}) {
+    const Dataset data = loadExampleRecords(small, {4, 3, channels});
+    REQUIRE(data.size == 2);
+    CHECK(data.labels == std::vector<int32_t>{1, 3});
+    const std::vector<float> expected =
+        readFloats(kFixture + "jpeg-decoded-" + std::to_string(channels) + ".f32");
+    REQUIRE(data.pixels.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      CHECK(float(data.pixels[i]) / 255.0f == expected[i]);
+  }
+  // The other sizes are refused without resize, naming it.
+  CHECK_THROWS_WITH(loadExampleRecords(jpegRecords(dir), {4, 3, 3}),
+                    Contains("jpeg.tfrecord: record 1 at byte 920: feature 'image/encoded' holds "
+                             "a JPEG image of [9, 7, 3]; expected one of [4, 3, 3], as the "
+                             "model's input (resize: bilinear takes images of any size)"));
+
+  // resize: bilinear takes every size, as tf.image.resize(tf.io.decode_jpeg(
+  // image, channels), [4, 3]) / 255 does (jpeg-resized-*.f32).
+  for (int channels : {3, 1}) {
+    DataFiles all = jpegRecords(dir);
+    all.resize = DataFiles::Resize::Bilinear;
+    const Dataset data = loadExampleRecords(all, {4, 3, channels});
+    REQUIRE(data.size == 6);
+    CHECK(data.example_shape == Shape{4, 3, channels});
+    CHECK(data.labels == std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+    CHECK(data.pixels.empty());
+    const std::vector<float> expected =
+        readFloats(kFixture + "jpeg-resized-" + std::to_string(channels) + ".f32");
+    REQUIRE(data.floats.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("resize: bilinear takes PNG and JPEG images only, of the input's channels",
+          "[example_records]") {
+  DataFiles rgb = recordFiles({kFixture + "png-rgb.tfrecord"});
+  rgb.image_feature = "image";
+  rgb.resize = DataFiles::Resize::Bilinear;
+  // A PNG image of [4, 3, 3] to [2, 2, 3]: each output pixel the mean of a
+  // 2 x 1.5 window's centre, pixel j of example 0 being j.
+  const Dataset data = loadExampleRecords(rgb, {2, 2, 3});
+  REQUIRE(data.size == 2);
+  // Output (0, 0) samples the input at (0.5, 0.25): rows 0 and 1 half each,
+  // columns 0 and 1 at 0.75 and 0.25.
+  const float expected = (0.5f * (0.75f * 0 + 0.25f * 3) + 0.5f * (0.75f * 9 + 0.25f * 12));
+  CHECK(data.floats[0] * 255.0f == Approx(expected));
+
+  DataFiles grey = recordFiles({kFixture + "png-grey.tfrecord"});
+  grey.image_feature = "image";
+  grey.resize = DataFiles::Resize::Bilinear;
+  CHECK_THROWS_WITH(loadExampleRecords(grey, {2, 2, 3}),
+                    Contains("png-grey.tfrecord: record 0 at byte 0: feature 'image' holds a "
+                             "PNG image of [4, 3, 1]; expected 3 channels to resize to the "
+                             "model's input of [2, 2, 3]"));
+  DataFiles raw = recordFiles({kFixture + "images-0.tfrecord"});
+  raw.resize = DataFiles::Resize::Bilinear;
+  CHECK_THROWS_WITH(loadExampleRecords(raw, {4, 3, 3}),
+                    Contains("feature 'image_raw' holds 24 bytes; expected a PNG or JPEG image "
+                             "to resize to [4, 3, 3]"));
+}
+
+TEST_CASE("a JPEG image cut short or damaged is refused, as TensorFlow refuses it",
+          "[example_records]") {
+  TempDir dir;
+  const std::vector<std::string> records =
+      splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord");
+  const auto withImage = [&](const std::function<void(std::string&)>& change) {
+    tensorflow::Example example;
+    REQUIRE(example.ParseFromString(records[0]));
+    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
+      if (entry.key() == "image/encoded")
+        change(*entry.mutable_value()->mutable_bytes_list()->mutable_value(0));
+    DataFiles source = recordFiles({dir.write("changed", framed({example.SerializeAsString()}))});
+    source.image_feature = "image/encoded";
+    source.label_feature = "image/class/label";
+    return source;
+  };
+  // Without its last marker (EOI) only: libjpeg would make up the rest;
+  // tf.io.decode_jpeg refuses it.
+  CHECK_THROWS_WITH(
+      loadExampleRecords(withImage([](std::string& jpeg) { jpeg.resize(jpeg.size() - 2); }),
+                         {4, 3, 3}),
+      Contains("record 0 at byte 0: feature 'image/encoded' holds a JPEG image cut short (its "
+               "data ends before the image does)"));
+  CHECK_THROWS_WITH(
+      loadExampleRecords(withImage([](std::string& jpeg) { jpeg.resize(40); }), {4, 3, 3}),
+      Contains("feature 'image/encoded' holds a corrupt JPEG header: "));
+  // Bytes between its data and its last marker are taken, as TensorFlow takes them.
+  const Dataset data = loadExampleRecords(
+      withImage([](std::string& jpeg) { jpeg.insert(jpeg.size() - 2, "\x12\x34"); }), {4, 3, 3});
+  CHECK(data.size == 1);
+  // A header that claims far more pixels than a record may hold is refused
+  // before anything is decoded: SOF0's height and width at 65000.
+  const auto huge = [](std::string& jpeg) {
+    const size_t sof = jpeg.find("\xff\xc0");
+    REQUIRE(sof != std::string::npos);
+    jpeg.replace(sof + 5, 4, "\xfd\xe8\xfd\xe8");
+  };
+  CHECK_THROWS_WITH(loadExampleRecords(withImage(huge), {4, 3, 3}),
+                    Contains("holds a JPEG image of [65000, 65000, 3], more than the 16777504 "
+                             "bytes a record may hold here"));
+  DataFiles resized = withImage(huge);
+  resized.resize = DataFiles::Resize::Bilinear;
+  CHECK_THROWS_WITH(loadExampleRecords(resized, {4, 3, 3}),
+                    Contains("holds a JPEG image of [65000, 65000, 3], more than the 268435456 "
+                             "bytes an image to be resized may decode to"));
+}
+
 TEST_CASE("float features load as inputs and regression targets", "[example_records]") {
   DataFiles source = recordFiles({kFixture + "regression.tfrecord"});
   source.image_feature = "x";
@@ -381,10 +521,12 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
                         "set label_feature"));
   }
   SECTION("an encoded image") {
-    CHECK_THAT(errorOf({pixelExample("\xff\xd8\xff\xe0 and more", 1)}),
-               Contains("feature 'image_raw' holds 13 bytes, a JPEG image; expected the 4 raw "
+    CHECK_THAT(errorOf({pixelExample("GIF89a and more", 1)}),
+               Contains("feature 'image_raw' holds 15 bytes, a GIF image; expected the 4 raw "
                         "pixels (bytes) of an image of [2, 2, 1] (decode the images as the "
                         "records are written)"));
+    CHECK_THAT(errorOf({pixelExample("\xff\xd8\xff\xe0 and more", 1)}),
+               Contains("feature 'image_raw' holds a corrupt JPEG header: "));
   }
   SECTION("too few pixels") {
     CHECK_THAT(errorOf({good, pixelExample("abc", 1)}),

@@ -17,6 +17,17 @@ TensorFlow, so its output is kept in the repository):
   tensorflow_datasets writes them (`image`: tf.io.encode_png's bytes,
   `label`: int64), 3 grey images of [4, 3, 1], 2 RGB of [4, 3, 3] and 1
   RGBA of [2, 2, 4]; pixel j of example i is (7 i + j) % 256, its label i.
+- jpeg.tfrecord: examples as TensorFlow 1's build_image_data.py writes
+  them (`image/encoded`: tf.io.encode_jpeg's bytes at quality 90,
+  `image/class/label`: int64, and image/height, image/width,
+  image/channels, image/colorspace, image/format, image/filename), of
+  JPEG_SHAPES: colour and grey, baseline and progressive, of several sizes;
+  its label is i + 1 (label 0 is left for the background there).
+  Beside it, what TensorFlow makes of each image, float32 values in order:
+  jpeg-decoded-1.f32 and jpeg-decoded-3.f32, tf.io.decode_jpeg(image,
+  channels) / 255 for the images of [4, 3]; jpeg-resized-1.f32 and
+  jpeg-resized-3.f32, tf.image.resize(tf.io.decode_jpeg(image, channels),
+  [4, 3]) / 255 for every image.
 """
 
 import os
@@ -60,6 +71,60 @@ def png_example(i, shape):
     }))
 
 
+# (height, width, channels, progressive) of jpeg.tfrecord's images.
+JPEG_SHAPES = [(4, 3, 3, False), (9, 7, 3, False), (4, 3, 1, False), (12, 10, 1, False),
+               (6, 8, 3, True), (2, 2, 3, False)]
+
+
+def jpeg_images():
+    """jpeg.tfrecord's images, encoded: smooth ramps with a little noise,
+    as photographs have, so that the JPEGs are not all edges."""
+    rng = np.random.default_rng(7)
+    images = []
+    for i, (height, width, channels, progressive) in enumerate(JPEG_SHAPES):
+        y, x, c = np.meshgrid(np.arange(height), np.arange(width), np.arange(channels),
+                              indexing="ij")
+        pixels = (40 + 150 * (x + y) / (height + width) + 30 * c + 20 * i
+                  + rng.normal(0, 6, (height, width, channels)))
+        pixels = np.clip(pixels, 0, 255).astype(np.uint8)
+        images.append(tf.io.encode_jpeg(pixels, quality=90, progressive=progressive).numpy())
+    return images
+
+
+def jpeg_example(i, jpeg, shape):
+    height, width, channels, _ = shape
+    text = lambda value: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+    return tf.train.Example(features=tf.train.Features(feature={
+        "image/height": int64(height),
+        "image/width": int64(width),
+        "image/colorspace": text(b"RGB" if channels == 3 else b"Grayscale"),
+        "image/channels": int64(channels),
+        "image/class/label": int64(i + 1),
+        "image/class/text": text(b"class %d" % (i + 1)),
+        "image/format": text(b"JPEG"),
+        "image/filename": text(b"image-%d.jpg" % i),
+        "image/encoded": text(jpeg),
+    }))
+
+
+def write_floats(name, arrays):
+    values = np.concatenate([np.asarray(a, np.float32).ravel() for a in arrays])
+    values.astype("<f4").tofile(os.path.join(OUT, name))
+
+
+def write_jpeg_fixture():
+    images = jpeg_images()
+    write("jpeg.tfrecord", [jpeg_example(i, jpeg, shape)
+                            for i, (jpeg, shape) in enumerate(zip(images, JPEG_SHAPES))])
+    for channels in (1, 3):
+        decoded = [tf.io.decode_jpeg(jpeg, channels=channels) for jpeg in images]
+        write_floats(f"jpeg-decoded-{channels}.f32",
+                     [d.numpy() / np.float32(255) for d, shape in zip(decoded, JPEG_SHAPES)
+                      if shape[:2] == (4, 3)])
+        write_floats(f"jpeg-resized-{channels}.f32",
+                     [tf.image.resize(d, [4, 3]).numpy() / np.float32(255) for d in decoded])
+
+
 def write(name, examples, compression=None):
     options = tf.io.TFRecordOptions(compression_type=compression) if compression else None
     with tf.io.TFRecordWriter(os.path.join(OUT, name), options) as writer:
@@ -77,6 +142,7 @@ def main():
     write("png-grey.tfrecord", [png_example(i, (4, 3, 1)) for i in range(3)])
     write("png-rgb.tfrecord", [png_example(i, (4, 3, 3)) for i in range(2)])
     write("png-rgba.tfrecord", [png_example(0, (2, 2, 4))])
+    write_jpeg_fixture()
     # What TensorFlow reads back is what was written.
     for name, compression, expected in [("images-1.tfrecord.gz", "GZIP", 5),
                                         ("images-2.tfrecord.zlib", "ZLIB", 3)]:

@@ -777,6 +777,44 @@ TEST_CASE("tfrecords: a path, a glob pattern or a list of them, each file once, 
         path + ":5:10: data.train: missing field 'images' (or tfrecords, for TFRecord files)");
 }
 
+TEST_CASE("resize: bilinear, for TFRecord images to an input of [height, width, 1 or 3]",
+          "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  const auto spec = [&](const std::string& input, const std::string& train) {
+    return dir.write("spec.yaml", "input: " + input +
+                                      "\n"
+                                      "layers: [{type: dense, units: 2}]\n"
+                                      "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                                      "data:\n"
+                                      "  train: " +
+                                      train +
+                                      "\n"
+                                      "  batch_size: 2\n"
+                                      "training: {epochs: 1}\n");
+  };
+  CHECK(loadModelSpec(spec("[8, 8, 3]", "{tfrecords: data/train}")).data.train.resize ==
+        DataFiles::Resize::None);
+  CHECK(loadModelSpec(spec("[8, 8, 3]", "{tfrecords: data/train, resize: bilinear}"))
+            .data.train.resize == DataFiles::Resize::Bilinear);
+  CHECK(loadModelSpec(spec("[8, 8, 1]", "{tfrecords: data/train, resize: bilinear}"))
+            .data.train.resize == DataFiles::Resize::Bilinear);
+  const std::string path = (dir.path() / "spec.yaml").string();
+  CHECK(loadError(spec("[8, 8, 3]", "{tfrecords: data/train, resize: bicubic}")) ==
+        path + ":5:42: data.train.resize: expected one of bilinear, got 'bicubic'");
+  CHECK(loadError(spec("[64]", "{tfrecords: data/train, resize: bilinear}")) ==
+        path +
+            ":5:42: data.train.resize: expected an input of [height, width, 1] or [height, "
+            "width, 3] to resize images to, got [64]");
+  CHECK(loadError(spec("[8, 8, 4]", "{tfrecords: data/train, resize: bilinear}")) ==
+        path +
+            ":5:42: data.train.resize: expected an input of [height, width, 1] or [height, "
+            "width, 3] to resize images to, got [8, 8, 4]");
+  CHECK(
+      loadError(spec("[8, 8, 3]", "{images: data/train, labels: data/train, resize: bilinear}")) ==
+      path + ":5:59: data.train.resize: only allowed with tfrecords");
+}
+
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {
   TempDir dir;
   const std::string path = dir.write("cnn.yaml",

@@ -107,7 +107,7 @@ finish() {
 poweroff_ct
 
 # ------------------------------------------------------------------- rootfs
-packages=systemd,systemd-sysv,dbus,libsystemd0,libnss-systemd,procps,iproute2,curl,ca-certificates,libdnnl2,libyaml-cpp0.7,libspdlog1.10,libfmt9,libcapnp-0.9.2,libprotobuf-lite32,libgomp1,ocl-icd-libopencl1,libcap2,zlib1g,libpng16-16
+packages=systemd,systemd-sysv,dbus,libsystemd0,libnss-systemd,procps,iproute2,curl,ca-certificates,libdnnl2,libyaml-cpp0.7,libspdlog1.10,libfmt9,libcapnp-0.9.2,libprotobuf-lite32,libgomp1,ocl-icd-libopencl1,libcap2,zlib1g,libpng16-16,libjpeg62-turbo
 # The marker holds the package list: a rootfs made with another is made again.
 if [[ $(cat "$ROOTFS/.traind-rootfs-ok" 2>/dev/null) != "$packages" ]]; then
   info "debootstrap bookworm into $ROOTFS (log: $WORK/debootstrap.log)"

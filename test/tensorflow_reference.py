@@ -30,7 +30,9 @@ to float32 rounding:
                   (GZIP, ZLIB, raw; images as convert_to_records.py's
                   features and as tensorflow_datasets' PNG images,
                   regression as float features) and read by traind's
-                  data.train.tfrecords
+                  data.train.tfrecords; and as build_image_data.py's JPEG
+                  photographs of many sizes, against TensorFlow's own
+                  tf.image.resize(tf.io.decode_jpeg(...)) pipeline
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
@@ -313,6 +315,41 @@ def tfrecord_examples(examples, directory, compression, png=False):
         train.update({"image_feature": "x", "label_feature": "y"})
     return dataclasses.replace(examples, data_section={
         "train": train, "shuffle": False, "prefetch_batches": 0})
+
+
+def jpeg_examples(examples, directory):
+    """`examples`' images as build_image_data.py writes photographs: each
+    scaled to a size of its own (20-38 x 20-42) and stored as a JPEG, every
+    third in colour, under image/encoded and image/class/label. The inputs
+    become what TensorFlow's own pipeline makes of the files,
+    tf.image.resize(tf.io.decode_jpeg(image, channels=1), [28, 28]) / 255:
+    traind, reading them with resize: bilinear, must decode and resize
+    them as that does for the two to train alike."""
+    os.makedirs(directory, exist_ok=True)
+    inputs = []
+    with tf.io.TFRecordWriter(os.path.join(directory, "train.tfrecord")) as writer:
+        for i, image in enumerate(examples.inputs):
+            size = [20 + (7 * i) % 19, 20 + (5 * i) % 23]
+            pixels = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image * 255, size)), 0, 255),
+                             tf.uint8)
+            if i % 3 == 0:
+                pixels = tf.image.grayscale_to_rgb(pixels)
+            jpeg = tf.io.encode_jpeg(pixels, quality=95).numpy()
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
+                "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"JPEG"])),
+                "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[size[0]])),
+                "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[size[1]])),
+                "image/class/label": tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[int(examples.targets[i])]))})
+            ).SerializeToString())
+            decoded = tf.io.decode_jpeg(jpeg, channels=1)
+            inputs.append(tf.image.resize(decoded, [28, 28]).numpy() / np.float32(255))
+    return dataclasses.replace(examples, inputs=np.stack(inputs).astype(np.float32), data_section={
+        "train": {"tfrecords": os.path.join(directory, "train.tfrecord"),
+                  "image_feature": "image/encoded", "label_feature": "image/class/label",
+                  "resize": "bilinear"},
+        "shuffle": False, "prefetch_batches": 0})
 
 
 # --- The models in TensorFlow -----------------------------------------------
@@ -905,6 +942,8 @@ def training_cases(steps, work_dir):
              tfrecord_examples(fashion, os.path.join(data_dir, "zlib"), "ZLIB")),
         Case("tfrecords png", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
              tfrecord_examples(fashion, os.path.join(data_dir, "png"), "GZIP", png=True)),
+        Case("tfrecords jpeg resized", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
+             jpeg_examples(fashion, os.path.join(data_dir, "jpeg"))),
         Case("tfrecords floats mse", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
              tfrecord_examples(regression, os.path.join(data_dir, "raw"), ""), loss="mse"),
         *[Case(f"schedule {name}", PERCEPTRON, {"type": "sgd", "learning_rate": schedule},

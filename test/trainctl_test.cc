@@ -651,6 +651,12 @@ TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("regression.tfrecord (raw)\n3 records, "));
   CHECK_THAT(r.output, Catch::Contains("x        floats  2       0"));
+  // An encoded image shows its own shape: the names build_image_data.py gives.
+  r = runTrainctl("inspect " + fixture + "jpeg.tfrecord");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*image/encoded +bytes +1 +[0-9]+ bytes, a JPEG "
+                                      "image of \\[4, 3, 3\\]\n(.|\n)*"));
+  CHECK_THAT(r.output, Catch::Contains("image/class/label"));
 
   const auto dir = freshTempDir("inspect-records");
   writeFile(dir / "cut", readFile(fixture + "images-0.tfrecord").substr(0, 300));
