@@ -1,6 +1,7 @@
 #include "core/example_records.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <climits>
@@ -161,7 +162,8 @@ class RecordFile {
 };
 
 // Values appended in blocks, joined once at the end: while a data set
-// loads it holds its values and one block beyond them, and then their join.
+// loads it holds its values and one block beyond them, and while they are
+// joined, the join and one block.
 template <class T>
 class BlockStore {
  public:
@@ -192,6 +194,11 @@ class BlockStore {
     for (auto& block : blocks_) {
       joined.insert(joined.end(), block.begin(), block.end());
       std::vector<T>().swap(block);
+      // Blocks come from the heap, which traind keeps rather than hand back
+      // (M_TRIM_THRESHOLD, traind_main.cc): without this, the blocks stay
+      // resident beside their join, twice the data set at the end (a set of
+      // 60000 resized images: 372 MiB at peak instead of 196).
+      malloc_trim(0);
     }
     blocks_.clear();
     return joined;
