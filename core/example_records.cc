@@ -82,6 +82,8 @@ std::string described(const Feature& feature) {
 
 // What a record's image bytes are when they are not raw pixels.
 std::string_view encodingOf(const std::string& bytes) {
+  if (isPng(bytes)) return ", a PNG image";
+  if (isJpeg(bytes)) return ", a JPEG image";
   if (bytes.starts_with("GIF87a") || bytes.starts_with("GIF89a")) return ", a GIF image";
   if (bytes.size() >= 12 && bytes.starts_with("RIFF") && bytes.substr(8, 4) == "WEBP")
     return ", a WebP image";
@@ -257,10 +259,11 @@ class ExampleLoader {
   }
 
  private:
-  // Pixels: raw or encoded (PNG, JPEG) bytes of the example's shape, kept
-  // as bytes; Floats: a float_list; Resized: encoded images of any size,
-  // kept as floats once resized (DataFiles::resize).
-  enum class ImageKind { Pixels, Floats, Resized };
+  // Pixels: raw bytes of the example's shape; Encoded: PNG or JPEG images
+  // of that shape, kept decoded as bytes; Floats: a float_list; Resized:
+  // encoded images of any size, kept as floats once resized
+  // (DataFiles::resize).
+  enum class ImageKind { Pixels, Encoded, Floats, Resized };
 
   // An encoded image as its header says, and its shape decoded here:
   // [height, width, the channels it decodes to].
@@ -330,15 +333,14 @@ class ExampleLoader {
     // say of them: the example takes the model's input.
     if (image_kind_ != ImageKind::Resized) takeShape(found);
     if (examples_ == 0) {  // the first record chooses what every record's features hold
-      if (found.image->kind_case() == Feature::kFloatList && image_kind_ != ImageKind::Resized)
-        image_kind_ = ImageKind::Floats;
+      if (image_kind_ == ImageKind::Pixels) image_kind_ = firstImageKind(*found.image);
       if (found.label->kind_case() == Feature::kFloatList) label_kind_ = LabelKind::Target;
     }
     // Both features are judged before any memory is taken for them.
     const std::optional<EncodedImage> encoded = checkImage(*found.image);
     checkLabel(*found.label);
     const size_t elements = size_t(numElements(shape_));  // the image's, as checked
-    if ((image_kind_ == ImageKind::Pixels ? pixels_.room() : floats_.room()) < elements) addBlock();
+    if ((keptAsBytes() ? pixels_.room() : floats_.room()) < elements) addBlock();
     if (image_kind_ == ImageKind::Floats) {
       const auto& values = found.image->float_list().value();
       floats_.append(values.begin(), values.end());
@@ -350,7 +352,7 @@ class ExampleLoader {
         resizeBilinear(decoded_.data(), encoded->decoded[0], encoded->decoded[1],
                        int(encoded->decoded[2]), shape_[0], shape_[1], out);
         for (size_t i = 0; i < elements; ++i) out[i] /= 255.0f;  // as pixels become inputs
-      } else if (encoded) {
+      } else if (image_kind_ == ImageKind::Encoded) {
         decode(bytes, *encoded, pixels_.extend(elements));
       } else {
         pixels_.append(bytes.begin(), bytes.end());
@@ -391,6 +393,27 @@ class ExampleLoader {
                        shapeToString(shape), shapeToString(shape_),
                        shape_from_records_ ? "the records before it" : "the model's input"));
     }
+  }
+
+  // What the first record's image makes the data set's: raw pixels, unless
+  // they are a PNG or JPEG image, which bytes of raw pixels may begin as a
+  // JPEG does (255 216 255): then only if its header reads, or it is not of
+  // the pixels' size either. A float_list is floats.
+  ImageKind firstImageKind(const Feature& image) const {
+    if (image.kind_case() == Feature::kFloatList) return ImageKind::Floats;
+    if (image.kind_case() != Feature::kBytesList || image.bytes_list().value_size() != 1)
+      return ImageKind::Pixels;  // refused by checkImage
+    const std::string& bytes = image.bytes_list().value(0);
+    if (!isPng(bytes) && !isJpeg(bytes)) return ImageKind::Pixels;
+    const int channels =
+        isPng(bytes) ? readPngHeader(bytes).channels : readJpegHeader(bytes).channels;
+    return channels > 0 || double(bytes.size()) != double(numElements(shape_)) ? ImageKind::Encoded
+                                                                               : ImageKind::Pixels;
+  }
+
+  // Pixels and encoded images are kept as bytes, the others as floats.
+  bool keptAsBytes() const {
+    return image_kind_ == ImageKind::Pixels || image_kind_ == ImageKind::Encoded;
   }
 
   // An encoded image's header: an image of the example's shape (its
@@ -471,21 +494,28 @@ class ExampleLoader {
     const std::string expected =
         image_kind_ == ImageKind::Resized
             ? fmt::format("a PNG or JPEG image to resize to {}", shapeToString(shape_))
+        : image_kind_ == ImageKind::Encoded
+            ? fmt::format("a PNG or JPEG image of {}", shapeToString(shape_))
             : fmt::format("the {} {} of an image of {}", elements,
                           image_kind_ == ImageKind::Pixels ? "raw pixels (bytes)" : "floats",
                           shapeToString(shape_));
     if (image_kind_ != ImageKind::Floats && image.kind_case() == Feature::kBytesList &&
         image.bytes_list().value_size() == 1) {
       const std::string& bytes = image.bytes_list().value(0);
-      if (isPng(bytes) || isJpeg(bytes)) return checkEncoded(bytes);
-      if (image_kind_ == ImageKind::Resized)
-        failFeature(name, fmt::format("holds {} bytes{}; expected {}", bytes.size(),
-                                      encodingOf(bytes), expected));
+      if (image_kind_ == ImageKind::Encoded || image_kind_ == ImageKind::Resized) {
+        if (isPng(bytes) || isJpeg(bytes)) return checkEncoded(bytes);
+        failFeature(name,
+                    fmt::format("holds {} bytes{}; expected {}{}", bytes.size(), encodingOf(bytes),
+                                expected, examples_ > 0 ? ", as the records before it" : ""));
+      }
+      // Raw pixels; a PNG or JPEG image of their size among them is taken as
+      // pixels, as the first record's image was.
       if (double(bytes.size()) != elements)
         failFeature(name, fmt::format("holds {} bytes{}; expected {}{}", bytes.size(),
                                       encodingOf(bytes), expected,
-                                      encodingOf(bytes).empty()
-                                          ? ""
+                                      encodingOf(bytes).empty() ? ""
+                                      : isPng(bytes) || isJpeg(bytes)
+                                          ? ", as the first record's image was"
                                           : " (decode the images as the records are written)"));
       return std::nullopt;
     }
@@ -528,12 +558,12 @@ class ExampleLoader {
 
   // A new block of examples, once the check has seen the data set with it.
   void addBlock() {
-    const int value_bytes = image_kind_ == ImageKind::Pixels ? 1 : int(sizeof(float));
+    const int value_bytes = keptAsBytes() ? 1 : int(sizeof(float));
     const int64_t example_bytes = numElements(shape_) * value_bytes;
     int64_t block = std::max<int64_t>(1, kBlockBytes / example_bytes);
     if (source_.limit > 0) block = std::min(block, source_.limit - examples_);
     if (check_) check_(shape_, examples_ + block, value_bytes);
-    if (image_kind_ == ImageKind::Pixels)
+    if (keptAsBytes())
       pixels_.addBlock(size_t(block * example_bytes));
     else
       floats_.addBlock(size_t(block * numElements(shape_)));

@@ -236,6 +236,21 @@ TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as Tenso
     for (size_t i = 0; i < expected.size(); ++i)
       CHECK(float(data.pixels[i]) / 255.0f == expected[i]);
   }
+  // A set of encoded images takes no raw pixels among them.
+  {
+    tensorflow::Example example;
+    REQUIRE(example.ParseFromString(
+        splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord")[0]));
+    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
+      if (entry.key() == "image/encoded")
+        *entry.mutable_value()->mutable_bytes_list()->mutable_value(0) = std::string(36, 'x');
+    DataFiles mixed = small;
+    mixed.records.push_back(dir.write("raw", framed({example.SerializeAsString()})));
+    CHECK_THROWS_WITH(loadExampleRecords(mixed, {4, 3, 3}),
+                      Contains("raw: record 0 at byte 0: feature 'image/encoded' holds 36 bytes; "
+                               "expected a PNG or JPEG image of [4, 3, 3], as the records "
+                               "before it"));
+  }
   // The other sizes are refused without resize, naming it.
   CHECK_THROWS_WITH(loadExampleRecords(jpegRecords(dir), {4, 3, 3}),
                     Contains("jpeg.tfrecord: record 1 at byte 920: feature 'image/encoded' holds "
@@ -527,6 +542,26 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
                         "records are written)"));
     CHECK_THAT(errorOf({pixelExample("\xff\xd8\xff\xe0 and more", 1)}),
                Contains("feature 'image_raw' holds a corrupt JPEG header: "));
+    // A data set takes one kind of image, as its first record's is.
+    const std::string jpeg = splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "j")[0];
+    tensorflow::Example example;
+    REQUIRE(example.ParseFromString(jpeg));
+    std::string jpeg_bytes;
+    for (const tensorflow::FeatureEntry& entry : example.features().feature())
+      if (entry.key() == "image/encoded") jpeg_bytes = entry.value().bytes_list().value(0);
+    CHECK_THAT(errorOf({good, pixelExample(jpeg_bytes, 1)}),
+               Contains("record 1 at byte 57: feature 'image_raw' holds " +
+                        std::to_string(jpeg_bytes.size()) +
+                        " bytes, a JPEG image; expected the 4 raw pixels (bytes) of an image of "
+                        "[2, 2, 1], as the first record's image was"));
+  }
+  SECTION("raw pixels that begin as a JPEG image does are pixels") {
+    TempDir dir;
+    const Dataset data = loadExampleRecords(
+        recordFiles({dir.write("pixels", framed({pixelExample("\xff\xd8\xff\x01", 1),
+                                                 pixelExample("\xff\xd8\xff\x02", 2)}))}),
+        {2, 2, 1});
+    CHECK(data.pixels == std::vector<uint8_t>{255, 216, 255, 1, 255, 216, 255, 2});
   }
   SECTION("too few pixels") {
     CHECK_THAT(errorOf({good, pixelExample("abc", 1)}),
