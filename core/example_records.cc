@@ -458,13 +458,14 @@ class ExampleLoader {
                                     format, shapeToString(decoded), shape_[2],
                                     shape_[2] == 1 ? "" : "s", shapeToString(shape_)));
     if (!fits)
-      failFeature(
-          name,
-          fmt::format("holds a {} image of {}; expected one of {}, as {}{}", format,
-                      shapeToString(decoded), shapeToString(shape_),
-                      shape_from_records_ ? "the records' height, width and depth give"
-                                          : "the model's input",
-                      shape_.size() == 3 ? " (resize: bilinear takes images of any size)" : ""));
+      failFeature(name,
+                  fmt::format("holds a {} image of {}; expected one of {}, as {}{}", format,
+                              shapeToString(decoded), shapeToString(shape_),
+                              shape_from_records_ ? "the records' height, width and depth give"
+                                                  : "the model's input",
+                              shape_.size() == 3 && decoded[2] == shape_[2]
+                                  ? " (resize: bilinear takes images of any size)"
+                                  : ""));
     return image;
   }
 

@@ -13,9 +13,10 @@ namespace traind {
 bool isJpeg(std::string_view bytes);
 
 // What a JPEG image's header says, without decoding it. Grey (1 channel)
-// and colour (YCbCr or RGB, 3 channels) images are taken; `error` is "" for
-// those, else why the image is refused (CMYK, which TensorFlow converts
-// with its own formula). `channels` is the image's own count.
+// and colour (YCbCr or RGB, 3 channels) images of fewer than 2^29 values
+// (TensorFlow's limit) are taken; `error` is "" for those, else why the
+// image is refused (CMYK, which TensorFlow converts with its own formula).
+// `channels` is the image's own count.
 struct JpegHeader {
   int64_t height = 0;
   int64_t width = 0;
@@ -29,7 +30,10 @@ JpegHeader readJpegHeader(std::string_view jpeg);
 // a colour image, or colour from a grey one, as libjpeg converts them),
 // exactly as TensorFlow's tf.io.decode_jpeg(jpeg, channels) does with its
 // defaults (the fast integer IDCT, fancy upsampling). An image cut short is
-// refused, as TensorFlow refuses it. Returns "" or what is wrong with its data.
+// refused, as TensorFlow refuses it; so is one whose decoding would take
+// libjpeg more than 512 MiB beside `out` (a progressive image's buffers) or
+// more than 100 scans, which a small file can claim by the thousand.
+// Returns "" or what is wrong with its data.
 std::string decodeJpeg(std::string_view jpeg, const JpegHeader& header, int channels, uint8_t* out);
 
 }  // namespace traind

@@ -333,21 +333,76 @@ TEST_CASE("a JPEG image cut short or damaged is refused, as TensorFlow refuses i
   const Dataset data = loadExampleRecords(
       withImage([](std::string& jpeg) { jpeg.insert(jpeg.size() - 2, "\x12\x34"); }), {4, 3, 3});
   CHECK(data.size == 1);
-  // A header that claims far more pixels than a record may hold is refused
-  // before anything is decoded: SOF0's height and width at 65000.
-  const auto huge = [](std::string& jpeg) {
-    const size_t sof = jpeg.find("\xff\xc0");
-    REQUIRE(sof != std::string::npos);
-    jpeg.replace(sof + 5, 4, "\xfd\xe8\xfd\xe8");
+  // A header that claims more pixels than a record may hold is refused
+  // before anything is decoded: SOF's height and width at `side`.
+  const auto claiming = [](int side) {
+    return [side](std::string& jpeg) {
+      size_t sof = jpeg.find("\xff\xc0");
+      if (sof == std::string::npos) sof = jpeg.find("\xff\xc2");  // progressive
+      REQUIRE(sof != std::string::npos);
+      const char bytes[4] = {char(side >> 8), char(side & 0xff), char(side >> 8),
+                             char(side & 0xff)};
+      jpeg.replace(sof + 5, 4, bytes, 4);
+    };
   };
-  CHECK_THROWS_WITH(loadExampleRecords(withImage(huge), {4, 3, 3}),
-                    Contains("holds a JPEG image of [65000, 65000, 3], more than the 16777504 "
+  CHECK_THROWS_WITH(loadExampleRecords(withImage(claiming(10000)), {4, 3, 3}),
+                    Contains("holds a JPEG image of [10000, 10000, 3], more than the 16777504 "
                              "bytes a record may hold here"));
-  DataFiles resized = withImage(huge);
+  DataFiles resized = withImage(claiming(10000));
   resized.resize = DataFiles::Resize::Bilinear;
   CHECK_THROWS_WITH(loadExampleRecords(resized, {4, 3, 3}),
-                    Contains("holds a JPEG image of [65000, 65000, 3], more than the 268435456 "
+                    Contains("holds a JPEG image of [10000, 10000, 3], more than the 268435456 "
                              "bytes an image to be resized may decode to"));
+  // 2^29 values or more TensorFlow refuses as well.
+  CHECK_THROWS_WITH(loadExampleRecords(withImage(claiming(65000)), {4, 3, 3}),
+                    Contains("holds a JPEG image of 65000 x 65000 pixels; expected fewer than "
+                             "2^29 values, as TensorFlow does"));
+}
+
+TEST_CASE("a small JPEG file cannot make its decoding take unbounded memory or time",
+          "[example_records]") {
+  TempDir dir;
+  // Record 4 of the fixture is a progressive colour image, whose scans
+  // libjpeg keeps in buffers of the whole image, 2 bytes a value.
+  const std::vector<std::string> records =
+      splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord");
+  const auto withImage = [&](const std::function<void(std::string&)>& change) {
+    tensorflow::Example example;
+    REQUIRE(example.ParseFromString(records[4]));
+    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
+      if (entry.key() == "image/encoded")
+        change(*entry.mutable_value()->mutable_bytes_list()->mutable_value(0));
+    DataFiles source = recordFiles({dir.write("changed", framed({example.SerializeAsString()}))});
+    source.image_feature = "image/encoded";
+    source.label_feature = "image/class/label";
+    source.resize = DataFiles::Resize::Bilinear;
+    return source;
+  };
+  // 13000 x 13000 in colour, its chroma not subsampled (4:4:4), decoded to
+  // grey: 161 MiB of output, within the bound of an image to be resized,
+  // and fewer values than TensorFlow's bound, but 967 MiB of scan buffers.
+  CHECK_THROWS_WITH(
+      loadExampleRecords(withImage([](std::string& jpeg) {
+                           const size_t sof = jpeg.find("\xff\xc2");
+                           REQUIRE(sof != std::string::npos);
+                           jpeg.replace(sof + 5, 4, "\x32\xc8\x32\xc8", 4);
+                           jpeg[sof + 11] = '\x11';  // the luma's sampling, as the chroma's
+                         }),
+                         {4, 3, 1}),
+      Contains("holds a JPEG image that cannot be decoded: it needs more than 512 MiB of memory "
+               "to decode"));
+  // Its last scan again and again: each one a pass over the whole image.
+  CHECK_THROWS_WITH(loadExampleRecords(withImage([](std::string& jpeg) {
+                                         const size_t scan = jpeg.rfind("\xff\xda");
+                                         REQUIRE(scan != std::string::npos);
+                                         const std::string last =
+                                             jpeg.substr(scan, jpeg.size() - 2 - scan);
+                                         for (int i = 0; i < 120; ++i)
+                                           jpeg.insert(jpeg.size() - 2, last);
+                                       }),
+                                       {4, 3, 3}),
+                    Contains("holds a JPEG image that cannot be decoded: it has more than 100 "
+                             "scans"));
 }
 
 TEST_CASE("float features load as inputs and regression targets", "[example_records]") {
