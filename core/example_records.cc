@@ -12,7 +12,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "core/compressed_file.h"
@@ -78,6 +77,21 @@ std::string described(const Feature& feature) {
   return count != 1 && feature.kind_case() != Feature::KIND_NOT_SET
              ? fmt::format("{} ({} values)", kindOf(feature), count)
              : std::string(kindOf(feature));
+}
+
+// The encodings of images traind decodes.
+enum class ImageFormat { Png, Jpeg };
+
+std::optional<ImageFormat> imageFormatOf(const std::string& bytes) {
+  if (isPng(bytes)) return ImageFormat::Png;
+  if (isJpeg(bytes)) return ImageFormat::Jpeg;
+  return std::nullopt;
+}
+
+const char* nameOf(ImageFormat format) { return format == ImageFormat::Png ? "PNG" : "JPEG"; }
+
+ImageHeader readHeader(ImageFormat format, const std::string& bytes) {
+  return format == ImageFormat::Png ? readPngHeader(bytes) : readJpegHeader(bytes);
 }
 
 // What a record's image bytes are when they are not raw pixels.
@@ -215,12 +229,18 @@ class ExampleLoader {
  public:
   ExampleLoader(const DataFiles& source, const Shape& model_input, const DataLoadCheck& check)
       : source_(source),
+        model_input_(model_input),
         shape_(model_input),
         max_record_bytes_(kRecordSlackBytes +
                           2 * sizeof(float) * uint64_t(numElements(model_input))),
         check_(check),
         image_kind_(source.resize == DataFiles::Resize::None ? ImageKind::Pixels
-                                                             : ImageKind::Resized) {}
+                                                             : ImageKind::Resized) {
+    if (image_kind_ == ImageKind::Resized &&
+        (model_input.size() != 3 || (model_input[2] != 1 && model_input[2] != 3)))
+      throw std::invalid_argument("images resized to an input of " + shapeToString(model_input) +
+                                  ", not [height, width, 1 or 3]");
+  }
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.
   bool readFile(const std::string& path) {
@@ -268,7 +288,8 @@ class ExampleLoader {
   // An encoded image as its header says, and its shape decoded here:
   // [height, width, the channels it decodes to].
   struct EncodedImage {
-    std::variant<PngHeader, JpegHeader> header;
+    ImageFormat format;
+    ImageHeader header;
     Shape decoded;
   };
   enum class LabelKind { Class, Target };
@@ -350,7 +371,10 @@ class ExampleLoader {
         decode(bytes, *encoded, decoded_);
         float* out = floats_.extend(elements);
         resizeBilinear(decoded_.data(), encoded->decoded[0], encoded->decoded[1],
-                       int(encoded->decoded[2]), shape_[0], shape_[1], out);
+                       int(encoded->decoded[2]), shape_[0], shape_[1],
+                       source_.resize == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy
+                                                                           : PixelCentres::Half,
+                       out);
         for (size_t i = 0; i < elements; ++i) out[i] /= 255.0f;  // as pixels become inputs
       } else if (image_kind_ == ImageKind::Encoded) {
         decode(bytes, *encoded, pixels_.extend(elements));
@@ -395,20 +419,22 @@ class ExampleLoader {
     }
   }
 
-  // What the first record's image makes the data set's: raw pixels, unless
-  // they are a PNG or JPEG image, which bytes of raw pixels may begin as a
-  // JPEG does (255 216 255): then only if its header reads, or it is not of
-  // the pixels' size either. A float_list is floats.
+  // What the first record's image makes the data set's: a float_list
+  // floats; bytes that begin as a PNG or JPEG image does an encoded image if
+  // its header reads, or if they are not of the raw pixels' size either
+  // (raw pixels may begin as a JPEG does: 255 216 255); other bytes raw
+  // pixels.
   ImageKind firstImageKind(const Feature& image) const {
     if (image.kind_case() == Feature::kFloatList) return ImageKind::Floats;
     if (image.kind_case() != Feature::kBytesList || image.bytes_list().value_size() != 1)
       return ImageKind::Pixels;  // refused by checkImage
     const std::string& bytes = image.bytes_list().value(0);
-    if (!isPng(bytes) && !isJpeg(bytes)) return ImageKind::Pixels;
-    const int channels =
-        isPng(bytes) ? readPngHeader(bytes).channels : readJpegHeader(bytes).channels;
-    return channels > 0 || double(bytes.size()) != double(numElements(shape_)) ? ImageKind::Encoded
-                                                                               : ImageKind::Pixels;
+    const std::optional<ImageFormat> format = imageFormatOf(bytes);
+    if (!format) return ImageKind::Pixels;
+    return readHeader(*format, bytes).channels > 0 ||
+                   double(bytes.size()) != double(numElements(shape_))
+               ? ImageKind::Encoded
+               : ImageKind::Pixels;
   }
 
   // Pixels and encoded images are kept as bytes, the others as floats.
@@ -420,62 +446,58 @@ class ExampleLoader {
   // values, for a flat shape) or, to be resized, of its channels; no larger
   // decoded than a record of raw pixels could be, or than
   // kMaxDecodedImageBytes to be resized. A PNG image's samples are taken as
-  // they are; a JPEG image decodes to the example's channels (grey or
-  // colour), as tf.io.decode_jpeg(image, channels) does.
-  EncodedImage checkEncoded(const std::string& bytes) const {
+  // they are; a JPEG image decodes to the example's channels where it has
+  // one or three, as tf.io.decode_jpeg(image, channels) does, else to its own.
+  EncodedImage checkEncoded(ImageFormat format, const std::string& bytes) const {
     const std::string& name = source_.image_feature;
-    EncodedImage image;
-    const char* format = "PNG";
-    if (isPng(bytes)) {
-      const PngHeader header = readPngHeader(bytes);
-      if (!header.error.empty()) failFeature(name, "holds " + header.error);
-      image = {header, {header.height, header.width, header.channels}};
-    } else {
-      format = "JPEG";
-      const JpegHeader header = readJpegHeader(bytes);
-      if (!header.error.empty()) failFeature(name, "holds " + header.error);
-      const bool to_shape_channels = shape_.size() == 3 && (shape_[2] == 1 || shape_[2] == 3);
-      image = {
-          header,
-          {header.height, header.width, to_shape_channels ? shape_[2] : int64_t(header.channels)}};
-    }
+    const ImageHeader header = readHeader(format, bytes);
+    if (!header.error.empty()) failFeature(name, "holds " + header.error);
+    const bool to_example_channels =
+        format == ImageFormat::Jpeg && shape_.size() == 3 && (shape_[2] == 1 || shape_[2] == 3);
+    const EncodedImage image{
+        format,
+        header,
+        {header.height, header.width, to_example_channels ? shape_[2] : int64_t(header.channels)}};
     const Shape& decoded = image.decoded;
+    const double decoded_bytes = double(decoded[0]) * double(decoded[1]) * double(decoded[2]);
     const bool resized = image_kind_ == ImageKind::Resized;
     const uint64_t most = resized ? kMaxDecodedImageBytes : max_record_bytes_;
-    if (double(decoded[0]) * double(decoded[1]) * double(decoded[2]) > double(most))
-      failFeature(name, fmt::format("holds a {} image of {}, more than the {} bytes {}", format,
-                                    shapeToString(decoded), most,
+    if (decoded_bytes > double(most))
+      failFeature(name, fmt::format("holds a {} image of {}, more than the {} bytes {}",
+                                    nameOf(format), shapeToString(decoded), most,
                                     resized ? "an image to be resized may decode to"
                                             : "a record may hold here"));
-    const bool fits = resized ? decoded[2] == shape_[2]
-                      : shape_.size() == 3
-                          ? decoded == shape_
-                          : double(decoded[0]) * double(decoded[1]) * double(decoded[2]) ==
-                                double(numElements(shape_));
-    if (!fits && resized)
-      failFeature(name, fmt::format("holds a {} image of {}; expected {} channel{} to resize to "
-                                    "the model's input of {}",
-                                    format, shapeToString(decoded), shape_[2],
-                                    shape_[2] == 1 ? "" : "s", shapeToString(shape_)));
+    if (resized) {
+      if (decoded[2] != shape_[2])
+        failFeature(name, fmt::format("holds a {} image of {}; expected {} channel{} to resize "
+                                      "to the model's input of {}",
+                                      nameOf(format), shapeToString(decoded), shape_[2],
+                                      shape_[2] == 1 ? "" : "s", shapeToString(shape_)));
+      return image;
+    }
+    const bool fits =
+        shape_.size() == 3 ? decoded == shape_ : decoded_bytes == double(numElements(shape_));
+    // Resizing takes images of other sizes to an input of [h, w, 1 or 3],
+    // its channels theirs.
+    const bool resizing_would_take = model_input_.size() == 3 &&
+                                     (model_input_[2] == 1 || model_input_[2] == 3) &&
+                                     decoded[2] == model_input_[2];
     if (!fits)
-      failFeature(name,
-                  fmt::format("holds a {} image of {}; expected one of {}, as {}{}", format,
-                              shapeToString(decoded), shapeToString(shape_),
-                              shape_from_records_ ? "the records' height, width and depth give"
-                                                  : "the model's input",
-                              shape_.size() == 3 && decoded[2] == shape_[2]
-                                  ? " (resize: bilinear takes images of any size)"
-                                  : ""));
+      failFeature(
+          name,
+          fmt::format("holds a {} image of {}; expected one of {}, as {}{}", nameOf(format),
+                      shapeToString(decoded), shapeToString(shape_),
+                      shape_from_records_ ? "the records' height, width and depth give"
+                                          : "the model's input",
+                      resizing_would_take ? " (resize: bilinear takes images of any size)" : ""));
     return image;
   }
 
   // Decodes `bytes`, checked by checkEncoded as `image`, into `out`.
   void decode(const std::string& bytes, const EncodedImage& image, uint8_t* out) const {
-    std::string error;
-    if (const auto* png = std::get_if<PngHeader>(&image.header))
-      error = decodePng(bytes, *png, out);
-    else
-      error = decodeJpeg(bytes, std::get<JpegHeader>(image.header), int(image.decoded[2]), out);
+    const std::string error = image.format == ImageFormat::Png
+                                  ? decodePng(bytes, image.header, out)
+                                  : decodeJpeg(bytes, image.header, int(image.decoded[2]), out);
     if (!error.empty()) failFeature(source_.image_feature, "holds " + error);
   }
   void decode(const std::string& bytes, const EncodedImage& image,
@@ -504,7 +526,8 @@ class ExampleLoader {
         image.bytes_list().value_size() == 1) {
       const std::string& bytes = image.bytes_list().value(0);
       if (image_kind_ == ImageKind::Encoded || image_kind_ == ImageKind::Resized) {
-        if (isPng(bytes) || isJpeg(bytes)) return checkEncoded(bytes);
+        if (const std::optional<ImageFormat> format = imageFormatOf(bytes))
+          return checkEncoded(*format, bytes);
         failFeature(name,
                     fmt::format("holds {} bytes{}; expected {}{}", bytes.size(), encodingOf(bytes),
                                 expected, examples_ > 0 ? ", as the records before it" : ""));
@@ -571,7 +594,8 @@ class ExampleLoader {
   }
 
   const DataFiles& source_;
-  Shape shape_;
+  const Shape model_input_;
+  Shape shape_;  // the example's: the model's input, or the records' height, width and depth
   bool shape_from_records_ = false;
   const uint64_t max_record_bytes_;
   const DataLoadCheck& check_;
@@ -590,10 +614,9 @@ class ExampleLoader {
 };
 
 // "81 bytes, a PNG image of [4, 3, 3]", with why it would not be taken.
-template <class Header>
-std::string describedImage(size_t bytes, std::string_view format, const Header& header) {
+std::string describedImage(size_t bytes, ImageFormat format, const ImageHeader& header) {
   if (header.channels == 0) return fmt::format("{} bytes, {}", bytes, header.error);
-  return fmt::format("{} bytes, a {} image of {}{}", bytes, format,
+  return fmt::format("{} bytes, a {} image of {}{}", bytes, nameOf(format),
                      shapeToString({header.height, header.width, header.channels}),
                      header.error.empty() ? "" : " (not taken: " + header.error + ")");
 }
@@ -602,8 +625,8 @@ std::string featureValue(const Feature& feature) {
   switch (feature.kind_case()) {
     case Feature::kBytesList: {
       const std::string& bytes = feature.bytes_list().value(0);
-      if (isPng(bytes)) return describedImage(bytes.size(), "PNG", readPngHeader(bytes));
-      if (isJpeg(bytes)) return describedImage(bytes.size(), "JPEG", readJpegHeader(bytes));
+      if (const std::optional<ImageFormat> format = imageFormatOf(bytes))
+        return describedImage(bytes.size(), *format, readHeader(*format, bytes));
       return fmt::format("{} bytes{}", bytes.size(), encodingOf(bytes));
     }
     case Feature::kFloatList:

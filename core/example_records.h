@@ -23,15 +23,23 @@ namespace traind {
 //
 // - source.image_feature: a bytes_list of one value, raw pixels of the
 //   example's shape (height, width, channels; uint8, as numpy's tobytes()
-//   gives them) or a PNG image of that shape (grey or RGB, 8-bit, as
-//   tensorflow_datasets writes them; core/png_image.h), each pixel
-//   becoming pixel / 255 as IDX pixels do; or a float_list of as many
-//   values, taken as they are.
+//   gives them), a PNG image of that shape (grey or RGB, 8-bit, as
+//   tensorflow_datasets writes them; core/png_image.h) or a JPEG image
+//   (core/jpeg_image.h: decoded to the example's channels as
+//   tf.io.decode_jpeg does), each pixel becoming pixel / 255 as IDX pixels
+//   do; or a float_list of as many values, taken as they are. The first
+//   record decides which of raw, encoded or floats every record holds (raw
+//   pixels that begin as a JPEG does stay raw).
+//   With source.resize, a PNG or JPEG image of any size, of the input's
+//   channels, resized to `model_input` (core/image_resize.h) and / 255,
+//   kept as floats; `model_input` must then be [height, width, 1 or 3]
+//   (std::invalid_argument).
 // - source.label_feature: an int64_list of one class, 0 or more; or a
 //   float_list of one regression target.
 // - height, width and depth (each one int64, depth 1 when absent), if the
-//   record has height and width: the example's shape, as TensorFlow's
-//   convert_to_records.py writes them; otherwise it is `model_input`.
+//   record has height and width and no source.resize: the example's shape,
+//   as TensorFlow's convert_to_records.py writes them; otherwise it is
+//   `model_input`.
 //
 // Other features are not read. Every record's features must agree with the
 // first record's in kind and shape. InputError naming the file, the
@@ -42,7 +50,10 @@ namespace traind {
 // its values as floats and 16 MiB beside them. Examples are gathered in
 // blocks of about 4 MiB, and `check` sees each block (the examples read
 // and the block's) before it is taken: memory is taken only for examples
-// already read whole.
+// already read whole. The blocks are joined at the end, and each is handed
+// back to the system as it is (malloc_trim: a process that keeps freed
+// memory, as traind does, would otherwise hold the data set twice). An
+// image to be resized is decoded whole first, at most 256 MiB of it.
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const DataLoadCheck& check = nullptr);
 
@@ -53,7 +64,8 @@ struct RecordFileSummary {
     std::string name;
     std::string kind;   // "bytes", "floats", "int64s", "no value"
     int values = 0;     // in its list
-    std::string first;  // its first value: "28", "0.5", "784 bytes", "3120 bytes, a JPEG image"
+    std::string first;  // its first value: "28", "0.5", "784 bytes", "3120 bytes, a JPEG image of
+                        // [28, 28, 3]"
   };
   std::string compression;  // "raw", "gzip", "zlib"
   int64_t records = 0;

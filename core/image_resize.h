@@ -6,12 +6,23 @@
 
 namespace traind {
 
+// How an output pixel's place in the input is reckoned.
+enum class PixelCentres {
+  // TensorFlow 2's tf.image.resize(image, size): pixel i of the output
+  // samples the input at (i + 0.5) * scale - 0.5.
+  Half,
+  // TensorFlow 1's tf.image.resize_images(image, size) and
+  // resize_bilinear(align_corners=False), as tf.compat.v1 keeps them: at
+  // i * scale, which shifts the image by half an input pixel less half an
+  // output pixel.
+  Legacy,
+};
+
 // Resizes the `height` x `width` x `channels` bytes at `in` to `out_height`
 // x `out_width` x `channels` floats at `out` (values from 0 to 255, not
-// rounded), as TensorFlow 2's tf.image.resize(image, [out_height,
-// out_width]) does with its default bilinear method: half-pixel centres,
-// no antialiasing, in float arithmetic.
+// rounded) as TensorFlow's bilinear resize does: no antialiasing, in float
+// arithmetic, the centres as `centres` says.
 void resizeBilinear(const uint8_t* in, int64_t height, int64_t width, int channels,
-                    int64_t out_height, int64_t out_width, float* out);
+                    int64_t out_height, int64_t out_width, PixelCentres centres, float* out);
 
 }  // namespace traind

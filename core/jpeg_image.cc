@@ -1,13 +1,12 @@
 #include "core/jpeg_image.h"
 
 // jpeglib.h needs size_t and FILE declared before it.
+#include <jerror.h>  // after jpeglib.h, which it needs
 #include <jpeglib.h>
 
 #include <csetjmp>
 #include <cstddef>
 #include <cstdio>
-// after jpeglib.h, which it needs
-#include <jerror.h>
 
 namespace traind {
 namespace {
@@ -66,8 +65,8 @@ void onProgress(j_common_ptr jpeg) {
 // channels, refusing one of another size than `expected`; false with
 // errors->error on a libjpeg error. No C++ object lives in this frame,
 // which libjpeg's errors leave by longjmp.
-bool readJpeg(const unsigned char* data, size_t size, JpegErrors* errors, JpegHeader* header,
-              const JpegHeader* expected, int channels, uint8_t* out) {
+bool readJpeg(const unsigned char* data, size_t size, JpegErrors* errors, ImageHeader* header,
+              const ImageHeader* expected, int channels, uint8_t* out) {
   jpeg_decompress_struct jpeg;
   jpeg_progress_mgr progress{};
   jpeg.err = jpeg_std_error(&errors->manager);
@@ -128,20 +127,20 @@ bool isJpeg(std::string_view bytes) {
          static_cast<unsigned char>(bytes[2]) == 0xff;
 }
 
-JpegHeader readJpegHeader(std::string_view jpeg) {
+ImageHeader readJpegHeader(std::string_view jpeg) {
   JpegErrors errors{};
-  JpegHeader header;
+  ImageHeader header;
   if (!readJpeg(reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size(), &errors, &header,
                 nullptr, 0, nullptr))
-    return JpegHeader{0, 0, 0, std::string("a corrupt JPEG header: ") + errors.error};
+    return ImageHeader{0, 0, 0, std::string("a corrupt JPEG header: ") + errors.error};
   if (errors.error[0] != '\0') header.error = std::string("a JPEG image ") + errors.error;
   return header;
 }
 
-std::string decodeJpeg(std::string_view jpeg, const JpegHeader& header, int channels,
+std::string decodeJpeg(std::string_view jpeg, const ImageHeader& header, int channels,
                        uint8_t* out) {
   JpegErrors errors{};
-  JpegHeader decoded;
+  ImageHeader decoded;
   if (!readJpeg(reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size(), &errors, &decoded,
                 &header, channels, out))
     return std::string("a JPEG image that cannot be decoded: ") + errors.error;

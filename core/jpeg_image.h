@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/image_header.h"
+
 namespace traind {
 
 // True if `bytes` starts as a JPEG image does (an SOI marker, then another).
@@ -17,13 +19,7 @@ bool isJpeg(std::string_view bytes);
 // (TensorFlow's limit) are taken; `error` is "" for those, else why the
 // image is refused (CMYK, which TensorFlow converts with its own formula).
 // `channels` is the image's own count.
-struct JpegHeader {
-  int64_t height = 0;
-  int64_t width = 0;
-  int channels = 0;
-  std::string error;
-};
-JpegHeader readJpegHeader(std::string_view jpeg);
+ImageHeader readJpegHeader(std::string_view jpeg);
 
 // Decodes `jpeg`, whose header readJpegHeader took without an error, into
 // height x width x `channels` bytes at `out` (`channels` 1 or 3: grey from
@@ -34,6 +30,7 @@ JpegHeader readJpegHeader(std::string_view jpeg);
 // libjpeg more than 512 MiB beside `out` (a progressive image's buffers) or
 // more than 100 scans, which a small file can claim by the thousand.
 // Returns "" or what is wrong with its data.
-std::string decodeJpeg(std::string_view jpeg, const JpegHeader& header, int channels, uint8_t* out);
+std::string decodeJpeg(std::string_view jpeg, const ImageHeader& header, int channels,
+                       uint8_t* out);
 
 }  // namespace traind

@@ -586,8 +586,9 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
       fail(fields.field(), "expected two different features for the image and the label, got '" +
                                printable(source.image_feature) + "' for both");
     if (auto f = fields.find("resize")) {
-      source.resize =
-          readChoice<DataFiles::Resize>(*f, {{"bilinear", DataFiles::Resize::Bilinear}});
+      source.resize = readChoice<DataFiles::Resize>(
+          *f, {{"bilinear", DataFiles::Resize::Bilinear},
+               {"legacy_bilinear", DataFiles::Resize::LegacyBilinear}});
       if (input.size() != 3 || (input[2] != 1 && input[2] != 3))
         fail(*f,
              "expected an input of [height, width, 1] or [height, width, 3] to resize "

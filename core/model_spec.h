@@ -113,9 +113,10 @@ struct DataFiles {
   std::vector<std::string> records;
   std::string image_feature = "image_raw";  // TfRecord: raw pixels, PNG, JPEG (bytes) or floats
   std::string label_feature = "label";      // TfRecord: a class (int64) or a target (float)
-  // TfRecord: encoded images of any size resized to the model's input
+  // TfRecord: encoded images of any size resized to the model's input as
+  // TensorFlow 2 (Bilinear) or 1 (LegacyBilinear) resizes them
   // (core/image_resize.h); None takes images of the input's size only
-  enum class Resize { None, Bilinear };
+  enum class Resize { None, Bilinear, LegacyBilinear };
   Resize resize = Resize::None;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   SourceLocation location;  // its entry in the spec, for what its files' contents refute

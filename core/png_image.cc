@@ -36,7 +36,7 @@ void onWarning(png_structp, png_const_charp) {}  // a warning changes nothing de
 // Reads the header into `header` and, with `out`, the image; false with
 // source->error on a libpng error. No C++ object lives in this frame, which
 // libpng's errors leave by longjmp.
-bool readPng(PngSource* source, PngHeader* header, uint8_t* out) {
+bool readPng(PngSource* source, ImageHeader* header, uint8_t* out) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, source, onError, onWarning);
   if (!png) {
     std::snprintf(source->error, sizeof source->error, "no memory for libpng");
@@ -84,20 +84,20 @@ bool isPng(std::string_view bytes) {
          std::memcmp(bytes.data(), kSignature, sizeof kSignature) == 0;
 }
 
-PngHeader readPngHeader(std::string_view png) {
+ImageHeader readPngHeader(std::string_view png) {
   PngSource source{reinterpret_cast<const unsigned char*>(png.data()), png.size(), 0, {}};
-  PngHeader header;
+  ImageHeader header;
   const bool read = readPng(&source, &header, nullptr);
   if (!read)
-    header = PngHeader{0, 0, 0, std::string("a corrupt PNG header: ") + source.error};
+    header = ImageHeader{0, 0, 0, std::string("a corrupt PNG header: ") + source.error};
   else if (source.error[0] != '\0')
     header.error = std::string("a PNG image ") + source.error;
   return header;
 }
 
-std::string decodePng(std::string_view png, const PngHeader& header, uint8_t* out) {
+std::string decodePng(std::string_view png, const ImageHeader& header, uint8_t* out) {
   PngSource source{reinterpret_cast<const unsigned char*>(png.data()), png.size(), 0, {}};
-  PngHeader decoded;
+  ImageHeader decoded;
   if (!readPng(&source, &decoded, out)) return std::string("a corrupt PNG image: ") + source.error;
   if (decoded.height != header.height || decoded.width != header.width ||
       decoded.channels != header.channels || source.error[0] != '\0')

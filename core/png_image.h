@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/image_header.h"
+
 namespace traind {
 
 // True if `bytes` starts with PNG's signature.
@@ -19,19 +21,13 @@ bool isPng(std::string_view bytes);
 // (and tRNS), 16-bit samples and grey from colour would be conversions,
 // each done its own way by each decoder. `channels` is the image's own
 // count, 2 and 4 with alpha.
-struct PngHeader {
-  int64_t height = 0;
-  int64_t width = 0;
-  int channels = 0;
-  std::string error;
-};
-PngHeader readPngHeader(std::string_view png);
+ImageHeader readPngHeader(std::string_view png);
 
 // Decodes `png`, whose header readPngHeader took without an error, into
 // height x width x channels bytes at `out`: its samples as stored, as
 // TensorFlow's tf.io.decode_png gives them (no gamma correction; palette
 // entries expanded; interlaced images put together). Returns "" or what is
 // wrong with its data.
-std::string decodePng(std::string_view png, const PngHeader& header, uint8_t* out);
+std::string decodePng(std::string_view png, const ImageHeader& header, uint8_t* out);
 
 }  // namespace traind

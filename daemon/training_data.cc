@@ -60,9 +60,14 @@ double keptBytes(int64_t input_bytes, int64_t examples) {
 }
 
 // What it takes while it loads, at most: beside what it keeps, the buffers
-// its inputs and labels grow out of (the IDX reader doubles them as
-// examples arrive, copying; the TFRecord reader joins its blocks at the end).
-double loadingBytes(int64_t input_bytes, int64_t examples) {
+// its inputs and labels grow out of. The IDX reader doubles them as
+// examples arrive, copying; the TFRecord reader gathers its inputs in
+// blocks of 4 MiB and hands each back as it joins them, and doubles its
+// labels (core/example_records.h).
+double loadingBytes(DataFiles::Format format, int64_t input_bytes, int64_t examples) {
+  if (format == DataFiles::Format::TfRecord)
+    return keptBytes(input_bytes, examples) + double(examples) * double(sizeof(int32_t)) +
+           double(int64_t(4) << 20);
   return keptBytes(input_bytes, examples) + double(examples) * double(input_bytes + 1);
 }
 
@@ -94,7 +99,8 @@ Dataset loadDataFiles(const DataFiles& source, std::string_view field, const Lay
   const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
     checking = true;
     checkShapeFits(graph, example_shape, source.location, field);
-    const double bytes = loadingBytes(numElements(example_shape) * value_bytes, examples);
+    const double bytes =
+        loadingBytes(source.format, numElements(example_shape) * value_bytes, examples);
     if (available && held.bytes + bytes > double(*available))
       throwInputError(
           source.location, std::string(field),

@@ -219,6 +219,38 @@ DataFiles jpegRecords(TempDir& dir, const std::vector<int>& records = {}) {
   return source;
 }
 
+// jpeg.tfrecord's record `record` as an Example.
+tensorflow::Example jpegFixtureExample(int record) {
+  tensorflow::Example example;
+  const std::vector<std::string> records =
+      splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord");
+  REQUIRE(example.ParseFromString(records.at(size_t(record))));
+  return example;
+}
+
+// Its image/encoded value, the JPEG.
+std::string& jpegImageOf(tensorflow::Example& example) {
+  for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
+    if (entry.key() == "image/encoded")
+      return *entry.mutable_value()->mutable_bytes_list()->mutable_value(0);
+  FAIL("no image/encoded");
+  throw std::logic_error("unreachable");
+}
+
+// jpeg.tfrecord's record `record` with its image changed by `change`, in a
+// file of its own, read as jpegRecords reads the fixture.
+DataFiles jpegRecordChanged(TempDir& dir, int record,
+                            const std::function<void(std::string&)>& change,
+                            DataFiles::Resize resize = DataFiles::Resize::None) {
+  tensorflow::Example example = jpegFixtureExample(record);
+  change(jpegImageOf(example));
+  DataFiles source = recordFiles({dir.write("changed", framed({example.SerializeAsString()}))});
+  source.image_feature = "image/encoded";
+  source.label_feature = "image/class/label";
+  source.resize = resize;
+  return source;
+}
+
 TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as TensorFlow does",
           "[example_records]") {
   TempDir dir;
@@ -238,18 +270,15 @@ TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as Tenso
   }
   // A set of encoded images takes no raw pixels among them.
   {
-    tensorflow::Example example;
-    REQUIRE(example.ParseFromString(
-        splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord")[0]));
-    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
-      if (entry.key() == "image/encoded")
-        *entry.mutable_value()->mutable_bytes_list()->mutable_value(0) = std::string(36, 'x');
     DataFiles mixed = small;
-    mixed.records.push_back(dir.write("raw", framed({example.SerializeAsString()})));
-    CHECK_THROWS_WITH(loadExampleRecords(mixed, {4, 3, 3}),
-                      Contains("raw: record 0 at byte 0: feature 'image/encoded' holds 36 bytes; "
-                               "expected a PNG or JPEG image of [4, 3, 3], as the records "
-                               "before it"));
+    mixed.records.push_back(jpegRecordChanged(dir, 0, [](std::string& image) {
+                              image = std::string(36, 'x');
+                            }).records[0]);
+    CHECK_THROWS_WITH(
+        loadExampleRecords(mixed, {4, 3, 3}),
+        Contains("changed: record 0 at byte 0: feature 'image/encoded' holds 36 bytes; "
+                 "expected a PNG or JPEG image of [4, 3, 3], as the records "
+                 "before it"));
   }
   // The other sizes are refused without resize, naming it.
   CHECK_THROWS_WITH(loadExampleRecords(jpegRecords(dir), {4, 3, 3}),
@@ -273,6 +302,52 @@ TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as Tenso
     for (size_t i = 0; i < expected.size(); ++i)
       CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
   }
+  // resize: legacy_bilinear as TensorFlow 1's tf.image.resize_images
+  // (jpeg-resized-legacy-3.f32): another sampling, the same images.
+  DataFiles legacy = jpegRecords(dir);
+  legacy.resize = DataFiles::Resize::LegacyBilinear;
+  const Dataset data = loadExampleRecords(legacy, {4, 3, 3});
+  const std::vector<float> expected = readFloats(kFixture + "jpeg-resized-legacy-3.f32");
+  REQUIRE(data.floats.size() == expected.size());
+  CHECK(expected != readFloats(kFixture + "jpeg-resized-3.f32"));
+  for (size_t i = 0; i < expected.size(); ++i)
+    CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+}
+
+TEST_CASE("resized images take the model's input, whatever height and width the records give",
+          "[example_records]") {
+  // convert_to_records.py's height, width and depth give a record's shape;
+  // with resize they describe the image before it, and are not read.
+  TempDir dir;
+  tensorflow::Example example = jpegFixtureExample(1);  // of [9, 7, 3]
+  const std::string jpeg = jpegImageOf(example);
+  const std::string record = exampleMessage({{"height", int64Feature({9})},
+                                             {"width", int64Feature({7})},
+                                             {"depth", int64Feature({3})},
+                                             {"label", int64Feature({2})},
+                                             {"image_raw", bytesFeature(jpeg)}});
+  DataFiles source = recordFiles({dir.write("sized", framed({record}))});
+  source.resize = DataFiles::Resize::Bilinear;
+  const Dataset data = loadExampleRecords(source, {4, 3, 3});
+  CHECK(data.example_shape == Shape{4, 3, 3});
+  const std::vector<float> resized = readFloats(kFixture + "jpeg-resized-3.f32");
+  REQUIRE(data.floats.size() == 36);
+  for (size_t i = 0; i < 36; ++i) CHECK(data.floats[i] == Approx(resized[36 + i]).margin(1e-6));
+  // Without resize they give the shape, which the image must have.
+  source.resize = DataFiles::Resize::None;
+  CHECK(loadExampleRecords(source, {189}).example_shape == Shape{9, 7, 3});
+
+  // A first image that is a JPEG of the raw pixels' size is a JPEG: its
+  // header reads.
+  const std::string flat =
+      exampleMessage({{"label", int64Feature({2})}, {"image_raw", bytesFeature(jpeg)}});
+  CHECK_THROWS_WITH(
+      loadExampleRecords(recordFiles({dir.write("flat", framed({flat}))}), {int64_t(jpeg.size())}),
+      Contains("holds a JPEG image of [9, 7, 3]; expected one of [" + std::to_string(jpeg.size()) +
+               "], as the model's input"));
+  // Resizing needs an input of [height, width, 1 or 3].
+  source.resize = DataFiles::Resize::Bilinear;
+  CHECK_THROWS_AS(loadExampleRecords(source, {189}), std::invalid_argument);
 }
 
 TEST_CASE("resize: bilinear takes PNG and JPEG images only, of the input's channels",
@@ -280,14 +355,20 @@ TEST_CASE("resize: bilinear takes PNG and JPEG images only, of the input's chann
   DataFiles rgb = recordFiles({kFixture + "png-rgb.tfrecord"});
   rgb.image_feature = "image";
   rgb.resize = DataFiles::Resize::Bilinear;
-  // A PNG image of [4, 3, 3] to [2, 2, 3]: each output pixel the mean of a
-  // 2 x 1.5 window's centre, pixel j of example 0 being j.
+  // A PNG image of [4, 3, 3] to [2, 2, 3]. Value (y, x, c) of example 0 is
+  // (3 y + x) 3 + c, which bilinear sampling keeps: output row y samples
+  // the input at (y + 0.5) 2 - 0.5, column x at (x + 0.5) 1.5 - 0.5 (half-
+  // pixel centres; legacy_bilinear's would be 2 y and 1.5 x).
   const Dataset data = loadExampleRecords(rgb, {2, 2, 3});
   REQUIRE(data.size == 2);
-  // Output (0, 0) samples the input at (0.5, 0.25): rows 0 and 1 half each,
-  // columns 0 and 1 at 0.75 and 0.25.
-  const float expected = (0.5f * (0.75f * 0 + 0.25f * 3) + 0.5f * (0.75f * 9 + 0.25f * 12));
-  CHECK(data.floats[0] * 255.0f == Approx(expected));
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 2; ++x)
+      for (int c = 0; c < 3; ++c) {
+        const float at_y = (float(y) + 0.5f) * 2.0f - 0.5f;
+        const float at_x = (float(x) + 0.5f) * 1.5f - 0.5f;
+        CHECK(data.floats[size_t((y * 2 + x) * 3 + c)] * 255.0f ==
+              Approx((3.0f * at_y + at_x) * 3.0f + float(c)));
+      }
 
   DataFiles grey = recordFiles({kFixture + "png-grey.tfrecord"});
   grey.image_feature = "image";
@@ -306,18 +387,8 @@ TEST_CASE("resize: bilinear takes PNG and JPEG images only, of the input's chann
 TEST_CASE("a JPEG image cut short or damaged is refused, as TensorFlow refuses it",
           "[example_records]") {
   TempDir dir;
-  const std::vector<std::string> records =
-      splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord");
   const auto withImage = [&](const std::function<void(std::string&)>& change) {
-    tensorflow::Example example;
-    REQUIRE(example.ParseFromString(records[0]));
-    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
-      if (entry.key() == "image/encoded")
-        change(*entry.mutable_value()->mutable_bytes_list()->mutable_value(0));
-    DataFiles source = recordFiles({dir.write("changed", framed({example.SerializeAsString()}))});
-    source.image_feature = "image/encoded";
-    source.label_feature = "image/class/label";
-    return source;
+    return jpegRecordChanged(dir, 0, change);
   };
   // Without its last marker (EOI) only: libjpeg would make up the rest;
   // tf.io.decode_jpeg refuses it.
@@ -364,19 +435,8 @@ TEST_CASE("a small JPEG file cannot make its decoding take unbounded memory or t
   TempDir dir;
   // Record 4 of the fixture is a progressive colour image, whose scans
   // libjpeg keeps in buffers of the whole image, 2 bytes a value.
-  const std::vector<std::string> records =
-      splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "jpeg.tfrecord");
   const auto withImage = [&](const std::function<void(std::string&)>& change) {
-    tensorflow::Example example;
-    REQUIRE(example.ParseFromString(records[4]));
-    for (tensorflow::FeatureEntry& entry : *example.mutable_features()->mutable_feature())
-      if (entry.key() == "image/encoded")
-        change(*entry.mutable_value()->mutable_bytes_list()->mutable_value(0));
-    DataFiles source = recordFiles({dir.write("changed", framed({example.SerializeAsString()}))});
-    source.image_feature = "image/encoded";
-    source.label_feature = "image/class/label";
-    source.resize = DataFiles::Resize::Bilinear;
-    return source;
+    return jpegRecordChanged(dir, 4, change, DataFiles::Resize::Bilinear);
   };
   // 13000 x 13000 in colour, its chroma not subsampled (4:4:4), decoded to
   // grey: 161 MiB of output, within the bound of an image to be resized,
@@ -598,12 +658,8 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
     CHECK_THAT(errorOf({pixelExample("\xff\xd8\xff\xe0 and more", 1)}),
                Contains("feature 'image_raw' holds a corrupt JPEG header: "));
     // A data set takes one kind of image, as its first record's is.
-    const std::string jpeg = splitTfRecords(readBytes(kFixture + "jpeg.tfrecord"), "j")[0];
-    tensorflow::Example example;
-    REQUIRE(example.ParseFromString(jpeg));
-    std::string jpeg_bytes;
-    for (const tensorflow::FeatureEntry& entry : example.features().feature())
-      if (entry.key() == "image/encoded") jpeg_bytes = entry.value().bytes_list().value(0);
+    tensorflow::Example example = jpegFixtureExample(0);
+    const std::string jpeg_bytes = jpegImageOf(example);
     CHECK_THAT(errorOf({good, pixelExample(jpeg_bytes, 1)}),
                Contains("record 1 at byte 57: feature 'image_raw' holds " +
                         std::to_string(jpeg_bytes.size()) +

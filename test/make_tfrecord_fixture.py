@@ -27,7 +27,13 @@ TensorFlow, so its output is kept in the repository):
   jpeg-decoded-1.f32 and jpeg-decoded-3.f32, tf.io.decode_jpeg(image,
   channels) / 255 for the images of [4, 3]; jpeg-resized-1.f32 and
   jpeg-resized-3.f32, tf.image.resize(tf.io.decode_jpeg(image, channels),
-  [4, 3]) / 255 for every image.
+  [4, 3]) / 255 for every image; jpeg-resized-legacy-3.f32, TensorFlow 1's
+  tf.compat.v1.image.resize_images(tf.io.decode_jpeg(image, 3), [4, 3]) /
+  255 for every image.
+
+Each run may write the records in other bytes (an Example's features are a
+map, whose order differs from run to run), with the same values: the tests'
+byte offsets are those of the files kept here.
 """
 
 import os
@@ -123,6 +129,10 @@ def write_jpeg_fixture():
                       if shape[:2] == (4, 3)])
         write_floats(f"jpeg-resized-{channels}.f32",
                      [tf.image.resize(d, [4, 3]).numpy() / np.float32(255) for d in decoded])
+    decoded = [tf.io.decode_jpeg(jpeg, channels=3) for jpeg in images]
+    write_floats("jpeg-resized-legacy-3.f32",
+                 [tf.compat.v1.image.resize_images(d, [4, 3]).numpy() / np.float32(255)
+                  for d in decoded])
 
 
 def write(name, examples, compression=None):

@@ -801,7 +801,10 @@ TEST_CASE("resize: bilinear, for TFRecord images to an input of [height, width, 
             .data.train.resize == DataFiles::Resize::Bilinear);
   const std::string path = (dir.path() / "spec.yaml").string();
   CHECK(loadError(spec("[8, 8, 3]", "{tfrecords: data/train, resize: bicubic}")) ==
-        path + ":5:42: data.train.resize: expected one of bilinear, got 'bicubic'");
+        path +
+            ":5:42: data.train.resize: expected one of bilinear, legacy_bilinear, got 'bicubic'");
+  CHECK(loadModelSpec(spec("[8, 8, 3]", "{tfrecords: data/train, resize: legacy_bilinear}"))
+            .data.train.resize == DataFiles::Resize::LegacyBilinear);
   CHECK(loadError(spec("[64]", "{tfrecords: data/train, resize: bilinear}")) ==
         path +
             ":5:42: data.train.resize: expected an input of [height, width, 1] or [height, "

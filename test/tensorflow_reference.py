@@ -32,7 +32,8 @@ to float32 rounding:
                   regression as float features) and read by traind's
                   data.train.tfrecords; and as build_image_data.py's JPEG
                   photographs of many sizes, against TensorFlow's own
-                  tf.image.resize(tf.io.decode_jpeg(...)) pipeline
+                  tf.image.resize(tf.io.decode_jpeg(...)) pipeline and
+                  TensorFlow 1's tf.image.resize_images
   schedules       exponential and inverse-time decay with staircase,
                   piecewise_constant, polynomial decay cycling, cosine decay
   moving averages with and without num_updates
@@ -317,14 +318,15 @@ def tfrecord_examples(examples, directory, compression, png=False):
         "train": train, "shuffle": False, "prefetch_batches": 0})
 
 
-def jpeg_examples(examples, directory):
+def jpeg_examples(examples, directory, legacy=False):
     """`examples`' images as build_image_data.py writes photographs: each
     scaled to a size of its own (20-38 x 20-42) and stored as a JPEG, every
     third in colour, under image/encoded and image/class/label. The inputs
     become what TensorFlow's own pipeline makes of the files,
-    tf.image.resize(tf.io.decode_jpeg(image, channels=1), [28, 28]) / 255:
-    traind, reading them with resize: bilinear, must decode and resize
-    them as that does for the two to train alike."""
+    tf.image.resize(tf.io.decode_jpeg(image, channels=1), [28, 28]) / 255
+    (with `legacy`, TensorFlow 1's tf.compat.v1.image.resize_images):
+    traind, reading them with resize: bilinear (legacy_bilinear), must
+    decode and resize them as that does for the two to train alike."""
     os.makedirs(directory, exist_ok=True)
     inputs = []
     with tf.io.TFRecordWriter(os.path.join(directory, "train.tfrecord")) as writer:
@@ -344,11 +346,12 @@ def jpeg_examples(examples, directory):
                     int64_list=tf.train.Int64List(value=[int(examples.targets[i])]))})
             ).SerializeToString())
             decoded = tf.io.decode_jpeg(jpeg, channels=1)
-            inputs.append(tf.image.resize(decoded, [28, 28]).numpy() / np.float32(255))
+            resize = tf.compat.v1.image.resize_images if legacy else tf.image.resize
+            inputs.append(resize(decoded, [28, 28]).numpy() / np.float32(255))
     return dataclasses.replace(examples, inputs=np.stack(inputs).astype(np.float32), data_section={
         "train": {"tfrecords": os.path.join(directory, "train.tfrecord"),
                   "image_feature": "image/encoded", "label_feature": "image/class/label",
-                  "resize": "bilinear"},
+                  "resize": "legacy_bilinear" if legacy else "bilinear"},
         "shuffle": False, "prefetch_batches": 0})
 
 
@@ -944,6 +947,8 @@ def training_cases(steps, work_dir):
              tfrecord_examples(fashion, os.path.join(data_dir, "png"), "GZIP", png=True)),
         Case("tfrecords jpeg resized", PERCEPTRON, {"type": "sgd", "learning_rate": 0.1},
              jpeg_examples(fashion, os.path.join(data_dir, "jpeg"))),
+        Case("tfrecords jpeg legacy resize cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1},
+             jpeg_examples(fashion, os.path.join(data_dir, "jpeg-legacy"), legacy=True)),
         Case("tfrecords floats mse", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
              tfrecord_examples(regression, os.path.join(data_dir, "raw"), ""), loss="mse"),
         *[Case(f"schedule {name}", PERCEPTRON, {"type": "sgd", "learning_rate": schedule},
