@@ -64,8 +64,8 @@ struct RecordFileSummary {
     std::string name;
     std::string kind;   // "bytes", "floats", "int64s", "no value"
     int values = 0;     // in its list
-    std::string first;  // its first value: "28", "0.5", "784 bytes", "3120 bytes, a JPEG image of
-                        // [28, 28, 3]"
+    // its first value: "28", "0.5", "784 bytes", "3120 bytes, a JPEG image of [28, 28, 3]"
+    std::string first;
   };
   std::string compression;  // "raw", "gzip", "zlib"
   int64_t records = 0;

@@ -1,12 +1,15 @@
 #include "core/jpeg_image.h"
 
-// jpeglib.h needs size_t and FILE declared before it.
-#include <jerror.h>  // after jpeglib.h, which it needs
-#include <jpeglib.h>
-
 #include <csetjmp>
+
+// jpeglib.h needs size_t and FILE declared before it, and jerror.h comes
+// after jpeglib.h: an order clang-format would sort away.
+// clang-format off
 #include <cstddef>
 #include <cstdio>
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
 
 namespace traind {
 namespace {
