@@ -506,6 +506,23 @@ class ExampleLoader {
     decode(bytes, image, out.data());
   }
 
+  // What checkImage expected of an image of `elements` values, for its
+  // messages only: formatted when a record fails, not for every record.
+  std::string expectedImage(double elements) const {
+    switch (image_kind_) {
+      case ImageKind::Resized:
+        return fmt::format("a PNG or JPEG image to resize to {}", shapeToString(shape_));
+      case ImageKind::Encoded:
+        return fmt::format("a PNG or JPEG image of {}", shapeToString(shape_));
+      case ImageKind::Pixels:
+        return fmt::format("the {} raw pixels (bytes) of an image of {}", elements,
+                           shapeToString(shape_));
+      case ImageKind::Floats:
+        break;
+    }
+    return fmt::format("the {} floats of an image of {}", elements, shapeToString(shape_));
+  }
+
   // The image's values as the first record's were, as many as the shape
   // has; validated before memory is taken for them. An encoded image's
   // header, to decode it by.
@@ -514,31 +531,23 @@ class ExampleLoader {
     // As a double: the dimensions of a record's shape can multiply past int64.
     double elements = 1.0;
     for (int64_t d : shape_) elements *= double(d);
-    const std::string expected =
-        image_kind_ == ImageKind::Resized
-            ? fmt::format("a PNG or JPEG image to resize to {}", shapeToString(shape_))
-        : image_kind_ == ImageKind::Encoded
-            ? fmt::format("a PNG or JPEG image of {}", shapeToString(shape_))
-            : fmt::format("the {} {} of an image of {}", elements,
-                          image_kind_ == ImageKind::Pixels ? "raw pixels (bytes)" : "floats",
-                          shapeToString(shape_));
     if (image_kind_ != ImageKind::Floats && image.kind_case() == Feature::kBytesList &&
         image.bytes_list().value_size() == 1) {
       const std::string& bytes = image.bytes_list().value(0);
       if (image_kind_ == ImageKind::Encoded || image_kind_ == ImageKind::Resized) {
         if (const std::optional<ImageFormat> format = imageFormatOf(bytes))
           return checkEncoded(*format, bytes);
-        failFeature(name,
-                    fmt::format("holds {} bytes{}; expected {}{}", bytes.size(), encodingOf(bytes),
-                                expected, examples_ > 0 ? ", as the records before it" : ""));
+        failFeature(name, fmt::format("holds {} bytes{}; expected {}{}", bytes.size(),
+                                      encodingOf(bytes), expectedImage(elements),
+                                      examples_ > 0 ? ", as the records before it" : ""));
       }
       // Raw pixels; a PNG or JPEG image of their size among them is taken as
       // pixels, as the first record's image was.
       if (double(bytes.size()) != elements)
         failFeature(name, fmt::format("holds {} bytes{}; expected {}{}", bytes.size(),
-                                      encodingOf(bytes), expected,
+                                      encodingOf(bytes), expectedImage(elements),
                                       encodingOf(bytes).empty() ? ""
-                                      : isPng(bytes) || isJpeg(bytes)
+                                      : imageFormatOf(bytes)
                                           ? ", as the first record's image was"
                                           : " (decode the images as the records are written)"));
       return std::nullopt;
@@ -546,15 +555,17 @@ class ExampleLoader {
     if (image_kind_ == ImageKind::Floats && image.kind_case() == Feature::kFloatList) {
       const auto& values = image.float_list().value();
       if (double(values.size()) != elements)
-        failFeature(name, fmt::format("holds {} floats; expected {}", values.size(), expected));
+        failFeature(name, fmt::format("holds {} floats; expected {}", values.size(),
+                                      expectedImage(elements)));
       for (int i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
           failFeature(name,
                       fmt::format("holds {} at value {}; expected finite floats", values[i], i));
       return std::nullopt;
     }
-    failFeature(name, fmt::format("holds {}; expected {}{}", described(image), expected,
-                                  examples_ > 0 ? ", as the records before it" : ""));
+    failFeature(name,
+                fmt::format("holds {}; expected {}{}", described(image), expectedImage(elements),
+                            examples_ > 0 ? ", as the records before it" : ""));
   }
 
   void checkLabel(const Feature& label) const {
