@@ -8,8 +8,13 @@
 namespace traind {
 
 // The CRC32C of `data`, continuing from `crc` (the CRC of the bytes before
-// it; 0 to start): crc32c("123456789") == 0xe3069283.
+// it; 0 to start): crc32c("123456789") == 0xe3069283. With SSE4.2's crc32
+// instruction where the CPU has it (asked at run time), else by table.
 uint32_t crc32c(std::string_view data, uint32_t crc = 0);
+
+// The same CRC by table, whatever the CPU: what crc32c is tested against on
+// a CPU where it takes the instruction.
+uint32_t crc32cPortable(std::string_view data, uint32_t crc = 0);
 
 // TFRecord (and LevelDB) store CRCs masked, since a CRC computed over bytes
 // that themselves contain CRCs is weak: rotate right by 15 bits, add a constant.
