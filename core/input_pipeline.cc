@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/augmentation.h"
 #include "core/random.h"
 
 namespace traind {
@@ -14,7 +15,11 @@ namespace {
 // Batches of an epoch over all shards: a multiple of the shard count, so
 // every shard has as many steps per epoch as the others.
 int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
-                               int prefetch_batches, int shard_index, int num_shards) {
+                               int prefetch_batches, int shard_index, int num_shards,
+                               const Augmentation& augment) {
+  if (augment.any() && data.example_shape.size() != 3)
+    throw std::invalid_argument("InputPipeline: augmentation of examples of shape " +
+                                shapeToString(data.example_shape) + ", not images");
   if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > data.size ||
       first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards)
     throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
@@ -29,7 +34,7 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
 
 InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                              int64_t first_step, int prefetch_batches, int shard_index,
-                             int num_shards)
+                             int num_shards, const Augmentation& augment)
     : data_(data),
       batch_size_(batch_size),
       shuffle_(shuffle),
@@ -38,9 +43,10 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
       shard_index_(shard_index),
       num_shards_(num_shards),
       batches_per_epoch_(checkedBatchesPerEpoch(data, batch_size, first_step, prefetch_batches,
-                                                shard_index, num_shards)),
+                                                shard_index, num_shards, augment)),
       example_floats_(numElements(data.example_shape)),
       target_floats_(data.targets.empty() ? 0 : int64_t(data.targets.size()) / data.size),
+      augment_(augment),
       slots_(size_t(prefetch_batches) + 1),
       permutation_(size_t(data.size)) {
   for (Slot& slot : slots_) {
@@ -106,10 +112,15 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     }
     permutation_epoch_ = epoch;
   }
-  const int64_t* order = permutation_.data() + (batch % batches_per_epoch_) * batch_size_;
+  const int64_t first_position = (batch % batches_per_epoch_) * batch_size_;
+  const int64_t* order = permutation_.data() + first_position;
   for (int64_t j = 0; j < batch_size_; ++j) {
     const int64_t example = order[j];
-    copyInputs(data_, example, 1, slot.inputs.data() + j * example_floats_);
+    float* inputs = slot.inputs.data() + j * example_floats_;
+    copyInputs(data_, example, 1, inputs);
+    if (augment_.any())
+      augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, first_position + j),
+                   inputs, augment_scratch_);
     if (!slot.labels.empty()) slot.labels[size_t(j)] = data_.labels[size_t(example)];
     if (target_floats_ > 0)
       std::memcpy(slot.targets.data() + j * target_floats_,

@@ -15,6 +15,11 @@
 // examples of one step of a standalone run with num_shards times the batch,
 // so sync data parallelism trains exactly what a big batch trains.
 //
+// With data.augment each image is distorted as it is gathered
+// (core/augmentation.h), drawn from (seed, epoch, its position in the
+// epoch's order): the same for a resumed run, and for a step's shards as for
+// the big batch.
+//
 //   InputPipeline input(data, 32, /*shuffle=*/true, seed, state.globalStep(), 4);
 //   while (...) { const Batch& batch = input.next(); ... }
 #pragma once
@@ -39,10 +44,12 @@ class InputPipeline {
   // for its batches, which a cluster worker needs (docs/distributed.md,
   // "The input thread and the ps's core").
   // `data` must outlive the pipeline. std::invalid_argument unless
-  // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0.
+  // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0,
+  // or if `augment` asks for something and the examples are not images of
+  // [height, width, channels].
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
-                int64_t first_step, int prefetch_batches, int shard_index = 0,
-                int num_shards = 1);
+                int64_t first_step, int prefetch_batches, int shard_index = 0, int num_shards = 1,
+                const Augmentation& augment = {});
   // Stops and joins the thread, also when the consumer stopped mid-way.
   ~InputPipeline();
 
@@ -78,11 +85,13 @@ class InputPipeline {
   const int64_t batches_per_epoch_;  // of the whole job, a multiple of num_shards_
   const int64_t example_floats_;
   const int64_t target_floats_;
+  const Augmentation augment_;
 
   std::vector<Slot> slots_;
   // Producer thread only: the order of the examples in permutation_epoch_.
   std::vector<int64_t> permutation_;
   int64_t permutation_epoch_ = -1;
+  std::vector<float> augment_scratch_;  // producer thread only: one image
 
   // Batches are numbered from first_step_. Batch i lives in slots_[i % size]
   // and may be filled once batch i - size is released, so the producer never

@@ -643,10 +643,38 @@ std::optional<int> readPrefetchBatches(const Field& field) {
   failExpected(field, "auto or an integer from 0 to 1024");
 }
 
+// data.augment: TensorFlow 1's random image distortions, each optional.
+Augmentation readAugmentation(const Field& field) {
+  Mapping fields(field);
+  fields.allowOnly({"random_crop", "flip_left_right", "brightness", "contrast"}, "data.augment");
+  Augmentation augment;
+  augment.location = field.where;
+  if (auto f = fields.find("random_crop")) {
+    Mapping crop(*f);
+    crop.allowOnly({"padding"}, "random_crop");
+    augment.crop_padding = readInt(crop.get("padding"), 1, kMaxDimension);
+  }
+  if (auto f = fields.find("flip_left_right")) augment.flip_left_right = readBool(*f);
+  if (auto f = fields.find("brightness"))
+    augment.brightness = readFloat(*f, "a positive number (the largest change)", isPositive);
+  if (auto f = fields.find("contrast")) {
+    const std::vector<Field> bounds = listItems(*f, "[lower, upper]");
+    if (bounds.size() != 2) failExpected(*f, "[lower, upper], two numbers");
+    augment.contrast_lower = readFloat(bounds[0], "a non-negative number", isNonNegative);
+    augment.contrast_upper = readFloat(bounds[1], "a positive number", isPositive);
+    if (augment.contrast_upper <= augment.contrast_lower)
+      fail(bounds[1], "expected an upper bound greater than the lower " +
+                          formatNumber(augment.contrast_lower) + ", got " +
+                          formatNumber(augment.contrast_upper));
+  }
+  return augment;
+}
+
 DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches"},
-                   "the data section");
+  fields.allowOnly(
+      {"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches", "augment"},
+      "the data section");
   DataSpec data;
   const std::optional<Field> train = fields.find("train");
   const std::optional<Field> synthetic = fields.find("synthetic");
@@ -663,7 +691,10 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     data.synthetic_location = synthetic->where;
     if (auto f = fields.find("test"))
       fail(*f, "only allowed with data.train (synthetic data makes its own test set)");
+    if (auto f = fields.find("augment"))
+      fail(*f, "only allowed with data.train (synthetic data are not images)");
   }
+  if (auto f = fields.find("augment")) data.augment = readAugmentation(*f);
   data.batch_size_location = field.where;
   if (auto f = fields.find("batch_size")) {
     data.batch_size = readInt(*f, 1, kMaxDimension);

@@ -130,6 +130,31 @@ struct SyntheticRegressionSpec {
   float noise_stddev = 0.05f;
 };
 
+// Random distortions of each training image as its batch is gathered
+// (core/augmentation.h), in this order, as TensorFlow 1's image input
+// pipelines made them (cifar10_input.py, the official ResNet's CIFAR-10
+// input); the test set is seen as it is. Values are in the input's units
+// (pixel / 255 for images).
+struct Augmentation {
+  // Zero-pad this many pixels on every side, then take a window of the
+  // image's size at a uniform offset (resize_image_with_crop_or_pad to
+  // h + 2p, w + 2p, then random_crop); 0 = none
+  int64_t crop_padding = 0;
+  bool flip_left_right = false;  // mirrored with probability 1/2 (random_flip_left_right)
+  // delta uniform in [-brightness, brightness), added to every value
+  // (random_brightness); 0 = none
+  float brightness = 0.0f;
+  // factor uniform in [contrast_lower, contrast_upper); each channel's
+  // values moved from their mean by it (random_contrast); both 0 = none
+  float contrast_lower = 0.0f;
+  float contrast_upper = 0.0f;
+  SourceLocation location;  // data.augment, for a data set whose examples are not images
+
+  bool any() const {
+    return crop_padding > 0 || flip_left_right || brightness > 0.0f || contrast_upper > 0.0f;
+  }
+};
+
 struct DataSpec {
   enum class Kind { Files, SyntheticRegression };
   Kind kind = Kind::Files;
@@ -140,6 +165,7 @@ struct DataSpec {
   int64_t batch_size = 32;
   SourceLocation batch_size_location;   // the field, or the data section without one
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
+  Augmentation augment;                 // of the training set's images
   // Batches read ahead on the input thread; unset is `auto`
   // (readAheadBatches, daemon/training_data.h).
   std::optional<int> prefetch_batches;

@@ -163,6 +163,13 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
   } else {
     checkFits(graph, data.train, spec.data.train.location, "data.train");
     if (data.test) checkFits(graph, *data.test, spec.data.test->location, "data.test");
+    if (spec.data.augment.any() && data.train.example_shape.size() != 3)
+      throwInputError(spec.data.augment.location, "data.augment",
+                      "expected images of [height, width, channels] to distort, got examples "
+                      "of shape " +
+                          shapeToString(data.train.example_shape) +
+                          " (TFRecord float images without height, width and depth take the "
+                          "model's input as their shape)");
   }
   if (data.train.size < spec.data.batch_size)
     throwInputError(spec.data.batch_size_location, "data.batch_size",

@@ -375,9 +375,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     std::memcpy(slots[i]->parameters.data(), slots.front()->parameters.data(),
                 size_t(state.layout().totalSize()) * sizeof(float));
 
-  InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
-                      sync ? step : step / workers,
-                      readAheadBatches(spec.data, /*cluster_worker=*/true), task, workers);
+  InputPipeline input(
+      data.train, batch_size, spec.data.shuffle, spec.seed, sync ? step : step / workers,
+      readAheadBatches(spec.data, /*cluster_worker=*/true), task, workers, spec.data.augment);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   if (step < total_steps)

@@ -818,6 +818,73 @@ TEST_CASE("resize: bilinear, for TFRecord images to an input of [height, width, 
       path + ":5:59: data.train.resize: only allowed with tfrecords");
 }
 
+TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  const auto spec = [&](const std::string& augment) {
+    return dir.write("spec.yaml",
+                     "input: [8, 8, 3]\n"
+                     "layers: [{type: dense, units: 2}]\n"
+                     "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                     "data:\n"
+                     "  train: {tfrecords: data/train}\n"
+                     "  augment: " +
+                         augment +
+                         "\n"
+                         "training: {epochs: 1}\n");
+  };
+  const Augmentation all =
+      loadModelSpec(spec("{random_crop: {padding: 4}, flip_left_right: true, brightness: 0.25, "
+                         "contrast: [0.2, 1.8]}"))
+          .data.augment;
+  CHECK(all.crop_padding == 4);
+  CHECK(all.flip_left_right);
+  CHECK(all.brightness == 0.25f);
+  CHECK(all.contrast_lower == 0.2f);
+  CHECK(all.contrast_upper == 1.8f);
+  CHECK(all.any());
+  CHECK(all.location.line == 6);
+  CHECK_FALSE(loadModelSpec(spec("{flip_left_right: false}")).data.augment.any());
+  CHECK(loadModelSpec(spec("{contrast: [0, 0.5]}")).data.augment.any());
+
+  const std::string path = (dir.path() / "spec.yaml").string();
+  CHECK(loadError(spec("{random_crop: {padding: 0}}")) ==
+        path + ":6:36: data.augment.random_crop.padding: expected a positive integer, got 0");
+  CHECK(loadError(spec("{random_crop: 4}")) ==
+        path + ":6:26: data.augment.random_crop: expected a mapping of fields, got 4");
+  CHECK(loadError(spec("{brightness: 0}")) ==
+        path +
+            ":6:25: data.augment.brightness: expected a positive number (the largest change), "
+            "got 0");
+  CHECK(loadError(spec("{contrast: [1.8, 0.2]}")) ==
+        path +
+            ":6:29: data.augment.contrast[1]: expected an upper bound greater than the lower "
+            "1.8, got 0.2");
+  CHECK(loadError(spec("{contrast: 0.5}")) ==
+        path + ":6:23: data.augment.contrast: expected [lower, upper], got 0.5");
+  CHECK(loadError(spec("{contrast: [0.5]}")) ==
+        path +
+            ":6:23: data.augment.contrast: expected [lower, upper], two numbers, got a list of 1 "
+            "item");
+  CHECK(loadError(spec("{flip_up_down: true}")) ==
+        path +
+            ":6:13: data.augment: unknown field 'flip_up_down' (the fields of "
+            "data.augment are random_crop, flip_left_right, brightness, contrast)");
+  const std::string synthetic = dir.write("synthetic.yaml",
+                                          "input: [1]\n"
+                                          "layers: [{type: dense, units: 1}]\n"
+                                          "loss: mse\n"
+                                          "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                                          "data:\n"
+                                          "  synthetic: {type: regression}\n"
+                                          "  augment: {flip_left_right: true}\n"
+                                          "training: {epochs: 1}\n");
+  CHECK(loadError(synthetic) ==
+        synthetic +
+            ":7:12: data.augment: only allowed with data.train (synthetic data are not "
+            "images)");
+}
+
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {
   TempDir dir;
   const std::string path = dir.write("cnn.yaml",
