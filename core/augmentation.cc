@@ -1,6 +1,7 @@
 #include "core/augmentation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/random.h"
@@ -11,9 +12,11 @@ namespace {
 // So that augmentation draws nothing a shuffle with the same seed draws.
 constexpr uint64_t kAugmentationStream = hashString("augmentation");
 
-// Uniform in [low, high), as TensorFlow's random_uniform draws its factors.
+// Uniform in [low, high), as TensorFlow's random_uniform draws its factors:
+// in double, and kept below `high`, which rounding to float could reach.
 float uniformIn(Rng& rng, float low, float high) {
-  return low + (high - low) * float(rng.uniform());
+  const float value = float(double(low) + (double(high) - double(low)) * rng.uniform());
+  return value < high ? value : std::nextafter(high, low);
 }
 
 }  // namespace
@@ -49,8 +52,19 @@ void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key,
         continue;
       }
       const float* in = scratch.data() + size_t(in_y) * row;
+      if (!flip) {
+        // One run of the input row, zeros either side of it.
+        const int64_t begin = std::clamp<int64_t>(-left, 0, width);
+        const int64_t end = std::clamp<int64_t>(width - left, 0, width);
+        std::fill(out, out + size_t(begin * channels), 0.0f);
+        if (end > begin)
+          std::memcpy(out + size_t(begin * channels), in + size_t((begin + left) * channels),
+                      size_t((end - begin) * channels) * sizeof(float));
+        std::fill(out + size_t(std::max(begin, end) * channels), out + row, 0.0f);
+        continue;
+      }
       for (int64_t x = 0; x < width; ++x) {
-        const int64_t in_x = (flip ? width - 1 - x : x) + left;
+        const int64_t in_x = width - 1 - x + left;
         float* pixel = out + size_t(x * channels);
         if (in_x < 0 || in_x >= width)
           std::fill(pixel, pixel + channels, 0.0f);

@@ -65,9 +65,10 @@ class IdxFile {
 
   const std::vector<uint32_t>& dims() const { return dims_; }
 
-  // Reads the bytes of the first `keep` items, then the rest of the file,
-  // counting, to check that the file holds exactly what its header declares.
-  std::vector<uint8_t> readItems(int64_t keep) {
+  // Reads the bytes of the first `keep` items, of those the share's, then
+  // the rest of the file, counting, to check that the file holds exactly
+  // what its header declares.
+  std::vector<uint8_t> readItems(int64_t keep, DataShare share) {
     // Three u32 dims of a rank-4 file can pass 2^64: counted wide, and
     // refused past what any memory holds.
     unsigned __int128 wide_item_bytes = 1;
@@ -81,14 +82,36 @@ class IdxFile {
     // Grown as data arrives, so a header that lies about its size costs no memory.
     std::vector<uint8_t> items;
     uint64_t total = 0;
-    while (total < keep_bytes) {
-      if (total == items.size())
-        items.resize(std::min<uint64_t>(keep_bytes, std::max<uint64_t>(2 * total, 1 << 20)));
-      const size_t got = read(items.data() + total, items.size() - total);
-      total += got;
-      if (got == 0) break;
+    if (share.count == 1) {
+      while (total < keep_bytes) {
+        if (total == items.size())
+          items.resize(std::min<uint64_t>(keep_bytes, std::max<uint64_t>(2 * total, 1 << 20)));
+        const size_t got = read(items.data() + total, items.size() - total);
+        total += got;
+        if (got == 0) break;
+      }
+      items.resize(total);
+    } else {
+      // Whole items a buffer at a time, the share's copied out.
+      std::vector<uint8_t> buffer(
+          size_t(std::max<uint64_t>(item_bytes, 1 << 20) / item_bytes * item_bytes));
+      size_t filled = 0;
+      int64_t item = 0;
+      while (total < keep_bytes) {
+        const size_t got =
+            read(buffer.data() + filled,
+                 size_t(std::min<uint64_t>(buffer.size() - filled, keep_bytes - total)));
+        total += got;
+        filled += got;
+        if (got == 0) break;
+        const size_t whole = filled / item_bytes * item_bytes;
+        for (size_t at = 0; at < whole; at += item_bytes, ++item)
+          if (share.keeps(item))
+            items.insert(items.end(), buffer.begin() + at, buffer.begin() + at + item_bytes);
+        std::memmove(buffer.data(), buffer.data() + whole, filled - whole);
+        filled -= whole;
+      }
     }
-    items.resize(total);
     // Counted up to a buffer or two past what the header declares, no
     // further: a file that holds more (a gzip stream of endless zeros) is
     // refused unread.
@@ -138,7 +161,7 @@ class IdxFile {
 
 }  // namespace
 
-Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check) {
+Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check, DataShare share) {
   // Each file is checked whole before the two are compared: a count that
   // differs is more often a damaged file than a mismatched pair.
   IdxFile images(source.images, {idx_format::kImagesMagic, idx_format::kChannelImagesMagic},
@@ -147,16 +170,25 @@ Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check) {
   const int64_t keep = source.limit > 0 ? std::min(source.limit, count) : count;
   const Shape example_shape{images.dims()[1], images.dims()[2],
                             images.dims().size() == 4 ? images.dims()[3] : 1};
-  if (check) check(example_shape, keep, 1);
-  std::vector<uint8_t> pixels = images.readItems(keep);
+  // The share's examples among the first `keep`: k = index, index + count, ...
+  const int64_t kept =
+      keep > share.index ? (keep - share.index + share.count - 1) / share.count : 0;
+  if (kept == 0)
+    throw InputError(source.images + ": " + std::to_string(keep) + " images, none for share " +
+                     std::to_string(share.index) + " of " + std::to_string(share.count));
+  if (check) check(example_shape, kept, 1);
+  std::vector<uint8_t> pixels = images.readItems(keep, share);
   IdxFile labels(source.labels, {idx_format::kLabelsMagic}, "labels");
-  const std::vector<uint8_t> classes = labels.readItems(std::min<int64_t>(keep, labels.dims()[0]));
+  const std::vector<uint8_t> classes =
+      labels.readItems(std::min<int64_t>(keep, labels.dims()[0]), share);
   if (labels.dims()[0] != images.dims()[0])
     throw InputError(source.images + ": " + std::to_string(count) + " images but " + source.labels +
                      ": " + std::to_string(labels.dims()[0]) + " labels; the counts must match");
 
   Dataset data;
-  data.size = keep;
+  data.size = kept;
+  data.share = share;
+  if (share.count > 1) data.whole_size = keep;
   data.example_shape = example_shape;
   data.pixels = std::move(pixels);
   data.labels.assign(classes.begin(), classes.end());

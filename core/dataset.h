@@ -26,6 +26,16 @@ inline constexpr uint32_t kChannelImagesMagic = 0x00000804;
 inline constexpr uint32_t kLabelsMagic = 0x00000801;  // u8, dims [n]
 }  // namespace idx_format
 
+// Which examples of a data set a reader keeps (data.shard_by_worker: each
+// worker of a cluster its own): those with index k % count == index, k
+// counted in the files' order within `limit`. {0, 1} keeps them all.
+struct DataShare {
+  int index = 0;
+  int count = 1;
+
+  bool keeps(int64_t k) const { return k % count == index; }
+};
+
 struct Dataset {
   // [28, 28, 1] for IDX images (HWC; rank-3 files get channel 1, rank-4 files
   // give theirs), a TFRecord set's records' or the model's input, [1] for
@@ -41,6 +51,10 @@ struct Dataset {
   std::vector<int32_t> labels;  // classification, else empty
   std::vector<float> targets;   // regression [size, 1], else empty
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
+  // The share of a larger set these examples are, and that set's size
+  // (whole_size, only with share.count > 1): another worker holds the rest.
+  DataShare share;
+  int64_t whole_size = 0;
 };
 
 // Called by a data set's reader before it takes memory for `examples`
@@ -63,7 +77,10 @@ using DataLoadCheck =
 // wrong. Memory grows with what the files really hold, never with what a
 // header claims, and a file is read no further than about 2 MiB past what
 // its header declares.
-Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check = nullptr);
+// With `share`, only its examples are kept (`check` sees their count), the
+// others read past.
+Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check = nullptr,
+                       DataShare share = {});
 
 // spec.points examples: x uniform in [x_min, x_max], y = x^2 + N(0, sd^2).
 // Deterministic in `seed`; callers pass different seeds for train and test.

@@ -227,13 +227,15 @@ class BlockStore {
 
 class ExampleLoader {
  public:
-  ExampleLoader(const DataFiles& source, const Shape& model_input, const DataLoadCheck& check)
+  ExampleLoader(const DataFiles& source, const Shape& model_input, const DataLoadCheck& check,
+                DataShare share)
       : source_(source),
         model_input_(model_input),
         shape_(model_input),
         max_record_bytes_(kRecordSlackBytes +
                           2 * sizeof(float) * uint64_t(numElements(model_input))),
         check_(check),
+        share_(share),
         image_kind_(source.resize == DataFiles::Resize::None ? ImageKind::Pixels
                                                              : ImageKind::Resized) {
     if (image_kind_ == ImageKind::Resized &&
@@ -252,6 +254,7 @@ class ExampleLoader {
       offset_ = file.bytesRead();
       index_ = file.recordsRead();
       if (!file.next(record)) break;
+      if (!share_.keeps(records_++)) continue;  // another reader's, its CRCs checked
       if (!example.ParseFromString(record)) fail(notAnExample(record));
       take(example);
     }
@@ -259,13 +262,19 @@ class ExampleLoader {
   }
 
   Dataset finish() {
-    if (examples_ == 0)
-      throw InputError(source_.records.size() == 1
-                           ? source_.records.front() + ": holds no records"
-                           : fmt::format("the {} files from {} on hold no records",
-                                         source_.records.size(), source_.records.front()));
+    if (examples_ == 0) {
+      const std::string files = source_.records.size() == 1
+                                    ? source_.records.front() + ": holds"
+                                    : fmt::format("the {} files from {} on hold",
+                                                  source_.records.size(), source_.records.front());
+      if (records_ == 0) throw InputError(files + " no records");
+      throw InputError(fmt::format("{} {} records, none for share {} of {}", files, records_,
+                                   share_.index, share_.count));
+    }
     Dataset data;
     data.size = examples_;
+    data.share = share_;
+    if (share_.count > 1) data.whole_size = records_;
     data.example_shape = shape_;
     data.pixels = pixels_.join();
     data.floats = floats_.join();
@@ -303,7 +312,7 @@ class ExampleLoader {
     const Feature* depth = nullptr;
   };
 
-  bool full() const { return source_.limit > 0 && examples_ >= source_.limit; }
+  bool full() const { return source_.limit > 0 && records_ >= source_.limit; }
 
   [[noreturn]] void fail(std::string_view what) const {
     throw InputError(fmt::format("{}: record {} at byte {}: {}", file_, index_, offset_, what));
@@ -596,7 +605,10 @@ class ExampleLoader {
     const int value_bytes = keptAsBytes() ? 1 : int(sizeof(float));
     const int64_t example_bytes = numElements(shape_) * value_bytes;
     int64_t block = std::max<int64_t>(1, kBlockBytes / example_bytes);
-    if (source_.limit > 0) block = std::min(block, source_.limit - examples_);
+    // This reader's share of the records left within the limit, the one
+    // being taken (counted already) among them.
+    if (source_.limit > 0)
+      block = std::min(block, (source_.limit - records_ + share_.count) / share_.count);
     if (check_) check_(shape_, examples_ + block, value_bytes);
     if (keptAsBytes())
       pixels_.addBlock(size_t(block * example_bytes));
@@ -610,9 +622,11 @@ class ExampleLoader {
   bool shape_from_records_ = false;
   const uint64_t max_record_bytes_;
   const DataLoadCheck& check_;
+  const DataShare share_;
   ImageKind image_kind_;
   LabelKind label_kind_ = LabelKind::Class;
-  int64_t examples_ = 0;
+  int64_t records_ = 0;   // of the whole set, this share's and the others'
+  int64_t examples_ = 0;  // taken: this share's records
   BlockStore<uint8_t> pixels_;
   BlockStore<float> floats_;
   std::vector<uint8_t> decoded_;  // an image to be resized, decoded
@@ -691,13 +705,13 @@ RecordFileSummary summarizeRecordFile(const std::string& path) {
 }
 
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
-                           const DataLoadCheck& check) {
+                           const DataLoadCheck& check, DataShare share) {
   if (source.records.empty()) throw InputError("no TFRecord files given");
   if (model_input.empty() ||
       std::any_of(model_input.begin(), model_input.end(), [](int64_t d) { return d < 1; }))
     throw std::invalid_argument("loadExampleRecords: a model input without values, " +
                                 shapeToString(model_input));
-  ExampleLoader loader(source, model_input, check);
+  ExampleLoader loader(source, model_input, check, share);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;
   return loader.finish();

@@ -54,8 +54,10 @@ namespace traind {
 // back to the system as it is (malloc_trim: a process that keeps freed
 // memory, as traind does, would otherwise hold the data set twice). An
 // image to be resized is decoded whole first, at most 256 MiB of it.
+// With `share`, only its records are parsed and kept; the others' framing
+// and CRCs are still checked, and they count towards `limit`.
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
-                           const DataLoadCheck& check = nullptr);
+                           const DataLoadCheck& check = nullptr, DataShare share = {});
 
 // What a TFRecord file holds, as `trainctl inspect` shows it: what a
 // spec's tfrecords, image_feature and label_feature are chosen from.

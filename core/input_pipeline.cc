@@ -20,14 +20,20 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
   if (augment.any() && data.example_shape.size() != 3)
     throw std::invalid_argument("InputPipeline: augmentation of examples of shape " +
                                 shapeToString(data.example_shape) + ", not images");
-  if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > data.size ||
-      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards)
+  // A worker's share of the data (data.shard_by_worker) is dealt out alone,
+  // each epoch as many batches as the smallest share holds, so that every
+  // worker has as many steps per epoch as the others.
+  const int64_t epoch_examples =
+      data.share.count > 1 ? data.whole_size / data.share.count : data.size;
+  if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > epoch_examples ||
+      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards ||
+      (data.share.count > 1 && num_shards > 1))
     throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
                                 " for a data set of " + std::to_string(data.size) +
                                 " examples, first step " + std::to_string(first_step) +
                                 ", prefetch " + std::to_string(prefetch_batches) + ", shard " +
                                 std::to_string(shard_index) + " of " + std::to_string(num_shards));
-  return data.size / (batch_size * num_shards) * num_shards;
+  return epoch_examples / (batch_size * num_shards) * num_shards;
 }
 
 }  // namespace
@@ -106,7 +112,12 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
   if (epoch != permutation_epoch_) {
     std::iota(permutation_.begin(), permutation_.end(), int64_t(0));
     if (shuffle_) {
-      Rng rng(hashCombine(seed_, uint64_t(epoch)));
+      // Each share its own order; a whole data set's as it always was.
+      const uint64_t order_seed =
+          data_.share.count > 1
+              ? hashCombine(seed_, hashCombine(uint64_t(epoch), uint64_t(data_.share.index)))
+              : hashCombine(seed_, uint64_t(epoch));
+      Rng rng(order_seed);
       for (size_t i = permutation_.size() - 1; i > 0; --i)
         std::swap(permutation_[i], permutation_[rng.below(i + 1)]);
     }
@@ -118,9 +129,11 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     const int64_t example = order[j];
     float* inputs = slot.inputs.data() + j * example_floats_;
     copyInputs(data_, example, 1, inputs);
+    // A share's positions interleaved as its examples are in the whole set.
+    const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
     if (augment_.any())
-      augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, first_position + j),
-                   inputs, augment_scratch_);
+      augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, position), inputs,
+                   augment_scratch_);
     if (!slot.labels.empty()) slot.labels[size_t(j)] = data_.labels[size_t(example)];
     if (target_floats_ > 0)
       std::memcpy(slot.targets.data() + j * target_floats_,

@@ -15,6 +15,11 @@
 // examples of one step of a standalone run with num_shards times the batch,
 // so sync data parallelism trains exactly what a big batch trains.
 //
+// A data set that is one worker's share of the whole (data.shard_by_worker,
+// Dataset::share) is not dealt out again: the worker goes through its own
+// permutation of it, drawn from (seed, epoch, share), num_shards 1. Every
+// epoch takes as many batches as the smallest share holds.
+//
 // With data.augment each image is distorted as it is gathered
 // (core/augmentation.h), drawn from (seed, epoch, its position in the
 // epoch's order): the same for a resumed run, and for a step's shards as for
@@ -32,6 +37,7 @@
 
 #include "core/batch.h"
 #include "core/dataset.h"
+#include "core/model_spec.h"
 
 namespace traind {
 
@@ -46,7 +52,7 @@ class InputPipeline {
   // `data` must outlive the pipeline. std::invalid_argument unless
   // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0,
   // or if `augment` asks for something and the examples are not images of
-  // [height, width, channels].
+  // [height, width, channels], or for a share dealt out again (num_shards > 1).
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                 int64_t first_step, int prefetch_batches, int shard_index = 0, int num_shards = 1,
                 const Augmentation& augment = {});
@@ -88,10 +94,10 @@ class InputPipeline {
   const Augmentation augment_;
 
   std::vector<Slot> slots_;
-  // Producer thread only: the order of the examples in permutation_epoch_.
+  // fill()'s thread only: the order of the examples in permutation_epoch_.
   std::vector<int64_t> permutation_;
   int64_t permutation_epoch_ = -1;
-  std::vector<float> augment_scratch_;  // producer thread only: one image
+  std::vector<float> augment_scratch_;  // fill()'s thread only: one image
 
   // Batches are numbered from first_step_. Batch i lives in slots_[i % size]
   // and may be filled once batch i - size is released, so the producer never

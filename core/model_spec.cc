@@ -651,17 +651,21 @@ Augmentation readAugmentation(const Field& field) {
   augment.location = field.where;
   if (auto f = fields.find("random_crop")) {
     Mapping crop(*f);
-    crop.allowOnly({"padding"}, "random_crop");
+    crop.allowOnly({"padding"}, "data.augment.random_crop");
     augment.crop_padding = readInt(crop.get("padding"), 1, kMaxDimension);
   }
   if (auto f = fields.find("flip_left_right")) augment.flip_left_right = readBool(*f);
+  // Bounded far beyond any use (an image's values are pixel / 255), so that
+  // a draw cannot overflow to inf.
+  const auto upTo100 = [](double v) { return v > 0.0 && v <= 100.0; };
   if (auto f = fields.find("brightness"))
-    augment.brightness = readFloat(*f, "a positive number (the largest change)", isPositive);
+    augment.brightness = readFloat(*f, "a positive number up to 100 (the largest change)", upTo100);
   if (auto f = fields.find("contrast")) {
     const std::vector<Field> bounds = listItems(*f, "[lower, upper]");
     if (bounds.size() != 2) failExpected(*f, "[lower, upper], two numbers");
-    augment.contrast_lower = readFloat(bounds[0], "a non-negative number", isNonNegative);
-    augment.contrast_upper = readFloat(bounds[1], "a positive number", isPositive);
+    augment.contrast_lower = readFloat(bounds[0], "a number from 0 to 100",
+                                       [](double v) { return v >= 0.0 && v <= 100.0; });
+    augment.contrast_upper = readFloat(bounds[1], "a positive number up to 100", upTo100);
     if (augment.contrast_upper <= augment.contrast_lower)
       fail(bounds[1], "expected an upper bound greater than the lower " +
                           formatNumber(augment.contrast_lower) + ", got " +
@@ -672,9 +676,9 @@ Augmentation readAugmentation(const Field& field) {
 
 DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly(
-      {"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches", "augment"},
-      "the data section");
+  fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches",
+                    "augment", "shard_by_worker"},
+                   "the data section");
   DataSpec data;
   const std::optional<Field> train = fields.find("train");
   const std::optional<Field> synthetic = fields.find("synthetic");
@@ -701,6 +705,7 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     data.batch_size_location = f->where;
   }
   if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
+  if (auto f = fields.find("shard_by_worker")) data.shard_by_worker = readBool(*f);
   if (auto f = fields.find("prefetch_batches")) data.prefetch_batches = readPrefetchBatches(*f);
   return data;
 }
@@ -994,8 +999,21 @@ std::string updateRule(const ModelSpec& spec) {
 }
 
 std::string dataRule(const ModelSpec& spec) {
-  return fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
-                     spec.data.shuffle ? "shuffled" : "not shuffled");
+  std::string rule = fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
+                                 spec.data.shuffle ? "shuffled" : "not shuffled");
+  // Added only when set, so that specs without them word it as before.
+  if (spec.data.shard_by_worker) rule += ", sharded by worker";
+  const Augmentation& augment = spec.data.augment;
+  if (augment.any()) {
+    rule += ", augmented:";
+    if (augment.crop_padding > 0) rule += fmt::format(" random_crop {}", augment.crop_padding);
+    if (augment.flip_left_right) rule += " flip_left_right";
+    if (augment.brightness > 0.0f) rule += " brightness " + formatNumber(augment.brightness);
+    if (augment.contrast_upper > 0.0f)
+      rule += " contrast [" + formatNumber(augment.contrast_lower) + ", " +
+              formatNumber(augment.contrast_upper) + "]";
+  }
+  return rule;
 }
 
 SpecIdentity specIdentity(const ModelSpec& spec) {

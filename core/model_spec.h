@@ -166,6 +166,10 @@ struct DataSpec {
   SourceLocation batch_size_location;   // the field, or the data section without one
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
   Augmentation augment;                 // of the training set's images
+  // Each worker of a cluster keeps only its share of the training set
+  // (DataShare: every workers-th example) and shuffles it alone, rather than
+  // holding it whole and taking its turn of the job's batches.
+  bool shard_by_worker = false;
   // Batches read ahead on the input thread; unset is `auto`
   // (readAheadBatches, daemon/training_data.h).
   std::optional<int> prefetch_batches;
@@ -315,8 +319,10 @@ std::string_view optimizerName(OptimizerSpec::Kind kind);
 std::string updateRule(const ModelSpec& spec);
 
 // How a worker reads its share of the training data, as one line
-// ("batch_size 100, seed 1, shuffled"): every worker takes every n-th batch
-// of one epoch order, which these decide.
+// ("batch_size 100, seed 1, shuffled", then shard_by_worker and augment
+// where set): every worker takes every n-th batch of one epoch order, or
+// its share of the examples, which these decide, and distorts each image
+// from (seed, epoch, position).
 std::string dataRule(const ModelSpec& spec);
 
 // What every node of a job must agree on: a ps refuses a worker whose spec

@@ -94,8 +94,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
 
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, state.globalStep(),
-                      readAheadBatches(spec.data, /*cluster_worker=*/false), 0, 1,
-                      spec.data.augment);
+                      readAheadBatches(spec.data, /*cluster_worker=*/false), /*shard_index=*/0,
+                      /*num_shards=*/1, spec.data.augment);
   const int64_t total_steps = spec.training.max_steps > 0
                                   ? spec.training.max_steps
                                   : spec.training.epochs * input.stepsPerEpoch();

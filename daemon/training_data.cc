@@ -93,7 +93,7 @@ std::string filesOf(const DataFiles& source) {
 // first record and then before each block of examples. `held` then grows by
 // what this set keeps.
 Dataset loadDataFiles(const DataFiles& source, std::string_view field, const LayerGraph& graph,
-                      std::optional<int64_t> available, MemoryHeld& held) {
+                      std::optional<int64_t> available, MemoryHeld& held, DataShare share = {}) {
   const bool idx = source.format == DataFiles::Format::Idx;
   bool checking = false;  // an InputError thrown meanwhile names the entry already
   const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
@@ -117,8 +117,8 @@ Dataset loadDataFiles(const DataFiles& source, std::string_view field, const Lay
   };
   Dataset data;
   try {
-    data =
-        idx ? loadIdxDataset(source, check) : loadExampleRecords(source, graph.input_shape, check);
+    data = idx ? loadIdxDataset(source, check, share)
+               : loadExampleRecords(source, graph.input_shape, check, share);
   } catch (const InputError& e) {
     if (checking) throw;
     throwInputError(source.location, field, e.what());
@@ -145,7 +145,7 @@ MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory
 }  // namespace
 
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers,
-                              DataMemory memory) {
+                              DataMemory memory, int reader) {
   TrainingData data;
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     data.train = makeSyntheticRegression(spec.data.synthetic, spec.seed);
@@ -153,7 +153,8 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
   } else {
     const std::optional<int64_t> available = memoryAvailable();
     MemoryHeld held = heldBeside(spec, graph, memory);
-    data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held);
+    const DataShare share = spec.data.shard_by_worker ? DataShare{reader, readers} : DataShare{};
+    data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held, share);
     if (spec.data.test)
       data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);
   }
@@ -171,17 +172,19 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
                           " (TFRecord float images without height, width and depth take the "
                           "model's input as their shape)");
   }
-  if (data.train.size < spec.data.batch_size)
+  // Judged by the whole set, also where this reader holds its share alone:
+  // every share holds whole / readers examples at least.
+  const int64_t whole = data.train.share.count > 1 ? data.train.whole_size : data.train.size;
+  if (whole < spec.data.batch_size)
     throwInputError(spec.data.batch_size_location, "data.batch_size",
-                    "expected at most the training set's " + std::to_string(data.train.size) +
+                    "expected at most the training set's " + std::to_string(whole) +
                         " examples, got " + std::to_string(spec.data.batch_size));
   // batch_size <= 2^31 and readers a cluster's worker count: no overflow.
-  if (data.train.size < spec.data.batch_size * readers)
-    throwInputError(
-        spec.data.batch_size_location, "data.batch_size",
-        fmt::format("expected at most {} (the training set's {} examples shared by "
-                    "{} workers, a batch each at least), got {}",
-                    data.train.size / readers, data.train.size, readers, spec.data.batch_size));
+  if (whole < spec.data.batch_size * readers)
+    throwInputError(spec.data.batch_size_location, "data.batch_size",
+                    fmt::format("expected at most {} (the training set's {} examples shared by "
+                                "{} workers, a batch each at least), got {}",
+                                whole / readers, whole, readers, spec.data.batch_size));
   return data;
 }
 

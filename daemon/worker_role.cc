@@ -280,7 +280,16 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
-  const TrainingData data = loadTrainingData(spec, graph, workers);
+  const TrainingData data =
+      loadTrainingData(spec, graph, workers, DataMemory::BesideTheModel, task);
+  // With data.shard_by_worker this worker holds its share alone.
+  const bool data_shared = data.train.share.count > 1;
+  const int64_t train_examples = data_shared ? data.train.whole_size : data.train.size;
+  if (data_shared)
+    spdlog::info(
+        "worker {} holds its share of the training set: {} of its {} examples "
+        "(data.shard_by_worker)",
+        task, data.train.size, train_examples);
   ModelState state(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;
@@ -288,7 +297,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // mode a global step consumes the batches a standalone run with a batch
   // workers times as large would.
   const int64_t examples_per_step = sync ? batch_size * cluster.replicas_to_aggregate : batch_size;
-  const int64_t steps_per_epoch = data.train.size / examples_per_step;
+  const int64_t steps_per_epoch = train_examples / examples_per_step;
   const int64_t total_steps = spec.training.max_steps > 0 ? spec.training.max_steps
                                                           : spec.training.epochs * steps_per_epoch;
   io.emplace(kj::setupAsyncIo());
@@ -375,9 +384,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     std::memcpy(slots[i]->parameters.data(), slots.front()->parameters.data(),
                 size_t(state.layout().totalSize()) * sizeof(float));
 
-  InputPipeline input(
-      data.train, batch_size, spec.data.shuffle, spec.seed, sync ? step : step / workers,
-      readAheadBatches(spec.data, /*cluster_worker=*/true), task, workers, spec.data.augment);
+  // A share is this worker's alone: not dealt out among the workers again.
+  InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
+                      sync ? step : step / workers,
+                      readAheadBatches(spec.data, /*cluster_worker=*/true), data_shared ? 0 : task,
+                      data_shared ? 1 : workers, spec.data.augment);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   if (step < total_steps)

@@ -226,9 +226,13 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   const auto dir = freshTempDir("async");
   const auto cluster = writeCluster(dir, 2, 2, "  mode: async\n");
   // Each chunk sent as the backward pass finishes it (auto would send after
-  // the step in async mode; the sync tests send during backward).
-  writeFile(dir / "mlp.yaml", replaceAll(readFile(modelPath("fashion_mlp.yaml")), "\ntraining:\n",
-                                         "\ntraining:\n  gradient_push: during_backward\n"));
+  // the step in async mode; the sync tests send during backward). Each
+  // worker holds half of the training set (data.shard_by_worker).
+  std::string spec = replaceAll(readFile(modelPath("fashion_mlp.yaml")), "\ntraining:\n",
+                                "\ntraining:\n  gradient_push: during_backward\n");
+  spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  shard_by_worker: true");
+  REQUIRE(spec.find("shard_by_worker") != std::string::npos);
+  writeFile(dir / "mlp.yaml", spec);
   Cluster c(dir, cluster,
             "--model " + (dir / "mlp.yaml").string() +
                 " --max-steps 400 --threads 1 --eval-every 0 --checkpoint-dir " +
@@ -242,6 +246,11 @@ TEST_CASE("async: 2 ps and 2 workers train fashion_mlp") {
   REQUIRE(losses.size() >= 2);
   CHECK(losses.back() < 0.8 * losses.front());
   CHECK_THAT(c.workers[1]->output(), Catch::Contains("gradients sent during the backward pass"));
+  for (int task : {0, 1})
+    CHECK_THAT(c.workers[size_t(task)]->output(),
+               Catch::Contains("worker " + std::to_string(task) +
+                               " holds its share of the training set: 30000 of its 60000 "
+                               "examples (data.shard_by_worker)"));
   for (auto& p : c.ps)
     CHECK_THAT(p->output(), Catch::Contains("worker 1: tensors through shared memory"));
   // Both shards held a part of the model.
@@ -1045,6 +1054,16 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
   CHECK_THAT(worker(cluster, " --model " + batch.string() + " --job worker --task 1", "batch.log"),
              Catch::Contains("ps 0 trains on batches of batch_size 100, seed ") &&
                  Catch::Contains("the peer's spec says batch_size 50"));
+  // Images distorted by one worker and not by another would break what a
+  // sync step trains.
+  const auto augmented = dir / "augmented.yaml";
+  writeFile(augmented, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
+                                  "batch_size: 100\n  augment: {flip_left_right: true}"));
+  CHECK_THAT(
+      worker(cluster, " --model " + augmented.string() + " --job worker --task 1", "augmented.log"),
+      Catch::Contains("ps 0 trains on batches of batch_size 100, seed 42, shuffled; the peer's "
+                      "spec says batch_size 100, seed 42, shuffled, augmented: flip_left_right") &&
+          Catch::Contains("data.shard_by_worker and data.augment must be the same"));
 
   // The job's chief initialises the shard; another job's chief, on the
   // same ps ports with its own checkpoints, does not join it (once it would

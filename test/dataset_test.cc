@@ -151,6 +151,92 @@ TEST_CASE("limit keeps the first examples of the test set", "[dataset][idx]") {
   CHECK(loadIdxDataset(limited).size == 10000);
 }
 
+TEST_CASE("a worker's share keeps every n-th example of the files, within limit",
+          "[dataset][idx][share]") {
+  DataFiles source;
+  source.images = kFashion + "t10k-images-idx3-ubyte.gz";
+  source.labels = kFashion + "t10k-labels-idx1-ubyte.gz";
+  source.limit = 1001;
+  const Dataset all = loadIdxDataset(source);
+  std::vector<int64_t> checked_counts;
+  const DataLoadCheck check = [&](const Shape&, int64_t examples, int) {
+    checked_counts.push_back(examples);
+  };
+  for (int index = 0; index < 3; ++index) {
+    INFO("share " << index << " of 3");
+    const Dataset share = loadIdxDataset(source, check, DataShare{index, 3});
+    // 1001 examples: 334, 334 and 333.
+    REQUIRE(share.size == (index < 2 ? 334 : 333));
+    CHECK(checked_counts.back() == share.size);
+    CHECK(share.whole_size == 1001);
+    CHECK(share.share.index == index);
+    CHECK(share.share.count == 3);
+    REQUIRE(share.pixels.size() == size_t(share.size * 784));
+    for (int64_t j = 0; j < share.size; ++j) {
+      const int64_t k = j * 3 + index;
+      REQUIRE(std::equal(share.pixels.begin() + j * 784, share.pixels.begin() + (j + 1) * 784,
+                         all.pixels.begin() + k * 784));
+      REQUIRE(share.labels[size_t(j)] == all.labels[size_t(k)]);
+    }
+  }
+  CHECK(all.whole_size == 0);
+  CHECK(all.share.count == 1);
+
+  // More shares than examples: the last ones hold none, which is refused.
+  TempDir dir;
+  writeRaw(dir / "images", kImages);
+  writeRaw(dir / "labels", kLabels);
+  CHECK(loadIdxDataset(idxFiles(dir / "images", dir / "labels"), nullptr, DataShare{2, 4}).size ==
+        1);
+  CHECK_THROWS_WITH(
+      loadIdxDataset(idxFiles(dir / "images", dir / "labels"), nullptr, DataShare{3, 4}),
+      EndsWith("images: 3 images, none for share 3 of 4"));
+}
+
+TEST_CASE("a share is its worker's own order, as many batches an epoch as the smallest share",
+          "[pipeline][share]") {
+  // 10 examples in shares of 4, 3 and 3 (examples 0, 3, 6, 9 / 1, 4, 7 /
+  // 2, 5, 8): every share takes 1 batch of 3 an epoch.
+  const Dataset whole = indexedDataset(10);
+  const auto shareOf = [&](int index) {
+    Dataset share;
+    share.example_shape = whole.example_shape;
+    share.share = DataShare{index, 3};
+    share.whole_size = 10;
+    for (int64_t k = index; k < 10; k += 3) {
+      share.floats.insert(share.floats.end(), {float(k), -float(k)});
+      share.labels.push_back(int32_t(k % 7));
+      share.targets.push_back(10.0f * float(k));
+      ++share.size;
+    }
+    return share;
+  };
+  std::set<int64_t> seen_in_epoch;
+  for (int index = 0; index < 3; ++index) {
+    const Dataset share = shareOf(index);
+    InputPipeline pipeline(share, 3, true, 5, 0, 1);
+    CHECK(pipeline.stepsPerEpoch() == 1);
+    std::set<int64_t> seen;
+    for (int step = 0; step < 20; ++step)
+      for (int64_t i : exampleIndices(pipeline.next())) {
+        REQUIRE(i % 3 == index);
+        seen.insert(i);
+      }
+    CHECK(seen.size() == size_t(share.size));  // 20 epochs of its own order visit all of it
+    // Dealt out among workers once more, a share would lose examples.
+    CHECK_THROWS_AS(InputPipeline(share, 1, true, 5, 0, 0, 0, 2), std::invalid_argument);
+  }
+  // Shares 1 and 2 hold as many examples: their orders differ.
+  const Dataset one = shareOf(1), two = shareOf(2);
+  std::vector<int64_t> order_one, order_two;
+  InputPipeline p1(one, 3, true, 5, 0, 0), p2(two, 3, true, 5, 0, 0);
+  for (int step = 0; step < 8; ++step) {
+    for (int64_t i : exampleIndices(p1.next())) order_one.push_back(i / 3);
+    for (int64_t i : exampleIndices(p2.next())) order_two.push_back(i / 3);
+  }
+  CHECK(order_one != order_two);  // 24 draws from 6 permutations each, alike by chance 6^-8
+}
+
 TEST_CASE("raw and gzip IDX files load alike, told apart by content, not name", "[dataset][idx]") {
   TempDir dir;
   writeRaw(dir / "images.raw", kImages);

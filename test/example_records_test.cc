@@ -119,6 +119,34 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
         recordFiles({kFixture + "images-0.tfrecord", "/nonexistent/x"}, 3), {24});
     CHECK(first.size == 3);
   }
+  SECTION("a worker's share keeps every n-th record, across files and within limit") {
+    for (const int64_t limit : {0, 11}) {
+      const int64_t whole = limit > 0 ? limit : 15;
+      DataFiles source = all;
+      source.limit = limit;
+      for (int index = 0; index < 4; ++index) {
+        INFO("limit " << limit << ", share " << index << " of 4");
+        std::vector<int64_t> checked;
+        const Dataset share = loadExampleRecords(
+            source, {24}, [&](const Shape&, int64_t n, int) { checked.push_back(n); },
+            DataShare{index, 4});
+        REQUIRE(share.size == (whole - index + 3) / 4);
+        CHECK(share.whole_size == whole);
+        CHECK(share.share.index == index);
+        CHECK(checked.back() >= share.size);
+        for (int64_t j = 0; j < share.size; ++j) {
+          const int64_t k = 4 * j + index;
+          CHECK(share.labels[size_t(j)] == k % 10);
+          CHECK(std::equal(share.pixels.begin() + 24 * j, share.pixels.begin() + 24 * (j + 1),
+                           data.pixels.begin() + 24 * k));
+        }
+      }
+    }
+    CHECK_THROWS_WITH(
+        loadExampleRecords(recordFiles({kFixture + "images-0.tfrecord"}, 3), {24}, nullptr,
+                           DataShare{3, 4}),
+        Catch::Matchers::EndsWith("images-0.tfrecord: holds 3 records, none for share 3 of 4"));
+  }
 }
 
 TEST_CASE("PNG images load as tensorflow_datasets writes them, grey and RGB", "[example_records]") {

@@ -845,6 +845,13 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   CHECK(all.any());
   CHECK(all.location.line == 6);
   CHECK_FALSE(loadModelSpec(spec("{flip_left_right: false}")).data.augment.any());
+  // Every node must distort alike: the data rule a ps compares at hello.
+  CHECK(dataRule(loadModelSpec(spec("{random_crop: {padding: 4}, flip_left_right: true, "
+                                    "brightness: 0.25, contrast: [0.2, 1.8]}"))) ==
+        "batch_size 32, seed 0, shuffled, augmented: random_crop 4 flip_left_right brightness "
+        "0.25 contrast [0.2, 1.8]");
+  CHECK(dataRule(loadModelSpec(spec("{flip_left_right: false}"))) ==
+        "batch_size 32, seed 0, shuffled");
   CHECK(loadModelSpec(spec("{contrast: [0, 0.5]}")).data.augment.any());
 
   const std::string path = (dir.path() / "spec.yaml").string();
@@ -854,8 +861,10 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
         path + ":6:26: data.augment.random_crop: expected a mapping of fields, got 4");
   CHECK(loadError(spec("{brightness: 0}")) ==
         path +
-            ":6:25: data.augment.brightness: expected a positive number (the largest change), "
-            "got 0");
+            ":6:25: data.augment.brightness: expected a positive number up to 100 (the "
+            "largest change), got 0");
+  CHECK(loadError(spec("{contrast: [0.5, 3e38]}")) ==
+        path + ":6:29: data.augment.contrast[1]: expected a positive number up to 100, got 3e38");
   CHECK(loadError(spec("{contrast: [1.8, 0.2]}")) ==
         path +
             ":6:29: data.augment.contrast[1]: expected an upper bound greater than the lower "
@@ -883,6 +892,29 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
         synthetic +
             ":7:12: data.augment: only allowed with data.train (synthetic data are not "
             "images)");
+}
+
+TEST_CASE("shard_by_worker: each worker its own share of the training set", "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  const auto spec = [&](const std::string& value) {
+    return dir.write("spec.yaml",
+                     "input: [8]\n"
+                     "layers: [{type: dense, units: 2}]\n"
+                     "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                     "data:\n"
+                     "  train: {tfrecords: data/train}\n"
+                     "  shard_by_worker: " +
+                         value +
+                         "\n"
+                         "training: {epochs: 1}\n");
+  };
+  const ModelSpec sharded = loadModelSpec(spec("true"));
+  CHECK(sharded.data.shard_by_worker);
+  CHECK(dataRule(sharded) == "batch_size 32, seed 0, shuffled, sharded by worker");
+  CHECK_FALSE(loadModelSpec(spec("false")).data.shard_by_worker);
+  CHECK_THAT(loadError(spec("2")), Catch::EndsWith("data.shard_by_worker: expected true or "
+                                                   "false, got 2"));
 }
 
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {
