@@ -92,24 +92,27 @@ class IdxFile {
       }
       items.resize(total);
     } else {
-      // Whole items a buffer at a time, the share's copied out.
-      std::vector<uint8_t> buffer(
-          size_t(std::max<uint64_t>(item_bytes, 1 << 20) / item_bytes * item_bytes));
-      size_t filled = 0;
+      // A buffer at a time, whatever the header says an item is; the
+      // share's bytes copied out as they pass.
+      std::vector<uint8_t> buffer(1 << 20);
       int64_t item = 0;
+      uint64_t within_item = 0;  // bytes of `item` passed already
       while (total < keep_bytes) {
         const size_t got =
-            read(buffer.data() + filled,
-                 size_t(std::min<uint64_t>(buffer.size() - filled, keep_bytes - total)));
+            read(buffer.data(), size_t(std::min<uint64_t>(buffer.size(), keep_bytes - total)));
         total += got;
-        filled += got;
         if (got == 0) break;
-        const size_t whole = filled / item_bytes * item_bytes;
-        for (size_t at = 0; at < whole; at += item_bytes, ++item)
+        for (size_t at = 0; at < got;) {
+          const size_t part = size_t(std::min<uint64_t>(item_bytes - within_item, got - at));
           if (share.keeps(item))
-            items.insert(items.end(), buffer.begin() + at, buffer.begin() + at + item_bytes);
-        std::memmove(buffer.data(), buffer.data() + whole, filled - whole);
-        filled -= whole;
+            items.insert(items.end(), buffer.begin() + at, buffer.begin() + at + part);
+          at += part;
+          within_item += part;
+          if (within_item == item_bytes) {
+            ++item;
+            within_item = 0;
+          }
+        }
       }
     }
     // Counted up to a buffer or two past what the header declares, no
@@ -161,7 +164,14 @@ class IdxFile {
 
 }  // namespace
 
+void DataShare::check() const {
+  if (count < 1 || index < 0 || index >= count)
+    throw std::invalid_argument("DataShare: share " + std::to_string(index) + " of " +
+                                std::to_string(count));
+}
+
 Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check, DataShare share) {
+  share.check();
   // Each file is checked whole before the two are compared: a count that
   // differs is more often a damaged file than a mismatched pair.
   IdxFile images(source.images, {idx_format::kImagesMagic, idx_format::kChannelImagesMagic},
@@ -174,8 +184,11 @@ Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check, Data
   const int64_t kept =
       keep > share.index ? (keep - share.index + share.count - 1) / share.count : 0;
   if (kept == 0)
-    throw InputError(source.images + ": " + std::to_string(keep) + " images, none for share " +
-                     std::to_string(share.index) + " of " + std::to_string(share.count));
+    throw InputError(source.images + ": " +
+                     (keep < count ? "the first " + std::to_string(keep) + " images (limit)"
+                                   : std::to_string(keep) + " images") +
+                     ", none for share " + std::to_string(share.index) + " of " +
+                     std::to_string(share.count) + " (data.shard_by_worker)");
   if (check) check(example_shape, kept, 1);
   std::vector<uint8_t> pixels = images.readItems(keep, share);
   IdxFile labels(source.labels, {idx_format::kLabelsMagic}, "labels");

@@ -34,6 +34,8 @@ struct DataShare {
   int count = 1;
 
   bool keeps(int64_t k) const { return k % count == index; }
+  // std::invalid_argument unless 0 <= index < count.
+  void check() const;
 };
 
 struct Dataset {
@@ -55,6 +57,10 @@ struct Dataset {
   // (whole_size, only with share.count > 1): another worker holds the rest.
   DataShare share;
   int64_t whole_size = 0;
+
+  bool isShare() const { return share.count > 1; }
+  // The examples of the whole set, this share's and the others'.
+  int64_t wholeSize() const { return isShare() ? whole_size : size; }
 };
 
 // Called by a data set's reader before it takes memory for `examples`

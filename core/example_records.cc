@@ -268,8 +268,9 @@ class ExampleLoader {
                                     : fmt::format("the {} files from {} on hold",
                                                   source_.records.size(), source_.records.front());
       if (records_ == 0) throw InputError(files + " no records");
-      throw InputError(fmt::format("{} {} records, none for share {} of {}", files, records_,
-                                   share_.index, share_.count));
+      throw InputError(
+          fmt::format("{} {} records{}, none for share {} of {} (data.shard_by_worker)", files,
+                      records_, full() ? " within limit" : "", share_.index, share_.count));
     }
     Dataset data;
     data.size = examples_;
@@ -706,6 +707,7 @@ RecordFileSummary summarizeRecordFile(const std::string& path) {
 
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
                            const DataLoadCheck& check, DataShare share) {
+  share.check();
   if (source.records.empty()) throw InputError("no TFRecord files given");
   if (model_input.empty() ||
       std::any_of(model_input.begin(), model_input.end(), [](int64_t d) { return d < 1; }))

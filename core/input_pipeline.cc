@@ -23,11 +23,14 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
   // A worker's share of the data (data.shard_by_worker) is dealt out alone,
   // each epoch as many batches as the smallest share holds, so that every
   // worker has as many steps per epoch as the others.
-  const int64_t epoch_examples =
-      data.share.count > 1 ? data.whole_size / data.share.count : data.size;
+  const int64_t epoch_examples = data.wholeSize() / data.share.count;
+  if (data.isShare() && num_shards > 1)
+    throw std::invalid_argument(
+        "InputPipeline: share " + std::to_string(data.share.index) + " of " +
+        std::to_string(data.share.count) + " dealt out again among " + std::to_string(num_shards) +
+        " shards: a worker's share is its own, it would skip the others' batches");
   if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > epoch_examples ||
-      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards ||
-      (data.share.count > 1 && num_shards > 1))
+      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards)
     throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
                                 " for a data set of " + std::to_string(data.size) +
                                 " examples, first step " + std::to_string(first_step) +
@@ -114,7 +117,7 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     if (shuffle_) {
       // Each share its own order; a whole data set's as it always was.
       const uint64_t order_seed =
-          data_.share.count > 1
+          data_.isShare()
               ? hashCombine(seed_, hashCombine(uint64_t(epoch), uint64_t(data_.share.index)))
               : hashCombine(seed_, uint64_t(epoch));
       Rng rng(order_seed);

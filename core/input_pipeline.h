@@ -5,9 +5,10 @@
 // The batch of step s is a pure function of (data, batch_size, shuffle, seed,
 // s): epoch e = s / stepsPerEpoch() visits the examples in the permutation
 // drawn from Rng(hashCombine(seed, e)) (Fisher-Yates; the identity without
-// shuffle), step s takes the (s % stepsPerEpoch())-th batch_size examples of
-// it, and the last partial batch of an epoch is dropped. So a run resumed
-// from a checkpoint at step s sees exactly what an uninterrupted one saw.
+// shuffle; a share's own, below), step s takes the (s % stepsPerEpoch())-th
+// batch_size examples of it, and the last partial batch of an epoch is
+// dropped. So a run resumed from a checkpoint at step s sees exactly what
+// an uninterrupted one saw.
 //
 // Sharded over the workers of a cluster (shard_index of num_shards), the
 // job's batches are dealt out in turn: step s of shard i is the job's batch
@@ -50,9 +51,11 @@ class InputPipeline {
   // for its batches, which a cluster worker needs (docs/distributed.md,
   // "The input thread and the ps's core").
   // `data` must outlive the pipeline. std::invalid_argument unless
-  // 0 < batch_size <= data.size, first_step >= 0 and prefetch_batches >= 0,
-  // or if `augment` asks for something and the examples are not images of
-  // [height, width, channels], or for a share dealt out again (num_shards > 1).
+  // 0 < batch_size * num_shards <= the examples of an epoch (data.size, or
+  // a share's whole_size / share.count), first_step >= 0 and
+  // prefetch_batches >= 0, or if `augment` asks for something and the
+  // examples are not images of [height, width, channels], or for a share
+  // dealt out again (num_shards > 1).
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                 int64_t first_step, int prefetch_batches, int shard_index = 0, int num_shards = 1,
                 const Augmentation& augment = {});

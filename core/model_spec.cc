@@ -697,6 +697,8 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
       fail(*f, "only allowed with data.train (synthetic data makes its own test set)");
     if (auto f = fields.find("augment"))
       fail(*f, "only allowed with data.train (synthetic data are not images)");
+    if (auto f = fields.find("shard_by_worker"))
+      fail(*f, "only allowed with data.train (every worker makes the synthetic data whole)");
   }
   if (auto f = fields.find("augment")) data.augment = readAugmentation(*f);
   data.batch_size_location = field.where;
@@ -998,21 +1000,23 @@ std::string updateRule(const ModelSpec& spec) {
   return rule;
 }
 
+std::string augmentationText(const Augmentation& augment) {
+  std::string text;
+  if (augment.crop_padding > 0) text += fmt::format(" random_crop {}", augment.crop_padding);
+  if (augment.flip_left_right) text += " flip_left_right";
+  if (augment.brightness > 0.0f) text += " brightness " + formatNumber(augment.brightness);
+  if (augment.contrast_upper > 0.0f)
+    text += " contrast [" + formatNumber(augment.contrast_lower) + ", " +
+            formatNumber(augment.contrast_upper) + "]";
+  return text.empty() ? "none" : text.substr(1);
+}
+
 std::string dataRule(const ModelSpec& spec) {
   std::string rule = fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
                                  spec.data.shuffle ? "shuffled" : "not shuffled");
   // Added only when set, so that specs without them word it as before.
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
-  const Augmentation& augment = spec.data.augment;
-  if (augment.any()) {
-    rule += ", augmented:";
-    if (augment.crop_padding > 0) rule += fmt::format(" random_crop {}", augment.crop_padding);
-    if (augment.flip_left_right) rule += " flip_left_right";
-    if (augment.brightness > 0.0f) rule += " brightness " + formatNumber(augment.brightness);
-    if (augment.contrast_upper > 0.0f)
-      rule += " contrast [" + formatNumber(augment.contrast_lower) + ", " +
-              formatNumber(augment.contrast_upper) + "]";
-  }
+  if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
   return rule;
 }
 

@@ -318,6 +318,10 @@ std::string_view optimizerName(OptimizerSpec::Kind kind);
 // bumps kWireVersion (rpc/shard_server.h).
 std::string updateRule(const ModelSpec& spec);
 
+// data.augment as one line: "random_crop 4 flip_left_right brightness 0.25
+// contrast [0.2, 1.8]" (what is set, in the order it is made), or "none".
+std::string augmentationText(const Augmentation& augment);
+
 // How a worker reads its share of the training data, as one line
 // ("batch_size 100, seed 1, shuffled", then shard_by_worker and augment
 // where set): every worker takes every n-th batch of one epoch order, or

@@ -288,6 +288,8 @@ int main(int argc, char** argv) {
                     static_cast<long long>(data.train.size),
                     traind::shapeToString(data.train.example_shape).c_str(), tests,
                     tests == 1 ? "" : "s");
+        if (spec.data.augment.any())
+          std::printf("augment: %s\n", traind::augmentationText(spec.data.augment).c_str());
         // A GPU the spec names may be on the machine that trains only.
         try {
           const auto devices = traind::createDevices(spec.training.devices, spec.training.threads,

@@ -174,7 +174,7 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
   }
   // Judged by the whole set, also where this reader holds its share alone:
   // every share holds whole / readers examples at least.
-  const int64_t whole = data.train.share.count > 1 ? data.train.whole_size : data.train.size;
+  const int64_t whole = data.train.wholeSize();
   if (whole < spec.data.batch_size)
     throwInputError(spec.data.batch_size_location, "data.batch_size",
                     "expected at most the training set's " + std::to_string(whole) +

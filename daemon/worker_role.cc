@@ -283,9 +283,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const TrainingData data =
       loadTrainingData(spec, graph, workers, DataMemory::BesideTheModel, task);
   // With data.shard_by_worker this worker holds its share alone.
-  const bool data_shared = data.train.share.count > 1;
-  const int64_t train_examples = data_shared ? data.train.whole_size : data.train.size;
-  if (data_shared)
+  const bool holds_share = data.train.isShare();
+  const int64_t train_examples = data.train.wholeSize();
+  if (holds_share)
     spdlog::info(
         "worker {} holds its share of the training set: {} of its {} examples "
         "(data.shard_by_worker)",
@@ -387,8 +387,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // A share is this worker's alone: not dealt out among the workers again.
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
                       sync ? step : step / workers,
-                      readAheadBatches(spec.data, /*cluster_worker=*/true), data_shared ? 0 : task,
-                      data_shared ? 1 : workers, spec.data.augment);
+                      readAheadBatches(spec.data, /*cluster_worker=*/true), holds_share ? 0 : task,
+                      holds_share ? 1 : workers, spec.data.augment);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   if (step < total_steps)

@@ -1282,6 +1282,39 @@ TEST_CASE("a stopped cluster resumes from its checkpoint") {
   CHECK(readCheckpointTensor(dir / "ckpt", "hidden1/kernel") == saved);
 }
 
+TEST_CASE("sync: workers holding their shards resume where a run without a stop would be") {
+  // Each worker's batches follow the global step in its own order of its
+  // share, so a job stopped at step 30 and resumed trains what one run of
+  // 60 steps trains (SGD; two gradients add alike in either order).
+  const auto dir = freshTempDir("shard-resume");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: sync\n");
+  std::string spec = readFile(modelPath("fashion_mlp.yaml"));
+  spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  shard_by_worker: true");
+  REQUIRE(spec.find("shard_by_worker") != std::string::npos);
+  writeFile(dir / "sharded.yaml", spec);
+  const auto run = [&](const std::string& checkpoints, int64_t steps) {
+    Cluster c(dir, cluster,
+              "--model " + (dir / "sharded.yaml").string() + " --max-steps " +
+                  std::to_string(steps) + " --threads 1 --eval-every 0 --checkpoint-dir " +
+                  (dir / checkpoints).string(),
+              1, 2);
+    for (auto& w : c.workers) CHECK(w->wait(kTimeout) == 0);
+    CHECK(c.ps[0]->wait(30) == 0);
+    INFO(c.logs());
+    CHECK_THAT(c.workers[1]->output(),
+               Catch::Contains("worker 1 holds its share of the training set: 30000 of its "
+                               "60000 examples"));
+    return c.workers[0]->output();
+  };
+  run("whole", 60);
+  run("stopped", 30);
+  CHECK_THAT(run("stopped", 60), Catch::Contains("at global step 30"));
+  CHECK(readCheckpointTensor(dir / "stopped", "hidden1/kernel") ==
+        readCheckpointTensor(dir / "whole", "hidden1/kernel"));
+  CHECK(readCheckpointTensor(dir / "stopped", "logits/bias") ==
+        readCheckpointTensor(dir / "whole", "logits/bias"));
+}
+
 TEST_CASE("a chief that finds one ps restarted empty restarts every shard from the checkpoint") {
   const auto dir = freshTempDir("ps-restarted");
   const auto cluster = writeCluster(dir, 2, 1, "  mode: sync\n");

@@ -15,6 +15,7 @@
 #include "core/input_pipeline.h"
 #include "test/temp_dir.h"
 
+using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
@@ -190,7 +191,38 @@ TEST_CASE("a worker's share keeps every n-th example of the files, within limit"
         1);
   CHECK_THROWS_WITH(
       loadIdxDataset(idxFiles(dir / "images", dir / "labels"), nullptr, DataShare{3, 4}),
-      EndsWith("images: 3 images, none for share 3 of 4"));
+      EndsWith("images: 3 images, none for share 3 of 4 (data.shard_by_worker)"));
+  CHECK_THROWS_WITH(
+      loadIdxDataset(idxFiles(dir / "images", dir / "labels", 2), nullptr, DataShare{2, 3}),
+      EndsWith("images: the first 2 images (limit), none for share 2 of 3 (data.shard_by_worker)"));
+  CHECK_THROWS_AS(
+      loadIdxDataset(idxFiles(dir / "images", dir / "labels"), nullptr, DataShare{4, 4}),
+      std::invalid_argument);
+
+  // Images of 1100x1000 (1.1 MB each, more than the reader's 1 MiB buffer
+  // and no divisor of it), gzip-compressed: each share's are the whole
+  // set's, byte for byte.
+  std::vector<uint8_t> big(5 * 1100 * 1000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t((i * 2654435761u) >> 13);
+  writeGzip(dir / "big-images.gz", idxBytes(idx_format::kImagesMagic, {5, 1100, 1000}, big));
+  writeGzip(dir / "big-labels.gz", idxBytes(idx_format::kLabelsMagic, {5}, {0, 1, 2, 3, 4}));
+  for (int index = 0; index < 2; ++index) {
+    const Dataset share = loadIdxDataset(idxFiles(dir / "big-images.gz", dir / "big-labels.gz"),
+                                         nullptr, DataShare{index, 2});
+    REQUIRE(share.size == (index == 0 ? 3 : 2));
+    for (int64_t j = 0; j < share.size; ++j) {
+      const size_t k = size_t(2 * j + index);
+      CHECK(share.labels[size_t(j)] == int32_t(k));
+      CHECK(std::equal(share.pixels.begin() + j * 1100000, share.pixels.begin() + (j + 1) * 1100000,
+                       big.begin() + k * 1100000));
+    }
+  }
+  // Cut short inside the last image: refused as the whole set's reader refuses it.
+  const std::string whole = idxBytes(idx_format::kImagesMagic, {5, 1100, 1000}, big);
+  writeRaw(dir / "cut-images", whole.substr(0, whole.size() - 1000));
+  CHECK_THROWS_WITH(
+      loadIdxDataset(idxFiles(dir / "cut-images", dir / "big-labels.gz"), nullptr, DataShare{1, 2}),
+      Contains("header declares 5 images of 1100x1000 but the file holds"));
 }
 
 TEST_CASE("a share is its worker's own order, as many batches an epoch as the smallest share",

@@ -892,6 +892,19 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
         synthetic +
             ":7:12: data.augment: only allowed with data.train (synthetic data are not "
             "images)");
+  const std::string sharded_synthetic = dir.write("sharded.yaml",
+                                                  "input: [1]\n"
+                                                  "layers: [{type: dense, units: 1}]\n"
+                                                  "loss: mse\n"
+                                                  "optimizer: {type: sgd, learning_rate: 0.1}\n"
+                                                  "data:\n"
+                                                  "  synthetic: {type: regression}\n"
+                                                  "  shard_by_worker: true\n"
+                                                  "training: {epochs: 1}\n");
+  CHECK(loadError(sharded_synthetic) ==
+        sharded_synthetic +
+            ":7:20: data.shard_by_worker: only allowed with data.train (every "
+            "worker makes the synthetic data whole)");
 }
 
 TEST_CASE("shard_by_worker: each worker its own share of the training set", "[model_spec]") {

@@ -494,6 +494,10 @@ TEST_CASE("augment: training images are distorted, the same in every run, the te
   // 100 steps of distorted images still learn: an undistorted run reaches
   // about 0.75 here.
   CHECK(summaryValue(first.output, "test accuracy") > 0.6);
+  const ProcessResult check = runTraind("check --model " + (dir / "augmented.yaml").string());
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 2 flip_left_right brightness "
+                                           "0.1 contrast [0.8, 1.2]\n"));
   // The test set is evaluated as it is: what the spec without augment makes
   // of the same checkpoint.
   const ProcessResult eval = runDaemonBinary(
