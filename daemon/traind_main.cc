@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
         }
         // Read as a run reads it: what the files hold must fit the model.
         const traind::TrainingData data =
-            traind::loadTrainingData(spec, graph, 1, traind::DataMemory::Alone);
+            traind::loadTrainingData(spec, graph, {}, traind::DataMemory::Alone);
         const long long tests = data.test ? data.test->size : 0;
         std::printf("data: %lld training examples of %s, %lld test example%s\n",
                     static_cast<long long>(data.train.size),

@@ -144,8 +144,9 @@ MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory
 
 }  // namespace
 
-TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers,
-                              DataMemory memory, int reader) {
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
+                              const DataReader& reader, DataMemory memory) {
+  const int readers = reader.workers;
   TrainingData data;
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     data.train = makeSyntheticRegression(spec.data.synthetic, spec.seed);
@@ -153,9 +154,10 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, in
   } else {
     const std::optional<int64_t> available = memoryAvailable();
     MemoryHeld held = heldBeside(spec, graph, memory);
-    const DataShare share = spec.data.shard_by_worker ? DataShare{reader, readers} : DataShare{};
+    const DataShare share =
+        spec.data.shard_by_worker ? DataShare{reader.task, readers} : DataShare{};
     data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held, share);
-    if (spec.data.test)
+    if (spec.data.test && reader.evaluates)
       data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);
   }
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {

@@ -14,20 +14,31 @@ struct TrainingData {
   std::optional<Dataset> test;
 };
 
+// Who reads the data: worker `task` of a cluster's `workers`, which take
+// disjoint shares of the training set (holding only their own with
+// data.shard_by_worker), and load the test set only if they evaluate it
+// (the chief); standalone, the defaults.
+struct DataReader {
+  int task = 0;
+  int workers = 1;
+  bool evaluates = true;
+};
+
 // InputError (naming the data field and both shapes) when the data cannot
 // feed the model: another example size, labels beyond the logits, class
 // labels for an mse model or regression targets for a softmax one; or
 // naming data.batch_size when the training set holds fewer than a batch
-// for each of `readers` (a cluster's workers, which take disjoint shares).
-// With data.shard_by_worker and readers > 1, the training set loaded is
-// reader `reader`'s share of it (DataShare {reader, readers}).
+// for each of the reader's workers. With data.shard_by_worker and more
+// than one worker, the training set loaded is the reader's share of it
+// (DataShare {task, workers}).
 // Data that would not fit in this machine's memory is refused from the
 // files' headers (InputError, before they are read; a gzip file of 8 MB
 // can hold 8 GB of pixels): beside the model for a run, alone for `traind
 // check`, which may run on another machine than the training.
 enum class DataMemory { BesideTheModel, Alone };
-TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph, int readers = 1,
-                              DataMemory memory = DataMemory::BesideTheModel, int reader = 0);
+TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
+                              const DataReader& reader = {},
+                              DataMemory memory = DataMemory::BesideTheModel);
 
 // The test set alone, checked against the model as above, its memory
 // judged alone (`trainctl eval`); nothing when the spec names none.

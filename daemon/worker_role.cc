@@ -280,8 +280,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
-  const TrainingData data =
-      loadTrainingData(spec, graph, workers, DataMemory::BesideTheModel, task);
+  const TrainingData data = loadTrainingData(spec, graph, {task, workers, /*evaluates=*/chief});
   // With data.shard_by_worker this worker holds its share alone.
   const bool holds_share = data.train.isShare();
   const int64_t train_examples = data.train.wholeSize();
