@@ -59,6 +59,17 @@ ModelSpec loadVariant(const TempDir& dir, const std::string& from, const std::st
   return loadModelSpec(writeVariant(dir, from, to));
 }
 
+// A spec of one dense layer on `input` whose data section is `data` (its
+// lines, indented), as spec.yaml: for the data section's own fields. The
+// data section starts on line 5; a regression spec's (mse) on line 6.
+std::string writeDataSpec(const TempDir& dir, const std::string& input, const std::string& data,
+                          bool regression = false) {
+  return dir.write("spec.yaml", "input: " + input + "\nlayers: [{type: dense, units: 2}]\n" +
+                                    (regression ? "loss: mse\n" : "") +
+                                    "optimizer: {type: sgd, learning_rate: 0.1}\ndata:\n" + data +
+                                    "training: {epochs: 1}\n");
+}
+
 }  // namespace
 
 TEST_CASE("every example config loads", "[model_spec]") {
@@ -822,16 +833,8 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   TempDir dir;
   dir.write("data/train", "x");
   const auto spec = [&](const std::string& augment) {
-    return dir.write("spec.yaml",
-                     "input: [8, 8, 3]\n"
-                     "layers: [{type: dense, units: 2}]\n"
-                     "optimizer: {type: sgd, learning_rate: 0.1}\n"
-                     "data:\n"
-                     "  train: {tfrecords: data/train}\n"
-                     "  augment: " +
-                         augment +
-                         "\n"
-                         "training: {epochs: 1}\n");
+    return writeDataSpec(dir, "[8, 8, 3]",
+                         "  train: {tfrecords: data/train}\n  augment: " + augment + "\n");
   };
   const Augmentation all =
       loadModelSpec(spec("{random_crop: {padding: 4}, flip_left_right: true, brightness: 0.25, "
@@ -855,72 +858,47 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   CHECK(loadModelSpec(spec("{contrast: [0, 0.5]}")).data.augment.any());
 
   const std::string path = (dir.path() / "spec.yaml").string();
-  CHECK(loadError(spec("{random_crop: {padding: 0}}")) ==
-        path + ":6:36: data.augment.random_crop.padding: expected a positive integer, got 0");
-  CHECK(loadError(spec("{random_crop: 4}")) ==
-        path + ":6:26: data.augment.random_crop: expected a mapping of fields, got 4");
-  CHECK(loadError(spec("{brightness: 0}")) ==
+  // Each refused value with what is said of it, after the spec's path.
+  const std::pair<const char*, const char*> refused[] = {
+      {"{random_crop: {padding: 0}}",
+       ":6:36: data.augment.random_crop.padding: expected a positive integer, got 0"},
+      {"{random_crop: 4}", ":6:26: data.augment.random_crop: expected a mapping of fields, got 4"},
+      {"{brightness: 0}",
+       ":6:25: data.augment.brightness: expected a positive number up to 100 (the largest "
+       "change), got 0"},
+      {"{contrast: [0.5, 3e38]}",
+       ":6:29: data.augment.contrast[1]: expected a positive number up to 100, got 3e38"},
+      {"{contrast: [1.8, 0.2]}",
+       ":6:29: data.augment.contrast[1]: expected an upper bound greater than the lower 1.8, got "
+       "0.2"},
+      {"{contrast: 0.5}", ":6:23: data.augment.contrast: expected [lower, upper], got 0.5"},
+      {"{contrast: [0.5]}",
+       ":6:23: data.augment.contrast: expected [lower, upper], two numbers, got a list of 1 item"},
+      {"{flip_up_down: true}",
+       ":6:13: data.augment: unknown field 'flip_up_down' (the fields of data.augment are "
+       "random_crop, flip_left_right, brightness, contrast)"},
+  };
+  for (const auto& [augment, message] : refused) CHECK(loadError(spec(augment)) == path + message);
+  // Synthetic data are neither images nor files to share.
+  CHECK(loadError(writeDataSpec(dir, "[1]",
+                                "  synthetic: {type: regression}\n"
+                                "  augment: {flip_left_right: true}\n",
+                                /*regression=*/true)) ==
+        path + ":7:12: data.augment: only allowed with data.train (synthetic data are not images)");
+  CHECK(loadError(writeDataSpec(dir, "[1]",
+                                "  synthetic: {type: regression}\n  shard_by_worker: true\n",
+                                /*regression=*/true)) ==
         path +
-            ":6:25: data.augment.brightness: expected a positive number up to 100 (the "
-            "largest change), got 0");
-  CHECK(loadError(spec("{contrast: [0.5, 3e38]}")) ==
-        path + ":6:29: data.augment.contrast[1]: expected a positive number up to 100, got 3e38");
-  CHECK(loadError(spec("{contrast: [1.8, 0.2]}")) ==
-        path +
-            ":6:29: data.augment.contrast[1]: expected an upper bound greater than the lower "
-            "1.8, got 0.2");
-  CHECK(loadError(spec("{contrast: 0.5}")) ==
-        path + ":6:23: data.augment.contrast: expected [lower, upper], got 0.5");
-  CHECK(loadError(spec("{contrast: [0.5]}")) ==
-        path +
-            ":6:23: data.augment.contrast: expected [lower, upper], two numbers, got a list of 1 "
-            "item");
-  CHECK(loadError(spec("{flip_up_down: true}")) ==
-        path +
-            ":6:13: data.augment: unknown field 'flip_up_down' (the fields of "
-            "data.augment are random_crop, flip_left_right, brightness, contrast)");
-  const std::string synthetic = dir.write("synthetic.yaml",
-                                          "input: [1]\n"
-                                          "layers: [{type: dense, units: 1}]\n"
-                                          "loss: mse\n"
-                                          "optimizer: {type: sgd, learning_rate: 0.1}\n"
-                                          "data:\n"
-                                          "  synthetic: {type: regression}\n"
-                                          "  augment: {flip_left_right: true}\n"
-                                          "training: {epochs: 1}\n");
-  CHECK(loadError(synthetic) ==
-        synthetic +
-            ":7:12: data.augment: only allowed with data.train (synthetic data are not "
-            "images)");
-  const std::string sharded_synthetic = dir.write("sharded.yaml",
-                                                  "input: [1]\n"
-                                                  "layers: [{type: dense, units: 1}]\n"
-                                                  "loss: mse\n"
-                                                  "optimizer: {type: sgd, learning_rate: 0.1}\n"
-                                                  "data:\n"
-                                                  "  synthetic: {type: regression}\n"
-                                                  "  shard_by_worker: true\n"
-                                                  "training: {epochs: 1}\n");
-  CHECK(loadError(sharded_synthetic) ==
-        sharded_synthetic +
-            ":7:20: data.shard_by_worker: only allowed with data.train (every "
-            "worker makes the synthetic data whole)");
+            ":7:20: data.shard_by_worker: only allowed with data.train (every worker makes the "
+            "synthetic data whole)");
 }
 
 TEST_CASE("shard_by_worker: each worker its own share of the training set", "[model_spec]") {
   TempDir dir;
   dir.write("data/train", "x");
   const auto spec = [&](const std::string& value) {
-    return dir.write("spec.yaml",
-                     "input: [8]\n"
-                     "layers: [{type: dense, units: 2}]\n"
-                     "optimizer: {type: sgd, learning_rate: 0.1}\n"
-                     "data:\n"
-                     "  train: {tfrecords: data/train}\n"
-                     "  shard_by_worker: " +
-                         value +
-                         "\n"
-                         "training: {epochs: 1}\n");
+    return writeDataSpec(dir, "[8]",
+                         "  train: {tfrecords: data/train}\n  shard_by_worker: " + value + "\n");
   };
   const ModelSpec sharded = loadModelSpec(spec("true"));
   CHECK(sharded.data.shard_by_worker);
