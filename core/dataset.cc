@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -241,12 +242,30 @@ void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {
   for (size_t i = 0; i < values; ++i) out[i] = float(pixels[i]) / 255.0f;
 }
 
+void standardizeExample(float* values, int64_t count) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < count; ++i) sum += values[i];
+  const double mean = sum / double(count);
+  double squares = 0.0;
+  for (int64_t i = 0; i < count; ++i) squares += (values[i] - mean) * (values[i] - mean);
+  const double stddev = std::sqrt(squares / double(count));
+  const double lowest = 1.0 / (255.0 * std::sqrt(double(count)));
+  // In double: a float mean would shift a low-contrast image's values by
+  // a good part of their spread.
+  const double scale = 1.0 / std::max(stddev, lowest);
+  for (int64_t i = 0; i < count; ++i) values[i] = float((values[i] - mean) * scale);
+}
+
 Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* inputs) {
   if (begin < 0 || count < 0 || begin + count > data.size)
     throw std::out_of_range("sliceBatch: examples [" + std::to_string(begin) + ", " +
                             std::to_string(begin + count) + ") of a data set of " +
                             std::to_string(data.size));
   copyInputs(data, begin, count, inputs);
+  if (data.per_image_standardization) {
+    const int64_t example = numElements(data.example_shape);
+    for (int64_t i = 0; i < count; ++i) standardizeExample(inputs + i * example, example);
+  }
   Batch batch;
   batch.size = count;
   batch.inputs = inputs;

@@ -53,6 +53,9 @@ struct Dataset {
   std::vector<int32_t> labels;  // classification, else empty
   std::vector<float> targets;   // regression [size, 1], else empty
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
+  // Each example standardized as it is gathered, after any augmentation
+  // (standardizeExample; data.standardize: per_image).
+  bool per_image_standardization = false;
   // The share of a larger set these examples are, and that set's size
   // (whole_size, only with share.count > 1): another worker holds the rest.
   DataShare share;
@@ -97,8 +100,17 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
 // inside the data set.
 void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out);
 
+// tf.image.per_image_standardization of one example of `count` values:
+// (x - mean) / max(stddev, 1 / sqrt(count)), mean and (population) stddev
+// over all its values. As TensorFlow 1's image jobs applied it to their
+// pixels cast to float (0 to 255), which traind holds divided by 255: the
+// lower bound is taken on that scale, 1 / (255 sqrt(count)), and the
+// result is the same as theirs.
+void standardizeExample(float* values, int64_t count);
+
 // Examples [begin, begin + count) as a Batch: their inputs written to
-// `inputs` (copyInputs), labels or targets pointing into the data set.
+// `inputs` (copyInputs, then standardizeExample each where the data set
+// asks for it), labels or targets pointing into the data set.
 // std::out_of_range if the range is not inside the data set.
 Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* inputs);
 

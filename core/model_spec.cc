@@ -677,7 +677,7 @@ Augmentation readAugmentation(const Field& field) {
 DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
   fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches",
-                    "augment", "shard_by_worker"},
+                    "augment", "shard_by_worker", "standardize"},
                    "the data section");
   DataSpec data;
   const std::optional<Field> train = fields.find("train");
@@ -699,6 +699,8 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
       fail(*f, "only allowed with data.train (synthetic data are not images)");
     if (auto f = fields.find("shard_by_worker"))
       fail(*f, "only allowed with data.train (every worker makes the synthetic data whole)");
+    if (auto f = fields.find("standardize"))
+      fail(*f, "only allowed with data.train (synthetic data are not images)");
   }
   if (auto f = fields.find("augment")) data.augment = readAugmentation(*f);
   data.batch_size_location = field.where;
@@ -708,6 +710,8 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
   }
   if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
   if (auto f = fields.find("shard_by_worker")) data.shard_by_worker = readBool(*f);
+  if (auto f = fields.find("standardize"))
+    data.standardize_per_image = readChoice<bool>(*f, {{"per_image", true}});
   if (auto f = fields.find("prefetch_batches")) data.prefetch_batches = readPrefetchBatches(*f);
   return data;
 }
@@ -1017,6 +1021,7 @@ std::string dataRule(const ModelSpec& spec) {
   // Added only when set, so that specs without them word it as before.
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
+  if (spec.data.standardize_per_image) rule += ", standardized per image";
   return rule;
 }
 

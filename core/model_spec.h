@@ -166,6 +166,10 @@ struct DataSpec {
   SourceLocation batch_size_location;   // the field, or the data section without one
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
   Augmentation augment;                 // of the training set's images
+  // data.standardize: per_image: every example of the training and test
+  // sets, after any augmentation, as tf.image.per_image_standardization
+  // (Dataset::per_image_standardization)
+  bool standardize_per_image = false;
   // Each worker of a cluster keeps only its share of the training set
   // (DataShare: every workers-th example) and shuffles it alone, rather than
   // holding it whole and taking its turn of the job's batches.

@@ -157,8 +157,11 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
     const DataShare share =
         spec.data.shard_by_worker ? DataShare{reader.task, readers} : DataShare{};
     data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held, share);
-    if (spec.data.test && reader.evaluates)
+    data.train.per_image_standardization = spec.data.standardize_per_image;
+    if (spec.data.test && reader.evaluates) {
       data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);
+      data.test->per_image_standardization = spec.data.standardize_per_image;
+    }
   }
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     checkFits(graph, data.train, spec.data.synthetic_location, "data.synthetic");
@@ -199,6 +202,7 @@ std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& gra
   if (!spec.data.test) return std::nullopt;
   MemoryHeld held = heldBeside(spec, graph, DataMemory::Alone);
   Dataset test = loadDataFiles(*spec.data.test, "data.test", graph, memoryAvailable(), held);
+  test.per_image_standardization = spec.data.standardize_per_image;
   checkFits(graph, test, spec.data.test->location, "data.test");
   return test;
 }

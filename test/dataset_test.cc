@@ -545,6 +545,41 @@ TEST_CASE("images become floats as a batch is gathered, each pixel / 255", "[dat
   }
 }
 
+TEST_CASE("per_image_standardization: (x - mean) / max(stddev, 1 / (255 sqrt(n)))",
+          "[dataset][pipeline]") {
+  // By hand: mean 0.3, population stddev sqrt(0.14 / 4).
+  std::vector<float> values{0.1f, 0.2f, 0.3f, 0.6f};
+  standardizeExample(values.data(), 4);
+  const double stddev = std::sqrt(0.035);
+  for (size_t i = 0; i < 4; ++i)
+    CHECK(values[i] ==
+          Approx((std::vector<double>{-0.2, -0.1, 0.0, 0.3}[i]) / stddev).margin(1e-6));
+  // Below the bound, as TensorFlow bounds 0-255 pixels' stddev by 1 / sqrt(n):
+  // 1 / (255 sqrt(2)) here.
+  std::vector<float> flat{0.5f, 0.5f + 1.0f / 2550.0f};
+  const double half_gap = (double(flat[1]) - double(flat[0])) / 2;  // the stddev
+  standardizeExample(flat.data(), 2);
+  const double bound = 1.0 / (255.0 * std::sqrt(2.0));
+  REQUIRE(half_gap < bound);
+  CHECK(flat[0] == Approx(-half_gap / bound).margin(1e-6));
+  CHECK(flat[1] == Approx(half_gap / bound).margin(1e-6));
+  std::vector<float> constant(5, 0.25f);
+  standardizeExample(constant.data(), 5);
+  CHECK(constant == std::vector<float>(5, 0.0f));
+
+  // sliceBatch and the pipeline standardize each example of a data set that asks for it.
+  Dataset data = indexedDataset(6);
+  data.per_image_standardization = true;
+  std::vector<float> inputs(4);
+  const Batch slice = sliceBatch(data, 2, 2, inputs.data());
+  CHECK(std::vector<float>(slice.inputs, slice.inputs + 4) ==
+        std::vector<float>{1.0f, -1.0f, 1.0f, -1.0f});  // {i, -i}: mean 0, stddev i
+  InputPipeline pipeline(data, 3, false, 1, 0, 1);
+  const Batch& batch = pipeline.next();
+  CHECK(std::vector<float>(batch.inputs, batch.inputs + 6) ==
+        std::vector<float>{0.0f, 0.0f, 1.0f, -1.0f, 1.0f, -1.0f});  // example 0 is all zeros
+}
+
 TEST_CASE("without shuffle the pipeline goes in order and drops partial batches", "[pipeline]") {
   const Dataset data = indexedDataset(10);
   const auto batches = readSteps(data, 3, false, 7, 0, 7);

@@ -893,6 +893,27 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
             "synthetic data whole)");
 }
 
+TEST_CASE("standardize: per_image, the training and test sets' examples", "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  const auto spec = [&](const std::string& value) {
+    return writeDataSpec(dir, "[8]",
+                         "  train: {tfrecords: data/train}\n  standardize: " + value + "\n");
+  };
+  const ModelSpec standardized = loadModelSpec(spec("per_image"));
+  CHECK(standardized.data.standardize_per_image);
+  CHECK(dataRule(standardized) == "batch_size 32, seed 0, shuffled, standardized per image");
+  const std::string path = (dir.path() / "spec.yaml").string();
+  CHECK(loadError(spec("global")) ==
+        path + ":6:16: data.standardize: expected one of per_image, got 'global'");
+  CHECK(loadError(writeDataSpec(dir, "[1]",
+                                "  synthetic: {type: regression}\n  standardize: per_image\n",
+                                /*regression=*/true)) ==
+        path +
+            ":7:16: data.standardize: only allowed with data.train (synthetic data are not "
+            "images)");
+}
+
 TEST_CASE("shard_by_worker: each worker its own share of the training set", "[model_spec]") {
   TempDir dir;
   dir.write("data/train", "x");

@@ -528,6 +528,36 @@ TEST_CASE("augment: training images are distorted, the same in every run, the te
                                           "shape [2]"));
 }
 
+TEST_CASE("standardize: per_image: training and evaluation both see standardized examples") {
+  const auto dir = freshTempDir("standardize");
+  std::string spec = exampleSpec("fashion_mlp.yaml");
+  spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  standardize: per_image");
+  spec = replaceAll(spec, "learning_rate: 0.1", "learning_rate: 0.01");
+  REQUIRE(spec.find("standardize:") != std::string::npos);
+  writeFile(dir / "standardized.yaml", spec);
+  const ProcessResult run =
+      runTraind("--model " + (dir / "standardized.yaml").string() +
+                " --threads 1 --max-steps 100 --log-every 50 --eval-every 100 --checkpoint-dir " +
+                (dir / "ckpt").string());
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summaryValue(run.output, "test accuracy") > 0.6);
+  // trainctl eval standardizes the test set as the run did, and the spec
+  // without it evaluates other inputs.
+  const auto eval = [&](const std::string& model) {
+    const ProcessResult r =
+        runDaemonBinary("trainctl", "eval --threads 1 --model " + model + " --checkpoint " +
+                                        (dir / "ckpt").string());
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    return r.output;
+  };
+  const std::string test_loss =
+      fmt::format("test loss = {:.4f}", summaryValue(run.output, "test loss"));
+  CHECK_THAT(eval((dir / "standardized.yaml").string()), Catch::Contains(test_loss));
+  CHECK_THAT(eval("configs/models/fashion_mlp.yaml"), !Catch::Contains(test_loss));
+}
+
 TEST_CASE("fine-tuning reuses frozen hidden1..3 from another model's checkpoint") {
   const auto dir = freshTempDir("finetune");
   const ProcessResult base = runTraind("--model configs/models/fashion_base.yaml --max-steps 200 "

@@ -229,6 +229,16 @@ def fashion_mnist(count):
                      "shuffle": False, "prefetch_batches": 0})
 
 
+def standardized(examples):
+    """`examples` as TensorFlow 1's image jobs fed them after
+    tf.image.per_image_standardization of their pixels cast to float (0 to
+    255), and the spec that has traind do the same (data.standardize)."""
+    pixels = np.round(examples.inputs * np.float32(255))
+    inputs = tf.image.per_image_standardization(pixels).numpy().astype(np.float32)
+    return dataclasses.replace(examples, inputs=inputs,
+                               data_section={**examples.data_section, "standardize": "per_image"})
+
+
 class SplitMix64:
     """core/random.h's Rng: SplitMix64's finaliser over a counter, and
     core/random.cc's Box-Muller normals."""
@@ -936,6 +946,8 @@ def training_cases(steps, work_dir):
               "clip_global_norm": 0.5}, fashion),
         Case("layers cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.1}, fashion),
         Case("layers cnn_b", CNN_B, {"type": "sgd", "learning_rate": 0.1}, fashion),
+        Case("standardize per_image cnn_a", CNN_A, {"type": "sgd", "learning_rate": 0.01},
+             standardized(fashion)),
         Case("mse regression", REGRESSION, {"type": "sgd", "learning_rate": 0.1},
              regression, loss="mse"),
         # The same examples, as TensorFlow writes them to TFRecord files.
