@@ -6,6 +6,10 @@
 # ratio. docs/distributed.md, "Each worker its own share of the data".
 #
 #   bench/shard_memory.sh [--traind build/daemon/traind] [--model SPEC] [--steps 1200]
+#
+# Run from the repository's root (the defaults are relative to it). Each
+# task has 5 minutes; if a worker fails, the ps is stopped and the logs are
+# kept.
 set -euo pipefail
 
 traind=build/daemon/traind
@@ -20,12 +24,16 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -x /usr/bin/time ]] || { echo "$0: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+[[ -f "$model" ]] || { echo "$0: $model: no such model spec" >&2; exit 2; }
 grep -q "^  batch_size:" "$model" ||
   { echo "$0: $model: expected a data section with '  batch_size:' to add shard_by_worker to" >&2; exit 2; }
+! grep -q "^  shard_by_worker:" "$model" ||
+  { echo "$0: $model: sets shard_by_worker already; give a spec without it" >&2; exit 2; }
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-sed 's/^  batch_size:.*/&\n  shard_by_worker: true/' "$model" > "$work/sharded.yaml"
+keep_logs=0
+trap '[[ $keep_logs == 1 ]] || rm -rf "$work"' EXIT
+awk '{ print } /^  batch_size:/ { print "  shard_by_worker: true" }' "$model" > "$work/sharded.yaml"
 
 # Three free ports on 127.0.0.1, asked of the kernel.
 ports=($(python3 -c 'import socket
@@ -40,30 +48,41 @@ training:
   mode: async
 YAML
 
-# Runs the cluster on one spec; prints the peak RSS in KiB of ps, worker 0, worker 1.
-peaks() {
-  local spec=$1 run=$work/$2
+# Runs the cluster on one spec into $work/NAME; sets rss (KiB) to the peaks
+# of ps, worker 0 and worker 1.
+run_cluster() {
+  local spec=$1 run=$work/$2 ps workers=() failed=0
   mkdir -p "$run"
-  /usr/bin/time -f %M -o "$run/ps.rss" "$traind" --cluster "$work/cluster.yaml" --model "$spec" \
-    --job ps --task 0 > "$run/ps.log" 2>&1 &
-  local ps=$!
-  for task in 1 0; do
-    /usr/bin/time -f %M -o "$run/w$task.rss" "$traind" --cluster "$work/cluster.yaml" \
+  timeout 300 /usr/bin/time -f %M -o "$run/ps.rss" "$traind" --cluster "$work/cluster.yaml" \
+    --model "$spec" --job ps --task 0 > "$run/ps.log" 2>&1 &
+  ps=$!
+  for task in 0 1; do
+    timeout 300 /usr/bin/time -f %M -o "$run/w$task.rss" "$traind" --cluster "$work/cluster.yaml" \
       --model "$spec" --job worker --task $task --threads 1 --max-steps "$steps" --eval-every 0 \
       --checkpoint-dir "$run/ckpt" > "$run/w$task.log" 2>&1 &
-    eval "w$task=\$!"
+    workers+=($!)
   done
-  wait "$w0" "$w1" "$ps" || { echo "$0: a task failed; logs in $run" >&2; trap - EXIT; exit 1; }
-  echo "$(tail -1 "$run/ps.rss") $(tail -1 "$run/w0.rss") $(tail -1 "$run/w1.rss")"
+  for pid in "${workers[@]}"; do wait "$pid" || failed=1; done
+  # The chief stops the ps at the job's end; without it, the ps would wait.
+  [[ $failed == 0 ]] || kill "$ps" 2> /dev/null || true
+  wait "$ps" || failed=1
+  if [[ $failed == 1 ]]; then
+    keep_logs=1
+    echo "$0: a task failed or timed out; logs in $run" >&2
+    exit 1
+  fi
+  rss=("$(tail -1 "$run/ps.rss")" "$(tail -1 "$run/w0.rss")" "$(tail -1 "$run/w1.rss")")
 }
 
-read -r whole_ps whole_w0 whole_w1 < <(peaks "$model" whole)
-read -r share_ps share_w0 share_w1 < <(peaks "$work/sharded.yaml" sharded)
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+run_cluster "$model" whole
+whole=("${rss[@]}")
+run_cluster "$work/sharded.yaml" sharded
+sharded=("${rss[@]}")
 echo "$(basename "$model"), 1 ps + 2 async workers, $steps global steps; peak RSS in MiB:"
 printf '  %-26s ps %7s   worker 0 %7s   worker 1 %7s\n' "whole training set" \
-  "$(mib "$whole_ps")" "$(mib "$whole_w0")" "$(mib "$whole_w1")"
+  "$(mib "${whole[0]}")" "$(mib "${whole[1]}")" "$(mib "${whole[2]}")"
 printf '  %-26s ps %7s   worker 0 %7s   worker 1 %7s\n' "shard_by_worker: true" \
-  "$(mib "$share_ps")" "$(mib "$share_w0")" "$(mib "$share_w1")"
-awk -v a="$share_w0" -v b="$share_w1" -v c="$whole_w0" -v d="$whole_w1" \
+  "$(mib "${sharded[0]}")" "$(mib "${sharded[1]}")" "$(mib "${sharded[2]}")"
+awk -v a="${sharded[1]}" -v b="${sharded[2]}" -v c="${whole[1]}" -v d="${whole[2]}" \
   'BEGIN { printf "  worker peak, shard / whole: %.2f\n", (a + b) / (c + d) }'

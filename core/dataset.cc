@@ -216,6 +216,7 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
   Dataset data;
   data.example_shape = {1};
   data.size = spec.points;
+  data.pixel_scale = false;
   data.floats.resize(spec.points);
   data.targets.resize(spec.points);
   Rng rng(seed);
@@ -242,16 +243,16 @@ void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {
   for (size_t i = 0; i < values; ++i) out[i] = float(pixels[i]) / 255.0f;
 }
 
-void standardizeExample(float* values, int64_t count) {
+void standardizeExample(float* values, int64_t count, bool pixel_scale) {
+  // In double: a float mean would shift a low-contrast image's values by
+  // a good part of their spread.
   double sum = 0.0;
   for (int64_t i = 0; i < count; ++i) sum += values[i];
   const double mean = sum / double(count);
   double squares = 0.0;
   for (int64_t i = 0; i < count; ++i) squares += (values[i] - mean) * (values[i] - mean);
   const double stddev = std::sqrt(squares / double(count));
-  const double lowest = 1.0 / (255.0 * std::sqrt(double(count)));
-  // In double: a float mean would shift a low-contrast image's values by
-  // a good part of their spread.
+  const double lowest = 1.0 / ((pixel_scale ? 255.0 : 1.0) * std::sqrt(double(count)));
   const double scale = 1.0 / std::max(stddev, lowest);
   for (int64_t i = 0; i < count; ++i) values[i] = float((values[i] - mean) * scale);
 }
@@ -264,7 +265,8 @@ Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* input
   copyInputs(data, begin, count, inputs);
   if (data.per_image_standardization) {
     const int64_t example = numElements(data.example_shape);
-    for (int64_t i = 0; i < count; ++i) standardizeExample(inputs + i * example, example);
+    for (int64_t i = 0; i < count; ++i)
+      standardizeExample(inputs + i * example, example, data.pixel_scale);
   }
   Batch batch;
   batch.size = count;

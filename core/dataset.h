@@ -46,10 +46,13 @@ struct Dataset {
   int64_t size = 0;  // examples
   // The inputs, size * numElements(example_shape) values, example after
   // example, in one of two forms (the other one empty): image pixels as
-  // read, each input pixel / 255.0f; floats as given (synthetic data, a
-  // TFRecord set's float images).
+  // read, each input pixel / 255.0f; floats (synthetic data, a TFRecord
+  // set's float images as given, its resized images / 255).
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
+  // The inputs are pixels / 255, whichever form holds them; false for
+  // floats as given, whose scale standardizeExample cannot know.
+  bool pixel_scale = true;
   std::vector<int32_t> labels;  // classification, else empty
   std::vector<float> targets;   // regression [size, 1], else empty
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
@@ -102,11 +105,12 @@ void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out);
 
 // tf.image.per_image_standardization of one example of `count` values:
 // (x - mean) / max(stddev, 1 / sqrt(count)), mean and (population) stddev
-// over all its values. As TensorFlow 1's image jobs applied it to their
-// pixels cast to float (0 to 255), which traind holds divided by 255: the
-// lower bound is taken on that scale, 1 / (255 sqrt(count)), and the
-// result is the same as theirs.
-void standardizeExample(float* values, int64_t count);
+// over all its values. TensorFlow 1's image jobs applied it to their
+// pixels cast to float (0 to 255), which traind holds divided by 255: with
+// `pixel_scale` the lower bound is taken on that scale, 1 / (255
+// sqrt(count)), and the result is theirs; without it (floats as given) it
+// is 1 / sqrt(count), as TensorFlow bounds any values.
+void standardizeExample(float* values, int64_t count, bool pixel_scale);
 
 // Examples [begin, begin + count) as a Batch: their inputs written to
 // `inputs` (copyInputs, then standardizeExample each where the data set

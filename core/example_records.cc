@@ -274,6 +274,7 @@ class ExampleLoader {
     }
     Dataset data;
     data.size = examples_;
+    data.pixel_scale = image_kind_ != ImageKind::Floats;
     data.share = share_;
     if (share_.count > 1) data.whole_size = records_;
     data.example_shape = shape_;

@@ -137,7 +137,8 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     if (augment_.any())
       augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, position), inputs,
                    augment_scratch_);
-    if (data_.per_image_standardization) standardizeExample(inputs, example_floats_);
+    if (data_.per_image_standardization)
+      standardizeExample(inputs, example_floats_, data_.pixel_scale);
     if (!slot.labels.empty()) slot.labels[size_t(j)] = data_.labels[size_t(example)];
     if (target_floats_ > 0)
       std::memcpy(slot.targets.data() + j * target_floats_,

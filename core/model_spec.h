@@ -327,10 +327,10 @@ std::string updateRule(const ModelSpec& spec);
 std::string augmentationText(const Augmentation& augment);
 
 // How a worker reads its share of the training data, as one line
-// ("batch_size 100, seed 1, shuffled", then shard_by_worker and augment
-// where set): every worker takes every n-th batch of one epoch order, or
-// its share of the examples, which these decide, and distorts each image
-// from (seed, epoch, position).
+// ("batch_size 100, seed 1, shuffled", then shard_by_worker, augment and
+// standardize where set): every worker takes every n-th batch of one epoch
+// order, or its share of the examples, which these decide, distorts each
+// image from (seed, epoch, position) and standardizes it.
 std::string dataRule(const ModelSpec& spec);
 
 // What every node of a job must agree on: a ps refuses a worker whose spec

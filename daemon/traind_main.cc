@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
                     tests == 1 ? "" : "s");
         if (spec.data.augment.any())
           std::printf("augment: %s\n", traind::augmentationText(spec.data.augment).c_str());
+        if (spec.data.standardize_per_image) std::printf("standardize: per_image\n");
         // A GPU the spec names may be on the machine that trains only.
         try {
           const auto devices = traind::createDevices(spec.training.devices, spec.training.threads,

@@ -91,9 +91,11 @@ std::string filesOf(const DataFiles& source) {
 // bytes (the model and the data sets already loaded), are refused before
 // they are read: an IDX file from its header, TFRecord files from their
 // first record and then before each block of examples. `held` then grows by
-// what this set keeps.
-Dataset loadDataFiles(const DataFiles& source, std::string_view field, const LayerGraph& graph,
-                      std::optional<int64_t> available, MemoryHeld& held, DataShare share = {}) {
+// what this set keeps. Its examples are standardized as the spec's
+// data.standardize asks.
+Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::string_view field,
+                      const LayerGraph& graph, std::optional<int64_t> available, MemoryHeld& held,
+                      DataShare share = {}) {
   const bool idx = source.format == DataFiles::Format::Idx;
   bool checking = false;  // an InputError thrown meanwhile names the entry already
   const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
@@ -123,6 +125,7 @@ Dataset loadDataFiles(const DataFiles& source, std::string_view field, const Lay
     if (checking) throw;
     throwInputError(source.location, field, e.what());
   }
+  data.per_image_standardization = spec.data.standardize_per_image;
   const int64_t value_bytes = data.pixels.empty() ? int64_t(sizeof(float)) : 1;
   held.bytes += keptBytes(numElements(data.example_shape) * value_bytes, data.size);
   return data;
@@ -156,12 +159,9 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
     MemoryHeld held = heldBeside(spec, graph, memory);
     const DataShare share =
         spec.data.shard_by_worker ? DataShare{reader.task, readers} : DataShare{};
-    data.train = loadDataFiles(spec.data.train, "data.train", graph, available, held, share);
-    data.train.per_image_standardization = spec.data.standardize_per_image;
-    if (spec.data.test && reader.evaluates) {
-      data.test = loadDataFiles(*spec.data.test, "data.test", graph, available, held);
-      data.test->per_image_standardization = spec.data.standardize_per_image;
-    }
+    data.train = loadDataFiles(spec, spec.data.train, "data.train", graph, available, held, share);
+    if (spec.data.test && reader.evaluates)
+      data.test = loadDataFiles(spec, *spec.data.test, "data.test", graph, available, held);
   }
   if (spec.data.kind == DataSpec::Kind::SyntheticRegression) {
     checkFits(graph, data.train, spec.data.synthetic_location, "data.synthetic");
@@ -201,8 +201,7 @@ std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& gra
   }
   if (!spec.data.test) return std::nullopt;
   MemoryHeld held = heldBeside(spec, graph, DataMemory::Alone);
-  Dataset test = loadDataFiles(*spec.data.test, "data.test", graph, memoryAvailable(), held);
-  test.per_image_standardization = spec.data.standardize_per_image;
+  Dataset test = loadDataFiles(spec, *spec.data.test, "data.test", graph, memoryAvailable(), held);
   checkFits(graph, test, spec.data.test->location, "data.test");
   return test;
 }

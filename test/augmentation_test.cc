@@ -206,6 +206,21 @@ TEST_CASE("the shards of a sync step distort their examples as the big batch doe
     REQUIRE(batchInputs(uninterrupted.next(), floats) == batchInputs(resumed.next(), floats));
 }
 
+TEST_CASE("standardization comes after the distortions: brightness is undone by it",
+          "[augmentation][pipeline]") {
+  // As in TensorFlow 1's pipelines: one value added to a whole image is
+  // taken away again with its mean.
+  Dataset data = floatImages({4, 4, 1}, 8);
+  for (float& value : data.floats) value /= 128.0f;  // pixels' scale, distinct
+  data.per_image_standardization = true;
+  Augmentation brighter;
+  brighter.brightness = 0.3f;
+  InputPipeline distorted(data, 8, false, 3, 0, 0, 0, 1, brighter);
+  InputPipeline plain(data, 8, false, 3, 0, 0);
+  const std::vector<float> a = batchInputs(distorted.next(), 16), b = batchInputs(plain.next(), 16);
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-4));
+}
+
 TEST_CASE("augmentation of examples that are not images is refused", "[augmentation]") {
   Augmentation augment;
   augment.flip_left_right = true;

@@ -1063,7 +1063,8 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
       worker(cluster, " --model " + augmented.string() + " --job worker --task 1", "augmented.log"),
       Catch::Contains("ps 0 trains on batches of batch_size 100, seed 42, shuffled; the peer's "
                       "spec says batch_size 100, seed 42, shuffled, augmented: flip_left_right") &&
-          Catch::Contains("data.shard_by_worker and data.augment must be the same"));
+          Catch::Contains("data.shard_by_worker, data.augment and data.standardize must be the "
+                          "same on every node"));
 
   // The job's chief initialises the shard; another job's chief, on the
   // same ps ports with its own checkpoints, does not join it (once it would

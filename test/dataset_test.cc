@@ -549,7 +549,7 @@ TEST_CASE("per_image_standardization: (x - mean) / max(stddev, 1 / (255 sqrt(n))
           "[dataset][pipeline]") {
   // By hand: mean 0.3, population stddev sqrt(0.14 / 4).
   std::vector<float> values{0.1f, 0.2f, 0.3f, 0.6f};
-  standardizeExample(values.data(), 4);
+  standardizeExample(values.data(), 4, /*pixel_scale=*/true);
   const double stddev = std::sqrt(0.035);
   for (size_t i = 0; i < 4; ++i)
     CHECK(values[i] ==
@@ -558,13 +558,17 @@ TEST_CASE("per_image_standardization: (x - mean) / max(stddev, 1 / (255 sqrt(n))
   // 1 / (255 sqrt(2)) here.
   std::vector<float> flat{0.5f, 0.5f + 1.0f / 2550.0f};
   const double half_gap = (double(flat[1]) - double(flat[0])) / 2;  // the stddev
-  standardizeExample(flat.data(), 2);
+  std::vector<float> as_given = flat;
+  standardizeExample(flat.data(), 2, /*pixel_scale=*/true);
   const double bound = 1.0 / (255.0 * std::sqrt(2.0));
   REQUIRE(half_gap < bound);
   CHECK(flat[0] == Approx(-half_gap / bound).margin(1e-6));
   CHECK(flat[1] == Approx(half_gap / bound).margin(1e-6));
+  // Floats as given: TensorFlow's own bound, 1 / sqrt(n), whatever their scale.
+  standardizeExample(as_given.data(), 2, /*pixel_scale=*/false);
+  CHECK(as_given[1] == Approx(half_gap * std::sqrt(2.0)).margin(1e-7));
   std::vector<float> constant(5, 0.25f);
-  standardizeExample(constant.data(), 5);
+  standardizeExample(constant.data(), 5, /*pixel_scale=*/true);
   CHECK(constant == std::vector<float>(5, 0.0f));
 
   // sliceBatch and the pipeline standardize each example of a data set that asks for it.

@@ -534,6 +534,7 @@ TEST_CASE("standardize: per_image: training and evaluation both see standardized
   spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  standardize: per_image");
   spec = replaceAll(spec, "learning_rate: 0.1", "learning_rate: 0.01");
   REQUIRE(spec.find("standardize:") != std::string::npos);
+  REQUIRE(spec.find("learning_rate: 0.01") != std::string::npos);
   writeFile(dir / "standardized.yaml", spec);
   const ProcessResult run =
       runTraind("--model " + (dir / "standardized.yaml").string() +
