@@ -695,12 +695,14 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     data.synthetic_location = synthetic->where;
     if (auto f = fields.find("test"))
       fail(*f, "only allowed with data.train (synthetic data makes its own test set)");
-    if (auto f = fields.find("augment"))
-      fail(*f, "only allowed with data.train (synthetic data are not images)");
-    if (auto f = fields.find("shard_by_worker"))
-      fail(*f, "only allowed with data.train (every worker makes the synthetic data whole)");
-    if (auto f = fields.find("standardize"))
-      fail(*f, "only allowed with data.train (synthetic data are not images)");
+    // Fields of the training set's files and images, and why synthetic data take none.
+    const std::pair<const char*, const char*> files_only[] = {
+        {"augment", "synthetic data are not images"},
+        {"shard_by_worker", "every worker makes the synthetic data whole"},
+        {"standardize", "synthetic data are not images"}};
+    for (const auto& [name, why] : files_only)
+      if (auto f = fields.find(name))
+        fail(*f, std::string("only allowed with data.train (") + why + ")");
   }
   if (auto f = fields.find("augment")) data.augment = readAugmentation(*f);
   data.batch_size_location = field.where;
