@@ -19,78 +19,174 @@ float uniformIn(Rng& rng, float low, float high) {
   return value < high ? value : std::nextafter(high, low);
 }
 
+// Writes the window of `height` x `width` of `image` (of `shape`) whose
+// top-left corner is at (top, left) of the image, mirrored left to right if
+// `flip`, to `out`: 0 where it lies outside the image. Cropping then
+// flipping is this one gather.
+void copyWindow(const float* image, const Shape& shape, int64_t top, int64_t left, int64_t height,
+                int64_t width, bool flip, float* out) {
+  const int64_t image_height = shape[0], image_width = shape[1], channels = shape[2];
+  const size_t in_row = size_t(image_width * channels), out_row = size_t(width * channels);
+  for (int64_t y = 0; y < height; ++y, out += out_row) {
+    const int64_t in_y = y + top;
+    if (in_y < 0 || in_y >= image_height) {
+      std::fill(out, out + out_row, 0.0f);
+      continue;
+    }
+    const float* in = image + size_t(in_y) * in_row;
+    if (!flip) {
+      // One run of the input row, zeros either side of it.
+      const int64_t begin = std::clamp<int64_t>(-left, 0, width);
+      const int64_t end = std::clamp<int64_t>(image_width - left, 0, width);
+      std::fill(out, out + size_t(begin * channels), 0.0f);
+      if (end > begin)
+        std::memcpy(out + size_t(begin * channels), in + size_t((begin + left) * channels),
+                    size_t((end - begin) * channels) * sizeof(float));
+      std::fill(out + size_t(std::max(begin, end) * channels), out + out_row, 0.0f);
+      continue;
+    }
+    // Output x is the window's column width - 1 - x.
+    for (int64_t x = 0; x < width; ++x) {
+      const int64_t in_x = width - 1 - x + left;
+      float* pixel = out + size_t(x * channels);
+      if (in_x < 0 || in_x >= image_width)
+        std::fill(pixel, pixel + channels, 0.0f);
+      else
+        std::memcpy(pixel, in + size_t(in_x * channels), size_t(channels) * sizeof(float));
+    }
+  }
+}
+
+// TensorFlow's HSV (tf.image.rgb_to_hsv): hue in turns, [0, 1); saturation
+// the channels' range over their largest; value the largest.
+struct Hsv {
+  float hue, saturation, value;
+};
+
+Hsv toHsv(const float* rgb) {
+  const float r = rgb[0], g = rgb[1], b = rgb[2];
+  const float value = std::max({r, g, b});
+  const float range = value - std::min({r, g, b});
+  const float saturation = value > 0.0f ? range / value : 0.0f;
+  if (range <= 0.0f) return {0.0f, saturation, value};
+  // The sextant of the largest channel, and where in it the others put it.
+  const float norm = 1.0f / (6.0f * range);
+  float hue;
+  if (r == value)
+    hue = norm * (g - b);
+  else if (g == value)
+    hue = norm * (b - r) + 2.0f / 6.0f;
+  else
+    hue = norm * (r - g) + 4.0f / 6.0f;
+  if (hue < 0.0f) hue += 1.0f;
+  return {hue, saturation, value};
+}
+
+void fromHsv(const Hsv& hsv, float* rgb) {
+  const float chroma = hsv.saturation * hsv.value;
+  const float lowest = hsv.value - chroma;
+  const float sextants = hsv.hue * 6.0f;
+  // The middle channel: chroma scaled by the distance to the sextant's edge.
+  const float middle = chroma * (1.0f - std::abs(std::fmod(sextants, 2.0f) - 1.0f));
+  float r = 0.0f, g = 0.0f, b = 0.0f;
+  switch (int(sextants)) {
+    case 0:
+      r = chroma, g = middle;
+      break;
+    case 1:
+      r = middle, g = chroma;
+      break;
+    case 2:
+      g = chroma, b = middle;
+      break;
+    case 3:
+      g = middle, b = chroma;
+      break;
+    case 4:
+      r = middle, b = chroma;
+      break;
+    default:
+      r = chroma, b = middle;
+      break;
+  }
+  rgb[0] = r + lowest;
+  rgb[1] = g + lowest;
+  rgb[2] = b + lowest;
+}
+
 }  // namespace
+
+Shape augmentedShape(const Augmentation& augment, const Shape& image) {
+  if (augment.crop_height == 0) return image;
+  return {augment.crop_height, augment.crop_width, image[2]};
+}
 
 uint64_t augmentationKey(uint64_t seed, int64_t epoch, int64_t position) {
   return hashCombine(hashCombine(hashCombine(seed, kAugmentationStream), uint64_t(epoch)),
                      uint64_t(position));
 }
 
-void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, float* image,
-                  std::vector<float>& scratch) {
-  if (!augment.any()) return;
-  const int64_t height = shape[0], width = shape[1], channels = shape[2];
-  const size_t values = size_t(height * width * channels);
+void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, const float* image,
+                  float* out) {
+  const Shape window = augmentedShape(augment, shape);
+  const int64_t height = window[0], width = window[1], channels = window[2];
+  const int64_t pixels = height * width;
+  const size_t values = size_t(pixels * channels);
   Rng rng(key);
-  // Draws in a fixed order, each only for a distortion asked for.
+  // Draws in a fixed order, each only for a distortion asked for. The
+  // window's corner is drawn in the padded image, each of its offsets
+  // alike (tf.random_crop), and given in the image's own coordinates.
   const int64_t padding = augment.crop_padding;
-  const int64_t top = padding > 0 ? int64_t(rng.below(uint64_t(2 * padding + 1))) - padding : 0;
-  const int64_t left = padding > 0 ? int64_t(rng.below(uint64_t(2 * padding + 1))) - padding : 0;
+  const auto corner = [&](int64_t image_side, int64_t window_side) {
+    const uint64_t offsets = uint64_t(image_side + 2 * padding - window_side + 1);
+    return augment.crops() ? int64_t(rng.below(offsets)) - padding : 0;
+  };
+  const int64_t top = corner(shape[0], height);
+  const int64_t left = corner(shape[1], width);
   const bool flip = augment.flip_left_right && rng.below(2) == 1;
+  copyWindow(image, shape, top, left, height, width, flip, out);
 
-  if (padding > 0 || flip) {
-    // Output (y, x) is the padded image's (y + top + padding, x' + left +
-    // padding), x' = x or mirrored: the input's (y + top, x' + left), or 0
-    // outside it. Cropping then flipping is this one gather.
-    scratch.assign(image, image + values);
-    const size_t row = size_t(width * channels);
-    for (int64_t y = 0; y < height; ++y) {
-      float* out = image + size_t(y) * row;
-      const int64_t in_y = y + top;
-      if (in_y < 0 || in_y >= height) {
-        std::fill(out, out + row, 0.0f);
-        continue;
-      }
-      const float* in = scratch.data() + size_t(in_y) * row;
-      if (!flip) {
-        // One run of the input row, zeros either side of it.
-        const int64_t begin = std::clamp<int64_t>(-left, 0, width);
-        const int64_t end = std::clamp<int64_t>(width - left, 0, width);
-        std::fill(out, out + size_t(begin * channels), 0.0f);
-        if (end > begin)
-          std::memcpy(out + size_t(begin * channels), in + size_t((begin + left) * channels),
-                      size_t((end - begin) * channels) * sizeof(float));
-        std::fill(out + size_t(std::max(begin, end) * channels), out + row, 0.0f);
-        continue;
-      }
-      for (int64_t x = 0; x < width; ++x) {
-        const int64_t in_x = width - 1 - x + left;
-        float* pixel = out + size_t(x * channels);
-        if (in_x < 0 || in_x >= width)
-          std::fill(pixel, pixel + channels, 0.0f);
-        else
-          std::memcpy(pixel, in + size_t(in_x * channels), size_t(channels) * sizeof(float));
-      }
-    }
-  }
   if (augment.brightness > 0.0f) {
     const float delta = uniformIn(rng, -augment.brightness, augment.brightness);
-    for (size_t i = 0; i < values; ++i) image[i] += delta;
+    for (size_t i = 0; i < values; ++i) out[i] += delta;
+  }
+  if (augment.colours()) {
+    const float saturation =
+        augment.saturation_upper > 0.0f
+            ? uniformIn(rng, augment.saturation_lower, augment.saturation_upper)
+            : 1.0f;
+    const float hue = augment.hue > 0.0f ? uniformIn(rng, -augment.hue, augment.hue) : 0.0f;
+    adjustColours(out, pixels, saturation, hue);
   }
   if (augment.contrast_upper > 0.0f) {
     // tf.image.adjust_contrast: each channel's mean over the image's pixels.
     const float factor = uniformIn(rng, augment.contrast_lower, augment.contrast_upper);
-    const int64_t pixels = height * width;
     for (int64_t c = 0; c < channels; ++c) {
       double sum = 0.0;
-      for (int64_t p = 0; p < pixels; ++p) sum += image[p * channels + c];
+      for (int64_t p = 0; p < pixels; ++p) sum += out[p * channels + c];
       const float mean = float(sum / double(pixels));
       for (int64_t p = 0; p < pixels; ++p) {
-        float& value = image[p * channels + c];
+        float& value = out[p * channels + c];
         value = (value - mean) * factor + mean;
       }
     }
   }
+}
+
+void adjustColours(float* rgb, int64_t pixels, float saturation, float hue) {
+  // TensorFlow makes a round trip through HSV for each adjustment.
+  for (int64_t p = 0; p < pixels; ++p, rgb += 3) {
+    Hsv hsv = toHsv(rgb);
+    hsv.saturation = std::clamp(hsv.saturation * saturation, 0.0f, 1.0f);
+    hsv.hue += hue;
+    hsv.hue -= std::floor(hsv.hue);
+    fromHsv(hsv, rgb);
+  }
+}
+
+void centreWindow(const Shape& shape, const Shape& window, const float* image, float* out) {
+  copyWindow(image, shape, (shape[0] - window[0]) / 2, (shape[1] - window[1]) / 2, window[0],
+             window[1], /*flip=*/false, out);
 }
 
 }  // namespace traind

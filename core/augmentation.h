@@ -1,6 +1,8 @@
 // Random distortions of training images (data.augment), applied to each
 // example as the input pipeline gathers its batch, in TensorFlow 1's order:
-// crop of the zero-padded image, left-right flip, brightness, contrast.
+// crop of the zero-padded image, left-right flip, brightness, saturation,
+// hue, contrast; and the centred crop evaluation takes of a test image
+// where training crops a window smaller than the images.
 //
 // What an example gets is drawn from its own generator, keyed by the seed,
 // the epoch and its position in the epoch's order (not the step or the
@@ -10,20 +12,37 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "core/model_spec.h"
 #include "core/shape.h"
 
 namespace traind {
 
+// The shape of an image of `image` [height, width, channels] once
+// distorted: the crop's window [crop_height, crop_width, channels] where
+// the crop has a size, else the image's own.
+Shape augmentedShape(const Augmentation& augment, const Shape& image);
+
 // The generator's seed for the example at `position` of epoch `epoch`'s order.
 uint64_t augmentationKey(uint64_t seed, int64_t epoch, int64_t position);
 
-// Distorts one image of `shape` [height, width, channels] (HWC, row-major)
-// in place, with the draws of `key`; `scratch` is resized to the image and
-// reused between calls. Does nothing when `augment` asks for nothing.
-void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, float* image,
-                  std::vector<float>& scratch);
+// Writes `image` of `shape` [height, width, channels] (HWC, row-major),
+// distorted with the draws of `key`, to `out`, of augmentedShape(augment,
+// shape). The crop's window must lie inside the padded image (0 where it
+// lies outside the image itself). A copy when `augment` asks for nothing.
+void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, const float* image,
+                  float* out);
+
+// tf.image.adjust_saturation by `saturation` (each pixel's HSV saturation
+// scaled, then clipped to [0, 1]) then tf.image.adjust_hue by `hue` turns,
+// of `pixels` RGB pixels in place, in one trip through HSV.
+void adjustColours(float* rgb, int64_t pixels, float saturation, float hue);
+
+// Writes the window of `window` [height, width, channels] at the centre of
+// `image` of `shape` to `out`, as tf.image.resize_image_with_crop_or_pad
+// takes it: its top-left corner at ((h - height) / 2, (w - width) / 2) of
+// the image, each rounded toward 0; 0 where the window is larger than the
+// image.
+void centreWindow(const Shape& shape, const Shape& window, const float* image, float* out);
 
 }  // namespace traind

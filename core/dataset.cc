@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "core/augmentation.h"
 #include "core/compressed_file.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -262,12 +263,19 @@ Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* input
     throw std::out_of_range("sliceBatch: examples [" + std::to_string(begin) + ", " +
                             std::to_string(begin + count) + ") of a data set of " +
                             std::to_string(data.size));
-  copyInputs(data, begin, count, inputs);
-  if (data.per_image_standardization) {
-    const int64_t example = numElements(data.example_shape);
+  const int64_t example = numElements(data.inputShape());
+  if (data.window.empty()) {
+    copyInputs(data, begin, count, inputs);
+  } else {
+    std::vector<float> image(size_t(numElements(data.example_shape)));
+    for (int64_t i = 0; i < count; ++i) {
+      copyInputs(data, begin + i, 1, image.data());
+      centreWindow(data.example_shape, data.window, image.data(), inputs + i * example);
+    }
+  }
+  if (data.per_image_standardization)
     for (int64_t i = 0; i < count; ++i)
       standardizeExample(inputs + i * example, example, data.pixel_scale);
-  }
   Batch batch;
   batch.size = count;
   batch.inputs = inputs;

@@ -56,6 +56,11 @@ struct Dataset {
   std::vector<int32_t> labels;  // classification, else empty
   std::vector<float> targets;   // regression [size, 1], else empty
   int num_classes = 0;          // max label + 1 (classification), 0 for regression
+  // The window of each image a batch takes, [height, width, channels]
+  // (data.augment.random_crop's size), or empty for the whole example: a
+  // training batch crops it at random offsets (InputPipeline, with the
+  // Augmentation), evaluation from each image's centre (sliceBatch).
+  Shape window;
   // Each example standardized as it is gathered, after any augmentation
   // (standardizeExample; data.standardize: per_image).
   bool per_image_standardization = false;
@@ -64,6 +69,9 @@ struct Dataset {
   DataShare share;
   int64_t whole_size = 0;
 
+  // An example's shape as a batch holds it and the model takes it: the
+  // window, or the example's own.
+  const Shape& inputShape() const { return window.empty() ? example_shape : window; }
   bool isShare() const { return share.count > 1; }
   // The examples of the whole set, this share's and the others'.
   int64_t wholeSize() const { return isShare() ? whole_size : size; }
@@ -113,8 +121,10 @@ void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out);
 void standardizeExample(float* values, int64_t count, bool pixel_scale);
 
 // Examples [begin, begin + count) as a Batch: their inputs written to
-// `inputs` (copyInputs, then standardizeExample each where the data set
-// asks for it), labels or targets pointing into the data set.
+// `inputs`, count * numElements(inputShape()) values (copyInputs; then
+// each image's centre window where the data set has a window, and
+// standardizeExample where it asks for it), labels or targets pointing
+// into the data set.
 // std::out_of_range if the range is not inside the data set.
 Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* inputs);
 

@@ -20,6 +20,12 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
   if (augment.any() && data.example_shape.size() != 3)
     throw std::invalid_argument("InputPipeline: augmentation of examples of shape " +
                                 shapeToString(data.example_shape) + ", not images");
+  if ((augment.any() || !data.window.empty()) &&
+      augmentedShape(augment, data.example_shape) != data.inputShape())
+    throw std::invalid_argument("InputPipeline: a crop to " +
+                                shapeToString(augmentedShape(augment, data.example_shape)) +
+                                " of a data set of " + shapeToString(data.example_shape) +
+                                " images whose window is " + shapeToString(data.inputShape()));
   // A worker's share of the data (data.shard_by_worker) is dealt out alone,
   // each epoch as many batches as the smallest share holds, so that every
   // worker has as many steps per epoch as the others.
@@ -53,7 +59,7 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
       num_shards_(num_shards),
       batches_per_epoch_(checkedBatchesPerEpoch(data, batch_size, first_step, prefetch_batches,
                                                 shard_index, num_shards, augment)),
-      example_floats_(numElements(data.example_shape)),
+      example_floats_(numElements(data.inputShape())),
       target_floats_(data.targets.empty() ? 0 : int64_t(data.targets.size()) / data.size),
       augment_(augment),
       slots_(size_t(prefetch_batches) + 1),
@@ -131,12 +137,16 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
   for (int64_t j = 0; j < batch_size_; ++j) {
     const int64_t example = order[j];
     float* inputs = slot.inputs.data() + j * example_floats_;
-    copyInputs(data_, example, 1, inputs);
-    // A share's positions interleaved as its examples are in the whole set.
-    const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
-    if (augment_.any())
-      augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, position), inputs,
-                   augment_scratch_);
+    if (augment_.any()) {
+      image_.resize(size_t(numElements(data_.example_shape)));
+      copyInputs(data_, example, 1, image_.data());
+      // A share's positions interleaved as its examples are in the whole set.
+      const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
+      augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, position),
+                   image_.data(), inputs);
+    } else {
+      copyInputs(data_, example, 1, inputs);
+    }
     if (data_.per_image_standardization)
       standardizeExample(inputs, example_floats_, data_.pixel_scale);
     if (!slot.labels.empty()) slot.labels[size_t(j)] = data_.labels[size_t(example)];

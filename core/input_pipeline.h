@@ -54,8 +54,9 @@ class InputPipeline {
   // 0 < batch_size * num_shards <= the examples of an epoch (data.size, or
   // a share's whole_size / share.count), first_step >= 0 and
   // prefetch_batches >= 0, or if `augment` asks for something and the
-  // examples are not images of [height, width, channels], or for a share
-  // dealt out again (num_shards > 1).
+  // examples are not images of [height, width, channels], or crops another
+  // window than the data set's (Dataset::window), or for a share dealt out
+  // again (num_shards > 1).
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                 int64_t first_step, int prefetch_batches, int shard_index = 0, int num_shards = 1,
                 const Augmentation& augment = {});
@@ -100,7 +101,7 @@ class InputPipeline {
   // fill()'s thread only: the order of the examples in permutation_epoch_.
   std::vector<int64_t> permutation_;
   int64_t permutation_epoch_ = -1;
-  std::vector<float> augment_scratch_;  // fill()'s thread only: one image
+  std::vector<float> image_;  // fill()'s thread only: an image before augmentation
 
   // Batches are numbered from first_step_. Batch i lives in slots_[i % size]
   // and may be filled once batch i - size is released, so the producer never

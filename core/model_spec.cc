@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -643,34 +644,63 @@ std::optional<int> readPrefetchBatches(const Field& field) {
   failExpected(field, "auto or an integer from 0 to 1024");
 }
 
+// A [lower, upper) range of data.augment's factors, 0 <= lower < upper <= 100.
+std::pair<float, float> readFactorRange(const Field& field) {
+  const std::vector<Field> bounds = listItems(field, "[lower, upper]");
+  if (bounds.size() != 2) failExpected(field, "[lower, upper], two numbers");
+  const float lower = readFloat(bounds[0], "a number from 0 to 100",
+                                [](double v) { return v >= 0.0 && v <= 100.0; });
+  const float upper = readFloat(bounds[1], "a positive number up to 100",
+                                [](double v) { return v > 0.0 && v <= 100.0; });
+  if (upper <= lower)
+    fail(bounds[1], "expected an upper bound greater than the lower " + formatNumber(lower) +
+                        ", got " + formatNumber(upper));
+  return {lower, upper};
+}
+
+// data.augment.random_crop: {padding: P, size: [h, w]}, either or both. A
+// window's size is the model's input when that is an image.
+void readRandomCrop(const Field& field, const Shape& input, Augmentation& augment) {
+  Mapping crop(field);
+  crop.allowOnly({"padding", "size"}, "data.augment.random_crop");
+  if (auto f = crop.find("padding")) augment.crop_padding = readInt(*f, 1, kMaxDimension);
+  if (auto f = crop.find("size")) {
+    const std::vector<Field> sides = listItems(*f, "[height, width]");
+    if (sides.size() != 2) failExpected(*f, "[height, width], two positive integers");
+    augment.crop_height = readInt(sides[0], 1, kMaxDimension);
+    augment.crop_width = readInt(sides[1], 1, kMaxDimension);
+    augment.crop_size_location = f->where;
+    if (input.size() == 3 && (input[0] != augment.crop_height || input[1] != augment.crop_width))
+      fail(*f, fmt::format("expected the model's input height and width [{}, {}] (the window is "
+                           "what the model takes), got [{}, {}]",
+                           input[0], input[1], augment.crop_height, augment.crop_width));
+  }
+  if (!augment.crops()) fail(field, "expected padding, size or both, got neither");
+}
+
 // data.augment: TensorFlow 1's random image distortions, each optional.
-Augmentation readAugmentation(const Field& field) {
+Augmentation readAugmentation(const Field& field, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly({"random_crop", "flip_left_right", "brightness", "contrast"}, "data.augment");
+  fields.allowOnly(
+      {"random_crop", "flip_left_right", "brightness", "saturation", "hue", "contrast"},
+      "data.augment");
   Augmentation augment;
   augment.location = field.where;
-  if (auto f = fields.find("random_crop")) {
-    Mapping crop(*f);
-    crop.allowOnly({"padding"}, "data.augment.random_crop");
-    augment.crop_padding = readInt(crop.get("padding"), 1, kMaxDimension);
-  }
+  if (auto f = fields.find("random_crop")) readRandomCrop(*f, input, augment);
   if (auto f = fields.find("flip_left_right")) augment.flip_left_right = readBool(*f);
   // Bounded far beyond any use (an image's values are pixel / 255), so that
   // a draw cannot overflow to inf.
-  const auto upTo100 = [](double v) { return v > 0.0 && v <= 100.0; };
   if (auto f = fields.find("brightness"))
-    augment.brightness = readFloat(*f, "a positive number up to 100 (the largest change)", upTo100);
-  if (auto f = fields.find("contrast")) {
-    const std::vector<Field> bounds = listItems(*f, "[lower, upper]");
-    if (bounds.size() != 2) failExpected(*f, "[lower, upper], two numbers");
-    augment.contrast_lower = readFloat(bounds[0], "a number from 0 to 100",
-                                       [](double v) { return v >= 0.0 && v <= 100.0; });
-    augment.contrast_upper = readFloat(bounds[1], "a positive number up to 100", upTo100);
-    if (augment.contrast_upper <= augment.contrast_lower)
-      fail(bounds[1], "expected an upper bound greater than the lower " +
-                          formatNumber(augment.contrast_lower) + ", got " +
-                          formatNumber(augment.contrast_upper));
-  }
+    augment.brightness = readFloat(*f, "a positive number up to 100 (the largest change)",
+                                   [](double v) { return v > 0.0 && v <= 100.0; });
+  if (auto f = fields.find("saturation"))
+    std::tie(augment.saturation_lower, augment.saturation_upper) = readFactorRange(*f);
+  // As tf.image.random_hue: a hue is a turn, half of one the most a delta can be.
+  if (auto f = fields.find("hue"))
+    augment.hue = readFloat(*f, "a positive number up to 0.5 (the largest change, in turns)",
+                            [](double v) { return v > 0.0 && v <= 0.5; });
+  if (auto f = fields.find("contrast"))
+    std::tie(augment.contrast_lower, augment.contrast_upper) = readFactorRange(*f);
   return augment;
 }
 
@@ -704,7 +734,7 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
       if (auto f = fields.find(name))
         fail(*f, std::string("only allowed with data.train (") + why + ")");
   }
-  if (auto f = fields.find("augment")) data.augment = readAugmentation(*f);
+  if (auto f = fields.find("augment")) data.augment = readAugmentation(*f, input);
   data.batch_size_location = field.where;
   if (auto f = fields.find("batch_size")) {
     data.batch_size = readInt(*f, 1, kMaxDimension);
@@ -1007,13 +1037,25 @@ std::string updateRule(const ModelSpec& spec) {
 }
 
 std::string augmentationText(const Augmentation& augment) {
+  const auto range = [](float lower, float upper) {
+    return "[" + formatNumber(lower) + ", " + formatNumber(upper) + "]";
+  };
   std::string text;
-  if (augment.crop_padding > 0) text += fmt::format(" random_crop {}", augment.crop_padding);
+  // A padding alone reads as it did before crops had a size: a ps compares
+  // the line with its workers' (dataRule).
+  if (augment.crop_height > 0) {
+    text += fmt::format(" random_crop {}x{}", augment.crop_height, augment.crop_width);
+    if (augment.crop_padding > 0) text += fmt::format(" padding {}", augment.crop_padding);
+  } else if (augment.crop_padding > 0) {
+    text += fmt::format(" random_crop {}", augment.crop_padding);
+  }
   if (augment.flip_left_right) text += " flip_left_right";
   if (augment.brightness > 0.0f) text += " brightness " + formatNumber(augment.brightness);
+  if (augment.saturation_upper > 0.0f)
+    text += " saturation " + range(augment.saturation_lower, augment.saturation_upper);
+  if (augment.hue > 0.0f) text += " hue " + formatNumber(augment.hue);
   if (augment.contrast_upper > 0.0f)
-    text += " contrast [" + formatNumber(augment.contrast_lower) + ", " +
-            formatNumber(augment.contrast_upper) + "]";
+    text += " contrast " + range(augment.contrast_lower, augment.contrast_upper);
   return text.empty() ? "none" : text.substr(1);
 }
 

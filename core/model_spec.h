@@ -133,25 +133,42 @@ struct SyntheticRegressionSpec {
 // Random distortions of each training image as its batch is gathered
 // (core/augmentation.h), in this order, as TensorFlow 1's image input
 // pipelines made them (cifar10_input.py, the official ResNet's CIFAR-10
-// input); the test set is seen as it is. Values are in the input's units
-// (pixel / 255 for images).
+// input, slim's inception preprocessing); the test set is seen as it is,
+// but for a crop's size, which it takes from the image's centre. Values are
+// in the input's units (pixel / 255 for images).
 struct Augmentation {
-  // Zero-pad this many pixels on every side, then take a window of the
-  // image's size at a uniform offset (resize_image_with_crop_or_pad to
-  // h + 2p, w + 2p, then random_crop); 0 = none
+  // Zero-pad this many pixels on every side (resize_image_with_crop_or_pad
+  // to h + 2p, w + 2p); 0 = none
   int64_t crop_padding = 0;
+  // then take a window of this size at a uniform offset (random_crop); 0 =
+  // the image's own size. Evaluation takes the window from the image's
+  // centre (resize_image_with_crop_or_pad to it), and the model's input is
+  // the window.
+  int64_t crop_height = 0;
+  int64_t crop_width = 0;
+  SourceLocation crop_size_location;  // data.augment.random_crop.size
   bool flip_left_right = false;  // mirrored with probability 1/2 (random_flip_left_right)
   // delta uniform in [-brightness, brightness), added to every value
   // (random_brightness); 0 = none
   float brightness = 0.0f;
+  // factor uniform in [saturation_lower, saturation_upper) scaling each
+  // pixel's HSV saturation, clipped to [0, 1] (random_saturation); both 0 =
+  // none. RGB images only.
+  float saturation_lower = 0.0f;
+  float saturation_upper = 0.0f;
+  // delta uniform in [-hue, hue) added to each pixel's HSV hue, in turns
+  // (random_hue); 0 = none. RGB images only.
+  float hue = 0.0f;
   // factor uniform in [contrast_lower, contrast_upper); each channel's
   // values moved from their mean by it (random_contrast); both 0 = none
   float contrast_lower = 0.0f;
   float contrast_upper = 0.0f;
   SourceLocation location;  // data.augment, for a data set whose examples are not images
 
+  bool crops() const { return crop_padding > 0 || crop_height > 0; }
+  bool colours() const { return saturation_upper > 0.0f || hue > 0.0f; }
   bool any() const {
-    return crop_padding > 0 || flip_left_right || brightness > 0.0f || contrast_upper > 0.0f;
+    return crops() || flip_left_right || brightness > 0.0f || colours() || contrast_upper > 0.0f;
   }
 };
 

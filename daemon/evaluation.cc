@@ -8,7 +8,7 @@ Evaluator::Evaluator(Device& device, const LayerGraph& graph, const VariableLayo
                      const Dataset& data, int64_t batch_size, uint64_t seed)
     : data_(data) {
   const int64_t batch = std::min(batch_size, data.size);
-  inputs_.resize(size_t(batch * numElements(data.example_shape)));
+  inputs_.resize(size_t(batch * numElements(data.inputShape())));
   full_ = device.createReplica(graph, layout, batch, seed);
   if (const int64_t rest = data.size % batch; rest != 0)
     tail_ = device.createReplica(graph, layout, rest, seed);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/augmentation.h"
 #include "core/example_records.h"
 #include "core/memory_need.h"
 #include "core/random.h"
@@ -30,7 +31,7 @@ void checkShapeFits(const LayerGraph& graph, const Shape& example_shape,
 
 void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocation& where,
                const std::string& field) {
-  checkShapeFits(graph, data.example_shape, where, field);
+  checkShapeFits(graph, data.inputShape(), where, field);
   const int64_t outputs = graph.output_shape[0];
   if (graph.loss == LossKind::SoftmaxCrossEntropy) {
     if (data.labels.empty())
@@ -57,6 +58,43 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
 // of pixels or floats: those and its labels as int32.
 double keptBytes(int64_t input_bytes, int64_t examples) {
   return double(examples) * double(input_bytes + int64_t(sizeof(int32_t)));
+}
+
+// What the model takes of examples of `example_shape` from the data set
+// `field` (data.train or data.test): the window of data.augment's crop of
+// each image where it has a size, else the example itself. InputError
+// where data.augment cannot distort the examples: training examples that
+// are not images, not RGB for saturation or hue, or smaller than a crop's
+// window even once padded. A test image may be smaller than the window:
+// evaluation pads it (centreWindow).
+Shape modelInputOf(const Augmentation& augment, const Shape& example_shape,
+                   std::string_view field) {
+  const bool training = field == "data.train";
+  if (training && augment.any() && example_shape.size() != 3)
+    throwInputError(augment.location, "data.augment",
+                    "expected images of [height, width, channels] to distort, got examples of "
+                    "shape " +
+                        shapeToString(example_shape) +
+                        " (TFRecord float images without height, width and depth take the "
+                        "model's input as their shape)");
+  if (training && augment.colours() && example_shape[2] != 3)
+    throwInputError(augment.location, "data.augment",
+                    "saturation and hue change RGB images: expected images of 3 channels, got " +
+                        shapeToString(example_shape));
+  if (augment.crop_height == 0) return example_shape;
+  if (example_shape.size() != 3)
+    throwInputError(augment.crop_size_location, "data.augment.random_crop.size",
+                    "expected images of [height, width, channels] to take a window of, got " +
+                        std::string(field) + " examples of shape " + shapeToString(example_shape));
+  const int64_t padding = augment.crop_padding;
+  if (training && (augment.crop_height > example_shape[0] + 2 * padding ||
+                   augment.crop_width > example_shape[1] + 2 * padding))
+    throwInputError(augment.crop_size_location, "data.augment.random_crop.size",
+                    fmt::format("expected a window inside the training images of {} padded by "
+                                "{} on every side, got [{}, {}]",
+                                shapeToString(example_shape), padding, augment.crop_height,
+                                augment.crop_width));
+  return augmentedShape(augment, example_shape);
 }
 
 // What it takes while it loads, at most: beside what it keeps, the buffers
@@ -100,7 +138,8 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   bool checking = false;  // an InputError thrown meanwhile names the entry already
   const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
     checking = true;
-    checkShapeFits(graph, example_shape, source.location, field);
+    checkShapeFits(graph, modelInputOf(spec.data.augment, example_shape, field), source.location,
+                   field);
     const double bytes =
         loadingBytes(source.format, numElements(example_shape) * value_bytes, examples);
     if (available && held.bytes + bytes > double(*available))
@@ -125,6 +164,8 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
     if (checking) throw;
     throwInputError(source.location, field, e.what());
   }
+  if (spec.data.augment.crop_height > 0)
+    data.window = modelInputOf(spec.data.augment, data.example_shape, field);
   data.per_image_standardization = spec.data.standardize_per_image;
   const int64_t value_bytes = data.pixels.empty() ? int64_t(sizeof(float)) : 1;
   held.bytes += keptBytes(numElements(data.example_shape) * value_bytes, data.size);
@@ -169,13 +210,6 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
   } else {
     checkFits(graph, data.train, spec.data.train.location, "data.train");
     if (data.test) checkFits(graph, *data.test, spec.data.test->location, "data.test");
-    if (spec.data.augment.any() && data.train.example_shape.size() != 3)
-      throwInputError(spec.data.augment.location, "data.augment",
-                      "expected images of [height, width, channels] to distort, got examples "
-                      "of shape " +
-                          shapeToString(data.train.example_shape) +
-                          " (TFRecord float images without height, width and depth take the "
-                          "model's input as their shape)");
   }
   // Judged by the whole set, also where this reader holds its share alone:
   // every share holds whole / readers examples at least.

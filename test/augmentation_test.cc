@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "core/dataset.h"
 #include "core/input_pipeline.h"
@@ -24,26 +27,33 @@ std::vector<float> distinctImage(const Shape& shape) {
 
 std::vector<float> augmented(const Augmentation& augment, const Shape& shape,
                              const std::vector<float>& image, uint64_t key) {
-  std::vector<float> out = image, scratch;
-  augmentImage(augment, shape, key, out.data(), scratch);
+  std::vector<float> out(size_t(numElements(augmentedShape(augment, shape))));
+  augmentImage(augment, shape, key, image.data(), out.data());
   return out;
 }
 
-// `image` shifted by (top, left) and mirrored if `flip`: output (y, x) is
-// input (y + top, x' + left), x' = x or width - 1 - x, 0 outside the input.
-std::vector<float> shifted(const std::vector<float>& image, const Shape& shape, int64_t top,
-                           int64_t left, bool flip) {
-  const int64_t height = shape[0], width = shape[1], channels = shape[2];
-  std::vector<float> out(image.size(), 0.0f);
+// The window of `height` x `width` of `image` whose corner is at (top,
+// left), mirrored if `flip`: output (y, x) is input (y + top, x' + left),
+// x' = x or width - 1 - x, 0 outside the input.
+std::vector<float> windowAt(const std::vector<float>& image, const Shape& shape, int64_t height,
+                            int64_t width, int64_t top, int64_t left, bool flip) {
+  const int64_t channels = shape[2];
+  std::vector<float> out(size_t(height * width * channels), 0.0f);
   for (int64_t y = 0; y < height; ++y)
     for (int64_t x = 0; x < width; ++x) {
       const int64_t in_y = y + top, in_x = (flip ? width - 1 - x : x) + left;
-      if (in_y < 0 || in_y >= height || in_x < 0 || in_x >= width) continue;
+      if (in_y < 0 || in_y >= shape[0] || in_x < 0 || in_x >= shape[1]) continue;
       for (int64_t c = 0; c < channels; ++c)
         out[size_t((y * width + x) * channels + c)] =
-            image[size_t((in_y * width + in_x) * channels + c)];
+            image[size_t((in_y * shape[1] + in_x) * channels + c)];
     }
   return out;
+}
+
+// `image` shifted by (top, left) and mirrored if `flip`, its size kept.
+std::vector<float> shifted(const std::vector<float>& image, const Shape& shape, int64_t top,
+                           int64_t left, bool flip) {
+  return windowAt(image, shape, shape[0], shape[1], top, left, flip);
 }
 
 // A data set of `size` images of `shape`, each value distinct, labels i % 3.
@@ -90,6 +100,150 @@ TEST_CASE("random_crop takes a window of the zero-padded image at every offset",
   // 25 offsets (x 2 flips), each drawn: about 16 (or 8) times in 400.
   CHECK(seen.size() == (flip ? 50u : 25u));
   for (const auto& [offset, count] : seen) CHECK(count >= 2);
+}
+
+TEST_CASE("random_crop with a size takes a window of it at every offset of the padded image",
+          "[augmentation]") {
+  // tf.image.resize_image_with_crop_or_pad to the padded size, then
+  // tf.random_crop to the window: each offset alike.
+  const int64_t padding = GENERATE(0, 1);
+  const bool flip = GENERATE(false, true);
+  const Shape shape{5, 6, 2};
+  const std::vector<float> image = distinctImage(shape);
+  Augmentation augment;
+  augment.crop_padding = padding;
+  augment.crop_height = 3;
+  augment.crop_width = 4;
+  augment.flip_left_right = flip;
+  REQUIRE(augmentedShape(augment, shape) == Shape{3, 4, 2});
+  std::map<std::tuple<int64_t, int64_t, bool>, int> seen;
+  for (uint64_t key = 0; key < kDraws; ++key) {
+    const std::vector<float> out = augmented(augment, shape, image, key);
+    int matches = 0;
+    for (int64_t top = -padding; top <= 5 - 3 + padding; ++top)
+      for (int64_t left = -padding; left <= 6 - 4 + padding; ++left)
+        for (bool mirrored : {false, true})
+          if (out == windowAt(image, shape, 3, 4, top, left, mirrored)) {
+            ++matches;
+            ++seen[{top, left, mirrored}];
+          }
+    INFO("key " << key);
+    REQUIRE(matches == 1);
+  }
+  // (3 + 2p) x (3 + 2p) corners (x 2 flips), each drawn.
+  const size_t corners = size_t((3 + 2 * padding) * (3 + 2 * padding));
+  CHECK(seen.size() == (flip ? 2 * corners : corners));
+  for (const auto& [corner, count] : seen) CHECK(count >= 2);
+}
+
+TEST_CASE("evaluation's window is the image's centre, as resize_image_with_crop_or_pad takes it",
+          "[augmentation]") {
+  // Checked against TensorFlow 2.21's tf.image.resize_with_crop_or_pad for
+  // every window below: the corner ((h - height) / 2, (w - width) / 2),
+  // each rounded toward 0; a window larger than the image is padded.
+  const Shape shape{5, 6, 2};
+  const std::vector<float> image = distinctImage(shape);
+  for (const auto& [height, width] :
+       {std::pair<int64_t, int64_t>{3, 3}, {4, 4}, {2, 5}, {7, 9}, {6, 7}, {8, 3}, {5, 6}}) {
+    std::vector<float> out(size_t(height * width * 2));
+    centreWindow(shape, {height, width, 2}, image.data(), out.data());
+    INFO(height << "x" << width);
+    CHECK(out == windowAt(image, shape, height, width, (5 - height) / 2, (6 - width) / 2, false));
+  }
+  // 3x3 of 5x6: rows 1-3, columns 1-3.
+  std::vector<float> centre(18);
+  centreWindow(shape, {3, 3, 2}, image.data(), centre.data());
+  CHECK(centre[0] == 15.0f);
+  CHECK(centre[17] == 44.0f);
+}
+
+TEST_CASE("saturation and hue are TensorFlow's adjust_saturation then adjust_hue",
+          "[augmentation]") {
+  // An image of 8 RGB pixels (a grey, a black, values below 0 and above 1)
+  // and what TensorFlow 2.21 made of it:
+  //   tf.image.adjust_hue(tf.image.adjust_saturation(image, s), h)
+  const std::vector<float> image{
+      0.5f,         0.5f,          0.5f,           0.0f,          0.0f,         0.0f,
+      0.474861562f, 0.0916866958f, 0.781492591f,   0.0364064239f, 0.369473815f, 0.520088196f,
+      0.41675362f,  0.604158282f,  0.785405338f,   1.04752076f,   0.241041392f, 0.678256631f,
+      0.735459208f, 0.2512649f,    -0.0982118994f, 0.899999976f,  0.200000003f, 0.200000003f};
+  struct Expected {
+    float saturation, hue;
+    std::vector<float> rgb;
+  };
+  const std::vector<Expected> tensorflow{
+      {0.5f, 0.0f, {0.5f,         0.5f,         0.5f,         0.0f,         0.0f,
+                    0.0f,         0.628176987f, 0.436589658f, 0.781492591f, 0.278247297f,
+                    0.444780916f, 0.520088196f, 0.601079464f, 0.69478178f,  0.785405338f,
+                    1.04752076f,  0.644281089f, 0.862888634f, 0.735459208f, 0.493362069f,
+                    0.318623692f, 0.899999976f, 0.549999952f, 0.549999952f}},
+      {1.7f, 0.0f, {0.5f,         0.5f,         0.5f,         0.0f,         0.0f,
+                    0.0f,         0.434105009f, 0.0f,         0.781492591f, 0.0f,
+                    0.358137101f, 0.520088196f, 0.158697426f, 0.477285236f, 0.785405338f,
+                    1.04752076f,  0.0f,         0.567890406f, 0.735459208f, 0.308306158f,
+                    0.0f,         0.899999976f, 0.0f,         0.0f}},
+      {1.0f, 0.3f, {0.5f,          0.5f,         0.5f,         0.0f,          0.0f,
+                    0.0f,          0.781492591f, 0.336900353f, 0.0916867256f, 0.520088196f,
+                    0.0364064276f, 0.466210127f, 0.785405338f, 0.41675362f,   0.677888513f,
+                    0.839552224f,  1.04752076f,  0.241041422f, 0.0f,          0.735459208f,
+                    0.161214337f,  0.339999855f, 0.899999976f, 0.199999988f}},
+      {1.0f, -0.45f, {0.5f,         0.5f,          0.5f,         0.0f,          0.0f,
+                      0.0f,         0.19137603f,   0.781492591f, 0.0916867256f, 0.520088196f,
+                      0.332125485f, 0.0364064276f, 0.785405338f, 0.708596349f,  0.41675362f,
+                      0.241041422f, 1.04752076f,   0.852249622f, 0.0f,          0.206515089f,
+                      0.735459208f, 0.199999988f,  0.689999819f, 0.899999976f}},
+      {1.3f, 0.12f, {0.5f,        0.5f,         0.5f,         0.0f,         0.0f,
+                     0.0f,        0.781492591f, 0.0f,         0.56620568f,  0.0163264107f,
+                     0.0f,        0.520088196f, 0.407590061f, 0.306158125f, 0.785405338f,
+                     1.04752076f, 0.186324298f, 0.0f,         0.633081615f, 0.735459208f,
+                     0.0f,        0.899999976f, 0.647999823f, 0.0f}},
+      {0.0f, 0.2f, {0.5f,         0.5f,         0.5f,         0.0f,         0.0f,
+                    0.0f,         0.781492591f, 0.781492591f, 0.781492591f, 0.520088196f,
+                    0.520088196f, 0.520088196f, 0.785405338f, 0.785405338f, 0.785405338f,
+                    1.04752076f,  1.04752076f,  1.04752076f,  0.735459208f, 0.735459208f,
+                    0.735459208f, 0.899999976f, 0.899999976f, 0.899999976f}}};
+  for (const Expected& expected : tensorflow) {
+    std::vector<float> rgb = image;
+    adjustColours(rgb.data(), 8, expected.saturation, expected.hue);
+    INFO("saturation " << expected.saturation << ", hue " << expected.hue);
+    for (size_t i = 0; i < rgb.size(); ++i) REQUIRE(rgb[i] == Approx(expected.rgb[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("saturation and hue draw their factor and delta between their bounds", "[augmentation]") {
+  // A red pixel, hue 0, saturation 7/9, value 0.9: a saturation factor f
+  // leaves green and blue at 0.9 - 0.7 f; a hue delta d > 0 raises green
+  // alone to 0.2 + 4.2 d, one d < 0 raises blue alone to 0.2 - 4.2 d.
+  const Shape shape{1, 1, 3};
+  const std::vector<float> red{0.9f, 0.2f, 0.2f};
+  Augmentation saturation;
+  saturation.saturation_lower = 0.5f;
+  saturation.saturation_upper = 1.2f;
+  Augmentation hue;
+  hue.hue = 0.1f;
+  float lowest = 2.0f, highest = 0.0f, lowest_delta = 1.0f, highest_delta = -1.0f;
+  for (uint64_t key = 0; key < kDraws; ++key) {
+    const std::vector<float> saturated = augmented(saturation, shape, red, key);
+    REQUIRE(saturated[0] == Approx(0.9f).margin(1e-6));
+    REQUIRE(saturated[1] == Approx(saturated[2]).margin(1e-6));
+    const float factor = (0.9f - saturated[1]) / 0.7f;
+    REQUIRE(factor >= 0.5f - 1e-5f);
+    REQUIRE(factor < 1.2f + 1e-5f);
+    lowest = std::min(lowest, factor);
+    highest = std::max(highest, factor);
+
+    const std::vector<float> turned = augmented(hue, shape, red, key);
+    REQUIRE(turned[0] == Approx(0.9f).margin(1e-6));
+    REQUIRE(std::min(turned[1], turned[2]) == Approx(0.2f).margin(1e-6));
+    const float delta = (turned[1] - turned[2]) / 4.2f;
+    REQUIRE(std::abs(delta) <= 0.1f + 1e-5f);
+    lowest_delta = std::min(lowest_delta, delta);
+    highest_delta = std::max(highest_delta, delta);
+  }
+  CHECK(lowest < 0.55f);
+  CHECK(highest > 1.15f);
+  CHECK(lowest_delta < -0.09f);
+  CHECK(highest_delta > 0.09f);
 }
 
 TEST_CASE("flip_left_right mirrors about half the images and leaves the rest", "[augmentation]") {
@@ -219,6 +373,37 @@ TEST_CASE("standardization comes after the distortions: brightness is undone by 
   InputPipeline plain(data, 8, false, 3, 0, 0);
   const std::vector<float> a = batchInputs(distorted.next(), 16), b = batchInputs(plain.next(), 16);
   for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-4));
+}
+
+TEST_CASE("a window's batches: training crops at random, evaluation takes the centres",
+          "[augmentation][pipeline]") {
+  // Squares, so that no two windows of an image standardize alike.
+  Dataset data = floatImages({6, 6, 1}, 8);
+  for (float& value : data.floats) value = value * value / 1024.0f;
+  data.window = {4, 4, 1};
+  data.per_image_standardization = GENERATE(false, true);
+  Augmentation augment;
+  augment.crop_height = 4;
+  augment.crop_width = 4;
+  InputPipeline input(data, 8, false, 3, 0, 0, 0, 1, augment);
+  const std::vector<float> crops = batchInputs(input.next(), 16);
+  std::vector<float> centres(8 * 16);
+  sliceBatch(data, 0, 8, centres.data());
+  // Each of the 9 corners alike for a crop; the centre is corner (1, 1).
+  int off_centre = 0;
+  for (int64_t i = 0; i < 8; ++i) {
+    const std::vector<float> image(data.floats.begin() + i * 36, data.floats.begin() + i * 36 + 36);
+    std::vector<float> centre = windowAt(image, {6, 6, 1}, 4, 4, 1, 1, false);
+    if (data.per_image_standardization) standardizeExample(centre.data(), 16, data.pixel_scale);
+    CHECK(std::vector<float>(centres.begin() + i * 16, centres.begin() + i * 16 + 16) == centre);
+    off_centre += std::vector<float>(crops.begin() + i * 16, crops.begin() + i * 16 + 16) != centre;
+  }
+  CHECK(off_centre > 0);
+
+  // A pipeline asked for another window than the data set's, or none.
+  CHECK_THROWS_AS(InputPipeline(data, 4, true, 1, 0, 0), std::invalid_argument);
+  augment.crop_height = 5;
+  CHECK_THROWS_AS(InputPipeline(data, 4, true, 1, 0, 0, 0, 1, augment), std::invalid_argument);
 }
 
 TEST_CASE("augmentation of examples that are not images is refused", "[augmentation]") {

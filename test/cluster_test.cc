@@ -1065,6 +1065,17 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
                       "spec says batch_size 100, seed 42, shuffled, augmented: flip_left_right") &&
           Catch::Contains("data.shard_by_worker, data.augment and data.standardize must be the "
                           "same on every node"));
+  // A worker holding its share alone while the others deal the whole set
+  // out would train some examples twice and others never.
+  const auto shared = dir / "shared.yaml";
+  writeFile(shared, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
+                               "batch_size: 100\n  shard_by_worker: true"));
+  CHECK_THAT(
+      worker(cluster, " --model " + shared.string() + " --job worker --task 1", "shared.log"),
+      Catch::Contains("the peer's spec says batch_size 100, seed 42, shuffled, sharded by "
+                      "worker") &&
+          Catch::Contains("data.shard_by_worker, data.augment and data.standardize must "
+                          "be the same on every node"));
 
   // The job's chief initialises the shard; another job's chief, on the
   // same ps ports with its own checkpoints, does not join it (once it would

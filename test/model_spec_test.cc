@@ -857,6 +857,23 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
         "batch_size 32, seed 0, shuffled");
   CHECK(loadModelSpec(spec("{contrast: [0, 0.5]}")).data.augment.any());
 
+  // A crop with a size: the model's input is its window.
+  const Augmentation window =
+      loadModelSpec(spec("{random_crop: {size: [8, 8], padding: 2}, saturation: [0.5, 1.5], "
+                         "hue: 0.2}"))
+          .data.augment;
+  CHECK(window.crop_height == 8);
+  CHECK(window.crop_width == 8);
+  CHECK(window.crop_padding == 2);
+  CHECK(window.crop_size_location.line == 6);
+  CHECK(window.saturation_lower == 0.5f);
+  CHECK(window.saturation_upper == 1.5f);
+  CHECK(window.hue == 0.2f);
+  CHECK(window.colours());
+  CHECK(augmentationText(window) == "random_crop 8x8 padding 2 saturation [0.5, 1.5] hue 0.2");
+  CHECK(augmentationText(loadModelSpec(spec("{random_crop: {size: [8, 8]}}")).data.augment) ==
+        "random_crop 8x8");
+
   const std::string path = (dir.path() / "spec.yaml").string();
   // Each refused value with what is said of it, after the spec's path.
   const std::pair<const char*, const char*> refused[] = {
@@ -876,7 +893,22 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
        ":6:23: data.augment.contrast: expected [lower, upper], two numbers, got a list of 1 item"},
       {"{flip_up_down: true}",
        ":6:13: data.augment: unknown field 'flip_up_down' (the fields of data.augment are "
-       "random_crop, flip_left_right, brightness, contrast)"},
+       "random_crop, flip_left_right, brightness, saturation, hue, contrast)"},
+      {"{random_crop: {}}",
+       ":6:26: data.augment.random_crop: expected padding, size or both, got neither"},
+      {"{random_crop: {size: [6, 8]}}",
+       ":6:33: data.augment.random_crop.size: expected the model's input height and width [8, "
+       "8] (the window is what the model takes), got [6, 8]"},
+      {"{random_crop: {size: 8}}",
+       ":6:33: data.augment.random_crop.size: expected [height, width], got 8"},
+      {"{random_crop: {size: [8, 0]}}",
+       ":6:37: data.augment.random_crop.size[1]: expected a positive integer, got 0"},
+      {"{saturation: [1.5, 0.5]}",
+       ":6:31: data.augment.saturation[1]: expected an upper bound greater than the lower 1.5, "
+       "got 0.5"},
+      {"{hue: 0.6}",
+       ":6:18: data.augment.hue: expected a positive number up to 0.5 (the largest change, in "
+       "turns), got 0.6"},
   };
   for (const auto& [augment, message] : refused) CHECK(loadError(spec(augment)) == path + message);
   // Synthetic data are neither images nor files to share.

@@ -528,6 +528,60 @@ TEST_CASE("augment: training images are distorted, the same in every run, the te
                                           "shape [2]"));
 }
 
+TEST_CASE("augment random_crop size: the model takes windows, the test set its centres") {
+  // cifar10_input's way: random 24x24 windows of the training images, the
+  // centre 24x24 of each test image.
+  const auto dir = freshTempDir("window");
+  const auto windowed = [&](const std::string& augment) {
+    std::string spec = exampleSpec("fashion_mlp.yaml");
+    spec = replaceAll(spec, "input: [28, 28, 1]", "input: [24, 24, 1]");
+    spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  augment: " + augment);
+    REQUIRE(spec.find("input: [24, 24, 1]") != std::string::npos);
+    REQUIRE(spec.find("augment:") != std::string::npos);
+    return spec;
+  };
+  writeFile(dir / "window.yaml",
+            windowed("{random_crop: {size: [24, 24]}, flip_left_right: true}"));
+  const ProcessResult run =
+      runTraind("--model " + (dir / "window.yaml").string() +
+                " --threads 1 --max-steps 100 --log-every 50 --eval-every 100 --checkpoint-dir " +
+                (dir / "ckpt").string());
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summaryValue(run.output, "test accuracy") > 0.6);
+  const ProcessResult check = runTraind("check --model " + (dir / "window.yaml").string());
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 24x24 flip_left_right\n"));
+  // trainctl eval takes the centres as the run did.
+  const ProcessResult eval =
+      runDaemonBinary("trainctl", "eval --threads 1 --model " + (dir / "window.yaml").string() +
+                                      " --checkpoint " + (dir / "ckpt").string());
+  INFO(eval.output);
+  CHECK(eval.exit_code == 0);
+  CHECK_THAT(eval.output, Catch::Contains(fmt::format("test loss = {:.4f}",
+                                                      summaryValue(run.output, "test loss"))));
+
+  // A window beyond the padded images; colours of grey images.
+  writeFile(dir / "wide.yaml", windowed("{random_crop: {size: [24, 30]}}"));
+  writeFile(dir / "wide.yaml",
+            replaceAll(readFile(dir / "wide.yaml"), "input: [24, 24, 1]", "input: [24, 30, 1]"));
+  const ProcessResult wide = runTraind("check --model " + (dir / "wide.yaml").string());
+  CHECK(wide.exit_code == 2);
+  CHECK_THAT(wide.output,
+             Catch::Contains("wide.yaml:23:33: data.augment.random_crop.size: expected a window "
+                             "inside the training images of [28, 28, 1] padded by 0 on every "
+                             "side, got [24, 30]"));
+  writeFile(dir / "padded.yaml", replaceAll(readFile(dir / "wide.yaml"), "size: [24, 30]",
+                                            "size: [24, 30], padding: 1"));
+  CHECK(runTraind("check --model " + (dir / "padded.yaml").string()).exit_code == 0);
+  writeFile(dir / "grey.yaml", windowed("{saturation: [0.5, 1.5]}"));
+  const ProcessResult grey = runTraind("check --model " + (dir / "grey.yaml").string());
+  CHECK(grey.exit_code == 2);
+  CHECK_THAT(grey.output, Catch::Contains("grey.yaml:23:12: data.augment: saturation and hue "
+                                          "change RGB images: expected images of 3 channels, got "
+                                          "[28, 28, 1]"));
+}
+
 TEST_CASE("standardize: per_image: training and evaluation both see standardized examples") {
   const auto dir = freshTempDir("standardize");
   std::string spec = exampleSpec("fashion_mlp.yaml");
