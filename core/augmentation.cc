@@ -151,10 +151,9 @@ void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key,
     for (size_t i = 0; i < values; ++i) out[i] += delta;
   }
   if (augment.colours()) {
-    const float saturation =
-        augment.saturation_upper > 0.0f
-            ? uniformIn(rng, augment.saturation_lower, augment.saturation_upper)
-            : 1.0f;
+    std::optional<float> saturation;
+    if (augment.saturation_upper > 0.0f)
+      saturation = uniformIn(rng, augment.saturation_lower, augment.saturation_upper);
     const float hue = augment.hue > 0.0f ? uniformIn(rng, -augment.hue, augment.hue) : 0.0f;
     adjustColours(out, pixels, saturation, hue);
   }
@@ -173,11 +172,11 @@ void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key,
   }
 }
 
-void adjustColours(float* rgb, int64_t pixels, float saturation, float hue) {
+void adjustColours(float* rgb, int64_t pixels, std::optional<float> saturation, float hue) {
   // TensorFlow makes a round trip through HSV for each adjustment.
   for (int64_t p = 0; p < pixels; ++p, rgb += 3) {
     Hsv hsv = toHsv(rgb);
-    hsv.saturation = std::clamp(hsv.saturation * saturation, 0.0f, 1.0f);
+    if (saturation) hsv.saturation = std::clamp(hsv.saturation * *saturation, 0.0f, 1.0f);
     hsv.hue += hue;
     hsv.hue -= std::floor(hsv.hue);
     fromHsv(hsv, rgb);

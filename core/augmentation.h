@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/model_spec.h"
 #include "core/shape.h"
@@ -33,10 +34,12 @@ uint64_t augmentationKey(uint64_t seed, int64_t epoch, int64_t position);
 void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, const float* image,
                   float* out);
 
-// tf.image.adjust_saturation by `saturation` (each pixel's HSV saturation
-// scaled, then clipped to [0, 1]) then tf.image.adjust_hue by `hue` turns,
-// of `pixels` RGB pixels in place, in one trip through HSV.
-void adjustColours(float* rgb, int64_t pixels, float saturation, float hue);
+// tf.image.adjust_saturation by `saturation` where given (each pixel's HSV
+// saturation scaled, then clipped to [0, 1]), then tf.image.adjust_hue by
+// `hue` turns (which clips nothing: a pixel with values either side of 0
+// has a saturation above 1), of `pixels` RGB pixels in place, in one trip
+// through HSV.
+void adjustColours(float* rgb, int64_t pixels, std::optional<float> saturation, float hue);
 
 // Writes the window of `window` [height, width, channels] at the centre of
 // `image` of `shape` to `out`, as tf.image.resize_image_with_crop_or_pad

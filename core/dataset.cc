@@ -233,6 +233,10 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
 void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {
   const int64_t example = numElements(data.example_shape);
   const size_t first = size_t(begin * example), values = size_t(count * example);
+  if (data.files) {
+    for (int64_t i = 0; i < count; ++i) data.files->read(begin + i, out + i * example);
+    return;
+  }
   if (data.pixels.empty()) {
     std::memcpy(out, data.floats.data() + first, values * sizeof(float));
     return;
@@ -263,6 +267,10 @@ Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* input
     throw std::out_of_range("sliceBatch: examples [" + std::to_string(begin) + ", " +
                             std::to_string(begin + count) + ") of a data set of " +
                             std::to_string(data.size));
+  if (!data.window.empty() && (data.example_shape.size() != 3 || data.window.size() != 3 ||
+                               data.window[2] != data.example_shape[2]))
+    throw std::invalid_argument("sliceBatch: a window of " + shapeToString(data.window) +
+                                " of examples of " + shapeToString(data.example_shape));
   const int64_t example = numElements(data.inputShape());
   if (data.window.empty()) {
     copyInputs(data, begin, count, inputs);

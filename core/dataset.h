@@ -2,12 +2,15 @@
 // MNIST), TFRecord files of tf.train.Example (core/example_records.h) and
 // the synthetic regression problem. Images keep the files' pixel bytes, a
 // quarter of what floats take, and become floats only as a batch is
-// gathered (copyInputs): a worker of a cluster holds the whole training set,
-// since every epoch deals all of it out again.
+// gathered (copyInputs): a worker of a cluster holds the whole training set
+// (or its share, data.shard_by_worker), since every epoch deals all of it
+// out again. A TFRecord set too large for memory stays in its files, only
+// its labels held (ExampleFiles).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/batch.h"
@@ -38,6 +41,18 @@ struct DataShare {
   void check() const;
 };
 
+// The examples of a data set left in their files (a TFRecord set's
+// in_memory: false), read and decoded one by one as batches gather them.
+class ExampleFiles {
+ public:
+  virtual ~ExampleFiles() = default;
+  // Example `index`'s inputs, numElements(Dataset::example_shape) floats,
+  // into `out`, as the data set would hold them in memory. Safe to call
+  // from several threads at once. InputError naming the file and the
+  // record when it no longer holds what was found there at load.
+  virtual void read(int64_t index, float* out) const = 0;
+};
+
 struct Dataset {
   // [28, 28, 1] for IDX images (HWC; rank-3 files get channel 1, rank-4 files
   // give theirs), a TFRecord set's records' or the model's input, [1] for
@@ -45,11 +60,13 @@ struct Dataset {
   Shape example_shape;
   int64_t size = 0;  // examples
   // The inputs, size * numElements(example_shape) values, example after
-  // example, in one of two forms (the other one empty): image pixels as
+  // example, in one of three forms (the others empty): image pixels as
   // read, each input pixel / 255.0f; floats (synthetic data, a TFRecord
-  // set's float images as given, its resized images / 255).
+  // set's float images as given, its resized images / 255); or left in
+  // their files, read as they are gathered.
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
+  std::shared_ptr<const ExampleFiles> files;
   // The inputs are pixels / 255, whichever form holds them; false for
   // floats as given, whose scale standardizeExample cannot know.
   bool pixel_scale = true;
@@ -79,7 +96,8 @@ struct Dataset {
 
 // Called by a data set's reader before it takes memory for `examples`
 // examples of `example_shape`, each value taking `value_bytes` (1 for
-// pixels, 4 for floats). It throws to refuse examples that cannot fit the
+// pixels, 4 for floats, 0 for examples left in their files, which keep
+// their labels alone). It throws to refuse examples that cannot fit the
 // model, or the memory, before they are read: an IDX reader calls it once,
 // from its images file's header, before a byte of its pixels is
 // decompressed (a gzip file of 8 MB can hold 8 GB of pixels); a TFRecord
@@ -108,7 +126,8 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
 
 // Writes the inputs of examples [begin, begin + count) to `out`, as floats,
 // count * numElements(example_shape) of them. The caller keeps the range
-// inside the data set.
+// inside the data set. InputError from examples left in files
+// (ExampleFiles::read).
 void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out);
 
 // tf.image.per_image_standardization of one example of `count` values:
@@ -125,7 +144,8 @@ void standardizeExample(float* values, int64_t count, bool pixel_scale);
 // each image's centre window where the data set has a window, and
 // standardizeExample where it asks for it), labels or targets pointing
 // into the data set.
-// std::out_of_range if the range is not inside the data set.
+// std::out_of_range if the range is not inside the data set;
+// std::invalid_argument for a window that is not one of the images.
 Batch sliceBatch(const Dataset& data, int64_t begin, int64_t count, float* inputs);
 
 }  // namespace traind

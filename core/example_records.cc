@@ -1,11 +1,15 @@
 #include "core/example_records.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -21,6 +25,7 @@
 #include "core/jpeg_image.h"
 #include "core/png_image.h"
 #include "core/printable.h"
+#include "core/read_at.h"
 #include "core/tfrecord.h"
 
 namespace traind {
@@ -42,6 +47,9 @@ constexpr int64_t kBlockBytes = int64_t(4) << 20;
 // An image to be resized is decoded whole first, into a buffer of at most
 // this many bytes (a photograph of 8000 x 5000 pixels in colour takes 120 MB).
 constexpr uint64_t kMaxDecodedImageBytes = uint64_t(256) << 20;
+// Examples left in their files are judged against the memory in steps of
+// this many: what they keep is their labels and where they are.
+constexpr int64_t kPlacesBlock = 65536;
 
 std::string_view kindOf(const Feature& feature) {
   switch (feature.kind_case()) {
@@ -129,6 +137,45 @@ CompressedFile::Format recordFileFormat(const std::string& path) {
 std::string notAnExample(const std::string& record) {
   return "expected a tf.train.Example message, got " + std::to_string(record.size()) +
          " bytes that are none";
+}
+
+// How a data set's records hold their images. Pixels: raw bytes of the
+// example's shape; Encoded: PNG or JPEG images of that shape, kept decoded
+// as bytes; Floats: a float_list; Resized: encoded images of any size,
+// kept as floats once resized (DataFiles::resize).
+enum class ImageKind { Pixels, Encoded, Floats, Resized };
+
+// An encoded image as its header says, and its shape decoded here:
+// [height, width, the channels it decodes to].
+struct EncodedImage {
+  ImageFormat format;
+  ImageHeader header;
+  Shape decoded;
+};
+
+// A PNG image's samples are taken as they are; a JPEG image decodes to
+// the example's channels where it has one or three, as
+// tf.io.decode_jpeg(image, channels) does, else to its own.
+EncodedImage encodedImage(ImageFormat format, ImageHeader header, const Shape& example) {
+  const bool to_example_channels =
+      format == ImageFormat::Jpeg && example.size() == 3 && (example[2] == 1 || example[2] == 3);
+  const int64_t channels = to_example_channels ? example[2] : int64_t(header.channels);
+  return {format, header, {header.height, header.width, channels}};
+}
+
+// Decodes `bytes`, whose header is image.header, into `out`; what went
+// wrong, or empty.
+std::string decodeImage(const std::string& bytes, const EncodedImage& image, uint8_t* out) {
+  return image.format == ImageFormat::Png
+             ? decodePng(bytes, image.header, out)
+             : decodeJpeg(bytes, image.header, int(image.decoded[2]), out);
+}
+
+// The first of `example`'s features named `name`, or nullptr.
+const Feature* featureNamed(const tensorflow::Example& example, std::string_view name) {
+  for (const tensorflow::FeatureEntry& entry : example.features().feature())
+    if (entry.key() == name) return &entry.value();
+  return nullptr;
 }
 
 // A TFRecord file's records, read through its compression. Compressed data
@@ -225,11 +272,133 @@ class BlockStore {
   size_t room_ = 0;
 };
 
+// Where a record left in its file is: the file's index among the data
+// set's, and the offset of its framing (header, data, footer).
+struct RecordPlace {
+  int32_t file;
+  uint32_t bytes;  // of its data
+  uint64_t offset;
+};
+
+// The examples of a data set left in their uncompressed TFRecord files,
+// each read at its offset and decoded as ExampleLoader would have kept it:
+// the same floats, bit for bit.
+class RecordExampleFiles final : public ExampleFiles {
+ public:
+  RecordExampleFiles(std::vector<std::string> paths, std::vector<RecordPlace> places,
+                     ImageKind kind, Shape shape, const DataFiles& source)
+      : paths_(std::move(paths)),
+        places_(std::move(places)),
+        kind_(kind),
+        shape_(std::move(shape)),
+        elements_(size_t(numElements(shape_))),
+        image_feature_(source.image_feature),
+        resize_(source.resize) {
+    for (const std::string& path : paths_) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        const int error = errno;
+        for (int open_fd : fds_) ::close(open_fd);
+        throw InputError(fmt::format(
+            "{}: cannot open: {}{}", path, std::strerror(error),
+            error == EMFILE ? " (in_memory: false keeps every file of the set open: raise the "
+                              "limit, ulimit -n or LimitNOFILE=)"
+                            : ""));
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~RecordExampleFiles() override {
+    for (int fd : fds_) ::close(fd);
+  }
+  RecordExampleFiles(const RecordExampleFiles&) = delete;
+  RecordExampleFiles& operator=(const RecordExampleFiles&) = delete;
+
+  void read(int64_t index, float* out) const override {
+    const RecordPlace& place = places_.at(size_t(index));
+    const std::string& path = paths_[size_t(place.file)];
+    // Buffers of this thread, reused from example to example.
+    thread_local std::string framed;
+    thread_local tensorflow::Example example;
+    thread_local std::vector<uint8_t> decoded;
+    framed.resize(kTfRecordHeaderSize + place.bytes + kTfRecordFooterSize);
+    readExactlyAt(fds_[size_t(place.file)], place.offset,
+                  reinterpret_cast<std::byte*>(framed.data()), framed.size(), path);
+    const auto changed = [&](std::string_view what) {
+      throw InputError(
+          fmt::format("{}: the record at byte {} {}; it held an example when the "
+                      "data set was loaded: was the file changed?",
+                      path, place.offset, what));
+    };
+    std::vector<std::string> records;
+    try {
+      records = splitTfRecords(framed, path);
+    } catch (const InputError& e) {
+      changed(fmt::format("is no longer whole ({})", e.what()));
+    }
+    if (records.size() != 1 || !example.ParseFromString(records.front()))
+      changed("is no longer a tf.train.Example");
+    const Feature* image = featureNamed(example, image_feature_);
+    if (!image) changed(fmt::format("has no feature '{}'", printable(image_feature_)));
+    if (kind_ == ImageKind::Floats) {
+      if (image->kind_case() != Feature::kFloatList ||
+          size_t(image->float_list().value_size()) != elements_)
+        changed("no longer holds the floats of an image of " + shapeToString(shape_));
+      std::copy(image->float_list().value().begin(), image->float_list().value().end(), out);
+      return;
+    }
+    if (image->kind_case() != Feature::kBytesList || image->bytes_list().value_size() != 1)
+      changed("no longer holds an image's bytes");
+    const std::string& bytes = image->bytes_list().value(0);
+    if (kind_ == ImageKind::Pixels) {
+      if (bytes.size() != elements_)
+        changed("no longer holds the raw pixels of an image of " + shapeToString(shape_));
+      for (size_t i = 0; i < elements_; ++i) out[i] = float(uint8_t(bytes[i])) / 255.0f;
+      return;
+    }
+    const std::optional<ImageFormat> format = imageFormatOf(bytes);
+    const ImageHeader header = format ? readHeader(*format, bytes) : ImageHeader{};
+    if (!format || !header.error.empty()) changed("no longer holds a PNG or JPEG image");
+    const EncodedImage encoded = encodedImage(*format, header, shape_);
+    const Shape& shape = encoded.decoded;
+    const double decoded_bytes = double(shape[0]) * double(shape[1]) * double(shape[2]);
+    const bool fits =
+        kind_ == ImageKind::Resized
+            ? shape[2] == shape_[2] && decoded_bytes <= double(kMaxDecodedImageBytes)
+            : (shape_.size() == 3 ? shape == shape_ : decoded_bytes == double(elements_));
+    if (!fits) changed("holds an image of " + shapeToString(shape));
+    decoded.resize(size_t(decoded_bytes));
+    if (const std::string error = decodeImage(bytes, encoded, decoded.data()); !error.empty())
+      changed("holds " + error);
+    if (kind_ == ImageKind::Encoded) {
+      // As copyInputs makes inputs of kept pixels.
+      for (size_t i = 0; i < elements_; ++i) out[i] = float(decoded[i]) / 255.0f;
+      return;
+    }
+    resizeBilinear(
+        decoded.data(), shape[0], shape[1], int(shape[2]), shape_[0], shape_[1],
+        resize_ == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy : PixelCentres::Half,
+        out);
+    for (size_t i = 0; i < elements_; ++i) out[i] /= 255.0f;  // as ExampleLoader keeps them
+  }
+
+ private:
+  const std::vector<std::string> paths_;
+  std::vector<int> fds_;  // paths_'s, open for pread
+  const std::vector<RecordPlace> places_;
+  const ImageKind kind_;
+  const Shape shape_;
+  const size_t elements_;
+  const std::string image_feature_;
+  const DataFiles::Resize resize_;
+};
+
 class ExampleLoader {
  public:
   ExampleLoader(const DataFiles& source, const Shape& model_input, const DataLoadCheck& check,
-                DataShare share)
+                DataShare share, RecordShape record_shape)
       : source_(source),
+        record_shape_(record_shape),
         model_input_(model_input),
         shape_(model_input),
         max_record_bytes_(kRecordSlackBytes +
@@ -237,7 +406,8 @@ class ExampleLoader {
         check_(check),
         share_(share),
         image_kind_(source.resize == DataFiles::Resize::None ? ImageKind::Pixels
-                                                             : ImageKind::Resized) {
+                                                             : ImageKind::Resized),
+        in_files_(!source.in_memory) {
     if (image_kind_ == ImageKind::Resized &&
         (model_input.size() != 3 || (model_input[2] != 1 && model_input[2] != 3)))
       throw std::invalid_argument("images resized to an input of " + shapeToString(model_input) +
@@ -248,6 +418,13 @@ class ExampleLoader {
   bool readFile(const std::string& path) {
     RecordFile file(path, max_record_bytes_);
     file_ = file.name();
+    if (in_files_ && file.format() != CompressedFile::Format::Raw)
+      throw InputError(fmt::format(
+          "{}: compressed with {}; with in_memory: false each record is read at its offset, "
+          "which a compressed file cannot give: expected uncompressed TFRecord files (or "
+          "in_memory: true)",
+          path, file.format() == CompressedFile::Format::Gzip ? "gzip" : "zlib"));
+    paths_.push_back(path);
     std::string record;
     tensorflow::Example example;
     while (!full()) {
@@ -256,7 +433,7 @@ class ExampleLoader {
       if (!file.next(record)) break;
       if (!share_.keeps(records_++)) continue;  // another reader's, its CRCs checked
       if (!example.ParseFromString(record)) fail(notAnExample(record));
-      take(example);
+      take(example, record.size());
     }
     return !full();
   }
@@ -278,6 +455,9 @@ class ExampleLoader {
     data.share = share_;
     if (share_.count > 1) data.whole_size = records_;
     data.example_shape = shape_;
+    if (in_files_)
+      data.files = std::make_shared<RecordExampleFiles>(std::move(paths_), std::move(places_),
+                                                        image_kind_, shape_, source_);
     data.pixels = pixels_.join();
     data.floats = floats_.join();
     if (label_kind_ == LabelKind::Class) {
@@ -290,19 +470,6 @@ class ExampleLoader {
   }
 
  private:
-  // Pixels: raw bytes of the example's shape; Encoded: PNG or JPEG images
-  // of that shape, kept decoded as bytes; Floats: a float_list; Resized:
-  // encoded images of any size, kept as floats once resized
-  // (DataFiles::resize).
-  enum class ImageKind { Pixels, Encoded, Floats, Resized };
-
-  // An encoded image as its header says, and its shape decoded here:
-  // [height, width, the channels it decodes to].
-  struct EncodedImage {
-    ImageFormat format;
-    ImageHeader header;
-    Shape decoded;
-  };
   enum class LabelKind { Class, Target };
 
   // The features of one record that the data set takes.
@@ -359,7 +526,8 @@ class ExampleLoader {
     return found;
   }
 
-  void take(const tensorflow::Example& example) {
+  // `record_bytes`: the size of the record that holds `example`.
+  void take(const tensorflow::Example& example, size_t record_bytes) {
     const Found found = find(example);
     // Resized images come in sizes of their own, whatever their records
     // say of them: the example takes the model's input.
@@ -367,17 +535,33 @@ class ExampleLoader {
     if (examples_ == 0) {  // the first record chooses what every record's features hold
       if (image_kind_ == ImageKind::Pixels) image_kind_ = firstImageKind(*found.image);
       if (found.label->kind_case() == Feature::kFloatList) label_kind_ = LabelKind::Target;
+      if (record_shape_ == RecordShape::FirstImage && shape_source_ == kShapeFromModel &&
+          image_kind_ != ImageKind::Resized)
+        takeFirstImageShape(*found.image);
     }
     // Both features are judged before any memory is taken for them.
     const std::optional<EncodedImage> encoded = checkImage(*found.image);
     checkLabel(*found.label);
+    if (in_files_)
+      placeInFile(*found.image, encoded, record_bytes);
+    else
+      keepImage(*found.image, encoded);
+    if (label_kind_ == LabelKind::Class)
+      classes_.push_back(int32_t(found.label->int64_list().value(0)));
+    else
+      targets_.push_back(found.label->float_list().value(0));
+    ++examples_;
+  }
+
+  // Keeps the image, checked by checkImage (`encoded`), in memory.
+  void keepImage(const Feature& image, const std::optional<EncodedImage>& encoded) {
     const size_t elements = size_t(numElements(shape_));  // the image's, as checked
     if ((keptAsBytes() ? pixels_.room() : floats_.room()) < elements) addBlock();
     if (image_kind_ == ImageKind::Floats) {
-      const auto& values = found.image->float_list().value();
+      const auto& values = image.float_list().value();
       floats_.append(values.begin(), values.end());
     } else {
-      const std::string& bytes = found.image->bytes_list().value(0);
+      const std::string& bytes = image.bytes_list().value(0);
       if (image_kind_ == ImageKind::Resized) {
         decode(bytes, *encoded, decoded_);
         float* out = floats_.extend(elements);
@@ -393,11 +577,22 @@ class ExampleLoader {
         pixels_.append(bytes.begin(), bytes.end());
       }
     }
-    if (label_kind_ == LabelKind::Class)
-      classes_.push_back(int32_t(found.label->int64_list().value(0)));
-    else
-      targets_.push_back(found.label->float_list().value(0));
-    ++examples_;
+  }
+
+  // Leaves the image, checked by checkImage (`encoded`), in its file, where
+  // the record of `record_bytes` that holds it is; an encoded image is
+  // decoded once, to be judged whole now rather than when it trains.
+  void placeInFile(const Feature& image, const std::optional<EncodedImage>& encoded,
+                   size_t record_bytes) {
+    if (examples_ % kPlacesBlock == 0 && check_) {
+      int64_t block = kPlacesBlock;
+      if (source_.limit > 0)
+        block = std::min(block, (source_.limit - records_ + share_.count) / share_.count);
+      check_(shape_, examples_ + block, /*value_bytes=*/0);
+    }
+    if (record_bytes > UINT32_MAX) fail("a record of more than 4 GiB cannot stay in its file");
+    if (encoded) decode(image.bytes_list().value(0), *encoded, decoded_);
+    places_.push_back({int32_t(paths_.size() - 1), uint32_t(record_bytes), offset_});
   }
 
   // A dimension: one int64 from 1 on; nullopt for a feature of that name
@@ -413,6 +608,24 @@ class ExampleLoader {
     return value;
   }
 
+  // The first record's image gives the example's shape, its channels as
+  // encodedImage decodes them: an image the model takes a window of has a
+  // size of its own, which only an encoded image's header can give.
+  void takeFirstImageShape(const Feature& image) {
+    if (image_kind_ != ImageKind::Encoded)
+      fail(fmt::format(
+          "feature '{}' holds {}, of no size of their own: the model takes a window of each "
+          "image (data.augment.random_crop.size), so the images' height and width must come "
+          "from the records (expected 'height' and 'width' int64 features) or from PNG or JPEG "
+          "images",
+          printable(source_.image_feature),
+          image_kind_ == ImageKind::Floats ? "floats" : "raw pixels"));
+    const std::string& bytes = image.bytes_list().value(0);
+    const ImageFormat format = *imageFormatOf(bytes);
+    shape_ = encodedImage(format, readHeader(format, bytes), model_input_).decoded;
+    shape_source_ = kShapeFromFirstImage;
+  }
+
   // height, width and depth, when the record has the first two, give the
   // example's shape.
   void takeShape(const Found& found) {
@@ -420,13 +633,14 @@ class ExampleLoader {
     const std::optional<int64_t> width = dimension(found.width, "width");
     if (!height || !width) return;
     const Shape shape{*height, *width, dimension(found.depth, "depth").value_or(1)};
-    if (examples_ == 0 && !shape_from_records_) {
+    if (examples_ == 0 && shape_source_ == kShapeFromModel) {
       shape_ = shape;
-      shape_from_records_ = true;
+      shape_source_ = kShapeFromRecords;
     } else if (shape != shape_) {
-      fail(fmt::format("height, width and depth give an image of {}; expected {}, as {}",
-                       shapeToString(shape), shapeToString(shape_),
-                       shape_from_records_ ? "the records before it" : "the model's input"));
+      fail(fmt::format(
+          "height, width and depth give an image of {}; expected {}, as {}", shapeToString(shape),
+          shapeToString(shape_),
+          shape_source_ == kShapeFromModel ? "the model's input" : "the records before it"));
     }
   }
 
@@ -456,19 +670,13 @@ class ExampleLoader {
   // An encoded image's header: an image of the example's shape (its
   // values, for a flat shape) or, to be resized, of its channels; no larger
   // decoded than a record of raw pixels could be, or than
-  // kMaxDecodedImageBytes to be resized. A PNG image's samples are taken as
-  // they are; a JPEG image decodes to the example's channels where it has
-  // one or three, as tf.io.decode_jpeg(image, channels) does, else to its own.
+  // kMaxDecodedImageBytes to be resized. Its channels as encodedImage
+  // decodes them.
   EncodedImage checkEncoded(ImageFormat format, const std::string& bytes) const {
     const std::string& name = source_.image_feature;
     const ImageHeader header = readHeader(format, bytes);
     if (!header.error.empty()) failFeature(name, "holds " + header.error);
-    const bool to_example_channels =
-        format == ImageFormat::Jpeg && shape_.size() == 3 && (shape_[2] == 1 || shape_[2] == 3);
-    const EncodedImage image{
-        format,
-        header,
-        {header.height, header.width, to_example_channels ? shape_[2] : int64_t(header.channels)}};
+    const EncodedImage image = encodedImage(format, header, shape_);
     const Shape& decoded = image.decoded;
     const double decoded_bytes = double(decoded[0]) * double(decoded[1]) * double(decoded[2]);
     const bool resized = image_kind_ == ImageKind::Resized;
@@ -494,21 +702,18 @@ class ExampleLoader {
                                      (model_input_[2] == 1 || model_input_[2] == 3) &&
                                      decoded[2] == model_input_[2];
     if (!fits)
-      failFeature(
-          name,
-          fmt::format("holds a {} image of {}; expected one of {}, as {}{}", nameOf(format),
-                      shapeToString(decoded), shapeToString(shape_),
-                      shape_from_records_ ? "the records' height, width and depth give"
-                                          : "the model's input",
-                      resizing_would_take ? " (resize: bilinear takes images of any size)" : ""));
+      failFeature(name,
+                  fmt::format("holds a {} image of {}; expected one of {}, as {}{}", nameOf(format),
+                              shapeToString(decoded), shapeToString(shape_), shape_source_,
+                              resizing_would_take && record_shape_ == RecordShape::ModelInput
+                                  ? " (resize: bilinear takes images of any size)"
+                                  : ""));
     return image;
   }
 
   // Decodes `bytes`, checked by checkEncoded as `image`, into `out`.
   void decode(const std::string& bytes, const EncodedImage& image, uint8_t* out) const {
-    const std::string error = image.format == ImageFormat::Png
-                                  ? decodePng(bytes, image.header, out)
-                                  : decodeJpeg(bytes, image.header, int(image.decoded[2]), out);
+    const std::string error = decodeImage(bytes, image, out);
     if (!error.empty()) failFeature(source_.image_feature, "holds " + error);
   }
   void decode(const std::string& bytes, const EncodedImage& image,
@@ -619,9 +824,14 @@ class ExampleLoader {
   }
 
   const DataFiles& source_;
+  const RecordShape record_shape_;
   const Shape model_input_;
   Shape shape_;  // the example's: the model's input, or the records' height, width and depth
-  bool shape_from_records_ = false;
+  // Where shape_ came from, as messages say it.
+  static constexpr const char* kShapeFromModel = "the model's input";
+  static constexpr const char* kShapeFromRecords = "the records' height, width and depth give";
+  static constexpr const char* kShapeFromFirstImage = "the first record's image is";
+  const char* shape_source_ = kShapeFromModel;
   const uint64_t max_record_bytes_;
   const DataLoadCheck& check_;
   const DataShare share_;
@@ -631,7 +841,12 @@ class ExampleLoader {
   int64_t examples_ = 0;  // taken: this share's records
   BlockStore<uint8_t> pixels_;
   BlockStore<float> floats_;
-  std::vector<uint8_t> decoded_;  // an image to be resized, decoded
+  std::vector<uint8_t> decoded_;  // an image to be resized, or judged, decoded
+  // Examples left in their files (DataFiles::in_memory false): the files
+  // read so far, and where each example's record is.
+  const bool in_files_;
+  std::vector<std::string> paths_;
+  std::vector<RecordPlace> places_;
   std::vector<int32_t> classes_;
   std::vector<float> targets_;
   // Where the record being read is, for messages.
@@ -707,14 +922,14 @@ RecordFileSummary summarizeRecordFile(const std::string& path) {
 }
 
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
-                           const DataLoadCheck& check, DataShare share) {
+                           const DataLoadCheck& check, DataShare share, RecordShape record_shape) {
   share.check();
   if (source.records.empty()) throw InputError("no TFRecord files given");
   if (model_input.empty() ||
       std::any_of(model_input.begin(), model_input.end(), [](int64_t d) { return d < 1; }))
     throw std::invalid_argument("loadExampleRecords: a model input without values, " +
                                 shapeToString(model_input));
-  ExampleLoader loader(source, model_input, check, share);
+  ExampleLoader loader(source, model_input, check, share, record_shape);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;
   return loader.finish();

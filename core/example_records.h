@@ -2,7 +2,8 @@
 // most TensorFlow 1 jobs (tf.data.TFRecordDataset or tf.TFRecordReader, then
 // tf.parse_single_example): one example per record, its image in one
 // feature and its label in another. The files are read whole into a Dataset
-// (core/dataset.h), as IDX files are.
+// (core/dataset.h), as IDX files are, or left where they are for a set
+// larger than memory (in_memory: false).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,7 @@ namespace traind {
 // - height, width and depth (each one int64, depth 1 when absent), if the
 //   record has height and width and no source.resize: the example's shape,
 //   as TensorFlow's convert_to_records.py writes them; otherwise it is
-//   `model_input`.
+//   `model_input`, or the first image's (RecordShape below).
 //
 // Other features are not read. Every record's features must agree with the
 // first record's in kind and shape. InputError naming the file, the
@@ -56,8 +57,21 @@ namespace traind {
 // image to be resized is decoded whole first, at most 256 MiB of it.
 // With `share`, only its records are parsed and kept; the others' framing
 // and CRCs are still checked, and they count towards `limit`.
+// With source.in_memory false, every record is read and checked as above
+// (an encoded image decoded, then dropped), but only its label is kept and
+// where its record is: the data set's examples stay in their files
+// (Dataset::files), which must be uncompressed (InputError), and are read
+// again as batches gather them, the same values as kept ones.
+// Where an example's shape comes from when its records have no height and
+// width: the model's input; or, for a model that takes a window of each
+// image (data.augment.random_crop's size), the first record's image, which
+// must then be a PNG or JPEG image (its channels, for a JPEG image,
+// model_input's).
+enum class RecordShape { ModelInput, FirstImage };
+
 Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
-                           const DataLoadCheck& check = nullptr, DataShare share = {});
+                           const DataLoadCheck& check = nullptr, DataShare share = {},
+                           RecordShape record_shape = RecordShape::ModelInput);
 
 // What a TFRecord file holds, as `trainctl inspect` shows it: what a
 // spec's tfrecords, image_feature and label_feature are chosen from.

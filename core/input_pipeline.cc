@@ -94,7 +94,8 @@ const Batch& InputPipeline::next() {
   std::unique_lock lock(mutex_);
   released_ = handed_out_;  // the caller is done with the batch of its previous call
   slot_free_.notify_one();
-  batch_ready_.wait(lock, [this] { return produced_ > handed_out_; });
+  batch_ready_.wait(lock, [this] { return produced_ > handed_out_ || failure_; });
+  if (produced_ == handed_out_) std::rethrow_exception(failure_);
   return slots_[size_t(handed_out_++ % int64_t(slots_.size()))].batch;
 }
 
@@ -106,12 +107,21 @@ void InputPipeline::produce() {
       slot_free_.wait(lock, [&] { return stopping_ || i < released_ + ring; });
       if (stopping_) return;
     }
-    fill(slots_[size_t(i % ring)], first_step_ + i);
+    std::exception_ptr failure;
+    try {
+      fill(slots_[size_t(i % ring)], first_step_ + i);
+    } catch (...) {
+      failure = std::current_exception();
+    }
     {
       std::lock_guard lock(mutex_);
-      produced_ = i + 1;
+      if (failure)
+        failure_ = failure;
+      else
+        produced_ = i + 1;
     }
     batch_ready_.notify_one();
+    if (failure) return;
   }
 }
 

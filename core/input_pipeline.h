@@ -32,6 +32,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -67,7 +68,9 @@ class InputPipeline {
   InputPipeline& operator=(const InputPipeline&) = delete;
 
   // The batch of the next step; blocks until it is ready. Valid until the
-  // next call. One consumer thread.
+  // next call. One consumer thread. What gathering it threw (InputError
+  // from examples left in their files), on whichever thread it was
+  // gathered; the pipeline then gathers nothing more.
   const Batch& next();
 
   // Steps of this shard per epoch of the job's data.
@@ -113,6 +116,7 @@ class InputPipeline {
   int64_t handed_out_ = 0;  // batches returned by next()
   int64_t released_ = 0;    // batches the consumer is done with
   bool stopping_ = false;
+  std::exception_ptr failure_;  // what filling batch produced_ threw
 
   // Last: starts after everything it uses exists. Not started without
   // read-ahead.

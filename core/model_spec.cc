@@ -557,9 +557,9 @@ MovingAverageSpec readMovingAverage(const Field& field) {
 // whose input is `input`.
 DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly(
-      {"images", "labels", "tfrecords", "image_feature", "label_feature", "resize", "limit"},
-      "a data set");
+  fields.allowOnly({"images", "labels", "tfrecords", "image_feature", "label_feature", "resize",
+                    "limit", "in_memory"},
+                   "a data set");
   DataFiles source;
   const std::optional<Field> tfrecords = fields.find("tfrecords");
   if (tfrecords) {
@@ -596,8 +596,9 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
              "images to, got " +
                  shapeToString(input));
     }
+    if (auto f = fields.find("in_memory")) source.in_memory = readBool(*f);
   } else {
-    for (const char* tfrecord_field : {"image_feature", "label_feature", "resize"})
+    for (const char* tfrecord_field : {"image_feature", "label_feature", "resize", "in_memory"})
       if (auto f = fields.find(tfrecord_field)) fail(*f, "only allowed with tfrecords");
     source.images =
         readExistingFile(fields.get("images", "or tfrecords, for TFRecord files"), spec_dir);
@@ -734,7 +735,14 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
       if (auto f = fields.find(name))
         fail(*f, std::string("only allowed with data.train (") + why + ")");
   }
-  if (auto f = fields.find("augment")) data.augment = readAugmentation(*f, input);
+  if (auto f = fields.find("augment")) {
+    data.augment = readAugmentation(*f, input);
+    // Resized images are the model's input already: a window of that size is all of them.
+    if (data.augment.crop_height > 0 && train && data.train.resize != DataFiles::Resize::None)
+      throwInputError(data.augment.crop_size_location, "data.augment.random_crop.size",
+                      "expected no size with data.train.resize, which makes every image the "
+                      "model's input, the window itself (padding alone crops resized images)");
+  }
   data.batch_size_location = field.where;
   if (auto f = fields.find("batch_size")) {
     data.batch_size = readInt(*f, 1, kMaxDimension);

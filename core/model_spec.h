@@ -119,6 +119,10 @@ struct DataFiles {
   enum class Resize { None, Bilinear, LegacyBilinear };
   Resize resize = Resize::None;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
+  // TfRecord: false leaves the examples in their files, each read and
+  // decoded as a batch gathers it (Dataset::files), for sets larger than
+  // memory; the files must be uncompressed, to be read at a record's offset
+  bool in_memory = true;
   SourceLocation location;  // its entry in the spec, for what its files' contents refute
 };
 

@@ -12,9 +12,11 @@
 namespace traind {
 namespace {
 
-// `where` and `field` name the data set's entry in the spec.
+// `where` and `field` name the data set's entry in the spec; `examples`
+// says what example_shape is of, where not the examples themselves.
 void checkShapeFits(const LayerGraph& graph, const Shape& example_shape,
-                    const SourceLocation& where, std::string_view field) {
+                    const SourceLocation& where, std::string_view field,
+                    const std::string& examples = "examples") {
   // A flat input takes images as their values in order; an image input
   // takes them only as they are (a [14, 56, 1] view of 28x28 images would
   // train on scrambled pictures). Elements as a double: an IDX header's
@@ -25,7 +27,7 @@ void checkShapeFits(const LayerGraph& graph, const Shape& example_shape,
   if (elements != double(numElements(graph.input_shape)) ||
       (images && example_shape != graph.input_shape))
     throwInputError(where, std::string(field),
-                    "examples of shape " + shapeToString(example_shape) +
+                    examples + " of shape " + shapeToString(example_shape) +
                         " do not fit the model's input " + shapeToString(graph.input_shape));
 }
 
@@ -138,8 +140,12 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   bool checking = false;  // an InputError thrown meanwhile names the entry already
   const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
     checking = true;
-    checkShapeFits(graph, modelInputOf(spec.data.augment, example_shape, field), source.location,
-                   field);
+    const Shape input = modelInputOf(spec.data.augment, example_shape, field);
+    checkShapeFits(graph, input, source.location, field,
+                   input == example_shape
+                       ? "examples"
+                       : "windows (data.augment.random_crop.size) of its examples of " +
+                             shapeToString(example_shape) + ",");
     const double bytes =
         loadingBytes(source.format, numElements(example_shape) * value_bytes, examples);
     if (available && held.bytes + bytes > double(*available))
@@ -158,8 +164,12 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   };
   Dataset data;
   try {
+    // A model that takes a window of each image takes images of any size:
+    // a record without height and width gives its image's own.
+    const RecordShape record_shape =
+        spec.data.augment.crop_height > 0 ? RecordShape::FirstImage : RecordShape::ModelInput;
     data = idx ? loadIdxDataset(source, check, share)
-               : loadExampleRecords(source, graph.input_shape, check, share);
+               : loadExampleRecords(source, graph.input_shape, check, share, record_shape);
   } catch (const InputError& e) {
     if (checking) throw;
     throwInputError(source.location, field, e.what());
@@ -167,7 +177,7 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   if (spec.data.augment.crop_height > 0)
     data.window = modelInputOf(spec.data.augment, data.example_shape, field);
   data.per_image_standardization = spec.data.standardize_per_image;
-  const int64_t value_bytes = data.pixels.empty() ? int64_t(sizeof(float)) : 1;
+  const int64_t value_bytes = data.files ? 0 : data.pixels.empty() ? int64_t(sizeof(float)) : 1;
   held.bytes += keptBytes(numElements(data.example_shape) * value_bytes, data.size);
   return data;
 }

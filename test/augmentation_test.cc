@@ -208,6 +208,33 @@ TEST_CASE("saturation and hue are TensorFlow's adjust_saturation then adjust_hue
     INFO("saturation " << expected.saturation << ", hue " << expected.hue);
     for (size_t i = 0; i < rgb.size(); ++i) REQUIRE(rgb[i] == Approx(expected.rgb[i]).margin(1e-6));
   }
+
+  // Hue alone clips no saturation: pixels with values either side of 0
+  // (after brightness) have one above 1. TensorFlow 2.21's
+  // tf.image.adjust_hue(image, h) of 6 such pixels and a grey:
+  const std::vector<float> wide{
+      -0.335999995f, -0.400000006f, 0.115999997f,  0.300000012f, 0.300000012f, 0.300000012f,
+      0.235251769f,  -0.418504655f, -0.412236124f, 1.29851699f,  0.674264371f, -0.0778816342f,
+      0.282905608f,  1.25353515f,   1.11581969f,   1.01961589f,  0.206328392f, 0.387441427f};
+  const std::vector<std::pair<float, std::vector<float>>> hue_only{
+      {0.0f,
+       {-0.335999966f, -0.400000006f, 0.115999997f, 0.300000012f, 0.300000012f, 0.300000012f,
+        0.235251769f, -0.418504655f, -0.412236273f, 1.29851699f, 0.674264371f, -0.0778816342f,
+        0.282905608f, 1.25353515f, 1.11581969f, 1.01961589f, 0.206328392f, 0.387441397f}},
+      {0.25f,
+       {0.115999997f, -0.400000006f, -0.20600003f, 0.300000012f, 0.300000012f, 0.300000012f,
+        -0.0853580534f, 0.235251769f, -0.418504655f, -0.0778816342f, 1.29851699f, -0.0139349326f,
+        0.630504668f, 0.282905608f, 1.25353515f, 0.794085145f, 1.01961589f, 0.206328392f}},
+      {-0.4f,
+       {-0.25759998f, 0.115999997f, -0.400000006f, 0.300000012f, 0.300000012f, 0.300000012f,
+        -0.418504655f, -0.15073365f, 0.235251769f, 0.123705119f, -0.0778816342f, 1.29851699f,
+        1.25353515f, 0.727567792f, 0.282905608f, 0.206328392f, 0.712756515f, 1.01961589f}}};
+  for (const auto& [hue, expected] : hue_only) {
+    std::vector<float> rgb = wide;
+    adjustColours(rgb.data(), 6, std::nullopt, hue);
+    INFO("hue alone " << hue);
+    for (size_t i = 0; i < rgb.size(); ++i) REQUIRE(rgb[i] == Approx(expected[i]).margin(1e-6));
+  }
 }
 
 TEST_CASE("saturation and hue draw their factor and delta between their bounds", "[augmentation]") {

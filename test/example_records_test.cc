@@ -9,12 +9,14 @@
 #include <functional>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "core/example.pb.h"
+#include "core/input_pipeline.h"
 #include "core/tfrecord.h"
 #include "test/temp_dir.h"
 
@@ -534,6 +536,142 @@ TEST_CASE("Fashion-MNIST written as TFRecord files loads as its IDX files do",
   CHECK(data.pixels == expected.pixels);
   CHECK(data.labels == expected.labels);
   CHECK(data.num_classes == expected.num_classes);
+}
+
+// Every input of `data`, as batches gather them.
+std::vector<float> allInputs(const Dataset& data) {
+  std::vector<float> inputs(size_t(data.size * numElements(data.example_shape)));
+  copyInputs(data, 0, data.size, inputs.data());
+  return inputs;
+}
+
+TEST_CASE("in_memory: false leaves the examples in their files, read as kept ones would be",
+          "[example_records]") {
+  TempDir dir;
+  struct Set {
+    const char* name;
+    DataFiles source;
+    Shape input;
+  };
+  std::vector<Set> sets{{"raw pixels", recordFiles({kFixture + "images-0.tfrecord"}), {24}},
+                        {"JPEG, colour", jpegRecords(dir, {0, 2}), {4, 3, 3}},
+                        {"JPEG, grey", jpegRecords(dir, {0, 2}), {4, 3, 1}},
+                        {"JPEG, resized", jpegRecords(dir), {4, 3, 3}},
+                        {"JPEG, legacy resize", jpegRecords(dir), {4, 3, 1}},
+                        {"PNG", recordFiles({kFixture + "png-rgb.tfrecord"}), {4, 3, 3}},
+                        {"floats", recordFiles({kFixture + "regression.tfrecord"}), {2}}};
+  sets[3].source.resize = DataFiles::Resize::Bilinear;
+  sets[4].source.resize = DataFiles::Resize::LegacyBilinear;
+  sets[5].source.image_feature = "image";
+  sets[6].source.image_feature = "x";
+  sets[6].source.label_feature = "y";
+  for (const Set& set : sets) {
+    INFO(set.name);
+    const Dataset kept = loadExampleRecords(set.source, set.input);
+    DataFiles in_files = set.source;
+    in_files.in_memory = false;
+    std::vector<int> value_bytes;
+    const Dataset left =
+        loadExampleRecords(in_files, set.input,
+                           [&](const Shape&, int64_t, int bytes) { value_bytes.push_back(bytes); });
+    REQUIRE(left.files);
+    CHECK(left.pixels.empty());
+    CHECK(left.floats.empty());
+    CHECK(value_bytes == std::vector<int>{0});
+    CHECK(left.size == kept.size);
+    CHECK(left.example_shape == kept.example_shape);
+    CHECK(left.labels == kept.labels);
+    CHECK(left.targets == kept.targets);
+    CHECK(left.pixel_scale == kept.pixel_scale);
+    // Bit for bit, also read in another order and from two threads.
+    CHECK(allInputs(left) == allInputs(kept));
+    const int64_t floats = numElements(left.example_shape);
+    std::vector<float> last(static_cast<size_t>(floats)), last_kept(last.size());
+    copyInputs(left, left.size - 1, 1, last.data());
+    copyInputs(kept, kept.size - 1, 1, last_kept.data());
+    CHECK(last == last_kept);
+    std::vector<float> other;
+    std::thread reader([&] { other = allInputs(left); });
+    const std::vector<float> here = allInputs(left);
+    reader.join();
+    CHECK(other == here);
+  }
+
+  // A share and a limit, as kept.
+  DataFiles raw = recordFiles({kFixture + "images-0.tfrecord"});
+  raw.in_memory = false;
+  const Dataset share = loadExampleRecords(raw, {24}, nullptr, DataShare{1, 2});
+  CHECK(share.size == 3);
+  CHECK(share.whole_size == 7);
+  CHECK(allInputs(share) ==
+        allInputs(loadExampleRecords(recordFiles({kFixture + "images-0.tfrecord"}), {24}, nullptr,
+                                     DataShare{1, 2})));
+
+  // Compressed files give no offsets to read a record at.
+  DataFiles all = recordFiles({kFixture + "images-0.tfrecord", kFixture + "images-1.tfrecord.gz"});
+  all.in_memory = false;
+  CHECK_THROWS_WITH(loadExampleRecords(all, {24}),
+                    Contains("images-1.tfrecord.gz: compressed with gzip; with in_memory: false "
+                             "each record is read at its offset, which a compressed file cannot "
+                             "give: expected uncompressed TFRecord files (or in_memory: true)"));
+}
+
+TEST_CASE("a model that takes windows takes images of their own size, PNG or JPEG",
+          "[example_records]") {
+  // tensorflow_datasets' and build_image_data.py's records give no height
+  // and width a loader reads: the first image's header does.
+  TempDir dir;
+  DataFiles png = recordFiles({kFixture + "png-rgb.tfrecord"});
+  png.image_feature = "image";
+  const Dataset pngs = loadExampleRecords(png, {2, 2, 3}, nullptr, {}, RecordShape::FirstImage);
+  CHECK(pngs.example_shape == Shape{4, 3, 3});
+  CHECK(pngs.pixels == loadExampleRecords(png, {4, 3, 3}).pixels);
+  // A JPEG image decodes to the window's channels, grey ones too.
+  const DataFiles jpeg = jpegRecords(dir, {0, 2});
+  const Dataset jpegs = loadExampleRecords(jpeg, {2, 2, 1}, nullptr, {}, RecordShape::FirstImage);
+  CHECK(jpegs.example_shape == Shape{4, 3, 1});
+  CHECK(jpegs.pixels == loadExampleRecords(jpeg, {4, 3, 1}).pixels);
+  // Images of another size than the first are refused, naming it.
+  CHECK_THROWS_WITH(
+      loadExampleRecords(jpegRecords(dir), {2, 2, 3}, nullptr, {}, RecordShape::FirstImage),
+      Contains("record 1 at byte 920: feature 'image/encoded' holds a JPEG image of [9, 7, 3]; "
+               "expected one of [4, 3, 3], as the first record's image is"));
+  // Raw pixels have no size of their own.
+  const DataFiles raw = recordFiles({dir.write("raw", framed({pixelExample("abcdef", 1)}))});
+  CHECK_THROWS_WITH(
+      loadExampleRecords(raw, {1, 1, 1}, nullptr, {}, RecordShape::FirstImage),
+      Contains("raw: record 0 at byte 0: feature 'image_raw' holds raw pixels, of no size of "
+               "their own: the model takes a window of each image"));
+}
+
+TEST_CASE("a file changed under a data set left in it is named when a batch reads it",
+          "[example_records][pipeline]") {
+  TempDir dir;
+  const std::string bytes = readBytes(kFixture + "images-0.tfrecord");
+  DataFiles source = recordFiles({dir.write("images.tfrecord", bytes)});
+  source.in_memory = false;
+  const Dataset data = loadExampleRecords(source, {24});
+  REQUIRE(data.size == 7);
+  std::vector<float> inputs(24);
+  copyInputs(data, 6, 1, inputs.data());
+  // Rewritten in place, shorter, then with other bytes where a record was.
+  {
+    std::ofstream(source.records[0], std::ios::binary | std::ios::trunc)
+        << bytes.substr(0, bytes.size() / 2);
+  }
+  CHECK_THROWS_WITH(copyInputs(data, 6, 1, inputs.data()),
+                    Contains("images.tfrecord: file ended early while reading it"));
+  std::string damaged = bytes;
+  damaged[damaged.size() - 30] ^= 0x55;
+  { std::ofstream(source.records[0], std::ios::binary | std::ios::trunc) << damaged; }
+  CHECK_THROWS_WITH(copyInputs(data, 6, 1, inputs.data()),
+                    Contains("images.tfrecord: the record at byte ") &&
+                        Contains("is no longer whole") && Contains("was the file changed?"));
+  CHECK_NOTHROW(copyInputs(data, 0, 1, inputs.data()));
+  // Read ahead on the input thread, the error reaches the step that asked
+  // for the batch, and the pipeline stops cleanly.
+  InputPipeline input(data, 7, /*shuffle=*/false, 1, 0, /*prefetch_batches=*/2);
+  CHECK_THROWS_AS(input.next(), InputError);
 }
 
 TEST_CASE("the memory check sees each block of examples before it is taken, and can refuse it",

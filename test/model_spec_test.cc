@@ -827,6 +827,16 @@ TEST_CASE("resize: bilinear, for TFRecord images to an input of [height, width, 
   CHECK(
       loadError(spec("[8, 8, 3]", "{images: data/train, labels: data/train, resize: bilinear}")) ==
       path + ":5:59: data.train.resize: only allowed with tfrecords");
+
+  // in_memory: false leaves a TFRecord set's examples in its files.
+  CHECK(loadModelSpec(spec("[8, 8, 3]", "{tfrecords: data/train}")).data.train.in_memory);
+  CHECK_FALSE(loadModelSpec(spec("[8, 8, 3]", "{tfrecords: data/train, in_memory: false}"))
+                  .data.train.in_memory);
+  CHECK(loadError(spec("[8, 8, 3]", "{tfrecords: data/train, in_memory: no}")) ==
+        path + ":5:45: data.train.in_memory: expected true or false, got 'no'");
+  CHECK(
+      loadError(spec("[8, 8, 3]", "{images: data/train, labels: data/train, in_memory: false}")) ==
+      path + ":5:62: data.train.in_memory: only allowed with tfrecords");
 }
 
 TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[model_spec]") {
@@ -911,6 +921,14 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
        "turns), got 0.6"},
   };
   for (const auto& [augment, message] : refused) CHECK(loadError(spec(augment)) == path + message);
+  // Resized images are the window already.
+  CHECK(loadError(writeDataSpec(dir, "[8, 8, 3]",
+                                "  train: {tfrecords: data/train, resize: bilinear}\n"
+                                "  augment: {random_crop: {size: [8, 8]}}\n")) ==
+        path +
+            ":6:33: data.augment.random_crop.size: expected no size with data.train.resize, "
+            "which makes every image the model's input, the window itself (padding alone crops "
+            "resized images)");
   // Synthetic data are neither images nor files to share.
   CHECK(loadError(writeDataSpec(dir, "[1]",
                                 "  synthetic: {type: regression}\n"

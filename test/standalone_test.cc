@@ -461,6 +461,34 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.output,
              Catch::Contains("data: 2000 training examples of [28, 28, 1], 500 test examples"));
+
+  // Left in their files (in_memory: false), read as each batch is
+  // gathered, they train the same parameters; the files must be
+  // uncompressed.
+  writeFile(dir / "train.tfrecords", train);
+  writeFile(dir / "in_files.yaml",
+            replaceAll(mlp, idx_data,
+                       "data:\n"
+                       "  train: {tfrecords: " +
+                           (dir / "train.tfrecords").string() +
+                           ", in_memory: false}\n"
+                           "  test: {tfrecords: " +
+                           (dir / "test.tfrecords").string() + ", in_memory: false}\n"));
+  const ProcessResult in_files = runTraind("--model " + (dir / "in_files.yaml").string() + common +
+                                           " --checkpoint-dir " + (dir / "in_files").string());
+  INFO(in_files.output);
+  REQUIRE(in_files.exit_code == 0);
+  CHECK(lossLines(in_files.output) == lossLines(from_idx.output));
+  CHECK(summaryValue(in_files.output, "test accuracy") ==
+        summaryValue(from_idx.output, "test accuracy"));
+  CHECK(readCheckpointTensor(dir / "in_files", "hidden1/kernel") ==
+        readCheckpointTensor(dir / "idx", "hidden1/kernel"));
+  writeFile(dir / "compressed.yaml",
+            replaceAll(readFile(dir / "in_files.yaml"), "train.tfrecords,", "train.tfrecords.gz,"));
+  const ProcessResult compressed = runTraind("check --model " + (dir / "compressed.yaml").string());
+  CHECK(compressed.exit_code == 2);
+  CHECK_THAT(compressed.output, Catch::Contains("compressed.yaml:16:10: data.train: ") &&
+                                    Catch::Contains("train.tfrecords.gz: compressed with gzip"));
 }
 
 TEST_CASE("augment: training images are distorted, the same in every run, the test set not") {
