@@ -97,11 +97,10 @@ struct Dataset {
 // Called by a data set's reader before it takes memory for `examples`
 // examples of `example_shape`, each value taking `value_bytes` (1 for
 // pixels, 4 for floats, 0 for examples left in their files, which keep
-// their labels alone). It throws to refuse examples that cannot fit the
-// model, or the memory, before they are read: an IDX reader calls it once,
-// from its images file's header, before a byte of its pixels is
-// decompressed (a gzip file of 8 MB can hold 8 GB of pixels); a TFRecord
-// reader before each block of examples (core/example_records.h).
+// their labels and where their records are, kRecordPlaceBytes). It throws to refuse examples that
+// cannot fit the model, or the memory, before they are read: an IDX reader calls it once, from its
+// images file's header, before a byte of its pixels is decompressed (a gzip file of 8 MB can hold 8
+// GB of pixels); a TFRecord reader before each block of examples (core/example_records.h).
 using DataLoadCheck =
     std::function<void(const Shape& example_shape, int64_t examples, int value_bytes)>;
 

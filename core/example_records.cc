@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/compressed_file.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/example.pb.h"
 #include "core/image_resize.h"
@@ -273,71 +274,102 @@ class BlockStore {
 };
 
 // Where a record left in its file is: the file's index among the data
-// set's, and the offset of its framing (header, data, footer).
+// set's, the offset of its framing (header, data, footer), and its data's
+// size and CRC-32C, by which a record read again is known to be the one
+// checked at load.
 struct RecordPlace {
-  int32_t file;
-  uint32_t bytes;  // of its data
   uint64_t offset;
+  uint32_t bytes;
+  uint32_t crc;
+  int32_t file;
 };
+static_assert(sizeof(RecordPlace) == kRecordPlaceBytes);
+
+// A data set's files, open to be read at offsets (pread), closed with it.
+class OpenFiles {
+ public:
+  OpenFiles() = default;
+  OpenFiles(OpenFiles&& other) noexcept : fds_(std::move(other.fds_)) { other.fds_.clear(); }
+  OpenFiles& operator=(OpenFiles&&) = delete;
+  ~OpenFiles() {
+    for (int fd : fds_) ::close(fd);
+  }
+
+  // Opens `path`, the next file; InputError if it cannot be.
+  void open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int error = errno;
+    if (fd < 0)
+      throw InputError(fmt::format(
+          "{}: cannot open: {}{}", path, std::strerror(error),
+          error == EMFILE ? " (in_memory: false keeps every file of the set open: raise the "
+                            "limit, ulimit -n or LimitNOFILE=)"
+                          : ""));
+    fds_.push_back(fd);
+  }
+  int operator[](size_t file) const { return fds_[file]; }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Decoded pixels of `decoded` shape resized to `input` as floats / 255, as
+// a set held in memory keeps them and one left in its files reads them.
+void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Shape& input,
+                   DataFiles::Resize resize, float* out) {
+  resizeBilinear(
+      decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), input[0], input[1],
+      resize == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy : PixelCentres::Half, out);
+  const size_t values = size_t(numElements(input));
+  for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
+}
 
 // The examples of a data set left in their uncompressed TFRecord files,
 // each read at its offset and decoded as ExampleLoader would have kept it:
 // the same floats, bit for bit.
 class RecordExampleFiles final : public ExampleFiles {
  public:
-  RecordExampleFiles(std::vector<std::string> paths, std::vector<RecordPlace> places,
-                     ImageKind kind, Shape shape, const DataFiles& source)
+  RecordExampleFiles(std::vector<std::string> paths, OpenFiles files,
+                     std::vector<RecordPlace> places, ImageKind kind, Shape shape,
+                     const DataFiles& source)
       : paths_(std::move(paths)),
+        files_(std::move(files)),
         places_(std::move(places)),
         kind_(kind),
         shape_(std::move(shape)),
         elements_(size_t(numElements(shape_))),
         image_feature_(source.image_feature),
-        resize_(source.resize) {
-    for (const std::string& path : paths_) {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        const int error = errno;
-        for (int open_fd : fds_) ::close(open_fd);
-        throw InputError(fmt::format(
-            "{}: cannot open: {}{}", path, std::strerror(error),
-            error == EMFILE ? " (in_memory: false keeps every file of the set open: raise the "
-                              "limit, ulimit -n or LimitNOFILE=)"
-                            : ""));
-      }
-      fds_.push_back(fd);
-    }
-  }
-  ~RecordExampleFiles() override {
-    for (int fd : fds_) ::close(fd);
-  }
-  RecordExampleFiles(const RecordExampleFiles&) = delete;
-  RecordExampleFiles& operator=(const RecordExampleFiles&) = delete;
+        resize_(source.resize) {}
 
   void read(int64_t index, float* out) const override {
     const RecordPlace& place = places_.at(size_t(index));
     const std::string& path = paths_[size_t(place.file)];
-    // Buffers of this thread, reused from example to example.
-    thread_local std::string framed;
-    thread_local tensorflow::Example example;
-    thread_local std::vector<uint8_t> decoded;
-    framed.resize(kTfRecordHeaderSize + place.bytes + kTfRecordFooterSize);
-    readExactlyAt(fds_[size_t(place.file)], place.offset,
-                  reinterpret_cast<std::byte*>(framed.data()), framed.size(), path);
     const auto changed = [&](std::string_view what) {
       throw InputError(
           fmt::format("{}: the record at byte {} {}; it held an example when the "
                       "data set was loaded: was the file changed?",
                       path, place.offset, what));
     };
-    std::vector<std::string> records;
+    // Buffers of this thread, reused from example to example: a record, and
+    // an encoded image decoded (at most kMaxDecodedImageBytes, to be
+    // resized, or a record's size).
+    thread_local std::string framed;
+    thread_local tensorflow::Example example;
+    thread_local std::vector<uint8_t> decoded;
+    framed.resize(kTfRecordHeaderSize + place.bytes + kTfRecordFooterSize);
     try {
-      records = splitTfRecords(framed, path);
+      readExactlyAt(files_[size_t(place.file)], place.offset,
+                    reinterpret_cast<std::byte*>(framed.data()), framed.size(), path);
     } catch (const InputError& e) {
-      changed(fmt::format("is no longer whole ({})", e.what()));
+      changed(fmt::format("cannot be read whole ({})", e.what()));
     }
-    if (records.size() != 1 || !example.ParseFromString(records.front()))
+    const std::optional<std::string_view> data = recordData(framed);
+    if (!data || crc32c(*data) != place.crc)
+      changed("is not the record it was (its length or a CRC differs)");
+    if (!example.ParseFromArray(data->data(), int(data->size())))
       changed("is no longer a tf.train.Example");
+    // The bytes checked at load: what follows cannot fail but for a CRC
+    // that matched other bytes, and is checked only so far as memory needs.
     const Feature* image = featureNamed(example, image_feature_);
     if (!image) changed(fmt::format("has no feature '{}'", printable(image_feature_)));
     if (kind_ == ImageKind::Floats) {
@@ -360,31 +392,26 @@ class RecordExampleFiles final : public ExampleFiles {
     const ImageHeader header = format ? readHeader(*format, bytes) : ImageHeader{};
     if (!format || !header.error.empty()) changed("no longer holds a PNG or JPEG image");
     const EncodedImage encoded = encodedImage(*format, header, shape_);
-    const Shape& shape = encoded.decoded;
-    const double decoded_bytes = double(shape[0]) * double(shape[1]) * double(shape[2]);
+    const double decoded_bytes = double(numElements(encoded.decoded));
     const bool fits =
         kind_ == ImageKind::Resized
-            ? shape[2] == shape_[2] && decoded_bytes <= double(kMaxDecodedImageBytes)
-            : (shape_.size() == 3 ? shape == shape_ : decoded_bytes == double(elements_));
-    if (!fits) changed("holds an image of " + shapeToString(shape));
+            ? encoded.decoded[2] == shape_[2] && decoded_bytes <= double(kMaxDecodedImageBytes)
+            : decoded_bytes == double(elements_);
+    if (!fits) changed("holds an image of " + shapeToString(encoded.decoded));
     decoded.resize(size_t(decoded_bytes));
     if (const std::string error = decodeImage(bytes, encoded, decoded.data()); !error.empty())
       changed("holds " + error);
-    if (kind_ == ImageKind::Encoded) {
-      // As copyInputs makes inputs of kept pixels.
-      for (size_t i = 0; i < elements_; ++i) out[i] = float(decoded[i]) / 255.0f;
+    if (kind_ == ImageKind::Resized) {
+      resizeToInput(decoded.data(), encoded.decoded, shape_, resize_, out);
       return;
     }
-    resizeBilinear(
-        decoded.data(), shape[0], shape[1], int(shape[2]), shape_[0], shape_[1],
-        resize_ == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy : PixelCentres::Half,
-        out);
-    for (size_t i = 0; i < elements_; ++i) out[i] /= 255.0f;  // as ExampleLoader keeps them
+    // As copyInputs makes inputs of kept pixels.
+    for (size_t i = 0; i < elements_; ++i) out[i] = float(decoded[i]) / 255.0f;
   }
 
  private:
   const std::vector<std::string> paths_;
-  std::vector<int> fds_;  // paths_'s, open for pread
+  const OpenFiles files_;  // paths_'s
   const std::vector<RecordPlace> places_;
   const ImageKind kind_;
   const Shape shape_;
@@ -418,12 +445,7 @@ class ExampleLoader {
   bool readFile(const std::string& path) {
     RecordFile file(path, max_record_bytes_);
     file_ = file.name();
-    if (in_files_ && file.format() != CompressedFile::Format::Raw)
-      throw InputError(fmt::format(
-          "{}: compressed with {}; with in_memory: false each record is read at its offset, "
-          "which a compressed file cannot give: expected uncompressed TFRecord files (or "
-          "in_memory: true)",
-          path, file.format() == CompressedFile::Format::Gzip ? "gzip" : "zlib"));
+    if (in_files_) files_.open(path);
     paths_.push_back(path);
     std::string record;
     tensorflow::Example example;
@@ -433,7 +455,7 @@ class ExampleLoader {
       if (!file.next(record)) break;
       if (!share_.keeps(records_++)) continue;  // another reader's, its CRCs checked
       if (!example.ParseFromString(record)) fail(notAnExample(record));
-      take(example, record.size());
+      take(example, record);
     }
     return !full();
   }
@@ -455,12 +477,15 @@ class ExampleLoader {
     data.share = share_;
     if (share_.count > 1) data.whole_size = records_;
     data.example_shape = shape_;
-    if (in_files_)
-      data.files = std::make_shared<RecordExampleFiles>(std::move(paths_), std::move(places_),
-                                                        image_kind_, shape_, source_);
+    if (in_files_) {
+      places_.shrink_to_fit();
+      data.files = std::make_shared<RecordExampleFiles>(
+          std::move(paths_), std::move(files_), std::move(places_), image_kind_, shape_, source_);
+    }
     data.pixels = pixels_.join();
     data.floats = floats_.join();
     if (label_kind_ == LabelKind::Class) {
+      classes_.shrink_to_fit();  // grown by doubling
       data.labels = std::move(classes_);
       data.num_classes = 1 + *std::max_element(data.labels.begin(), data.labels.end());
     } else {
@@ -526,8 +551,8 @@ class ExampleLoader {
     return found;
   }
 
-  // `record_bytes`: the size of the record that holds `example`.
-  void take(const tensorflow::Example& example, size_t record_bytes) {
+  // `record`: the data of the record that holds `example`.
+  void take(const tensorflow::Example& example, const std::string& record) {
     const Found found = find(example);
     // Resized images come in sizes of their own, whatever their records
     // say of them: the example takes the model's input.
@@ -543,7 +568,7 @@ class ExampleLoader {
     const std::optional<EncodedImage> encoded = checkImage(*found.image);
     checkLabel(*found.label);
     if (in_files_)
-      placeInFile(*found.image, encoded, record_bytes);
+      placeInFile(*found.image, encoded, record);
     else
       keepImage(*found.image, encoded);
     if (label_kind_ == LabelKind::Class)
@@ -564,13 +589,8 @@ class ExampleLoader {
       const std::string& bytes = image.bytes_list().value(0);
       if (image_kind_ == ImageKind::Resized) {
         decode(bytes, *encoded, decoded_);
-        float* out = floats_.extend(elements);
-        resizeBilinear(decoded_.data(), encoded->decoded[0], encoded->decoded[1],
-                       int(encoded->decoded[2]), shape_[0], shape_[1],
-                       source_.resize == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy
-                                                                           : PixelCentres::Half,
-                       out);
-        for (size_t i = 0; i < elements; ++i) out[i] /= 255.0f;  // as pixels become inputs
+        resizeToInput(decoded_.data(), encoded->decoded, shape_, source_.resize,
+                      floats_.extend(elements));
       } else if (image_kind_ == ImageKind::Encoded) {
         decode(bytes, *encoded, pixels_.extend(elements));
       } else {
@@ -580,19 +600,20 @@ class ExampleLoader {
   }
 
   // Leaves the image, checked by checkImage (`encoded`), in its file, where
-  // the record of `record_bytes` that holds it is; an encoded image is
-  // decoded once, to be judged whole now rather than when it trains.
+  // `record`, which holds it, is; an encoded image is decoded once, to be
+  // judged whole now rather than when it trains.
   void placeInFile(const Feature& image, const std::optional<EncodedImage>& encoded,
-                   size_t record_bytes) {
+                   const std::string& record) {
     if (examples_ % kPlacesBlock == 0 && check_) {
       int64_t block = kPlacesBlock;
       if (source_.limit > 0)
         block = std::min(block, (source_.limit - records_ + share_.count) / share_.count);
       check_(shape_, examples_ + block, /*value_bytes=*/0);
     }
-    if (record_bytes > UINT32_MAX) fail("a record of more than 4 GiB cannot stay in its file");
+    if (record.size() > UINT32_MAX) fail("a record of more than 4 GiB cannot stay in its file");
     if (encoded) decode(image.bytes_list().value(0), *encoded, decoded_);
-    places_.push_back({int32_t(paths_.size() - 1), uint32_t(record_bytes), offset_});
+    places_.push_back(
+        {offset_, uint32_t(record.size()), crc32c(record), int32_t(paths_.size() - 1)});
   }
 
   // A dimension: one int64 from 1 on; nullopt for a feature of that name
@@ -826,7 +847,9 @@ class ExampleLoader {
   const DataFiles& source_;
   const RecordShape record_shape_;
   const Shape model_input_;
-  Shape shape_;  // the example's: the model's input, or the records' height, width and depth
+  // the example's: the model's input, the records' height, width and
+  // depth, or the first image's (shape_source_)
+  Shape shape_;
   // Where shape_ came from, as messages say it.
   static constexpr const char* kShapeFromModel = "the model's input";
   static constexpr const char* kShapeFromRecords = "the records' height, width and depth give";
@@ -846,6 +869,7 @@ class ExampleLoader {
   // read so far, and where each example's record is.
   const bool in_files_;
   std::vector<std::string> paths_;
+  OpenFiles files_;  // paths_'s, opened as each is read
   std::vector<RecordPlace> places_;
   std::vector<int32_t> classes_;
   std::vector<float> targets_;
@@ -929,6 +953,17 @@ Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
       std::any_of(model_input.begin(), model_input.end(), [](int64_t d) { return d < 1; }))
     throw std::invalid_argument("loadExampleRecords: a model input without values, " +
                                 shapeToString(model_input));
+  // Left in their files, records are read at their offsets, which no
+  // compressed file gives: every file's first bytes tell, before any is read.
+  if (!source.in_memory)
+    for (const std::string& path : source.records)
+      if (const CompressedFile::Format format = recordFileFormat(path);
+          format != CompressedFile::Format::Raw)
+        throw InputError(fmt::format(
+            "{}: compressed with {}; with in_memory: false each record is read at its offset, "
+            "which a compressed file cannot give: expected uncompressed TFRecord files (or "
+            "in_memory: true)",
+            path, format == CompressedFile::Format::Gzip ? "gzip" : "zlib"));
   ExampleLoader loader(source, model_input, check, share, record_shape);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;

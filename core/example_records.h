@@ -62,6 +62,10 @@ namespace traind {
 // where its record is: the data set's examples stay in their files
 // (Dataset::files), which must be uncompressed (InputError), and are read
 // again as batches gather them, the same values as kept ones.
+// What an example left in its files (in_memory: false) keeps beside its
+// label: where its record is, and its CRC.
+inline constexpr int64_t kRecordPlaceBytes = 24;
+
 // Where an example's shape comes from when its records have no height and
 // width: the model's input; or, for a model that takes a window of each
 // image (data.augment.random_crop's size), the first record's image, which

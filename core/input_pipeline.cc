@@ -88,7 +88,8 @@ InputPipeline::~InputPipeline() {
 const Batch& InputPipeline::next() {
   if (!thread_.joinable()) {  // no read-ahead: the one slot, filled here
     Slot& slot = slots_.front();
-    fill(slot, first_step_ + handed_out_++);
+    fill(slot, first_step_ + handed_out_);  // a batch that fails is asked for again
+    ++handed_out_;
     return slot.batch;
   }
   std::unique_lock lock(mutex_);

@@ -68,9 +68,10 @@ class InputPipeline {
   InputPipeline& operator=(const InputPipeline&) = delete;
 
   // The batch of the next step; blocks until it is ready. Valid until the
-  // next call. One consumer thread. What gathering it threw (InputError
-  // from examples left in their files), on whichever thread it was
-  // gathered; the pipeline then gathers nothing more.
+  // next call. One consumer thread. Throws what gathering it threw
+  // (InputError from examples left in their files), on whichever thread it
+  // was gathered, and again at every later call: the step's batch is never
+  // skipped.
   const Batch& next();
 
   // Steps of this shard per epoch of the job's data.

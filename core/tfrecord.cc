@@ -87,6 +87,18 @@ bool TfRecordReader::next(std::string& data) {
   return true;
 }
 
+std::optional<std::string_view> recordData(std::string_view framed) {
+  constexpr size_t kFraming = kTfRecordHeaderSize + kTfRecordFooterSize;
+  if (framed.size() < kFraming || !isTfRecordHeader(framed.data()) ||
+      readLittleEndian<uint64_t>(framed.data()) != framed.size() - kFraming)
+    return std::nullopt;
+  const std::string_view data = framed.substr(kTfRecordHeaderSize, framed.size() - kFraming);
+  if (readLittleEndian<uint32_t>(framed.data() + framed.size() - kTfRecordFooterSize) !=
+      maskCrc32c(crc32c(data)))
+    return std::nullopt;
+  return data;
+}
+
 std::vector<std::string> splitTfRecords(std::string_view bytes, std::string_view file) {
   size_t position = 0;
   TfRecordReader reader(

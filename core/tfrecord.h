@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,11 @@ class TfRecordReader {
   int64_t records_ = 0;
   uint64_t offset_ = 0;  // where the next record starts
 };
+
+// The data of the one record `framed` holds (header, data, footer, and
+// nothing else), its length and both CRCs checked; nullopt where they do
+// not match.
+std::optional<std::string_view> recordData(std::string_view framed);
 
 // The data of every record in `bytes` (a whole file), in order, as
 // TfRecordReader reads them.

@@ -56,6 +56,12 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
   }
 }
 
+// What an example's inputs keep, each of its values taking `value_bytes`
+// (DataLoadCheck): for one left in its files, where its record is.
+int64_t inputBytes(const Shape& example_shape, int value_bytes) {
+  return value_bytes == 0 ? kRecordPlaceBytes : numElements(example_shape) * value_bytes;
+}
+
 // What a data set of `examples` examples keeps, each of `input_bytes` bytes
 // of pixels or floats: those and its labels as int32.
 double keptBytes(int64_t input_bytes, int64_t examples) {
@@ -147,7 +153,7 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
                        : "windows (data.augment.random_crop.size) of its examples of " +
                              shapeToString(example_shape) + ",");
     const double bytes =
-        loadingBytes(source.format, numElements(example_shape) * value_bytes, examples);
+        loadingBytes(source.format, inputBytes(example_shape, value_bytes), examples);
     if (available && held.bytes + bytes > double(*available))
       throwInputError(
           source.location, std::string(field),
@@ -177,8 +183,8 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   if (spec.data.augment.crop_height > 0)
     data.window = modelInputOf(spec.data.augment, data.example_shape, field);
   data.per_image_standardization = spec.data.standardize_per_image;
-  const int64_t value_bytes = data.files ? 0 : data.pixels.empty() ? int64_t(sizeof(float)) : 1;
-  held.bytes += keptBytes(numElements(data.example_shape) * value_bytes, data.size);
+  const int value_bytes = data.files ? 0 : data.pixels.empty() ? int(sizeof(float)) : 1;
+  held.bytes += keptBytes(inputBytes(data.example_shape, value_bytes), data.size);
   return data;
 }
 

@@ -1055,27 +1055,24 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
              Catch::Contains("ps 0 trains on batches of batch_size 100, seed ") &&
                  Catch::Contains("the peer's spec says batch_size 50"));
   // Images distorted by one worker and not by another would break what a
-  // sync step trains.
-  const auto augmented = dir / "augmented.yaml";
-  writeFile(augmented, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
-                                  "batch_size: 100\n  augment: {flip_left_right: true}"));
-  CHECK_THAT(
-      worker(cluster, " --model " + augmented.string() + " --job worker --task 1", "augmented.log"),
-      Catch::Contains("ps 0 trains on batches of batch_size 100, seed 42, shuffled; the peer's "
-                      "spec says batch_size 100, seed 42, shuffled, augmented: flip_left_right") &&
-          Catch::Contains("data.shard_by_worker, data.augment and data.standardize must be the "
-                          "same on every node"));
-  // A worker holding its share alone while the others deal the whole set
-  // out would train some examples twice and others never.
-  const auto shared = dir / "shared.yaml";
-  writeFile(shared, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
-                               "batch_size: 100\n  shard_by_worker: true"));
-  CHECK_THAT(
-      worker(cluster, " --model " + shared.string() + " --job worker --task 1", "shared.log"),
-      Catch::Contains("the peer's spec says batch_size 100, seed 42, shuffled, sharded by "
-                      "worker") &&
-          Catch::Contains("data.shard_by_worker, data.augment and data.standardize must "
-                          "be the same on every node"));
+  // sync step trains; a worker holding its share alone while the others
+  // deal the whole set out would train some examples twice and others never.
+  const std::pair<const char*, const char*> data_rules[] = {
+      {"augment: {flip_left_right: true}", "augmented: flip_left_right"},
+      {"shard_by_worker: true", "sharded by worker"}};
+  for (const auto& [field, rule] : data_rules) {
+    const auto spec = dir / "data-rule.yaml";
+    writeFile(spec, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
+                               std::string("batch_size: 100\n  ") + field));
+    CHECK_THAT(
+        worker(cluster, " --model " + spec.string() + " --job worker --task 1", "data-rule.log"),
+        Catch::Contains(std::string("ps 0 trains on batches of batch_size 100, seed 42, "
+                                    "shuffled; the peer's spec says batch_size 100, seed 42, "
+                                    "shuffled, ") +
+                        rule) &&
+            Catch::Contains("data.shard_by_worker, data.augment and data.standardize must be "
+                            "the same on every node"));
+  }
 
   // The job's chief initialises the shard; another job's chief, on the
   // same ps ports with its own checkpoints, does not join it (once it would

@@ -1,5 +1,6 @@
 #include "core/example_records.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
@@ -597,7 +598,18 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
     CHECK(other == here);
   }
 
-  // A share and a limit, as kept.
+  // Several files, and a limit across them, as kept.
+  DataFiles two = recordFiles({kFixture + "images-0.tfrecord",
+                               dir.write("copy", readBytes(kFixture + "images-0.tfrecord"))},
+                              10);
+  const Dataset two_kept = loadExampleRecords(two, {24});
+  two.in_memory = false;
+  const Dataset two_left = loadExampleRecords(two, {24});
+  REQUIRE(two_left.size == 10);
+  CHECK(allInputs(two_left) == allInputs(two_kept));
+  CHECK(two_left.labels == two_kept.labels);
+
+  // A share, as kept.
   DataFiles raw = recordFiles({kFixture + "images-0.tfrecord"});
   raw.in_memory = false;
   const Dataset share = loadExampleRecords(raw, {24}, nullptr, DataShare{1, 2});
@@ -654,24 +666,44 @@ TEST_CASE("a file changed under a data set left in it is named when a batch read
   REQUIRE(data.size == 7);
   std::vector<float> inputs(24);
   copyInputs(data, 6, 1, inputs.data());
-  // Rewritten in place, shorter, then with other bytes where a record was.
-  {
-    std::ofstream(source.records[0], std::ios::binary | std::ios::trunc)
-        << bytes.substr(0, bytes.size() / 2);
-  }
-  CHECK_THROWS_WITH(copyInputs(data, 6, 1, inputs.data()),
-                    Contains("images.tfrecord: file ended early while reading it"));
+  const auto rewrite = [&](const std::string& with) {
+    std::ofstream(source.records[0], std::ios::binary | std::ios::trunc) << with;
+  };
+  // Rewritten in place, shorter.
+  rewrite(bytes.substr(0, bytes.size() / 2));
+  CHECK_THROWS_WITH(
+      copyInputs(data, 6, 1, inputs.data()),
+      Contains("images.tfrecord: the record at byte ") && Contains("cannot be read whole (") &&
+          Contains("file ended early while reading it") && Contains("was the file changed?"));
+  // A byte of record 4's data changed.
+  size_t record_4 = 0;
+  const std::vector<std::string> records = splitTfRecords(bytes, "images.tfrecord");
+  for (size_t i = 0; i < 4; ++i) record_4 += kTfRecordHeaderSize + records[i].size() + 4;
   std::string damaged = bytes;
-  damaged[damaged.size() - 30] ^= 0x55;
-  { std::ofstream(source.records[0], std::ios::binary | std::ios::trunc) << damaged; }
-  CHECK_THROWS_WITH(copyInputs(data, 6, 1, inputs.data()),
-                    Contains("images.tfrecord: the record at byte ") &&
-                        Contains("is no longer whole") && Contains("was the file changed?"));
+  damaged[record_4 + kTfRecordHeaderSize + 10] ^= 0x55;
+  rewrite(damaged);
+  CHECK_THROWS_WITH(copyInputs(data, 4, 1, inputs.data()),
+                    Contains(fmt::format("images.tfrecord: the record at byte {} is not the "
+                                         "record it was (its length or a CRC differs)",
+                                         record_4)));
   CHECK_NOTHROW(copyInputs(data, 0, 1, inputs.data()));
-  // Read ahead on the input thread, the error reaches the step that asked
-  // for the batch, and the pipeline stops cleanly.
-  InputPipeline input(data, 7, /*shuffle=*/false, 1, 0, /*prefetch_batches=*/2);
-  CHECK_THROWS_AS(input.next(), InputError);
+  // Another record, framed whole with CRCs of its own, in its place.
+  const size_t record_4_end = record_4 + kTfRecordHeaderSize + records[4].size() + 4;
+  rewrite(bytes.substr(0, record_4) + framed({pixelExample(std::string(24, 'x'), 3)}) +
+          bytes.substr(record_4_end));
+  CHECK_THROWS_WITH(copyInputs(data, 4, 1, inputs.data()), Contains("is not the record it was"));
+  rewrite(damaged);
+  // Read ahead on the input thread or not, the error reaches the step that
+  // asked for the batch, and every later one; the batches before it come
+  // first, and the pipeline stops cleanly.
+  for (const int prefetch : {0, 2}) {
+    INFO("prefetch " << prefetch);
+    InputPipeline input(data, 2, /*shuffle=*/false, 1, 0, prefetch);
+    CHECK(input.next().labels[0] == 0);
+    CHECK(input.next().labels[0] == 2);
+    CHECK_THROWS_AS(input.next(), InputError);  // examples 4 and 5
+    CHECK_THROWS_AS(input.next(), InputError);
+  }
 }
 
 TEST_CASE("the memory check sees each block of examples before it is taken, and can refuse it",
