@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -285,6 +286,15 @@ struct RecordPlace {
 };
 static_assert(sizeof(RecordPlace) == kRecordPlaceBytes);
 
+// Raises this process's soft limit on open files to its hard limit; false
+// if it was there already or cannot be raised.
+bool raiseOpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
+  limit.rlim_cur = limit.rlim_max;
+  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
 // A data set's files, open to be read at offsets (pread), closed with it.
 class OpenFiles {
  public:
@@ -297,13 +307,17 @@ class OpenFiles {
 
   // Opens `path`, the next file; InputError if it cannot be.
   void open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // A set of more files than a shell's soft limit (1024 in many) takes
+    // the hard one, which a process may raise itself to.
+    if (fd < 0 && errno == EMFILE && raiseOpenFileLimit())
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     const int error = errno;
     if (fd < 0)
       throw InputError(fmt::format(
           "{}: cannot open: {}{}", path, std::strerror(error),
           error == EMFILE ? " (in_memory: false keeps every file of the set open: raise the "
-                            "limit, ulimit -n or LimitNOFILE=)"
+                            "limit, ulimit -Hn or LimitNOFILE=)"
                           : ""));
     fds_.push_back(fd);
   }

@@ -1,11 +1,13 @@
 #include "core/example_records.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -608,6 +610,31 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
   REQUIRE(two_left.size == 10);
   CHECK(allInputs(two_left) == allInputs(two_kept));
   CHECK(two_left.labels == two_kept.labels);
+
+  // More files than the soft limit on open files lets the process open:
+  // it takes its hard limit.
+  {
+    rlimit before{};
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+    const auto open_now = std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                        std::filesystem::directory_iterator());
+    if (before.rlim_max == RLIM_INFINITY || before.rlim_max > rlim_t(open_now + 16)) {
+      rlimit low = before;
+      low.rlim_cur = rlim_t(open_now + 4);
+      REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+      DataFiles many = recordFiles({});
+      for (int i = 0; i < 12; ++i)
+        many.records.push_back(
+            dir.write("many-" + std::to_string(i), readBytes(kFixture + "images-0.tfrecord")));
+      many.in_memory = false;
+      const Dataset opened = loadExampleRecords(many, {24});
+      rlimit after{};
+      REQUIRE(getrlimit(RLIMIT_NOFILE, &after) == 0);
+      CHECK(after.rlim_cur == before.rlim_max);
+      CHECK(opened.size == 12 * 7);
+      REQUIRE(setrlimit(RLIMIT_NOFILE, &before) == 0);
+    }
+  }
 
   // A share, as kept.
   DataFiles raw = recordFiles({kFixture + "images-0.tfrecord"});
