@@ -1291,7 +1291,9 @@ TEST_CASE("a stopped cluster resumes from its checkpoint") {
   CHECK(readCheckpointTensor(dir / "ckpt", "hidden1/kernel") == saved);
 }
 
-TEST_CASE("sync: workers holding their shards resume where a run without a stop would be") {
+TEST_CASE(
+    "sync: workers holding their shards resume where one run would be and train alike from their "
+    "files") {
   // Each worker's batches follow the global step in its own order of its
   // share, so a job stopped at step 30 and resumed trains what one run of
   // 60 steps trains (SGD; two gradients add alike in either order).
@@ -1322,6 +1324,21 @@ TEST_CASE("sync: workers holding their shards resume where a run without a stop 
         readCheckpointTensor(dir / "whole", "hidden1/kernel"));
   CHECK(readCheckpointTensor(dir / "stopped", "logits/bias") ==
         readCheckpointTensor(dir / "whole", "logits/bias"));
+
+  // The same examples as TFRecords left in their file (in_memory: false):
+  // each worker reads its share's records as its steps gather them, and
+  // the job trains what the shares held in memory trained.
+  writeFile(dir / "train.tfrecords", fashionMnistRecords("train", 60000));
+  const std::string idx_train =
+      spec.substr(spec.find("  train:\n"), spec.find("  test:") - spec.find("  train:\n"));
+  writeFile(dir / "sharded.yaml",
+            replaceAll(spec, idx_train,
+                       "  train: {tfrecords: " + (dir / "train.tfrecords").string() +
+                           ", in_memory: false}\n"));
+  REQUIRE(readFile(dir / "sharded.yaml").find("in_memory: false") != std::string::npos);
+  run("in_files", 60);
+  CHECK(readCheckpointTensor(dir / "in_files", "hidden1/kernel") ==
+        readCheckpointTensor(dir / "whole", "hidden1/kernel"));
 }
 
 TEST_CASE("a chief that finds one ps restarted empty restarts every shard from the checkpoint") {

@@ -16,10 +16,7 @@
 #include <regex>
 
 #include "core/checkpoint.h"
-#include "core/dataset.h"
-#include "core/example.pb.h"
 #include "core/safetensors.h"
-#include "core/tfrecord.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -390,35 +387,8 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
   // depth, label, image_raw): training set gzip-compressed, test set raw.
   const auto dir = freshTempDir("tfrecord");
   const std::string fashion = "/usr/share/datasets/fashion-mnist/";
-  const auto records = [&](const std::string& set, int64_t count) {
-    DataFiles idx;
-    idx.images = fashion + set + "-images-idx3-ubyte.gz";
-    idx.labels = fashion + set + "-labels-idx1-ubyte.gz";
-    idx.limit = count;
-    const Dataset data = loadIdxDataset(idx);
-    std::string file;
-    for (int64_t i = 0; i < data.size; ++i) {
-      tensorflow::Example example;
-      auto* features = example.mutable_features();
-      const auto add = [&](const std::string& key) {
-        tensorflow::FeatureEntry* entry = features->add_feature();
-        entry->set_key(key);
-        return entry->mutable_value();
-      };
-      add("height")->mutable_int64_list()->add_value(28);
-      add("width")->mutable_int64_list()->add_value(28);
-      add("depth")->mutable_int64_list()->add_value(1);
-      add("label")->mutable_int64_list()->add_value(data.labels[size_t(i)]);
-      add("image_raw")
-          ->mutable_bytes_list()
-          ->add_value(
-              std::string(data.pixels.begin() + i * 784, data.pixels.begin() + (i + 1) * 784));
-      appendTfRecord(example.SerializeAsString(), file);
-    }
-    return file;
-  };
-  writeFile(dir / "test.tfrecords", records("t10k", 500));
-  const std::string train = records("train", 2000);
+  writeFile(dir / "test.tfrecords", fashionMnistRecords("t10k", 500));
+  const std::string train = fashionMnistRecords("train", 2000);
   gzFile gz = gzopen((dir / "train.tfrecords.gz").c_str(), "wb");
   REQUIRE(gzwrite(gz, train.data(), unsigned(train.size())) == int(train.size()));
   REQUIRE(gzclose(gz) == Z_OK);

@@ -1,17 +1,19 @@
 #include "test/traind_process.h"
 
-#include <regex>
-#include <stdexcept>
-
-#include "core/checkpoint.h"
-#include "core/safetensors.h"
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <stdexcept>
+
+#include "core/checkpoint.h"
+#include "core/dataset.h"
+#include "core/example.pb.h"
+#include "core/safetensors.h"
+#include "core/tfrecord.h"
 
 namespace traind::testing {
 
@@ -73,6 +75,35 @@ std::vector<float> readCheckpointTensor(const std::filesystem::path& checkpoint_
   std::vector<float> values(size_t(numElements(reader.shape(name))));
   reader.read(name, reader.shape(name), values);
   return values;
+}
+
+std::string fashionMnistRecords(const std::string& set, int64_t count) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist/";
+  DataFiles idx;
+  idx.images = fashion + set + "-images-idx3-ubyte.gz";
+  idx.labels = fashion + set + "-labels-idx1-ubyte.gz";
+  idx.limit = count;
+  const Dataset data = loadIdxDataset(idx);
+  std::string file;
+  for (int64_t i = 0; i < data.size; ++i) {
+    tensorflow::Example example;
+    auto* features = example.mutable_features();
+    const auto add = [&](const std::string& key) {
+      tensorflow::FeatureEntry* entry = features->add_feature();
+      entry->set_key(key);
+      return entry->mutable_value();
+    };
+    add("height")->mutable_int64_list()->add_value(28);
+    add("width")->mutable_int64_list()->add_value(28);
+    add("depth")->mutable_int64_list()->add_value(1);
+    add("label")->mutable_int64_list()->add_value(data.labels[size_t(i)]);
+    add("image_raw")
+        ->mutable_bytes_list()
+        ->add_value(
+            std::string(data.pixels.begin() + i * 784, data.pixels.begin() + (i + 1) * 784));
+    appendTfRecord(example.SerializeAsString(), file);
+  }
+  return file;
 }
 
 }  // namespace traind::testing

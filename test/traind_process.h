@@ -38,6 +38,12 @@ double summaryValue(const std::string& output, const std::string& key);
 std::vector<float> readCheckpointTensor(const std::filesystem::path& checkpoint_dir,
                                         const std::string& name);
 
+// The first `count` examples of Fashion-MNIST's `set` ("train", "t10k") as
+// the bytes of an uncompressed TFRecord file, each as convert_to_records.py
+// writes one (height, width, depth, label, image_raw): the same examples,
+// in the same order, as the IDX files give.
+std::string fashionMnistRecords(const std::string& set, int64_t count);
+
 }  // namespace traind::testing
 
 namespace traind::testing {
