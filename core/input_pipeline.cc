@@ -20,12 +20,15 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
   if (augment.any() && data.example_shape.size() != 3)
     throw std::invalid_argument("InputPipeline: augmentation of examples of shape " +
                                 shapeToString(data.example_shape) + ", not images");
-  if ((augment.any() || !data.window.empty()) &&
-      augmentedShape(augment, data.example_shape) != data.inputShape())
-    throw std::invalid_argument("InputPipeline: a crop to " +
-                                shapeToString(augmentedShape(augment, data.example_shape)) +
-                                " of a data set of " + shapeToString(data.example_shape) +
-                                " images whose window is " + shapeToString(data.inputShape()));
+  const Shape window = augmentedShape(augment, data.example_shape);
+  const int64_t padding = augment.crop_padding;
+  if (((augment.any() || !data.window.empty()) && window != data.inputShape()) ||
+      (augment.crops() && (window[0] > data.example_shape[0] + 2 * padding ||
+                           window[1] > data.example_shape[1] + 2 * padding)))
+    throw std::invalid_argument("InputPipeline: a crop to " + shapeToString(window) + ", padding " +
+                                std::to_string(padding) + ", of a data set of " +
+                                shapeToString(data.example_shape) + " images whose window is " +
+                                shapeToString(data.inputShape()));
   // A worker's share of the data (data.shard_by_worker) is dealt out alone,
   // each epoch as many batches as the smallest share holds, so that every
   // worker has as many steps per epoch as the others.

@@ -431,6 +431,13 @@ TEST_CASE("a window's batches: training crops at random, evaluation takes the ce
   CHECK_THROWS_AS(InputPipeline(data, 4, true, 1, 0, 0), std::invalid_argument);
   augment.crop_height = 5;
   CHECK_THROWS_AS(InputPipeline(data, 4, true, 1, 0, 0, 0, 1, augment), std::invalid_argument);
+  // A window larger than the padded images.
+  data.window = {8, 8, 1};
+  augment.crop_height = 8;
+  augment.crop_width = 8;
+  CHECK_THROWS_AS(InputPipeline(data, 4, true, 1, 0, 0, 0, 1, augment), std::invalid_argument);
+  augment.crop_padding = 1;
+  CHECK_NOTHROW(InputPipeline(data, 4, true, 1, 0, 0, 0, 1, augment));
 }
 
 TEST_CASE("augmentation of examples that are not images is refused", "[augmentation]") {
