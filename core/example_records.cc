@@ -377,9 +377,8 @@ class RecordExampleFiles final : public ExampleFiles {
     } catch (const InputError& e) {
       changed(fmt::format("cannot be read whole ({})", e.what()));
     }
-    const std::optional<std::string_view> data = recordData(framed);
-    if (!data || crc32c(*data) != place.crc)
-      changed("is not the record it was (its length or a CRC differs)");
+    const std::optional<std::string_view> data = recordData(framed, place.crc);
+    if (!data) changed("is not the record it was (its length or a CRC differs)");
     if (!example.ParseFromArray(data->data(), int(data->size())))
       changed("is no longer a tf.train.Example");
     // The bytes checked at load: what follows cannot fail but for a CRC
@@ -618,12 +617,8 @@ class ExampleLoader {
   // judged whole now rather than when it trains.
   void placeInFile(const Feature& image, const std::optional<EncodedImage>& encoded,
                    const std::string& record) {
-    if (examples_ % kPlacesBlock == 0 && check_) {
-      int64_t block = kPlacesBlock;
-      if (source_.limit > 0)
-        block = std::min(block, (source_.limit - records_ + share_.count) / share_.count);
-      check_(shape_, examples_ + block, /*value_bytes=*/0);
-    }
+    if (examples_ % kPlacesBlock == 0 && check_)
+      check_(shape_, examples_ + blockWithinLimit(kPlacesBlock), /*value_bytes=*/0);
     if (record.size() > UINT32_MAX) fail("a record of more than 4 GiB cannot stay in its file");
     if (encoded) decode(image.bytes_list().value(0), *encoded, decoded_);
     places_.push_back(
@@ -842,15 +837,18 @@ class ExampleLoader {
                             examples_ > 0 ? ", as the records before it" : ""));
   }
 
+  // `block` examples, or fewer: this reader's share of the records left
+  // within the limit, the one being taken (counted already) among them.
+  int64_t blockWithinLimit(int64_t block) const {
+    if (source_.limit <= 0) return block;
+    return std::min(block, (source_.limit - records_ + share_.count) / share_.count);
+  }
+
   // A new block of examples, once the check has seen the data set with it.
   void addBlock() {
     const int value_bytes = keptAsBytes() ? 1 : int(sizeof(float));
     const int64_t example_bytes = numElements(shape_) * value_bytes;
-    int64_t block = std::max<int64_t>(1, kBlockBytes / example_bytes);
-    // This reader's share of the records left within the limit, the one
-    // being taken (counted already) among them.
-    if (source_.limit > 0)
-      block = std::min(block, (source_.limit - records_ + share_.count) / share_.count);
+    const int64_t block = blockWithinLimit(std::max<int64_t>(1, kBlockBytes / example_bytes));
     if (check_) check_(shape_, examples_ + block, value_bytes);
     if (keptAsBytes())
       pixels_.addBlock(size_t(block * example_bytes));

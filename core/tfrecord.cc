@@ -87,14 +87,15 @@ bool TfRecordReader::next(std::string& data) {
   return true;
 }
 
-std::optional<std::string_view> recordData(std::string_view framed) {
+std::optional<std::string_view> recordData(std::string_view framed, uint32_t data_crc) {
   constexpr size_t kFraming = kTfRecordHeaderSize + kTfRecordFooterSize;
   if (framed.size() < kFraming || !isTfRecordHeader(framed.data()) ||
       readLittleEndian<uint64_t>(framed.data()) != framed.size() - kFraming)
     return std::nullopt;
   const std::string_view data = framed.substr(kTfRecordHeaderSize, framed.size() - kFraming);
-  if (readLittleEndian<uint32_t>(framed.data() + framed.size() - kTfRecordFooterSize) !=
-      maskCrc32c(crc32c(data)))
+  const uint32_t crc = crc32c(data);
+  if (crc != data_crc || readLittleEndian<uint32_t>(framed.data() + framed.size() -
+                                                    kTfRecordFooterSize) != maskCrc32c(crc))
     return std::nullopt;
   return data;
 }

@@ -63,9 +63,10 @@ class TfRecordReader {
 };
 
 // The data of the one record `framed` holds (header, data, footer, and
-// nothing else), its length and both CRCs checked; nullopt where they do
-// not match.
-std::optional<std::string_view> recordData(std::string_view framed);
+// nothing else), its length and both CRCs checked, the data's CRC-32C
+// (unmasked) also against `data_crc`, known from an earlier read; nullopt
+// where any does not match.
+std::optional<std::string_view> recordData(std::string_view framed, uint32_t data_crc);
 
 // The data of every record in `bytes` (a whole file), in order, as
 // TfRecordReader reads them.
