@@ -976,7 +976,13 @@ Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
             "which a compressed file cannot give: expected uncompressed TFRecord files (or "
             "in_memory: true)",
             path, format == CompressedFile::Format::Gzip ? "gzip" : "zlib"));
-  ExampleLoader loader(source, model_input, check, share, record_shape);
+  // A size of its own resizes images the model takes a window of.
+  const bool own_size = source.resize != DataFiles::Resize::None && source.resize_height > 0 &&
+                        model_input.size() == 3;
+  ExampleLoader loader(
+      source,
+      own_size ? Shape{source.resize_height, source.resize_width, model_input[2]} : model_input,
+      check, share, record_shape);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;
   return loader.finish();

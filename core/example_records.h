@@ -32,7 +32,8 @@ namespace traind {
 //   record decides which of raw, encoded or floats every record holds (raw
 //   pixels that begin as a JPEG does stay raw).
 //   With source.resize, a PNG or JPEG image of any size, of the input's
-//   channels, resized to `model_input` (core/image_resize.h) and / 255,
+//   channels, resized to `model_input` (core/image_resize.h), or to
+//   source.resize_height and resize_width where they are set, and / 255,
 //   kept as floats; `model_input` must then be [height, width, 1 or 3]
 //   (std::invalid_argument).
 // - source.label_feature: an int64_list of one class, 0 or more; or a

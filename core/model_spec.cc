@@ -552,10 +552,57 @@ MovingAverageSpec readMovingAverage(const Field& field) {
   return average;
 }
 
-// data.train or data.test: IDX files (images, labels) or TFRecord files of
-// tf.train.Example (tfrecords and the two features' names), for a model
-// whose input is `input`.
-DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shape& input) {
+// data.train.resize or data.test.resize: a method, or {method, size}. A
+// size other than the model's input is for images the model takes a window
+// of; training images it needs (resized to the input, they would be the
+// window itself).
+void readResize(const Field& field, const Shape& input, const Augmentation& augment, bool training,
+                DataFiles& source) {
+  const auto readMethod = [](const Field& f) {
+    return readChoice<DataFiles::Resize>(f,
+                                         {{"bilinear", DataFiles::Resize::Bilinear},
+                                          {"legacy_bilinear", DataFiles::Resize::LegacyBilinear}});
+  };
+  std::optional<Field> size;
+  if (field.node.IsMap()) {
+    Mapping fields(field);
+    fields.allowOnly({"method", "size"}, "a resize");
+    source.resize = DataFiles::Resize::Bilinear;
+    if (auto f = fields.find("method")) source.resize = readMethod(*f);
+    size = fields.find("size");
+  } else {
+    source.resize = readMethod(field);
+  }
+  if (input.size() != 3 || (input[2] != 1 && input[2] != 3))
+    fail(field,
+         "expected an input of [height, width, 1] or [height, width, 3] to resize images to, "
+         "got " +
+             shapeToString(input));
+  const bool window = augment.crop_height > 0;
+  if (!size) {
+    if (window && training)
+      fail(field, fmt::format("expected a size to resize to, {{size: [H, W]}}, with a crop's "
+                              "window (data.augment.random_crop.size): without one every image "
+                              "would be resized to the window [{}, {}] itself",
+                              input[0], input[1]));
+    return;
+  }
+  const std::vector<Field> sides = listItems(*size, "[height, width]");
+  if (sides.size() != 2) failExpected(*size, "[height, width], two positive integers");
+  source.resize_height = readInt(sides[0], 1, kMaxDimension);
+  source.resize_width = readInt(sides[1], 1, kMaxDimension);
+  if (!window && (source.resize_height != input[0] || source.resize_width != input[1]))
+    fail(*size, fmt::format("expected the model's input height and width [{}, {}] (a size of "
+                            "its own is for images the model takes a window of: "
+                            "data.augment.random_crop.size), got [{}, {}]",
+                            input[0], input[1], source.resize_height, source.resize_width));
+}
+
+// data.train or data.test (`training` false): IDX files (images, labels) or
+// TFRecord files of tf.train.Example (tfrecords and the two features'
+// names), for a model whose input is `input`, distorted by `augment`.
+DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shape& input,
+                        const Augmentation& augment, bool training) {
   Mapping fields(field);
   fields.allowOnly({"images", "labels", "tfrecords", "image_feature", "label_feature", "resize",
                     "limit", "in_memory"},
@@ -586,16 +633,7 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
     if (source.image_feature == source.label_feature)
       fail(fields.field(), "expected two different features for the image and the label, got '" +
                                printable(source.image_feature) + "' for both");
-    if (auto f = fields.find("resize")) {
-      source.resize = readChoice<DataFiles::Resize>(
-          *f, {{"bilinear", DataFiles::Resize::Bilinear},
-               {"legacy_bilinear", DataFiles::Resize::LegacyBilinear}});
-      if (input.size() != 3 || (input[2] != 1 && input[2] != 3))
-        fail(*f,
-             "expected an input of [height, width, 1] or [height, width, 3] to resize "
-             "images to, got " +
-                 shapeToString(input));
-    }
+    if (auto f = fields.find("resize")) readResize(*f, input, augment, training, source);
     if (auto f = fields.find("in_memory")) source.in_memory = readBool(*f);
   } else {
     for (const char* tfrecord_field : {"image_feature", "label_feature", "resize", "in_memory"})
@@ -694,12 +732,16 @@ Augmentation readAugmentation(const Field& field, const Shape& input) {
   if (auto f = fields.find("brightness"))
     augment.brightness = readFloat(*f, "a positive number up to 100 (the largest change)",
                                    [](double v) { return v > 0.0 && v <= 100.0; });
-  if (auto f = fields.find("saturation"))
+  if (auto f = fields.find("saturation")) {
     std::tie(augment.saturation_lower, augment.saturation_upper) = readFactorRange(*f);
+    augment.colours_location = f->where;
+  }
   // As tf.image.random_hue: a hue is a turn, half of one the most a delta can be.
-  if (auto f = fields.find("hue"))
+  if (auto f = fields.find("hue")) {
     augment.hue = readFloat(*f, "a positive number up to 0.5 (the largest change, in turns)",
                             [](double v) { return v > 0.0 && v <= 0.5; });
+    if (augment.saturation_upper == 0.0f) augment.colours_location = f->where;
+  }
   if (auto f = fields.find("contrast"))
     std::tie(augment.contrast_lower, augment.contrast_upper) = readFactorRange(*f);
   return augment;
@@ -718,8 +760,11 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
   if (!train && !synthetic) fail(field, "expected data.train or data.synthetic, got neither");
   if (train) {
     data.kind = DataSpec::Kind::Files;
-    data.train = readDataFiles(*train, spec_dir, input);
-    if (auto f = fields.find("test")) data.test = readDataFiles(*f, spec_dir, input);
+    // First: how the data sets are resized depends on a crop's window.
+    if (auto f = fields.find("augment")) data.augment = readAugmentation(*f, input);
+    data.train = readDataFiles(*train, spec_dir, input, data.augment, /*training=*/true);
+    if (auto f = fields.find("test"))
+      data.test = readDataFiles(*f, spec_dir, input, data.augment, /*training=*/false);
   } else {
     data.kind = DataSpec::Kind::SyntheticRegression;
     data.synthetic = readSynthetic(*synthetic);
@@ -734,14 +779,6 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     for (const auto& [name, why] : files_only)
       if (auto f = fields.find(name))
         fail(*f, std::string("only allowed with data.train (") + why + ")");
-  }
-  if (auto f = fields.find("augment")) {
-    data.augment = readAugmentation(*f, input);
-    // Resized images are the model's input already: a window of that size is all of them.
-    if (data.augment.crop_height > 0 && train && data.train.resize != DataFiles::Resize::None)
-      throwInputError(data.augment.crop_size_location, "data.augment.random_crop.size",
-                      "expected no size with data.train.resize, which makes every image the "
-                      "model's input, the window itself (padding alone crops resized images)");
   }
   data.batch_size_location = field.where;
   if (auto f = fields.find("batch_size")) {

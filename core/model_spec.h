@@ -118,6 +118,11 @@ struct DataFiles {
   // (core/image_resize.h); None takes images of the input's size only
   enum class Resize { None, Bilinear, LegacyBilinear };
   Resize resize = Resize::None;
+  // The height and width images are resized to instead of the input's: the
+  // images a crop's window (Augmentation::crop_height) is taken from, as
+  // the ImageNet pipelines resize to 256 and take 224; 0 = the input's
+  int64_t resize_height = 0;
+  int64_t resize_width = 0;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   // TfRecord: false leaves the examples in their files, each read and
   // decoded as a batch gathers it (Dataset::files), for sets larger than
@@ -168,6 +173,9 @@ struct Augmentation {
   float contrast_lower = 0.0f;
   float contrast_upper = 0.0f;
   SourceLocation location;  // data.augment, for a data set whose examples are not images
+  // data.augment.saturation, or hue where it has no saturation: for images
+  // that are not RGB
+  SourceLocation colours_location;
 
   bool crops() const { return crop_padding > 0 || crop_height > 0; }
   bool colours() const { return saturation_upper > 0.0f || hue > 0.0f; }

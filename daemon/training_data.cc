@@ -86,9 +86,11 @@ Shape modelInputOf(const Augmentation& augment, const Shape& example_shape,
                         " (TFRecord float images without height, width and depth take the "
                         "model's input as their shape)");
   if (training && augment.colours() && example_shape[2] != 3)
-    throwInputError(augment.location, "data.augment",
-                    "saturation and hue change RGB images: expected images of 3 channels, got " +
-                        shapeToString(example_shape));
+    throwInputError(
+        augment.colours_location,
+        augment.saturation_upper > 0.0f ? "data.augment.saturation" : "data.augment.hue",
+        "saturation and hue change RGB images: expected images of 3 channels, got " +
+            shapeToString(example_shape));
   if (augment.crop_height == 0) return example_shape;
   if (example_shape.size() != 3)
     throwInputError(augment.crop_size_location, "data.augment.random_crop.size",

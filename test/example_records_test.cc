@@ -367,6 +367,15 @@ TEST_CASE("resized images take the model's input, whatever height and width the 
   const std::vector<float> resized = readFloats(kFixture + "jpeg-resized-3.f32");
   REQUIRE(data.floats.size() == 36);
   for (size_t i = 0; i < 36; ++i) CHECK(data.floats[i] == Approx(resized[36 + i]).margin(1e-6));
+  // A size of the set's own, for a model that takes a window of [2, 2] of
+  // the resized images: they take that size, the same values.
+  DataFiles own_size = source;
+  own_size.resize_height = 4;
+  own_size.resize_width = 3;
+  const Dataset windowed =
+      loadExampleRecords(own_size, {2, 2, 3}, nullptr, {}, RecordShape::FirstImage);
+  CHECK(windowed.example_shape == Shape{4, 3, 3});
+  CHECK(windowed.floats == data.floats);
   // Without resize they give the shape, which the image must have.
   source.resize = DataFiles::Resize::None;
   CHECK(loadExampleRecords(source, {189}).example_shape == Shape{9, 7, 3});

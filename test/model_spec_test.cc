@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -921,14 +922,57 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
        "turns), got 0.6"},
   };
   for (const auto& [augment, message] : refused) CHECK(loadError(spec(augment)) == path + message);
-  // Resized images are the window already.
-  CHECK(loadError(writeDataSpec(dir, "[8, 8, 3]",
-                                "  train: {tfrecords: data/train, resize: bilinear}\n"
-                                "  augment: {random_crop: {size: [8, 8]}}\n")) ==
-        path +
-            ":6:33: data.augment.random_crop.size: expected no size with data.train.resize, "
-            "which makes every image the model's input, the window itself (padding alone crops "
-            "resized images)");
+  // Resized to the model's input, training images would be the window
+  // itself: a window is taken of images resized to a size of their own.
+  const auto resized = [&](const std::string& train_resize, const std::string& test_resize,
+                           const std::string& augment) {
+    return writeDataSpec(dir, "[8, 8, 3]",
+                         "  train: {tfrecords: data/train, resize: " + train_resize +
+                             "}\n  test: {tfrecords: data/train, resize: " + test_resize + "}\n" +
+                             (augment.empty() ? "" : "  augment: " + augment + "\n"));
+  };
+  const DataSpec cropped =
+      loadModelSpec(resized("{size: [10, 12]}", "bilinear", "{random_crop: {size: [8, 8]}}")).data;
+  CHECK(cropped.train.resize == DataFiles::Resize::Bilinear);
+  CHECK(cropped.train.resize_height == 10);
+  CHECK(cropped.train.resize_width == 12);
+  CHECK(cropped.test->resize_height == 0);  // the test set resized to the window itself
+  const DataSpec legacy = loadModelSpec(resized("{method: legacy_bilinear, size: [8, 8]}",
+                                                "{size: [6, 6]}", "{random_crop: {size: [8, 8]}}"))
+                              .data;
+  CHECK(legacy.train.resize == DataFiles::Resize::LegacyBilinear);
+  CHECK(legacy.test->resize == DataFiles::Resize::Bilinear);
+  CHECK(legacy.test->resize_height == 6);  // smaller than the window: evaluation pads it
+  CHECK(
+      loadModelSpec(resized("{size: [8, 8]}", "{method: bilinear}", "")).data.train.resize_width ==
+      8);
+  // Each refused train resize, test resize and augment, with what is said.
+  const std::array<const char*, 4> refused_resizes[] = {
+      {"bilinear", "bilinear", "{random_crop: {size: [8, 8]}}",
+       ":5:42: data.train.resize: expected a size to resize to, {size: [H, W]}, with a crop's "
+       "window (data.augment.random_crop.size): without one every image would be resized to "
+       "the window [8, 8] itself"},
+      {"{size: [10, 10]}", "bilinear", "",
+       ":5:49: data.train.resize.size: expected the model's input height and width [8, 8] (a "
+       "size of its own is for images the model takes a window of: "
+       "data.augment.random_crop.size), got [10, 10]"},
+      {"bilinear", "{size: [10, 10]}", "{random_crop: {padding: 2}}",
+       ":6:48: data.test.resize.size: expected the model's input height and width [8, 8] (a "
+       "size of its own is for images the model takes a window of: "
+       "data.augment.random_crop.size), got [10, 10]"},
+      {"{method: bicubic}", "bilinear", "",
+       ":5:51: data.train.resize.method: expected one of bilinear, legacy_bilinear, got "
+       "'bicubic'"},
+      {"{size: [8]}", "bilinear", "",
+       ":5:49: data.train.resize.size: expected [height, width], two positive integers, got a "
+       "list of 1 item"},
+      {"{sizes: [8, 8]}", "bilinear", "",
+       ":5:43: data.train.resize: unknown field 'sizes' (did you mean 'size'?)"},
+  };
+  for (const auto& [train_resize, test_resize, augment, message] : refused_resizes) {
+    INFO(message);
+    CHECK(loadError(resized(train_resize, test_resize, augment)) == path + message);
+  }
   // Synthetic data are neither images nor files to share.
   CHECK(loadError(writeDataSpec(dir, "[1]",
                                 "  synthetic: {type: regression}\n"

@@ -575,9 +575,50 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
   writeFile(dir / "grey.yaml", windowed("{saturation: [0.5, 1.5]}"));
   const ProcessResult grey = runTraind("check --model " + (dir / "grey.yaml").string());
   CHECK(grey.exit_code == 2);
-  CHECK_THAT(grey.output, Catch::Contains("grey.yaml:23:12: data.augment: saturation and hue "
-                                          "change RGB images: expected images of 3 channels, got "
-                                          "[28, 28, 1]"));
+  CHECK_THAT(grey.output,
+             Catch::Contains("grey.yaml:23:25: data.augment.saturation: saturation and hue "
+                             "change RGB images: expected images of 3 channels, got "
+                             "[28, 28, 1]"));
+
+  // The ImageNet pipelines' way: photographs of any size resized to one
+  // larger than the window (256 for 224 there), random windows of them for
+  // training, the centre window of each for evaluation.
+  const std::string jpeg = std::string(TRAIND_SOURCE_DIR) + "/test/data/tfrecord/jpeg.tfrecord";
+  const std::string records = "{tfrecords: " + jpeg +
+                              ", image_feature: image/encoded, label_feature: image/class/label, "
+                              "resize: {size: [5, 4]}}";
+  writeFile(dir / "resized.yaml",
+            "input: [3, 3, 3]\n"
+            "layers: [{type: flatten}, {type: dense, units: 7}]\n"
+            "optimizer: {type: sgd, learning_rate: 0.1}\n"
+            "data:\n"
+            "  train: " +
+                records +
+                "\n"
+                "  test: " +
+                records +
+                "\n"
+                "  batch_size: 2\n"
+                "  augment: {random_crop: {size: [3, 3]}}\n"
+                "training: {epochs: 2}\n");
+  const ProcessResult resized =
+      runTraind("--model " + (dir / "resized.yaml").string() +
+                " --threads 1 --log-every 1 --checkpoint-dir " + (dir / "resized").string());
+  INFO(resized.output);
+  CHECK(resized.exit_code == 0);
+  CHECK(lossLines(resized.output).size() == 6);
+  const ProcessResult resized_check = runTraind("check --model " + (dir / "resized.yaml").string());
+  CHECK(resized_check.exit_code == 0);
+  CHECK_THAT(resized_check.output,
+             Catch::Contains("data: 6 training examples of [5, 4, 3], 6 test examples"));
+  // Resized to the window itself, training images would have no window to draw.
+  writeFile(dir / "to_window.yaml", replaceAll(readFile(dir / "resized.yaml"),
+                                               "resize: {size: [5, 4]}", "resize: bilinear"));
+  const ProcessResult to_window = runTraind("check --model " + (dir / "to_window.yaml").string());
+  CHECK(to_window.exit_code == 2);
+  CHECK_THAT(to_window.output,
+             Catch::Contains("to_window.yaml:5:") &&
+                 Catch::Contains(": data.train.resize: expected a size to resize to"));
 }
 
 TEST_CASE("standardize: per_image: training and evaluation both see standardized examples") {
