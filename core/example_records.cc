@@ -324,7 +324,8 @@ class OpenFiles {
   int operator[](size_t file) const { return fds_[file]; }
 
   // Tells the system that the files will be read in no order: it then
-  // reads no more of a file than each read asks for.
+  // reads no more of a file than each read asks for. Advice only: a
+  // system that does not take it reads as before.
   void adviseRandomOrder() const {
     for (int fd : fds_) ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
   }
@@ -726,8 +727,8 @@ class ExampleLoader {
                                             : "a record may hold here"));
     if (resized) {
       if (decoded[2] != shape_[2])
-        failFeature(name, fmt::format("holds a {} image of {}; expected {} channel{} to resize "
-                                      "to the model's input of {}",
+        failFeature(name, fmt::format("holds a {} image of {}; expected {} channel{} (the "
+                                      "model's input's) to resize to {}",
                                       nameOf(format), shapeToString(decoded), shape_[2],
                                       shape_[2] == 1 ? "" : "s", shapeToString(shape_)));
       return image;

@@ -583,7 +583,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
     if (window && training)
       fail(field, fmt::format("expected a size to resize to, {{size: [H, W]}}, with a crop's "
                               "window (data.augment.random_crop.size): without one every image "
-                              "would be resized to the window [{}, {}] itself",
+                              "would be resized to the window [{}, {}] itself (a crop's padding "
+                              "alone crops images resized to the input)",
                               input[0], input[1]));
     return;
   }
@@ -596,6 +597,21 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             "its own is for images the model takes a window of: "
                             "data.augment.random_crop.size), got [{}, {}]",
                             input[0], input[1], source.resize_height, source.resize_width));
+  // A test image smaller than the window is padded for evaluation; a
+  // training image must hold every window drawn, and more than one.
+  const int64_t padding = augment.crop_padding;
+  if (!window || !training) return;
+  if (source.resize_height + 2 * padding < augment.crop_height ||
+      source.resize_width + 2 * padding < augment.crop_width)
+    fail(*size, fmt::format("expected a size that holds the window [{}, {}] (padded by {} on "
+                            "every side: data.augment.random_crop), got [{}, {}]",
+                            augment.crop_height, augment.crop_width, padding, source.resize_height,
+                            source.resize_width));
+  if (padding == 0 && source.resize_height == augment.crop_height &&
+      source.resize_width == augment.crop_width)
+    fail(*size, fmt::format("expected a size larger than the window [{}, {}]: resized to it, "
+                            "every image would be the window itself",
+                            augment.crop_height, augment.crop_width));
 }
 
 // data.train or data.test (`training` false): IDX files (images, labels) or

@@ -418,8 +418,8 @@ TEST_CASE("resize: bilinear takes PNG and JPEG images only, of the input's chann
   grey.resize = DataFiles::Resize::Bilinear;
   CHECK_THROWS_WITH(loadExampleRecords(grey, {2, 2, 3}),
                     Contains("png-grey.tfrecord: record 0 at byte 0: feature 'image' holds a "
-                             "PNG image of [4, 3, 1]; expected 3 channels to resize to the "
-                             "model's input of [2, 2, 3]"));
+                             "PNG image of [4, 3, 1]; expected 3 channels (the model's input's) "
+                             "to resize to [2, 2, 3]"));
   DataFiles raw = recordFiles({kFixture + "images-0.tfrecord"});
   raw.resize = DataFiles::Resize::Bilinear;
   CHECK_THROWS_WITH(loadExampleRecords(raw, {4, 3, 3}),

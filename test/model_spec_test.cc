@@ -937,12 +937,15 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   CHECK(cropped.train.resize_height == 10);
   CHECK(cropped.train.resize_width == 12);
   CHECK(cropped.test->resize_height == 0);  // the test set resized to the window itself
-  const DataSpec legacy = loadModelSpec(resized("{method: legacy_bilinear, size: [8, 8]}",
+  const DataSpec legacy = loadModelSpec(resized("{method: legacy_bilinear, size: [8, 9]}",
                                                 "{size: [6, 6]}", "{random_crop: {size: [8, 8]}}"))
                               .data;
   CHECK(legacy.train.resize == DataFiles::Resize::LegacyBilinear);
   CHECK(legacy.test->resize == DataFiles::Resize::Bilinear);
   CHECK(legacy.test->resize_height == 6);  // smaller than the window: evaluation pads it
+  CHECK(loadModelSpec(
+            resized("{size: [6, 7]}", "bilinear", "{random_crop: {size: [8, 8], padding: 1}}"))
+            .data.train.resize_height == 6);
   CHECK(
       loadModelSpec(resized("{size: [8, 8]}", "{method: bilinear}", "")).data.train.resize_width ==
       8);
@@ -951,7 +954,7 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
       {"bilinear", "bilinear", "{random_crop: {size: [8, 8]}}",
        ":5:42: data.train.resize: expected a size to resize to, {size: [H, W]}, with a crop's "
        "window (data.augment.random_crop.size): without one every image would be resized to "
-       "the window [8, 8] itself"},
+       "the window [8, 8] itself (a crop's padding alone crops images resized to the input)"},
       {"{size: [10, 10]}", "bilinear", "",
        ":5:49: data.train.resize.size: expected the model's input height and width [8, 8] (a "
        "size of its own is for images the model takes a window of: "
@@ -968,6 +971,12 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
        "list of 1 item"},
       {"{sizes: [8, 8]}", "bilinear", "",
        ":5:43: data.train.resize: unknown field 'sizes' (did you mean 'size'?)"},
+      {"{size: [9, 5]}", "bilinear", "{random_crop: {size: [8, 8], padding: 1}}",
+       ":5:49: data.train.resize.size: expected a size that holds the window [8, 8] (padded by 1 "
+       "on every side: data.augment.random_crop), got [9, 5]"},
+      {"{size: [8, 8]}", "bilinear", "{random_crop: {size: [8, 8]}}",
+       ":5:49: data.train.resize.size: expected a size larger than the window [8, 8]: resized to "
+       "it, every image would be the window itself"},
   };
   for (const auto& [train_resize, test_resize, augment, message] : refused_resizes) {
     INFO(message);
