@@ -12,6 +12,25 @@
 namespace traind {
 namespace {
 
+// `order`, the examples in the set's order, drawn through `buffer` as
+// tf.data's shuffle(buffer.size()) draws them: the buffer holds the next
+// examples of the set, each draw takes one of them at random and the
+// set's next example takes its place; once the set is through, the buffer
+// empties at random.
+void drawThroughBuffer(std::vector<int64_t>& order, std::vector<int64_t>& buffer, Rng& rng) {
+  const size_t examples = order.size();
+  size_t held = buffer.size();
+  std::copy_n(order.begin(), held, buffer.begin());
+  // `next` stays the buffer's size ahead of `drawn` until the set is
+  // through, so order[next] is not yet overwritten when it is read.
+  size_t next = held;
+  for (size_t drawn = 0; drawn < examples; ++drawn) {
+    const size_t pick = size_t(rng.below(held));
+    order[drawn] = buffer[pick];
+    buffer[pick] = next < examples ? order[next++] : buffer[--held];
+  }
+}
+
 // Batches of an epoch over all shards: a multiple of the shard count, so
 // every shard has as many steps per epoch as the others.
 int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
@@ -52,7 +71,7 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
 
 InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                              int64_t first_step, int prefetch_batches, int shard_index,
-                             int num_shards, const Augmentation& augment)
+                             int num_shards, const Augmentation& augment, int64_t shuffle_buffer)
     : data_(data),
       batch_size_(batch_size),
       shuffle_(shuffle),
@@ -66,7 +85,9 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
       target_floats_(data.targets.empty() ? 0 : int64_t(data.targets.size()) / data.size),
       augment_(augment),
       slots_(size_t(prefetch_batches) + 1),
-      permutation_(size_t(data.size)) {
+      permutation_(size_t(data.size)),
+      shuffle_buffer_(shuffle && shuffle_buffer > 0 ? size_t(std::min(shuffle_buffer, data.size))
+                                                    : 0) {
   for (Slot& slot : slots_) {
     slot.inputs.resize(size_t(batch_size * example_floats_));
     if (!data.labels.empty()) slot.labels.resize(size_t(batch_size));
@@ -141,8 +162,11 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
               ? hashCombine(seed_, hashCombine(uint64_t(epoch), uint64_t(data_.share.index)))
               : hashCombine(seed_, uint64_t(epoch));
       Rng rng(order_seed);
-      for (size_t i = permutation_.size() - 1; i > 0; --i)
-        std::swap(permutation_[i], permutation_[rng.below(i + 1)]);
+      if (shuffle_buffer_.empty())
+        for (size_t i = permutation_.size() - 1; i > 0; --i)
+          std::swap(permutation_[i], permutation_[rng.below(i + 1)]);
+      else
+        drawThroughBuffer(permutation_, shuffle_buffer_, rng);
     }
     permutation_epoch_ = epoch;
   }

@@ -765,8 +765,8 @@ Augmentation readAugmentation(const Field& field, const Shape& input) {
 
 DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "prefetch_batches",
-                    "augment", "shard_by_worker", "standardize"},
+  fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "shuffle_buffer",
+                    "prefetch_batches", "augment", "shard_by_worker", "standardize"},
                    "the data section");
   DataSpec data;
   const std::optional<Field> train = fields.find("train");
@@ -802,6 +802,10 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     data.batch_size_location = f->where;
   }
   if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
+  if (auto f = fields.find("shuffle_buffer")) {
+    data.shuffle_buffer = readInt(*f, 1);
+    if (!data.shuffle) fail(*f, "only allowed with shuffle: true");
+  }
   if (auto f = fields.find("shard_by_worker")) data.shard_by_worker = readBool(*f);
   if (auto f = fields.find("standardize"))
     data.standardize_per_image = readChoice<bool>(*f, {{"per_image", true}});
@@ -1123,6 +1127,8 @@ std::string augmentationText(const Augmentation& augment) {
 std::string dataRule(const ModelSpec& spec) {
   std::string rule = fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
                                  spec.data.shuffle ? "shuffled" : "not shuffled");
+  if (spec.data.shuffle_buffer > 0)
+    rule += fmt::format(" through a buffer of {}", spec.data.shuffle_buffer);
   // Added only when set, so that specs without them word it as before.
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);

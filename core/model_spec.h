@@ -194,6 +194,11 @@ struct DataSpec {
   int64_t batch_size = 32;
   SourceLocation batch_size_location;   // the field, or the data section without one
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
+  // With shuffle: the examples drawn at random from a buffer of this many
+  // as the set is gone through in its files' order, as tf.data's
+  // shuffle(buffer_size) draws them, so that a set left in its files is
+  // read nearly in order; 0 = a permutation of the whole set
+  int64_t shuffle_buffer = 0;
   Augmentation augment;                 // of the training set's images
   // data.standardize: per_image: every example of the training and test
   // sets, after any augmentation, as tf.image.per_image_standardization

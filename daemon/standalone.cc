@@ -95,7 +95,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
 
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, state.globalStep(),
                       readAheadBatches(spec.data, /*cluster_worker=*/false), /*shard_index=*/0,
-                      /*num_shards=*/1, spec.data.augment);
+                      /*num_shards=*/1, spec.data.augment, spec.data.shuffle_buffer);
   const int64_t total_steps = spec.training.max_steps > 0
                                   ? spec.training.max_steps
                                   : spec.training.epochs * input.stepsPerEpoch();

@@ -184,7 +184,9 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   }
   if (spec.data.augment.crop_height > 0)
     data.window = modelInputOf(spec.data.augment, data.example_shape, field);
-  if (data.files && spec.data.shuffle && field == "data.train") data.files->adviseRandomOrder();
+  // Through a shuffle buffer the reads go nearly in order: read-ahead serves them.
+  if (data.files && spec.data.shuffle && spec.data.shuffle_buffer == 0 && field == "data.train")
+    data.files->adviseRandomOrder();
   data.per_image_standardization = spec.data.standardize_per_image;
   const int value_bytes = data.files ? 0 : data.pixels.empty() ? int(sizeof(float)) : 1;
   held.bytes += keptBytes(inputBytes(data.example_shape, value_bytes), data.size);

@@ -387,7 +387,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
                       sync ? step : step / workers,
                       readAheadBatches(spec.data, /*cluster_worker=*/true), holds_share ? 0 : task,
-                      holds_share ? 1 : workers, spec.data.augment);
+                      holds_share ? 1 : workers, spec.data.augment, spec.data.shuffle_buffer);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   if (step < total_steps)

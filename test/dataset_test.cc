@@ -99,8 +99,9 @@ std::vector<int64_t> exampleIndices(const Batch& batch) {
 
 std::vector<std::vector<int64_t>> readSteps(const Dataset& data, int64_t batch_size, bool shuffle,
                                             uint64_t seed, int64_t first_step, int64_t steps,
-                                            int prefetch = 3) {
-  InputPipeline pipeline(data, batch_size, shuffle, seed, first_step, prefetch);
+                                            int prefetch = 3, int64_t shuffle_buffer = 0) {
+  InputPipeline pipeline(data, batch_size, shuffle, seed, first_step, prefetch, 0, 1, {},
+                         shuffle_buffer);
   std::vector<std::vector<int64_t>> batches;
   for (int64_t s = 0; s < steps; ++s) batches.push_back(exampleIndices(pipeline.next()));
   return batches;
@@ -611,6 +612,42 @@ TEST_CASE("each shuffled epoch is a new permutation of the data set", "[pipeline
   CHECK(readSteps(data, 10, true, 7, 0, 30, /*prefetch=*/0) == batches);
   CHECK(readSteps(data, 10, true, 8, 0, 10) !=
         std::vector<std::vector<int64_t>>(batches.begin(), batches.begin() + 10));
+}
+
+TEST_CASE("through a shuffle buffer each example is drawn from the next ones of the set",
+          "[pipeline]") {
+  // tf.data's shuffle(B): the k-th example drawn is one of the set's first
+  // k + B, so a set left in its files is read nearly in order.
+  const Dataset data = indexedDataset(200);
+  const auto epochsOf = [&](int64_t buffer, uint64_t seed) {
+    const auto batches = readSteps(data, 10, true, seed, 0, 60, 3, buffer);
+    std::vector<std::vector<int64_t>> epochs(3);
+    for (size_t s = 0; s < batches.size(); ++s)
+      epochs[s / 20].insert(epochs[s / 20].end(), batches[s].begin(), batches[s].end());
+    return epochs;
+  };
+  const auto epochs = epochsOf(16, 7);
+  for (const std::vector<int64_t>& epoch : epochs) {
+    REQUIRE(epoch.size() == 200);
+    CHECK(std::set<int64_t>(epoch.begin(), epoch.end()).size() == 200);  // a permutation
+    CHECK(!std::is_sorted(epoch.begin(), epoch.end()));
+    for (size_t k = 0; k < epoch.size(); ++k) CHECK(epoch[k] < int64_t(k) + 16);
+  }
+  CHECK(epochs[0] != epochs[1]);
+  CHECK(epochsOf(16, 7) == epochs);  // same seed, same order
+  CHECK(epochsOf(16, 8) != epochs);
+  // A buffer of one draws the set in order; one of the whole set or more
+  // draws from all of it.
+  std::vector<int64_t> in_order(200);
+  std::iota(in_order.begin(), in_order.end(), int64_t(0));
+  CHECK(epochsOf(1, 7)[1] == in_order);
+  const auto whole = epochsOf(1000, 7);
+  CHECK(std::set<int64_t>(whole[0].begin(), whole[0].end()).size() == 200);
+  CHECK(*std::max_element(whole[0].begin(), whole[0].begin() + 10) > 100);
+  // Resumed mid-epoch, and without read-ahead, the same batches.
+  const auto uninterrupted = readSteps(data, 10, true, 7, 0, 60, 3, 16);
+  CHECK(readSteps(data, 10, true, 7, 27, 33, 0, 16) ==
+        std::vector<std::vector<int64_t>>(uninterrupted.begin() + 27, uninterrupted.end()));
 }
 
 TEST_CASE("a pipeline started at step s yields what an uninterrupted one did", "[pipeline]") {

@@ -1032,6 +1032,24 @@ TEST_CASE("shard_by_worker: each worker its own share of the training set", "[mo
                                                    "false, got 2"));
 }
 
+TEST_CASE("shuffle_buffer: each example drawn from the next ones of the set", "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  const auto spec = [&](const std::string& data) {
+    return writeDataSpec(dir, "[8]", "  train: {tfrecords: data/train}\n" + data);
+  };
+  const ModelSpec buffered = loadModelSpec(spec("  shuffle_buffer: 10000\n"));
+  CHECK(buffered.data.shuffle_buffer == 10000);
+  // Every node must draw alike: the data rule a ps compares at hello.
+  CHECK(dataRule(buffered) == "batch_size 32, seed 0, shuffled through a buffer of 10000");
+  CHECK(loadModelSpec(spec("")).data.shuffle_buffer == 0);
+  const std::string path = (dir.path() / "spec.yaml").string();
+  CHECK(loadError(spec("  shuffle_buffer: 0\n")) ==
+        path + ":6:19: data.shuffle_buffer: expected a positive integer, got 0");
+  CHECK(loadError(spec("  shuffle: false\n  shuffle_buffer: 100\n")) ==
+        path + ":7:19: data.shuffle_buffer: only allowed with shuffle: true");
+}
+
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {
   TempDir dir;
   const std::string path = dir.write("cnn.yaml",

@@ -453,6 +453,22 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
         summaryValue(from_idx.output, "test accuracy"));
   CHECK(readCheckpointTensor(dir / "in_files", "hidden1/kernel") ==
         readCheckpointTensor(dir / "idx", "hidden1/kernel"));
+  // Through a shuffle buffer, which reads the files nearly in order, the
+  // same batches as from the IDX files through one.
+  const auto buffered = [&](const std::string& name) {
+    const std::string spec = replaceAll(readFile(dir / (name + ".yaml")), "  batch_size: 100",
+                                        "  batch_size: 100\n  shuffle_buffer: 500");
+    REQUIRE(spec.find("shuffle_buffer") != std::string::npos);
+    writeFile(dir / (name + "_buffered.yaml"), spec);
+    return runTraind("--model " + (dir / (name + "_buffered.yaml")).string() + common +
+                     " --checkpoint-dir " + (dir / (name + "_buffered")).string());
+  };
+  const ProcessResult idx_buffered = buffered("idx");
+  const ProcessResult files_buffered = buffered("in_files");
+  INFO(idx_buffered.output + files_buffered.output);
+  REQUIRE(files_buffered.exit_code == 0);
+  CHECK(lossLines(files_buffered.output) == lossLines(idx_buffered.output));
+  CHECK(lossLines(files_buffered.output) != lossLines(in_files.output));
   writeFile(dir / "compressed.yaml",
             replaceAll(readFile(dir / "in_files.yaml"), "train.tfrecords,", "train.tfrecords.gz,"));
   const ProcessResult compressed = runTraind("check --model " + (dir / "compressed.yaml").string());
