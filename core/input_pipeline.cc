@@ -35,7 +35,7 @@ void drawThroughBuffer(std::vector<int64_t>& order, std::vector<int64_t>& buffer
 // every shard has as many steps per epoch as the others.
 int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
                                int prefetch_batches, int shard_index, int num_shards,
-                               const Augmentation& augment) {
+                               const Augmentation& augment, int64_t shuffle_buffer) {
   if (augment.any() && data.example_shape.size() != 3)
     throw std::invalid_argument("InputPipeline: augmentation of examples of shape " +
                                 shapeToString(data.example_shape) + ", not images");
@@ -58,12 +58,14 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
         std::to_string(data.share.count) + " dealt out again among " + std::to_string(num_shards) +
         " shards: a worker's share is its own, it would skip the others' batches");
   if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > epoch_examples ||
-      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards)
+      first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards ||
+      shuffle_buffer < 0)
     throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
                                 " for a data set of " + std::to_string(data.size) +
                                 " examples, first step " + std::to_string(first_step) +
                                 ", prefetch " + std::to_string(prefetch_batches) + ", shard " +
-                                std::to_string(shard_index) + " of " + std::to_string(num_shards));
+                                std::to_string(shard_index) + " of " + std::to_string(num_shards) +
+                                ", shuffle buffer " + std::to_string(shuffle_buffer));
   return epoch_examples / (batch_size * num_shards) * num_shards;
 }
 
@@ -80,7 +82,7 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
       shard_index_(shard_index),
       num_shards_(num_shards),
       batches_per_epoch_(checkedBatchesPerEpoch(data, batch_size, first_step, prefetch_batches,
-                                                shard_index, num_shards, augment)),
+                                                shard_index, num_shards, augment, shuffle_buffer)),
       example_floats_(numElements(data.inputShape())),
       target_floats_(data.targets.empty() ? 0 : int64_t(data.targets.size()) / data.size),
       augment_(augment),

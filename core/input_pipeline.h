@@ -2,12 +2,14 @@
 // data set in memory, on the caller's thread or read ahead on a background
 // thread so that the next batch is ready when a step ends.
 //
-// The batch of step s is a pure function of (data, batch_size, shuffle, seed,
-// s): epoch e = s / stepsPerEpoch() visits the examples in the permutation
-// drawn from Rng(hashCombine(seed, e)) (Fisher-Yates, or through a shuffle
-// buffer; the identity without shuffle; a share's own, below), step s takes the (s %
-// stepsPerEpoch())-th batch_size examples of it, and the last partial batch of an epoch is dropped.
-// So a run resumed from a checkpoint at step s sees exactly what an uninterrupted one saw.
+// The batch of step s is a pure function of (data, batch_size, shuffle,
+// shuffle_buffer, seed, s): epoch e = s / stepsPerEpoch() visits the
+// examples in the permutation drawn from Rng(hashCombine(seed, e))
+// (Fisher-Yates, or through a shuffle buffer; the identity without
+// shuffle; a share's own, below), step s takes the (s % stepsPerEpoch())-th
+// batch_size examples of it, and the last partial batch of an epoch is
+// dropped. So a run resumed from a checkpoint at step s sees exactly what
+// an uninterrupted one saw.
 //
 // Sharded over the workers of a cluster (shard_index of num_shards), the
 // job's batches are dealt out in turn: step s of shard i is the job's batch
@@ -56,8 +58,9 @@ class InputPipeline {
   // prefetch_batches >= 0, or if `augment` asks for something and the
   // examples are not images of [height, width, channels], or crops another
   // window than the data set's (Dataset::window), or for a share dealt out
-  // again (num_shards > 1). A `shuffle_buffer` of B > 0 draws each epoch's
-  // order as tf.data's shuffle(B) does (DataSpec::shuffle_buffer).
+  // again (num_shards > 1), or for a negative shuffle_buffer. A
+  // `shuffle_buffer` of B > 0 draws each epoch's order as tf.data's
+  // shuffle(B) does (DataSpec::shuffle_buffer).
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                 int64_t first_step, int prefetch_batches, int shard_index = 0, int num_shards = 1,
                 const Augmentation& augment = {}, int64_t shuffle_buffer = 0);

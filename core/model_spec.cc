@@ -598,7 +598,7 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             "data.augment.random_crop.size), got [{}, {}]",
                             input[0], input[1], source.resize_height, source.resize_width));
   // A test image smaller than the window is padded for evaluation; a
-  // training image must hold every window drawn, and more than one.
+  // training image, padded, must hold every window drawn, and more than one.
   const int64_t padding = augment.crop_padding;
   if (!window || !training) return;
   if (source.resize_height + 2 * padding < augment.crop_height ||
@@ -607,11 +607,11 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             "every side: data.augment.random_crop), got [{}, {}]",
                             augment.crop_height, augment.crop_width, padding, source.resize_height,
                             source.resize_width));
-  if (padding == 0 && source.resize_height == augment.crop_height &&
-      source.resize_width == augment.crop_width)
-    fail(*size, fmt::format("expected a size larger than the window [{}, {}]: resized to it, "
-                            "every image would be the window itself",
-                            augment.crop_height, augment.crop_width));
+  if (source.resize_height + 2 * padding == augment.crop_height &&
+      source.resize_width + 2 * padding == augment.crop_width)
+    fail(*size, fmt::format("expected a size that, padded by {} on every side, is larger than "
+                            "the window [{}, {}]: every image would be the window itself",
+                            padding, augment.crop_height, augment.crop_width));
 }
 
 // data.train or data.test (`training` false): IDX files (images, labels) or
@@ -1127,9 +1127,9 @@ std::string augmentationText(const Augmentation& augment) {
 std::string dataRule(const ModelSpec& spec) {
   std::string rule = fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
                                  spec.data.shuffle ? "shuffled" : "not shuffled");
+  // Added only when set, so that specs without them word it as before.
   if (spec.data.shuffle_buffer > 0)
     rule += fmt::format(" through a buffer of {}", spec.data.shuffle_buffer);
-  // Added only when set, so that specs without them word it as before.
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
   if (spec.data.standardize_per_image) rule += ", standardized per image";

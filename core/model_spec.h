@@ -361,8 +361,8 @@ std::string updateRule(const ModelSpec& spec);
 std::string augmentationText(const Augmentation& augment);
 
 // How a worker reads its share of the training data, as one line
-// ("batch_size 100, seed 1, shuffled", then shard_by_worker, augment and
-// standardize where set): every worker takes every n-th batch of one epoch
+// ("batch_size 100, seed 1, shuffled", then shuffle_buffer, shard_by_worker,
+// augment and standardize where set): every worker takes every n-th batch of one epoch
 // order, or its share of the examples, which these decide, distorts each
 // image from (seed, epoch, position) and standardizes it.
 std::string dataRule(const ModelSpec& spec);

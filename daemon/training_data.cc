@@ -184,8 +184,10 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   }
   if (spec.data.augment.crop_height > 0)
     data.window = modelInputOf(spec.data.augment, data.example_shape, field);
-  // Through a shuffle buffer the reads go nearly in order: read-ahead serves them.
-  if (data.files && spec.data.shuffle && spec.data.shuffle_buffer == 0 && field == "data.train")
+  // Through a shuffle buffer smaller than the set the reads go nearly in
+  // order, which the system's read-ahead serves.
+  if (data.files && spec.data.shuffle && field == "data.train" &&
+      (spec.data.shuffle_buffer == 0 || spec.data.shuffle_buffer >= data.size))
     data.files->adviseRandomOrder();
   data.per_image_standardization = spec.data.standardize_per_image;
   const int value_bytes = data.files ? 0 : data.pixels.empty() ? int(sizeof(float)) : 1;

@@ -256,6 +256,9 @@ TEST_CASE("a share is its worker's own order, as many batches an epoch as the sm
         seen.insert(i);
       }
     CHECK(seen.size() == size_t(share.size));  // 20 epochs of its own order visit all of it
+    // Through a shuffle buffer too: a buffer of 1 takes the share in its order.
+    InputPipeline buffered(share, 3, true, 5, 0, 1, 0, 1, {}, 1);
+    CHECK(exampleIndices(buffered.next()) == std::vector<int64_t>{index, index + 3, index + 6});
     // Dealt out among workers once more, a share would lose examples.
     CHECK_THROWS_AS(InputPipeline(share, 1, true, 5, 0, 0, 0, 2), std::invalid_argument);
   }
@@ -644,6 +647,7 @@ TEST_CASE("through a shuffle buffer each example is drawn from the next ones of 
   const auto whole = epochsOf(1000, 7);
   CHECK(std::set<int64_t>(whole[0].begin(), whole[0].end()).size() == 200);
   CHECK(*std::max_element(whole[0].begin(), whole[0].begin() + 10) > 100);
+  CHECK_THROWS_AS(InputPipeline(data, 10, true, 7, 0, 0, 0, 1, {}, -1), std::invalid_argument);
   // Resumed mid-epoch, and without read-ahead, the same batches.
   const auto uninterrupted = readSteps(data, 10, true, 7, 0, 60, 3, 16);
   CHECK(readSteps(data, 10, true, 7, 27, 33, 0, 16) ==

@@ -975,8 +975,11 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
        ":5:49: data.train.resize.size: expected a size that holds the window [8, 8] (padded by 1 "
        "on every side: data.augment.random_crop), got [9, 5]"},
       {"{size: [8, 8]}", "bilinear", "{random_crop: {size: [8, 8]}}",
-       ":5:49: data.train.resize.size: expected a size larger than the window [8, 8]: resized to "
-       "it, every image would be the window itself"},
+       ":5:49: data.train.resize.size: expected a size that, padded by 0 on every side, is "
+       "larger than the window [8, 8]: every image would be the window itself"},
+      {"{size: [6, 6]}", "bilinear", "{random_crop: {size: [8, 8], padding: 1}}",
+       ":5:49: data.train.resize.size: expected a size that, padded by 1 on every side, is "
+       "larger than the window [8, 8]: every image would be the window itself"},
   };
   for (const auto& [train_resize, test_resize, augment, message] : refused_resizes) {
     INFO(message);
