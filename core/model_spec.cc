@@ -552,6 +552,13 @@ MovingAverageSpec readMovingAverage(const Field& field) {
   return average;
 }
 
+// An image's [height, width]: a crop's window, a resize's size.
+std::pair<int64_t, int64_t> readHeightWidth(const Field& field) {
+  const std::vector<Field> sides = listItems(field, "[height, width]");
+  if (sides.size() != 2) failExpected(field, "[height, width], two positive integers");
+  return {readInt(sides[0], 1, kMaxDimension), readInt(sides[1], 1, kMaxDimension)};
+}
+
 // data.train.resize or data.test.resize: a method, or {method, size}. A
 // size other than the model's input is for images the model takes a window
 // of; training images it needs (resized to the input, they would be the
@@ -588,10 +595,7 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                               input[0], input[1]));
     return;
   }
-  const std::vector<Field> sides = listItems(*size, "[height, width]");
-  if (sides.size() != 2) failExpected(*size, "[height, width], two positive integers");
-  source.resize_height = readInt(sides[0], 1, kMaxDimension);
-  source.resize_width = readInt(sides[1], 1, kMaxDimension);
+  std::tie(source.resize_height, source.resize_width) = readHeightWidth(*size);
   if (!window && (source.resize_height != input[0] || source.resize_width != input[1]))
     fail(*size, fmt::format("expected the model's input height and width [{}, {}] (a size of "
                             "its own is for images the model takes a window of: "
@@ -599,8 +603,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             input[0], input[1], source.resize_height, source.resize_width));
   // A test image smaller than the window is padded for evaluation; a
   // training image, padded, must hold every window drawn, and more than one.
-  const int64_t padding = augment.crop_padding;
   if (!window || !training) return;
+  const int64_t padding = augment.crop_padding;
   if (source.resize_height + 2 * padding < augment.crop_height ||
       source.resize_width + 2 * padding < augment.crop_width)
     fail(*size, fmt::format("expected a size that holds the window [{}, {}] (padded by {} on "
@@ -720,10 +724,7 @@ void readRandomCrop(const Field& field, const Shape& input, Augmentation& augmen
   crop.allowOnly({"padding", "size"}, "data.augment.random_crop");
   if (auto f = crop.find("padding")) augment.crop_padding = readInt(*f, 1, kMaxDimension);
   if (auto f = crop.find("size")) {
-    const std::vector<Field> sides = listItems(*f, "[height, width]");
-    if (sides.size() != 2) failExpected(*f, "[height, width], two positive integers");
-    augment.crop_height = readInt(sides[0], 1, kMaxDimension);
-    augment.crop_width = readInt(sides[1], 1, kMaxDimension);
+    std::tie(augment.crop_height, augment.crop_width) = readHeightWidth(*f);
     augment.crop_size_location = f->where;
     if (input.size() == 3 && (input[0] != augment.crop_height || input[1] != augment.crop_width))
       fail(*f, fmt::format("expected the model's input height and width [{}, {}] (the window is "
