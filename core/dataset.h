@@ -71,6 +71,11 @@ struct Dataset {
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
   std::shared_ptr<const ExampleFiles> files;
+  // The examples each of the set's files gave, in the files' order (this
+  // share's, where the set is one), summing to size: what a shuffle
+  // buffer's order of the files (ShuffleBuffer) is drawn over. Empty for a
+  // set of no files of its own (IDX images are one, synthetic data none).
+  std::vector<int64_t> file_examples;
   // The inputs are pixels / 255, whichever form holds them; false for
   // floats as given, whose scale standardizeExample cannot know.
   bool pixel_scale = true;

@@ -471,6 +471,7 @@ class ExampleLoader {
     paths_.push_back(path);
     std::string record;
     tensorflow::Example example;
+    const int64_t examples_before = examples_;
     while (!full()) {
       offset_ = file.bytesRead();
       index_ = file.recordsRead();
@@ -479,6 +480,7 @@ class ExampleLoader {
       if (!example.ParseFromString(record)) fail(notAnExample(record));
       take(example, record);
     }
+    file_examples_.push_back(examples_ - examples_before);
     return !full();
   }
 
@@ -498,6 +500,7 @@ class ExampleLoader {
     data.pixel_scale = image_kind_ != ImageKind::Floats;
     data.share = share_;
     if (share_.count > 1) data.whole_size = records_;
+    data.file_examples = std::move(file_examples_);
     data.example_shape = shape_;
     if (in_files_) {
       places_.shrink_to_fit();
@@ -883,6 +886,7 @@ class ExampleLoader {
   LabelKind label_kind_ = LabelKind::Class;
   int64_t records_ = 0;   // of the whole set, this share's and the others'
   int64_t examples_ = 0;  // taken: this share's records
+  std::vector<int64_t> file_examples_;  // taken from each file read (Dataset::file_examples)
   BlockStore<uint8_t> pixels_;
   BlockStore<float> floats_;
   std::vector<uint8_t> decoded_;  // an image to be resized, or judged, decoded

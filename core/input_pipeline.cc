@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -31,11 +32,50 @@ void drawThroughBuffer(std::vector<int64_t>& order, std::vector<int64_t>& buffer
   }
 }
 
+// `order`, the examples of files of `file_examples` examples each (file
+// f's after those of the files before it), as an epoch's stream reads them
+// (tf.data's list_files(shuffle=shuffle_files).interleave(cycle_length=
+// interleave)): the files in their order, or in one drawn from `rng`, are
+// read `interleave` at a time, one example from each in turn. A file that
+// ends leaves its place empty until the turn comes back to it, when the
+// next file takes it.
+void readFilesInterleaved(std::vector<int64_t>& order, const std::vector<int64_t>& file_examples,
+                          const ShuffleBuffer& stream, Rng& rng) {
+  std::vector<int64_t> first(file_examples.size());
+  std::exclusive_scan(file_examples.begin(), file_examples.end(), first.begin(), int64_t(0));
+  std::vector<size_t> files(file_examples.size());
+  std::iota(files.begin(), files.end(), size_t(0));
+  if (stream.shuffle_files)
+    for (size_t i = files.size() - 1; i > 0; --i) std::swap(files[i], files[rng.below(i + 1)]);
+  struct OpenFile {
+    int64_t next, end;  // examples
+  };
+  // More places than files would stay empty: the same order.
+  std::vector<std::optional<OpenFile>> cycle(
+      std::min(files.size(), size_t(std::max<int64_t>(stream.interleave, 1))));
+  size_t opened = 0, open = 0, turn = 0, written = 0;
+  while (opened < files.size() || open > 0) {
+    std::optional<OpenFile>& place = cycle[turn];
+    if (place && place->next < place->end) {
+      order[written++] = place->next++;
+    } else if (place) {  // ended: the place waits for the turn to come back
+      place.reset();
+      --open;
+    } else if (opened < files.size()) {
+      const size_t f = files[opened++];
+      place = OpenFile{first[f], first[f] + file_examples[f]};
+      ++open;
+      continue;  // read at once, on the same turn
+    }
+    turn = (turn + 1) % cycle.size();
+  }
+}
+
 // Batches of an epoch over all shards: a multiple of the shard count, so
 // every shard has as many steps per epoch as the others.
 int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t first_step,
                                int prefetch_batches, int shard_index, int num_shards,
-                               const Augmentation& augment, int64_t shuffle_buffer) {
+                               const Augmentation& augment, const ShuffleBuffer& shuffle_buffer) {
   if (augment.any() && data.example_shape.size() != 3)
     throw std::invalid_argument("InputPipeline: augmentation of examples of shape " +
                                 shapeToString(data.example_shape) + ", not images");
@@ -59,13 +99,20 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
         " shards: a worker's share is its own, it would skip the others' batches");
   if (batch_size <= 0 || num_shards <= 0 || batch_size * num_shards > epoch_examples ||
       first_step < 0 || prefetch_batches < 0 || shard_index < 0 || shard_index >= num_shards ||
-      shuffle_buffer < 0)
-    throw std::invalid_argument("InputPipeline: batch size " + std::to_string(batch_size) +
-                                " for a data set of " + std::to_string(data.size) +
-                                " examples, first step " + std::to_string(first_step) +
-                                ", prefetch " + std::to_string(prefetch_batches) + ", shard " +
-                                std::to_string(shard_index) + " of " + std::to_string(num_shards) +
-                                ", shuffle buffer " + std::to_string(shuffle_buffer));
+      shuffle_buffer.size < 0 || shuffle_buffer.interleave < 1)
+    throw std::invalid_argument(
+        "InputPipeline: batch size " + std::to_string(batch_size) + " for a data set of " +
+        std::to_string(data.size) + " examples, first step " + std::to_string(first_step) +
+        ", prefetch " + std::to_string(prefetch_batches) + ", shard " +
+        std::to_string(shard_index) + " of " + std::to_string(num_shards) + ", shuffle buffer " +
+        std::to_string(shuffle_buffer.size) + " from " + std::to_string(shuffle_buffer.interleave) +
+        " files at a time");
+  if (!data.file_examples.empty() &&
+      std::reduce(data.file_examples.begin(), data.file_examples.end(), int64_t(0)) != data.size)
+    throw std::invalid_argument("InputPipeline: files of " +
+                                std::to_string(std::reduce(data.file_examples.begin(),
+                                                           data.file_examples.end(), int64_t(0))) +
+                                " examples in all, in a data set of " + std::to_string(data.size));
   return epoch_examples / (batch_size * num_shards) * num_shards;
 }
 
@@ -73,7 +120,8 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
 
 InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                              int64_t first_step, int prefetch_batches, int shard_index,
-                             int num_shards, const Augmentation& augment, int64_t shuffle_buffer)
+                             int num_shards, const Augmentation& augment,
+                             const ShuffleBuffer& shuffle_buffer)
     : data_(data),
       batch_size_(batch_size),
       shuffle_(shuffle),
@@ -88,8 +136,10 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
       augment_(augment),
       slots_(size_t(prefetch_batches) + 1),
       permutation_(size_t(data.size)),
-      shuffle_buffer_(shuffle && shuffle_buffer > 0 ? size_t(std::min(shuffle_buffer, data.size))
-                                                    : 0) {
+      stream_(shuffle_buffer),
+      shuffle_buffer_(shuffle && shuffle_buffer.size > 0
+                          ? size_t(std::min(shuffle_buffer.size, data.size))
+                          : 0) {
   for (Slot& slot : slots_) {
     slot.inputs.resize(size_t(batch_size * example_floats_));
     if (!data.labels.empty()) slot.labels.resize(size_t(batch_size));
@@ -167,8 +217,11 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
       if (shuffle_buffer_.empty())
         for (size_t i = permutation_.size() - 1; i > 0; --i)
           std::swap(permutation_[i], permutation_[rng.below(i + 1)]);
-      else
+      else {
+        if (!data_.file_examples.empty() && (stream_.interleave > 1 || stream_.shuffle_files))
+          readFilesInterleaved(permutation_, data_.file_examples, stream_, rng);
         drawThroughBuffer(permutation_, shuffle_buffer_, rng);
+      }
     }
     permutation_epoch_ = epoch;
   }

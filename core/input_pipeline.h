@@ -5,8 +5,9 @@
 // The batch of step s is a pure function of (data, batch_size, shuffle,
 // shuffle_buffer, seed, s): epoch e = s / stepsPerEpoch() visits the
 // examples in the permutation drawn from Rng(hashCombine(seed, e))
-// (Fisher-Yates, or through a shuffle buffer; the identity without
-// shuffle; a share's own, below), step s takes the (s % stepsPerEpoch())-th
+// (Fisher-Yates, or through a shuffle buffer from the files in an order
+// of their own; the identity without shuffle; a share's own, below), step
+// s takes the (s % stepsPerEpoch())-th
 // batch_size examples of it, and the last partial batch of an epoch is
 // dropped. So a run resumed from a checkpoint at step s sees exactly what
 // an uninterrupted one saw.
@@ -58,12 +59,14 @@ class InputPipeline {
   // prefetch_batches >= 0, or if `augment` asks for something and the
   // examples are not images of [height, width, channels], or crops another
   // window than the data set's (Dataset::window), or for a share dealt out
-  // again (num_shards > 1), or for a negative shuffle_buffer. A
-  // `shuffle_buffer` of B > 0 draws each epoch's order as tf.data's
-  // shuffle(B) does (DataSpec::shuffle_buffer).
+  // again (num_shards > 1), or for a shuffle buffer of a negative size or
+  // an interleave below 1. A shuffle buffer of a size B > 0 draws each
+  // epoch's order as tf.data's shuffle(B) does, from a stream of the data
+  // set's files (Dataset::file_examples) read as its interleave and
+  // shuffle_files say (ShuffleBuffer).
   InputPipeline(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                 int64_t first_step, int prefetch_batches, int shard_index = 0, int num_shards = 1,
-                const Augmentation& augment = {}, int64_t shuffle_buffer = 0);
+                const Augmentation& augment = {}, const ShuffleBuffer& shuffle_buffer = {});
   // Stops and joins the thread, also when the consumer stopped mid-way.
   ~InputPipeline();
 
@@ -108,6 +111,7 @@ class InputPipeline {
   // fill()'s thread only: the order of the examples in permutation_epoch_.
   std::vector<int64_t> permutation_;
   int64_t permutation_epoch_ = -1;
+  const ShuffleBuffer stream_;           // how the buffer's stream reads the files
   std::vector<int64_t> shuffle_buffer_;  // fill()'s thread only: empty without one
   std::vector<float> image_;  // fill()'s thread only: an image before augmentation
 

@@ -766,9 +766,10 @@ Augmentation readAugmentation(const Field& field, const Shape& input) {
 
 DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
   Mapping fields(field);
-  fields.allowOnly({"train", "test", "synthetic", "batch_size", "shuffle", "shuffle_buffer",
-                    "prefetch_batches", "augment", "shard_by_worker", "standardize"},
-                   "the data section");
+  fields.allowOnly(
+      {"train", "test", "synthetic", "batch_size", "shuffle", "shuffle_buffer", "interleave",
+       "shuffle_files", "prefetch_batches", "augment", "shard_by_worker", "standardize"},
+      "the data section");
   DataSpec data;
   const std::optional<Field> train = fields.find("train");
   const std::optional<Field> synthetic = fields.find("synthetic");
@@ -804,8 +805,27 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
   }
   if (auto f = fields.find("shuffle")) data.shuffle = readBool(*f);
   if (auto f = fields.find("shuffle_buffer")) {
-    data.shuffle_buffer = readInt(*f, 1);
+    data.shuffle_buffer.size = readInt(*f, 1);
     if (!data.shuffle) fail(*f, "only allowed with shuffle: true");
+  }
+  // The order of the files a buffer reads: a permutation of the whole set
+  // has none, and only a set of TFRecord files has files to order.
+  for (const char* name : {"interleave", "shuffle_files"}) {
+    const std::optional<Field> f = fields.find(name);
+    if (!f) continue;
+    if (name == std::string_view("interleave"))
+      data.shuffle_buffer.interleave = readInt(*f, 1);
+    else
+      data.shuffle_buffer.shuffle_files = readBool(*f);
+    if (data.shuffle_buffer.size == 0)
+      fail(*f,
+           "only allowed with data.shuffle_buffer (without a buffer each epoch is a permutation "
+           "of the whole set, whatever order its files are read in)");
+    if (data.kind != DataSpec::Kind::Files || data.train.format != DataFiles::Format::TfRecord)
+      fail(*f, std::string("only allowed with a training set of TFRecord files (") +
+                   (data.kind == DataSpec::Kind::Files ? "data.train's IDX images are one file"
+                                                       : "synthetic data are in no files") +
+                   ")");
   }
   if (auto f = fields.find("shard_by_worker")) data.shard_by_worker = readBool(*f);
   if (auto f = fields.find("standardize"))
@@ -1125,12 +1145,18 @@ std::string augmentationText(const Augmentation& augment) {
   return text.empty() ? "none" : text.substr(1);
 }
 
+std::string shuffleBufferText(const ShuffleBuffer& buffer) {
+  std::string text = fmt::format("through a buffer of {}", buffer.size);
+  if (buffer.interleave > 1) text += fmt::format(" from {} files at a time", buffer.interleave);
+  if (buffer.shuffle_files) text += ", the files shuffled every epoch";
+  return text;
+}
+
 std::string dataRule(const ModelSpec& spec) {
   std::string rule = fmt::format("batch_size {}, seed {}, {}", spec.data.batch_size, spec.seed,
                                  spec.data.shuffle ? "shuffled" : "not shuffled");
   // Added only when set, so that specs without them word it as before.
-  if (spec.data.shuffle_buffer > 0)
-    rule += fmt::format(" through a buffer of {}", spec.data.shuffle_buffer);
+  if (spec.data.shuffle_buffer.size > 0) rule += " " + shuffleBufferText(spec.data.shuffle_buffer);
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
   if (spec.data.standardize_per_image) rule += ", standardized per image";

@@ -184,6 +184,21 @@ struct Augmentation {
   }
 };
 
+// How a shuffled training set is drawn when not as one permutation of the
+// whole set: as tf.data's
+//   list_files(shuffle=shuffle_files).interleave(TFRecordDataset,
+//       cycle_length=interleave).shuffle(size)
+// draws it. Each epoch goes through the set's files, in the spec's order or
+// in one drawn anew, `interleave` at a time, one example from each in turn
+// (a file that ends gives its place to the next); each draw takes one of
+// the next `size` examples of that stream at random. So a set left in its
+// files is read nearly in order, a few files at a time.
+struct ShuffleBuffer {
+  int64_t size = 0;            // examples; 0: a permutation of the whole set
+  int64_t interleave = 1;      // files read at once (cycle_length)
+  bool shuffle_files = false;  // the files' order drawn anew every epoch
+};
+
 struct DataSpec {
   enum class Kind { Files, SyntheticRegression };
   Kind kind = Kind::Files;
@@ -194,11 +209,9 @@ struct DataSpec {
   int64_t batch_size = 32;
   SourceLocation batch_size_location;   // the field, or the data section without one
   bool shuffle = true;                  // reshuffled every epoch from (seed, epoch)
-  // With shuffle: the examples drawn at random from a buffer of this many
-  // as the set is gone through in its files' order, as tf.data's
-  // shuffle(buffer_size) draws them, so that a set left in its files is
-  // read nearly in order; 0 = a permutation of the whole set
-  int64_t shuffle_buffer = 0;
+  // With shuffle: data.shuffle_buffer, data.interleave and
+  // data.shuffle_files; by default a permutation of the whole set
+  ShuffleBuffer shuffle_buffer;
   Augmentation augment;                 // of the training set's images
   // data.standardize: per_image: every example of the training and test
   // sets, after any augmentation, as tf.image.per_image_standardization
@@ -360,8 +373,12 @@ std::string updateRule(const ModelSpec& spec);
 // contrast [0.2, 1.8]" (what is set, in the order it is made), or "none".
 std::string augmentationText(const Augmentation& augment);
 
+// A shuffle buffer as words: "through a buffer of 1000 from 8 files at a
+// time, the files shuffled every epoch" (the last two where set).
+std::string shuffleBufferText(const ShuffleBuffer& buffer);
+
 // How a worker reads its share of the training data, as one line
-// ("batch_size 100, seed 1, shuffled", then shuffle_buffer, shard_by_worker,
+// ("batch_size 100, seed 1, shuffled", then the shuffle buffer, shard_by_worker,
 // augment and standardize where set): every worker takes every n-th batch of one epoch
 // order, or its share of the examples, which these decide, distorts each
 // image from (seed, epoch, position) and standardizes it.

@@ -288,9 +288,8 @@ int main(int argc, char** argv) {
                     static_cast<long long>(data.train.size),
                     traind::shapeToString(data.train.example_shape).c_str(), tests,
                     tests == 1 ? "" : "s");
-        if (spec.data.shuffle_buffer > 0)
-          std::printf("shuffle: through a buffer of %lld\n",
-                      static_cast<long long>(spec.data.shuffle_buffer));
+        if (spec.data.shuffle_buffer.size > 0)
+          std::printf("shuffle: %s\n", traind::shuffleBufferText(spec.data.shuffle_buffer).c_str());
         if (spec.data.augment.any())
           std::printf("augment: %s\n", traind::augmentationText(spec.data.augment).c_str());
         if (spec.data.standardize_per_image) std::printf("standardize: per_image\n");

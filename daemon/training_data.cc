@@ -187,7 +187,7 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   // Through a shuffle buffer smaller than the set the reads go nearly in
   // order, which the system's read-ahead serves.
   if (data.files && spec.data.shuffle && field == "data.train" &&
-      (spec.data.shuffle_buffer == 0 || spec.data.shuffle_buffer >= data.size))
+      (spec.data.shuffle_buffer.size == 0 || spec.data.shuffle_buffer.size >= data.size))
     data.files->adviseRandomOrder();
   data.per_image_standardization = spec.data.standardize_per_image;
   const int value_bytes = data.files ? 0 : data.pixels.empty() ? int(sizeof(float)) : 1;

@@ -99,7 +99,8 @@ std::vector<int64_t> exampleIndices(const Batch& batch) {
 
 std::vector<std::vector<int64_t>> readSteps(const Dataset& data, int64_t batch_size, bool shuffle,
                                             uint64_t seed, int64_t first_step, int64_t steps,
-                                            int prefetch = 3, int64_t shuffle_buffer = 0) {
+                                            int prefetch = 3,
+                                            const ShuffleBuffer& shuffle_buffer = {}) {
   InputPipeline pipeline(data, batch_size, shuffle, seed, first_step, prefetch, 0, 1, {},
                          shuffle_buffer);
   std::vector<std::vector<int64_t>> batches;
@@ -257,7 +258,7 @@ TEST_CASE("a share is its worker's own order, as many batches an epoch as the sm
       }
     CHECK(seen.size() == size_t(share.size));  // 20 epochs of its own order visit all of it
     // Through a shuffle buffer too: a buffer of 1 takes the share in its order.
-    InputPipeline buffered(share, 3, true, 5, 0, 1, 0, 1, {}, 1);
+    InputPipeline buffered(share, 3, true, 5, 0, 1, 0, 1, {}, {1});
     CHECK(exampleIndices(buffered.next()) == std::vector<int64_t>{index, index + 3, index + 6});
     // Dealt out among workers once more, a share would lose examples.
     CHECK_THROWS_AS(InputPipeline(share, 1, true, 5, 0, 0, 0, 2), std::invalid_argument);
@@ -623,7 +624,7 @@ TEST_CASE("through a shuffle buffer each example is drawn from the next ones of 
   // k + B, so a set left in its files is read nearly in order.
   const Dataset data = indexedDataset(200);
   const auto epochsOf = [&](int64_t buffer, uint64_t seed) {
-    const auto batches = readSteps(data, 10, true, seed, 0, 60, 3, buffer);
+    const auto batches = readSteps(data, 10, true, seed, 0, 60, 3, {buffer});
     std::vector<std::vector<int64_t>> epochs(3);
     for (size_t s = 0; s < batches.size(); ++s)
       epochs[s / 20].insert(epochs[s / 20].end(), batches[s].begin(), batches[s].end());
@@ -647,11 +648,72 @@ TEST_CASE("through a shuffle buffer each example is drawn from the next ones of 
   const auto whole = epochsOf(1000, 7);
   CHECK(std::set<int64_t>(whole[0].begin(), whole[0].end()).size() == 200);
   CHECK(*std::max_element(whole[0].begin(), whole[0].begin() + 10) > 100);
-  CHECK_THROWS_AS(InputPipeline(data, 10, true, 7, 0, 0, 0, 1, {}, -1), std::invalid_argument);
+  CHECK_THROWS_AS(InputPipeline(data, 10, true, 7, 0, 0, 0, 1, {}, {-1}), std::invalid_argument);
   // Resumed mid-epoch, and without read-ahead, the same batches.
-  const auto uninterrupted = readSteps(data, 10, true, 7, 0, 60, 3, 16);
-  CHECK(readSteps(data, 10, true, 7, 27, 33, 0, 16) ==
+  const auto uninterrupted = readSteps(data, 10, true, 7, 0, 60, 3, {16});
+  CHECK(readSteps(data, 10, true, 7, 27, 33, 0, {16}) ==
         std::vector<std::vector<int64_t>>(uninterrupted.begin() + 27, uninterrupted.end()));
+}
+
+TEST_CASE("a shuffle buffer reads the files a few at a time, in an order drawn every epoch",
+          "[pipeline]") {
+  // Files of 3, 1 and 2 examples: 0 1 2 | 3 | 4 5. Through a buffer of one
+  // the batches are the stream itself.
+  Dataset data = indexedDataset(6);
+  data.file_examples = {3, 1, 2};
+  const auto epochsOf = [&](const ShuffleBuffer& stream, uint64_t seed, int64_t epochs) {
+    const auto batches = readSteps(data, 6, true, seed, 0, epochs, 0, stream);
+    return std::vector<std::vector<int64_t>>(batches.begin(), batches.end());
+  };
+  // As tf.data.Dataset.from_tensor_slices of the files .interleave(...,
+  // cycle_length=k) gives them (TensorFlow 2.21): a file that ends leaves
+  // its place to the next file when the turn comes back to it.
+  CHECK(epochsOf({1, 1}, 7, 1)[0] == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(epochsOf({1, 2}, 7, 1)[0] == std::vector<int64_t>{0, 3, 1, 2, 4, 5});
+  CHECK(epochsOf({1, 3}, 7, 1)[0] == std::vector<int64_t>{0, 3, 4, 1, 5, 2});
+  CHECK(epochsOf({1, 100}, 7, 1)[0] == std::vector<int64_t>{0, 3, 4, 1, 5, 2});
+  SECTION("a file of no examples (a share with none of its records) takes a turn") {
+    Dataset gaps = indexedDataset(5);
+    gaps.file_examples = {2, 0, 2, 1};
+    const auto order = readSteps(gaps, 5, true, 7, 0, 1, 0, {1, 2});
+    CHECK(order[0] == std::vector<int64_t>{0, 1, 2, 3, 4});
+  }
+  SECTION("the files' order is drawn anew every epoch, whole files in turn") {
+    const auto epochs = epochsOf({1, 1, true}, 7, 12);
+    const std::set<std::vector<int64_t>> concatenations = {{0, 1, 2, 3, 4, 5}, {0, 1, 2, 4, 5, 3},
+                                                           {3, 0, 1, 2, 4, 5}, {3, 4, 5, 0, 1, 2},
+                                                           {4, 5, 0, 1, 2, 3}, {4, 5, 3, 0, 1, 2}};
+    for (const std::vector<int64_t>& epoch : epochs) CHECK(concatenations.count(epoch) == 1);
+    CHECK(std::set<std::vector<int64_t>>(epochs.begin(), epochs.end()).size() > 2);
+    CHECK(epochsOf({1, 1, true}, 7, 12) == epochs);  // same seed, same orders
+    CHECK(epochsOf({1, 1, true}, 8, 12) != epochs);
+  }
+  SECTION("with a buffer, a permutation; resumed and unprefetched runs see the same batches") {
+    Dataset files = indexedDataset(200);
+    files.file_examples = {50, 30, 70, 40, 10};
+    const ShuffleBuffer stream{16, 3, true};
+    const auto uninterrupted = readSteps(files, 10, true, 5, 0, 60, 3, stream);
+    for (size_t e = 0; e < 3; ++e) {
+      std::set<int64_t> epoch;
+      for (size_t s = 20 * e; s < 20 * (e + 1); ++s)
+        epoch.insert(uninterrupted[s].begin(), uninterrupted[s].end());
+      CHECK(epoch.size() == 200);
+    }
+    CHECK(readSteps(files, 10, true, 5, 27, 33, 0, stream) ==
+          std::vector<std::vector<int64_t>>(uninterrupted.begin() + 27, uninterrupted.end()));
+    // The files read in turn: the first 30 drawn come from three files,
+    // not from the first one alone.
+    CHECK(std::any_of(uninterrupted[0].begin(), uninterrupted[0].end(),
+                      [](int64_t i) { return i >= 50; }));
+    CHECK(readSteps(files, 10, true, 5, 0, 60, 3, {16}) != uninterrupted);
+  }
+  SECTION("files that do not add up to the set, or an interleave below one, are refused") {
+    Dataset wrong = indexedDataset(6);
+    wrong.file_examples = {3, 2};
+    CHECK_THROWS_AS(InputPipeline(wrong, 2, true, 7, 0, 0, 0, 1, {}, {2, 2}),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(InputPipeline(data, 2, true, 7, 0, 0, 0, 1, {}, {2, 0}), std::invalid_argument);
+  }
 }
 
 TEST_CASE("a pipeline started at step s yields what an uninterrupted one did", "[pipeline]") {

@@ -111,6 +111,7 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
   }
   CHECK(data.num_classes == 10);
   CHECK(data.targets.empty());
+  CHECK(data.file_examples == std::vector<int64_t>{7, 5, 3});  // what a shuffle buffer reads
 
   SECTION("limit keeps the first examples, across files") {
     const Dataset first = loadExampleRecords(
@@ -118,6 +119,7 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
     REQUIRE(first.size == 9);
     CHECK(std::equal(first.pixels.begin(), first.pixels.end(), data.pixels.begin()));
     CHECK(first.labels.back() == 8);
+    CHECK(first.file_examples == std::vector<int64_t>{7, 2});
   }
   SECTION("the files past the limit are not opened") {
     const Dataset first = loadExampleRecords(
@@ -139,6 +141,16 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
         CHECK(share.whole_size == whole);
         CHECK(share.share.index == index);
         CHECK(checked.back() >= share.size);
+        // Each file's records of the share; the limit ends the reads in the second file.
+        std::vector<int64_t> file_examples;
+        const std::vector<int64_t> file_ends =
+            limit > 0 ? std::vector<int64_t>{7, 11} : std::vector<int64_t>{7, 12, 15};
+        for (size_t f = 0; f < file_ends.size(); ++f) {
+          file_examples.push_back(0);
+          for (int64_t k = f == 0 ? 0 : file_ends[f - 1]; k < file_ends[f]; ++k)
+            file_examples.back() += k % 4 == index;
+        }
+        CHECK(share.file_examples == file_examples);
         for (int64_t j = 0; j < share.size; ++j) {
           const int64_t k = 4 * j + index;
           CHECK(share.labels[size_t(j)] == k % 10);

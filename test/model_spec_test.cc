@@ -1042,15 +1042,63 @@ TEST_CASE("shuffle_buffer: each example drawn from the next ones of the set", "[
     return writeDataSpec(dir, "[8]", "  train: {tfrecords: data/train}\n" + data);
   };
   const ModelSpec buffered = loadModelSpec(spec("  shuffle_buffer: 10000\n"));
-  CHECK(buffered.data.shuffle_buffer == 10000);
+  CHECK(buffered.data.shuffle_buffer.size == 10000);
   // Every node must draw alike: the data rule a ps compares at hello.
   CHECK(dataRule(buffered) == "batch_size 32, seed 0, shuffled through a buffer of 10000");
-  CHECK(loadModelSpec(spec("")).data.shuffle_buffer == 0);
+  CHECK(loadModelSpec(spec("")).data.shuffle_buffer.size == 0);
   const std::string path = (dir.path() / "spec.yaml").string();
   CHECK(loadError(spec("  shuffle_buffer: 0\n")) ==
         path + ":6:19: data.shuffle_buffer: expected a positive integer, got 0");
   CHECK(loadError(spec("  shuffle: false\n  shuffle_buffer: 100\n")) ==
         path + ":7:19: data.shuffle_buffer: only allowed with shuffle: true");
+}
+
+TEST_CASE("interleave and shuffle_files: the files a shuffle buffer reads, and their order",
+          "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  dir.write("data/images", "x");
+  dir.write("data/labels", "x");
+  const auto spec = [&](const std::string& data) {
+    return writeDataSpec(dir, "[8]", "  train: {tfrecords: data/train}\n" + data);
+  };
+  const ModelSpec read =
+      loadModelSpec(spec("  shuffle_buffer: 1000\n  interleave: 8\n  shuffle_files: true\n"));
+  CHECK(read.data.shuffle_buffer.size == 1000);
+  CHECK(read.data.shuffle_buffer.interleave == 8);
+  CHECK(read.data.shuffle_buffer.shuffle_files);
+  CHECK(dataRule(read) ==
+        "batch_size 32, seed 0, shuffled through a buffer of 1000 from 8 files at a time, the "
+        "files shuffled every epoch");
+  const ModelSpec plain = loadModelSpec(spec("  shuffle_buffer: 1000\n"));
+  CHECK(plain.data.shuffle_buffer.interleave == 1);
+  CHECK_FALSE(plain.data.shuffle_buffer.shuffle_files);
+  CHECK(dataRule(loadModelSpec(spec("  shuffle_buffer: 10\n  shuffle_files: true\n"))) ==
+        "batch_size 32, seed 0, shuffled through a buffer of 10, the files shuffled every epoch");
+
+  const std::string path = (dir.path() / "spec.yaml").string();
+  CHECK(loadError(spec("  interleave: 4\n")) ==
+        path +
+            ":6:15: data.interleave: only allowed with data.shuffle_buffer (without a buffer "
+            "each epoch is a permutation of the whole set, whatever order its files are read "
+            "in)");
+  CHECK(loadError(spec("  shuffle_buffer: 10\n  interleave: 0\n")) ==
+        path + ":7:15: data.interleave: expected a positive integer, got 0");
+  CHECK(loadError(spec("  shuffle_buffer: 10\n  shuffle_files: 2\n")) ==
+        path + ":7:18: data.shuffle_files: expected true or false, got 2");
+  CHECK(loadError(writeDataSpec(dir, "[8]",
+                                "  train: {images: data/images, labels: data/labels}\n"
+                                "  shuffle_buffer: 10\n  shuffle_files: true\n")) ==
+        path +
+            ":7:18: data.shuffle_files: only allowed with a training set of TFRecord files "
+            "(data.train's IDX images are one file)");
+  CHECK(loadError(writeDataSpec(dir, "[1]",
+                                "  synthetic: {type: regression}\n  shuffle_buffer: 10\n"
+                                "  interleave: 2\n",
+                                /*regression=*/true)) ==
+        path +
+            ":8:15: data.interleave: only allowed with a training set of TFRecord files "
+            "(synthetic data are in no files)");
 }
 
 TEST_CASE("a bad value names file, line, column, field, expectation and value", "[model_spec]") {

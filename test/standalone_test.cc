@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <regex>
 
@@ -469,6 +470,39 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
   REQUIRE(files_buffered.exit_code == 0);
   CHECK(lossLines(files_buffered.output) == lossLines(idx_buffered.output));
   CHECK(lossLines(files_buffered.output) != lossLines(in_files.output));
+  // The same records in four files, read four at a time in an order drawn
+  // every epoch: other batches, and `traind check` says how they are drawn.
+  std::vector<std::string> parts(4);
+  for (size_t at = 0, record = 0; at < train.size(); ++record) {
+    uint64_t length = 0;
+    std::memcpy(&length, train.data() + at, sizeof length);  // TFRecord: little-endian length
+    const size_t bytes = 8 + 4 + size_t(length) + 4;
+    parts[record / 500] += train.substr(at, bytes);  // 2000 records, 500 a file
+    at += bytes;
+  }
+  for (size_t i = 0; i < parts.size(); ++i)
+    writeFile(dir / ("part-" + std::to_string(i) + ".tfrecords"), parts[i]);
+  const std::string interleaved_spec = replaceAll(
+      replaceAll(readFile(dir / "in_files_buffered.yaml"), (dir / "train.tfrecords").string() + ",",
+                 (dir / "part-*.tfrecords").string() + ","),
+      "  shuffle_buffer: 500", "  shuffle_buffer: 500\n  interleave: 4\n  shuffle_files: true");
+  REQUIRE(interleaved_spec.find("part-*") != std::string::npos);
+  REQUIRE(interleaved_spec.find("interleave") != std::string::npos);
+  writeFile(dir / "interleaved.yaml", interleaved_spec);
+  const ProcessResult interleaved =
+      runTraind("--model " + (dir / "interleaved.yaml").string() + common + " --checkpoint-dir " +
+                (dir / "interleaved").string());
+  INFO(interleaved.output);
+  REQUIRE(interleaved.exit_code == 0);
+  CHECK(lossLines(interleaved.output).size() == 3);
+  CHECK(lossLines(interleaved.output) != lossLines(files_buffered.output));
+  const ProcessResult interleaved_check =
+      runTraind("check --model " + (dir / "interleaved.yaml").string());
+  CHECK(interleaved_check.exit_code == 0);
+  CHECK_THAT(interleaved_check.output,
+             Catch::Contains("data: 2000 training examples of [28, 28, 1]") &&
+                 Catch::Contains("shuffle: through a buffer of 500 from 4 files at a time, the "
+                                 "files shuffled every epoch"));
   writeFile(dir / "compressed.yaml",
             replaceAll(readFile(dir / "in_files.yaml"), "train.tfrecords,", "train.tfrecords.gz,"));
   const ProcessResult compressed = runTraind("check --model " + (dir / "compressed.yaml").string());
