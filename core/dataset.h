@@ -73,8 +73,8 @@ struct Dataset {
   std::shared_ptr<const ExampleFiles> files;
   // The examples each of the set's files gave, in the files' order (this
   // share's, where the set is one), summing to size: what a shuffle
-  // buffer's order of the files (ShuffleBuffer) is drawn over. Empty for a
-  // set of no files of its own (IDX images are one, synthetic data none).
+  // buffer's order of the files (ShuffleBuffer) is drawn over. Empty for
+  // IDX sets and synthetic data.
   std::vector<int64_t> file_examples;
   // The inputs are pixels / 255, whichever form holds them; false for
   // floats as given, whose scale standardizeExample cannot know.

@@ -13,7 +13,7 @@
 namespace traind {
 namespace {
 
-// `order`, the examples in the set's order, drawn through `buffer` as
+// `order`, the examples in the stream's order, drawn through `buffer` as
 // tf.data's shuffle(buffer.size()) draws them: the buffer holds the next
 // examples of the set, each draw takes one of them at random and the
 // set's next example takes its place; once the set is through, the buffer
@@ -50,22 +50,25 @@ void readFilesInterleaved(std::vector<int64_t>& order, const std::vector<int64_t
   struct OpenFile {
     int64_t next, end;  // examples
   };
-  // More places than files would stay empty: the same order.
-  std::vector<std::optional<OpenFile>> cycle(
-      std::min(files.size(), size_t(std::max<int64_t>(stream.interleave, 1))));
-  size_t opened = 0, open = 0, turn = 0, written = 0;
-  while (opened < files.size() || open > 0) {
+  // Places that no file will take again are dropped rather than passed
+  // over on every turn: the same order (more places than files are never
+  // taken at all).
+  std::vector<std::optional<OpenFile>> cycle(std::min(files.size(), size_t(stream.interleave)));
+  size_t opened = 0, turn = 0, written = 0;
+  while (!cycle.empty()) {
     std::optional<OpenFile>& place = cycle[turn];
-    if (place && place->next < place->end) {
-      order[written++] = place->next++;
-    } else if (place) {  // ended: the place waits for the turn to come back
-      place.reset();
-      --open;
-    } else if (opened < files.size()) {
+    if (!place && opened < files.size()) {  // the next file, read at once
       const size_t f = files[opened++];
       place = OpenFile{first[f], first[f] + file_examples[f]};
-      ++open;
-      continue;  // read at once, on the same turn
+    }
+    if (place && place->next < place->end) {
+      order[written++] = place->next++;
+    } else if (place && opened < files.size()) {  // ended: the next file on the turn's return
+      place.reset();
+    } else {  // ended, and no file is left to take the place
+      cycle.erase(cycle.begin() + std::ptrdiff_t(turn));
+      if (turn == cycle.size()) turn = 0;
+      continue;
     }
     turn = (turn + 1) % cycle.size();
   }
@@ -107,11 +110,10 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
         std::to_string(shard_index) + " of " + std::to_string(num_shards) + ", shuffle buffer " +
         std::to_string(shuffle_buffer.size) + " from " + std::to_string(shuffle_buffer.interleave) +
         " files at a time");
-  if (!data.file_examples.empty() &&
-      std::reduce(data.file_examples.begin(), data.file_examples.end(), int64_t(0)) != data.size)
-    throw std::invalid_argument("InputPipeline: files of " +
-                                std::to_string(std::reduce(data.file_examples.begin(),
-                                                           data.file_examples.end(), int64_t(0))) +
+  const int64_t in_files =
+      std::reduce(data.file_examples.begin(), data.file_examples.end(), int64_t(0));
+  if (!data.file_examples.empty() && in_files != data.size)
+    throw std::invalid_argument("InputPipeline: files of " + std::to_string(in_files) +
                                 " examples in all, in a data set of " + std::to_string(data.size));
   return epoch_examples / (batch_size * num_shards) * num_shards;
 }

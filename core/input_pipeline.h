@@ -7,10 +7,9 @@
 // examples in the permutation drawn from Rng(hashCombine(seed, e))
 // (Fisher-Yates, or through a shuffle buffer from the files in an order
 // of their own; the identity without shuffle; a share's own, below), step
-// s takes the (s % stepsPerEpoch())-th
-// batch_size examples of it, and the last partial batch of an epoch is
-// dropped. So a run resumed from a checkpoint at step s sees exactly what
-// an uninterrupted one saw.
+// s takes the (s % stepsPerEpoch())-th batch_size examples of it, and the
+// last partial batch of an epoch is dropped. So a run resumed from a checkpoint at step s sees
+// exactly what an uninterrupted one saw.
 //
 // Sharded over the workers of a cluster (shard_index of num_shards), the
 // job's batches are dealt out in turn: step s of shard i is the job's batch

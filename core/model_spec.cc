@@ -808,15 +808,14 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     data.shuffle_buffer.size = readInt(*f, 1);
     if (!data.shuffle) fail(*f, "only allowed with shuffle: true");
   }
+  const std::optional<Field> interleave = fields.find("interleave");
+  const std::optional<Field> shuffle_files = fields.find("shuffle_files");
+  if (interleave) data.shuffle_buffer.interleave = readInt(*interleave, 1);
+  if (shuffle_files) data.shuffle_buffer.shuffle_files = readBool(*shuffle_files);
   // The order of the files a buffer reads: a permutation of the whole set
   // has none, and only a set of TFRecord files has files to order.
-  for (const char* name : {"interleave", "shuffle_files"}) {
-    const std::optional<Field> f = fields.find(name);
+  for (const std::optional<Field>& f : {interleave, shuffle_files}) {
     if (!f) continue;
-    if (name == std::string_view("interleave"))
-      data.shuffle_buffer.interleave = readInt(*f, 1);
-    else
-      data.shuffle_buffer.shuffle_files = readBool(*f);
     if (data.shuffle_buffer.size == 0)
       fail(*f,
            "only allowed with data.shuffle_buffer (without a buffer each epoch is a permutation "

@@ -185,7 +185,8 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   if (spec.data.augment.crop_height > 0)
     data.window = modelInputOf(spec.data.augment, data.example_shape, field);
   // Through a shuffle buffer smaller than the set the reads go nearly in
-  // order, which the system's read-ahead serves.
+  // order within each file (a few files at a time with data.interleave),
+  // which the system's read-ahead of each file serves.
   if (data.files && spec.data.shuffle && field == "data.train" &&
       (spec.data.shuffle_buffer.size == 0 || spec.data.shuffle_buffer.size >= data.size))
     data.files->adviseRandomOrder();
