@@ -54,15 +54,21 @@ namespace {
 // variables are under `source`: "<source>/kernel" as traind and TensorFlow 1
 // name it; a TensorFlow 2 object-based checkpoint (tf.train.Checkpoint)
 // names its value "<source>/kernel/.ATTRIBUTES/VARIABLE_VALUE", and Keras 3
-// keeps a kernel as "_kernel". The first the checkpoint holds, else the first.
+// keeps a kernel as "_kernel"; where the checkpoint reaches the variable
+// through another object first (a model saved with its optimizer), its
+// object graph names the key. The first the checkpoint holds, else the first.
 template <typename Reader>
 std::string checkpointKey(const Reader& reader, const std::string& source,
                           std::string_view variable) {
   constexpr std::string_view kObjectValue = "/.ATTRIBUTES/VARIABLE_VALUE";
   const std::string plain = fmt::format("{}/{}", source, variable);
-  for (const std::string& key : {plain, plain + std::string(kObjectValue),
-                                 fmt::format("{}/_{}{}", source, variable, kObjectValue)})
+  const std::string underscored = fmt::format("{}/_{}", source, variable);
+  for (const std::string& key :
+       {plain, plain + std::string(kObjectValue), underscored + std::string(kObjectValue)})
     if (reader.contains(key)) return key;
+  if constexpr (requires { reader.objectKey(plain); })
+    for (const std::string& path : {plain, underscored})
+      if (std::optional<std::string> key = reader.objectKey(path)) return *key;
   return plain;
 }
 

@@ -21,6 +21,7 @@
 #include "core/printable.h"
 #include "core/read_at.h"
 #include "core/tensor_bundle.pb.h"
+#include "core/trackable_object_graph.pb.h"
 
 namespace traind {
 
@@ -88,6 +89,7 @@ class Bytes {
       : data_(data), file_(file), where_(std::move(where)) {}
 
   bool empty() const { return data_.empty(); }
+  size_t size() const { return data_.size(); }
 
   uint64_t varint(int max_bits) {
     uint64_t value = 0;
@@ -685,6 +687,108 @@ TensorflowCheckpointReader::TensorflowCheckpointReader(const std::filesystem::pa
                        "truncated, or not this index's)",
                        quotedPrintable(name), e.offset, e.offset + e.size, file_size));
   }
+  readObjectGraph();
+}
+
+void TensorflowCheckpointReader::readObjectGraph() {
+  // TensorFlow's name for the tensor (trackable/constants.py, OBJECT_GRAPH_PROTO_KEY).
+  const std::string name = "_CHECKPOINTABLE_OBJECT_GRAPH";
+  const auto found = tensors_.find(name);
+  if (found == tensors_.end()) return;
+  const Entry& e = found->second;
+  constexpr int kDataTypeString = 7;
+  if (e.dtype != kDataTypeString || !e.shape.empty() || !e.slices.empty())
+    fail(prefix_,
+         fmt::format("tensor {}: expected a string scalar (an object graph), found {} of "
+                     "shape {}",
+                     quotedPrintable(name), dataTypeName(e.dtype), shapeToString(e.shape)));
+  const std::filesystem::path path = dataFile(e.shard);
+  Bytes bounds("", path, "tensor " + quotedPrintable(name));
+  if (e.size > tc::kMaxIndexBytes)
+    bounds.pastBound(fmt::format("{} bytes, more than {}", e.size, tc::kMaxIndexBytes));
+  std::string bytes(e.size, '\0');
+  readExactlyAt(fileno(data_.at(e.shard).get()), e.offset,
+                reinterpret_cast<std::byte*>(bytes.data()), e.size, path);
+  // A string tensor's bytes (tensor_bundle.cc, WriteStringTensor): each
+  // element's length as a varint, the masked CRC32C of the lengths, then
+  // the elements. The CRC32Cs are over each length as a little-endian
+  // uint32 (uint64 past 2^32 - 1), not its varint; the entry's goes on over
+  // the lengths' masked CRC32C and the elements.
+  Bytes tensor(bytes, path, "tensor " + quotedPrintable(name));
+  const uint64_t length = tensor.varint(64);
+  uint32_t crc = 0;
+  if (length <= UINT32_MAX) {
+    const auto length32 = uint32_t(length);
+    crc = crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32));
+  } else {
+    crc = crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
+  }
+  const std::string_view length_crc = tensor.take(4);
+  if (fixed32(length_crc) != maskCrc32c(crc))
+    tensor.corrupt("its length does not match its CRC32C");
+  if (length != tensor.size())
+    tensor.corrupt(fmt::format("a string of {} bytes in {} bytes", length, tensor.size()));
+  const std::string_view graph_bytes = tensor.take(length);
+  if (crc32c(graph_bytes, crc32c(length_crc, crc)) != unmaskCrc32c(e.masked_crc))
+    fail(path, "tensor " + quotedPrintable(name) +
+                   ": its bytes do not match the index's CRC32C (the file is corrupt, or not "
+                   "this index's)");
+  tensorflow::TrackableObjectGraph graph;
+  if (!graph.ParseFromArray(graph_bytes.data(), int(graph_bytes.size())))
+    tensor.corrupt("not a TensorFlow object graph");
+  objects_.resize(size_t(graph.nodes_size()));
+  for (int i = 0; i < graph.nodes_size(); ++i) {
+    const auto& node = graph.nodes(i);
+    ObjectNode& object = objects_[size_t(i)];
+    for (const auto& child : node.children()) {
+      if (child.node_id() < 0 || child.node_id() >= graph.nodes_size())
+        tensor.corrupt(fmt::format("object {} names object {} of {} as its child {}", i,
+                                   child.node_id(), graph.nodes_size(),
+                                   quotedPrintable(child.local_name())));
+      object.children.emplace_back(child.local_name(), size_t(child.node_id()));
+    }
+    for (const auto& attribute : node.attributes())
+      if (attribute.name() == "VARIABLE_VALUE") object.value_key = attribute.checkpoint_key();
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> TensorflowCheckpointReader::objectPaths() const {
+  std::vector<std::pair<std::string, std::string>> paths;
+  if (objects_.empty()) return paths;
+  std::vector<bool> on_path(objects_.size());
+  // Paths that share objects multiply: a lying graph of a few objects
+  // could hold more paths than any walk ends.
+  size_t visits = 0;
+  std::function<void(size_t, const std::string&)> visit = [&](size_t node,
+                                                              const std::string& path) {
+    if (paths.size() == kMaxObjectPaths || ++visits > 10 * kMaxObjectPaths) return;
+    const ObjectNode& object = objects_[node];
+    if (!object.value_key.empty() && contains(object.value_key))
+      paths.emplace_back(path, object.value_key);
+    on_path[node] = true;
+    for (const auto& [name, child] : object.children)
+      if (!on_path[child]) visit(child, path.empty() ? name : path + "/" + name);
+    on_path[node] = false;
+  };
+  visit(0, "");
+  return paths;
+}
+
+std::optional<std::string> TensorflowCheckpointReader::objectKey(std::string_view path) const {
+  if (objects_.empty()) return std::nullopt;
+  size_t node = 0;  // the root
+  while (!path.empty()) {
+    const std::string_view name = path.substr(0, path.find('/'));
+    path.remove_prefix(std::min(path.size(), name.size() + 1));
+    const auto& children = objects_[node].children;
+    const auto child = std::find_if(children.begin(), children.end(),
+                                    [&](const auto& c) { return c.first == name; });
+    if (child == children.end()) return std::nullopt;
+    node = child->second;
+  }
+  const std::string& key = objects_[node].value_key;
+  if (key.empty() || !contains(key)) return std::nullopt;
+  return key;
 }
 
 std::filesystem::path TensorflowCheckpointReader::dataFile(int shard) const {

@@ -28,6 +28,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/shape.h"
@@ -128,6 +130,24 @@ class TensorflowCheckpointReader {
   // Such a scalar's value; InputError as read's.
   int64_t readInteger(const std::string& name) const;
 
+  // The key of the tensor holding the value of the variable at `path` in an
+  // object-based checkpoint (tf.train.Checkpoint, Keras' TensorFlow-format
+  // checkpoints): the names of the objects from the root, joined by '/'
+  // ("model/layer_with_weights-0/kernel"; Keras 3's
+  // "model/_functional/_operations/1/_kernel"). Such a checkpoint keys each
+  // tensor by the first path that reaches it, so a model saved with its
+  // optimizer has its kernels keyed "optimizer/_trainable_variables/0/..."
+  // and only the object graph (the tensor _CHECKPOINTABLE_OBJECT_GRAPH,
+  // read and checked as the checkpoint opens) says which is which. nullopt
+  // without a graph, or where the path leads to no variable's value.
+  std::optional<std::string> objectKey(std::string_view path) const;
+  // Every path to a variable's value in the object graph, with the value's
+  // key, in the graph's order (empty without a graph): what objectKey
+  // takes. A path goes through no object twice; at most kMaxObjectPaths,
+  // from a walk that ends after visiting 10 times as many objects.
+  static constexpr size_t kMaxObjectPaths = 100000;
+  std::vector<std::pair<std::string, std::string>> objectPaths() const;
+
  private:
   // A part of a partitioned variable: where it lies in the whole, per
   // dimension, and the key its bytes' entry is under.
@@ -156,12 +176,22 @@ class TensorflowCheckpointReader {
   // A partitioned float32 variable's parts into their places in dst.
   void readParts(const std::string& name, const Entry& e, std::span<float> dst) const;
   std::filesystem::path dataFile(int shard) const;
+  // The object graph from its tensor, when the checkpoint has one.
+  void readObjectGraph();
 
   std::filesystem::path prefix_;
   int shards_ = 0;
   std::map<std::string, Entry> tensors_;
   std::map<std::string, Entry> slice_data_;  // the parts' entries, by their keys
   std::map<int, File> data_;  // the data files entries refer to, by shard
+  // An object-based checkpoint's objects, the root first (empty for
+  // others): each child's name and node, and the key of the object's own
+  // value where it is a variable.
+  struct ObjectNode {
+    std::vector<std::pair<std::string, size_t>> children;
+    std::string value_key;
+  };
+  std::vector<ObjectNode> objects_;
 };
 
 }  // namespace traind

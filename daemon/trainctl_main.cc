@@ -591,6 +591,18 @@ void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
   }
   std::fputs(table(rows).c_str(), stdout);
   std::printf("%zu tensors\n", rows.size() - 1);
+  // An object-based checkpoint: init_from's `from` is a path of the model's
+  // objects, which the key need not be.
+  const auto paths = reader.objectPaths();
+  if (paths.empty()) return;
+  std::printf(
+      "\nobject graph: each variable's paths (a layer's `from` is the path to its "
+      "kernel, less /kernel or /_kernel)\n");
+  std::vector<std::vector<std::string>> object_rows = {{"PATH", "TENSOR"}};
+  for (const auto& [path, key] : paths) object_rows.push_back({printable(path), printable(key)});
+  std::fputs(table(object_rows).c_str(), stdout);
+  if (paths.size() == TensorflowCheckpointReader::kMaxObjectPaths)
+    std::printf("(the first %zu paths)\n", paths.size());
 }
 
 // A TFRecord file of examples: its records and its first one's features,

@@ -25,6 +25,8 @@ namespace fs = std::filesystem;
 
 const fs::path kFixture = fs::path(TRAIND_SOURCE_DIR) / "test/data/tensorflow_checkpoint";
 const fs::path kPrefix = kFixture / "model.ckpt-1200";
+// A Keras 3 model and its Adam saved by tf.train.Checkpoint (test/make_keras_checkpoint.py).
+const fs::path kKerasPrefix = fs::path(TRAIND_SOURCE_DIR) / "test/data/keras_checkpoint/ckpt";
 
 // What the fixture's script set: element i of a tensor is first + i / 8.
 std::vector<float> counting(float first, size_t n) {
@@ -69,6 +71,19 @@ std::string fineTuningSpec(const std::string& init_from) {
          "  batch_size: 8\ntraining: {max_steps: 1}\n"
          "init_from: " +
          init_from + "\n";
+}
+
+// Checks that fineTuningSpec's layers hold what the fixtures' scripts set.
+void checkFixtureValues(const ModelState& state) {
+  for (const VariableView& v : state.layout().views()) {
+    const std::span<const float> values = state.parameters().view(v);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    INFO(v.name);
+    CHECK(std::vector<float>(values.begin(), values.end()) == counting(first, values.size()));
+  }
 }
 
 }  // namespace
@@ -154,15 +169,7 @@ TEST_CASE("init_from copies layers from a TensorFlow checkpoint, under its scope
   ModelState state(spec, graph);
   CHECK(state.initialize() ==
         "initialised the parameters; layers hidden, out from " + kPrefix.string());
-  for (const VariableView& v : state.layout().views()) {
-    const std::span<const float> values = std::as_const(state.parameters()).view(v);
-    const float first = v.name == "hidden/kernel" ? 1
-                        : v.name == "hidden/bias" ? 2
-                        : v.name == "out/kernel"  ? 3
-                                                  : 4;
-    INFO(v.name);
-    CHECK(std::vector<float>(values.begin(), values.end()) == counting(first, values.size()));
-  }
+  checkFixtureValues(state);
 
   // Without the scope, the names are not the checkpoint's.
   const std::string unscoped = dir.write(
@@ -184,6 +191,95 @@ TEST_CASE("init_from copies layers from a TensorFlow checkpoint, under its scope
         swapped + ":13:12: init_from.layers: layer 'hidden' does not fit the checkpoint's: " +
             kPrefix.string() +
             " holds 'net/out/kernel' of shape [3, 2], this model's 'hidden/kernel' is [4, 3]");
+}
+
+TEST_CASE("an object-based checkpoint's variables are found through its object graph",
+          "[tensorflow_checkpoint]") {
+  // Saved with its optimizer, the model's variables are keyed by the
+  // optimizer's path to them; only the graph tells the model's.
+  const TensorflowCheckpointReader reader(kKerasPrefix);
+  CHECK_FALSE(
+      reader.contains("model/_functional/_operations/1/_kernel/.ATTRIBUTES/VARIABLE_VALUE"));
+  CHECK(reader.objectKey("model/_functional/_operations/1/_kernel") ==
+        "optimizer/_trainable_variables/0/.ATTRIBUTES/VARIABLE_VALUE");
+  CHECK(reader.objectKey("model/_functional/_operations/2/bias") ==
+        "optimizer/_trainable_variables/3/.ATTRIBUTES/VARIABLE_VALUE");
+  // Adam's slots of the logits' kernel, and its step.
+  CHECK(reader.objectKey("optimizer/_momentums/2") ==
+        "optimizer/_variables/6/.ATTRIBUTES/VARIABLE_VALUE");
+  CHECK(reader.objectKey("optimizer/_velocities/2") ==
+        "optimizer/_variables/7/.ATTRIBUTES/VARIABLE_VALUE");
+  CHECK(reader.readInteger(*reader.objectKey("optimizer/_iterations")) == 1200);
+  CHECK(readFloats(reader, *reader.objectKey("optimizer/_momentums/2")) == counting(103, 6));
+  // Paths to no variable's value, and a checkpoint without a graph.
+  CHECK(reader.objectKey("model/_functional/_operations/1") == std::nullopt);
+  CHECK(reader.objectKey("model/_functional/_operations/9/_kernel") == std::nullopt);
+  CHECK(reader.objectKey("model//_functional") == std::nullopt);
+  CHECK(reader.objectKey("") == std::nullopt);
+  CHECK(TensorflowCheckpointReader(kPrefix).objectKey("net/hidden/kernel") == std::nullopt);
+}
+
+TEST_CASE("init_from takes a Keras 3 model's layers from a checkpoint of it and its optimizer",
+          "[tensorflow_checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.write(
+      "m.yaml", fineTuningSpec("{checkpoint: " + kKerasPrefix.string() +
+                               ", layers: [{name: hidden, from: model/_functional/_operations/1}, "
+                               "{name: out, from: model/_functional/_operations/2}]}"));
+  const ModelSpec spec = loadModelSpec(path);
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  CHECK(state.initialize() ==
+        "initialised the parameters; layers hidden, out from " + kKerasPrefix.string());
+  checkFixtureValues(state);
+  // A path to no layer is named as before.
+  const std::string wrong =
+      dir.write("wrong.yaml",
+                fineTuningSpec("{checkpoint: " + kKerasPrefix.string() +
+                               ", layers: [{name: hidden, from: model/layer_with_weights-0}]}"));
+  const ModelSpec wrong_spec = loadModelSpec(wrong);
+  ModelState wrong_state(wrong_spec, graph);
+  CHECK(errorOf([&] { wrong_state.initialize(); }) ==
+        wrong + ":13:12: init_from.layers: checkpoint " + kKerasPrefix.string() +
+            " has no tensor 'model/layer_with_weights-0/kernel' (for layer 'hidden'); `trainctl "
+            "inspect " +
+            kKerasPrefix.string() + "` lists the tensors it has");
+}
+
+TEST_CASE("a randomly corrupted object graph is read or refused, naming its file",
+          "[tensorflow_checkpoint]") {
+  // Bytes of the data file changed or cut: the graph's CRC32C refuses them,
+  // or what is read is what the fixture holds.
+  TempDir dir;
+  const std::string data = readFile(kKerasPrefix.string() + ".data-00000-of-00001");
+  const std::string index = readFile(kKerasPrefix.string() + ".index");
+  std::mt19937_64 rng(Catch::rngSeed());
+  auto below = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  int read = 0, refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    const fs::path prefix = dir.path() / std::to_string(i) / "ckpt";
+    fs::create_directories(prefix.parent_path());
+    std::string damaged = data;
+    damaged[below(damaged.size())] ^= char(1 + below(255));
+    writeFile(prefix.string() + ".data-00000-of-00001", damaged);
+    writeFile(prefix.string() + ".index", index);
+    INFO("case " << i << ", seed " << Catch::rngSeed());
+    try {
+      const TensorflowCheckpointReader reader(prefix);
+      const std::optional<std::string> key =
+          reader.objectKey("model/_functional/_operations/1/_kernel");
+      const std::vector<float> kernel = readFloats(reader, key.value_or("none"));
+      CHECK(kernel == counting(1, 12));
+      ++read;
+    } catch (const InputError& e) {
+      ++refused;
+      const std::string message = e.what();
+      CHECK_THAT(message, Catch::Contains(prefix.string()));
+      CHECK(printable(message) == message);
+    }
+  }
+  CHECK(refused > 100);
+  CHECK(read + refused == 200);
 }
 
 TEST_CASE("a randomly corrupted TensorFlow checkpoint is read or refused, naming its file",

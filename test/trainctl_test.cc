@@ -635,6 +635,15 @@ TEST_CASE(
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("global step: 1200"));
   CHECK_THAT(r.output, Catch::Contains("net/partitioned           float32  [150, 2] in 2 parts"));
+  CHECK_THAT(r.output, !Catch::Contains("object graph"));
+  // An object-based checkpoint also lists the paths init_from's `from` takes.
+  r = runTrainctl("inspect " + std::string(TRAIND_SOURCE_DIR) + "/test/data/keras_checkpoint/ckpt");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("object graph: each variable's paths"));
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\nmodel/_functional/_operations/1/_kernel +"
+                                      "optimizer/_trainable_variables/0/.ATTRIBUTES/"
+                                      "VARIABLE_VALUE\n(.|\n)*"));
 }
 
 TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record's features") {
