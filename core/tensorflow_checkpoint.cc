@@ -56,7 +56,7 @@ constexpr DataType kDataTypes[] = {
     {4, "uint8", 1},
     {5, "int16", 2},
     {6, "int8", 1},
-    {7, "string", 0},
+    {tc::kDataTypeString, "string", 0},
     {tc::kDataTypeInt64, "int64", 8},
     {10, "bool", 1},
     {14, "bfloat16", 2},
@@ -133,6 +133,97 @@ uint32_t fixed32(std::string_view bytes) {
   uint32_t value = 0;
   std::memcpy(&value, bytes.data(), sizeof value);
   return value;
+}
+
+// A string scalar's bytes as TensorFlow writes them (tensor_bundle.cc,
+// WriteStringTensor): the string's length as a varint, the masked CRC32C of
+// that length, then the string. The CRC32Cs are over the length as a
+// little-endian uint32 (uint64 from 2^32 on), not its varint; the entry's
+// goes on over the length's masked CRC32C and the string. `crc` gets the
+// entry's (unmasked).
+std::string encodeStringScalar(std::string_view value, uint32_t& crc) {
+  const uint64_t length = value.size();
+  std::string bytes;
+  for (uint64_t rest = length;; rest >>= 7) {
+    bytes += char((rest & 0x7f) | (rest >= 0x80 ? 0x80 : 0));
+    if (rest < 0x80) break;
+  }
+  const auto length32 = uint32_t(length);
+  crc = length <= UINT32_MAX
+            ? crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32))
+            : crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
+  const uint32_t length_crc = maskCrc32c(crc);
+  const std::string_view length_crc_bytes(reinterpret_cast<const char*>(&length_crc),
+                                          sizeof length_crc);
+  bytes += length_crc_bytes;
+  bytes += value;
+  crc = crc32c(value, crc32c(length_crc_bytes, crc));
+  return bytes;
+}
+
+// The string of a string scalar's `bytes` (encodeStringScalar's), checked
+// against both CRC32Cs (the entry's `masked_crc`); fails naming `file` and
+// `where`.
+std::string_view decodeStringScalar(std::string_view bytes, uint32_t masked_crc,
+                                    const std::filesystem::path& file, const std::string& where) {
+  Bytes scalar(bytes, file, where);
+  const uint64_t length = scalar.varint(64);
+  const auto length32 = uint32_t(length);
+  uint32_t crc =
+      length <= UINT32_MAX
+          ? crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32))
+          : crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
+  const std::string_view length_crc = scalar.take(4);
+  if (fixed32(length_crc) != maskCrc32c(crc))
+    scalar.corrupt("its length does not match its CRC32C");
+  if (length != scalar.size())
+    scalar.corrupt(fmt::format("a string of {} bytes in {} bytes", length, scalar.size()));
+  const std::string_view value = scalar.take(length);
+  crc = crc32c(value, crc32c(length_crc, crc));
+  if (crc != unmaskCrc32c(masked_crc))
+    fail(file, where +
+                   ": its bytes do not match the index's CRC32C (the file is corrupt, or not "
+                   "this index's)");
+  return value;
+}
+
+// The field a protocol buffer's `message` holds next, after its tag: a
+// length-delimited field's contents, the others' bytes skipped (empty).
+std::pair<uint64_t, std::string_view> nextField(Bytes& message) {
+  const uint64_t tag = message.varint(32);
+  switch (tag & 7) {
+    case 0:
+      message.varint(64);
+      return {tag >> 3, {}};
+    case 1:
+      message.take(8);
+      return {tag >> 3, {}};
+    case 2:
+      return {tag >> 3, message.take(message.varint(32))};
+    case 5:
+      message.take(4);
+      return {tag >> 3, {}};
+    default:
+      message.corrupt(fmt::format("a field of wire type {}", tag & 7));
+  }
+}
+
+// Counts a TrackableObjectGraph's objects and their children on the wire,
+// before it is parsed, against tensorflow_checkpoint_format's bounds.
+void checkObjectGraphCounts(std::string_view wire, const std::filesystem::path& file,
+                            const std::string& where) {
+  Bytes graph(wire, file, where);
+  size_t objects = 0, children = 0;
+  while (!graph.empty()) {
+    const auto [field, object] = nextField(graph);
+    if (field != 1) continue;  // TrackableObjectGraph.nodes
+    if (++objects > tc::kMaxObjects)
+      graph.pastBound(fmt::format("more than {} objects", tc::kMaxObjects));
+    Bytes fields(object, file, where);
+    while (!fields.empty())
+      if (nextField(fields).first == 1 && ++children > tc::kMaxObjectChildren)  // children
+        graph.pastBound(fmt::format("more than {} children of objects", tc::kMaxObjectChildren));
+  }
 }
 
 struct BlockHandle {
@@ -387,7 +478,16 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                                   " holds a value that is not finite");
     tensorflow::BundleEntryProto entry;
     std::string_view bytes;
-    if (t.integer) {
+    std::string string_bytes;  // a string scalar's, encoded
+    uint32_t crc = 0;
+    if (t.string_value) {
+      if (!t.shape.empty() || !t.values.empty() || t.integer)
+        throw std::invalid_argument("writeTensorflowCheckpoint: string tensor '" + t.name +
+                                    "' is not a scalar");
+      entry.set_dtype(tc::kDataTypeString);
+      string_bytes = encodeStringScalar(*t.string_value, crc);
+      bytes = string_bytes;
+    } else if (t.integer) {
       if (!t.shape.empty() || !t.values.empty())
         throw std::invalid_argument("writeTensorflowCheckpoint: integer tensor '" + t.name +
                                     "' is not a scalar");
@@ -405,7 +505,7 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
     for (const int64_t d : t.shape) entry.mutable_shape()->add_dim()->set_size(d);
     entry.set_offset(int64_t(data.size()));
     entry.set_size(int64_t(bytes.size()));
-    entry.set_crc32c(maskCrc32c(crc32c(bytes)));
+    entry.set_crc32c(maskCrc32c(t.string_value ? crc : crc32c(bytes)));
     data += bytes;
     entries.emplace_back(t.name, entry.SerializeAsString());
   }
@@ -696,55 +796,33 @@ void TensorflowCheckpointReader::readObjectGraph() {
   const auto found = tensors_.find(name);
   if (found == tensors_.end()) return;
   const Entry& e = found->second;
-  constexpr int kDataTypeString = 7;
-  if (e.dtype != kDataTypeString || !e.shape.empty() || !e.slices.empty())
+  const std::string where = "tensor " + quotedPrintable(name);
+  if (e.dtype != tc::kDataTypeString || !e.shape.empty() || !e.slices.empty())
     fail(prefix_,
-         fmt::format("tensor {}: expected a string scalar (an object graph), found {} of "
-                     "shape {}",
-                     quotedPrintable(name), dataTypeName(e.dtype), shapeToString(e.shape)));
+         fmt::format("{}: expected a string scalar (an object graph), found {} of shape {}", where,
+                     dataTypeName(e.dtype), shapeToString(e.shape)));
   const std::filesystem::path path = dataFile(e.shard);
-  Bytes bounds("", path, "tensor " + quotedPrintable(name));
-  if (e.size > tc::kMaxIndexBytes)
-    bounds.pastBound(fmt::format("{} bytes, more than {}", e.size, tc::kMaxIndexBytes));
+  if (e.size > tc::kMaxObjectGraphBytes)
+    fail(path, fmt::format("{}: {} bytes, more than the {} of an object graph traind reads", where,
+                           e.size, tc::kMaxObjectGraphBytes));
   std::string bytes(e.size, '\0');
   readExactlyAt(fileno(data_.at(e.shard).get()), e.offset,
                 reinterpret_cast<std::byte*>(bytes.data()), e.size, path);
-  // A string tensor's bytes (tensor_bundle.cc, WriteStringTensor): each
-  // element's length as a varint, the masked CRC32C of the lengths, then
-  // the elements. The CRC32Cs are over each length as a little-endian
-  // uint32 (uint64 past 2^32 - 1), not its varint; the entry's goes on over
-  // the lengths' masked CRC32C and the elements.
-  Bytes tensor(bytes, path, "tensor " + quotedPrintable(name));
-  const uint64_t length = tensor.varint(64);
-  uint32_t crc = 0;
-  if (length <= UINT32_MAX) {
-    const auto length32 = uint32_t(length);
-    crc = crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32));
-  } else {
-    crc = crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
-  }
-  const std::string_view length_crc = tensor.take(4);
-  if (fixed32(length_crc) != maskCrc32c(crc))
-    tensor.corrupt("its length does not match its CRC32C");
-  if (length != tensor.size())
-    tensor.corrupt(fmt::format("a string of {} bytes in {} bytes", length, tensor.size()));
-  const std::string_view graph_bytes = tensor.take(length);
-  if (crc32c(graph_bytes, crc32c(length_crc, crc)) != unmaskCrc32c(e.masked_crc))
-    fail(path, "tensor " + quotedPrintable(name) +
-                   ": its bytes do not match the index's CRC32C (the file is corrupt, or not "
-                   "this index's)");
+  const std::string_view wire = decodeStringScalar(bytes, e.masked_crc, path, where);
+  checkObjectGraphCounts(wire, path, where);
   tensorflow::TrackableObjectGraph graph;
-  if (!graph.ParseFromArray(graph_bytes.data(), int(graph_bytes.size())))
-    tensor.corrupt("not a TensorFlow object graph");
+  if (!graph.ParseFromArray(wire.data(), int(wire.size())))
+    fail(path, where + ": not a TensorFlow object graph (the file is corrupt)");
   objects_.resize(size_t(graph.nodes_size()));
   for (int i = 0; i < graph.nodes_size(); ++i) {
     const auto& node = graph.nodes(i);
     ObjectNode& object = objects_[size_t(i)];
     for (const auto& child : node.children()) {
       if (child.node_id() < 0 || child.node_id() >= graph.nodes_size())
-        tensor.corrupt(fmt::format("object {} names object {} of {} as its child {}", i,
-                                   child.node_id(), graph.nodes_size(),
-                                   quotedPrintable(child.local_name())));
+        fail(path, fmt::format("{}: object {} names object {} of {} as its child {} (the file is "
+                               "corrupt)",
+                               where, i, child.node_id(), graph.nodes_size(),
+                               quotedPrintable(child.local_name())));
       object.children.emplace_back(child.local_name(), size_t(child.node_id()));
     }
     for (const auto& attribute : node.attributes())
@@ -752,30 +830,63 @@ void TensorflowCheckpointReader::readObjectGraph() {
   }
 }
 
-std::vector<std::pair<std::string, std::string>> TensorflowCheckpointReader::objectPaths() const {
-  std::vector<std::pair<std::string, std::string>> paths;
-  if (objects_.empty()) return paths;
-  std::vector<bool> on_path(objects_.size());
-  // Paths that share objects multiply: a lying graph of a few objects
-  // could hold more paths than any walk ends.
-  size_t visits = 0;
-  std::function<void(size_t, const std::string&)> visit = [&](size_t node,
-                                                              const std::string& path) {
-    if (paths.size() == kMaxObjectPaths || ++visits > 10 * kMaxObjectPaths) return;
-    const ObjectNode& object = objects_[node];
-    if (!object.value_key.empty() && contains(object.value_key))
-      paths.emplace_back(path, object.value_key);
-    on_path[node] = true;
-    for (const auto& [name, child] : object.children)
-      if (!on_path[child]) visit(child, path.empty() ? name : path + "/" + name);
-    on_path[node] = false;
+TensorflowCheckpointReader::ObjectPaths TensorflowCheckpointReader::objectPaths() const {
+  ObjectPaths found;
+  if (objects_.empty()) return found;
+  // Depth first, on a stack of our own (a lying graph may be a chain of a
+  // million objects), with one path string that each step down appends to
+  // and each step up cuts back.
+  struct Step {
+    size_t node;
+    size_t next_child = 0;
+    size_t path_before = 0;  // the path's length before this object's name
   };
-  visit(0, "");
-  return paths;
+  std::vector<Step> stack;
+  std::vector<bool> on_path(objects_.size());
+  std::string path;
+  uint64_t path_bytes = 0;
+  size_t steps = 0;
+  const auto enter = [&](size_t node, size_t path_before) {
+    stack.push_back({node, 0, path_before});
+    on_path[node] = true;
+    const std::string& key = objects_[node].value_key;
+    if (!key.empty() && contains(key)) {
+      found.paths.emplace_back(path, key);
+      path_bytes += path.size();
+    }
+  };
+  enter(0, 0);
+  while (!stack.empty()) {
+    if (found.paths.size() >= tc::kMaxObjectPaths || path_bytes >= tc::kMaxObjectPathBytes ||
+        steps >= tc::kMaxObjectWalkSteps) {
+      found.complete = false;
+      break;
+    }
+    Step& top = stack.back();
+    const auto& children = objects_[top.node].children;
+    if (top.next_child == children.size()) {
+      on_path[top.node] = false;
+      path.resize(top.path_before);
+      stack.pop_back();
+      continue;
+    }
+    const auto& [name, child] = children[top.next_child++];
+    ++steps;
+    if (on_path[child]) continue;  // a cycle
+    const size_t before = path.size();
+    if (before + 1 + name.size() > tc::kMaxKeyBytes) {
+      found.complete = false;
+      continue;
+    }
+    if (before > 0) path += '/';
+    path += name;
+    enter(child, before);
+  }
+  return found;
 }
 
 std::optional<std::string> TensorflowCheckpointReader::objectKey(std::string_view path) const {
-  if (objects_.empty()) return std::nullopt;
+  if (objects_.empty() || path.empty()) return std::nullopt;
   size_t node = 0;  // the root
   while (!path.empty()) {
     const std::string_view name = path.substr(0, path.find('/'));

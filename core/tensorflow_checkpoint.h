@@ -47,6 +47,7 @@ inline constexpr size_t kBlockTrailerBytes = 5;  // the compression type, the ma
 inline constexpr int kDataTypeFloat = 1;
 inline constexpr int kDataTypeInt32 = 3;
 inline constexpr int kDataTypeInt64 = 9;
+inline constexpr int kDataTypeString = 7;
 inline constexpr int kBundleVersion = 1;  // the format version this reader reads
 // Bounds on what a checkpoint of a model traind trains holds, so that an
 // index that lies costs bounded memory and time: the index is read whole,
@@ -56,15 +57,28 @@ inline constexpr uint64_t kMaxKeyBytes = 64 << 10;  // a tensor's name
 inline constexpr uint64_t kMaxKeyBytesTotal = uint64_t(64) << 20;
 inline constexpr size_t kMaxTensors = 1000000;
 inline constexpr int kMaxRank = 254;  // TensorFlow's TensorShape::MaxDimensions()
+// An object-based checkpoint's object graph (TensorflowCheckpointReader::
+// objectKey): its bytes, objects and their children, counted on the wire
+// before it is parsed (an empty object is 2 bytes there, far more parsed),
+// and the paths objectPaths walks: at most so many, of so many bytes in
+// all, from a walk that ends after so many steps.
+inline constexpr uint64_t kMaxObjectGraphBytes = uint64_t(16) << 20;
+inline constexpr size_t kMaxObjects = size_t(1) << 18;
+inline constexpr size_t kMaxObjectChildren = size_t(1) << 20;
+inline constexpr size_t kMaxObjectPaths = 100000;
+inline constexpr uint64_t kMaxObjectPathBytes = uint64_t(64) << 20;
+inline constexpr size_t kMaxObjectWalkSteps = 10 * kMaxObjectPaths;
 inline constexpr uint64_t kMaxStateFileBytes = 1 << 20;
 }  // namespace tensorflow_checkpoint_format
 
-// A tensor to write: float32 values, or an int64 scalar (a global step).
+// A tensor to write: float32 values, an int64 scalar (a global step), or a
+// string scalar (an object graph).
 struct TensorflowTensor {
   std::string name;
   Shape shape;
-  std::vector<float> values;       // numElements(shape) floats, or none for an integer
+  std::vector<float> values;       // numElements(shape) floats, or none for a scalar below
   std::optional<int64_t> integer;  // an int64 scalar's value
+  std::optional<std::string> string_value = std::nullopt;  // a string scalar's
 };
 
 // Writes a checkpoint at `prefix` as TensorFlow's Saver does (one data file,
@@ -138,15 +152,21 @@ class TensorflowCheckpointReader {
   // tensor by the first path that reaches it, so a model saved with its
   // optimizer has its kernels keyed "optimizer/_trainable_variables/0/..."
   // and only the object graph (the tensor _CHECKPOINTABLE_OBJECT_GRAPH,
-  // read and checked as the checkpoint opens) says which is which. nullopt
-  // without a graph, or where the path leads to no variable's value.
+  // read and checked as the checkpoint opens: a checkpoint whose graph is
+  // corrupt or past tensorflow_checkpoint_format's bounds is refused, for
+  // any use) says which is which. nullopt without a graph, or where the
+  // path leads to no variable's value.
   std::optional<std::string> objectKey(std::string_view path) const;
   // Every path to a variable's value in the object graph, with the value's
-  // key, in the graph's order (empty without a graph): what objectKey
-  // takes. A path goes through no object twice; at most kMaxObjectPaths,
-  // from a walk that ends after visiting 10 times as many objects.
-  static constexpr size_t kMaxObjectPaths = 100000;
-  std::vector<std::pair<std::string, std::string>> objectPaths() const;
+  // key, in the graph's order (none without a graph): what objectKey takes.
+  // A path goes through no object twice. `complete` is false where the walk
+  // stopped at one of tensorflow_checkpoint_format's bounds (kMaxObjectPaths
+  // and the others after it) or left out a path longer than a key may be.
+  struct ObjectPaths {
+    std::vector<std::pair<std::string, std::string>> paths;
+    bool complete = true;
+  };
+  ObjectPaths objectPaths() const;
 
  private:
   // A part of a partitioned variable: where it lies in the whole, per

@@ -593,16 +593,18 @@ void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
   std::printf("%zu tensors\n", rows.size() - 1);
   // An object-based checkpoint: init_from's `from` is a path of the model's
   // objects, which the key need not be.
-  const auto paths = reader.objectPaths();
-  if (paths.empty()) return;
+  const TensorflowCheckpointReader::ObjectPaths objects = reader.objectPaths();
+  if (objects.paths.empty() && objects.complete) return;
   std::printf(
       "\nobject graph: each variable's paths (a layer's `from` is the path to its "
       "kernel, less /kernel or /_kernel)\n");
   std::vector<std::vector<std::string>> object_rows = {{"PATH", "TENSOR"}};
-  for (const auto& [path, key] : paths) object_rows.push_back({printable(path), printable(key)});
+  for (const auto& [path, key] : objects.paths)
+    object_rows.push_back({printable(path), printable(key)});
   std::fputs(table(object_rows).c_str(), stdout);
-  if (paths.size() == TensorflowCheckpointReader::kMaxObjectPaths)
-    std::printf("(the first %zu paths)\n", paths.size());
+  if (!objects.complete)
+    std::printf("(%zu paths: the graph holds more, or longer ones, than are listed)\n",
+                objects.paths.size());
 }
 
 // A TFRecord file of examples: its records and its first one's features,

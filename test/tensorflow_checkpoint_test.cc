@@ -16,6 +16,7 @@
 #include "core/model_spec.h"
 #include "core/model_state.h"
 #include "core/printable.h"
+#include "core/trackable_object_graph.pb.h"
 #include "test/temp_dir.h"
 
 namespace traind {
@@ -71,6 +72,29 @@ std::string fineTuningSpec(const std::string& init_from) {
          "  batch_size: 8\ntraining: {max_steps: 1}\n"
          "init_from: " +
          init_from + "\n";
+}
+
+using ObjectGraph = tensorflow::TrackableObjectGraph;
+
+// A checkpoint at `prefix` of `graph` and the one variable value its
+// objects may name, "v/.ATTRIBUTES/VARIABLE_VALUE".
+void writeGraphCheckpoint(const fs::path& prefix, const ObjectGraph& graph) {
+  writeTensorflowCheckpoint(
+      prefix, {{"_CHECKPOINTABLE_OBJECT_GRAPH", {}, {}, std::nullopt, graph.SerializeAsString()},
+               {"v/.ATTRIBUTES/VARIABLE_VALUE", {2}, {1.0f, 2.0f}, std::nullopt}});
+}
+
+// Object `from`'s child `name` is object `to`.
+void addChild(ObjectGraph& graph, int from, int to, const std::string& name) {
+  auto* child = graph.mutable_nodes(from)->add_children();
+  child->set_node_id(to);
+  child->set_local_name(name);
+}
+
+void holdValue(ObjectGraph& graph, int node) {
+  auto* attribute = graph.mutable_nodes(node)->add_attributes();
+  attribute->set_name("VARIABLE_VALUE");
+  attribute->set_checkpoint_key("v/.ATTRIBUTES/VARIABLE_VALUE");
 }
 
 // Checks that fineTuningSpec's layers hold what the fixtures' scripts set.
@@ -280,6 +304,85 @@ TEST_CASE("a randomly corrupted object graph is read or refused, naming its file
   }
   CHECK(refused > 100);
   CHECK(read + refused == 200);
+}
+
+TEST_CASE("a lying object graph costs bounded memory and time, or is refused naming its file",
+          "[tensorflow_checkpoint]") {
+  namespace tc = tensorflow_checkpoint_format;
+  TempDir dir;
+  int written = 0;
+  const auto write = [&](const ObjectGraph& graph) {
+    const fs::path prefix = dir.path() / std::to_string(written++) / "ckpt";
+    writeGraphCheckpoint(prefix, graph);
+    return prefix;
+  };
+  SECTION("a cycle: each path goes through an object once") {
+    ObjectGraph graph;
+    for (int i = 0; i < 3; ++i) graph.add_nodes();
+    addChild(graph, 0, 1, "model");
+    addChild(graph, 1, 2, "kernel");
+    addChild(graph, 2, 1, "back");
+    addChild(graph, 1, 1, "itself");
+    holdValue(graph, 2);
+    const TensorflowCheckpointReader reader(write(graph));
+    CHECK(reader.objectKey("model/kernel") == "v/.ATTRIBUTES/VARIABLE_VALUE");
+    CHECK(reader.objectKey("model/kernel/back/kernel") == "v/.ATTRIBUTES/VARIABLE_VALUE");
+    const auto found = reader.objectPaths();
+    CHECK(found.complete);
+    CHECK(found.paths == std::vector<std::pair<std::string, std::string>>{
+                             {"model/kernel", "v/.ATTRIBUTES/VARIABLE_VALUE"}});
+  }
+  SECTION("a chain of 100000 objects is walked without recursion; its long path left out") {
+    ObjectGraph graph;
+    for (int i = 0; i < 100000; ++i) graph.add_nodes();
+    for (int i = 0; i + 1 < 100000; ++i) addChild(graph, i, i + 1, "a");
+    holdValue(graph, 99999);
+    holdValue(graph, 3);
+    const TensorflowCheckpointReader reader(write(graph));
+    const auto found = reader.objectPaths();
+    CHECK_FALSE(found.complete);  // 199997 bytes, past a key's
+    CHECK(found.paths == std::vector<std::pair<std::string, std::string>>{
+                             {"a/a/a", "v/.ATTRIBUTES/VARIABLE_VALUE"}});
+  }
+  SECTION("2^40 paths through 40 diamonds: the walk stops at its bound") {
+    ObjectGraph graph;
+    for (int i = 0; i <= 40; ++i) graph.add_nodes();
+    for (int i = 0; i < 40; ++i) {
+      addChild(graph, i, i + 1, "l");
+      addChild(graph, i, i + 1, "r");
+    }
+    holdValue(graph, 40);
+    const TensorflowCheckpointReader reader(write(graph));
+    const auto found = reader.objectPaths();
+    CHECK_FALSE(found.complete);
+    CHECK(found.paths.size() <= tc::kMaxObjectPaths);
+    std::string right = "r";
+    for (int i = 1; i < 40; ++i) right += "/r";
+    CHECK(reader.objectKey(right) == "v/.ATTRIBUTES/VARIABLE_VALUE");
+  }
+  SECTION("refused: a child that is no object, too many objects, a graph of another dtype") {
+    ObjectGraph dangling;
+    dangling.add_nodes();
+    addChild(dangling, 0, 7, "model");
+    fs::path prefix = write(dangling);
+    CHECK(errorOf([&] { TensorflowCheckpointReader reader(prefix); }) ==
+          prefix.string() +
+              ".data-00000-of-00001: tensor '_CHECKPOINTABLE_OBJECT_GRAPH': object 0 names "
+              "object 7 of 1 as its child 'model' (the file is corrupt)");
+    ObjectGraph many;
+    for (size_t i = 0; i <= tc::kMaxObjects; ++i) many.add_nodes();
+    prefix = write(many);
+    CHECK_THAT(errorOf([&] { TensorflowCheckpointReader reader(prefix); }),
+               Catch::Contains("more than 262144 objects, past what a checkpoint of a model "
+                               "traind trains holds"));
+    prefix = dir.path() / "float" / "ckpt";
+    writeTensorflowCheckpoint(prefix,
+                              {{"_CHECKPOINTABLE_OBJECT_GRAPH", {1}, {1.0f}, std::nullopt}});
+    CHECK(errorOf([&] { TensorflowCheckpointReader reader(prefix); }) ==
+          prefix.string() +
+              ": tensor '_CHECKPOINTABLE_OBJECT_GRAPH': expected a string scalar (an object "
+              "graph), found float32 of shape [1]");
+  }
 }
 
 TEST_CASE("a randomly corrupted TensorFlow checkpoint is read or refused, naming its file",
