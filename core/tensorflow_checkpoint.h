@@ -66,7 +66,7 @@ inline constexpr uint64_t kMaxObjectGraphBytes = uint64_t(16) << 20;
 inline constexpr size_t kMaxObjects = size_t(1) << 18;
 inline constexpr size_t kMaxObjectChildren = size_t(1) << 20;
 inline constexpr size_t kMaxObjectPaths = 100000;
-inline constexpr uint64_t kMaxObjectPathBytes = uint64_t(64) << 20;
+inline constexpr uint64_t kMaxObjectPathBytes = uint64_t(16) << 20;
 inline constexpr size_t kMaxObjectWalkSteps = 10 * kMaxObjectPaths;
 inline constexpr uint64_t kMaxStateFileBytes = 1 << 20;
 }  // namespace tensorflow_checkpoint_format
