@@ -50,28 +50,6 @@ std::string ModelState::initialize() {
 
 namespace {
 
-// The checkpoint's name for variable `variable` ("kernel") of the layer whose
-// variables are under `source`: "<source>/kernel" as traind and TensorFlow 1
-// name it; a TensorFlow 2 object-based checkpoint (tf.train.Checkpoint)
-// names its value "<source>/kernel/.ATTRIBUTES/VARIABLE_VALUE", and Keras 3
-// keeps a kernel as "_kernel"; where the checkpoint reaches the variable
-// through another object first (a model saved with its optimizer), its
-// object graph names the key. The first the checkpoint holds, else the first.
-template <typename Reader>
-std::string checkpointKey(const Reader& reader, const std::string& source,
-                          std::string_view variable) {
-  constexpr std::string_view kObjectValue = "/.ATTRIBUTES/VARIABLE_VALUE";
-  const std::string plain = fmt::format("{}/{}", source, variable);
-  const std::string underscored = fmt::format("{}/_{}", source, variable);
-  for (const std::string& key :
-       {plain, plain + std::string(kObjectValue), underscored + std::string(kObjectValue)})
-    if (reader.contains(key)) return key;
-  if constexpr (requires { reader.objectKey(plain); })
-    for (const std::string& path : {plain, underscored})
-      if (std::optional<std::string> key = reader.objectKey(path)) return *key;
-  return plain;
-}
-
 // Copies the init_from layers' variables from `reader` (a traind or a
 // TensorFlow checkpoint's) into `parameters`. InputError at the spec's
 // init_from line when a tensor is missing or of another shape.
@@ -84,8 +62,8 @@ void copyLayers(const Reader& reader, const std::filesystem::path& checkpoint,
     for (const VariableView& v : layout.views()) {
       if (v.name.compare(0, layer.name.size() + 1, layer.name + "/") != 0) continue;
       found = true;
-      const std::string key = checkpointKey(reader, layer.source,
-                                            std::string_view(v.name).substr(layer.name.size() + 1));
+      const std::string key = checkpointVariableKey(
+          reader, layer.source, std::string_view(v.name).substr(layer.name.size() + 1));
       if (!reader.contains(key))
         throwInputError(init_from.location, "init_from.layers",
                         "checkpoint " + checkpoint.string() + " has no tensor " +

@@ -214,4 +214,28 @@ class TensorflowCheckpointReader {
   std::vector<ObjectNode> objects_;
 };
 
+// The key of variable `variable` ("kernel") of the layer whose variables
+// are under `source` in a checkpoint `reader` reads (a TensorFlow
+// checkpoint's, or a traind or safetensors one's): "<source>/kernel" as
+// traind and TensorFlow 1 name it; a TensorFlow 2 object-based checkpoint
+// (tf.train.Checkpoint) names its value
+// "<source>/kernel/.ATTRIBUTES/VARIABLE_VALUE", and Keras 3 keeps a kernel
+// as "_kernel"; where the checkpoint reaches the variable through another
+// object first (a model saved with its optimizer), its object graph names
+// the key (TensorflowCheckpointReader::objectKey). The first the checkpoint
+// holds, else "<source>/kernel".
+template <typename Reader>
+std::string checkpointVariableKey(const Reader& reader, const std::string& source,
+                                  std::string_view variable) {
+  const std::string plain = source + "/" + std::string(variable);
+  const std::string underscored = source + "/_" + std::string(variable);
+  const std::string value = "/.ATTRIBUTES/VARIABLE_VALUE";
+  for (const std::string& key : {plain, plain + value, underscored + value})
+    if (reader.contains(key)) return key;
+  if constexpr (requires { reader.objectKey(plain); })
+    for (const std::string& path : {plain, underscored})
+      if (std::optional<std::string> key = reader.objectKey(path)) return *key;
+  return plain;
+}
+
 }  // namespace traind

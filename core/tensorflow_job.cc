@@ -112,19 +112,56 @@ void checkAdamPowers(const TensorflowCheckpointReader& reader, const OptimizerSp
         adam.beta2));
 }
 
-int64_t importedGlobalStep(const TensorflowCheckpointReader& reader,
+// The step count under `key` (global_step, or Keras' iterations), or `given`.
+int64_t importedGlobalStep(const TensorflowCheckpointReader& reader, const std::string& key,
                            const std::optional<int64_t>& given) {
   const std::string checkpoint = reader.prefix().string();
-  if (!given && !reader.contains(kGlobalStep))
-    throw InputError(checkpoint +
-                     ": no tensor 'global_step': the job kept no global step "
-                     "under that name; give --global-step");
-  const int64_t step = given ? *given : reader.readInteger(kGlobalStep);
+  if (!given && !reader.contains(key))
+    throw InputError(checkpoint + ": no tensor " + quotedPrintable(key) +
+                     ": the job kept no global step under that name; give --global-step");
+  const int64_t step = given ? *given : reader.readInteger(key);
   if (step < 0 || step > kMaxGlobalStep)
     throw InputError(fmt::format("{}: global step {}{}: expected a step count from 0 to {}",
                                  checkpoint, step, given ? " (--global-step)" : "",
                                  kMaxGlobalStep));
   return step;
+}
+
+// Keras 3's optimizer as an object-based checkpoint holds it
+// (tf.train.Checkpoint(model=..., optimizer=...)): its step count, the
+// variables it trains, in order, and for each of its slots a list of
+// variables in that order.
+const std::string kKerasIterations = "optimizer/_iterations";
+const std::string kKerasTrained = "optimizer/_trainable_variables";
+
+// The list of Keras 3's optimizer that holds traind's slot `slot` of the
+// spec's optimizer. InputError for an optimizer or a moving average whose
+// state Keras keeps otherwise, or not at all.
+std::string kerasSlotList(const ModelSpec& spec, const std::string& slot,
+                          const std::string& checkpoint) {
+  if (slot == Optimizer::kMovingAverageSlot)
+    throw InputError(checkpoint +
+                     ": a Keras optimizer's checkpoint holds no moving averages: drop the "
+                     "spec's moving_average (its averages then start at the parameters)");
+  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
+    return slot == "m" ? "optimizer/_momentums" : "optimizer/_velocities";
+  throw InputError(checkpoint + ": a Keras 3 optimizer's state is taken for adam (and sgd, which " +
+                   "keeps none); this spec's " + updateRule(spec) +
+                   " keeps state that Keras keeps otherwise: give the spec the job's adam, or "
+                   "start the state afresh (init_from takes the parameters alone)");
+}
+
+// For each key of a variable Keras 3's optimizer trains, its place in the
+// optimizer's lists.
+std::map<std::string, size_t> kerasTrainedPlaces(const TensorflowCheckpointReader& reader) {
+  std::map<std::string, size_t> places;
+  const size_t tensors = reader.names().size();  // no list holds more
+  for (size_t i = 0; i < tensors; ++i) {
+    const std::optional<std::string> key = reader.objectKey(fmt::format("{}/{}", kKerasTrained, i));
+    if (!key) break;
+    places.emplace(*key, i);
+  }
+  return places;
 }
 
 }  // namespace
@@ -147,17 +184,29 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
                                                const ModelSpec& spec, ModelState& state) {
   const std::string checkpoint = reader.prefix().string();
   const std::string inspect = "; `trainctl inspect " + checkpoint + "` lists the tensors it has";
-  const int64_t global_step = importedGlobalStep(reader, given_step);
+  // A Keras 3 model saved with its optimizer, or a TensorFlow 1 job's Saver.
+  const std::optional<std::string> keras_step = reader.objectKey(kKerasIterations);
+  const bool keras = keras_step.has_value();
+  const int64_t global_step =
+      importedGlobalStep(reader, keras ? *keras_step : kGlobalStep, given_step);
   Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
+  // TensorFlow 1's slot names ("Adam_1"), or Keras 3's lists ("optimizer/_velocities").
   std::vector<std::string> slot_sources;
   for (const std::string& slot : slots)
-    slot_sources.push_back(tensorflowSlotName(spec.optimizer, slot, names.optimizer_name));
+    slot_sources.push_back(keras ? kerasSlotList(spec, slot, checkpoint)
+                                 : tensorflowSlotName(spec.optimizer, slot, names.optimizer_name));
+  if (keras && reader.objectKey("optimizer/_velocity_hats/0"))
+    throw InputError(checkpoint +
+                     ": the job's Keras Adam kept velocity_hats (amsgrad=True), which traind's "
+                     "adam does not");
+  const std::map<std::string, size_t> keras_places =
+      keras ? kerasTrainedPlaces(reader) : std::map<std::string, size_t>{};
   // The name of a slot past this spec's optimizer's, which the job's kept
   // if it ran another variant (RMSProp centered, where the spec is not).
   const TensorflowOptimizer tensorflow = tensorflowOptimizer(spec.optimizer);
   const std::string past_slots =
-      tensorflow.slots.empty()
+      tensorflow.slots.empty() || keras
           ? ""
           : numberedSlotName(names.optimizer_name.empty() ? tensorflow.name : names.optimizer_name,
                              tensorflow.slots.size());
@@ -166,7 +215,11 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   for (const VariableView& v : state.layout().views()) {
     const std::string layer = v.name.substr(0, v.name.rfind('/'));
     const auto mapped = names.layer_sources.find(layer);
-    const std::string name = tensorflowVariableName(names, v.name);
+    const std::string tensorflow_name = tensorflowVariableName(names, v.name);
+    const size_t slash = tensorflow_name.rfind('/');
+    const std::string name =
+        checkpointVariableKey(reader, tensorflow_name.substr(0, slash),
+                              std::string_view(tensorflow_name).substr(slash + 1));
     auto readInto = [&](const std::string& key, std::span<float> values) {
       if (!reader.contains(key)) return false;
       if (reader.shape(key) != v.shape)
@@ -191,8 +244,18 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
                        (spec.optimizer.kind == OptimizerSpec::Kind::RmsProp
                             ? ": the job's RMSProp was centered; set centered: true in the spec"
                             : ": give the spec the job's optimizer and settings"));
+    const auto keras_place = keras_places.find(name);
     for (size_t s = 0; s < slots.size(); ++s) {
-      const std::string key = name + "/" + slot_sources[s];
+      // Keras 3: the slot list's variable at the variable's place in the
+      // optimizer's, by its path where it has none.
+      std::string key = name + "/" + slot_sources[s];
+      if (keras) {
+        const std::string path =
+            keras_place == keras_places.end()
+                ? fmt::format("{}/<place of {} in {}>", slot_sources[s], name, kKerasTrained)
+                : fmt::format("{}/{}", slot_sources[s], keras_place->second);
+        key = reader.objectKey(path).value_or(path);
+      }
       const std::span<float> values = optimizer.slot(s).view(v);
       if (readInto(key, values)) {
         Optimizer::checkReadSlot(slots[s], values, checkpoint, key);
@@ -211,12 +274,15 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
           "' state of this spec's " + updateRule(spec) + " for '" + v.name + "': " +
           (slots[s] == Optimizer::kMovingAverageSlot
                ? "the job kept no moving average of it (drop the spec's moving_average)"
-               : "the job was trained with another optimizer, or its optimizer had another "
-                 "name (give it with --optimizer-name)") +
+           : keras ? "the job's Keras optimizer did not train it (is it the job's trainable "
+                     "variable? `--layer` names each layer's path)"
+                   : "the job was trained with another optimizer, or its optimizer had another "
+                     "name (give it with --optimizer-name)") +
           inspect);
     }
   }
-  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
+  // Keras' Adam, as traind's, derives its bias correction from its step count.
+  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam && !keras)
     checkAdamPowers(reader, spec.optimizer, global_step);
   state.setGlobalStep(global_step);
 
@@ -224,7 +290,9 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   said.push_back(fmt::format("{} variables from {} at global step {}",
                              state.layout().views().size(), checkpoint, global_step));
   for (size_t s = 0; s < slots.size(); ++s)
-    said.push_back(fmt::format("'{}' state from <variable>/{}", slots[s], slot_sources[s]));
+    said.push_back(keras ? fmt::format("'{}' state from {}/<the variable's place in {}>", slots[s],
+                                       slot_sources[s], kKerasTrained)
+                         : fmt::format("'{}' state from <variable>/{}", slots[s], slot_sources[s]));
   // What the job had under the scope that this model has no place for (a
   // layer the spec lacks, batch normalisation): said, as it is left behind.
   std::vector<std::string> left;
@@ -232,7 +300,7 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   for (const std::string& tensor : reader.names())
     if (!taken.count(tensor) && tensor.starts_with(under) &&
         reader.dtypeName(tensor) == "float32" && !tensor.ends_with(kBeta1Power) &&
-        !tensor.ends_with(kBeta2Power))
+        !tensor.ends_with(kBeta2Power) && !(keras && reader.shape(tensor).empty()))
       left.push_back(quotedPrintable(tensor));
   if (!left.empty()) {
     std::string listed;

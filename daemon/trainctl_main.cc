@@ -862,8 +862,10 @@ int main(int argc, char** argv) {
 
   ImportFlags import_flags;
   CLI::App* import = app.add_subcommand(
-      "import", "a TensorFlow 1 job's checkpoint (parameters, optimizer state, moving "
-                "averages, global step) as a model's first checkpoint, to train on in traind");
+      "import",
+      "a TensorFlow 1 job's checkpoint (parameters, optimizer state, moving "
+      "averages, global step), or a Keras 3 model's with its Adam, as a model's first "
+      "checkpoint, to train on in traind");
   import->add_option("tensorflow", import_flags.tensorflow,
                      "the TensorFlow checkpoint: its prefix (model.ckpt-1200), or its directory")
       ->required();

@@ -118,6 +118,63 @@ TEST_CASE("an import takes every variable, the optimizer's slots and the global 
   CHECK(importError(spec, how, step) == "(no error)");
 }
 
+TEST_CASE("an import takes a Keras 3 model's and its Adam's state through the object graph",
+          "[tensorflow_job]") {
+  // test/make_keras_checkpoint.py: Adam's momentum of a variable is its
+  // value + 100, its velocity its value + 200, its iterations 1200.
+  const std::filesystem::path keras =
+      std::filesystem::path(TRAIND_SOURCE_DIR) / "test/data/keras_checkpoint/ckpt";
+  TempDir dir;
+  TensorflowNames how;
+  how.layer_sources = {{"hidden", "model/_functional/_operations/1"},
+                       {"out", "model/_functional/_operations/2"}};
+  const auto import = [&](const ModelSpec& spec, ModelState& state) {
+    return importTensorflowState(TensorflowCheckpointReader(keras), how, std::nullopt, spec, state);
+  };
+  const ModelSpec spec = fixtureModel(dir, "{type: adam, learning_rate: 0.001}");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  CHECK(import(spec, state) ==
+        std::vector<std::string>{"4 variables from " + keras.string() + " at global step 1200",
+                                 "'m' state from optimizer/_momentums/<the variable's place in "
+                                 "optimizer/_trainable_variables>",
+                                 "'v' state from optimizer/_velocities/<the variable's place in "
+                                 "optimizer/_trainable_variables>"});
+  CHECK(state.globalStep() == 1200);
+  for (const VariableView& v : state.layout().views()) {
+    INFO(v.name);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    const auto& values = std::as_const(state.parameters()).view(v);
+    const auto& m = std::as_const(state.optimizer()).slot(0).view(v);
+    const auto& velocity = std::as_const(state.optimizer()).slot(1).view(v);
+    for (size_t i = 0; i < values.size(); ++i) {
+      CHECK(values[i] == first + float(i) / 8);
+      CHECK(m[i] == first + float(i) / 8 + 100);
+      CHECK(velocity[i] == first + float(i) / 8 + 200);
+    }
+  }
+  // What Keras keeps otherwise, or not at all, is refused.
+  const auto refusal = [&](const std::string& optimizer, const std::string& more) {
+    const ModelSpec other = fixtureModel(dir, optimizer, more);
+    ModelState other_state(other, graph);
+    try {
+      import(other, other_state);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK_THAT(refusal("{type: momentum, learning_rate: 0.1, momentum: 0.9}", ""),
+             Catch::Contains(": a Keras 3 optimizer's state is taken for adam (and sgd, which "
+                             "keeps none); this spec's momentum"));
+  CHECK_THAT(refusal("{type: adam, learning_rate: 0.001}", "moving_average: {decay: 0.99}\n"),
+             Catch::Contains("a Keras optimizer's checkpoint holds no moving averages"));
+  CHECK(refusal("{type: sgd, learning_rate: 0.1}", "") == "(no error)");
+}
+
 TEST_CASE("an import refuses what would not train on as TensorFlow would", "[tensorflow_job]") {
   TempDir dir;
   TensorflowNames how;

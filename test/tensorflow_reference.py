@@ -49,7 +49,10 @@ to float32 rounding:
                   the kernels partitioned (as a ps job's partitioner leaves
                   them), centered rmsprop with momentum (and a spec without
                   centered refused), nesterov under an exponential decay,
-                  tf.compat.v1's adagrad
+                  tf.compat.v1's adagrad; and a Keras 3 Sequential model
+                  trained with Keras' Adam in a GradientTape loop, saved
+                  with its optimizer by tf.train.Checkpoint, taken over
+                  through the checkpoint's object graph
   export          the other way: traind trains --steps steps, `trainctl
                   export` writes its checkpoint as the job's, the job's graph
                   restores it with its Saver and trains --steps more, against
@@ -1261,19 +1264,26 @@ def check_import(case, partitions, traind, work_dir, steps):
         if run.returncode != 2 or "the job's RMSProp was centered" not in run.stdout:
             raise Failure(f"{case.name}: {' '.join(command)} took a centered job into a spec that "
                           f"is not (exit {run.returncode}):\n{log_tail(run.stdout)}")
-    command, run = trainctl_import(spec)
+    return compare(case.name, trained_on_from(case.name, traind, trainctl_import(spec), spec,
+                                              spec_path), expected)
+
+
+def trained_on_from(check, traind, imported_by, spec, spec_path):
+    """What traind's final checkpoint holds once it has trained on from the
+    checkpoint `trainctl import` wrote (`imported_by`: its command and run)."""
+    command, run = imported_by
     if run.returncode != 0:
-        raise Failure(f"{case.name}: {' '.join(command)} exited {run.returncode}:\n"
+        raise Failure(f"{check}: {' '.join(command)} exited {run.returncode}:\n"
                       f"{log_tail(run.stdout)}")
     imported = latest_checkpoint(spec["checkpoint"]["dir"])
     try:
         run_standalone(traind, spec_path)
     except Failure as e:
-        raise Failure(f"{case.name}: traind failed: {e}")
+        raise Failure(f"{check}: traind failed: {e}")
     trained = latest_checkpoint(spec["checkpoint"]["dir"])
     if all(np.array_equal(imported[name], trained[name]) for name in imported):
-        raise Failure(f"{case.name}: traind's checkpoint is the import's: it trained nothing")
-    return compare(case.name, trained, expected)
+        raise Failure(f"{check}: traind's checkpoint is the import's: it trained nothing")
+    return trained
 
 
 def check_export(case, partitions, traind, work_dir, steps):
@@ -1315,6 +1325,49 @@ def check_export(case, partitions, traind, work_dir, steps):
         return compare(name, trained, job.state(session))
 
 
+def check_keras_import(traind, work_dir, steps):
+    """A Keras 3 model trains for `steps` steps with Keras' Adam in a
+    TensorFlow 2 loop and is saved with its optimizer by tf.train.Checkpoint,
+    which keys the model's variables by the optimizer's path to them;
+    `trainctl import` takes it over through the checkpoint's object graph
+    and traind trains `steps` more; Keras trains the same `steps` more.
+    traind's final checkpoint must hold what Keras ends with."""
+    import keras
+    name = "import keras 3 adam"
+    directory = fresh_directory(os.path.join(work_dir, name.replace(" ", "_")))
+    examples = fashion_mnist(2 * steps * BATCH_SIZE)
+    batches = examples.batches(2 * steps, BATCH_SIZE)
+    # Keras' Adam's betas and epsilon are traind's defaults.
+    case = Case(name, PERCEPTRON, {"type": "adam", "learning_rate": 0.01}, None)
+    model = keras.Sequential([keras.Input(examples.input_shape), keras.layers.Flatten(),
+                              keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)])
+    adam = keras.optimizers.Adam(case.optimizer["learning_rate"])
+    keras_dir = os.path.join(directory, "keras")
+    for step, (inputs, targets) in enumerate(batches):
+        if step == steps:
+            tf.train.Checkpoint(model=model, optimizer=adam).save(os.path.join(keras_dir, "ckpt"))
+        with tf.GradientTape() as tape:
+            loss = training_loss(model(inputs), targets, case.loss)
+        adam.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                 model.trainable_variables))
+    expected = {}
+    for variable_name, variable, m, v in zip(
+            ["hidden/kernel", "hidden/bias", "logits/kernel", "logits/bias"],
+            model.trainable_variables, adam._momentums, adam._velocities):
+        expected[variable_name] = variable.numpy()
+        expected[f"{variable_name}/m"] = m.numpy()
+        expected[f"{variable_name}/v"] = v.numpy()
+
+    spec = job_spec(case, examples, directory, 2 * steps)
+    spec_path = os.path.join(directory, "model.yaml")
+    write_file(spec_path, spec_yaml(spec))
+    # A Sequential model's layers from its input, 0: the flatten is 1.
+    imported_by = run_trainctl(traind, [
+        "import", "--model", spec_path, "--layer", "hidden=model/_functional/_operations/2",
+        "--layer", "logits=model/_functional/_operations/3", keras_dir])
+    return compare(name, trained_on_from(name, traind, imported_by, spec, spec_path), expected)
+
+
 def run_checks(traind, work_dir, steps):
     print(f"TensorFlow {tf.__version__}, {steps} steps per check")
     print(f"{'check':42} {'tensor that differs most':40} {'max|diff|':>9} {'relative':>9} "
@@ -1324,6 +1377,7 @@ def run_checks(traind, work_dir, steps):
     for case, partitions in import_cases():
         print_row(check_import(case, partitions, traind, work_dir, steps))
         print_row(check_export(case, partitions, traind, work_dir, steps))
+    print_row(check_keras_import(traind, work_dir, steps))
     for row in check_initializers(traind, work_dir):
         print_row(row)
 
