@@ -826,7 +826,10 @@ void TensorflowCheckpointReader::readObjectGraph() {
       object.children.emplace_back(child.local_name(), size_t(child.node_id()));
     }
     for (const auto& attribute : node.attributes())
-      if (attribute.name() == "VARIABLE_VALUE") object.value_key = attribute.checkpoint_key();
+      if (attribute.name() == "VARIABLE_VALUE") {
+        object.value_key = attribute.checkpoint_key();
+        object.value_name = attribute.full_name();
+      }
   }
 }
 
@@ -885,7 +888,7 @@ TensorflowCheckpointReader::ObjectPaths TensorflowCheckpointReader::objectPaths(
   return found;
 }
 
-std::optional<std::string> TensorflowCheckpointReader::objectKey(std::string_view path) const {
+std::optional<size_t> TensorflowCheckpointReader::objectAt(std::string_view path) const {
   if (objects_.empty() || path.empty()) return std::nullopt;
   size_t node = 0;  // the root
   while (!path.empty()) {
@@ -897,9 +900,28 @@ std::optional<std::string> TensorflowCheckpointReader::objectKey(std::string_vie
     if (child == children.end()) return std::nullopt;
     node = child->second;
   }
-  const std::string& key = objects_[node].value_key;
+  return node;
+}
+
+std::optional<std::string> TensorflowCheckpointReader::objectKey(std::string_view path) const {
+  const std::optional<size_t> node = objectAt(path);
+  if (!node) return std::nullopt;
+  const std::string& key = objects_[*node].value_key;
   if (key.empty() || !contains(key)) return std::nullopt;
   return key;
+}
+
+std::optional<std::string> TensorflowCheckpointReader::objectValueName(
+    std::string_view path) const {
+  if (!objectKey(path)) return std::nullopt;
+  return objects_[*objectAt(path)].value_name;
+}
+
+std::vector<std::string> TensorflowCheckpointReader::objectChildren(std::string_view path) const {
+  std::vector<std::string> names;
+  if (const std::optional<size_t> node = objectAt(path))
+    for (const auto& [name, child] : objects_[*node].children) names.push_back(name);
+  return names;
 }
 
 std::filesystem::path TensorflowCheckpointReader::dataFile(int shard) const {

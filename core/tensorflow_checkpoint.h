@@ -157,6 +157,13 @@ class TensorflowCheckpointReader {
   // any use) says which is which. nullopt without a graph, or where the
   // path leads to no variable's value.
   std::optional<std::string> objectKey(std::string_view path) const;
+  // The name the variable at `path` was given (Keras 3 names its Adam's
+  // step count "adam/iteration"), empty where it has none; nullopt as
+  // objectKey's.
+  std::optional<std::string> objectValueName(std::string_view path) const;
+  // The names of the children of the object at `path`, in the graph's
+  // order; none where there is no such object.
+  std::vector<std::string> objectChildren(std::string_view path) const;
   // Every path to a variable's value in the object graph, with the value's
   // key, in the graph's order (none without a graph): what objectKey takes.
   // A path goes through no object twice. `complete` is false where the walk
@@ -210,7 +217,10 @@ class TensorflowCheckpointReader {
   struct ObjectNode {
     std::vector<std::pair<std::string, size_t>> children;
     std::string value_key;
+    std::string value_name;  // the variable's full_name
   };
+  // The object at `path` from the root, if any.
+  std::optional<size_t> objectAt(std::string_view path) const;
   std::vector<ObjectNode> objects_;
 };
 

@@ -15,6 +15,7 @@
 #include "core/model_spec.h"
 #include "core/model_state.h"
 #include "core/tensorflow_checkpoint.h"
+#include "core/trackable_object_graph.pb.h"
 #include "test/temp_dir.h"
 
 namespace traind {
@@ -169,10 +170,76 @@ TEST_CASE("an import takes a Keras 3 model's and its Adam's state through the ob
   };
   CHECK_THAT(refusal("{type: momentum, learning_rate: 0.1, momentum: 0.9}", ""),
              Catch::Contains(": a Keras 3 optimizer's state is taken for adam (and sgd, which "
-                             "keeps none); this spec's momentum"));
+                             "keeps none), not for this spec's momentum"));
   CHECK_THAT(refusal("{type: adam, learning_rate: 0.001}", "moving_average: {decay: 0.99}\n"),
-             Catch::Contains("a Keras optimizer's checkpoint holds no moving averages"));
+             Catch::Contains("a Keras optimizer's moving averages (use_ema) are not taken"));
   CHECK(refusal("{type: sgd, learning_rate: 0.1}", "") == "(no error)");
+}
+
+TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refused by name",
+          "[tensorflow_job]") {
+  // An object graph of an optimizer alone: its step count, named as Keras
+  // names it after the optimizer, and perhaps one list more.
+  TempDir dir;
+  int written = 0;
+  const auto checkpoint = [&](const std::string& step_name, bool velocity_hats) {
+    tensorflow::TrackableObjectGraph graph;
+    for (int i = 0; i < 5; ++i) graph.add_nodes();
+    const auto child = [&](int from, int to, const std::string& name) {
+      auto* reference = graph.mutable_nodes(from)->add_children();
+      reference->set_node_id(to);
+      reference->set_local_name(name);
+    };
+    const auto value = [&](int node, const std::string& key, const std::string& name) {
+      auto* attribute = graph.mutable_nodes(node)->add_attributes();
+      attribute->set_name("VARIABLE_VALUE");
+      attribute->set_full_name(name);
+      attribute->set_checkpoint_key(key);
+    };
+    child(0, 1, "optimizer");
+    child(1, 2, "_iterations");
+    value(2, "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE", step_name);
+    child(1, 3, "_trainable_variables_indices");  // bookkeeping, no values
+    if (velocity_hats) {
+      child(1, 4, "_velocity_hats");
+      value(4, "optimizer/_variables/9/.ATTRIBUTES/VARIABLE_VALUE", "adam/kernel_velocity_hat");
+    }
+    const std::filesystem::path prefix = dir.path() / std::to_string(written++) / "ckpt";
+    writeTensorflowCheckpoint(
+        prefix, {{"_CHECKPOINTABLE_OBJECT_GRAPH", {}, {}, std::nullopt, graph.SerializeAsString()},
+                 {"optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE", {}, {}, 7},
+                 {"optimizer/_variables/9/.ATTRIBUTES/VARIABLE_VALUE", {2}, {1, 2}, std::nullopt}});
+    return prefix;
+  };
+  const ModelSpec spec = fixtureModel(dir, "{type: adam, learning_rate: 0.001}");
+  const LayerGraph graph = buildLayerGraph(spec);
+  const auto importError = [&](const std::filesystem::path& prefix, const std::string& name) {
+    ModelState state(spec, graph);
+    TensorflowNames how;
+    how.optimizer_name = name;
+    try {
+      importTensorflowState(TensorflowCheckpointReader(prefix), how, std::nullopt, spec, state);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::filesystem::path nadam = checkpoint("nadam/iteration", false);
+  CHECK(importError(nadam, "") ==
+        nadam.string() +
+            ": the job's Keras optimizer names its step count 'nadam/iteration', not "
+            "'adam/iteration': it is not Keras' Adam, whose state this spec's adam takes (give "
+            "the optimizer's name with --optimizer-name if the job named its Adam)");
+  CHECK_THAT(importError(checkpoint("adam_w/iteration", false), ""),
+             Catch::Contains("names its step count 'adam_w/iteration'"));
+  // A process's second Adam is adam_1; past the optimizer's checks, the
+  // model's variables are not in this graph.
+  CHECK_THAT(importError(checkpoint("adam_1/iteration", false), ""),
+             Catch::Contains("no tensor 'hidden/kernel'"));
+  CHECK_THAT(importError(checkpoint("mine/iteration", false), "mine"),
+             Catch::Contains("no tensor 'hidden/kernel'"));
+  CHECK_THAT(importError(checkpoint("adam/iteration", true), ""),
+             Catch::Contains("the job's Keras Adam kept '_velocity_hats' as well"));
 }
 
 TEST_CASE("an import refuses what would not train on as TensorFlow would", "[tensorflow_job]") {
