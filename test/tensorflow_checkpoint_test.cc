@@ -97,6 +97,13 @@ void holdValue(ObjectGraph& graph, int node) {
   attribute->set_checkpoint_key("v/.ATTRIBUTES/VARIABLE_VALUE");
 }
 
+// A damaged checkpoint's refusal names it, with no raw byte of it.
+void checkNamesCheckpoint(const InputError& e, const fs::path& prefix) {
+  const std::string message = e.what();
+  CHECK_THAT(message, Catch::Contains(prefix.string()));
+  CHECK(printable(message) == message);
+}
+
 // Checks that fineTuningSpec's layers hold what the fixtures' scripts set.
 void checkFixtureValues(const ModelState& state) {
   for (const VariableView& v : state.layout().views()) {
@@ -297,9 +304,7 @@ TEST_CASE("a randomly corrupted object graph is read or refused, naming its file
       ++read;
     } catch (const InputError& e) {
       ++refused;
-      const std::string message = e.what();
-      CHECK_THAT(message, Catch::Contains(prefix.string()));
-      CHECK(printable(message) == message);
+      checkNamesCheckpoint(e, prefix);
     }
   }
   CHECK(refused > 100);
@@ -437,9 +442,7 @@ TEST_CASE("a randomly corrupted TensorFlow checkpoint is read or refused, naming
       ++read;
     } catch (const InputError& e) {
       ++refused;
-      const std::string message = e.what();
-      CHECK_THAT(message, Catch::Contains(prefix.string()));
-      CHECK(printable(message) == message);
+      checkNamesCheckpoint(e, prefix);
     }
   }
   CHECK(refused > 200);
