@@ -13,6 +13,12 @@
 namespace traind {
 namespace {
 
+// `items` in an order drawn from `rng` (Fisher-Yates).
+template <typename T>
+void shuffleInPlace(std::vector<T>& items, Rng& rng) {
+  for (size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[rng.below(i)]);
+}
+
 // `order`, the examples in the stream's order, drawn through `buffer` as
 // tf.data's shuffle(buffer.size()) draws them: the buffer holds the next
 // examples of the set, each draw takes one of them at random and the
@@ -45,8 +51,7 @@ void readFilesInterleaved(std::vector<int64_t>& order, const std::vector<int64_t
   std::exclusive_scan(file_examples.begin(), file_examples.end(), first.begin(), int64_t(0));
   std::vector<size_t> files(file_examples.size());
   std::iota(files.begin(), files.end(), size_t(0));
-  if (stream.shuffle_files)
-    for (size_t i = files.size() - 1; i > 0; --i) std::swap(files[i], files[rng.below(i + 1)]);
+  if (stream.shuffle_files) shuffleInPlace(files, rng);
   struct OpenFile {
     int64_t next, end;  // examples
   };
@@ -216,10 +221,9 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
               ? hashCombine(seed_, hashCombine(uint64_t(epoch), uint64_t(data_.share.index)))
               : hashCombine(seed_, uint64_t(epoch));
       Rng rng(order_seed);
-      if (shuffle_buffer_.empty())
-        for (size_t i = permutation_.size() - 1; i > 0; --i)
-          std::swap(permutation_[i], permutation_[rng.below(i + 1)]);
-      else {
+      if (shuffle_buffer_.empty()) {
+        shuffleInPlace(permutation_, rng);
+      } else {
         if (!data_.file_examples.empty() && (stream_.interleave > 1 || stream_.shuffle_files))
           readFilesInterleaved(permutation_, data_.file_examples, stream_, rng);
         drawThroughBuffer(permutation_, shuffle_buffer_, rng);

@@ -135,30 +135,14 @@ uint32_t fixed32(std::string_view bytes) {
   return value;
 }
 
-// A string scalar's bytes as TensorFlow writes them (tensor_bundle.cc,
-// WriteStringTensor): the string's length as a varint, the masked CRC32C of
-// that length, then the string. The CRC32Cs are over the length as a
-// little-endian uint32 (uint64 from 2^32 on), not its varint; the entry's
-// goes on over the length's masked CRC32C and the string. `crc` gets the
-// entry's (unmasked).
-std::string encodeStringScalar(std::string_view value, uint32_t& crc) {
-  const uint64_t length = value.size();
-  std::string bytes;
-  for (uint64_t rest = length;; rest >>= 7) {
-    bytes += char((rest & 0x7f) | (rest >= 0x80 ? 0x80 : 0));
-    if (rest < 0x80) break;
-  }
+// The CRC32C TensorFlow takes of a string's length (tensor_bundle.cc,
+// WriteStringTensor): over it as a little-endian uint32, or uint64 from
+// 2^32 on, not over its varint.
+uint32_t stringLengthCrc32c(uint64_t length) {
   const auto length32 = uint32_t(length);
-  crc = length <= UINT32_MAX
-            ? crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32))
-            : crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
-  const uint32_t length_crc = maskCrc32c(crc);
-  const std::string_view length_crc_bytes(reinterpret_cast<const char*>(&length_crc),
-                                          sizeof length_crc);
-  bytes += length_crc_bytes;
-  bytes += value;
-  crc = crc32c(value, crc32c(length_crc_bytes, crc));
-  return bytes;
+  return length <= UINT32_MAX
+             ? crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32))
+             : crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
 }
 
 // The string of a string scalar's `bytes` (encodeStringScalar's), checked
@@ -168,11 +152,7 @@ std::string_view decodeStringScalar(std::string_view bytes, uint32_t masked_crc,
                                     const std::filesystem::path& file, const std::string& where) {
   Bytes scalar(bytes, file, where);
   const uint64_t length = scalar.varint(64);
-  const auto length32 = uint32_t(length);
-  uint32_t crc =
-      length <= UINT32_MAX
-          ? crc32c(std::string_view(reinterpret_cast<const char*>(&length32), sizeof length32))
-          : crc32c(std::string_view(reinterpret_cast<const char*>(&length), sizeof length));
+  uint32_t crc = stringLengthCrc32c(length);
   const std::string_view length_crc = scalar.take(4);
   if (fixed32(length_crc) != maskCrc32c(crc))
     scalar.corrupt("its length does not match its CRC32C");
@@ -398,6 +378,22 @@ void appendVarint(std::string& bytes, uint64_t value) {
 
 void appendFixed32(std::string& bytes, uint32_t value) {
   bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// A string scalar's bytes as TensorFlow writes them (tensor_bundle.cc,
+// WriteStringTensor): the string's length as a varint, the masked CRC32C of
+// that length (stringLengthCrc32c), then the string. The entry's CRC32C
+// goes on over the length's masked CRC32C and the string; `crc` gets it
+// (unmasked).
+std::string encodeStringScalar(std::string_view value, uint32_t& crc) {
+  std::string bytes;
+  appendVarint(bytes, value.size());
+  crc = stringLengthCrc32c(value.size());
+  const size_t length_crc_at = bytes.size();
+  appendFixed32(bytes, maskCrc32c(crc));
+  crc = crc32c(value, crc32c(std::string_view(bytes).substr(length_crc_at), crc));
+  bytes += value;
+  return bytes;
 }
 
 // A table block of `entries` (sorted), every entry a restart point (no key
