@@ -188,21 +188,26 @@ std::pair<uint64_t, std::string_view> nextField(Bytes& message) {
   }
 }
 
-// Counts a TrackableObjectGraph's objects and their children on the wire,
-// before it is parsed, against tensorflow_checkpoint_format's bounds.
+// Counts a TrackableObjectGraph's objects, and their children and slot
+// variables, on the wire, before it is parsed, against
+// tensorflow_checkpoint_format's bounds.
 void checkObjectGraphCounts(std::string_view wire, const std::filesystem::path& file,
                             const std::string& where) {
   Bytes graph(wire, file, where);
-  size_t objects = 0, children = 0;
+  size_t objects = 0, references = 0;
   while (!graph.empty()) {
     const auto [field, object] = nextField(graph);
     if (field != 1) continue;  // TrackableObjectGraph.nodes
     if (++objects > tc::kMaxObjects)
       graph.pastBound(fmt::format("more than {} objects", tc::kMaxObjects));
     Bytes fields(object, file, where);
-    while (!fields.empty())
-      if (nextField(fields).first == 1 && ++children > tc::kMaxObjectChildren)  // children
-        graph.pastBound(fmt::format("more than {} children of objects", tc::kMaxObjectChildren));
+    while (!fields.empty()) {
+      const uint64_t field_number = nextField(fields).first;
+      if ((field_number == 1 || field_number == 3) &&  // children, slot_variables
+          ++references > tc::kMaxObjectChildren)
+        graph.pastBound(fmt::format("more than {} children and slot variables of objects",
+                                    tc::kMaxObjectChildren));
+    }
   }
 }
 
@@ -826,6 +831,16 @@ void TensorflowCheckpointReader::readObjectGraph() {
         object.value_key = attribute.checkpoint_key();
         object.value_name = attribute.full_name();
       }
+    for (const auto& slot : node.slot_variables()) {
+      for (const int32_t id : {slot.original_variable_node_id(), slot.slot_variable_node_id()})
+        if (id < 0 || id >= graph.nodes_size())
+          fail(path,
+               fmt::format("{}: object {} names object {} of {} in its slot {} (the file "
+                           "is corrupt)",
+                           where, i, id, graph.nodes_size(), quotedPrintable(slot.slot_name())));
+      object.slots.push_back({slot.slot_name(), size_t(slot.original_variable_node_id()),
+                              size_t(slot.slot_variable_node_id())});
+    }
   }
 }
 
@@ -917,6 +932,29 @@ std::vector<std::string> TensorflowCheckpointReader::objectChildren(std::string_
   std::vector<std::string> names;
   if (const std::optional<size_t> node = objectAt(path))
     for (const auto& [name, child] : objects_[*node].children) names.push_back(name);
+  return names;
+}
+
+std::optional<std::string> TensorflowCheckpointReader::objectSlotKey(
+    std::string_view optimizer_path, std::string_view variable_key,
+    std::string_view slot_name) const {
+  const std::optional<size_t> optimizer = objectAt(optimizer_path);
+  if (!optimizer) return std::nullopt;
+  for (const ObjectSlot& slot : objects_[*optimizer].slots) {
+    if (slot.name != slot_name || objects_[slot.variable].value_key != variable_key) continue;
+    const std::string& key = objects_[slot.value].value_key;
+    if (!key.empty() && contains(key)) return key;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> TensorflowCheckpointReader::objectSlotNames(
+    std::string_view optimizer_path) const {
+  std::vector<std::string> names;
+  if (const std::optional<size_t> optimizer = objectAt(optimizer_path))
+    for (const ObjectSlot& slot : objects_[*optimizer].slots)
+      if (std::find(names.begin(), names.end(), slot.name) == names.end())
+        names.push_back(slot.name);
   return names;
 }
 

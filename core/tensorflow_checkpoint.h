@@ -58,10 +58,10 @@ inline constexpr uint64_t kMaxKeyBytesTotal = uint64_t(64) << 20;
 inline constexpr size_t kMaxTensors = 1000000;
 inline constexpr int kMaxRank = 254;  // TensorFlow's TensorShape::MaxDimensions()
 // An object-based checkpoint's object graph (TensorflowCheckpointReader::
-// objectKey): its bytes, objects and their children, counted on the wire
-// before it is parsed (an empty object is 2 bytes there, far more parsed),
-// and the paths objectPaths walks: at most so many, of so many bytes in
-// all, from a walk that ends after so many steps.
+// objectKey): its bytes, objects, and their children and slot variables
+// together (kMaxObjectChildren), counted on the wire before it is parsed (an empty object is 2
+// bytes there, far more parsed), and the paths objectPaths walks: at most so many, of so many bytes
+// in all, from a walk that ends after so many steps.
 inline constexpr uint64_t kMaxObjectGraphBytes = uint64_t(16) << 20;
 inline constexpr size_t kMaxObjects = size_t(1) << 18;
 inline constexpr size_t kMaxObjectChildren = size_t(1) << 20;
@@ -164,6 +164,18 @@ class TensorflowCheckpointReader {
   // The names of the children of the object at `path`, in the graph's
   // order; none where there is no such object.
   std::vector<std::string> objectChildren(std::string_view path) const;
+  // The key of the value of slot `slot_name` ("m") that the optimizer at
+  // `optimizer_path` keeps for the variable whose value is under
+  // `variable_key`: the graph's slot variables, as Keras 2's optimizers
+  // (tf.keras before Keras 3, tf_keras.optimizers.legacy) and tf.compat.v1's
+  // saved by tf.train.Checkpoint keep their slots. nullopt where it keeps
+  // no such slot for the variable.
+  std::optional<std::string> objectSlotKey(std::string_view optimizer_path,
+                                           std::string_view variable_key,
+                                           std::string_view slot_name) const;
+  // The names of the slots the optimizer at `optimizer_path` keeps, each
+  // once, in the graph's order.
+  std::vector<std::string> objectSlotNames(std::string_view optimizer_path) const;
   // Every path to a variable's value in the object graph, with the value's
   // key, in the graph's order (none without a graph): what objectKey takes.
   // A path goes through no object twice. `complete` is false where the walk
@@ -214,10 +226,16 @@ class TensorflowCheckpointReader {
   // An object-based checkpoint's objects, the root first (empty for
   // others): each child's name and node, and the key of the object's own
   // value where it is a variable.
+  struct ObjectSlot {
+    std::string name;
+    size_t variable = 0;  // the node of the variable it is a slot of
+    size_t value = 0;     // the node of the slot's own variable
+  };
   struct ObjectNode {
     std::vector<std::pair<std::string, size_t>> children;
     std::string value_key;
-    std::string value_name;  // the variable's full_name
+    std::string value_name;         // the variable's full_name
+    std::vector<ObjectSlot> slots;  // an optimizer's
   };
   // The object at `path` from the root, if any.
   std::optional<size_t> objectAt(std::string_view path) const;

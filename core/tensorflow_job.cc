@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/keras_optimizer.h"
+#include "core/learning_rate.h"
 #include "core/model_state.h"
 #include "core/optimizer.h"
 #include "core/printable.h"
@@ -127,97 +129,6 @@ int64_t importedGlobalStep(const TensorflowCheckpointReader& reader, const std::
   return step;
 }
 
-// Keras 3's optimizer as an object-based checkpoint holds it: under the
-// checkpoint's `optimizer` (tf.train.Checkpoint(model=..., optimizer=...)),
-// or a compiled model's own (model/optimizer). Its step count
-// (`_iterations`), the variables it trains in order
-// (`_trainable_variables`), and for each of its slots a list of variables
-// in that order (Adam's `_momentums`, `_velocities`).
-struct KerasOptimizer {
-  std::string path;                      // "optimizer"
-  std::string iterations_key;            // the step count's tensor
-  std::map<std::string, size_t> places;  // a trained variable's key: its place in the lists
-};
-
-std::optional<KerasOptimizer> findKerasOptimizer(const TensorflowCheckpointReader& reader) {
-  for (const std::string path : {"optimizer", "model/optimizer"}) {
-    const std::optional<std::string> iterations = reader.objectKey(path + "/_iterations");
-    if (!iterations) continue;
-    KerasOptimizer keras{path, *iterations, {}};
-    const size_t tensors = reader.names().size();  // no list holds more
-    for (size_t i = 0; i < tensors; ++i) {
-      const std::optional<std::string> key =
-          reader.objectKey(fmt::format("{}/_trainable_variables/{}", path, i));
-      if (!key) break;
-      keras.places.emplace(*key, i);
-    }
-    return keras;
-  }
-  return std::nullopt;
-}
-
-// The optimizer is Keras 3's Adam (named `optimizer_name`, "adam" by
-// default), and keeps nothing traind's adam has no place for; InputError
-// otherwise. Keras names the step count after the optimizer
-// ("adam/iteration"; "adam_1/iteration" for a process's second Adam,
-// "nadam/iteration"): Nadam's and RMSprop's state come in the same lists.
-// Its betas, epsilon, weight decay and clipping are in no tensor: the spec
-// must say the job's.
-void checkKerasAdam(const TensorflowCheckpointReader& reader, const KerasOptimizer& keras,
-                    const std::string& optimizer_name) {
-  const std::string checkpoint = reader.prefix().string();
-  const std::string name = optimizer_name.empty() ? "adam" : optimizer_name;
-  const std::string iterations = reader.objectValueName(keras.path + "/_iterations").value_or("");
-  const std::string_view base = std::string_view(iterations).substr(0, iterations.rfind('/'));
-  const bool numbered = base.size() > name.size() + 1 && base.starts_with(name + "_") &&
-                        std::all_of(base.begin() + std::ptrdiff_t(name.size() + 1), base.end(),
-                                    [](char c) { return c >= '0' && c <= '9'; });
-  if (!iterations.ends_with("/iteration") || (base != name && !numbered))
-    throw InputError(fmt::format(
-        "{}: the job's Keras optimizer names its step count {}, not '{}/iteration': it is "
-        "not Keras' Adam{}, whose state this spec's adam takes (give the optimizer's name with "
-        "--optimizer-name if the job named its Adam)",
-        checkpoint, quotedPrintable(iterations), name,
-        optimizer_name.empty() ? "" : " named " + optimizer_name));
-  static const std::set<std::string> kAdamState = {"_iterations",          "_learning_rate",
-                                                   "_trainable_variables", "_variables",
-                                                   "_momentums",           "_velocities"};
-  // Children that hold values (Keras keeps bookkeeping without any, such
-  // as _trainable_variables_indices).
-  const TensorflowCheckpointReader::ObjectPaths values = reader.objectPaths();
-  const auto holdsValues = [&](const std::string& child) {
-    const std::string under = keras.path + "/" + child;
-    return std::any_of(values.paths.begin(), values.paths.end(), [&](const auto& path) {
-      return path.first == under || path.first.starts_with(under + "/");
-    });
-  };
-  std::string more;
-  for (const std::string& child : reader.objectChildren(keras.path))
-    if (!kAdamState.count(child) && holdsValues(child))
-      more += (more.empty() ? "" : ", ") + quotedPrintable(child);
-  if (!more.empty())
-    throw InputError(checkpoint + ": the job's Keras Adam kept " + more +
-                     " as well (amsgrad's _velocity_hats, use_ema's moving averages, gradient "
-                     "accumulation), which traind's adam has no place for");
-}
-
-// The list of Keras 3's optimizer that holds traind's slot `slot` of the
-// spec's optimizer. InputError for an optimizer or a moving average whose
-// state is not taken from Keras.
-std::string kerasSlotList(const ModelSpec& spec, const KerasOptimizer& keras,
-                          const std::string& slot, const std::string& checkpoint) {
-  if (slot == Optimizer::kMovingAverageSlot)
-    throw InputError(checkpoint +
-                     ": a Keras optimizer's moving averages (use_ema) are not taken: drop the "
-                     "spec's moving_average (its averages then start at the parameters)");
-  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
-    return keras.path + (slot == "m" ? "/_momentums" : "/_velocities");
-  throw InputError(checkpoint + ": a Keras 3 optimizer's state is taken for adam (and sgd, which " +
-                   "keeps none), not for this spec's " + updateRule(spec) +
-                   ": give the spec the job's adam, or start the state afresh (init_from takes "
-                   "the parameters alone)");
-}
-
 }  // namespace
 
 std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string& slot,
@@ -238,19 +149,14 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
                                                const ModelSpec& spec, ModelState& state) {
   const std::string checkpoint = reader.prefix().string();
   const std::string inspect = "; `trainctl inspect " + checkpoint + "` lists the tensors it has";
-  // A Keras 3 model saved with its optimizer, or a TensorFlow 1 job's Saver.
-  const std::optional<KerasOptimizer> keras_optimizer = findKerasOptimizer(reader);
-  const bool keras = keras_optimizer.has_value();
+  // A Keras model saved with its optimizer, or a TensorFlow 1 job's Saver.
+  const std::optional<KerasOptimizerState> keras = KerasOptimizerState::find(reader);
   const int64_t global_step =
-      importedGlobalStep(reader, keras ? keras_optimizer->iterations_key : kGlobalStep, given_step);
+      importedGlobalStep(reader, keras ? keras->stepKey() : kGlobalStep, given_step);
   Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
-  // TensorFlow 1's slot names ("Adam_1"), or Keras 3's lists ("optimizer/_velocities").
-  std::vector<std::string> slot_sources;
-  for (const std::string& slot : slots)
-    slot_sources.push_back(keras ? kerasSlotList(spec, *keras_optimizer, slot, checkpoint)
-                                 : tensorflowSlotName(spec.optimizer, slot, names.optimizer_name));
-  if (keras && !slots.empty()) checkKerasAdam(reader, *keras_optimizer, names.optimizer_name);
+  if (keras) keras->checkRunsSpec(spec, names.optimizer_name);
+  const float rate = learningRateAt(spec.learning_rate, global_step);
   // The name of a slot past this spec's optimizer's, which the job's kept
   // if it ran another variant (RMSProp centered, where the spec is not).
   const TensorflowOptimizer tensorflow = tensorflowOptimizer(spec.optimizer);
@@ -293,31 +199,33 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
                        (spec.optimizer.kind == OptimizerSpec::Kind::RmsProp
                             ? ": the job's RMSProp was centered; set centered: true in the spec"
                             : ": give the spec the job's optimizer and settings"));
-    // Keras 3: the variable's place in its optimizer's lists; a variable
-    // it did not train has none, and starts its state afresh if frozen.
-    std::optional<size_t> keras_place;
-    if (keras && !slots.empty()) {
-      const auto place = keras_optimizer->places.find(name);
-      if (place != keras_optimizer->places.end())
-        keras_place = place->second;
-      else if (v.trainable)
-        throw InputError(checkpoint + ": " + quotedPrintable(name) + " (for '" + v.name +
-                         "') is not among the variables the job's Keras optimizer trained (" +
-                         keras_optimizer->path +
-                         "/_trainable_variables): give its layer trainable: false, or the "
-                         "layer's path with --layer" +
-                         inspect);
-      else
-        continue;
+    // Keras keeps no state for a variable it did not train: a frozen one
+    // starts its state afresh.
+    if (keras && !slots.empty() && !keras->trains(name)) {
+      if (!v.trainable) continue;
+      throw InputError(checkpoint + ": " + quotedPrintable(name) + " (for '" + v.name +
+                       "') is not among the variables the job's Keras optimizer (" + keras->path() +
+                       ") trained: give its layer trainable: false, or the layer's path "
+                       "with --layer" +
+                       inspect);
     }
     for (size_t s = 0; s < slots.size(); ++s) {
-      std::string key = name + "/" + slot_sources[s];
-      if (keras) {
-        const std::string path = fmt::format("{}/{}", slot_sources[s], *keras_place);
-        key = reader.objectKey(path).value_or(path);
-      }
       const std::span<float> values = optimizer.slot(s).view(v);
+      std::string key;
+      if (keras) {
+        const std::optional<std::string> kept = keras->slotKey(spec, name, slots[s]);
+        if (!kept) {
+          std::fill(values.begin(), values.end(), 0.0f);  // Keras' RMSprop without momentum
+          continue;
+        }
+        key = *kept;
+      } else {
+        key = name + "/" + tensorflowSlotName(spec.optimizer, slots[s], names.optimizer_name);
+      }
       if (readInto(key, values)) {
+        if (keras)
+          for (const float factor = keras->slotFactor(spec, slots[s], rate); float& x : values)
+            x *= factor;
         Optimizer::checkReadSlot(slots[s], values, checkpoint, key);
         continue;
       }
@@ -347,11 +255,13 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   std::vector<std::string> said;
   said.push_back(fmt::format("{} variables from {} at global step {}",
                              state.layout().views().size(), checkpoint, global_step));
-  for (size_t s = 0; s < slots.size(); ++s)
-    said.push_back(keras ? fmt::format("'{}' state from {}/<the variable's place in "
-                                       "{}/_trainable_variables>",
-                                       slots[s], slot_sources[s], keras_optimizer->path)
-                         : fmt::format("'{}' state from <variable>/{}", slots[s], slot_sources[s]));
+  for (const std::string& slot : slots)
+    said.push_back(
+        keras ? keras->describeSlot(spec, slot)
+              : fmt::format("'{}' state from <variable>/{}", slot,
+                            tensorflowSlotName(spec.optimizer, slot, names.optimizer_name)));
+  if (keras)
+    if (std::optional<std::string> job_rate = keras->describeRate(rate)) said.push_back(*job_rate);
   // What the job had under the scope that this model has no place for (a
   // layer the spec lacks, batch normalisation): said, as it is left behind.
   std::vector<std::string> left;
@@ -359,9 +269,7 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   for (const std::string& tensor : reader.names())
     if (!taken.count(tensor) && tensor.starts_with(under) &&
         reader.dtypeName(tensor) == "float32" && !tensor.ends_with(kBeta1Power) &&
-        !tensor.ends_with(kBeta2Power) &&
-        !(keras && (tensor == keras_optimizer->iterations_key ||
-                    reader.objectKey(keras_optimizer->path + "/_learning_rate") == tensor)))
+        !tensor.ends_with(kBeta2Power) && !(keras && keras->isBookkeeping(tensor)))
       left.push_back(quotedPrintable(tensor));
   if (!left.empty()) {
     std::string listed;

@@ -1325,46 +1325,96 @@ def check_export(case, partitions, traind, work_dir, steps):
         return compare(name, trained, job.state(session))
 
 
-def check_keras_import(traind, work_dir, steps):
-    """A Keras 3 model trains for `steps` steps with Keras' Adam in a
-    TensorFlow 2 loop and is saved with its optimizer by tf.train.Checkpoint,
-    which keys the model's variables by the optimizer's path to them;
-    `trainctl import` takes it over through the checkpoint's object graph
-    and traind trains `steps` more; Keras trains the same `steps` more.
-    traind's final checkpoint must hold what Keras ends with."""
+def keras_import_cases():
+    """Each: the check's name, the Keras module, its optimizer, traind's
+    optimizer section for the same rule, the model's path to its dense
+    layers, and each traind slot's value from the optimizer and the index of
+    a variable in model.trainable_variables. Keras' betas, rho, momentum and
+    epsilon are given as the spec's."""
     import keras
-    name = "import keras 3 adam"
+    import tf_keras
+
+    def keras3(*lists, factor=1.0):
+        return lambda optimizer, variable, index: [factor * getattr(optimizer, name)[index].numpy()
+                                                   for name in lists]
+
+    def keras2(*slots, factor=1.0):
+        return lambda optimizer, variable, index: [factor * optimizer.get_slot(variable, name)
+                                                   .numpy() for name in slots]
+
+    keras3_layers = ["model/_functional/_operations/2", "model/_functional/_operations/3"]
+    keras2_layers = ["model/layer_with_weights-0", "model/layer_with_weights-1"]
+    legacy = tf_keras.optimizers.legacy
+    return [
+        ("import keras 3 adam", keras, lambda: keras.optimizers.Adam(0.01),
+         {"type": "adam", "learning_rate": 0.01}, keras3_layers,
+         ("m", "v"), keras3("_momentums", "_velocities")),
+        ("import keras 3 rmsprop centered", keras,
+         lambda: keras.optimizers.RMSprop(0.005, momentum=0.5, centered=True),
+         {"type": "rmsprop", "learning_rate": 0.005, "momentum": 0.5, "centered": True,
+          "epsilon": 1e-7}, keras3_layers,
+         ("rms", "momentum", "mg"), keras3("_velocities", "_momentums", "_average_gradients")),
+        ("import keras 3 adagrad", keras, lambda: keras.optimizers.Adagrad(0.05),
+         {"type": "adagrad", "learning_rate": 0.05}, keras3_layers,
+         ("accumulator",), keras3("_accumulators")),
+        ("import keras 3 sgd nesterov", keras,
+         lambda: keras.optimizers.SGD(0.05, momentum=0.9, nesterov=True),
+         {"type": "momentum", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True},
+         keras3_layers, ("momentum",), keras3("momentums", factor=-1 / 0.05)),
+        ("import keras 2 adam", tf_keras, lambda: legacy.Adam(0.01),
+         {"type": "adam", "learning_rate": 0.01}, keras2_layers, ("m", "v"), keras2("m", "v")),
+        ("import keras 2 rmsprop", tf_keras, lambda: legacy.RMSprop(0.005, momentum=0.5),
+         {"type": "rmsprop", "learning_rate": 0.005, "momentum": 0.5, "epsilon": 1e-7},
+         keras2_layers, ("rms", "momentum"), keras2("rms", "momentum")),
+        ("import keras 2 adagrad", tf_keras, lambda: legacy.Adagrad(0.05),
+         {"type": "adagrad", "learning_rate": 0.05}, keras2_layers,
+         ("accumulator",), keras2("accumulator")),
+        ("import keras 2 sgd momentum", tf_keras, lambda: legacy.SGD(0.05, momentum=0.9),
+         {"type": "momentum", "learning_rate": 0.05, "momentum": 0.9}, keras2_layers,
+         ("momentum",), keras2("momentum", factor=-1 / 0.05)),
+    ]
+
+
+def check_keras_import(keras_case, traind, work_dir, steps):
+    """A Keras model trains for `steps` steps with a Keras optimizer in a
+    TensorFlow 2 loop and is saved with its optimizer by tf.train.Checkpoint
+    (Keras 3's lists, keyed by the optimizer's path to the model's
+    variables; Keras 2's slot variables); `trainctl import` takes it over
+    through the checkpoint's object graph and traind trains `steps` more;
+    Keras trains the same `steps` more. traind's final checkpoint must hold
+    what Keras ends with, its slots in traind's terms."""
+    name, module, make_optimizer, optimizer_section, layer_paths, slots, slot_values = keras_case
     directory = fresh_directory(os.path.join(work_dir, name.replace(" ", "_")))
     examples = fashion_mnist(2 * steps * BATCH_SIZE)
     batches = examples.batches(2 * steps, BATCH_SIZE)
-    # Keras' Adam's betas and epsilon are traind's defaults.
-    case = Case(name, PERCEPTRON, {"type": "adam", "learning_rate": 0.01}, None)
-    model = keras.Sequential([keras.Input(examples.input_shape), keras.layers.Flatten(),
-                              keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)])
-    adam = keras.optimizers.Adam(case.optimizer["learning_rate"])
+    case = Case(name, PERCEPTRON, optimizer_section, None)
+    model = module.Sequential([module.Input(examples.input_shape), module.layers.Flatten(),
+                               module.layers.Dense(32, activation="relu"),
+                               module.layers.Dense(10)])
+    optimizer = make_optimizer()
     keras_dir = os.path.join(directory, "keras")
     for step, (inputs, targets) in enumerate(batches):
         if step == steps:
-            tf.train.Checkpoint(model=model, optimizer=adam).save(os.path.join(keras_dir, "ckpt"))
+            tf.train.Checkpoint(model=model, optimizer=optimizer).save(
+                os.path.join(keras_dir, "ckpt"))
         with tf.GradientTape() as tape:
             loss = training_loss(model(inputs), targets, case.loss)
-        adam.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                 model.trainable_variables))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                      model.trainable_variables))
     expected = {}
-    for variable_name, variable, m, v in zip(
+    for index, (variable_name, variable) in enumerate(zip(
             ["hidden/kernel", "hidden/bias", "logits/kernel", "logits/bias"],
-            model.trainable_variables, adam._momentums, adam._velocities):
+            model.trainable_variables)):
         expected[variable_name] = variable.numpy()
-        expected[f"{variable_name}/m"] = m.numpy()
-        expected[f"{variable_name}/v"] = v.numpy()
+        for slot, value in zip(slots, slot_values(optimizer, variable, index)):
+            expected[f"{variable_name}/{slot}"] = value
 
     spec = job_spec(case, examples, directory, 2 * steps)
     spec_path = os.path.join(directory, "model.yaml")
     write_file(spec_path, spec_yaml(spec))
-    # A Sequential model's layers from its input, 0: the flatten is 1.
     imported_by = run_trainctl(traind, [
-        "import", "--model", spec_path, "--layer", "hidden=model/_functional/_operations/2",
-        "--layer", "logits=model/_functional/_operations/3", keras_dir])
+        "import", "--model", spec_path, "--layer", f"hidden={layer_paths[0]}",
+        "--layer", f"logits={layer_paths[1]}", keras_dir])
     return compare(name, trained_on_from(name, traind, imported_by, spec, spec_path), expected)
 
 
@@ -1377,7 +1427,8 @@ def run_checks(traind, work_dir, steps):
     for case, partitions in import_cases():
         print_row(check_import(case, partitions, traind, work_dir, steps))
         print_row(check_export(case, partitions, traind, work_dir, steps))
-    print_row(check_keras_import(traind, work_dir, steps))
+    for keras_case in keras_import_cases():
+        print_row(check_keras_import(keras_case, traind, work_dir, steps))
     for row in check_initializers(traind, work_dir):
         print_row(row)
 

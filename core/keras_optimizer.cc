@@ -1,0 +1,323 @@
+#include "core/keras_optimizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <span>
+
+#include "core/error.h"
+#include "core/optimizer.h"
+#include "core/printable.h"
+#include "core/tensorflow_checkpoint.h"
+
+namespace traind {
+namespace {
+
+using Generation = KerasOptimizerState::Generation;
+using Kind = OptimizerSpec::Kind;
+
+// The name Keras gives an optimizer of the spec's kind by default (its
+// step count is "<name>/iteration" in Keras 3, "<name>/iter" in Keras 2).
+std::string defaultName(Kind kind, Generation generation) {
+  const bool three = generation == Generation::Keras3;
+  switch (kind) {
+    case Kind::Sgd:
+    case Kind::Momentum:
+      return three ? "sgd" : "SGD";
+    case Kind::Adagrad:
+      return three ? "adagrad" : "Adagrad";
+    case Kind::Adam:
+      return three ? "adam" : "Adam";
+    case Kind::RmsProp:
+      return three ? "rm_sprop" : "RMSprop";
+  }
+  return "";
+}
+
+// Keras' class for the spec's kind, said in errors.
+std::string_view className(Kind kind) {
+  switch (kind) {
+    case Kind::Sgd:
+    case Kind::Momentum:
+      return "SGD";
+    case Kind::Adagrad:
+      return "Adagrad";
+    case Kind::Adam:
+      return "Adam";
+    case Kind::RmsProp:
+      return "RMSprop";
+  }
+  return "";
+}
+
+// Whether `base` is `name`, or `name` numbered as Keras numbers a
+// process's second optimizer of a kind ("adam_1").
+bool isNamed(std::string_view base, const std::string& name) {
+  if (base == name) return true;
+  return base.size() > name.size() + 1 && base.starts_with(name + "_") &&
+         std::all_of(base.begin() + std::ptrdiff_t(name.size() + 1), base.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Keras 3's lists that hold slots.
+const std::set<std::string>& kerasLists() {
+  static const std::set<std::string> lists = {"_momentums", "_velocities", "_average_gradients",
+                                              "_accumulators", "momentums"};
+  return lists;
+}
+
+// Keras 2's settings kept as variables beside the slots, and what of the
+// spec each must be (nullopt: a setting the spec's optimizer has not).
+std::optional<float> specSetting(const OptimizerSpec& optimizer, const std::string& name) {
+  if (optimizer.kind == Kind::Adam && name == "beta_1") return optimizer.beta1;
+  if (optimizer.kind == Kind::Adam && name == "beta_2") return optimizer.beta2;
+  if (optimizer.kind == Kind::RmsProp && name == "rho") return optimizer.rho;
+  if ((optimizer.kind == Kind::RmsProp || optimizer.kind == Kind::Momentum) && name == "momentum")
+    return optimizer.momentum;
+  return std::nullopt;
+}
+
+// The spec's name for a Keras 2 setting.
+std::string specSettingName(const std::string& name) {
+  if (name == "beta_1") return "beta1";
+  if (name == "beta_2") return "beta2";
+  return name;
+}
+
+}  // namespace
+
+KerasOptimizerState::KerasOptimizerState(const TensorflowCheckpointReader& reader,
+                                         Generation generation, std::string path,
+                                         std::string step_key)
+    : reader_(&reader),
+      generation_(generation),
+      path_(std::move(path)),
+      step_key_(std::move(step_key)) {}
+
+std::optional<KerasOptimizerState> KerasOptimizerState::find(
+    const TensorflowCheckpointReader& reader) {
+  for (const std::string path : {"optimizer", "model/optimizer"}) {
+    if (const std::optional<std::string> iter = reader.objectKey(path + "/iter"))
+      return KerasOptimizerState(reader, Generation::Keras2, path, *iter);
+    const std::optional<std::string> iterations = reader.objectKey(path + "/_iterations");
+    if (!iterations) continue;
+    KerasOptimizerState keras(reader, Generation::Keras3, path, *iterations);
+    const size_t tensors = reader.names().size();  // no list holds more
+    for (size_t i = 0; i < tensors; ++i) {
+      const std::optional<std::string> key =
+          reader.objectKey(fmt::format("{}/_trainable_variables/{}", path, i));
+      if (!key) break;
+      keras.places_.emplace(*key, i);
+    }
+    return keras;
+  }
+  return std::nullopt;
+}
+
+std::string KerasOptimizerState::checkpoint() const { return reader_->prefix().string(); }
+
+std::string KerasOptimizerState::listOf(Kind kind, const std::string& slot) {
+  if (slot == "m" || (slot == "momentum" && kind == Kind::RmsProp)) return "_momentums";
+  if (slot == "momentum") return "momentums";  // SGD's
+  if (slot == "v" || slot == "rms") return "_velocities";
+  if (slot == "mg") return "_average_gradients";
+  if (slot == "accumulator") return "_accumulators";
+  throw std::invalid_argument("KerasOptimizerState: no Keras 3 list holds slot '" + slot + "'");
+}
+
+std::optional<float> KerasOptimizerState::setting(const std::string& name) const {
+  const std::optional<std::string> key = reader_->objectKey(path_ + "/" + name);
+  if (!key || reader_->dtypeName(*key) != "float32" || !reader_->shape(*key).empty())
+    return std::nullopt;
+  float value = 0;
+  reader_->read(*key, {}, std::span<float>(&value, 1));
+  return value;
+}
+
+void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
+                                        const std::string& optimizer_name) const {
+  const OptimizerSpec& optimizer = spec.optimizer;
+  const std::vector<std::string> slots = Optimizer::slotNamesOf(optimizer);
+  if (std::find(slots.begin(), slots.end(), Optimizer::kMovingAverageSlot) != slots.end())
+    throw InputError(checkpoint() +
+                     ": a Keras optimizer's moving averages (use_ema) are not taken: drop the "
+                     "spec's moving_average (its averages then start at the parameters)");
+  if (optimizer.kind == Kind::Sgd) return;  // keeps no state: the variables of any
+  const bool three = generation_ == Generation::Keras3;
+  const auto listHolds = [&](const std::string& list) {
+    return !reader_->objectChildren(path_ + "/" + list).empty();
+  };
+  if (three && places_.empty() && std::any_of(kerasLists().begin(), kerasLists().end(), listHolds))
+    throw InputError(checkpoint() +
+                     ": the job's Keras optimizer keeps its slots in lists with no "
+                     "_trainable_variables to say whose each is: Keras 2.11's optimizers "
+                     "(tf.keras of TensorFlow 2.11 to 2.15, tf_keras.optimizers) save so, and "
+                     "traind does not take their state. Save the job with "
+                     "tf.keras.optimizers.legacy (or Keras 3), or give the spec sgd to take "
+                     "the variables alone");
+
+  // Named as Keras names the spec's optimizer: Nadam's, Adamax's and
+  // RMSprop's state come in the lists and slots Adam's does.
+  const std::string name =
+      optimizer_name.empty() ? defaultName(optimizer.kind, generation_) : optimizer_name;
+  const std::string step =
+      reader_->objectValueName(path_ + (three ? "/_iterations" : "/iter")).value_or("");
+  const std::string suffix = three ? "/iteration" : "/iter";
+  const std::string_view base = std::string_view(step).substr(0, step.rfind('/'));
+  if (!step.ends_with(suffix) || !isNamed(base, name))
+    throw InputError(fmt::format(
+        "{}: the job's Keras optimizer names its step count {}, not '{}{}': it is not Keras' "
+        "{}{}, whose state this spec's {} takes (give the optimizer's name with "
+        "--optimizer-name if the job named it)",
+        checkpoint(), quotedPrintable(step), name, suffix, className(optimizer.kind),
+        optimizer_name.empty() ? "" : " named " + optimizer_name, optimizerName(optimizer.kind)));
+
+  // What the job kept, in its generation's terms: Keras 3's lists that hold
+  // values and its other children that do (amsgrad's _velocity_hats,
+  // use_ema's averages; not bookkeeping such as _trainable_variables_indices),
+  // Keras 2's slots (amsgrad's vhat, Ftrl's linear).
+  std::vector<std::string> kept;
+  if (three) {
+    static const std::set<std::string> kBookkeeping = {"_iterations", "_learning_rate",
+                                                       "_trainable_variables", "_variables"};
+    const TensorflowCheckpointReader::ObjectPaths values = reader_->objectPaths();
+    const auto holdsValues = [&](const std::string& child) {
+      const std::string under = path_ + "/" + child;
+      return std::any_of(values.paths.begin(), values.paths.end(), [&](const auto& path) {
+        return path.first == under || path.first.starts_with(under + "/");
+      });
+    };
+    for (const std::string& child : reader_->objectChildren(path_))
+      if (!kBookkeeping.count(child) && holdsValues(child)) kept.push_back(child);
+  } else {
+    kept = reader_->objectSlotNames(path_);
+  }
+  // RMSprop keeps its momentum only where it is not 0.
+  const auto optional = [&](const std::string& slot) {
+    return optimizer.kind == Kind::RmsProp && slot == "momentum" && optimizer.momentum == 0;
+  };
+  std::set<std::string> wanted;
+  for (const std::string& slot : slots)
+    if (!optional(slot)) wanted.insert(three ? listOf(optimizer.kind, slot) : slot);
+  for (const std::string& what : kept) {
+    if (wanted.count(what)) continue;
+    const bool centered = what == "mg" || what == "_average_gradients";
+    const bool momentum =
+        optimizer.kind == Kind::RmsProp && (what == "momentum" || what == "_momentums");
+    throw InputError(fmt::format(
+        "{}: the job's Keras {} kept {} as well, which this spec's {} has no place for: {}",
+        checkpoint(), className(optimizer.kind), quotedPrintable(what),
+        optimizerName(optimizer.kind),
+        centered   ? "the job's RMSprop was centered; set centered: true in the spec"
+        : momentum ? "the job's RMSprop had momentum; give the spec the job's"
+                   : "amsgrad, use_ema or gradient accumulation, which traind does not run"));
+  }
+  // What the spec's optimizer keeps, the job's must have.
+  for (const std::string& slot : slots) {
+    if (optional(slot) || std::find(kept.begin(), kept.end(),
+                                    three ? listOf(optimizer.kind, slot) : slot) != kept.end())
+      continue;
+    throw InputError(fmt::format(
+        "{}: the job's Keras {} kept no '{}' state, which this spec's {} keeps: {}", checkpoint(),
+        className(optimizer.kind), slot, optimizerName(optimizer.kind),
+        slot == "mg"         ? "the job's RMSprop was not centered; drop centered from the spec"
+        : slot == "momentum" ? "the job ran with a momentum of 0; give the spec the job's"
+                             : "the spec's optimizer is not the job's"));
+  }
+
+  if (three) return;
+  // Keras 2 keeps its settings as variables: they must be the spec's.
+  for (const std::string setting_name : {"beta_1", "beta_2", "rho", "momentum"}) {
+    const std::optional<float> theirs = setting(setting_name);
+    const std::optional<float> ours = specSetting(optimizer, setting_name);
+    if (!theirs || !ours) continue;
+    if (std::abs(*theirs - *ours) > 1e-6f * std::max(1.0f, std::abs(*ours)))
+      throw InputError(fmt::format(
+          "{}: the job's Keras {} ran with {} {}, this spec's {} with {} {}: give the spec "
+          "the job's {}: {} to train on as it would have",
+          checkpoint(), className(optimizer.kind), setting_name, *theirs,
+          optimizerName(optimizer.kind), specSettingName(setting_name), *ours,
+          specSettingName(setting_name), *theirs));
+  }
+}
+
+bool KerasOptimizerState::trains(const std::string& variable_key) const {
+  if (generation_ == Generation::Keras3) return places_.count(variable_key) > 0;
+  for (const std::string& slot : reader_->objectSlotNames(path_))
+    if (reader_->objectSlotKey(path_, variable_key, slot)) return true;
+  return false;
+}
+
+std::optional<std::string> KerasOptimizerState::slotKey(const ModelSpec& spec,
+                                                        const std::string& variable_key,
+                                                        const std::string& slot) const {
+  if (generation_ == Generation::Keras2) {
+    const std::vector<std::string> kept = reader_->objectSlotNames(path_);
+    if (std::find(kept.begin(), kept.end(), slot) == kept.end()) return std::nullopt;
+    if (std::optional<std::string> key = reader_->objectSlotKey(path_, variable_key, slot))
+      return key;
+    // The key TensorFlow gives a slot, for the error that it is missing.
+    const std::string value = "/.ATTRIBUTES/VARIABLE_VALUE";
+    const std::string variable = variable_key.ends_with(value)
+                                     ? variable_key.substr(0, variable_key.size() - value.size())
+                                     : variable_key;
+    return fmt::format("{}/.OPTIMIZER_SLOT/{}/{}{}", variable, path_, slot, value);
+  }
+  const std::string list = path_ + "/" + listOf(spec.optimizer.kind, slot);
+  if (reader_->objectChildren(list).empty()) return std::nullopt;
+  const auto place = places_.find(variable_key);
+  if (place == places_.end())
+    throw std::invalid_argument("KerasOptimizerState::slotKey: '" + variable_key +
+                                "' is not a variable the optimizer trains");
+  const std::string path = fmt::format("{}/{}", list, place->second);
+  return reader_->objectKey(path).value_or(path);
+}
+
+float KerasOptimizerState::slotFactor(const ModelSpec& spec, const std::string& slot,
+                                      float rate) const {
+  if (spec.optimizer.kind != Kind::Momentum || slot != "momentum") return 1.0f;
+  if (!(rate > 0))
+    throw InputError(fmt::format(
+        "{}: Keras' SGD keeps its momentum scaled by the learning rate, and this spec's rate "
+        "at the imported step is {}: traind's momentum is Keras' divided by minus the rate",
+        checkpoint(), rate));
+  return -1.0f / rate;
+}
+
+std::string KerasOptimizerState::describeSlot(const ModelSpec& spec,
+                                              const std::string& slot) const {
+  const std::string scaled =
+      spec.optimizer.kind == Kind::Momentum && slot == "momentum"
+          ? ", divided by minus the spec's learning rate (Keras' SGD scales it by the rate)"
+          : "";
+  if (generation_ == Generation::Keras2)
+    return fmt::format("'{}' state from {}'s slot '{}' of each variable{}", slot, path_, slot,
+                       scaled);
+  return fmt::format("'{}' state from {}/{}/<the variable's place in {}/_trainable_variables>{}",
+                     slot, path_, listOf(spec.optimizer.kind, slot), path_, scaled);
+}
+
+bool KerasOptimizerState::isBookkeeping(const std::string& key) const {
+  if (key == step_key_) return true;
+  for (const std::string name :
+       {"_learning_rate", "learning_rate", "decay", "beta_1", "beta_2", "rho", "momentum"})
+    if (reader_->objectKey(path_ + "/" + name) == key) return true;
+  return false;
+}
+
+std::optional<std::string> KerasOptimizerState::describeRate(float rate) const {
+  const bool three = generation_ == Generation::Keras3;
+  const std::optional<float> theirs = setting(three ? "_learning_rate" : "learning_rate");
+  const float decay = three ? 0.0f : setting("decay").value_or(0.0f);
+  if (!theirs || (std::abs(*theirs - rate) <= 1e-6f * std::abs(rate) && decay == 0))
+    return std::nullopt;
+  return fmt::format(
+      "the job's Keras optimizer kept a learning rate of {}{}; traind trains on at this "
+      "spec's ({} at the imported step)",
+      *theirs, decay ? fmt::format(" with a decay of {} (rate / (1 + decay * step))", decay) : "",
+      rate);
+}
+
+}  // namespace traind

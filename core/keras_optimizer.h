@@ -1,0 +1,107 @@
+// A Keras optimizer's state in an object-based checkpoint (saved by
+// tf.train.Checkpoint(model=..., optimizer=...), or a compiled model's own
+// optimizer), found through the checkpoint's object graph and given in
+// traind's terms: which tensor holds a variable's slot, and what traind's
+// slot is of it. trainctl import (core/tensorflow_job.h) takes it over.
+//
+// Keras 3 (tf.keras since TensorFlow 2.16) keeps lists, in the order of the
+// optimizer's _trainable_variables:
+//   adam      _momentums, _velocities                      -> m, v
+//   rmsprop   _velocities, _momentums, _average_gradients  -> rms, momentum, mg
+//   adagrad   _accumulators                                -> accumulator
+//   momentum  SGD's momentums                              -> momentum (below)
+//   its step count _iterations, named "<name>/iteration" after the
+//   optimizer ("adam", "rm_sprop", "adagrad", "sgd"; "adam_1" for a
+//   process's second Adam).
+// Keras 2 (tf.keras of TensorFlow 2.0 to 2.10, tf_keras.optimizers.legacy)
+// keeps slot variables, named as traind's slots (m, v; rms, momentum, mg;
+// accumulator; SGD's momentum); its step count `iter`, named
+// "<name>/iter" ("Adam", "RMSprop", "Adagrad", "SGD"); and its beta_1,
+// beta_2, rho and momentum, which must be the spec's.
+//
+// Keras' SGD keeps m = momentum * m - rate * g and adds m to the variable;
+// traind's momentum (TensorFlow 1's) keeps a = momentum * a + g and
+// subtracts rate * a. Under a constant rate they take the same steps with
+// a = -m / rate: traind's slot is Keras' divided by minus the spec's rate
+// at the imported step (slotFactor).
+//
+// Keras 2.11's optimizers (tf.keras of TensorFlow 2.11 to 2.15, tf_keras's
+// default) keep lists with no _trainable_variables to place a variable in
+// them: find refuses them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+
+namespace traind {
+
+class TensorflowCheckpointReader;
+
+class KerasOptimizerState {
+ public:
+  enum class Generation { Keras2, Keras3 };
+
+  // The Keras optimizer `reader`'s checkpoint holds, under `optimizer` or a
+  // compiled model's `model/optimizer`; nullopt where it holds none.
+  // InputError for a Keras 2.11 optimizer (above). The state reads through
+  // `reader`, which must outlive it.
+  static std::optional<KerasOptimizerState> find(const TensorflowCheckpointReader& reader);
+
+  // InputError naming the checkpoint unless the job's optimizer is the one
+  // `spec` runs, named `optimizer_name` (empty: Keras' name for it, or that
+  // name numbered), keeping no state traind has no place for (amsgrad,
+  // use_ema, centered where the spec is not), and, for Keras 2, with the
+  // spec's betas, rho and momentum. A spec of sgd, which keeps no state,
+  // takes the variables of any.
+  void checkRunsSpec(const ModelSpec& spec, const std::string& optimizer_name) const;
+
+  Generation generation() const { return generation_; }
+  const std::string& path() const { return path_; }  // "optimizer"
+  const std::string& stepKey() const { return step_key_; }
+
+  // Whether the job's optimizer trained the variable whose value is under
+  // `variable_key` (Keras makes no state for a variable it does not train).
+  bool trains(const std::string& variable_key) const;
+  // The key of the tensor holding traind's slot `slot` (of the spec's
+  // optimizer) of a variable it trains (std::invalid_argument for another); where the tensor is
+  // missing, the key TensorFlow gives such a slot.
+  // nullopt where the job kept no such state for any variable: Keras'
+  // RMSprop without momentum takes the steps traind's takes with a
+  // momentum of 0 that starts at 0 (checkRunsSpec checks the spec's is 0).
+  std::optional<std::string> slotKey(const ModelSpec& spec, const std::string& variable_key,
+                                     const std::string& slot) const;
+  // What traind's slot `slot` is of Keras': -1 / `rate` for SGD's momentum
+  // (above), 1 for the others. InputError for a rate of 0.
+  float slotFactor(const ModelSpec& spec, const std::string& slot, float rate) const;
+  // Where traind's slot `slot` comes from, said to the user.
+  std::string describeSlot(const ModelSpec& spec, const std::string& slot) const;
+  // Whether the tensor under `key` is the optimizer's own bookkeeping (its
+  // step count, rate and settings), which a model has no place for.
+  bool isBookkeeping(const std::string& key) const;
+  // The job's learning rate (Keras 2's with its decay), when the checkpoint
+  // holds it, said where it is not `rate`, the spec's at the imported step.
+  std::optional<std::string> describeRate(float rate) const;
+
+ private:
+  KerasOptimizerState(const TensorflowCheckpointReader& reader, Generation generation,
+                      std::string path, std::string step_key);
+  // Keras 3's list holding traind's slot `slot` of an optimizer of `kind`
+  // ("_velocities" for Adam's "v").
+  static std::string listOf(OptimizerSpec::Kind kind, const std::string& slot);
+  std::string checkpoint() const;
+  // The value of the float scalar child `name` of the optimizer, if any.
+  std::optional<float> setting(const std::string& name) const;
+
+  const TensorflowCheckpointReader* reader_;
+  Generation generation_;
+  std::string path_;
+  std::string step_key_;
+  // Keras 3: each trained variable's key, and its place in the lists.
+  std::map<std::string, size_t> places_;
+};
+
+}  // namespace traind
