@@ -166,7 +166,11 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
       reader_->objectValueName(path_ + (three ? "/_iterations" : "/iter")).value_or("");
   const std::string suffix = three ? "/iteration" : "/iter";
   const std::string_view base = std::string_view(step).substr(0, step.rfind('/'));
-  if (!step.ends_with(suffix) || !isNamed(base, name))
+  // Keras 2 names its step count under its own name where training made
+  // it; one made before (optimizer.iterations read first) is "iter" alone,
+  // and its slots must tell.
+  const bool unnamed = !three && step == "iter";
+  if (!unnamed && (!step.ends_with(suffix) || !isNamed(base, name)))
     throw InputError(fmt::format(
         "{}: the job's Keras optimizer names its step count {}, not '{}{}': it is not Keras' "
         "{}{}, whose state this spec's {} takes (give the optimizer's name with "

@@ -66,12 +66,14 @@ fi
 # test/CMakeLists.txt finds it there.
 if ((tensorflow)); then
   venv="$HOME/.cache/traind/tensorflow"
-  if ! "$venv/bin/python3" -c "import tensorflow, safetensors, numpy" 2>/dev/null; then
+  if ! "$venv/bin/python3" -c "import tensorflow, tf_keras, safetensors, numpy" 2>/dev/null; then
     echo "setup: installing TensorFlow into $venv"
     python3 -m venv "$venv"
     # The version the reference was checked with: Keras' optimizers have
     # changed under tf.keras before (docs/model-spec.md, "Which TensorFlow
     # optimizer").
-    "$venv/bin/python3" -m pip install -q "tensorflow-cpu==2.21.*" safetensors numpy
+    # tf_keras: Keras 2, whose checkpoints trainctl import takes as well.
+    "$venv/bin/python3" -m pip install -q "tensorflow-cpu==2.21.*" "tf_keras==2.21.*" \
+      safetensors numpy
   fi
 fi

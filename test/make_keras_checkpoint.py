@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes test/data/keras_checkpoint/, the object-based TensorFlow 2
-checkpoint of a Keras 3 model and its optimizer that
-test/tensorflow_checkpoint_test.cc reads (CI has no TensorFlow, so its
-output is kept in the repository):
+"""Writes test/data/keras_checkpoint/ and test/data/keras2_checkpoint/, the
+object-based TensorFlow 2 checkpoints of a Keras 3 model and its Adam, and
+of a Keras 2 model and its RMSprop, that test/tensorflow_checkpoint_test.cc
+and test/tensorflow_job_test.cc read (CI has no TensorFlow, so their output
+is kept in the repository):
 
     ~/.cache/traind/tensorflow/bin/python3 test/make_keras_checkpoint.py
 
@@ -17,7 +18,14 @@ tensor is model/_functional/_operations/1/_kernel. Every value is set by
 hand, so the test can check them exactly: element i of a variable is
 first + i / 8 (first: 1, 2, 3, 4 for hidden's kernel and bias, logits'
 kernel and bias); Adam's momentum of a variable is its value + 100, its
-velocity its value + 200, and its iterations 1200."""
+velocity its value + 200, and its iterations 1200.
+
+The Keras 2 checkpoint (tf_keras, the Keras 2 of tf.keras before Keras 3) is
+of the same model, with the same values, saved with
+tf_keras.optimizers.legacy.RMSprop(momentum=0.5), whose slots are slot
+variables of the object graph: rms is a variable's value + 100, momentum its
+value + 200, and its iter 1200. It keeps its rho (0.9) and momentum (0.5) as
+variables beside them."""
 
 import os
 import shutil
@@ -26,14 +34,22 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "keras_checkpoint")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 def counting(first, shape):
     return (first + np.arange(np.prod(shape), dtype=np.float32) / 8).reshape(shape)
 
 
-def main():
+def write(checkpoint, directory):
+    shutil.rmtree(directory, ignore_errors=True)
+    prefix = checkpoint.write(os.path.join(directory, "ckpt"))
+    # write() leaves no `checkpoint` file; the tests name the prefix.
+    for name, shape in tf.train.list_variables(prefix):
+        print(name, shape)
+
+
+def write_keras3():
     model = keras.Sequential([
         keras.Input((4,)),
         keras.layers.Dense(3, activation="relu", name="hidden"),
@@ -48,11 +64,35 @@ def main():
         momentum.assign(variable + 100)
         velocity.assign(variable + 200)
     adam.iterations.assign(1200)
-    shutil.rmtree(OUT, ignore_errors=True)
-    prefix = tf.train.Checkpoint(model=model, optimizer=adam).write(os.path.join(OUT, "ckpt"))
-    # write() leaves no `checkpoint` file; the test names the prefix.
-    for name, shape in tf.train.list_variables(prefix):
-        print(name, shape)
+    write(tf.train.Checkpoint(model=model, optimizer=adam),
+          os.path.join(DATA, "keras_checkpoint"))
+
+
+def write_keras2():
+    import tf_keras
+    model = tf_keras.Sequential([
+        tf_keras.Input((4,)),
+        tf_keras.layers.Dense(3, activation="relu", name="hidden"),
+        tf_keras.layers.Dense(2, name="logits"),
+    ])
+    for first, variable in enumerate(model.trainable_variables, start=1):
+        variable.assign(counting(first, variable.shape))
+    rmsprop = tf_keras.optimizers.legacy.RMSprop(1e-3, rho=0.9, momentum=0.5)
+    # A step of zero gradients makes the optimizer's variables as training
+    # does, under its name ("RMSprop/iter"); the values are set after.
+    rmsprop.apply_gradients([(tf.zeros_like(v), v) for v in model.trainable_variables])
+    for variable in model.trainable_variables:
+        rmsprop.get_slot(variable, "rms").assign(variable + 100)
+        rmsprop.get_slot(variable, "momentum").assign(variable + 200)
+    rmsprop.iterations.assign(1200)
+    write(tf.train.Checkpoint(model=model, optimizer=rmsprop),
+          os.path.join(DATA, "keras2_checkpoint"))
+    print("tf_keras", tf_keras.__version__)
+
+
+def main():
+    write_keras3()
+    write_keras2()
     print("tensorflow", tf.__version__, "keras", keras.__version__)
 
 

@@ -28,6 +28,7 @@ const fs::path kFixture = fs::path(TRAIND_SOURCE_DIR) / "test/data/tensorflow_ch
 const fs::path kPrefix = kFixture / "model.ckpt-1200";
 // A Keras 3 model and its Adam saved by tf.train.Checkpoint (test/make_keras_checkpoint.py).
 const fs::path kKerasPrefix = fs::path(TRAIND_SOURCE_DIR) / "test/data/keras_checkpoint/ckpt";
+const fs::path kKeras2Prefix = fs::path(TRAIND_SOURCE_DIR) / "test/data/keras2_checkpoint/ckpt";
 
 // What the fixture's script set: element i of a tensor is first + i / 8.
 std::vector<float> counting(float first, size_t n) {
@@ -250,6 +251,29 @@ TEST_CASE("an object-based checkpoint's variables are found through its object g
   CHECK(TensorflowCheckpointReader(kPrefix).objectKey("net/hidden/kernel") == std::nullopt);
 }
 
+TEST_CASE("a Keras 2 optimizer's slots are found through the object graph's slot variables",
+          "[tensorflow_checkpoint]") {
+  // test/make_keras_checkpoint.py: RMSprop's rms of a variable is its
+  // value + 100, its momentum its value + 200.
+  const TensorflowCheckpointReader reader(kKeras2Prefix);
+  const std::string kernel = "model/layer_with_weights-1/kernel/.ATTRIBUTES/VARIABLE_VALUE";
+  CHECK(reader.objectKey("model/layer_with_weights-1/kernel") == kernel);
+  CHECK(reader.objectSlotNames("optimizer") == std::vector<std::string>{"rms", "momentum"});
+  const std::optional<std::string> rms = reader.objectSlotKey("optimizer", kernel, "rms");
+  CHECK(rms ==
+        "model/layer_with_weights-1/kernel/.OPTIMIZER_SLOT/optimizer/rms/.ATTRIBUTES/"
+        "VARIABLE_VALUE");
+  CHECK(readFloats(reader, *rms) == counting(103, 6));
+  CHECK(readFloats(reader, *reader.objectSlotKey("optimizer", kernel, "momentum")) ==
+        counting(203, 6));
+  // No such slot, optimizer or variable; the model keeps none.
+  CHECK(reader.objectSlotKey("optimizer", kernel, "m") == std::nullopt);
+  CHECK(reader.objectSlotKey("model", kernel, "rms") == std::nullopt);
+  CHECK(reader.objectSlotKey("optimizer", "model/kernel", "rms") == std::nullopt);
+  CHECK(reader.objectSlotNames("model").empty());
+  CHECK(reader.objectSlotNames("nothing").empty());
+}
+
 TEST_CASE("init_from takes a Keras 3 model's layers from a checkpoint of it and its optimizer",
           "[tensorflow_checkpoint]") {
   TempDir dir;
@@ -380,6 +404,27 @@ TEST_CASE("a lying object graph costs bounded memory and time, or is refused nam
     CHECK_THAT(errorOf([&] { TensorflowCheckpointReader reader(prefix); }),
                Catch::Contains("more than 262144 objects, past what a checkpoint of a model "
                                "traind trains holds"));
+    ObjectGraph slot_of_nothing;
+    slot_of_nothing.add_nodes();
+    auto* slot = slot_of_nothing.mutable_nodes(0)->add_slot_variables();
+    slot->set_original_variable_node_id(0);
+    slot->set_slot_name("m");
+    slot->set_slot_variable_node_id(-3);
+    prefix = write(slot_of_nothing);
+    CHECK(errorOf([&] { TensorflowCheckpointReader reader(prefix); }) ==
+          prefix.string() +
+              ".data-00000-of-00001: tensor '_CHECKPOINTABLE_OBJECT_GRAPH': object 0 names "
+              "object -3 of 1 in its slot 'm' (the file is corrupt)");
+    // Slot variables count with the children: each is as small on the wire.
+    ObjectGraph many_slots;
+    many_slots.add_nodes();
+    for (size_t i = 0; i <= tc::kMaxObjectChildren / 2; ++i) {
+      addChild(many_slots, 0, 0, "");
+      many_slots.mutable_nodes(0)->add_slot_variables();
+    }
+    prefix = write(many_slots);
+    CHECK_THAT(errorOf([&] { TensorflowCheckpointReader reader(prefix); }),
+               Catch::Contains("more than 1048576 children and slot variables of objects"));
     prefix = dir.path() / "float" / "ckpt";
     writeTensorflowCheckpoint(prefix,
                               {{"_CHECKPOINTABLE_OBJECT_GRAPH", {1}, {1.0f}, std::nullopt}});

@@ -176,6 +176,85 @@ TEST_CASE("an import takes a Keras 3 model's and its Adam's state through the ob
   CHECK(refusal("{type: sgd, learning_rate: 0.1}", "") == "(no error)");
 }
 
+TEST_CASE("an import takes a Keras 2 model's and its RMSprop's slot variables",
+          "[tensorflow_job]") {
+  // test/make_keras_checkpoint.py: RMSprop(momentum=0.5, rho=0.9), the rms
+  // of a variable its value + 100, the momentum its value + 200, iter 1200.
+  const std::filesystem::path keras2 =
+      std::filesystem::path(TRAIND_SOURCE_DIR) / "test/data/keras2_checkpoint/ckpt";
+  TempDir dir;
+  TensorflowNames how;
+  how.layer_sources = {{"hidden", "model/layer_with_weights-0"},
+                       {"out", "model/layer_with_weights-1"}};
+  const std::string rmsprop = "{type: rmsprop, learning_rate: 0.001, momentum: 0.5";
+  std::vector<std::string> said;
+  const auto importOf = [&](const std::string& optimizer) {
+    const ModelSpec spec = fixtureModel(dir, optimizer);
+    const LayerGraph graph = buildLayerGraph(spec);
+    ModelState state(spec, graph);
+    try {
+      said =
+          importTensorflowState(TensorflowCheckpointReader(keras2), how, std::nullopt, spec, state);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const ModelSpec spec = fixtureModel(dir, rmsprop + "}");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  CHECK(importTensorflowState(TensorflowCheckpointReader(keras2), how, std::nullopt, spec, state) ==
+        std::vector<std::string>{
+            "4 variables from " + keras2.string() + " at global step 1200",
+            "'rms' state from optimizer's slot 'rms' of each variable",
+            "'momentum' state from optimizer's slot 'momentum' of each variable"});
+  CHECK(state.globalStep() == 1200);
+  for (const VariableView& v : state.layout().views()) {
+    INFO(v.name);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    const auto& values = std::as_const(state.parameters()).view(v);
+    const auto& rms = std::as_const(state.optimizer()).slot(0).view(v);
+    const auto& momentum = std::as_const(state.optimizer()).slot(1).view(v);
+    for (size_t i = 0; i < values.size(); ++i) {
+      CHECK(values[i] == first + float(i) / 8);
+      CHECK(rms[i] == first + float(i) / 8 + 100);
+      CHECK(momentum[i] == first + float(i) / 8 + 200);
+    }
+  }
+  // Keras 2 keeps its settings: they must be the spec's.
+  const std::string prefix = keras2.string() + ": the job's Keras ";
+  CHECK(importOf("{type: rmsprop, learning_rate: 0.001, momentum: 0.9}") ==
+        prefix +
+            "RMSprop ran with momentum 0.5, this spec's rmsprop with momentum 0.9: give the "
+            "spec the job's momentum: 0.5 to train on as it would have");
+  CHECK_THAT(importOf(rmsprop + ", rho: 0.95}"),
+             Catch::Contains("RMSprop ran with rho 0.9, this spec's rmsprop with rho 0.95"));
+  CHECK(importOf("{type: rmsprop, learning_rate: 0.001, momentum: 0}") ==
+        prefix +
+            "RMSprop kept 'momentum' as well, which this spec's rmsprop has no place for: "
+            "the job's RMSprop had momentum; give the spec the job's");
+  CHECK(importOf(rmsprop + ", centered: true}") ==
+        prefix +
+            "RMSprop kept no 'mg' state, which this spec's rmsprop keeps: the job's "
+            "RMSprop was not centered; drop centered from the spec");
+  // Another optimizer, by the name Keras 2 gives its step count.
+  CHECK_THAT(importOf("{type: adam, learning_rate: 0.001}"),
+             Catch::Contains("names its step count 'RMSprop/iter', not 'Adam/iter': it is not "
+                             "Keras' Adam"));
+  CHECK_THAT(importOf("{type: momentum, learning_rate: 0.001}"), Catch::Contains("not 'SGD/iter'"));
+  // A spec of sgd keeps no state: it takes the variables of any.
+  CHECK(importOf("{type: sgd, learning_rate: 0.01}") == "(no error)");
+  REQUIRE(said.size() == 3);
+  CHECK(said[1] ==
+        "the job's Keras optimizer kept a learning rate of 0.001; traind trains on at this "
+        "spec's (0.01 at the imported step)");
+  CHECK_THAT(said[2], Catch::StartsWith("left 8 float32 tensors of the checkpoint that this "
+                                        "model has no place for: "));
+}
+
 TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refused by name",
           "[tensorflow_job]") {
   // An object graph of an optimizer alone: its step count, named as Keras

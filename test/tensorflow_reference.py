@@ -49,10 +49,14 @@ to float32 rounding:
                   the kernels partitioned (as a ps job's partitioner leaves
                   them), centered rmsprop with momentum (and a spec without
                   centered refused), nesterov under an exponential decay,
-                  tf.compat.v1's adagrad; and a Keras 3 Sequential model
-                  trained with Keras' Adam in a GradientTape loop, saved
-                  with its optimizer by tf.train.Checkpoint, taken over
-                  through the checkpoint's object graph
+                  tf.compat.v1's adagrad; and a Sequential model trained
+                  in a GradientTape loop, saved with its optimizer by
+                  tf.train.Checkpoint, taken over through the checkpoint's
+                  object graph: Keras 3's Adam, centered RMSprop with
+                  momentum, Adagrad and SGD with Nesterov momentum (lists),
+                  and Keras 2's (tf_keras.optimizers.legacy) Adam, RMSprop
+                  with momentum, Adagrad and SGD with momentum (slot
+                  variables)
   export          the other way: traind trains --steps steps, `trainctl
                   export` writes its checkpoint as the job's, the job's graph
                   restores it with its Saver and trains --steps more, against
@@ -120,7 +124,7 @@ the same to users):
 Exits 0 when every check matches, printing a table of each check's largest
 differences; 1 when traind fails or a tensor differs, naming the check, the
 tensor, the differences and the tolerance; 77 (ctest's skip) when Python
-lacks tensorflow, numpy or safetensors.
+lacks tensorflow, tf_keras, numpy or safetensors.
 """
 import argparse
 import dataclasses
@@ -140,6 +144,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chat
 try:
     import numpy as np
     import tensorflow as tf
+    import tf_keras  # noqa: F401 (Keras 2, for the Keras 2 imports)
     from safetensors.numpy import load_file
 except ImportError as e:
     print(f"skipped: {e}")
