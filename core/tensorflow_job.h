@@ -1,5 +1,5 @@
 // A TensorFlow 1 job's whole training state, both ways: taken over from
-// one of its checkpoints, or a Keras 3 model's and its Adam's from an
+// one of its checkpoints, or a Keras model's and its optimizer's from an
 // object-based checkpoint (below), into a ModelState (trainctl import, which saves it
 // as a traind checkpoint that traind resumes as one of its own), and a
 // ModelState's given back under TensorFlow 1's names (trainctl export,
@@ -20,11 +20,9 @@
 //   tf.train.ExponentialMovingAverage: <var>/ExponentialMovingAverage
 //   the global step: global_step (tf.compat.v1.train.get_or_create_global_step)
 //
-// Keras 3's, saved by tf.train.Checkpoint(model=..., optimizer=...), found
-// through the checkpoint's object graph (TensorflowCheckpointReader::objectKey):
-//   adam      optimizer/_momentums/N, optimizer/_velocities/N -> m, v
-//             N: the variable's place in optimizer/_trainable_variables
-//   the global step: optimizer/_iterations
+// Keras', saved by tf.train.Checkpoint(model=..., optimizer=...), found
+// through the checkpoint's object graph: Keras 3's optimizers' lists and
+// Keras 2's slot variables, core/keras_optimizer.h says which is which.
 #pragma once
 
 #include <cstdint>
@@ -71,8 +69,9 @@ std::string tensorflowSlotName(const OptimizerSpec& optimizer, const std::string
 //   - Adam's beta1_power and beta2_power not those of the global step
 //     (traind derives Adam's bias correction from the global step, so the
 //     job would take other steps);
-//   - from Keras 3: a spec's optimizer other than adam or sgd, a moving
-//     average, an Adam with amsgrad.
+//   - from Keras: another optimizer than the spec's, state the spec's has
+//     no place for (amsgrad, use_ema), Keras 2's settings unlike the
+//     spec's, a moving average (KerasOptimizerState::checkRunsSpec).
 // A variable the spec freezes needs no slots (TensorFlow makes none for a
 // variable it does not train) nor a moving average (ema.apply is given
 // the trainable variables): those start as a fresh run's do. Returns lines

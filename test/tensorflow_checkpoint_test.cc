@@ -28,6 +28,7 @@ const fs::path kFixture = fs::path(TRAIND_SOURCE_DIR) / "test/data/tensorflow_ch
 const fs::path kPrefix = kFixture / "model.ckpt-1200";
 // A Keras 3 model and its Adam saved by tf.train.Checkpoint (test/make_keras_checkpoint.py).
 const fs::path kKerasPrefix = fs::path(TRAIND_SOURCE_DIR) / "test/data/keras_checkpoint/ckpt";
+// A Keras 2 model and its legacy RMSprop, the same way.
 const fs::path kKeras2Prefix = fs::path(TRAIND_SOURCE_DIR) / "test/data/keras2_checkpoint/ckpt";
 
 // What the fixture's script set: element i of a tensor is first + i / 8.
