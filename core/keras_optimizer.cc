@@ -21,7 +21,7 @@ using Kind = OptimizerSpec::Kind;
 // The name Keras gives an optimizer of the spec's kind by default (its
 // step count is "<name>/iteration" in Keras 3, "<name>/iter" in Keras 2).
 std::string defaultName(Kind kind, Generation generation) {
-  const bool three = generation == Generation::Keras3;
+  const bool three = generation == Generation::Keras3;  // Keras 2's are its classes'
   switch (kind) {
     case Kind::Sgd:
     case Kind::Momentum:
@@ -103,13 +103,57 @@ std::optional<KerasOptimizerState> KerasOptimizerState::find(
       return KerasOptimizerState(reader, Generation::Keras2, path, *iter);
     const std::optional<std::string> iterations = reader.objectKey(path + "/_iterations");
     if (!iterations) continue;
-    KerasOptimizerState keras(reader, Generation::Keras3, path, *iterations);
+    std::vector<std::string> trainable;
     const size_t tensors = reader.names().size();  // no list holds more
     for (size_t i = 0; i < tensors; ++i) {
       const std::optional<std::string> key =
           reader.objectKey(fmt::format("{}/_trainable_variables/{}", path, i));
       if (!key) break;
-      keras.places_.emplace(*key, i);
+      trainable.push_back(*key);
+    }
+    // Keras 2.11 keeps no _trainable_variables, and names its step count
+    // "iteration" where Keras 3 names it after the optimizer: its slots are
+    // named after their variables ("Adam/m/hidden/kernel" of "hidden/kernel").
+    std::map<std::string, std::string> by_name;
+    const bool named =
+        trainable.empty() && reader.objectValueName(path + "/_iterations") == "iteration";
+    if (named)
+      for (const auto& [object_path, key] : reader.objectPaths().paths)
+        if (const std::optional<std::string> name = reader.objectValueName(object_path))
+          by_name.emplace(*name, key);
+    KerasOptimizerState keras(reader, named ? Generation::Keras211 : Generation::Keras3, path,
+                              *iterations);
+    keras.trained_.insert(trainable.begin(), trainable.end());
+    for (const std::string& list : kerasLists()) {
+      for (size_t i = 0; i < tensors; ++i) {
+        const std::string entry = fmt::format("{}/{}/{}", path, list, i);
+        const std::optional<std::string> key = reader.objectKey(entry);
+        if (!key) break;
+        std::string variable;
+        if (!named) {
+          if (i < trainable.size()) variable = trainable[i];
+        } else {
+          // "<optimizer>/<slot>/<variable's name>", or "<slot>/<variable's
+          // name>" where the slots were made outside the optimizer's name
+          // (optimizer.build called first); the variable's name holds
+          // slashes of its own, and is the longest that leaves so little.
+          const std::string name = reader.objectValueName(entry).value_or("");
+          for (size_t slash = name.find('/'); slash != std::string::npos;
+               slash = name.find('/', slash + 1)) {
+            const std::string_view before = std::string_view(name).substr(0, slash);
+            if (std::count(before.begin(), before.end(), '/') > 1) break;
+            const auto found = by_name.find(name.substr(slash + 1));
+            if (found == by_name.end()) continue;
+            variable = found->second;
+            if (const size_t named_by = before.find('/'); named_by != std::string::npos)
+              keras.job_names_.emplace(before.substr(0, named_by));
+            break;
+          }
+        }
+        if (variable.empty()) continue;
+        keras.slot_keys_.emplace(std::pair{list, variable}, *key);
+        keras.trained_.insert(variable);
+      }
     }
     return keras;
   }
@@ -145,45 +189,46 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
                      ": a Keras optimizer's moving averages (use_ema) are not taken: drop the "
                      "spec's moving_average (its averages then start at the parameters)");
   if (optimizer.kind == Kind::Sgd) return;  // keeps no state: the variables of any
-  const bool three = generation_ == Generation::Keras3;
-  const auto listHolds = [&](const std::string& list) {
-    return !reader_->objectChildren(path_ + "/" + list).empty();
-  };
-  if (three && places_.empty() && std::any_of(kerasLists().begin(), kerasLists().end(), listHolds))
-    throw InputError(checkpoint() +
-                     ": the job's Keras optimizer keeps its slots in lists with no "
-                     "_trainable_variables to say whose each is: Keras 2.11's optimizers "
-                     "(tf.keras of TensorFlow 2.11 to 2.15, tf_keras.optimizers) save so, and "
-                     "traind does not take their state. Save the job with "
-                     "tf.keras.optimizers.legacy (or Keras 3), or give the spec sgd to take "
-                     "the variables alone");
+  const bool lists = generation_ != Generation::Keras2;
 
   // Named as Keras names the spec's optimizer: Nadam's, Adamax's and
-  // RMSprop's state come in the lists and slots Adam's does.
+  // RMSprop's state come in the lists and slots Adam's does. Keras 3 and
+  // Keras 2 name the step count after the optimizer ("adam/iteration",
+  // "Adam/iter"), Keras 2.11 the slots ("Adam/m/hidden/kernel"). A Keras 2
+  // step count made before training (optimizer.iterations read first) is
+  // "iter" alone: the slots must tell.
   const std::string name =
       optimizer_name.empty() ? defaultName(optimizer.kind, generation_) : optimizer_name;
-  const std::string step =
-      reader_->objectValueName(path_ + (three ? "/_iterations" : "/iter")).value_or("");
-  const std::string suffix = three ? "/iteration" : "/iter";
-  const std::string_view base = std::string_view(step).substr(0, step.rfind('/'));
-  // Keras 2 names its step count under its own name where training made
-  // it; one made before (optimizer.iterations read first) is "iter" alone,
-  // and its slots must tell.
-  const bool unnamed = !three && step == "iter";
-  if (!unnamed && (!step.ends_with(suffix) || !isNamed(base, name)))
+  const auto refuseName = [&](const std::string& what, const std::string& expected) {
     throw InputError(fmt::format(
-        "{}: the job's Keras optimizer names its step count {}, not '{}{}': it is not Keras' "
-        "{}{}, whose state this spec's {} takes (give the optimizer's name with "
-        "--optimizer-name if the job named it)",
-        checkpoint(), quotedPrintable(step), name, suffix, className(optimizer.kind),
+        "{}: the job's Keras optimizer names {}, not {}: it is not Keras' {}{}, whose state "
+        "this spec's {} takes (give the optimizer's name with --optimizer-name if the job "
+        "named it)",
+        checkpoint(), what, expected, className(optimizer.kind),
         optimizer_name.empty() ? "" : " named " + optimizer_name, optimizerName(optimizer.kind)));
+  };
+  if (generation_ == Generation::Keras211) {
+    // Slots made outside the optimizer's name ("m/hidden/kernel") name none.
+    for (const std::string& job_name : job_names_)
+      if (!isNamed(job_name, name))
+        refuseName("its slots '" + job_name + "/...'", "'" + name + "/...'");
+  } else {
+    const bool three = generation_ == Generation::Keras3;
+    const std::string step =
+        reader_->objectValueName(path_ + (three ? "/_iterations" : "/iter")).value_or("");
+    const std::string suffix = three ? "/iteration" : "/iter";
+    const std::string_view base = std::string_view(step).substr(0, step.rfind('/'));
+    if (!(!three && step == "iter") && (!step.ends_with(suffix) || !isNamed(base, name)))
+      refuseName("its step count " + quotedPrintable(step), "'" + name + suffix + "'");
+  }
 
-  // What the job kept, in its generation's terms: Keras 3's lists that hold
-  // values and its other children that do (amsgrad's _velocity_hats,
-  // use_ema's averages; not bookkeeping such as _trainable_variables_indices),
-  // Keras 2's slots (amsgrad's vhat, Ftrl's linear).
+  // What the job kept, in its generation's terms: the lists that hold
+  // values and the optimizer's other children that do (amsgrad's
+  // _velocity_hats, use_ema's averages; not bookkeeping such as
+  // _trainable_variables_indices), or Keras 2's slots (amsgrad's vhat,
+  // Ftrl's linear).
   std::vector<std::string> kept;
-  if (three) {
+  if (lists) {
     static const std::set<std::string> kBookkeeping = {"_iterations", "_learning_rate",
                                                        "_trainable_variables", "_variables"};
     const TensorflowCheckpointReader::ObjectPaths values = reader_->objectPaths();
@@ -202,9 +247,12 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
   const auto optional = [&](const std::string& slot) {
     return optimizer.kind == Kind::RmsProp && slot == "momentum" && optimizer.momentum == 0;
   };
+  const auto keptAs = [&](const std::string& slot) {
+    return lists ? listOf(optimizer.kind, slot) : slot;
+  };
   std::set<std::string> wanted;
   for (const std::string& slot : slots)
-    if (!optional(slot)) wanted.insert(three ? listOf(optimizer.kind, slot) : slot);
+    if (!optional(slot)) wanted.insert(keptAs(slot));
   for (const std::string& what : kept) {
     if (wanted.count(what)) continue;
     const bool centered = what == "mg" || what == "_average_gradients";
@@ -220,9 +268,7 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
   }
   // What the spec's optimizer keeps, the job's must have.
   for (const std::string& slot : slots) {
-    if (optional(slot) || std::find(kept.begin(), kept.end(),
-                                    three ? listOf(optimizer.kind, slot) : slot) != kept.end())
-      continue;
+    if (optional(slot) || std::find(kept.begin(), kept.end(), keptAs(slot)) != kept.end()) continue;
     throw InputError(fmt::format(
         "{}: the job's Keras {} kept no '{}' state, which this spec's {} keeps: {}", checkpoint(),
         className(optimizer.kind), slot, optimizerName(optimizer.kind),
@@ -231,7 +277,7 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
                              : "the spec's optimizer is not the job's"));
   }
 
-  if (three) return;
+  if (lists) return;
   // Keras 2 keeps its settings as variables: they must be the spec's.
   for (const std::string setting_name : {"beta_1", "beta_2", "rho", "momentum"}) {
     const std::optional<float> theirs = setting(setting_name);
@@ -248,7 +294,7 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
 }
 
 bool KerasOptimizerState::trains(const std::string& variable_key) const {
-  if (generation_ == Generation::Keras3) return places_.count(variable_key) > 0;
+  if (generation_ != Generation::Keras2) return trained_.count(variable_key) > 0;
   for (const std::string& slot : reader_->objectSlotNames(path_))
     if (reader_->objectSlotKey(path_, variable_key, slot)) return true;
   return false;
@@ -269,14 +315,11 @@ std::optional<std::string> KerasOptimizerState::slotKey(const ModelSpec& spec,
                                      : variable_key;
     return fmt::format("{}/.OPTIMIZER_SLOT/{}/{}{}", variable, path_, slot, value);
   }
-  const std::string list = path_ + "/" + listOf(spec.optimizer.kind, slot);
-  if (reader_->objectChildren(list).empty()) return std::nullopt;
-  const auto place = places_.find(variable_key);
-  if (place == places_.end())
-    throw std::invalid_argument("KerasOptimizerState::slotKey: '" + variable_key +
-                                "' is not a variable the optimizer trains");
-  const std::string path = fmt::format("{}/{}", list, place->second);
-  return reader_->objectKey(path).value_or(path);
+  const std::string list = listOf(spec.optimizer.kind, slot);
+  if (reader_->objectChildren(path_ + "/" + list).empty()) return std::nullopt;
+  if (const auto key = slot_keys_.find({list, variable_key}); key != slot_keys_.end())
+    return key->second;
+  return fmt::format("{}/{}/<no entry for it>", path_, list);
 }
 
 float KerasOptimizerState::slotFactor(const ModelSpec& spec, const std::string& slot,
@@ -299,6 +342,9 @@ std::string KerasOptimizerState::describeSlot(const ModelSpec& spec,
   if (generation_ == Generation::Keras2)
     return fmt::format("'{}' state from {}'s slot '{}' of each variable{}", slot, path_, slot,
                        scaled);
+  if (generation_ == Generation::Keras211)
+    return fmt::format("'{}' state from {}/{}/<the entry named after the variable>{}", slot, path_,
+                       listOf(spec.optimizer.kind, slot), scaled);
   return fmt::format("'{}' state from {}/{}/<the variable's place in {}/_trainable_variables>{}",
                      slot, path_, listOf(spec.optimizer.kind, slot), path_, scaled);
 }
@@ -312,9 +358,9 @@ bool KerasOptimizerState::isBookkeeping(const std::string& key) const {
 }
 
 std::optional<std::string> KerasOptimizerState::describeRate(float rate) const {
-  const bool three = generation_ == Generation::Keras3;
-  const std::optional<float> theirs = setting(three ? "_learning_rate" : "learning_rate");
-  const float decay = three ? 0.0f : setting("decay").value_or(0.0f);
+  const bool lists = generation_ != Generation::Keras2;
+  const std::optional<float> theirs = setting(lists ? "_learning_rate" : "learning_rate");
+  const float decay = lists ? 0.0f : setting("decay").value_or(0.0f);
   if (!theirs || (std::abs(*theirs - rate) <= 1e-6f * std::abs(rate) && decay == 0))
     return std::nullopt;
   return fmt::format(

@@ -25,13 +25,15 @@
 // a = -m / rate: traind's slot is Keras' divided by minus the spec's rate
 // at the imported step (slotFactor).
 //
-// Keras 2.11's optimizers (tf.keras of TensorFlow 2.11 to 2.15, tf_keras's
-// default) keep lists with no _trainable_variables to place a variable in
-// them: find refuses them.
+// Keras 2.11 (tf.keras of TensorFlow 2.11 to 2.15, tf_keras.optimizers)
+// keeps Keras 3's lists with no _trainable_variables; each slot is named
+// after its optimizer, its kind and its variable ("Adam/m/hidden/kernel"
+// of "hidden/kernel"), which places it. Its step count is "iteration".
 #pragma once
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,12 +45,11 @@ class TensorflowCheckpointReader;
 
 class KerasOptimizerState {
  public:
-  enum class Generation { Keras2, Keras3 };
+  enum class Generation { Keras2, Keras211, Keras3 };
 
   // The Keras optimizer `reader`'s checkpoint holds, under `optimizer` or a
-  // compiled model's `model/optimizer`; nullopt where it holds none.
-  // InputError for a Keras 2.11 optimizer (above). The state reads through
-  // `reader`, which must outlive it.
+  // compiled model's `model/optimizer`; nullopt where it holds none. The
+  // state reads through `reader`, which must outlive it.
   static std::optional<KerasOptimizerState> find(const TensorflowCheckpointReader& reader);
 
   // InputError naming the checkpoint unless the job's optimizer is the one
@@ -100,8 +101,12 @@ class KerasOptimizerState {
   Generation generation_;
   std::string path_;
   std::string step_key_;
-  // Keras 3: each trained variable's key, and its place in the lists.
-  std::map<std::string, size_t> places_;
+  // Keras 3 and 2.11: the key of each (list, variable's key)'s slot, the
+  // variables the optimizer trains, and (2.11) the names its slots give
+  // the optimizer ("Adam" of "Adam/m/hidden/kernel").
+  std::map<std::pair<std::string, std::string>, std::string> slot_keys_;
+  std::set<std::string> trained_;
+  std::set<std::string> job_names_;
 };
 
 }  // namespace traind

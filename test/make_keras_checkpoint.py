@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Writes test/data/keras_checkpoint/ and test/data/keras2_checkpoint/, the
-object-based TensorFlow 2 checkpoints of a Keras 3 model and its Adam, and
-of a Keras 2 model and its RMSprop, that test/tensorflow_checkpoint_test.cc
-and test/tensorflow_job_test.cc read (CI has no TensorFlow, so their output
-is kept in the repository):
+"""Writes test/data/keras_checkpoint/, test/data/keras2_checkpoint/ and
+test/data/keras211_checkpoint/, the object-based TensorFlow 2 checkpoints of
+a Keras 3 model and its Adam, a Keras 2 model and its RMSprop, and a Keras
+2.11 model and its SGD, that test/tensorflow_checkpoint_test.cc and
+test/tensorflow_job_test.cc read (CI has no TensorFlow, so their output is
+kept in the repository):
 
     ~/.cache/traind/tensorflow/bin/python3 test/make_keras_checkpoint.py
 
@@ -25,7 +26,13 @@ of the same model, with the same values, saved with
 tf_keras.optimizers.legacy.RMSprop(momentum=0.5), whose slots are slot
 variables of the object graph: rms is a variable's value + 100, momentum its
 value + 200, and its iter 1200. It keeps its rho (0.9) and momentum (0.5) as
-variables beside them."""
+variables beside them.
+
+The Keras 2.11 checkpoint (tf_keras.optimizers, tf.keras of TensorFlow 2.11
+to 2.15) is of the same model and values, saved with
+tf_keras.optimizers.SGD(0.5, momentum=0.9), whose momentums list names each
+slot after its variable ("SGD/m/hidden/kernel"): a variable's momentum is
+its value + 100, its iterations 1200."""
 
 import os
 import shutil
@@ -90,9 +97,30 @@ def write_keras2():
     print("tf_keras", tf_keras.__version__)
 
 
+def write_keras211():
+    import tf_keras
+    model = tf_keras.Sequential([
+        tf_keras.Input((4,)),
+        tf_keras.layers.Dense(3, activation="relu", name="hidden"),
+        tf_keras.layers.Dense(2, name="logits"),
+    ])
+    for first, variable in enumerate(model.trainable_variables, start=1):
+        variable.assign(counting(first, variable.shape))
+    sgd = tf_keras.optimizers.SGD(0.5, momentum=0.9)
+    # As for Keras 2: the slots made as training makes them, under the
+    # optimizer's name ("SGD/m/hidden/kernel").
+    sgd.apply_gradients([(tf.zeros_like(v), v) for v in model.trainable_variables])
+    for variable, momentum in zip(model.trainable_variables, sgd.momentums):
+        momentum.assign(variable + 100)
+    sgd.iterations.assign(1200)
+    write(tf.train.Checkpoint(model=model, optimizer=sgd),
+          os.path.join(DATA, "keras211_checkpoint"))
+
+
 def main():
     write_keras3()
     write_keras2()
+    write_keras211()
     print("tensorflow", tf.__version__, "keras", keras.__version__)
 
 

@@ -255,6 +255,59 @@ TEST_CASE("an import takes a Keras 2 model's and its RMSprop's slot variables",
                                         "model has no place for: "));
 }
 
+TEST_CASE(
+    "an import places a Keras 2.11 optimizer's slots by their names, and SGD's momentum "
+    "divided by minus the rate",
+    "[tensorflow_job]") {
+  // test/make_keras_checkpoint.py: tf_keras.optimizers.SGD(0.5,
+  // momentum=0.9), a variable's momentum its value + 100 (Keras' m, which
+  // is -rate times traind's), iterations 1200.
+  const std::filesystem::path keras211 =
+      std::filesystem::path(TRAIND_SOURCE_DIR) / "test/data/keras211_checkpoint/ckpt";
+  TempDir dir;
+  TensorflowNames how;
+  how.layer_sources = {{"hidden", "model/layer_with_weights-0"},
+                       {"out", "model/layer_with_weights-1"}};
+  const ModelSpec spec = fixtureModel(dir, "{type: momentum, learning_rate: 0.5, momentum: 0.9}");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  CHECK(
+      importTensorflowState(TensorflowCheckpointReader(keras211), how, std::nullopt, spec, state) ==
+      std::vector<std::string>{
+          "4 variables from " + keras211.string() + " at global step 1200",
+          "'momentum' state from optimizer/momentums/<the entry named after the variable>, "
+          "divided by minus the spec's learning rate (Keras' SGD scales it by the rate)"});
+  CHECK(state.globalStep() == 1200);
+  for (const VariableView& v : state.layout().views()) {
+    INFO(v.name);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    const auto& values = std::as_const(state.parameters()).view(v);
+    const auto& momentum = std::as_const(state.optimizer()).slot(0).view(v);
+    for (size_t i = 0; i < values.size(); ++i) {
+      CHECK(values[i] == first + float(i) / 8);
+      CHECK(momentum[i] == -2 * (first + float(i) / 8 + 100));
+    }
+  }
+  // Keras 2.11 names its slots after the optimizer.
+  const ModelSpec adam = fixtureModel(dir, "{type: adam, learning_rate: 0.5}");
+  const LayerGraph adam_graph = buildLayerGraph(adam);
+  ModelState adam_state(adam, adam_graph);
+  try {
+    importTensorflowState(TensorflowCheckpointReader(keras211), how, std::nullopt, adam,
+                          adam_state);
+    FAIL("an SGD's state was taken for Adam's");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          keras211.string() +
+              ": the job's Keras optimizer names its slots 'SGD/...', not 'Adam/...': it is not "
+              "Keras' Adam, whose state this spec's adam takes (give the optimizer's name with "
+              "--optimizer-name if the job named it)");
+  }
+}
+
 TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refused by name",
           "[tensorflow_job]") {
   // An object graph of an optimizer alone: its step count, named as Keras

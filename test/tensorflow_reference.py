@@ -54,9 +54,11 @@ to float32 rounding:
                   tf.train.Checkpoint, taken over through the checkpoint's
                   object graph: Keras 3's Adam, centered RMSprop with
                   momentum, Adagrad and SGD with Nesterov momentum (lists),
-                  and Keras 2's (tf_keras.optimizers.legacy) Adam, RMSprop
-                  with momentum, Adagrad and SGD with momentum (slot
-                  variables)
+                  Keras 2.11's (tf_keras.optimizers) Adam, RMSprop with
+                  momentum and SGD with momentum (lists named after the
+                  variables), and Keras 2's (tf_keras.optimizers.legacy)
+                  Adam, RMSprop with momentum, Adagrad and SGD with
+                  momentum (slot variables)
   export          the other way: traind trains --steps steps, `trainctl
                   export` writes its checkpoint as the job's, the job's graph
                   restores it with its Saver and trains --steps more, against
@@ -1339,6 +1341,7 @@ def keras_import_cases():
     import keras
     import tf_keras
 
+    # Keras 3's and Keras 2.11's lists, in the order of the variables.
     def keras3(*lists, factor=1.0):
         return lambda optimizer, variable, index: [factor * getattr(optimizer, name)[index].numpy()
                                                    for name in lists]
@@ -1366,6 +1369,17 @@ def keras_import_cases():
          lambda: keras.optimizers.SGD(0.05, momentum=0.9, nesterov=True),
          {"type": "momentum", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True},
          keras3_layers, ("momentum",), keras3("momentums", factor=-1 / 0.05)),
+        ("import keras 2.11 adam", tf_keras, lambda: tf_keras.optimizers.Adam(0.01),
+         {"type": "adam", "learning_rate": 0.01}, keras2_layers,
+         ("m", "v"), keras3("_momentums", "_velocities")),
+        ("import keras 2.11 rmsprop", tf_keras,
+         lambda: tf_keras.optimizers.RMSprop(0.005, momentum=0.5),
+         {"type": "rmsprop", "learning_rate": 0.005, "momentum": 0.5, "epsilon": 1e-7},
+         keras2_layers, ("rms", "momentum"), keras3("_velocities", "_momentums")),
+        ("import keras 2.11 sgd momentum", tf_keras,
+         lambda: tf_keras.optimizers.SGD(0.05, momentum=0.9),
+         {"type": "momentum", "learning_rate": 0.05, "momentum": 0.9}, keras2_layers,
+         ("momentum",), keras3("momentums", factor=-1 / 0.05)),
         ("import keras 2 adam", tf_keras, lambda: legacy.Adam(0.01),
          {"type": "adam", "learning_rate": 0.01}, keras2_layers, ("m", "v"), keras2("m", "v")),
         ("import keras 2 rmsprop", tf_keras, lambda: legacy.RMSprop(0.005, momentum=0.5),
