@@ -18,17 +18,16 @@
 // accumulator; SGD's momentum); its step count `iter`, named
 // "<name>/iter" ("Adam", "RMSprop", "Adagrad", "SGD"); and its beta_1,
 // beta_2, rho and momentum, which must be the spec's.
+// Keras 2.11 (tf.keras of TensorFlow 2.11 to 2.15, tf_keras.optimizers)
+// keeps Keras 3's lists with no _trainable_variables; each slot is named
+// after its optimizer, its kind and its variable ("Adam/m/hidden/kernel"
+// of "hidden/kernel"), which places it. Its step count is "iteration".
 //
 // Keras' SGD keeps m = momentum * m - rate * g and adds m to the variable;
 // traind's momentum (TensorFlow 1's) keeps a = momentum * a + g and
 // subtracts rate * a. Under a constant rate they take the same steps with
 // a = -m / rate: traind's slot is Keras' divided by minus the spec's rate
 // at the imported step (slotFactor).
-//
-// Keras 2.11 (tf.keras of TensorFlow 2.11 to 2.15, tf_keras.optimizers)
-// keeps Keras 3's lists with no _trainable_variables; each slot is named
-// after its optimizer, its kind and its variable ("Adam/m/hidden/kernel"
-// of "hidden/kernel"), which places it. Its step count is "iteration".
 #pragma once
 
 #include <map>

@@ -1,7 +1,9 @@
 // Taking over a TensorFlow 1 job's state: TensorFlow 1's slot names, and
 // what an import of the fixture TensorFlow's Saver wrote
-// (test/data/tensorflow_checkpoint) takes and refuses. tensorflow_reference.py
-// checks that an imported job then trains on as TensorFlow does.
+// (test/data/tensorflow_checkpoint) takes and refuses; and a Keras model's
+// and its optimizer's, from the fixtures of Keras 3, 2 and 2.11
+// (test/make_keras_checkpoint.py). tensorflow_reference.py checks that an
+// imported job then trains on as TensorFlow does.
 #include "core/tensorflow_job.h"
 
 #include <fmt/format.h>
