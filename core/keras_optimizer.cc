@@ -79,6 +79,24 @@ std::optional<float> specSetting(const OptimizerSpec& optimizer, const std::stri
   return std::nullopt;
 }
 
+// Keras 2's settings that an optimizer of the spec's kind keeps: Adam its
+// betas, RMSprop its rho and momentum, SGD its momentum, Adagrad none.
+// Another kind's setting tells another optimizer where its name cannot.
+bool keepsSetting(Kind kind, const std::string& name) {
+  switch (kind) {
+    case Kind::Adam:
+      return name == "beta_1" || name == "beta_2";
+    case Kind::RmsProp:
+      return name == "rho" || name == "momentum";
+    case Kind::Sgd:
+    case Kind::Momentum:
+      return name == "momentum";
+    case Kind::Adagrad:
+      return false;
+  }
+  return false;
+}
+
 // The spec's name for a Keras 2 setting.
 std::string specSettingName(const std::string& name) {
   if (name == "beta_1") return "beta1";
@@ -94,11 +112,22 @@ KerasOptimizerState::KerasOptimizerState(const TensorflowCheckpointReader& reade
     : reader_(&reader),
       generation_(generation),
       path_(std::move(path)),
-      step_key_(std::move(step_key)) {}
+      step_key_(std::move(step_key)) {
+  bookkeeping_.insert(step_key_);
+  for (const std::string name :
+       {"_learning_rate", "learning_rate", "decay", "beta_1", "beta_2", "rho", "momentum"})
+    if (std::optional<std::string> key = reader.objectKey(path_ + "/" + name))
+      bookkeeping_.insert(*key);
+}
 
 std::optional<KerasOptimizerState> KerasOptimizerState::find(
     const TensorflowCheckpointReader& reader) {
-  for (const std::string path : {"optimizer", "model/optimizer"}) {
+  for (std::string path : {"optimizer", "model/optimizer"}) {
+    // A LossScaleOptimizer of Keras 3 or 2.11 keeps the optimizer it wraps,
+    // and its state, under inner_optimizer (Keras 2's keeps it in its own).
+    for (int depth = 0; depth < 4 && reader.objectKey(path + "/inner_optimizer/_iterations");
+         ++depth)
+      path += "/inner_optimizer";
     if (const std::optional<std::string> iter = reader.objectKey(path + "/iter"))
       return KerasOptimizerState(reader, Generation::Keras2, path, *iter);
     const std::optional<std::string> iterations = reader.objectKey(path + "/_iterations");
@@ -231,17 +260,26 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
   if (lists) {
     static const std::set<std::string> kBookkeeping = {"_iterations", "_learning_rate",
                                                        "_trainable_variables", "_variables"};
-    const TensorflowCheckpointReader::ObjectPaths values = reader_->objectPaths();
-    const auto holdsValues = [&](const std::string& child) {
-      const std::string under = path_ + "/" + child;
-      return std::any_of(values.paths.begin(), values.paths.end(), [&](const auto& path) {
-        return path.first == under || path.first.starts_with(under + "/");
-      });
-    };
     for (const std::string& child : reader_->objectChildren(path_))
-      if (!kBookkeeping.count(child) && holdsValues(child)) kept.push_back(child);
+      if (!kBookkeeping.count(child) && reader_->objectHoldsValues(path_ + "/" + child))
+        kept.push_back(child);
   } else {
     kept = reader_->objectSlotNames(path_);
+    // Beside its slots Keras 2 keeps its step count and settings (and a
+    // LossScaleOptimizer its loss scale); more is another optimizer's
+    // (Nadam's momentum_cache).
+    static const std::set<std::string> kSettings = {
+        "iter", "learning_rate", "decay", "beta_1", "beta_2", "rho", "momentum", "loss_scale"};
+    for (const std::string& child : reader_->objectChildren(path_))
+      if (!kSettings.count(child) && reader_->objectHoldsValues(path_ + "/" + child))
+        kept.push_back(child);
+    for (const std::string setting_name : {"beta_1", "beta_2", "rho", "momentum"})
+      if (setting(setting_name).has_value() != keepsSetting(optimizer.kind, setting_name))
+        throw InputError(fmt::format(
+            "{}: the job's Keras optimizer {} {}, which Keras' {} {}: it is not the spec's {}",
+            checkpoint(), setting(setting_name) ? "kept a setting" : "kept no setting",
+            quotedPrintable(setting_name), className(optimizer.kind),
+            setting(setting_name) ? "has not" : "has", optimizerName(optimizer.kind)));
   }
   // RMSprop keeps its momentum only where it is not 0.
   const auto optional = [&](const std::string& slot) {
@@ -253,18 +291,25 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
   std::set<std::string> wanted;
   for (const std::string& slot : slots)
     if (!optional(slot)) wanted.insert(keptAs(slot));
+  // Slots traind's optimizers keep, as Keras keeps them: kept beyond the
+  // spec's, they are another optimizer's state.
+  static const std::set<std::string> kSlots = {
+      "m",          "v",           "rms",           "momentum",           "mg",       "accumulator",
+      "_momentums", "_velocities", "_accumulators", "_average_gradients", "momentums"};
   for (const std::string& what : kept) {
     if (wanted.count(what)) continue;
-    const bool centered = what == "mg" || what == "_average_gradients";
-    const bool momentum =
-        optimizer.kind == Kind::RmsProp && (what == "momentum" || what == "_momentums");
+    const bool rmsprop = optimizer.kind == Kind::RmsProp;
+    const bool centered = rmsprop && (what == "mg" || what == "_average_gradients");
+    const bool momentum = rmsprop && (what == "momentum" || what == "_momentums");
     throw InputError(fmt::format(
-        "{}: the job's Keras {} kept {} as well, which this spec's {} has no place for: {}",
-        checkpoint(), className(optimizer.kind), quotedPrintable(what),
-        optimizerName(optimizer.kind),
-        centered   ? "the job's RMSprop was centered; set centered: true in the spec"
-        : momentum ? "the job's RMSprop had momentum; give the spec the job's"
-                   : "amsgrad, use_ema or gradient accumulation, which traind does not run"));
+        "{}: the job's Keras optimizer kept {} as well, which this spec's {} has no place for: "
+        "{}",
+        checkpoint(), quotedPrintable(what), optimizerName(optimizer.kind),
+        centered             ? "the job's RMSprop was centered; set centered: true in the spec"
+        : momentum           ? "the job's RMSprop had momentum; give the spec the job's"
+        : kSlots.count(what) ? "the job's optimizer is not the spec's"
+                             : "amsgrad, use_ema, gradient accumulation or another optimizer's "
+                               "state, which traind does not run"));
   }
   // What the spec's optimizer keeps, the job's must have.
   for (const std::string& slot : slots) {
@@ -303,9 +348,8 @@ bool KerasOptimizerState::trains(const std::string& variable_key) const {
 std::optional<std::string> KerasOptimizerState::slotKey(const ModelSpec& spec,
                                                         const std::string& variable_key,
                                                         const std::string& slot) const {
+  if (!keeps(spec, slot)) return std::nullopt;
   if (generation_ == Generation::Keras2) {
-    const std::vector<std::string> kept = reader_->objectSlotNames(path_);
-    if (std::find(kept.begin(), kept.end(), slot) == kept.end()) return std::nullopt;
     if (std::optional<std::string> key = reader_->objectSlotKey(path_, variable_key, slot))
       return key;
     // The key TensorFlow gives a slot, for the error that it is missing.
@@ -316,10 +360,17 @@ std::optional<std::string> KerasOptimizerState::slotKey(const ModelSpec& spec,
     return fmt::format("{}/.OPTIMIZER_SLOT/{}/{}{}", variable, path_, slot, value);
   }
   const std::string list = listOf(spec.optimizer.kind, slot);
-  if (reader_->objectChildren(path_ + "/" + list).empty()) return std::nullopt;
   if (const auto key = slot_keys_.find({list, variable_key}); key != slot_keys_.end())
     return key->second;
   return fmt::format("{}/{}/<no entry for it>", path_, list);
+}
+
+bool KerasOptimizerState::keeps(const ModelSpec& spec, const std::string& slot) const {
+  if (generation_ == Generation::Keras2) {
+    const std::vector<std::string> kept = reader_->objectSlotNames(path_);
+    return std::find(kept.begin(), kept.end(), slot) != kept.end();
+  }
+  return !reader_->objectChildren(path_ + "/" + listOf(spec.optimizer.kind, slot)).empty();
 }
 
 float KerasOptimizerState::slotFactor(const ModelSpec& spec, const std::string& slot,
@@ -335,6 +386,9 @@ float KerasOptimizerState::slotFactor(const ModelSpec& spec, const std::string& 
 
 std::string KerasOptimizerState::describeSlot(const ModelSpec& spec,
                                               const std::string& slot) const {
+  if (!keeps(spec, slot))
+    return fmt::format("'{}' state at 0: the job's RMSprop kept none (it ran without momentum)",
+                       slot);
   const std::string scaled =
       spec.optimizer.kind == Kind::Momentum && slot == "momentum"
           ? ", divided by minus the spec's learning rate (Keras' SGD scales it by the rate)"
@@ -350,11 +404,7 @@ std::string KerasOptimizerState::describeSlot(const ModelSpec& spec,
 }
 
 bool KerasOptimizerState::isBookkeeping(const std::string& key) const {
-  if (key == step_key_) return true;
-  for (const std::string name :
-       {"_learning_rate", "learning_rate", "decay", "beta_1", "beta_2", "rho", "momentum"})
-    if (reader_->objectKey(path_ + "/" + name) == key) return true;
-  return false;
+  return bookkeeping_.count(key) > 0;
 }
 
 std::optional<std::string> KerasOptimizerState::describeRate(float rate) const {

@@ -74,6 +74,10 @@ class KerasOptimizerState {
   // momentum of 0 that starts at 0 (checkRunsSpec checks the spec's is 0).
   std::optional<std::string> slotKey(const ModelSpec& spec, const std::string& variable_key,
                                      const std::string& slot) const;
+  // Whether the job kept traind's slot `slot` (of the spec's optimizer) at
+  // all: all but RMSprop's momentum, which Keras keeps only where it is
+  // not 0 (checkRunsSpec checks the rest).
+  bool keeps(const ModelSpec& spec, const std::string& slot) const;
   // What traind's slot `slot` is of Keras': -1 / `rate` for SGD's momentum
   // (above), 1 for the others. InputError for a rate of 0.
   float slotFactor(const ModelSpec& spec, const std::string& slot, float rate) const;
@@ -106,6 +110,7 @@ class KerasOptimizerState {
   std::map<std::pair<std::string, std::string>, std::string> slot_keys_;
   std::set<std::string> trained_;
   std::set<std::string> job_names_;
+  std::set<std::string> bookkeeping_;  // the keys of the step count, rate and settings
 };
 
 }  // namespace traind

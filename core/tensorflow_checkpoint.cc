@@ -831,16 +831,50 @@ void TensorflowCheckpointReader::readObjectGraph() {
         object.value_key = attribute.checkpoint_key();
         object.value_name = attribute.full_name();
       }
+    std::set<std::string_view> names;  // the slot names so far, of the node's protobuf
+    std::set<size_t> values;           // the slots' own variables so far
     for (const auto& slot : node.slot_variables()) {
-      for (const int32_t id : {slot.original_variable_node_id(), slot.slot_variable_node_id()})
+      const std::string corrupt =
+          fmt::format("{}: object {}'s slot {} ", where, i, quotedPrintable(slot.slot_name()));
+      const int32_t variable = slot.original_variable_node_id();
+      const int32_t value = slot.slot_variable_node_id();
+      for (const int32_t id : {variable, value})
         if (id < 0 || id >= graph.nodes_size())
-          fail(path,
-               fmt::format("{}: object {} names object {} of {} in its slot {} (the file "
-                           "is corrupt)",
-                           where, i, id, graph.nodes_size(), quotedPrintable(slot.slot_name())));
-      object.slots.push_back({slot.slot_name(), size_t(slot.original_variable_node_id()),
-                              size_t(slot.slot_variable_node_id())});
+          fail(path, fmt::format("{}names object {} of {} (the file is corrupt)", corrupt, id,
+                                 graph.nodes_size()));
+      if (variable == value)
+        fail(path, fmt::format("{}of object {} is that object itself (the file is corrupt)",
+                               corrupt, variable));
+      if (!object.slots.emplace(std::pair{slot.slot_name(), size_t(variable)}, size_t(value))
+               .second)
+        fail(path,
+             fmt::format("{}of object {} is given twice (the file is corrupt)", corrupt, variable));
+      if (!values.insert(size_t(value)).second)
+        fail(path, fmt::format("{}is object {}, another slot's too (the file is corrupt)", corrupt,
+                               value));
+      if (names.insert(slot.slot_name()).second) object.slot_names.push_back(slot.slot_name());
     }
+  }
+  // Which objects reach a value: back from each value along the children,
+  // every object once.
+  std::vector<std::vector<size_t>> parents(objects_.size());
+  std::vector<size_t> reached;
+  for (size_t i = 0; i < objects_.size(); ++i) {
+    for (const auto& [name, child] : objects_[i].children) parents[child].push_back(i);
+    if (!objects_[i].value_key.empty()) {
+      object_of_key_.emplace(objects_[i].value_key, i);
+      objects_[i].reaches_value = true;
+      reached.push_back(i);
+    }
+  }
+  while (!reached.empty()) {
+    const size_t node = reached.back();
+    reached.pop_back();
+    for (const size_t parent : parents[node])
+      if (!objects_[parent].reaches_value) {
+        objects_[parent].reaches_value = true;
+        reached.push_back(parent);
+      }
   }
 }
 
@@ -939,23 +973,26 @@ std::optional<std::string> TensorflowCheckpointReader::objectSlotKey(
     std::string_view optimizer_path, std::string_view variable_key,
     std::string_view slot_name) const {
   const std::optional<size_t> optimizer = objectAt(optimizer_path);
-  if (!optimizer) return std::nullopt;
-  for (const ObjectSlot& slot : objects_[*optimizer].slots) {
-    if (slot.name != slot_name || objects_[slot.variable].value_key != variable_key) continue;
-    const std::string& key = objects_[slot.value].value_key;
-    if (!key.empty() && contains(key)) return key;
-  }
-  return std::nullopt;
+  const auto variable = object_of_key_.find(std::string(variable_key));
+  if (!optimizer || variable == object_of_key_.end()) return std::nullopt;
+  const auto& slots = objects_[*optimizer].slots;
+  const auto slot = slots.find({std::string(slot_name), variable->second});
+  if (slot == slots.end()) return std::nullopt;
+  const std::string& key = objects_[slot->second].value_key;
+  if (key.empty() || !contains(key)) return std::nullopt;
+  return key;
 }
 
 std::vector<std::string> TensorflowCheckpointReader::objectSlotNames(
     std::string_view optimizer_path) const {
-  std::vector<std::string> names;
-  if (const std::optional<size_t> optimizer = objectAt(optimizer_path))
-    for (const ObjectSlot& slot : objects_[*optimizer].slots)
-      if (std::find(names.begin(), names.end(), slot.name) == names.end())
-        names.push_back(slot.name);
-  return names;
+  const std::optional<size_t> optimizer = objectAt(optimizer_path);
+  if (!optimizer) return {};
+  return objects_[*optimizer].slot_names;
+}
+
+bool TensorflowCheckpointReader::objectHoldsValues(std::string_view path) const {
+  const std::optional<size_t> node = objectAt(path);
+  return node && objects_[*node].reaches_value;
 }
 
 std::filesystem::path TensorflowCheckpointReader::dataFile(int shard) const {

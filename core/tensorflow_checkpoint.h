@@ -176,6 +176,8 @@ class TensorflowCheckpointReader {
   // The names of the slots the optimizer at `optimizer_path` keeps, each
   // once, in the graph's order.
   std::vector<std::string> objectSlotNames(std::string_view optimizer_path) const;
+  // Whether the object at `path`, or one under it, holds a variable's value.
+  bool objectHoldsValues(std::string_view path) const;
   // Every path to a variable's value in the object graph, with the value's
   // key, in the graph's order (none without a graph): what objectKey takes.
   // A path goes through no object twice. `complete` is false where the walk
@@ -226,20 +228,20 @@ class TensorflowCheckpointReader {
   // An object-based checkpoint's objects, the root first (empty for
   // others): each child's name and node, and the key of the object's own
   // value where it is a variable.
-  struct ObjectSlot {
-    std::string name;
-    size_t variable = 0;  // the node of the variable it is a slot of
-    size_t value = 0;     // the node of the slot's own variable
-  };
   struct ObjectNode {
     std::vector<std::pair<std::string, size_t>> children;
     std::string value_key;
-    std::string value_name;         // the variable's full_name
-    std::vector<ObjectSlot> slots;  // an optimizer's
+    std::string value_name;  // the variable's full_name
+    // An optimizer's slots: the node of each (slot name, variable's node),
+    // and the names, each once, in the graph's order.
+    std::map<std::pair<std::string, size_t>, size_t> slots;
+    std::vector<std::string> slot_names;
+    bool reaches_value = false;  // it, or an object under it, holds a value
   };
   // The object at `path` from the root, if any.
   std::optional<size_t> objectAt(std::string_view path) const;
   std::vector<ObjectNode> objects_;
+  std::map<std::string, size_t> object_of_key_;  // the object holding each value
 };
 
 // The key of variable `variable` ("kernel") of the layer whose variables

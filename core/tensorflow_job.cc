@@ -242,8 +242,9 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
           "' state of this spec's " + updateRule(spec) + " for '" + v.name + "': " +
           (slots[s] == Optimizer::kMovingAverageSlot
                ? "the job kept no moving average of it (drop the spec's moving_average)"
-               : "the job was trained with another optimizer, or its optimizer had "
-                 "another name (give it with --optimizer-name)") +
+           : keras ? "the job's Keras optimizer kept it for other variables, not this one"
+                   : "the job was trained with another optimizer, or its optimizer had "
+                     "another name (give it with --optimizer-name)") +
           inspect);
     }
   }

@@ -684,8 +684,9 @@ void addTensorflowNameFlags(CLI::App& command, TensorflowNameFlags& flags) {
                      "NAME=PREFIX: a layer's variables under another name (logits=net/output); "
                      "repeat for more");
   command.add_option("--optimizer-name", flags.optimizer_name,
-                     "the name the TensorFlow optimizer was given, its slots' names (default: "
-                     "TensorFlow's, Adam, Momentum, ...)");
+                     "the name the TensorFlow or Keras optimizer was given, which names its "
+                     "slots or step count (default: TensorFlow's or Keras', Adam, Momentum, "
+                     "adam, ...)");
 }
 
 TensorflowNames tensorflowNames(const TensorflowNameFlags& flags, const ModelSpec& spec,
@@ -864,8 +865,8 @@ int main(int argc, char** argv) {
   CLI::App* import = app.add_subcommand(
       "import",
       "a TensorFlow 1 job's checkpoint (parameters, optimizer state, moving "
-      "averages, global step), or a Keras 3 model's with its Adam, as a model's first "
-      "checkpoint, to train on in traind");
+      "averages, global step), or a Keras model's with its optimizer's state, as a model's "
+      "first checkpoint, to train on in traind");
   import->add_option("tensorflow", import_flags.tensorflow,
                      "the TensorFlow checkpoint: its prefix (model.ckpt-1200), or its directory")
       ->required();

@@ -414,8 +414,21 @@ TEST_CASE("a lying object graph costs bounded memory and time, or is refused nam
     prefix = write(slot_of_nothing);
     CHECK(errorOf([&] { TensorflowCheckpointReader reader(prefix); }) ==
           prefix.string() +
-              ".data-00000-of-00001: tensor '_CHECKPOINTABLE_OBJECT_GRAPH': object 0 names "
-              "object -3 of 1 in its slot 'm' (the file is corrupt)");
+              ".data-00000-of-00001: tensor '_CHECKPOINTABLE_OBJECT_GRAPH': object 0's slot "
+              "'m' names object -3 of 1 (the file is corrupt)");
+    // A slot that is its own variable, or given twice.
+    slot->set_slot_variable_node_id(0);
+    prefix = write(slot_of_nothing);
+    CHECK_THAT(errorOf([&] { TensorflowCheckpointReader reader(prefix); }),
+               Catch::EndsWith("object 0's slot 'm' of object 0 is that object itself (the file "
+                               "is corrupt)"));
+    slot_of_nothing.add_nodes();
+    slot->set_slot_variable_node_id(1);
+    *slot_of_nothing.mutable_nodes(0)->add_slot_variables() = *slot;
+    prefix = write(slot_of_nothing);
+    CHECK_THAT(errorOf([&] { TensorflowCheckpointReader reader(prefix); }),
+               Catch::EndsWith("object 0's slot 'm' of object 0 is given twice (the file is "
+                               "corrupt)"));
     // Slot variables count with the children: each is as small on the wire.
     ObjectGraph many_slots;
     many_slots.add_nodes();

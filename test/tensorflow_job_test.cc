@@ -236,7 +236,7 @@ TEST_CASE("an import takes a Keras 2 model's and its RMSprop's slot variables",
              Catch::Contains("RMSprop ran with rho 0.9, this spec's rmsprop with rho 0.95"));
   CHECK(importOf("{type: rmsprop, learning_rate: 0.001, momentum: 0}") ==
         prefix +
-            "RMSprop kept 'momentum' as well, which this spec's rmsprop has no place for: "
+            "optimizer kept 'momentum' as well, which this spec's rmsprop has no place for: "
             "the job's RMSprop had momentum; give the spec the job's");
   CHECK(importOf(rmsprop + ", centered: true}") ==
         prefix +
@@ -312,13 +312,15 @@ TEST_CASE(
 
 TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refused by name",
           "[tensorflow_job]") {
-  // An object graph of an optimizer alone: its step count, named as Keras
-  // names it after the optimizer, and perhaps one list more.
+  // An object graph of an optimizer alone: its step count under
+  // `step_child` (Keras 3's _iterations, Keras 2's iter), named as Keras
+  // names it after the optimizer, and more children with a value each.
   TempDir dir;
   int written = 0;
-  const auto checkpoint = [&](const std::string& step_name, bool velocity_hats) {
+  const auto checkpoint = [&](const std::string& step_child, const std::string& step_name,
+                              const std::vector<std::string>& more) {
     tensorflow::TrackableObjectGraph graph;
-    for (int i = 0; i < 5; ++i) graph.add_nodes();
+    for (size_t i = 0; i < 4 + more.size(); ++i) graph.add_nodes();
     const auto child = [&](int from, int to, const std::string& name) {
       auto* reference = graph.mutable_nodes(from)->add_children();
       reference->set_node_id(to);
@@ -330,20 +332,27 @@ TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refu
       attribute->set_full_name(name);
       attribute->set_checkpoint_key(key);
     };
+    const auto keyOf = [](const std::string& name) {
+      return "optimizer/" + name + "/.ATTRIBUTES/VARIABLE_VALUE";
+    };
     child(0, 1, "optimizer");
-    child(1, 2, "_iterations");
-    value(2, "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE", step_name);
+    child(1, 2, step_child);
+    value(2, keyOf(step_child), step_name);
     child(1, 3, "_trainable_variables_indices");  // bookkeeping, no values
-    if (velocity_hats) {
-      child(1, 4, "_velocity_hats");
-      value(4, "optimizer/_variables/9/.ATTRIBUTES/VARIABLE_VALUE", "adam/kernel_velocity_hat");
+    std::vector<TensorflowTensor> tensors = {{keyOf(step_child), {}, {}, 7}};
+    for (size_t i = 0; i < more.size(); ++i) {
+      child(1, int(4 + i), more[i]);
+      value(int(4 + i), keyOf(more[i]), more[i]);
+      tensors.push_back({keyOf(more[i]), {}, {0.9f}, std::nullopt});
     }
+    tensors.push_back(
+        {"_CHECKPOINTABLE_OBJECT_GRAPH", {}, {}, std::nullopt, graph.SerializeAsString()});
     const std::filesystem::path prefix = dir.path() / std::to_string(written++) / "ckpt";
-    writeTensorflowCheckpoint(
-        prefix, {{"_CHECKPOINTABLE_OBJECT_GRAPH", {}, {}, std::nullopt, graph.SerializeAsString()},
-                 {"optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE", {}, {}, 7},
-                 {"optimizer/_variables/9/.ATTRIBUTES/VARIABLE_VALUE", {2}, {1, 2}, std::nullopt}});
+    writeTensorflowCheckpoint(prefix, tensors);
     return prefix;
+  };
+  const auto keras3 = [&](const std::string& step_name, const std::vector<std::string>& more) {
+    return checkpoint("_iterations", step_name, more);
   };
   const ModelSpec spec = fixtureModel(dir, "{type: adam, learning_rate: 0.001}");
   const LayerGraph graph = buildLayerGraph(spec);
@@ -358,22 +367,35 @@ TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refu
     }
     return std::string("(no error)");
   };
-  const std::filesystem::path nadam = checkpoint("nadam/iteration", false);
+  const std::filesystem::path nadam = keras3("nadam/iteration", {});
   CHECK(importError(nadam, "") ==
         nadam.string() +
             ": the job's Keras optimizer names its step count 'nadam/iteration', not "
             "'adam/iteration': it is not Keras' Adam, whose state this spec's adam takes (give "
             "the optimizer's name with --optimizer-name if the job named it)");
-  CHECK_THAT(importError(checkpoint("adam_w/iteration", false), ""),
+  CHECK_THAT(importError(keras3("adam_w/iteration", {}), ""),
              Catch::Contains("names its step count 'adam_w/iteration'"));
   // A process's second Adam is adam_1; past the name's check, this graph
   // has no moments.
-  CHECK_THAT(importError(checkpoint("adam_1/iteration", false), ""),
+  CHECK_THAT(importError(keras3("adam_1/iteration", {}), ""),
              Catch::Contains("the job's Keras Adam kept no 'm' state"));
-  CHECK_THAT(importError(checkpoint("mine/iteration", false), "mine"),
+  CHECK_THAT(importError(keras3("mine/iteration", {}), "mine"),
              Catch::Contains("the job's Keras Adam kept no 'm' state"));
-  CHECK_THAT(importError(checkpoint("adam/iteration", true), ""),
-             Catch::Contains("the job's Keras Adam kept '_velocity_hats' as well"));
+  CHECK_THAT(importError(keras3("adam/iteration", {"_velocity_hats"}), ""),
+             Catch::Contains("the job's Keras optimizer kept '_velocity_hats' as well"));
+  // Keras 2's step count made outside the optimizer's name says nothing:
+  // its settings and what else it kept tell (Nadam's momentum_cache,
+  // RMSprop's rho).
+  CHECK_THAT(importError(checkpoint("iter", "iter", {"beta_1", "beta_2", "momentum_cache"}), ""),
+             Catch::Contains("the job's Keras optimizer kept 'momentum_cache' as well, which "
+                             "this spec's adam has no place for: amsgrad, use_ema, gradient "
+                             "accumulation or another optimizer's state"));
+  CHECK_THAT(importError(checkpoint("iter", "iter", {"rho", "momentum"}), ""),
+             Catch::Contains("the job's Keras optimizer kept no setting 'beta_1', which Keras' "
+                             "Adam has: it is not the spec's adam"));
+  CHECK_THAT(importError(checkpoint("iter", "Adam/iter", {"beta_1", "beta_2", "rho"}), ""),
+             Catch::Contains("the job's Keras optimizer kept a setting 'rho', which Keras' Adam "
+                             "has not: it is not the spec's adam"));
 }
 
 TEST_CASE("an import refuses what would not train on as TensorFlow would", "[tensorflow_job]") {

@@ -52,8 +52,9 @@ to float32 rounding:
                   tf.compat.v1's adagrad; and a Sequential model trained
                   in a GradientTape loop, saved with its optimizer by
                   tf.train.Checkpoint, taken over through the checkpoint's
-                  object graph: Keras 3's Adam, centered RMSprop with
-                  momentum, Adagrad and SGD with Nesterov momentum (lists),
+                  object graph: Keras 3's Adam (and under a
+                  LossScaleOptimizer), centered RMSprop with momentum,
+                  Adagrad and SGD with Nesterov momentum (lists),
                   Keras 2.11's (tf_keras.optimizers) Adam, RMSprop with
                   momentum and SGD with momentum (lists named after the
                   variables), and Keras 2's (tf_keras.optimizers.legacy)
@@ -1357,6 +1358,12 @@ def keras_import_cases():
         ("import keras 3 adam", keras, lambda: keras.optimizers.Adam(0.01),
          {"type": "adam", "learning_rate": 0.01}, keras3_layers,
          ("m", "v"), keras3("_momentums", "_velocities")),
+        # Loss scaling: the state is the wrapped Adam's (inner_optimizer).
+        ("import keras 3 adam loss scaled", keras,
+         lambda: keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01)),
+         {"type": "adam", "learning_rate": 0.01}, keras3_layers, ("m", "v"),
+         lambda optimizer, variable, index: keras3("_momentums", "_velocities")(
+             optimizer.inner_optimizer, variable, index)),
         ("import keras 3 rmsprop centered", keras,
          lambda: keras.optimizers.RMSprop(0.005, momentum=0.5, centered=True),
          {"type": "rmsprop", "learning_rate": 0.005, "momentum": 0.5, "centered": True,
@@ -1418,6 +1425,10 @@ def check_keras_import(keras_case, traind, work_dir, steps):
                 os.path.join(keras_dir, "ckpt"))
         with tf.GradientTape() as tape:
             loss = training_loss(model(inputs), targets, case.loss)
+            # Keras 3's optimizers scale the loss as a LossScaleOptimizer
+            # needs (the others by 1); Keras 2's do not.
+            if hasattr(optimizer, "scale_loss"):
+                loss = optimizer.scale_loss(loss)
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
                                       model.trainable_variables))
     expected = {}
