@@ -189,6 +189,43 @@ std::optional<KerasOptimizerState> KerasOptimizerState::find(
   return std::nullopt;
 }
 
+std::string KerasOptimizerState::describe() const {
+  const bool three = generation_ == Generation::Keras3;
+  std::string kept;
+  const auto add = [&](const std::string& what) {
+    kept += (kept.empty() ? "" : ", ") + quotedPrintable(what);
+  };
+  if (generation_ == Generation::Keras2) {
+    for (const std::string& slot : reader_->objectSlotNames(path_)) add(slot);
+  } else {
+    for (const std::string& list : kerasLists())
+      if (!reader_->objectChildren(path_ + "/" + list).empty()) add(list);
+  }
+  std::string named;
+  if (generation_ == Generation::Keras211) {
+    for (const std::string& name : job_names_)
+      named += (named.empty() ? "" : ", ") + quotedPrintable(name);
+    named = named.empty() ? "its slots name no optimizer" : "its slots name it " + named;
+  } else {
+    named = "its step count is named " +
+            quotedPrintable(
+                reader_->objectValueName(path_ + (three ? "/_iterations" : "/iter")).value_or(""));
+  }
+  const std::string step = reader_->isIntegerScalar(step_key_)
+                               ? fmt::format(" at {}", reader_->readInteger(step_key_))
+                               : "";
+  return fmt::format("{} optimizer under {} ({}{}); {}{}",
+                     three                                 ? "Keras 3"
+                     : generation_ == Generation::Keras211 ? "Keras 2.11"
+                                                           : "Keras 2",
+                     path_, named, step, kept.empty() ? "no slots" : "slots ",
+                     kept.empty()
+                         ? ""
+                         : kept + (generation_ == Generation::Keras2
+                                       ? ""
+                                       : fmt::format(" of {} variables", trained_.size())));
+}
+
 std::string KerasOptimizerState::checkpoint() const { return reader_->prefix().string(); }
 
 std::string KerasOptimizerState::listOf(Kind kind, const std::string& slot) {

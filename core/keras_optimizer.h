@@ -59,6 +59,10 @@ class KerasOptimizerState {
   // takes the variables of any.
   void checkRunsSpec(const ModelSpec& spec, const std::string& optimizer_name) const;
 
+  // What the checkpoint holds of it, said by trainctl inspect: its
+  // generation, path, step count and the state it kept.
+  std::string describe() const;
+
   Generation generation() const { return generation_; }
   const std::string& path() const { return path_; }  // "optimizer"
   const std::string& stepKey() const { return step_key_; }

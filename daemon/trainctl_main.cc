@@ -34,6 +34,7 @@
 #include "core/cluster_spec.h"
 #include "core/example_records.h"
 #include "core/json.h"
+#include "core/keras_optimizer.h"
 #include "core/layer_graph.h"
 #include "core/memory_need.h"
 #include "core/model_state.h"
@@ -605,6 +606,9 @@ void inspectTensorflowCheckpoint(const std::filesystem::path& prefix) {
   if (!objects.complete)
     std::printf("(%zu paths: the graph holds more, or longer ones, than are listed)\n",
                 objects.paths.size());
+  // What trainctl import would take of the job's optimizer.
+  if (const std::optional<KerasOptimizerState> keras = KerasOptimizerState::find(reader))
+    std::printf("\n%s\n", keras->describe().c_str());
 }
 
 // A TFRecord file of examples: its records and its first one's features,

@@ -644,6 +644,15 @@ TEST_CASE(
   CHECK_THAT(r.output, Catch::Matches("(.|\n)*\nmodel/_functional/_operations/1/_kernel +"
                                       "optimizer/_trainable_variables/0/.ATTRIBUTES/"
                                       "VARIABLE_VALUE\n(.|\n)*"));
+  // And what import would take of its optimizer.
+  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 3 optimizer under optimizer (its step count is "
+                                       "named 'adam/iteration' at 1200); slots '_momentums', "
+                                       "'_velocities' of 4 variables\n"));
+  r = runTrainctl("inspect " + std::string(TRAIND_SOURCE_DIR) +
+                  "/test/data/keras2_checkpoint/ckpt");
+  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 2 optimizer under optimizer (its step count is "
+                                       "named 'RMSprop/iter' at 1200); slots 'rms', "
+                                       "'momentum'\n"));
 }
 
 TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record's features") {
