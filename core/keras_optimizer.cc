@@ -205,20 +205,20 @@ std::string KerasOptimizerState::describe() const {
   if (generation_ == Generation::Keras211) {
     for (const std::string& name : job_names_)
       named += (named.empty() ? "" : ", ") + quotedPrintable(name);
-    named = named.empty() ? "its slots name no optimizer" : "its slots name it " + named;
+    named = named.empty() ? "its slots named after no optimizer" : "its slots named after " + named;
   } else {
-    named = "its step count is named " +
+    named = "its step count named " +
             quotedPrintable(
                 reader_->objectValueName(path_ + (three ? "/_iterations" : "/iter")).value_or(""));
   }
   const std::string step = reader_->isIntegerScalar(step_key_)
-                               ? fmt::format(" at {}", reader_->readInteger(step_key_))
+                               ? fmt::format(" at step {}", reader_->readInteger(step_key_))
                                : "";
-  return fmt::format("{} optimizer under {} ({}{}); {}{}",
+  return fmt::format("{} optimizer under {}{}, {}; {}{}",
                      three                                 ? "Keras 3"
                      : generation_ == Generation::Keras211 ? "Keras 2.11"
                                                            : "Keras 2",
-                     path_, named, step, kept.empty() ? "no slots" : "slots ",
+                     path_, step, named, kept.empty() ? "no slots" : "slots ",
                      kept.empty()
                          ? ""
                          : kept + (generation_ == Generation::Keras2

@@ -645,14 +645,19 @@ TEST_CASE(
                                       "optimizer/_trainable_variables/0/.ATTRIBUTES/"
                                       "VARIABLE_VALUE\n(.|\n)*"));
   // And what import would take of its optimizer.
-  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 3 optimizer under optimizer (its step count is "
-                                       "named 'adam/iteration' at 1200); slots '_momentums', "
+  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 3 optimizer under optimizer at step 1200, its "
+                                       "step count named 'adam/iteration'; slots '_momentums', "
                                        "'_velocities' of 4 variables\n"));
   r = runTrainctl("inspect " + std::string(TRAIND_SOURCE_DIR) +
                   "/test/data/keras2_checkpoint/ckpt");
-  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 2 optimizer under optimizer (its step count is "
-                                       "named 'RMSprop/iter' at 1200); slots 'rms', "
+  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 2 optimizer under optimizer at step 1200, its "
+                                       "step count named 'RMSprop/iter'; slots 'rms', "
                                        "'momentum'\n"));
+  r = runTrainctl("inspect " + std::string(TRAIND_SOURCE_DIR) +
+                  "/test/data/keras211_checkpoint/ckpt");
+  CHECK_THAT(r.output, Catch::EndsWith("\nKeras 2.11 optimizer under optimizer at step 1200, its "
+                                       "slots named after 'SGD'; slots 'momentums' of 4 "
+                                       "variables\n"));
 }
 
 TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record's features") {
