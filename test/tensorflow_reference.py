@@ -1445,7 +1445,18 @@ def check_keras_import(keras_case, traind, work_dir, steps):
     imported_by = run_trainctl(traind, [
         "import", "--model", spec_path, "--layer", f"hidden={layer_paths[0]}",
         "--layer", f"logits={layer_paths[1]}", keras_dir])
-    return compare(name, trained_on_from(name, traind, imported_by, spec, spec_path), expected)
+    trained = trained_on_from(name, traind, imported_by, spec, spec_path)
+    worst = compare(name, trained, expected)
+    # And back (docs/checkpoints.md, "Back to Keras"): traind's tensors go
+    # into a model of the same layers as they are, and it answers as the
+    # model Keras trained on.
+    returned = module.models.clone_model(model)
+    for layer, layer_name in zip(returned.layers[1:], ["hidden", "logits"]):
+        layer.set_weights([trained[f"{layer_name}/kernel"], trained[f"{layer_name}/bias"]])
+    inputs = batches[0][0]
+    compare(f"{name} back to keras", {"outputs": returned(inputs).numpy()},
+            {"outputs": model(inputs).numpy()})
+    return worst
 
 
 def run_checks(traind, work_dir, steps):
