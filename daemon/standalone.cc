@@ -45,6 +45,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
   const TrainingData data = loadTrainingData(spec, graph);
+  if (const auto note = interleaveNote(spec, data.train)) spdlog::warn("{}", *note);
   ModelState state(spec, graph);
 
   const std::filesystem::path checkpoint_dir = spec.checkpoint.dir;

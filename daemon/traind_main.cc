@@ -290,6 +290,8 @@ int main(int argc, char** argv) {
                     tests == 1 ? "" : "s");
         if (spec.data.shuffle_buffer.size > 0)
           std::printf("shuffle: %s\n", traind::shuffleBufferText(spec.data.shuffle_buffer).c_str());
+        if (const auto note = traind::interleaveNote(spec, data.train))
+          std::printf("note: %s\n", note->c_str());
         if (spec.data.augment.any())
           std::printf("augment: %s\n", traind::augmentationText(spec.data.augment).c_str());
         if (spec.data.standardize_per_image) std::printf("standardize: per_image\n");

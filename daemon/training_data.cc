@@ -212,6 +212,18 @@ MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory
 
 }  // namespace
 
+std::optional<std::string> interleaveNote(const ModelSpec& spec, const Dataset& train) {
+  const int interleave = spec.data.shuffle_buffer.interleave;
+  const size_t files = train.file_examples.size();
+  if (interleave <= 1 || files == 0 || files >= size_t(interleave)) return std::nullopt;
+  return fmt::format(
+      "data.interleave: {} reads the training set's files {} at a time, and it has {}: {}",
+      interleave, interleave, files,
+      files == 1 ? "its one file is read in order, nothing interleaved (the shuffle buffer alone "
+                   "mixes it)"
+                 : fmt::format("all {} are read at once", files));
+}
+
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
                               const DataReader& reader, DataMemory memory) {
   const int readers = reader.workers;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "core/dataset.h"
 #include "core/layer_graph.h"
@@ -39,6 +40,12 @@ enum class DataMemory { BesideTheModel, Alone };
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
                               const DataReader& reader = {},
                               DataMemory memory = DataMemory::BesideTheModel);
+
+// What data.interleave cannot do with the training set `train` loaded for
+// `spec`: a set of fewer files than it reads at a time is read from all
+// its files at once (one file: in order, nothing interleaved). Said by
+// `traind check` and as a run starts; nothing where it does what it says.
+std::optional<std::string> interleaveNote(const ModelSpec& spec, const Dataset& train);
 
 // The test set alone, checked against the model as above, its memory
 // judged alone (`trainctl eval`); nothing when the spec names none.

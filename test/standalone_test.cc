@@ -503,6 +503,16 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
              Catch::Contains("data: 2000 training examples of [28, 28, 1]") &&
                  Catch::Contains("shuffle: through a buffer of 500 from 4 files at a time, the "
                                  "files shuffled every epoch"));
+  CHECK_THAT(interleaved_check.output, !Catch::Contains("note: data.interleave"));
+  // More files at a time than the set has: said, in check and as a run starts.
+  writeFile(dir / "over_interleaved.yaml",
+            replaceAll(interleaved_spec, "interleave: 4", "interleave: 6"));
+  const ProcessResult over_check =
+      runTraind("check --model " + (dir / "over_interleaved.yaml").string());
+  CHECK(over_check.exit_code == 0);
+  CHECK_THAT(over_check.output,
+             Catch::Contains("note: data.interleave: 6 reads the training set's files 6 at a "
+                             "time, and it has 4: all 4 are read at once"));
   writeFile(dir / "compressed.yaml",
             replaceAll(readFile(dir / "in_files.yaml"), "train.tfrecords,", "train.tfrecords.gz,"));
   const ProcessResult compressed = runTraind("check --model " + (dir / "compressed.yaml").string());
