@@ -190,7 +190,7 @@ Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check, Data
                      (keep < count ? "the first " + std::to_string(keep) + " images (limit)"
                                    : std::to_string(keep) + " images") +
                      ", none for share " + std::to_string(share.index) + " of " +
-                     std::to_string(share.count) + " (data.shard_by_worker)");
+                     std::to_string(share.count) + " (data.shard_by_worker)" + kEmptyShareHint);
   if (check) check(example_shape, kept, 1);
   std::vector<uint8_t> pixels = images.readItems(keep, share);
   IdxFile labels(source.labels, {idx_format::kLabelsMagic}, "labels");

@@ -41,6 +41,11 @@ struct DataShare {
   void check() const;
 };
 
+// Said after a loader's error that a share holds no example: the check
+// of data.batch_size, which would say it better, comes after the load.
+inline constexpr const char* kEmptyShareHint =
+    ": every worker's share must hold a batch (data.batch_size) at least";
+
 // The examples of a data set left in their files (a TFRecord set's
 // in_memory: false), read and decoded one by one as batches gather them.
 class ExampleFiles {

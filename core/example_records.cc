@@ -491,9 +491,9 @@ class ExampleLoader {
                                     : fmt::format("the {} files from {} on hold",
                                                   source_.records.size(), source_.records.front());
       if (records_ == 0) throw InputError(files + " no records");
-      throw InputError(
-          fmt::format("{} {} records{}, none for share {} of {} (data.shard_by_worker)", files,
-                      records_, full() ? " within limit" : "", share_.index, share_.count));
+      throw InputError(fmt::format(
+          "{} {} records{}, none for share {} of {} (data.shard_by_worker){}", files, records_,
+          full() ? " within limit" : "", share_.index, share_.count, kEmptyShareHint));
     }
     Dataset data;
     data.size = examples_;

@@ -193,10 +193,13 @@ TEST_CASE("a worker's share keeps every n-th example of the files, within limit"
         1);
   CHECK_THROWS_WITH(
       loadIdxDataset(idxFiles(dir / "images", dir / "labels"), nullptr, DataShare{3, 4}),
-      EndsWith("images: 3 images, none for share 3 of 4 (data.shard_by_worker)"));
+      EndsWith("images: 3 images, none for share 3 of 4 (data.shard_by_worker): every "
+               "worker's share must hold a batch (data.batch_size) at least"));
   CHECK_THROWS_WITH(
       loadIdxDataset(idxFiles(dir / "images", dir / "labels", 2), nullptr, DataShare{2, 3}),
-      EndsWith("images: the first 2 images (limit), none for share 2 of 3 (data.shard_by_worker)"));
+      EndsWith("images: the first 2 images (limit), none for share 2 of 3 "
+               "(data.shard_by_worker): every worker's share must hold a batch (data.batch_size) "
+               "at least"));
   CHECK_THROWS_AS(
       loadIdxDataset(idxFiles(dir / "images", dir / "labels"), nullptr, DataShare{4, 4}),
       std::invalid_argument);
