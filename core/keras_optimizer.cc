@@ -68,6 +68,28 @@ const std::set<std::string>& kerasLists() {
   return lists;
 }
 
+// The kinds of slot Keras 2.11 names the entries of a list after
+// ("Adam/m/hidden/kernel", "RMSprop/momentum/hidden/kernel").
+const std::vector<std::string>& kerasSlotKinds(const std::string& list) {
+  static const std::map<std::string, std::vector<std::string>> kinds = {
+      {"_momentums", {"m", "momentum"}},
+      {"_velocities", {"v", "velocity"}},
+      {"_average_gradients", {"average_gradient"}},
+      {"_accumulators", {"accumulator"}},
+      {"momentums", {"m"}}};
+  static const std::vector<std::string> none;
+  const auto found = kinds.find(list);
+  return found == kinds.end() ? none : found->second;
+}
+
+// The kind Keras 2.11 names traind's slot `slot` of an optimizer of `kind`.
+std::string kerasSlotKind(Kind kind, const std::string& slot) {
+  if (kind == Kind::RmsProp)
+    return slot == "rms" ? "velocity" : slot == "mg" ? "average_gradient" : slot;
+  if (kind == Kind::Momentum) return "m";
+  return slot;  // Adam's m and v, Adagrad's accumulator
+}
+
 // Keras 2's settings kept as variables beside the slots, and what of the
 // spec each must be (nullopt: a setting the spec's optimizer has not).
 std::optional<float> specSetting(const OptimizerSpec& optimizer, const std::string& name) {
@@ -140,19 +162,26 @@ std::optional<KerasOptimizerState> KerasOptimizerState::find(
       if (!key) break;
       trainable.push_back(*key);
     }
-    // Keras 2.11 keeps no _trainable_variables, and names its step count
-    // "iteration" where Keras 3 names it after the optimizer: its slots are
-    // named after their variables ("Adam/m/hidden/kernel" of "hidden/kernel").
-    std::map<std::string, std::string> by_name;
+    // Keras 2.11 keeps its lists with no _trainable_variables: its slots
+    // are named after their variables ("Adam/m/hidden/kernel" of
+    // "hidden/kernel"), each variable's name held once by the model.
     const bool named =
-        trainable.empty() && reader.objectValueName(path + "/_iterations") == "iteration";
-    if (named)
-      for (const auto& [object_path, key] : reader.objectPaths().paths)
-        if (const std::optional<std::string> name = reader.objectValueName(object_path))
-          by_name.emplace(*name, key);
+        trainable.empty() &&
+        std::any_of(kerasLists().begin(), kerasLists().end(), [&](const std::string& list) {
+          return reader.objectKey(path + "/" + list + "/0");
+        });
     KerasOptimizerState keras(reader, named ? Generation::Keras211 : Generation::Keras3, path,
                               *iterations);
     keras.trained_.insert(trainable.begin(), trainable.end());
+    std::map<std::string, std::string> by_name;
+    std::set<std::string> named_twice;
+    if (named)
+      for (const auto& [object_path, key] : reader.objectPaths().paths) {
+        if (object_path.starts_with(path + "/")) continue;  // the optimizer's own
+        const std::string name = reader.objectValueName(object_path).value_or("");
+        if (const auto [at, fresh] = by_name.emplace(name, key); !fresh && at->second != key)
+          named_twice.insert(name);
+      }
     for (const std::string& list : kerasLists()) {
       for (size_t i = 0; i < tensors; ++i) {
         const std::string entry = fmt::format("{}/{}/{}", path, list, i);
@@ -162,25 +191,13 @@ std::optional<KerasOptimizerState> KerasOptimizerState::find(
         if (!named) {
           if (i < trainable.size()) variable = trainable[i];
         } else {
-          // "<optimizer>/<slot>/<variable's name>", or "<slot>/<variable's
-          // name>" where the slots were made outside the optimizer's name
-          // (optimizer.build called first); the variable's name holds
-          // slashes of its own, and is the longest that leaves so little.
           const std::string name = reader.objectValueName(entry).value_or("");
-          for (size_t slash = name.find('/'); slash != std::string::npos;
-               slash = name.find('/', slash + 1)) {
-            const std::string_view before = std::string_view(name).substr(0, slash);
-            if (std::count(before.begin(), before.end(), '/') > 1) break;
-            const auto found = by_name.find(name.substr(slash + 1));
-            if (found == by_name.end()) continue;
-            variable = found->second;
-            if (const size_t named_by = before.find('/'); named_by != std::string::npos)
-              keras.job_names_.emplace(before.substr(0, named_by));
-            break;
-          }
+          variable = keras.placeByName(list, entry, name, by_name, named_twice);
         }
         if (variable.empty()) continue;
-        keras.slot_keys_.emplace(std::pair{list, variable}, *key);
+        if (!keras.slot_keys_.emplace(std::pair{list, variable}, *key).second)
+          keras.unplaced_.push_back(
+              fmt::format("{} is a second '{}' of {}", entry, list, quotedPrintable(variable)));
         keras.trained_.insert(variable);
       }
     }
@@ -224,6 +241,46 @@ std::string KerasOptimizerState::describe() const {
                          : kept + (generation_ == Generation::Keras2
                                        ? ""
                                        : fmt::format(" of {} variables", trained_.size())));
+}
+
+std::string KerasOptimizerState::placeByName(const std::string& list, const std::string& entry,
+                                             const std::string& name,
+                                             const std::map<std::string, std::string>& by_name,
+                                             const std::set<std::string>& named_twice) {
+  // "[<optimizer>/]<kind>/<variable's name>", the kind one of the list's
+  // ("m" or "momentum" in _momentums): every split of the name at such a
+  // kind that leaves a variable's name of the model. One must, and only one.
+  std::set<std::string> variables;
+  std::string optimizer, kind;
+  for (const std::string& candidate : kerasSlotKinds(list)) {
+    for (size_t at = name.find(candidate + "/"); at != std::string::npos;
+         at = name.find(candidate + "/", at + 1)) {
+      if (at > 0 && name[at - 1] != '/') continue;
+      const std::string variable_name = name.substr(at + candidate.size() + 1);
+      const auto found = by_name.find(variable_name);
+      if (found == by_name.end()) continue;
+      if (named_twice.count(variable_name)) {
+        unplaced_.push_back(fmt::format("{} ({}) is of {}, the name of two variables of the model",
+                                        entry, quotedPrintable(name),
+                                        quotedPrintable(variable_name)));
+        return "";
+      }
+      variables.insert(found->second);
+      kind = candidate;
+      // The optimizer's name, the last of what comes before ("train/Adam").
+      const std::string before = at > 0 ? name.substr(0, at - 1) : "";
+      optimizer = before.substr(before.rfind('/') + 1);
+    }
+  }
+  if (variables.size() != 1) {
+    unplaced_.push_back(fmt::format(
+        "{} ({}) is of {}", entry, quotedPrintable(name),
+        variables.empty() ? "no variable of the model" : "more than one variable of the model"));
+    return "";
+  }
+  list_kinds_[list].insert(kind);
+  if (!optimizer.empty()) job_names_.insert(optimizer);
+  return *variables.begin();
 }
 
 std::string KerasOptimizerState::checkpoint() const { return reader_->prefix().string(); }
@@ -274,6 +331,15 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
         optimizer_name.empty() ? "" : " named " + optimizer_name, optimizerName(optimizer.kind)));
   };
   if (generation_ == Generation::Keras211) {
+    if (!unplaced_.empty()) {
+      std::string listed;
+      for (size_t i = 0; i < std::min<size_t>(unplaced_.size(), 3); ++i)
+        listed += (i ? "; " : "") + unplaced_[i];
+      throw InputError(fmt::format(
+          "{}: the job's Keras 2.11 optimizer names its slots after their variables, and {} of "
+          "them name none this import can place: {}{}",
+          checkpoint(), unplaced_.size(), listed, unplaced_.size() > 3 ? "; ..." : ""));
+    }
     // Slots made outside the optimizer's name ("m/hidden/kernel") name none.
     for (const std::string& job_name : job_names_)
       if (!isNamed(job_name, name))
@@ -295,8 +361,10 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
   // Ftrl's linear).
   std::vector<std::string> kept;
   if (lists) {
-    static const std::set<std::string> kBookkeeping = {"_iterations", "_learning_rate",
-                                                       "_trainable_variables", "_variables"};
+    // tf_keras' LossScaleOptimizer keeps the optimizer's state as its own,
+    // beside its loss scale.
+    static const std::set<std::string> kBookkeeping = {
+        "_iterations", "_learning_rate", "_trainable_variables", "_variables", "loss_scale"};
     for (const std::string& child : reader_->objectChildren(path_))
       if (!kBookkeeping.count(child) && reader_->objectHoldsValues(path_ + "/" + child))
         kept.push_back(child);
@@ -348,6 +416,21 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
                              : "amsgrad, use_ema, gradient accumulation or another optimizer's "
                                "state, which traind does not run"));
   }
+  // Keras 2.11's slots name their kind, which tells the optimizer where
+  // nothing names it: an Adam's "m" is not an RMSprop's "momentum".
+  if (generation_ == Generation::Keras211)
+    for (const std::string& slot : slots) {
+      const std::string expected = kerasSlotKind(optimizer.kind, slot);
+      const auto seen = list_kinds_.find(listOf(optimizer.kind, slot));
+      if (seen == list_kinds_.end()) continue;
+      for (const std::string& kind : seen->second)
+        if (kind != expected)
+          throw InputError(fmt::format(
+              "{}: the job's Keras optimizer names the slots of {} '{}', which Keras' {} names "
+              "'{}': it is not the spec's {}",
+              checkpoint(), quotedPrintable(seen->first), kind, className(optimizer.kind), expected,
+              optimizerName(optimizer.kind)));
+    }
   // What the spec's optimizer keeps, the job's must have.
   for (const std::string& slot : slots) {
     if (optional(slot) || std::find(kept.begin(), kept.end(), keptAs(slot)) != kept.end()) continue;

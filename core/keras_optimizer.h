@@ -21,7 +21,8 @@
 // Keras 2.11 (tf.keras of TensorFlow 2.11 to 2.15, tf_keras.optimizers)
 // keeps Keras 3's lists with no _trainable_variables; each slot is named
 // after its optimizer, its kind and its variable ("Adam/m/hidden/kernel"
-// of "hidden/kernel"), which places it. Its step count is "iteration".
+// of "hidden/kernel"), which places it (on one variable of the model, or
+// it is refused); its step count is "iteration".
 //
 // Keras' SGD keeps m = momentum * m - rate * g and adds m to the variable;
 // traind's momentum (TensorFlow 1's) keeps a = momentum * a + g and
@@ -101,6 +102,14 @@ class KerasOptimizerState {
   // ("_velocities" for Adam's "v").
   static std::string listOf(OptimizerSpec::Kind kind, const std::string& slot);
   std::string checkpoint() const;
+  // The key of the variable Keras 2.11's slot `entry` of `list`, named
+  // `name`, is of, among the model's variables by name (`named_twice`: the
+  // names two variables have); empty, and said in unplaced_, for none or
+  // more than one.
+  std::string placeByName(const std::string& list, const std::string& entry,
+                          const std::string& name,
+                          const std::map<std::string, std::string>& by_name,
+                          const std::set<std::string>& named_twice);
   // The value of the float scalar child `name` of the optimizer, if any.
   std::optional<float> setting(const std::string& name) const;
 
@@ -114,6 +123,10 @@ class KerasOptimizerState {
   std::map<std::pair<std::string, std::string>, std::string> slot_keys_;
   std::set<std::string> trained_;
   std::set<std::string> job_names_;
+  // Keras 2.11: the kinds its slots' names give each list ("m" in
+  // _momentums), and the entries no name placed, said when refused.
+  std::map<std::string, std::set<std::string>> list_kinds_;
+  std::vector<std::string> unplaced_;
   std::set<std::string> bookkeeping_;  // the keys of the step count, rate and settings
 };
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -855,6 +856,16 @@ void TensorflowCheckpointReader::readObjectGraph() {
       if (names.insert(slot.slot_name()).second) object.slot_names.push_back(slot.slot_name());
     }
   }
+  // Each object's children by name (a list's thousands of "0", "1", ...
+  // looked up one by one).
+  for (ObjectNode& object : objects_) {
+    object.children_by_name.resize(object.children.size());
+    std::iota(object.children_by_name.begin(), object.children_by_name.end(), uint32_t(0));
+    std::stable_sort(object.children_by_name.begin(), object.children_by_name.end(),
+                     [&](uint32_t a, uint32_t b) {
+                       return object.children[a].first < object.children[b].first;
+                     });
+  }
   // Which objects reach a value: back from each value along the children,
   // every object once.
   std::vector<std::vector<size_t>> parents(objects_.size());
@@ -939,11 +950,15 @@ std::optional<size_t> TensorflowCheckpointReader::objectAt(std::string_view path
   while (!path.empty()) {
     const std::string_view name = path.substr(0, path.find('/'));
     path.remove_prefix(std::min(path.size(), name.size() + 1));
-    const auto& children = objects_[node].children;
-    const auto child = std::find_if(children.begin(), children.end(),
-                                    [&](const auto& c) { return c.first == name; });
-    if (child == children.end()) return std::nullopt;
-    node = child->second;
+    // The first child of that name: the first in the name-sorted index.
+    const ObjectNode& object = objects_[node];
+    const auto at = std::lower_bound(object.children_by_name.begin(), object.children_by_name.end(),
+                                     name, [&](uint32_t child, std::string_view wanted) {
+                                       return object.children[child].first < wanted;
+                                     });
+    if (at == object.children_by_name.end() || object.children[*at].first != name)
+      return std::nullopt;
+    node = object.children[*at].second;
   }
   return node;
 }

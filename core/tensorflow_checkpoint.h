@@ -230,6 +230,7 @@ class TensorflowCheckpointReader {
   // value where it is a variable.
   struct ObjectNode {
     std::vector<std::pair<std::string, size_t>> children;
+    std::vector<uint32_t> children_by_name;  // places in `children`, by name, stably
     std::string value_key;
     std::string value_name;  // the variable's full_name
     // An optimizer's slots: the node of each (slot name, variable's node),

@@ -310,6 +310,62 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a Keras 2.11 slot whose name places it on no one variable is refused",
+          "[tensorflow_job]") {
+  // Two of the model's variables named alike (tf_keras' nested models do
+  // not prefix their layers), and an SGD's momentum named after that name.
+  TempDir dir;
+  tensorflow::TrackableObjectGraph graph;
+  for (int i = 0; i < 8; ++i) graph.add_nodes();
+  const auto child = [&](int from, int to, const std::string& name) {
+    auto* reference = graph.mutable_nodes(from)->add_children();
+    reference->set_node_id(to);
+    reference->set_local_name(name);
+  };
+  std::vector<TensorflowTensor> tensors;
+  const auto value = [&](int node, const std::string& key, const std::string& name) {
+    auto* attribute = graph.mutable_nodes(node)->add_attributes();
+    attribute->set_name("VARIABLE_VALUE");
+    attribute->set_full_name(name);
+    attribute->set_checkpoint_key(key);
+    tensors.push_back({key, {}, {1.0f}, std::nullopt});
+  };
+  child(0, 1, "model");
+  child(1, 2, "encoder");
+  value(2, "model/encoder/.ATTRIBUTES/VARIABLE_VALUE", "hidden/kernel");
+  child(1, 3, "decoder");
+  value(3, "model/decoder/.ATTRIBUTES/VARIABLE_VALUE", "hidden/kernel");
+  child(0, 4, "optimizer");
+  child(4, 5, "_iterations");
+  child(4, 6, "momentums");
+  child(6, 7, "0");
+  value(7, "optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE", "SGD/m/hidden/kernel");
+  graph.mutable_nodes(5)->add_attributes()->set_name("VARIABLE_VALUE");
+  graph.mutable_nodes(5)->mutable_attributes(0)->set_full_name("iteration");
+  graph.mutable_nodes(5)->mutable_attributes(0)->set_checkpoint_key(
+      "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE");
+  tensors.push_back({"optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE", {}, {}, 7});
+  tensors.push_back(
+      {"_CHECKPOINTABLE_OBJECT_GRAPH", {}, {}, std::nullopt, graph.SerializeAsString()});
+  const std::filesystem::path prefix = dir.path() / "ckpt";
+  writeTensorflowCheckpoint(prefix, tensors);
+
+  const ModelSpec spec = fixtureModel(dir, "{type: momentum, learning_rate: 0.1}");
+  const LayerGraph layers = buildLayerGraph(spec);
+  ModelState state(spec, layers);
+  try {
+    importTensorflowState(TensorflowCheckpointReader(prefix), {}, std::nullopt, spec, state);
+    FAIL("a slot of two variables was placed");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          prefix.string() +
+              ": the job's Keras 2.11 optimizer names its slots after their variables, and 1 of "
+              "them name none this import can place: optimizer/momentums/0 "
+              "('SGD/m/hidden/kernel') is of 'hidden/kernel', the name of two variables of the "
+              "model");
+  }
+}
+
 TEST_CASE("a Keras optimizer other than Adam, or an Adam that kept more, is refused by name",
           "[tensorflow_job]") {
   // An object graph of an optimizer alone: its step count under
