@@ -209,8 +209,9 @@ std::optional<KerasOptimizerState> KerasOptimizerState::find(
 std::string KerasOptimizerState::describe() const {
   const bool three = generation_ == Generation::Keras3;
   std::string kept;
+  size_t kept_count = 0;
   const auto add = [&](const std::string& what) {
-    kept += (kept.empty() ? "" : ", ") + quotedPrintable(what);
+    if (++kept_count <= 8) kept += (kept.empty() ? "" : ", ") + quotedPrintable(what);
   };
   if (generation_ == Generation::Keras2) {
     for (const std::string& slot : reader_->objectSlotNames(path_)) add(slot);
@@ -218,6 +219,7 @@ std::string KerasOptimizerState::describe() const {
     for (const std::string& list : kerasLists())
       if (!reader_->objectChildren(path_ + "/" + list).empty()) add(list);
   }
+  if (kept_count > 8) kept += fmt::format(", ... ({} in all)", kept_count);
   std::string named;
   if (generation_ == Generation::Keras211) {
     for (const std::string& name : job_names_)

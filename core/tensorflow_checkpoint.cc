@@ -835,24 +835,25 @@ void TensorflowCheckpointReader::readObjectGraph() {
     std::set<std::string_view> names;  // the slot names so far, of the node's protobuf
     std::set<size_t> values;           // the slots' own variables so far
     for (const auto& slot : node.slot_variables()) {
-      const std::string corrupt =
-          fmt::format("{}: object {}'s slot {} ", where, i, quotedPrintable(slot.slot_name()));
+      const auto corrupt = [&] {  // made only for an error
+        return fmt::format("{}: object {}'s slot {} ", where, i, quotedPrintable(slot.slot_name()));
+      };
       const int32_t variable = slot.original_variable_node_id();
       const int32_t value = slot.slot_variable_node_id();
       for (const int32_t id : {variable, value})
         if (id < 0 || id >= graph.nodes_size())
-          fail(path, fmt::format("{}names object {} of {} (the file is corrupt)", corrupt, id,
+          fail(path, fmt::format("{}names object {} of {} (the file is corrupt)", corrupt(), id,
                                  graph.nodes_size()));
       if (variable == value)
         fail(path, fmt::format("{}of object {} is that object itself (the file is corrupt)",
-                               corrupt, variable));
+                               corrupt(), variable));
       if (!object.slots.emplace(std::pair{slot.slot_name(), size_t(variable)}, size_t(value))
                .second)
-        fail(path,
-             fmt::format("{}of object {} is given twice (the file is corrupt)", corrupt, variable));
+        fail(path, fmt::format("{}of object {} is given twice (the file is corrupt)", corrupt(),
+                               variable));
       if (!values.insert(size_t(value)).second)
-        fail(path, fmt::format("{}is object {}, another slot's too (the file is corrupt)", corrupt,
-                               value));
+        fail(path, fmt::format("{}is object {}, another slot's too (the file is corrupt)",
+                               corrupt(), value));
       if (names.insert(slot.slot_name()).second) object.slot_names.push_back(slot.slot_name());
     }
   }
