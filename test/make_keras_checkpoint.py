@@ -56,14 +56,21 @@ def write(checkpoint, directory):
         print(name, shape)
 
 
-def write_keras3():
-    model = keras.Sequential([
-        keras.Input((4,)),
-        keras.layers.Dense(3, activation="relu", name="hidden"),
-        keras.layers.Dense(2, name="logits"),
+def counted_model(module):
+    """The fixtures' model in Keras `module` (keras or tf_keras), each
+    variable's values counted from its first."""
+    model = module.Sequential([
+        module.Input((4,)),
+        module.layers.Dense(3, activation="relu", name="hidden"),
+        module.layers.Dense(2, name="logits"),
     ])
     for first, variable in enumerate(model.trainable_variables, start=1):
         variable.assign(counting(first, variable.shape))
+    return model
+
+
+def write_keras3():
+    model = counted_model(keras)
     adam = keras.optimizers.Adam(1e-3)
     adam.build(model.trainable_variables)
     for variable, momentum, velocity in zip(model.trainable_variables, adam._momentums,
@@ -77,13 +84,7 @@ def write_keras3():
 
 def write_keras2():
     import tf_keras
-    model = tf_keras.Sequential([
-        tf_keras.Input((4,)),
-        tf_keras.layers.Dense(3, activation="relu", name="hidden"),
-        tf_keras.layers.Dense(2, name="logits"),
-    ])
-    for first, variable in enumerate(model.trainable_variables, start=1):
-        variable.assign(counting(first, variable.shape))
+    model = counted_model(tf_keras)
     rmsprop = tf_keras.optimizers.legacy.RMSprop(1e-3, rho=0.9, momentum=0.5)
     # A step of zero gradients makes the optimizer's variables as training
     # does, under its name ("RMSprop/iter"); the values are set after.
@@ -99,13 +100,7 @@ def write_keras2():
 
 def write_keras211():
     import tf_keras
-    model = tf_keras.Sequential([
-        tf_keras.Input((4,)),
-        tf_keras.layers.Dense(3, activation="relu", name="hidden"),
-        tf_keras.layers.Dense(2, name="logits"),
-    ])
-    for first, variable in enumerate(model.trainable_variables, start=1):
-        variable.assign(counting(first, variable.shape))
+    model = counted_model(tf_keras)
     sgd = tf_keras.optimizers.SGD(0.5, momentum=0.9)
     # As for Keras 2: the slots made as training makes them, under the
     # optimizer's name ("SGD/m/hidden/kernel").

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <span>
 
 #include "core/error.h"
 #include "core/layer_graph.h"
@@ -65,6 +66,28 @@ std::string importError(const ModelSpec& spec, const TensorflowNames& how,
     return e.what();
   }
   return "(no error)";
+}
+
+// What an import of a fixture of test/make_keras_checkpoint.py took:
+// element i of a variable is first + i / 8 (first 1 to 4 in the spec's
+// order), and element i of its slot s is `factor` x (that + offsets[s]).
+void checkKerasFixtureValues(const ModelState& state, const std::vector<float>& offsets,
+                             float factor = 1) {
+  for (const VariableView& v : state.layout().views()) {
+    INFO(v.name);
+    const float first = v.name == "hidden/kernel" ? 1
+                        : v.name == "hidden/bias" ? 2
+                        : v.name == "out/kernel"  ? 3
+                                                  : 4;
+    const std::span<const float> values = state.parameters().view(v);
+    for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == first + float(i) / 8);
+    for (size_t s = 0; s < offsets.size(); ++s) {
+      INFO(state.optimizer().slotNames()[s]);
+      const std::span<const float> slot = state.optimizer().slot(s).view(v);
+      for (size_t i = 0; i < slot.size(); ++i)
+        CHECK(slot[i] == factor * (first + float(i) / 8 + offsets[s]));
+    }
+  }
 }
 
 }  // namespace
@@ -144,21 +167,7 @@ TEST_CASE("an import takes a Keras 3 model's and its Adam's state through the ob
                                  "'v' state from optimizer/_velocities/<the variable's place in "
                                  "optimizer/_trainable_variables>"});
   CHECK(state.globalStep() == 1200);
-  for (const VariableView& v : state.layout().views()) {
-    INFO(v.name);
-    const float first = v.name == "hidden/kernel" ? 1
-                        : v.name == "hidden/bias" ? 2
-                        : v.name == "out/kernel"  ? 3
-                                                  : 4;
-    const auto& values = std::as_const(state.parameters()).view(v);
-    const auto& m = std::as_const(state.optimizer()).slot(0).view(v);
-    const auto& velocity = std::as_const(state.optimizer()).slot(1).view(v);
-    for (size_t i = 0; i < values.size(); ++i) {
-      CHECK(values[i] == first + float(i) / 8);
-      CHECK(m[i] == first + float(i) / 8 + 100);
-      CHECK(velocity[i] == first + float(i) / 8 + 200);
-    }
-  }
+  checkKerasFixtureValues(state, {100, 200});  // m, v
   // What Keras keeps otherwise, or not at all, is refused.
   const auto refusal = [&](const std::string& optimizer, const std::string& more) {
     const ModelSpec other = fixtureModel(dir, optimizer, more);
@@ -211,21 +220,7 @@ TEST_CASE("an import takes a Keras 2 model's and its RMSprop's slot variables",
             "'rms' state from optimizer's slot 'rms' of each variable",
             "'momentum' state from optimizer's slot 'momentum' of each variable"});
   CHECK(state.globalStep() == 1200);
-  for (const VariableView& v : state.layout().views()) {
-    INFO(v.name);
-    const float first = v.name == "hidden/kernel" ? 1
-                        : v.name == "hidden/bias" ? 2
-                        : v.name == "out/kernel"  ? 3
-                                                  : 4;
-    const auto& values = std::as_const(state.parameters()).view(v);
-    const auto& rms = std::as_const(state.optimizer()).slot(0).view(v);
-    const auto& momentum = std::as_const(state.optimizer()).slot(1).view(v);
-    for (size_t i = 0; i < values.size(); ++i) {
-      CHECK(values[i] == first + float(i) / 8);
-      CHECK(rms[i] == first + float(i) / 8 + 100);
-      CHECK(momentum[i] == first + float(i) / 8 + 200);
-    }
-  }
+  checkKerasFixtureValues(state, {100, 200});  // rms, momentum
   // Keras 2 keeps its settings: they must be the spec's.
   const std::string prefix = keras2.string() + ": the job's Keras ";
   CHECK(importOf("{type: rmsprop, learning_rate: 0.001, momentum: 0.9}") ==
@@ -280,19 +275,8 @@ TEST_CASE(
           "'momentum' state from optimizer/momentums/<the entry named after the variable>, "
           "divided by minus the spec's learning rate (Keras' SGD scales it by the rate)"});
   CHECK(state.globalStep() == 1200);
-  for (const VariableView& v : state.layout().views()) {
-    INFO(v.name);
-    const float first = v.name == "hidden/kernel" ? 1
-                        : v.name == "hidden/bias" ? 2
-                        : v.name == "out/kernel"  ? 3
-                                                  : 4;
-    const auto& values = std::as_const(state.parameters()).view(v);
-    const auto& momentum = std::as_const(state.optimizer()).slot(0).view(v);
-    for (size_t i = 0; i < values.size(); ++i) {
-      CHECK(values[i] == first + float(i) / 8);
-      CHECK(momentum[i] == -2 * (first + float(i) / 8 + 100));
-    }
-  }
+  // Keras' m is -rate times traind's momentum: -(value + 100) / 0.5.
+  checkKerasFixtureValues(state, {100}, -2);
   // Keras 2.11 names its slots after the optimizer.
   const ModelSpec adam = fixtureModel(dir, "{type: adam, learning_rate: 0.5}");
   const LayerGraph adam_graph = buildLayerGraph(adam);
