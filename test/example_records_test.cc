@@ -163,7 +163,8 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
         loadExampleRecords(recordFiles({kFixture + "images-0.tfrecord"}, 3), {24}, nullptr,
                            DataShare{3, 4}),
         Catch::Matchers::EndsWith("images-0.tfrecord: holds 3 records within limit, none for "
-                                  "share 3 of 4 (data.shard_by_worker)"));
+                                  "share 3 of 4 (data.shard_by_worker): every worker's share "
+                                  "must hold a batch (data.batch_size) at least"));
   }
 }
 
