@@ -18,24 +18,6 @@ namespace {
 using Generation = KerasOptimizerState::Generation;
 using Kind = OptimizerSpec::Kind;
 
-// The name Keras gives an optimizer of the spec's kind by default (its
-// step count is "<name>/iteration" in Keras 3, "<name>/iter" in Keras 2).
-std::string defaultName(Kind kind, Generation generation) {
-  const bool three = generation == Generation::Keras3;  // Keras 2's are its classes'
-  switch (kind) {
-    case Kind::Sgd:
-    case Kind::Momentum:
-      return three ? "sgd" : "SGD";
-    case Kind::Adagrad:
-      return three ? "adagrad" : "Adagrad";
-    case Kind::Adam:
-      return three ? "adam" : "Adam";
-    case Kind::RmsProp:
-      return three ? "rm_sprop" : "RMSprop";
-  }
-  return "";
-}
-
 // Keras' class for the spec's kind, said in errors.
 std::string_view className(Kind kind) {
   switch (kind) {
@@ -52,6 +34,25 @@ std::string_view className(Kind kind) {
   return "";
 }
 
+// The name Keras gives an optimizer of the spec's kind by default (its
+// step count is "<name>/iteration" in Keras 3, "<name>/iter" in Keras 2;
+// Keras 2's names are its classes').
+std::string defaultName(Kind kind, Generation generation) {
+  if (generation != Generation::Keras3) return std::string(className(kind));
+  switch (kind) {
+    case Kind::Sgd:
+    case Kind::Momentum:
+      return "sgd";
+    case Kind::Adagrad:
+      return "adagrad";
+    case Kind::Adam:
+      return "adam";
+    case Kind::RmsProp:
+      return "rm_sprop";
+  }
+  return "";
+}
+
 // Whether `base` is `name`, or `name` numbered as Keras numbers a
 // process's second optimizer of a kind ("adam_1").
 bool isNamed(std::string_view base, const std::string& name) {
@@ -61,25 +62,26 @@ bool isNamed(std::string_view base, const std::string& name) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Keras 3's lists that hold slots.
-const std::set<std::string>& kerasLists() {
-  static const std::set<std::string> lists = {"_momentums", "_velocities", "_average_gradients",
-                                              "_accumulators", "momentums"};
-  return lists;
-}
-
-// The kinds of slot Keras 2.11 names the entries of a list after
-// ("Adam/m/hidden/kernel", "RMSprop/momentum/hidden/kernel").
-const std::vector<std::string>& kerasSlotKinds(const std::string& list) {
+// Keras 3's and 2.11's lists that hold slots, and the kinds of slot
+// Keras 2.11 names their entries after ("Adam/m/hidden/kernel",
+// "RMSprop/momentum/hidden/kernel").
+const std::map<std::string, std::vector<std::string>>& kerasListKinds() {
   static const std::map<std::string, std::vector<std::string>> kinds = {
       {"_momentums", {"m", "momentum"}},
       {"_velocities", {"v", "velocity"}},
       {"_average_gradients", {"average_gradient"}},
       {"_accumulators", {"accumulator"}},
       {"momentums", {"m"}}};
-  static const std::vector<std::string> none;
-  const auto found = kinds.find(list);
-  return found == kinds.end() ? none : found->second;
+  return kinds;
+}
+
+const std::set<std::string>& kerasLists() {
+  static const std::set<std::string> lists = [] {
+    std::set<std::string> names;
+    for (const auto& [list, kinds] : kerasListKinds()) names.insert(list);
+    return names;
+  }();
+  return lists;
 }
 
 // The kind Keras 2.11 names traind's slot `slot` of an optimizer of `kind`.
@@ -91,7 +93,9 @@ std::string kerasSlotKind(Kind kind, const std::string& slot) {
 }
 
 // Keras 2's settings kept as variables beside the slots, and what of the
-// spec each must be (nullopt: a setting the spec's optimizer has not).
+// spec each must be (nullopt: a setting the spec's optimizer has not, and
+// Keras' optimizer of its kind keeps not: Adam its betas, RMSprop its rho
+// and momentum, SGD its momentum, Adagrad none).
 std::optional<float> specSetting(const OptimizerSpec& optimizer, const std::string& name) {
   if (optimizer.kind == Kind::Adam && name == "beta_1") return optimizer.beta1;
   if (optimizer.kind == Kind::Adam && name == "beta_2") return optimizer.beta2;
@@ -99,24 +103,6 @@ std::optional<float> specSetting(const OptimizerSpec& optimizer, const std::stri
   if ((optimizer.kind == Kind::RmsProp || optimizer.kind == Kind::Momentum) && name == "momentum")
     return optimizer.momentum;
   return std::nullopt;
-}
-
-// Keras 2's settings that an optimizer of the spec's kind keeps: Adam its
-// betas, RMSprop its rho and momentum, SGD its momentum, Adagrad none.
-// Another kind's setting tells another optimizer where its name cannot.
-bool keepsSetting(Kind kind, const std::string& name) {
-  switch (kind) {
-    case Kind::Adam:
-      return name == "beta_1" || name == "beta_2";
-    case Kind::RmsProp:
-      return name == "rho" || name == "momentum";
-    case Kind::Sgd:
-    case Kind::Momentum:
-      return name == "momentum";
-    case Kind::Adagrad:
-      return false;
-  }
-  return false;
 }
 
 // The spec's name for a Keras 2 setting.
@@ -254,7 +240,7 @@ std::string KerasOptimizerState::placeByName(const std::string& list, const std:
   // kind that leaves a variable's name of the model. One must, and only one.
   std::set<std::string> variables;
   std::string optimizer, kind;
-  for (const std::string& candidate : kerasSlotKinds(list)) {
+  for (const std::string& candidate : kerasListKinds().at(list)) {
     for (size_t at = name.find(candidate + "/"); at != std::string::npos;
          at = name.find(candidate + "/", at + 1)) {
       if (at > 0 && name[at - 1] != '/') continue;
@@ -381,7 +367,7 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
       if (!kSettings.count(child) && reader_->objectHoldsValues(path_ + "/" + child))
         kept.push_back(child);
     for (const std::string setting_name : {"beta_1", "beta_2", "rho", "momentum"})
-      if (setting(setting_name).has_value() != keepsSetting(optimizer.kind, setting_name))
+      if (setting(setting_name).has_value() != specSetting(optimizer, setting_name).has_value())
         throw InputError(fmt::format(
             "{}: the job's Keras optimizer {} {}, which Keras' {} {}: it is not the spec's {}",
             checkpoint(), setting(setting_name) ? "kept a setting" : "kept no setting",
