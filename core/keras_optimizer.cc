@@ -475,7 +475,7 @@ std::optional<std::string> KerasOptimizerState::slotKey(const ModelSpec& spec,
 
 bool KerasOptimizerState::keeps(const ModelSpec& spec, const std::string& slot) const {
   if (generation_ == Generation::Keras2) {
-    const std::vector<std::string> kept = reader_->objectSlotNames(path_);
+    const std::vector<std::string>& kept = reader_->objectSlotNames(path_);
     return std::find(kept.begin(), kept.end(), slot) != kept.end();
   }
   return !reader_->objectChildren(path_ + "/" + listOf(spec.optimizer.kind, slot)).empty();

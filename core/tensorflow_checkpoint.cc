@@ -999,10 +999,11 @@ std::optional<std::string> TensorflowCheckpointReader::objectSlotKey(
   return key;
 }
 
-std::vector<std::string> TensorflowCheckpointReader::objectSlotNames(
+const std::vector<std::string>& TensorflowCheckpointReader::objectSlotNames(
     std::string_view optimizer_path) const {
+  static const std::vector<std::string> kNone;
   const std::optional<size_t> optimizer = objectAt(optimizer_path);
-  if (!optimizer) return {};
+  if (!optimizer) return kNone;
   return objects_[*optimizer].slot_names;
 }
 

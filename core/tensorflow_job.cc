@@ -155,6 +155,11 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
       importedGlobalStep(reader, keras ? keras->stepKey() : kGlobalStep, given_step);
   Optimizer& optimizer = state.optimizer();
   const std::vector<std::string>& slots = optimizer.slotNames();
+  // TensorFlow 1's name of each slot, the last part of its key.
+  std::vector<std::string> tensorflow_slots;
+  if (!keras)
+    for (const std::string& slot : slots)
+      tensorflow_slots.push_back(tensorflowSlotName(spec.optimizer, slot, names.optimizer_name));
   if (keras) keras->checkRunsSpec(spec, names.optimizer_name);
   const float rate = learningRateAt(spec.learning_rate, global_step);
   // The name of a slot past this spec's optimizer's, which the job's kept
@@ -220,7 +225,7 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
         }
         key = *kept;
       } else {
-        key = name + "/" + tensorflowSlotName(spec.optimizer, slots[s], names.optimizer_name);
+        key = name + "/" + tensorflow_slots[s];
       }
       if (readInto(key, values)) {
         if (keras)
@@ -256,11 +261,10 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   std::vector<std::string> said;
   said.push_back(fmt::format("{} variables from {} at global step {}",
                              state.layout().views().size(), checkpoint, global_step));
-  for (const std::string& slot : slots)
-    said.push_back(
-        keras ? keras->describeSlot(spec, slot)
-              : fmt::format("'{}' state from <variable>/{}", slot,
-                            tensorflowSlotName(spec.optimizer, slot, names.optimizer_name)));
+  for (size_t s = 0; s < slots.size(); ++s)
+    said.push_back(keras ? keras->describeSlot(spec, slots[s])
+                         : fmt::format("'{}' state from <variable>/{}", slots[s],
+                                       tensorflow_slots[s]));
   if (keras)
     if (std::optional<std::string> job_rate = keras->describeRate(rate)) said.push_back(*job_rate);
   // What the job had under the scope that this model has no place for (a
