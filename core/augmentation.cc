@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/random.h"
+#include "core/image_resize.h"
 
 namespace traind {
 namespace {
@@ -55,6 +55,46 @@ void copyWindow(const float* image, const Shape& shape, int64_t top, int64_t lef
         std::memcpy(pixel, in + size_t(in_x * channels), size_t(channels) * sizeof(float));
     }
   }
+}
+
+// Mirrors each of the `height` rows of `width` pixels of `channels` at
+// `image` left to right, in place.
+void mirrorRows(float* image, int64_t height, int64_t width, int64_t channels) {
+  for (int64_t y = 0; y < height; ++y) {
+    float* row = image + size_t(y * width * channels);
+    for (int64_t x = 0; x < width / 2; ++x)
+      std::swap_ranges(row + x * channels, row + (x + 1) * channels,
+                       row + (width - 1 - x) * channels);
+  }
+}
+
+// tf.image.sample_distorted_bounding_box's tries at a box.
+constexpr int kBoxAttempts = 100;
+
+// A box of aspect ratio `ratio` (its width the height times it, rounded)
+// and of an area from `least` to `most` pixels inside an image of `height`
+// x `width`, its height drawn uniformly among those that may give one;
+// nullopt where the height drawn gives none.
+std::optional<ImageBox> boxOfRatio(int64_t height, int64_t width, double least, double most,
+                                   float ratio, Rng& rng) {
+  const auto widthOf = [ratio](int64_t h) { return int64_t(std::lrint(float(h) * ratio)); };
+  const auto heightOf = [ratio](double area) { return std::nearbyint(std::sqrt(area / ratio)); };
+  // No taller than the image, nor so tall that the width passes the image's.
+  int64_t highest = int64_t(
+      std::min({heightOf(most), double(height), std::floor((double(width) + 0.5) / ratio)}));
+  while (highest > 0 && widthOf(highest) > width) --highest;
+  int64_t box_height = int64_t(std::min(heightOf(least), double(highest)));
+  box_height += int64_t(rng.below(uint64_t(highest - box_height + 1)));
+  // Rounding the width may take the area just outside the range: a row more
+  // or less may bring it back.
+  int64_t box_width = widthOf(box_height);
+  if (double(box_height * box_width) < least) box_width = widthOf(++box_height);
+  if (double(box_height * box_width) > most) box_width = widthOf(--box_height);
+  const double area = double(box_height * box_width);
+  if (area < least || area > most || box_height < 1 || box_width < 1 || box_height > height ||
+      box_width > width)
+    return std::nullopt;
+  return ImageBox{0, 0, box_height, box_width};
 }
 
 // TensorFlow's HSV (tf.image.rgb_to_hsv): hue in turns, [0, 1); saturation
@@ -121,6 +161,25 @@ Shape augmentedShape(const Augmentation& augment, const Shape& image) {
   return {augment.crop_height, augment.crop_width, image[2]};
 }
 
+ImageBox distortedBox(const Augmentation& augment, int64_t height, int64_t width, Rng& rng) {
+  const double pixels = double(height) * double(width);
+  ImageBox box{0, 0, height, width};
+  for (int attempt = 0; attempt < kBoxAttempts; ++attempt) {
+    const float ratio = uniformIn(rng, augment.box_aspect_lower, augment.box_aspect_upper);
+    if (std::optional<ImageBox> fits = boxOfRatio(height, width, augment.box_area_lower * pixels,
+                                                  augment.box_area_upper * pixels, ratio, rng)) {
+      box = *fits;
+      break;
+    }
+  }
+  // TensorFlow's corner never reaches the last place (its offsets are drawn
+  // below height - box height); every place is alike here, as
+  // tf.random_crop's.
+  box.top = int64_t(rng.below(uint64_t(height - box.height + 1)));
+  box.left = int64_t(rng.below(uint64_t(width - box.width + 1)));
+  return box;
+}
+
 uint64_t augmentationKey(uint64_t seed, int64_t epoch, int64_t position) {
   return hashCombine(hashCombine(hashCombine(seed, kAugmentationStream), uint64_t(epoch)),
                      uint64_t(position));
@@ -133,18 +192,26 @@ void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key,
   const int64_t pixels = height * width;
   const size_t values = size_t(pixels * channels);
   Rng rng(key);
-  // Draws in a fixed order, each only for a distortion asked for. The
-  // window's corner is drawn in the padded image, each of its offsets
-  // alike (tf.random_crop), and given in the image's own coordinates.
-  const int64_t padding = augment.crop_padding;
-  const auto corner = [&](int64_t image_side, int64_t window_side) {
-    const uint64_t offsets = uint64_t(image_side + 2 * padding - window_side + 1);
-    return augment.crops() ? int64_t(rng.below(offsets)) - padding : 0;
-  };
-  const int64_t top = corner(shape[0], height);
-  const int64_t left = corner(shape[1], width);
-  const bool flip = augment.flip_left_right && rng.below(2) == 1;
-  copyWindow(image, shape, top, left, height, width, flip, out);
+  // Draws in a fixed order, each only for a distortion asked for.
+  if (augment.boxes()) {
+    const ImageBox box = distortedBox(augment, shape[0], shape[1], rng);
+    const int64_t row = shape[1] * channels;
+    resizeBilinear(image + box.top * row + box.left * channels, row, box.height, box.width,
+                   int(channels), height, width, PixelCentres::Half, out);
+    if (augment.flip_left_right && rng.below(2) == 1) mirrorRows(out, height, width, channels);
+  } else {
+    // The window's corner is drawn in the padded image, each of its offsets
+    // alike (tf.random_crop), and given in the image's own coordinates.
+    const int64_t padding = augment.crop_padding;
+    const auto corner = [&](int64_t image_side, int64_t window_side) {
+      const uint64_t offsets = uint64_t(image_side + 2 * padding - window_side + 1);
+      return augment.crops() ? int64_t(rng.below(offsets)) - padding : 0;
+    };
+    const int64_t top = corner(shape[0], height);
+    const int64_t left = corner(shape[1], width);
+    const bool flip = augment.flip_left_right && rng.below(2) == 1;
+    copyWindow(image, shape, top, left, height, width, flip, out);
+  }
 
   if (augment.brightness > 0.0f) {
     const float delta = uniformIn(rng, -augment.brightness, augment.brightness);

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "core/model_spec.h"
+#include "core/random.h"
 #include "core/shape.h"
 
 namespace traind {
@@ -27,10 +28,26 @@ Shape augmentedShape(const Augmentation& augment, const Shape& image);
 // The generator's seed for the example at `position` of epoch `epoch`'s order.
 uint64_t augmentationKey(uint64_t seed, int64_t epoch, int64_t position);
 
+// A box of an image: its top-left corner and its size, in pixels.
+struct ImageBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+
+// A box of an image of `height` x `width` of the area and aspect ratio
+// `augment.boxes()` asks for, drawn from `rng` as
+// tf.image.sample_distorted_bounding_box draws one for the whole image: up
+// to 100 times an aspect ratio uniform in its range, then a height
+// uniform among those whose box's area is in its range and whose width
+// (the height times the ratio, rounded) fits, until a box fits; the whole
+// image where none did. Its corner is uniform over every place it fits.
+ImageBox distortedBox(const Augmentation& augment, int64_t height, int64_t width, Rng& rng);
+
 // Writes `image` of `shape` [height, width, channels] (HWC, row-major),
 // distorted with the draws of `key`, to `out`, of augmentedShape(augment,
 // shape). The crop's window must lie inside the padded image (0 where it
-// lies outside the image itself). A copy when `augment` asks for nothing.
+// lies outside the image itself); a box (augment.boxes(), the key's
+// generator's first draws, as distortedBox makes them) is resized to the
+// window as tf.image.resize does. A copy when `augment` asks for nothing.
 void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, const float* image,
                   float* out);
 

@@ -28,14 +28,14 @@ std::vector<Sample> samples(int64_t in_size, int64_t out_size, PixelCentres cent
   return result;
 }
 
-}  // namespace
-
-void resizeBilinear(const uint8_t* in, int64_t height, int64_t width, int channels,
-                    int64_t out_height, int64_t out_width, PixelCentres centres, float* out) {
+// resizeBilinear of `in`'s values, bytes or floats, `row_stride` apart.
+template <typename Value>
+void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t width, int channels,
+                int64_t out_height, int64_t out_width, PixelCentres centres, float* out) {
   const std::vector<Sample> rows = samples(height, out_height, centres);
   const std::vector<Sample> columns = samples(width, out_width, centres);
   const auto at = [&](int64_t y, int64_t x, int c) {
-    return float(in[(size_t(y) * size_t(width) + size_t(x)) * size_t(channels) + size_t(c)]);
+    return float(in[size_t(y) * row_stride + size_t(x) * size_t(channels) + size_t(c)]);
   };
   for (const Sample& row : rows) {
     for (const Sample& column : columns) {
@@ -50,6 +50,20 @@ void resizeBilinear(const uint8_t* in, int64_t height, int64_t width, int channe
       }
     }
   }
+}
+
+}  // namespace
+
+void resizeBilinear(const uint8_t* in, int64_t height, int64_t width, int channels,
+                    int64_t out_height, int64_t out_width, PixelCentres centres, float* out) {
+  resizeRows(in, size_t(width) * size_t(channels), height, width, channels, out_height, out_width,
+             centres, out);
+}
+
+void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
+                    int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
+                    float* out) {
+  resizeRows(in, size_t(row_stride), height, width, channels, out_height, out_width, centres, out);
 }
 
 }  // namespace traind

@@ -25,4 +25,11 @@ enum class PixelCentres {
 void resizeBilinear(const uint8_t* in, int64_t height, int64_t width, int channels,
                     int64_t out_height, int64_t out_width, PixelCentres centres, float* out);
 
+// The same of the `height` x `width` x `channels` floats at `in`, whose rows
+// lie `row_stride` floats apart: a box of a larger image (as
+// tf.image.resize of a tf.slice of it).
+void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
+                    int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
+                    float* out);
+
 }  // namespace traind

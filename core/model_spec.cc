@@ -587,7 +587,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
              shapeToString(input));
   const bool window = augment.crop_height > 0;
   if (!size) {
-    if (window && training)
+    // A box is resized to the window whatever its size.
+    if (window && training && !augment.boxes())
       fail(field, fmt::format("expected a size to resize to, {{size: [H, W]}}, with a crop's "
                               "window (data.augment.random_crop.size): without one every image "
                               "would be resized to the window [{}, {}] itself (a crop's padding "
@@ -603,7 +604,7 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             input[0], input[1], source.resize_height, source.resize_width));
   // A test image smaller than the window is padded for evaluation; a
   // training image, padded, must hold every window drawn, and more than one.
-  if (!window || !training) return;
+  if (!window || !training || augment.boxes()) return;
   const int64_t padding = augment.crop_padding;
   if (source.resize_height + 2 * padding < augment.crop_height ||
       source.resize_width + 2 * padding < augment.crop_width)
@@ -717,11 +718,55 @@ std::pair<float, float> readFactorRange(const Field& field) {
   return {lower, upper};
 }
 
-// data.augment.random_crop: {padding: P, size: [h, w]}, either or both. A
-// window's size is the model's input when that is an image.
+// A [lower, upper] range of a random_crop box's area or aspect ratio, each
+// bound as `ok` says; equal bounds fix it.
+std::pair<float, float> readBoxRange(const Field& field, std::string_view expected,
+                                     bool (*ok)(double)) {
+  const std::vector<Field> bounds = listItems(field, "[lower, upper]");
+  if (bounds.size() != 2) failExpected(field, "[lower, upper], two numbers");
+  const float lower = readFloat(bounds[0], expected, ok);
+  const float upper = readFloat(bounds[1], expected, ok);
+  if (upper < lower)
+    fail(bounds[1], "expected an upper bound no less than the lower " + formatNumber(lower) +
+                        ", got " + formatNumber(upper));
+  return {lower, upper};
+}
+
+// data.augment.random_crop's area and aspect_ratio, where either is given:
+// a box of the image resized to the window.
+void readRandomBox(const Mapping& crop, const Field& field, Augmentation& augment) {
+  const auto area = crop.find("area");
+  const auto aspect = crop.find("aspect_ratio");
+  if (!area && !aspect) return;
+  // inception_preprocessing's distorted_bounding_box_crop, where one is not given.
+  augment.box_area_lower = 0.05f;
+  augment.box_area_upper = 1.0f;
+  augment.box_aspect_lower = 0.75f;
+  augment.box_aspect_upper = 1.33f;
+  if (area)
+    std::tie(augment.box_area_lower, augment.box_area_upper) =
+        readBoxRange(*area, "a number above 0 and up to 1 (a fraction of the image's area)",
+                     [](double v) { return v > 0.0 && v <= 1.0; });
+  if (aspect)
+    std::tie(augment.box_aspect_lower, augment.box_aspect_upper) =
+        readBoxRange(*aspect, "a number from 0.01 to 100 (width over height)",
+                     [](double v) { return v >= 0.01 && v <= 100.0; });
+  if (augment.crop_height == 0)
+    fail(field,
+         "expected a size, [height, width], to resize a box of random area and aspect "
+         "ratio to (area, aspect_ratio), got none");
+  if (auto padding = crop.find("padding"))
+    fail(*padding,
+         "expected no padding with a box of random area and aspect ratio (area, "
+         "aspect_ratio): the box lies inside the image");
+}
+
+// data.augment.random_crop: {padding: P, size: [h, w]}, either or both, or
+// {size: [h, w], area: [a, b], aspect_ratio: [r, s]}, a box resized to the
+// size. A window's size is the model's input when that is an image.
 void readRandomCrop(const Field& field, const Shape& input, Augmentation& augment) {
   Mapping crop(field);
-  crop.allowOnly({"padding", "size"}, "data.augment.random_crop");
+  crop.allowOnly({"padding", "size", "area", "aspect_ratio"}, "data.augment.random_crop");
   if (auto f = crop.find("padding")) augment.crop_padding = readInt(*f, 1, kMaxDimension);
   if (auto f = crop.find("size")) {
     std::tie(augment.crop_height, augment.crop_width) = readHeightWidth(*f);
@@ -731,6 +776,7 @@ void readRandomCrop(const Field& field, const Shape& input, Augmentation& augmen
                            "what the model takes), got [{}, {}]",
                            input[0], input[1], augment.crop_height, augment.crop_width));
   }
+  readRandomBox(crop, field, augment);
   if (!augment.crops()) fail(field, "expected padding, size or both, got neither");
 }
 
@@ -1131,6 +1177,9 @@ std::string augmentationText(const Augmentation& augment) {
   if (augment.crop_height > 0) {
     text += fmt::format(" random_crop {}x{}", augment.crop_height, augment.crop_width);
     if (augment.crop_padding > 0) text += fmt::format(" padding {}", augment.crop_padding);
+    if (augment.boxes())
+      text += " area " + range(augment.box_area_lower, augment.box_area_upper) + " aspect_ratio " +
+              range(augment.box_aspect_lower, augment.box_aspect_upper);
   } else if (augment.crop_padding > 0) {
     text += fmt::format(" random_crop {}", augment.crop_padding);
   }

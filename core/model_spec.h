@@ -156,6 +156,16 @@ struct Augmentation {
   int64_t crop_height = 0;
   int64_t crop_width = 0;
   SourceLocation crop_size_location;  // data.augment.random_crop.size
+  // Or, in place of a window at a random offset, a box of the image of
+  // random area (a fraction of the image's, in [box_area_lower,
+  // box_area_upper]) and aspect ratio (width over height, in
+  // [box_aspect_lower, box_aspect_upper]), resized to the window
+  // (tf.image.sample_distorted_bounding_box, then tf.image.resize:
+  // Inception's training crop); box_area_upper 0 = none. No padding then.
+  float box_area_lower = 0.0f;
+  float box_area_upper = 0.0f;
+  float box_aspect_lower = 0.0f;
+  float box_aspect_upper = 0.0f;
   bool flip_left_right = false;  // mirrored with probability 1/2 (random_flip_left_right)
   // delta uniform in [-brightness, brightness), added to every value
   // (random_brightness); 0 = none
@@ -178,6 +188,7 @@ struct Augmentation {
   SourceLocation colours_location;
 
   bool crops() const { return crop_padding > 0 || crop_height > 0; }
+  bool boxes() const { return box_area_upper > 0.0f; }
   bool colours() const { return saturation_upper > 0.0f || hue > 0.0f; }
   bool any() const {
     return crops() || flip_left_right || brightness > 0.0f || colours() || contrast_upper > 0.0f;

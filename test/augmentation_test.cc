@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/dataset.h"
+#include "core/image_resize.h"
 #include "core/input_pipeline.h"
 
 namespace traind {
@@ -134,6 +135,152 @@ TEST_CASE("random_crop with a size takes a window of it at every offset of the p
   const size_t corners = size_t((3 + 2 * padding) * (3 + 2 * padding));
   CHECK(seen.size() == (flip ? 2 * corners : corners));
   for (const auto& [corner, count] : seen) CHECK(count >= 2);
+}
+
+// An augmentation of random boxes of `area` and `aspect` resized to a
+// window of `height` x `width`.
+Augmentation boxesOf(std::pair<float, float> area, std::pair<float, float> aspect, int64_t height,
+                     int64_t width) {
+  Augmentation augment;
+  augment.crop_height = height;
+  augment.crop_width = width;
+  std::tie(augment.box_area_lower, augment.box_area_upper) = area;
+  std::tie(augment.box_aspect_lower, augment.box_aspect_upper) = aspect;
+  return augment;
+}
+
+TEST_CASE("random_crop's boxes lie in the image, their area and aspect ratio in range",
+          "[augmentation]") {
+  const Augmentation augment = boxesOf({0.1f, 0.6f}, {0.5f, 2.0f}, 8, 8);
+  const int64_t height = 20, width = 30;
+  double least = 1.0, most = 0.0;
+  bool top = false, bottom = false, left = false, right = false;
+  for (uint64_t key = 0; key < 4000; ++key) {
+    Rng rng(key);
+    const ImageBox box = distortedBox(augment, height, width, rng);
+    INFO("key " << key << ": " << box.height << "x" << box.width << " at " << box.top << ", "
+                << box.left);
+    REQUIRE(box.height >= 1);
+    REQUIRE(box.width >= 1);
+    REQUIRE(box.top >= 0);
+    REQUIRE(box.left >= 0);
+    REQUIRE(box.top + box.height <= height);
+    REQUIRE(box.left + box.width <= width);
+    const double area = double(box.height * box.width) / double(height * width);
+    REQUIRE(area >= 0.1 - 1e-9);
+    REQUIRE(area <= 0.6 + 1e-9);
+    // Its width is its height times a ratio in range, rounded.
+    REQUIRE(box.width >= std::lrint(float(box.height) * 0.5f));
+    REQUIRE(box.width <= std::lrint(float(box.height) * 2.0f));
+    least = std::min(least, area);
+    most = std::max(most, area);
+    top = top || box.top == 0;
+    bottom = bottom || box.top + box.height == height;
+    left = left || box.left == 0;
+    right = right || box.left + box.width == width;
+  }
+  // The whole range is drawn, and every place, the last ones too.
+  CHECK(least < 0.12);
+  CHECK(most > 0.57);
+  CHECK((top && bottom && left && right));
+}
+
+TEST_CASE("random_crop's boxes are drawn as TensorFlow's sample_distorted_bounding_box draws them",
+          "[augmentation]") {
+  // The mean and standard deviation of the boxes' height and width over
+  // 20000 draws of TensorFlow 2.21's
+  //   tf.image.stateless_sample_distorted_bounding_box([H, W, 1],
+  //       tf.zeros([1, 0, 4]), min_object_covered=0.0, aspect_ratio_range,
+  //       area_range, max_attempts=100, use_image_if_no_bounding_boxes=True,
+  //       seed=[i + 1, 7])
+  // (boxes of the whole image), the second inception_preprocessing's ranges.
+  struct Drawn {
+    int64_t height, width;
+    std::pair<float, float> area, aspect;
+    double mean_height, mean_width, sd_height, sd_width;
+  };
+  const Drawn tensorflow[] = {
+      {20, 30, {0.1f, 0.6f}, {0.5f, 2.0f}, 12.21555, 14.48405, 3.5701524, 4.8526947},
+      {224, 224, {0.05f, 1.0f}, {0.75f, 1.33f}, 127.88115, 131.1828, 46.883600, 47.796498},
+      {28, 28, {0.08f, 1.0f}, {0.75f, 1.3333334f}, 16.8115, 17.25745, 5.7066687, 5.7878985},
+  };
+  constexpr int kBoxes = 20000;
+  for (const Drawn& drawn : tensorflow) {
+    const Augmentation augment = boxesOf(drawn.area, drawn.aspect, 8, 8);
+    double heights = 0.0, widths = 0.0, heights_squared = 0.0, widths_squared = 0.0;
+    for (uint64_t key = 0; key < kBoxes; ++key) {
+      Rng rng(key);
+      const ImageBox box = distortedBox(augment, drawn.height, drawn.width, rng);
+      heights += double(box.height);
+      widths += double(box.width);
+      heights_squared += double(box.height * box.height);
+      widths_squared += double(box.width * box.width);
+    }
+    const double mean_height = heights / kBoxes, mean_width = widths / kBoxes;
+    INFO(drawn.height << "x" << drawn.width);
+    // Within 2 %: more than five standard errors of either mean.
+    CHECK(mean_height == Approx(drawn.mean_height).epsilon(0.02));
+    CHECK(mean_width == Approx(drawn.mean_width).epsilon(0.02));
+    CHECK(std::sqrt(heights_squared / kBoxes - mean_height * mean_height) ==
+          Approx(drawn.sd_height).epsilon(0.02));
+    CHECK(std::sqrt(widths_squared / kBoxes - mean_width * mean_width) ==
+          Approx(drawn.sd_width).epsilon(0.02));
+  }
+}
+
+TEST_CASE("random_crop takes the whole image where no box of the ranges fits", "[augmentation]") {
+  // A box of 4 to 5 times as wide as high and of 90 % of a square's area
+  // cannot lie inside it.
+  const Augmentation augment = boxesOf({0.9f, 1.0f}, {4.0f, 5.0f}, 8, 8);
+  for (uint64_t key = 0; key < 100; ++key) {
+    Rng rng(key);
+    const ImageBox box = distortedBox(augment, 6, 6, rng);
+    REQUIRE((box.top == 0 && box.left == 0 && box.height == 6 && box.width == 6));
+  }
+}
+
+TEST_CASE("a box is resized to the window as tf.image.resize resizes a slice of the image",
+          "[augmentation]") {
+  // TensorFlow 2.21:
+  //   tf.image.resize(tf.slice(image, [1, 2, 0], [3, 3, 2]), [4, 5])
+  // of the 5x6x2 image of 1, 2, ... 60.
+  const std::vector<float> tensorflow{
+      17.0f, 18.0f, 17.7999992f, 18.7999992f, 19.0f, 20.0f, 20.2000008f, 21.2000008f, 21.0f, 22.0f,
+      24.5f, 25.5f, 25.2999992f, 26.2999992f, 26.5f, 27.5f, 27.7000008f, 28.7000008f, 28.5f, 29.5f,
+      33.5f, 34.5f, 34.2999992f, 35.2999992f, 35.5f, 36.5f, 36.7000008f, 37.7000008f, 37.5f, 38.5f,
+      41.0f, 42.0f, 41.7999992f, 42.7999992f, 43.0f, 44.0f, 44.2000008f, 45.2000008f, 45.0f, 46.0f};
+  const Shape shape{5, 6, 2};
+  const std::vector<float> image = distinctImage(shape);
+  std::vector<float> resized(tensorflow.size());
+  resizeBilinear(image.data() + 1 * 12 + 2 * 2, 12, 3, 3, 2, 4, 5, PixelCentres::Half,
+                 resized.data());
+  for (size_t i = 0; i < resized.size(); ++i) {
+    INFO("value " << i);
+    CHECK(resized[i] == Approx(tensorflow[i]).epsilon(1e-6));
+  }
+
+  // augmentImage: the box its key draws first, resized to the window, then
+  // mirrored in about half the draws with flip_left_right.
+  const bool flip = GENERATE(false, true);
+  Augmentation augment = boxesOf({0.2f, 1.0f}, {0.5f, 2.0f}, 4, 5);
+  augment.flip_left_right = flip;
+  const Shape window{4, 5, 2};
+  REQUIRE(augmentedShape(augment, shape) == window);
+  int mirrored = 0;
+  for (uint64_t key = 0; key < kDraws; ++key) {
+    Rng rng(key);
+    const ImageBox box = distortedBox(augment, 5, 6, rng);
+    std::vector<float> expected(size_t(numElements(window)));
+    resizeBilinear(image.data() + box.top * 12 + box.left * 2, 12, box.height, box.width, 2, 4, 5,
+                   PixelCentres::Half, expected.data());
+    const std::vector<float> out = augmented(augment, shape, image, key);
+    INFO("key " << key);
+    if (out == expected) continue;
+    REQUIRE(flip);
+    REQUIRE(out == shifted(expected, window, 0, 0, true));
+    ++mirrored;
+  }
+  if (flip) CHECK((mirrored > kDraws / 3 && mirrored < 2 * kDraws / 3));
 }
 
 TEST_CASE("evaluation's window is the image's centre, as resize_image_with_crop_or_pad takes it",

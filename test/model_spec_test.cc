@@ -999,6 +999,72 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
             "synthetic data whole)");
 }
 
+TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized to the window",
+          "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  const auto spec = [&](const std::string& crop, const std::string& train_resize = "bilinear") {
+    return writeDataSpec(dir, "[8, 8, 3]",
+                         "  train: {tfrecords: data/train, resize: " + train_resize +
+                             "}\n  augment: {random_crop: " + crop + "}\n");
+  };
+  const Augmentation box =
+      loadModelSpec(spec("{size: [8, 8], area: [0.08, 1], aspect_ratio: [0.5, 2]}")).data.augment;
+  CHECK(box.boxes());
+  CHECK(box.crop_height == 8);
+  CHECK(box.box_area_lower == 0.08f);
+  CHECK(box.box_area_upper == 1.0f);
+  CHECK(box.box_aspect_lower == 0.5f);
+  CHECK(box.box_aspect_upper == 2.0f);
+  CHECK(augmentationText(box) == "random_crop 8x8 area [0.08, 1] aspect_ratio [0.5, 2]");
+  // Where one range is given, the other is inception_preprocessing's.
+  const Augmentation area = loadModelSpec(spec("{size: [8, 8], area: [0.5, 0.5]}")).data.augment;
+  CHECK(augmentationText(area) == "random_crop 8x8 area [0.5, 0.5] aspect_ratio [0.75, 1.33]");
+  const Augmentation aspect =
+      loadModelSpec(spec("{size: [8, 8], aspect_ratio: [1, 1]}")).data.augment;
+  CHECK(augmentationText(aspect) == "random_crop 8x8 area [0.05, 1] aspect_ratio [1, 1]");
+  CHECK_FALSE(loadModelSpec(spec("{size: [8, 8]}", "{size: [10, 10]}")).data.augment.boxes());
+  // A box is resized to the window whatever its size: training images may
+  // be resized to the window itself, or to less than it.
+  CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}")).data.train.resize_height == 0);
+  CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}", "{size: [6, 6]}"))
+            .data.train.resize_height == 6);
+
+  const std::string path = (dir.path() / "spec.yaml").string();
+  const std::pair<const char*, const char*> refused[] = {
+      {"{area: [0.5, 1]}",
+       ":6:26: data.augment.random_crop: expected a size, [height, width], to resize a box of "
+       "random area and aspect ratio to (area, aspect_ratio), got none"},
+      {"{size: [8, 8], padding: 2, area: [0.5, 1]}",
+       ":6:50: data.augment.random_crop.padding: expected no padding with a box of random area "
+       "and aspect ratio (area, aspect_ratio): the box lies inside the image"},
+      {"{size: [8, 8], area: [0, 1]}",
+       ":6:48: data.augment.random_crop.area[0]: expected a number above 0 and up to 1 (a "
+       "fraction of the image's area), got 0"},
+      {"{size: [8, 8], area: [0.5, 1.5]}",
+       ":6:53: data.augment.random_crop.area[1]: expected a number above 0 and up to 1 (a "
+       "fraction of the image's area), got 1.5"},
+      {"{size: [8, 8], area: [0.6, 0.5]}",
+       ":6:53: data.augment.random_crop.area[1]: expected an upper bound no less than the lower "
+       "0.6, got 0.5"},
+      {"{size: [8, 8], area: 0.5}",
+       ":6:47: data.augment.random_crop.area: expected [lower, upper], got 0.5"},
+      {"{size: [8, 8], aspect_ratio: [0, 2]}",
+       ":6:56: data.augment.random_crop.aspect_ratio[0]: expected a number from 0.01 to 100 "
+       "(width over height), got 0"},
+      {"{size: [8, 8], aspect_ratio: [1, 2, 3]}",
+       ":6:55: data.augment.random_crop.aspect_ratio: expected [lower, upper], two numbers, got a "
+       "list of 3 items"},
+      {"{size: [8, 8], scale: [0.5, 1]}",
+       ":6:41: data.augment.random_crop: unknown field 'scale' (the fields of "
+       "data.augment.random_crop are padding, size, area, aspect_ratio)"},
+  };
+  for (const auto& [crop, message] : refused) {
+    INFO(crop);
+    CHECK(loadError(spec(crop)) == path + message);
+  }
+}
+
 TEST_CASE("standardize: per_image, the training and test sets' examples", "[model_spec]") {
   TempDir dir;
   dir.write("data/train", "x");

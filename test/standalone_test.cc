@@ -681,6 +681,48 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
                  Catch::Contains(": data.train.resize: expected a size to resize to"));
 }
 
+TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized to the window") {
+  const auto dir = freshTempDir("boxes");
+  const auto boxed = [&](const std::string& input, const std::string& augment) {
+    std::string spec = exampleSpec("fashion_mlp.yaml");
+    spec = replaceAll(spec, "input: [28, 28, 1]", "input: " + input);
+    spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  augment: " + augment);
+    REQUIRE(spec.find("augment:") != std::string::npos);
+    return spec;
+  };
+  writeFile(dir / "boxes.yaml",
+            boxed("[24, 24, 1]",
+                  "{random_crop: {size: [24, 24], area: [0.5, 1], aspect_ratio: [0.75, 1.33]}, "
+                  "flip_left_right: true}"));
+  const ProcessResult run =
+      runTraind("--model " + (dir / "boxes.yaml").string() +
+                " --threads 1 --max-steps 100 --log-every 50 --eval-every 100 --checkpoint-dir " +
+                (dir / "ckpt").string());
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summaryValue(run.output, "test accuracy") > 0.6);
+  const ProcessResult check = runTraind("check --model " + (dir / "boxes.yaml").string());
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 24x24 area [0.5, 1] "
+                                           "aspect_ratio [0.75, 1.33] flip_left_right\n"));
+  // A box is resized to the window whatever their sizes: a window larger
+  // than the images enlarges each box.
+  writeFile(dir / "larger.yaml",
+            boxed("[32, 32, 1]", "{random_crop: {size: [32, 32], area: [0.5, 1]}}"));
+  const ProcessResult larger = runTraind("check --model " + (dir / "larger.yaml").string());
+  INFO(larger.output);
+  CHECK(larger.exit_code == 0);
+  // Padding goes with windows, not boxes.
+  writeFile(dir / "padded.yaml",
+            boxed("[24, 24, 1]", "{random_crop: {size: [24, 24], area: [0.5, 1], padding: 2}}"));
+  const ProcessResult padded = runTraind("check --model " + (dir / "padded.yaml").string());
+  CHECK(padded.exit_code == 2);
+  CHECK_THAT(padded.output, Catch::Contains("padded.yaml:23:") &&
+                                Catch::Contains(": data.augment.random_crop.padding: expected no "
+                                                "padding with a box of random area and aspect "
+                                                "ratio (area, aspect_ratio)"));
+}
+
 TEST_CASE("standardize: per_image: training and evaluation both see standardized examples") {
   const auto dir = freshTempDir("standardize");
   std::string spec = exampleSpec("fashion_mlp.yaml");
