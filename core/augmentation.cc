@@ -72,25 +72,35 @@ void mirrorRows(float* image, int64_t height, int64_t width, int64_t channels) {
 constexpr int kBoxAttempts = 100;
 
 // A box of aspect ratio `ratio` (its width the height times it, rounded)
-// and of an area from `least` to `most` pixels inside an image of `height`
-// x `width`, its height drawn uniformly among those that may give one;
-// nullopt where the height drawn gives none.
-std::optional<ImageBox> boxOfRatio(int64_t height, int64_t width, double least, double most,
+// and of an area from `lower` to `upper` of the image's inside an image of
+// `height` x `width`, its height drawn uniformly among those that may give
+// one; nullopt where the height drawn gives none. In float, as TensorFlow
+// reckons it, so that the same areas are in range: a range of one value
+// gives a box only where that area is a whole number of pixels in float.
+std::optional<ImageBox> boxOfRatio(int64_t height, int64_t width, float lower, float upper,
                                    float ratio, Rng& rng) {
+  const float least = lower * float(width) * float(height);
+  const float most = upper * float(width) * float(height);
   const auto widthOf = [ratio](int64_t h) { return int64_t(std::lrint(float(h) * ratio)); };
-  const auto heightOf = [ratio](double area) { return std::nearbyint(std::sqrt(area / ratio)); };
-  // No taller than the image, nor so tall that the width passes the image's.
-  int64_t highest = int64_t(
-      std::min({heightOf(most), double(height), std::floor((double(width) + 0.5) / ratio)}));
-  while (highest > 0 && widthOf(highest) > width) --highest;
-  int64_t box_height = int64_t(std::min(heightOf(least), double(highest)));
+  const auto heightOf = [ratio](float area) {
+    return int64_t(std::lrint(std::sqrt(area / ratio)));
+  };
+  int64_t highest = heightOf(most);
+  // Not so tall that the width passes the image's: TensorFlow's epsilon
+  // keeps out a height whose width would be the image's and a half.
+  if (widthOf(highest) > width) {
+    highest = int64_t((double(width) + 0.5 - double(1e-7f)) / double(ratio));
+    if (widthOf(highest) > width) --highest;
+  }
+  highest = std::min(highest, height);
+  int64_t box_height = std::min(heightOf(least), highest);
   box_height += int64_t(rng.below(uint64_t(highest - box_height + 1)));
   // Rounding the width may take the area just outside the range: a row more
   // or less may bring it back.
   int64_t box_width = widthOf(box_height);
-  if (double(box_height * box_width) < least) box_width = widthOf(++box_height);
-  if (double(box_height * box_width) > most) box_width = widthOf(--box_height);
-  const double area = double(box_height * box_width);
+  if (float(box_height * box_width) < least) box_width = widthOf(++box_height);
+  if (float(box_height * box_width) > most) box_width = widthOf(--box_height);
+  const float area = float(box_height * box_width);
   if (area < least || area > most || box_height < 1 || box_width < 1 || box_height > height ||
       box_width > width)
     return std::nullopt;
@@ -162,12 +172,11 @@ Shape augmentedShape(const Augmentation& augment, const Shape& image) {
 }
 
 ImageBox distortedBox(const Augmentation& augment, int64_t height, int64_t width, Rng& rng) {
-  const double pixels = double(height) * double(width);
   ImageBox box{0, 0, height, width};
   for (int attempt = 0; attempt < kBoxAttempts; ++attempt) {
     const float ratio = uniformIn(rng, augment.box_aspect_lower, augment.box_aspect_upper);
-    if (std::optional<ImageBox> fits = boxOfRatio(height, width, augment.box_area_lower * pixels,
-                                                  augment.box_area_upper * pixels, ratio, rng)) {
+    if (std::optional<ImageBox> fits =
+            boxOfRatio(height, width, augment.box_area_lower, augment.box_area_upper, ratio, rng)) {
       box = *fits;
       break;
     }

@@ -335,11 +335,18 @@ class OpenFiles {
 };
 
 // Decoded pixels of `decoded` shape resized to `input` as floats / 255, as
-// a set held in memory keeps them and one left in its files reads them.
+// a set held in memory keeps them and one left in its files reads them:
+// with a `shorter_side` (DataFiles::resize_shorter_side), resized to it in
+// proportion, and the input's centre window of that.
 void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Shape& input,
-                   DataFiles::Resize resize, float* out) {
-  resizeBilinear(
-      decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), input[0], input[1],
+                   DataFiles::Resize resize, int64_t shorter_side, float* out) {
+  auto [height, width] = std::pair{input[0], input[1]};
+  if (shorter_side > 0)
+    std::tie(height, width) = sizeWithShorterSide(decoded_shape[0], decoded_shape[1], shorter_side);
+  // tf.image.resize_with_crop_or_pad's corner, as evaluation's window (centreWindow).
+  resizeBilinearPart(
+      decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), height, width,
+      (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
       resize == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy : PixelCentres::Half, out);
   const size_t values = size_t(numElements(input));
   for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
@@ -360,7 +367,8 @@ class RecordExampleFiles final : public ExampleFiles {
         shape_(std::move(shape)),
         elements_(size_t(numElements(shape_))),
         image_feature_(source.image_feature),
-        resize_(source.resize) {}
+        resize_(source.resize),
+        shorter_side_(source.resize_shorter_side) {}
 
   void adviseRandomOrder() const override { files_.adviseRandomOrder(); }
 
@@ -424,7 +432,7 @@ class RecordExampleFiles final : public ExampleFiles {
     if (const std::string error = decodeImage(bytes, encoded, decoded.data()); !error.empty())
       changed("holds " + error);
     if (kind_ == ImageKind::Resized) {
-      resizeToInput(decoded.data(), encoded.decoded, shape_, resize_, out);
+      resizeToInput(decoded.data(), encoded.decoded, shape_, resize_, shorter_side_, out);
       return;
     }
     // As copyInputs makes inputs of kept pixels.
@@ -440,6 +448,7 @@ class RecordExampleFiles final : public ExampleFiles {
   const size_t elements_;
   const std::string image_feature_;
   const DataFiles::Resize resize_;
+  const int64_t shorter_side_;
 };
 
 class ExampleLoader {
@@ -615,7 +624,7 @@ class ExampleLoader {
       if (image_kind_ == ImageKind::Resized) {
         decode(bytes, *encoded, decoded_);
         resizeToInput(decoded_.data(), encoded->decoded, shape_, source_.resize,
-                      floats_.extend(elements));
+                      source_.resize_shorter_side, floats_.extend(elements));
       } else if (image_kind_ == ImageKind::Encoded) {
         decode(bytes, *encoded, pixels_.extend(elements));
       } else {

@@ -15,25 +15,29 @@ struct Sample {
   float weight;
 };
 
-std::vector<Sample> samples(int64_t in_size, int64_t out_size, PixelCentres centres) {
+// Those of output pixels [first, first + count) of `out_size`.
+std::vector<Sample> samples(int64_t in_size, int64_t out_size, int64_t first, int64_t count,
+                            PixelCentres centres) {
   const float scale = float(in_size) / float(out_size);
-  std::vector<Sample> result(static_cast<size_t>(out_size));
-  for (int64_t i = 0; i < out_size; ++i) {
-    const float at =
-        centres == PixelCentres::Half ? (float(i) + 0.5f) * scale - 0.5f : float(i) * scale;
+  std::vector<Sample> result(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const float place = float(first + i);
+    const float at = centres == PixelCentres::Half ? (place + 0.5f) * scale - 0.5f : place * scale;
     const float below = std::floor(at);
-    result[size_t(i)] = {std::max(int64_t(below), int64_t(0)),
-                         std::min(int64_t(std::ceil(at)), in_size - 1), at - below};
+    // Clamped both ways: far into a large output, float may round past the end.
+    result[size_t(i)] = {std::clamp(int64_t(below), int64_t(0), in_size - 1),
+                         std::clamp(int64_t(std::ceil(at)), int64_t(0), in_size - 1), at - below};
   }
   return result;
 }
 
-// resizeBilinear of `in`'s values, bytes or floats, `row_stride` apart.
+// resizeBilinearPart of `in`'s values, bytes or floats, `row_stride` apart.
 template <typename Value>
 void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t width, int channels,
-                int64_t out_height, int64_t out_width, PixelCentres centres, float* out) {
-  const std::vector<Sample> rows = samples(height, out_height, centres);
-  const std::vector<Sample> columns = samples(width, out_width, centres);
+                int64_t out_height, int64_t out_width, int64_t top, int64_t left, int64_t rows_out,
+                int64_t columns_out, PixelCentres centres, float* out) {
+  const std::vector<Sample> rows = samples(height, out_height, top, rows_out, centres);
+  const std::vector<Sample> columns = samples(width, out_width, left, columns_out, centres);
   const auto at = [&](int64_t y, int64_t x, int c) {
     return float(in[size_t(y) * row_stride + size_t(x) * size_t(channels) + size_t(c)]);
   };
@@ -57,13 +61,27 @@ void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t widt
 void resizeBilinear(const uint8_t* in, int64_t height, int64_t width, int channels,
                     int64_t out_height, int64_t out_width, PixelCentres centres, float* out) {
   resizeRows(in, size_t(width) * size_t(channels), height, width, channels, out_height, out_width,
-             centres, out);
+             0, 0, out_height, out_width, centres, out);
+}
+
+void resizeBilinearPart(const uint8_t* in, int64_t height, int64_t width, int channels,
+                        int64_t out_height, int64_t out_width, int64_t top, int64_t left,
+                        int64_t rows, int64_t columns, PixelCentres centres, float* out) {
+  resizeRows(in, size_t(width) * size_t(channels), height, width, channels, out_height, out_width,
+             top, left, rows, columns, centres, out);
+}
+
+std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side) {
+  const float scale = float(side) / float(std::min(height, width));
+  return {int64_t(std::nearbyint(float(height) * scale)),
+          int64_t(std::nearbyint(float(width) * scale))};
 }
 
 void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
                     int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
                     float* out) {
-  resizeRows(in, size_t(row_stride), height, width, channels, out_height, out_width, centres, out);
+  resizeRows(in, size_t(row_stride), height, width, channels, out_height, out_width, 0, 0,
+             out_height, out_width, centres, out);
 }
 
 }  // namespace traind

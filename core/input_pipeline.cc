@@ -90,9 +90,8 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
   const Shape window = augmentedShape(augment, data.example_shape);
   const int64_t padding = augment.crop_padding;
   if (((augment.any() || !data.window.empty()) && window != data.inputShape()) ||
-      (augment.crops() && !augment.boxes() &&
-       (window[0] > data.example_shape[0] + 2 * padding ||
-        window[1] > data.example_shape[1] + 2 * padding)))
+      (augment.crops() && (window[0] > data.example_shape[0] + 2 * padding ||
+                           window[1] > data.example_shape[1] + 2 * padding)))
     throw std::invalid_argument("InputPipeline: a crop to " + shapeToString(window) + ", padding " +
                                 std::to_string(padding) + ", of a data set of " +
                                 shapeToString(data.example_shape) + " images whose window is " +

@@ -570,13 +570,14 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                                          {{"bilinear", DataFiles::Resize::Bilinear},
                                           {"legacy_bilinear", DataFiles::Resize::LegacyBilinear}});
   };
-  std::optional<Field> size;
+  std::optional<Field> size, shorter_side;
   if (field.node.IsMap()) {
     Mapping fields(field);
-    fields.allowOnly({"method", "size"}, "a resize");
+    fields.allowOnly({"method", "size", "shorter_side"}, "a resize");
     source.resize = DataFiles::Resize::Bilinear;
     if (auto f = fields.find("method")) source.resize = readMethod(*f);
     size = fields.find("size");
+    shorter_side = fields.find("shorter_side");
   } else {
     source.resize = readMethod(field);
   }
@@ -585,9 +586,25 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
          "expected an input of [height, width, 1] or [height, width, 3] to resize images to, "
          "got " +
              shapeToString(input));
+  if (shorter_side) {
+    // Each image then keeps its own aspect, and so its own size, of which
+    // only the centre window is kept: evaluation's.
+    if (training)
+      fail(*shorter_side,
+           "expected it of a test set only (data.test.resize): training images are kept at "
+           "one size to draw windows and boxes of, {size: [H, W]}");
+    if (size) fail(*size, "expected a size or a shorter_side, not both");
+    source.resize_shorter_side = readInt(*shorter_side, 1, kMaxDimension);
+    if (source.resize_shorter_side < std::max(input[0], input[1]))
+      fail(*shorter_side,
+           fmt::format("expected a side no shorter than the model's input's height and width "
+                       "[{}, {}], the centre window each image gives, got {}",
+                       input[0], input[1], source.resize_shorter_side));
+    return;
+  }
   const bool window = augment.crop_height > 0;
   if (!size) {
-    // A box is resized to the window whatever its size.
+    // Images resized to the window give boxes of it to resize back.
     if (window && training && !augment.boxes())
       fail(field, fmt::format("expected a size to resize to, {{size: [H, W]}}, with a crop's "
                               "window (data.augment.random_crop.size): without one every image "
@@ -604,7 +621,7 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             input[0], input[1], source.resize_height, source.resize_width));
   // A test image smaller than the window is padded for evaluation; a
   // training image, padded, must hold every window drawn, and more than one.
-  if (!window || !training || augment.boxes()) return;
+  if (!window || !training) return;
   const int64_t padding = augment.crop_padding;
   if (source.resize_height + 2 * padding < augment.crop_height ||
       source.resize_width + 2 * padding < augment.crop_width)
@@ -612,7 +629,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                             "every side: data.augment.random_crop), got [{}, {}]",
                             augment.crop_height, augment.crop_width, padding, source.resize_height,
                             source.resize_width));
-  if (source.resize_height + 2 * padding == augment.crop_height &&
+  // A box of an image of the window's size is resized to the window.
+  if (!augment.boxes() && source.resize_height + 2 * padding == augment.crop_height &&
       source.resize_width + 2 * padding == augment.crop_width)
     fail(*size, fmt::format("expected a size that, padded by {} on every side, is larger than "
                             "the window [{}, {}]: every image would be the window itself",
@@ -719,7 +737,7 @@ std::pair<float, float> readFactorRange(const Field& field) {
 }
 
 // A [lower, upper] range of a random_crop box's area or aspect ratio, each
-// bound as `ok` says; equal bounds fix it.
+// bound as `ok` says; the bounds may be equal.
 std::pair<float, float> readBoxRange(const Field& field, std::string_view expected,
                                      bool (*ok)(double)) {
   const std::vector<Field> bounds = listItems(field, "[lower, upper]");

@@ -123,6 +123,11 @@ struct DataFiles {
   // the ImageNet pipelines resize to 256 and take 224; 0 = the input's
   int64_t resize_height = 0;
   int64_t resize_width = 0;
+  // Or, for a test set, the side the shorter of each image's height and
+  // width is resized to, the other kept in proportion (slim's VGG and the
+  // official ResNet's evaluation), before the centre window of the model's
+  // input is taken of it; 0 = none
+  int64_t resize_shorter_side = 0;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   // TfRecord: false leaves the examples in their files, each read and
   // decoded as a batch gathers it (Dataset::files), for sets larger than

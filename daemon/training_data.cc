@@ -97,10 +97,8 @@ Shape modelInputOf(const Augmentation& augment, const Shape& example_shape,
                     "expected images of [height, width, channels] to take a window of, got " +
                         std::string(field) + " examples of shape " + shapeToString(example_shape));
   const int64_t padding = augment.crop_padding;
-  // A box lies inside any image, and is resized to the window.
-  if (training && !augment.boxes() &&
-      (augment.crop_height > example_shape[0] + 2 * padding ||
-       augment.crop_width > example_shape[1] + 2 * padding))
+  if (training && (augment.crop_height > example_shape[0] + 2 * padding ||
+                   augment.crop_width > example_shape[1] + 2 * padding))
     throwInputError(augment.crop_size_location, "data.augment.random_crop.size",
                     fmt::format("expected a window inside the training images of {} padded by "
                                 "{} on every side, got [{}, {}]",

@@ -228,6 +228,48 @@ TEST_CASE("random_crop's boxes are drawn as TensorFlow's sample_distorted_boundi
   }
 }
 
+TEST_CASE("random_crop's boxes at the ranges' edges are TensorFlow's, each as often",
+          "[augmentation]") {
+  // The boxes' sizes, and how many of 3000, that TensorFlow 2.21's
+  // stateless_sample_distorted_bounding_box drew (as above, seeds [i + 1,
+  // 7]) where rounding decides: areas reckoned in float (a range of one
+  // value), a fixed ratio whose widths round to the image's and a half, a
+  // least area of a whole number of pixels.
+  struct Drawn {
+    int64_t height, width;
+    std::pair<float, float> area, aspect;
+    std::map<std::pair<int64_t, int64_t>, int> sizes;
+  };
+  const Drawn tensorflow[] = {
+      {20, 20, {0.1f, 0.1f}, {0.75f, 1.33f}, {{{20, 20}, 3000}}},
+      {10, 10, {0.2f, 0.2f}, {0.5f, 2.0f}, {{{4, 5}, 1670}, {{5, 4}, 1330}}},
+      {2, 5, {0.1f, 1.0f}, {0.75f, 0.75f}, {{{1, 1}, 1512}, {{2, 2}, 1488}}},
+      {8,
+       4,
+       {0.08f, 1.0f},
+       {0.75f, 0.75f},
+       {{{2, 2}, 755}, {{3, 2}, 730}, {{4, 3}, 757}, {{5, 4}, 758}}},
+      {3, 20, {0.3f, 0.7f}, {0.5f, 2.0f}, {{{3, 6}, 3000}}},
+  };
+  for (const Drawn& drawn : tensorflow) {
+    const Augmentation augment = boxesOf(drawn.area, drawn.aspect, 8, 8);
+    std::map<std::pair<int64_t, int64_t>, int> sizes;
+    for (uint64_t key = 0; key < 3000; ++key) {
+      Rng rng(key);
+      const ImageBox box = distortedBox(augment, drawn.height, drawn.width, rng);
+      ++sizes[{box.height, box.width}];
+    }
+    INFO(drawn.height << "x" << drawn.width);
+    REQUIRE(sizes.size() == drawn.sizes.size());
+    for (const auto& [size, count] : drawn.sizes) {
+      INFO(size.first << "x" << size.second);
+      REQUIRE(sizes.count(size) == 1);
+      // Within 0.05 of 3000: five standard errors.
+      CHECK(std::abs(sizes[size] - count) < 150);
+    }
+  }
+}
+
 TEST_CASE("random_crop takes the whole image where no box of the ranges fits", "[augmentation]") {
   // A box of 4 to 5 times as wide as high and of 90 % of a square's area
   // cannot lie inside it.

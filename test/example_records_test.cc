@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/example.pb.h"
+#include "core/image_resize.h"
 #include "core/input_pipeline.h"
 #include "core/tfrecord.h"
 #include "test/temp_dir.h"
@@ -361,6 +362,41 @@ TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as Tenso
     CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
 }
 
+TEST_CASE("a shorter side keeps each image's aspect, then its centre window is taken",
+          "[example_records]") {
+  // slim's vgg_preprocessing evaluation: each image resized so that its
+  // shorter side is 5, its aspect kept (9x7 to 6x5, 6x8 to 5x7, 2x2 to 5x5),
+  // then its centre [4, 3]; jpeg-shorter-side-*.f32 are TensorFlow's own
+  // figures, by tf.image.resize and by TensorFlow 1's resize_bilinear.
+  TempDir dir;
+  for (const auto& [resize, fixture] :
+       {std::pair{DataFiles::Resize::Bilinear, "jpeg-shorter-side-3.f32"},
+        std::pair{DataFiles::Resize::LegacyBilinear, "jpeg-shorter-side-legacy-3.f32"}}) {
+    INFO(fixture);
+    DataFiles all = jpegRecords(dir);
+    all.resize = resize;
+    all.resize_shorter_side = 5;
+    const Dataset data = loadExampleRecords(all, {4, 3, 3});
+    CHECK(data.example_shape == Shape{4, 3, 3});
+    const std::vector<float> expected = readFloats(kFixture + fixture);
+    REQUIRE(data.floats.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+  }
+  CHECK(sizeWithShorterSide(9, 7, 5) == std::pair<int64_t, int64_t>{6, 5});
+  CHECK(sizeWithShorterSide(6, 8, 5) == std::pair<int64_t, int64_t>{5, 7});
+  CHECK(sizeWithShorterSide(2, 2, 5) == std::pair<int64_t, int64_t>{5, 5});
+  // An image far from square: only its centre is ever made (a 1 x 100000
+  // image's whole would be 256 x 25600000 floats).
+  const std::vector<uint8_t> line(100000, 200);
+  std::vector<float> centre(4 * 3);
+  const auto [height, width] = sizeWithShorterSide(1, 100000, 256);
+  CHECK(width == 25600000);
+  resizeBilinearPart(line.data(), 1, 100000, 1, height, width, (height - 4) / 2, (width - 3) / 2, 4,
+                     3, PixelCentres::Half, centre.data());
+  CHECK(centre == std::vector<float>(12, 200.0f));
+}
+
 TEST_CASE("resized images take the model's input, whatever height and width the records give",
           "[example_records]") {
   // convert_to_records.py's height, width and depth give a record's shape;
@@ -584,12 +620,15 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
                         {"JPEG, resized", jpegRecords(dir), {4, 3, 3}},
                         {"JPEG, legacy resize", jpegRecords(dir), {4, 3, 1}},
                         {"PNG", recordFiles({kFixture + "png-rgb.tfrecord"}), {4, 3, 3}},
-                        {"floats", recordFiles({kFixture + "regression.tfrecord"}), {2}}};
+                        {"floats", recordFiles({kFixture + "regression.tfrecord"}), {2}},
+                        {"JPEG, shorter side", jpegRecords(dir), {4, 3, 3}}};
   sets[3].source.resize = DataFiles::Resize::Bilinear;
   sets[4].source.resize = DataFiles::Resize::LegacyBilinear;
   sets[5].source.image_feature = "image";
   sets[6].source.image_feature = "x";
   sets[6].source.label_feature = "y";
+  sets[7].source.resize = DataFiles::Resize::Bilinear;
+  sets[7].source.resize_shorter_side = 5;
   for (const Set& set : sets) {
     INFO(set.name);
     const Dataset kept = loadExampleRecords(set.source, set.input);

@@ -29,7 +29,14 @@ TensorFlow, so its output is kept in the repository):
   jpeg-resized-3.f32, tf.image.resize(tf.io.decode_jpeg(image, channels),
   [4, 3]) / 255 for every image; jpeg-resized-legacy-3.f32, TensorFlow 1's
   tf.compat.v1.image.resize_images(tf.io.decode_jpeg(image, 3), [4, 3]) /
-  255 for every image.
+  255 for every image; jpeg-shorter-side-3.f32 and
+  jpeg-shorter-side-legacy-3.f32, each image of the kept jpeg.tfrecord
+  decoded to 3 channels, resized so that its shorter side is 5 with its
+  aspect kept (slim's vgg_preprocessing._aspect_preserving_resize, by
+  tf.image.resize or TensorFlow 1's resize_bilinear), then its centre
+  [4, 3] (tf.image.resize_with_crop_or_pad) / 255. Only these two:
+
+    ~/.cache/traind/tensorflow/bin/python3 test/make_tfrecord_fixture.py shorter_side
 
 Each run may write the records in other bytes (an Example's features are a
 map, whose order differs from run to run), with the same values: the tests'
@@ -38,6 +45,7 @@ byte offsets are those of the files kept here.
 
 import os
 import shutil
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -135,6 +143,30 @@ def write_jpeg_fixture():
                   for d in decoded])
 
 
+def write_shorter_side_fixture():
+    records = tf.data.TFRecordDataset(os.path.join(OUT, "jpeg.tfrecord"))
+    images = [tf.io.decode_jpeg(tf.train.Example.FromString(record.numpy()).features
+                                .feature["image/encoded"].bytes_list.value[0], channels=3)
+              for record in records]
+
+    def aspect_preserving(image, resize):
+        side = tf.constant(5.0)
+        height = tf.cast(tf.shape(image)[0], tf.float32)
+        width = tf.cast(tf.shape(image)[1], tf.float32)
+        scale = side / width if height > width else side / height
+        size = [tf.cast(tf.math.rint(height * scale), tf.int32),
+                tf.cast(tf.math.rint(width * scale), tf.int32)]
+        centre = tf.image.resize_with_crop_or_pad(resize(image, size), 4, 3)
+        return centre.numpy() / np.float32(255)
+
+    write_floats("jpeg-shorter-side-3.f32",
+                 [aspect_preserving(image, tf.image.resize) for image in images])
+    legacy = lambda image, size: tf.compat.v1.image.resize_bilinear(
+        image[None], size, align_corners=False)[0]
+    write_floats("jpeg-shorter-side-legacy-3.f32",
+                 [aspect_preserving(image, legacy) for image in images])
+
+
 def write(name, examples, compression=None):
     options = tf.io.TFRecordOptions(compression_type=compression) if compression else None
     with tf.io.TFRecordWriter(os.path.join(OUT, name), options) as writer:
@@ -153,6 +185,7 @@ def main():
     write("png-rgb.tfrecord", [png_example(i, (4, 3, 3)) for i in range(2)])
     write("png-rgba.tfrecord", [png_example(0, (2, 2, 4))])
     write_jpeg_fixture()
+    write_shorter_side_fixture()
     # What TensorFlow reads back is what was written.
     for name, compression, expected in [("images-1.tfrecord.gz", "GZIP", 5),
                                         ("images-2.tfrecord.zlib", "ZLIB", 3)]:
@@ -162,4 +195,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["shorter_side"]:
+        write_shorter_side_fixture()
+    else:
+        main()

@@ -985,6 +985,33 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
     INFO(message);
     CHECK(loadError(resized(train_resize, test_resize, augment)) == path + message);
   }
+  // A test set's shorter side: each image in proportion, then its centre.
+  const DataSpec shorter =
+      loadModelSpec(resized("{size: [10, 10]}", "{method: legacy_bilinear, shorter_side: 9}",
+                            "{random_crop: {size: [8, 8]}}"))
+          .data;
+  CHECK(shorter.test->resize == DataFiles::Resize::LegacyBilinear);
+  CHECK(shorter.test->resize_shorter_side == 9);
+  CHECK(shorter.test->resize_height == 0);
+  CHECK(loadModelSpec(resized("bilinear", "{shorter_side: 8}", "")).data.test->resize_shorter_side ==
+        8);
+  const std::array<const char*, 4> refused_sides[] = {
+      {"{shorter_side: 10}", "bilinear", "",
+       ":5:57: data.train.resize.shorter_side: expected it of a test set only "
+       "(data.test.resize): training images are kept at one size to draw windows and boxes of, "
+       "{size: [H, W]}"},
+      {"bilinear", "{shorter_side: 10, size: [8, 8]}", "",
+       ":6:66: data.test.resize.size: expected a size or a shorter_side, not both"},
+      {"bilinear", "{shorter_side: 7}", "",
+       ":6:56: data.test.resize.shorter_side: expected a side no shorter than the model's "
+       "input's height and width [8, 8], the centre window each image gives, got 7"},
+      {"bilinear", "{shorter_side: 0}", "",
+       ":6:56: data.test.resize.shorter_side: expected a positive integer, got 0"},
+  };
+  for (const auto& [train_resize, test_resize, augment, message] : refused_sides) {
+    INFO(message);
+    CHECK(loadError(resized(train_resize, test_resize, augment)) == path + message);
+  }
   // Synthetic data are neither images nor files to share.
   CHECK(loadError(writeDataSpec(dir, "[1]",
                                 "  synthetic: {type: regression}\n"
@@ -1024,11 +1051,11 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
       loadModelSpec(spec("{size: [8, 8], aspect_ratio: [1, 1]}")).data.augment;
   CHECK(augmentationText(aspect) == "random_crop 8x8 area [0.05, 1] aspect_ratio [1, 1]");
   CHECK_FALSE(loadModelSpec(spec("{size: [8, 8]}", "{size: [10, 10]}")).data.augment.boxes());
-  // A box is resized to the window whatever its size: training images may
-  // be resized to the window itself, or to less than it.
+  // A box is resized to the window: training images may be resized to the
+  // window itself, with or without a size, but not to less than it.
   CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}")).data.train.resize_height == 0);
-  CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}", "{size: [6, 6]}"))
-            .data.train.resize_height == 6);
+  CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}", "{size: [8, 8]}"))
+            .data.train.resize_height == 8);
 
   const std::string path = (dir.path() / "spec.yaml").string();
   const std::pair<const char*, const char*> refused[] = {
@@ -1063,6 +1090,10 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
     INFO(crop);
     CHECK(loadError(spec(crop)) == path + message);
   }
+  CHECK(loadError(spec("{size: [8, 8], area: [0.5, 1]}", "{size: [6, 8]}")) ==
+        path +
+            ":5:49: data.train.resize.size: expected a size that holds the window [8, 8] (padded "
+            "by 0 on every side: data.augment.random_crop), got [6, 8]");
 }
 
 TEST_CASE("standardize: per_image, the training and test sets' examples", "[model_spec]") {

@@ -705,13 +705,20 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 24x24 area [0.5, 1] "
                                            "aspect_ratio [0.75, 1.33] flip_left_right\n"));
-  // A box is resized to the window whatever their sizes: a window larger
-  // than the images enlarges each box.
+  // A window of the images' own size: each box is enlarged to the whole.
+  writeFile(dir / "whole.yaml",
+            boxed("[28, 28, 1]", "{random_crop: {size: [28, 28], area: [0.5, 1]}}"));
+  CHECK(runTraind("check --model " + (dir / "whole.yaml").string()).exit_code == 0);
+  // A window larger than the images is refused, as for windows: the test
+  // images would be evaluated through centres padded with 0.
   writeFile(dir / "larger.yaml",
             boxed("[32, 32, 1]", "{random_crop: {size: [32, 32], area: [0.5, 1]}}"));
   const ProcessResult larger = runTraind("check --model " + (dir / "larger.yaml").string());
-  INFO(larger.output);
-  CHECK(larger.exit_code == 0);
+  CHECK(larger.exit_code == 2);
+  CHECK_THAT(larger.output, Catch::Contains("larger.yaml:23:") &&
+                                Catch::Contains(": data.augment.random_crop.size: expected a "
+                                                "window inside the training images of [28, 28, "
+                                                "1] padded by 0 on every side, got [32, 32]"));
   // Padding goes with windows, not boxes.
   writeFile(dir / "padded.yaml",
             boxed("[24, 24, 1]", "{random_crop: {size: [24, 24], area: [0.5, 1], padding: 2}}"));
@@ -721,6 +728,34 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
                                 Catch::Contains(": data.augment.random_crop.padding: expected no "
                                                 "padding with a box of random area and aspect "
                                                 "ratio (area, aspect_ratio)"));
+
+  // Inception's way with photographs of any size: boxes of the images
+  // resized to one size for training; for evaluation each image resized in
+  // proportion (its shorter side 4), then its centre window.
+  const std::string jpeg = std::string(TRAIND_SOURCE_DIR) + "/test/data/tfrecord/jpeg.tfrecord";
+  const std::string records =
+      "{tfrecords: " + jpeg + ", image_feature: image/encoded, label_feature: image/class/label, ";
+  writeFile(dir / "photos.yaml",
+            "input: [3, 3, 3]\n"
+            "layers: [{type: flatten}, {type: dense, units: 7}]\n"
+            "optimizer: {type: sgd, learning_rate: 0.1}\n"
+            "data:\n"
+            "  train: " +
+                records +
+                "resize: {size: [5, 4]}}\n"
+                "  test: " +
+                records +
+                "resize: {shorter_side: 4}}\n"
+                "  batch_size: 2\n"
+                "  augment: {random_crop: {size: [3, 3], area: [0.3, 1]}}\n"
+                "training: {epochs: 2}\n");
+  const ProcessResult photos =
+      runTraind("--model " + (dir / "photos.yaml").string() +
+                " --threads 1 --log-every 1 --checkpoint-dir " + (dir / "photos").string());
+  INFO(photos.output);
+  CHECK(photos.exit_code == 0);
+  CHECK(lossLines(photos.output).size() == 6);
+  CHECK_THAT(photos.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
 }
 
 TEST_CASE("standardize: per_image: training and evaluation both see standardized examples") {
