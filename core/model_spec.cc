@@ -33,6 +33,8 @@ namespace fs = std::filesystem;
 // Sizes (units, filters, windows, input dimensions) stay below 2^31 so that
 // products of two of them cannot overflow int64 in later shape arithmetic.
 constexpr int64_t kMaxDimension = INT32_MAX;
+// The longest shorter side a test set's images are resized to.
+constexpr int64_t kMaxShorterSide = 65536;
 
 std::string formatNumber(float value) {
   char text[32];
@@ -594,7 +596,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
            "expected it of a test set only (data.test.resize): training images are kept at "
            "one size to draw windows and boxes of, {size: [H, W]}");
     if (size) fail(*size, "expected a size or a shorter_side, not both");
-    source.resize_shorter_side = readInt(*shorter_side, 1, kMaxDimension);
+    // Bounded so that float keeps the shorter side exact (sizeWithShorterSide).
+    source.resize_shorter_side = readInt(*shorter_side, 1, kMaxShorterSide);
     if (source.resize_shorter_side < std::max(input[0], input[1]))
       fail(*shorter_side,
            fmt::format("expected a side no shorter than the model's input's height and width "

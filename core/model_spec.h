@@ -124,9 +124,9 @@ struct DataFiles {
   int64_t resize_height = 0;
   int64_t resize_width = 0;
   // Or, for a test set, the side the shorter of each image's height and
-  // width is resized to, the other kept in proportion (slim's VGG and the
-  // official ResNet's evaluation), before the centre window of the model's
-  // input is taken of it; 0 = none
+  // width is resized to, the other kept in proportion (slim's VGG
+  // evaluation), before the centre window of the model's input is taken of
+  // it; 0 = none
   int64_t resize_shorter_side = 0;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   // TfRecord: false leaves the examples in their files, each read and

@@ -386,15 +386,42 @@ TEST_CASE("a shorter side keeps each image's aspect, then its centre window is t
   CHECK(sizeWithShorterSide(9, 7, 5) == std::pair<int64_t, int64_t>{6, 5});
   CHECK(sizeWithShorterSide(6, 8, 5) == std::pair<int64_t, int64_t>{5, 7});
   CHECK(sizeWithShorterSide(2, 2, 5) == std::pair<int64_t, int64_t>{5, 5});
-  // An image far from square: only its centre is ever made (a 1 x 100000
-  // image's whole would be 256 x 25600000 floats).
-  const std::vector<uint8_t> line(100000, 200);
-  std::vector<float> centre(4 * 3);
+  // Ties go to the even side, as tf.math.rint takes them (rounding half up
+  // would give 5 wide here).
+  CHECK(sizeWithShorterSide(2, 3, 3) == std::pair<int64_t, int64_t>{3, 4});
+  CHECK(sizeWithShorterSide(2, 5, 3) == std::pair<int64_t, int64_t>{3, 8});
+  // Only the window is ever made, the same values as of the whole resized
+  // image: of a ramp 1 x 1000 to 16 x 16000, and of 1 x 100000 to 256 x
+  // 25600000, whose whole would take 98 GiB.
+  std::vector<uint8_t> ramp(100000);
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = uint8_t(i * 7 % 251);
+  for (const PixelCentres centres : {PixelCentres::Half, PixelCentres::Legacy}) {
+    const auto [height, width] = sizeWithShorterSide(1, 1000, 16);
+    REQUIRE(width == 16000);
+    std::vector<float> whole(size_t(height * width));
+    resizeBilinear(ramp.data(), 1, 1000, 1, height, width, centres, whole.data());
+    std::vector<float> part(4 * 3);
+    resizeBilinearPart(ramp.data(), 1, 1000, 1, height, width, 6, 7998, 4, 3, centres, part.data());
+    for (int64_t y = 0; y < 4; ++y)
+      for (int64_t x = 0; x < 3; ++x)
+        CHECK(part[size_t(y * 3 + x)] == whole[size_t((6 + y) * width + 7998 + x)]);
+  }
   const auto [height, width] = sizeWithShorterSide(1, 100000, 256);
   CHECK(width == 25600000);
-  resizeBilinearPart(line.data(), 1, 100000, 1, height, width, (height - 4) / 2, (width - 3) / 2, 4,
+  std::vector<float> centre(4 * 3);
+  resizeBilinearPart(ramp.data(), 1, 100000, 1, height, width, (height - 4) / 2, (width - 3) / 2, 4,
                      3, PixelCentres::Half, centre.data());
-  CHECK(centre == std::vector<float>(12, 200.0f));
+  // The centre columns of the 256 x 25600000 sample the ramp's middle,
+  // about column 50000, where tf.image.resize's float arithmetic puts them.
+  for (int64_t y = 0; y < 4; ++y)
+    for (int64_t x = 0; x < 3; ++x) {
+      const float at = (float(12799998 + x) + 0.5f) * (100000.0f / 25600000.0f) - 0.5f;
+      const int64_t below = int64_t(std::floor(at));
+      const float expected =
+          float(ramp[size_t(below)]) +
+          (float(ramp[size_t(below + 1)]) - float(ramp[size_t(below)])) * (at - float(below));
+      CHECK(centre[size_t(y * 3 + x)] == expected);
+    }
 }
 
 TEST_CASE("resized images take the model's input, whatever height and width the records give",

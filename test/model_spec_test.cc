@@ -996,6 +996,9 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   CHECK(loadModelSpec(resized("bilinear", "{shorter_side: 8}", "")).data.test->resize_shorter_side ==
         8);
   const std::array<const char*, 4> refused_sides[] = {
+      {"bilinear", "{shorter_side: 70000}", "",
+       ":6:56: data.test.resize.shorter_side: expected a positive integer of at most 65536, got "
+       "70000"},
       {"{shorter_side: 10}", "bilinear", "",
        ":5:57: data.train.resize.shorter_side: expected it of a test set only "
        "(data.test.resize): training images are kept at one size to draw windows and boxes of, "
