@@ -31,29 +31,52 @@ std::vector<Sample> samples(int64_t in_size, int64_t out_size, int64_t first, in
   return result;
 }
 
-// resizeBilinearPart of `in`'s values, bytes or floats, `row_stride` apart.
-template <typename Value>
+// Where each output column's two input pixels begin, in values from the
+// row's start.
+struct ColumnPlace {
+  size_t lower, upper;
+  float weight;
+};
+
+// resizeBilinearPart of `in`'s values, bytes or floats, `row_stride` apart,
+// of `Channels` channels (0: `channels`, known only at run time).
+template <int Channels, typename Value>
 void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t width, int channels,
                 int64_t out_height, int64_t out_width, int64_t top, int64_t left, int64_t rows_out,
                 int64_t columns_out, PixelCentres centres, float* out) {
-  const std::vector<Sample> rows = samples(height, out_height, top, rows_out, centres);
-  const std::vector<Sample> columns = samples(width, out_width, left, columns_out, centres);
-  const auto at = [&](int64_t y, int64_t x, int c) {
-    return float(in[size_t(y) * row_stride + size_t(x) * size_t(channels) + size_t(c)]);
-  };
-  for (const Sample& row : rows) {
-    for (const Sample& column : columns) {
-      for (int c = 0; c < channels; ++c) {
-        const float top_left = at(row.lower, column.lower, c);
-        const float top_right = at(row.lower, column.upper, c);
-        const float bottom_left = at(row.upper, column.lower, c);
-        const float bottom_right = at(row.upper, column.upper, c);
+  const size_t values = size_t(Channels > 0 ? Channels : channels);
+  std::vector<ColumnPlace> columns;
+  columns.reserve(size_t(columns_out));
+  for (const Sample& column : samples(width, out_width, left, columns_out, centres))
+    columns.push_back(
+        {size_t(column.lower) * values, size_t(column.upper) * values, column.weight});
+  for (const Sample& row : samples(height, out_height, top, rows_out, centres)) {
+    const Value* upper_row = in + size_t(row.lower) * row_stride;
+    const Value* lower_row = in + size_t(row.upper) * row_stride;
+    for (const ColumnPlace& column : columns) {
+      for (size_t c = 0; c < values; ++c) {
+        const float top_left = float(upper_row[column.lower + c]);
+        const float top_right = float(upper_row[column.upper + c]);
+        const float bottom_left = float(lower_row[column.lower + c]);
+        const float bottom_right = float(lower_row[column.upper + c]);
         const float top = top_left + (top_right - top_left) * column.weight;
         const float bottom = bottom_left + (bottom_right - bottom_left) * column.weight;
         *out++ = top + (bottom - top) * row.weight;
       }
     }
   }
+}
+
+// resizeRows for grey and RGB images with their channels known when compiled.
+template <typename Value>
+void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t width, int channels,
+                int64_t out_height, int64_t out_width, int64_t top, int64_t left, int64_t rows_out,
+                int64_t columns_out, PixelCentres centres, float* out) {
+  const auto resize = channels == 3   ? resizeRows<3, Value>
+                      : channels == 1 ? resizeRows<1, Value>
+                                      : resizeRows<0, Value>;
+  resize(in, row_stride, height, width, channels, out_height, out_width, top, left, rows_out,
+         columns_out, centres, out);
 }
 
 }  // namespace
