@@ -1,7 +1,8 @@
 // Random distortions of training images (data.augment), applied to each
 // example as the input pipeline gathers its batch, in TensorFlow 1's order:
-// crop of the zero-padded image, left-right flip, brightness, saturation,
-// hue, contrast; and the centred crop evaluation takes of a test image
+// crop of the zero-padded image (or a box of random area and aspect ratio
+// resized to the window), left-right flip, brightness, saturation, hue,
+// contrast; and the centred crop evaluation takes of a test image
 // where training crops a window smaller than the images.
 //
 // What an example gets is drawn from its own generator, keyed by the seed,

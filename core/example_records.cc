@@ -470,6 +470,14 @@ class ExampleLoader {
         (model_input.size() != 3 || (model_input[2] != 1 && model_input[2] != 3)))
       throw std::invalid_argument("images resized to an input of " + shapeToString(model_input) +
                                   ", not [height, width, 1 or 3]");
+    // The window of a shorter side's resize must lie inside every image.
+    if (source.resize_shorter_side > 0 &&
+        (image_kind_ != ImageKind::Resized || source.resize_height > 0 ||
+         source.resize_shorter_side < std::max(model_input[0], model_input[1])))
+      throw std::invalid_argument(
+          fmt::format("a shorter side of {} for an input of {}, with a resize's size of [{}, {}]",
+                      source.resize_shorter_side, shapeToString(model_input), source.resize_height,
+                      source.resize_width));
   }
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.

@@ -34,9 +34,10 @@ namespace traind {
 //   With source.resize, a PNG or JPEG image of any size, of the input's
 //   channels, resized to `model_input` (core/image_resize.h), or to
 //   source.resize_height and resize_width where they are set, or in
-//   proportion to source.resize_shorter_side and then the centre window of
-//   `model_input` taken of it, and / 255, kept as floats; `model_input` must then be [height,
-//   width, 1 or 3] (std::invalid_argument).
+//   proportion to source.resize_shorter_side (at least the input's height
+//   and width, and no size then) and then the centre window of
+//   `model_input` taken of it, and / 255, kept as floats; `model_input`
+//   must then be [height, width, 1 or 3] (std::invalid_argument).
 // - source.label_feature: an int64_list of one class, 0 or more; or a
 //   float_list of one regression target.
 // - height, width and depth (each one int64, depth 1 when absent), if the

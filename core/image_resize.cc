@@ -51,14 +51,14 @@ void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t widt
     columns.push_back(
         {size_t(column.lower) * values, size_t(column.upper) * values, column.weight});
   for (const Sample& row : samples(height, out_height, top, rows_out, centres)) {
-    const Value* upper_row = in + size_t(row.lower) * row_stride;
-    const Value* lower_row = in + size_t(row.upper) * row_stride;
+    const Value* top_row = in + size_t(row.lower) * row_stride;
+    const Value* bottom_row = in + size_t(row.upper) * row_stride;
     for (const ColumnPlace& column : columns) {
       for (size_t c = 0; c < values; ++c) {
-        const float top_left = float(upper_row[column.lower + c]);
-        const float top_right = float(upper_row[column.upper + c]);
-        const float bottom_left = float(lower_row[column.lower + c]);
-        const float bottom_right = float(lower_row[column.upper + c]);
+        const float top_left = float(top_row[column.lower + c]);
+        const float top_right = float(top_row[column.upper + c]);
+        const float bottom_left = float(bottom_row[column.lower + c]);
+        const float bottom_right = float(bottom_row[column.upper + c]);
         const float top = top_left + (top_right - top_left) * column.weight;
         const float bottom = bottom_left + (bottom_right - bottom_left) * column.weight;
         *out++ = top + (bottom - top) * row.weight;
@@ -94,17 +94,17 @@ void resizeBilinearPart(const uint8_t* in, int64_t height, int64_t width, int ch
              top, left, rows, columns, centres, out);
 }
 
-std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side) {
-  const float scale = float(side) / float(std::min(height, width));
-  return {int64_t(std::nearbyint(float(height) * scale)),
-          int64_t(std::nearbyint(float(width) * scale))};
-}
-
 void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
                     int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
                     float* out) {
   resizeRows(in, size_t(row_stride), height, width, channels, out_height, out_width, 0, 0,
              out_height, out_width, centres, out);
+}
+
+std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side) {
+  const float scale = float(side) / float(std::min(height, width));
+  return {int64_t(std::nearbyint(float(height) * scale)),
+          int64_t(std::nearbyint(float(width) * scale))};
 }
 
 }  // namespace traind

@@ -34,17 +34,17 @@ void resizeBilinearPart(const uint8_t* in, int64_t height, int64_t width, int ch
                         int64_t out_height, int64_t out_width, int64_t top, int64_t left,
                         int64_t rows, int64_t columns, PixelCentres centres, float* out);
 
+// resizeBilinear of the `height` x `width` x `channels` floats at `in`,
+// whose rows lie `row_stride` floats apart: a box of a larger image (as
+// tf.image.resize of a tf.slice of it).
+void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
+                    int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
+                    float* out);
+
 // The height and width of an image of `height` x `width` resized so that
 // its shorter side is `side` and its aspect is kept, each rounded to the
 // nearest (ties to even), as slim's vgg_preprocessing._smallest_size_at_least
 // reckons them (in float).
 std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side);
-
-// The same of the `height` x `width` x `channels` floats at `in`, whose rows
-// lie `row_stride` floats apart: a box of a larger image (as
-// tf.image.resize of a tf.slice of it).
-void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
-                    int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
-                    float* out);
 
 }  // namespace traind

@@ -174,7 +174,7 @@ class TensorflowCheckpointReader {
                                            std::string_view variable_key,
                                            std::string_view slot_name) const;
   // The names of the slots the optimizer at `optimizer_path` keeps, each
-  // once, in the graph's order.
+  // once, in the graph's order; valid while the reader lives.
   const std::vector<std::string>& objectSlotNames(std::string_view optimizer_path) const;
   // Whether the object at `path`, or one under it, holds a variable's value.
   bool objectHoldsValues(std::string_view path) const;

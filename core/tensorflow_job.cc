@@ -262,9 +262,9 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   said.push_back(fmt::format("{} variables from {} at global step {}",
                              state.layout().views().size(), checkpoint, global_step));
   for (size_t s = 0; s < slots.size(); ++s)
-    said.push_back(keras ? keras->describeSlot(spec, slots[s])
-                         : fmt::format("'{}' state from <variable>/{}", slots[s],
-                                       tensorflow_slots[s]));
+    said.push_back(
+        keras ? keras->describeSlot(spec, slots[s])
+              : fmt::format("'{}' state from <variable>/{}", slots[s], tensorflow_slots[s]));
   if (keras)
     if (std::optional<std::string> job_rate = keras->describeRate(rate)) said.push_back(*job_rate);
   // What the job had under the scope that this model has no place for (a

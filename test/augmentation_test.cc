@@ -300,6 +300,26 @@ TEST_CASE("a box is resized to the window as tf.image.resize resizes a slice of 
     INFO("value " << i);
     CHECK(resized[i] == Approx(tensorflow[i]).epsilon(1e-6));
   }
+  // Grey and RGB images take paths of their own, their channels known when
+  // compiled: each channel of a box of 2 or 3 resizes as it does alone.
+  for (const int64_t channels : {int64_t(2), int64_t(3)}) {
+    const Shape many{5, 6, channels};
+    const std::vector<float> pixels = distinctImage(many);
+    const int64_t row = 6 * channels;
+    std::vector<float> together(size_t(4 * 5 * channels));
+    resizeBilinear(pixels.data() + 1 * row + 2 * channels, row, 3, 3, int(channels), 4, 5,
+                   PixelCentres::Half, together.data());
+    for (int64_t c = 0; c < channels; ++c) {
+      std::vector<float> channel(30), alone(20);
+      for (size_t i = 0; i < channel.size(); ++i)
+        channel[i] = pixels[i * size_t(channels) + size_t(c)];
+      resizeBilinear(channel.data() + 1 * 6 + 2, 6, 3, 3, 1, 4, 5, PixelCentres::Half,
+                     alone.data());
+      INFO(channels << " channels, channel " << c);
+      for (size_t i = 0; i < alone.size(); ++i)
+        CHECK(together[i * size_t(channels) + size_t(c)] == alone[i]);
+    }
+  }
 
   // augmentImage: the box its key draws first, resized to the window, then
   // mirrored in about half the draws with flip_left_right.

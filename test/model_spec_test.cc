@@ -993,8 +993,9 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   CHECK(shorter.test->resize == DataFiles::Resize::LegacyBilinear);
   CHECK(shorter.test->resize_shorter_side == 9);
   CHECK(shorter.test->resize_height == 0);
-  CHECK(loadModelSpec(resized("bilinear", "{shorter_side: 8}", "")).data.test->resize_shorter_side ==
-        8);
+  CHECK(
+      loadModelSpec(resized("bilinear", "{shorter_side: 8}", "")).data.test->resize_shorter_side ==
+      8);
   const std::array<const char*, 4> refused_sides[] = {
       {"bilinear", "{shorter_side: 70000}", "",
        ":6:56: data.test.resize.shorter_side: expected a positive integer of at most 65536, got "
@@ -1082,6 +1083,9 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
       {"{size: [8, 8], aspect_ratio: [0, 2]}",
        ":6:56: data.augment.random_crop.aspect_ratio[0]: expected a number from 0.01 to 100 "
        "(width over height), got 0"},
+      {"{size: [8, 8], aspect_ratio: [0.5, 101]}",
+       ":6:61: data.augment.random_crop.aspect_ratio[1]: expected a number from 0.01 to 100 "
+       "(width over height), got 101"},
       {"{size: [8, 8], aspect_ratio: [1, 2, 3]}",
        ":6:55: data.augment.random_crop.aspect_ratio: expected [lower, upper], two numbers, got a "
        "list of 3 items"},
