@@ -40,6 +40,26 @@ std::vector<std::string> lossLines(const std::string& output) {
   return lines;
 }
 
+// A spec of a dense model of 7 classes over test/data/tfrecord/jpeg.tfrecord's
+// photographs of several sizes, for both sets, each with its `resize`,
+// batches of 2 distorted by `augment`, two epochs.
+std::string photoSpec(const std::string& train_resize, const std::string& test_resize,
+                      const std::string& augment) {
+  const std::string records = "{tfrecords: " + std::string(TRAIND_SOURCE_DIR) +
+                              "/test/data/tfrecord/jpeg.tfrecord, image_feature: image/encoded, "
+                              "label_feature: image/class/label, resize: ";
+  return "input: [3, 3, 3]\n"
+         "layers: [{type: flatten}, {type: dense, units: 7}]\n"
+         "optimizer: {type: sgd, learning_rate: 0.1}\n"
+         "data:\n"
+         "  train: " +
+         records + train_resize + "}\n  test: " + records + test_resize +
+         "}\n"
+         "  batch_size: 2\n"
+         "  augment: " +
+         augment + "\ntraining: {epochs: 2}\n";
+}
+
 }  // namespace
 
 TEST_CASE("fashion_mlp learns on a slice") {
@@ -643,24 +663,8 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
   // The ImageNet pipelines' way: photographs of any size resized to one
   // larger than the window (256 for 224 there), random windows of them for
   // training, the centre window of each for evaluation.
-  const std::string jpeg = std::string(TRAIND_SOURCE_DIR) + "/test/data/tfrecord/jpeg.tfrecord";
-  const std::string records = "{tfrecords: " + jpeg +
-                              ", image_feature: image/encoded, label_feature: image/class/label, "
-                              "resize: {size: [5, 4]}}";
   writeFile(dir / "resized.yaml",
-            "input: [3, 3, 3]\n"
-            "layers: [{type: flatten}, {type: dense, units: 7}]\n"
-            "optimizer: {type: sgd, learning_rate: 0.1}\n"
-            "data:\n"
-            "  train: " +
-                records +
-                "\n"
-                "  test: " +
-                records +
-                "\n"
-                "  batch_size: 2\n"
-                "  augment: {random_crop: {size: [3, 3]}}\n"
-                "training: {epochs: 2}\n");
+            photoSpec("{size: [5, 4]}", "{size: [5, 4]}", "{random_crop: {size: [3, 3]}}"));
   const ProcessResult resized =
       runTraind("--model " + (dir / "resized.yaml").string() +
                 " --threads 1 --log-every 1 --checkpoint-dir " + (dir / "resized").string());
@@ -732,23 +736,8 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
   // Inception's way with photographs of any size: boxes of the images
   // resized to one size for training; for evaluation each image resized in
   // proportion (its shorter side 4), then its centre window.
-  const std::string jpeg = std::string(TRAIND_SOURCE_DIR) + "/test/data/tfrecord/jpeg.tfrecord";
-  const std::string records =
-      "{tfrecords: " + jpeg + ", image_feature: image/encoded, label_feature: image/class/label, ";
-  writeFile(dir / "photos.yaml",
-            "input: [3, 3, 3]\n"
-            "layers: [{type: flatten}, {type: dense, units: 7}]\n"
-            "optimizer: {type: sgd, learning_rate: 0.1}\n"
-            "data:\n"
-            "  train: " +
-                records +
-                "resize: {size: [5, 4]}}\n"
-                "  test: " +
-                records +
-                "resize: {shorter_side: 4}}\n"
-                "  batch_size: 2\n"
-                "  augment: {random_crop: {size: [3, 3], area: [0.3, 1]}}\n"
-                "training: {epochs: 2}\n");
+  writeFile(dir / "photos.yaml", photoSpec("{size: [5, 4]}", "{shorter_side: 4}",
+                                           "{random_crop: {size: [3, 3], area: [0.3, 1]}}"));
   const ProcessResult photos =
       runTraind("--model " + (dir / "photos.yaml").string() +
                 " --threads 1 --log-every 1 --checkpoint-dir " + (dir / "photos").string());
