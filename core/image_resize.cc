@@ -42,15 +42,15 @@ struct ColumnPlace {
 // of `Channels` channels (0: `channels`, known only at run time).
 template <int Channels, typename Value>
 void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t width, int channels,
-                int64_t out_height, int64_t out_width, int64_t top, int64_t left, int64_t rows_out,
-                int64_t columns_out, PixelCentres centres, float* out) {
+                int64_t out_height, int64_t out_width, int64_t first_row, int64_t first_column,
+                int64_t rows_out, int64_t columns_out, PixelCentres centres, float* out) {
   const size_t values = size_t(Channels > 0 ? Channels : channels);
   std::vector<ColumnPlace> columns;
   columns.reserve(size_t(columns_out));
-  for (const Sample& column : samples(width, out_width, left, columns_out, centres))
+  for (const Sample& column : samples(width, out_width, first_column, columns_out, centres))
     columns.push_back(
         {size_t(column.lower) * values, size_t(column.upper) * values, column.weight});
-  for (const Sample& row : samples(height, out_height, top, rows_out, centres)) {
+  for (const Sample& row : samples(height, out_height, first_row, rows_out, centres)) {
     const Value* top_row = in + size_t(row.lower) * row_stride;
     const Value* bottom_row = in + size_t(row.upper) * row_stride;
     for (const ColumnPlace& column : columns) {
@@ -70,13 +70,13 @@ void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t widt
 // resizeRows for grey and RGB images with their channels known when compiled.
 template <typename Value>
 void resizeRows(const Value* in, size_t row_stride, int64_t height, int64_t width, int channels,
-                int64_t out_height, int64_t out_width, int64_t top, int64_t left, int64_t rows_out,
-                int64_t columns_out, PixelCentres centres, float* out) {
+                int64_t out_height, int64_t out_width, int64_t first_row, int64_t first_column,
+                int64_t rows_out, int64_t columns_out, PixelCentres centres, float* out) {
   const auto resize = channels == 3   ? resizeRows<3, Value>
                       : channels == 1 ? resizeRows<1, Value>
                                       : resizeRows<0, Value>;
-  resize(in, row_stride, height, width, channels, out_height, out_width, top, left, rows_out,
-         columns_out, centres, out);
+  resize(in, row_stride, height, width, channels, out_height, out_width, first_row, first_column,
+         rows_out, columns_out, centres, out);
 }
 
 }  // namespace
