@@ -40,6 +40,17 @@ std::vector<std::string> lossLines(const std::string& output) {
   return lines;
 }
 
+// configs/models/fashion_mlp.yaml with the input `input` ("[24, 24, 1]")
+// and data.augment `augment`.
+std::string augmentedMlpSpec(const std::string& input, const std::string& augment) {
+  std::string spec = exampleSpec("fashion_mlp.yaml");
+  spec = replaceAll(spec, "input: [28, 28, 1]", "input: " + input);
+  spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  augment: " + augment);
+  REQUIRE(spec.find("input: " + input) != std::string::npos);
+  REQUIRE(spec.find("augment:") != std::string::npos);
+  return spec;
+}
+
 // A spec of a dense model of 7 classes over test/data/tfrecord/jpeg.tfrecord's
 // photographs of several sizes, for both sets, each with its `resize`,
 // batches of 2 distorted by `augment`, two epochs.
@@ -610,16 +621,9 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
   // cifar10_input's way: random 24x24 windows of the training images, the
   // centre 24x24 of each test image.
   const auto dir = freshTempDir("window");
-  const auto windowed = [&](const std::string& augment) {
-    std::string spec = exampleSpec("fashion_mlp.yaml");
-    spec = replaceAll(spec, "input: [28, 28, 1]", "input: [24, 24, 1]");
-    spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  augment: " + augment);
-    REQUIRE(spec.find("input: [24, 24, 1]") != std::string::npos);
-    REQUIRE(spec.find("augment:") != std::string::npos);
-    return spec;
-  };
-  writeFile(dir / "window.yaml",
-            windowed("{random_crop: {size: [24, 24]}, flip_left_right: true}"));
+  writeFile(
+      dir / "window.yaml",
+      augmentedMlpSpec("[24, 24, 1]", "{random_crop: {size: [24, 24]}, flip_left_right: true}"));
   const ProcessResult run =
       runTraind("--model " + (dir / "window.yaml").string() +
                 " --threads 1 --max-steps 100 --log-every 50 --eval-every 100 --checkpoint-dir " +
@@ -640,7 +644,7 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
                                                       summaryValue(run.output, "test loss"))));
 
   // A window beyond the padded images; colours of grey images.
-  writeFile(dir / "wide.yaml", windowed("{random_crop: {size: [24, 30]}}"));
+  writeFile(dir / "wide.yaml", augmentedMlpSpec("[24, 24, 1]", "{random_crop: {size: [24, 30]}}"));
   writeFile(dir / "wide.yaml",
             replaceAll(readFile(dir / "wide.yaml"), "input: [24, 24, 1]", "input: [24, 30, 1]"));
   const ProcessResult wide = runTraind("check --model " + (dir / "wide.yaml").string());
@@ -652,7 +656,7 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
   writeFile(dir / "padded.yaml", replaceAll(readFile(dir / "wide.yaml"), "size: [24, 30]",
                                             "size: [24, 30], padding: 1"));
   CHECK(runTraind("check --model " + (dir / "padded.yaml").string()).exit_code == 0);
-  writeFile(dir / "grey.yaml", windowed("{saturation: [0.5, 1.5]}"));
+  writeFile(dir / "grey.yaml", augmentedMlpSpec("[24, 24, 1]", "{saturation: [0.5, 1.5]}"));
   const ProcessResult grey = runTraind("check --model " + (dir / "grey.yaml").string());
   CHECK(grey.exit_code == 2);
   CHECK_THAT(grey.output,
@@ -687,17 +691,11 @@ TEST_CASE("augment random_crop size: the model takes windows, the test set its c
 
 TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized to the window") {
   const auto dir = freshTempDir("boxes");
-  const auto boxed = [&](const std::string& input, const std::string& augment) {
-    std::string spec = exampleSpec("fashion_mlp.yaml");
-    spec = replaceAll(spec, "input: [28, 28, 1]", "input: " + input);
-    spec = replaceAll(spec, "  batch_size: 100", "  batch_size: 100\n  augment: " + augment);
-    REQUIRE(spec.find("augment:") != std::string::npos);
-    return spec;
-  };
   writeFile(dir / "boxes.yaml",
-            boxed("[24, 24, 1]",
-                  "{random_crop: {size: [24, 24], area: [0.5, 1], aspect_ratio: [0.75, 1.33]}, "
-                  "flip_left_right: true}"));
+            augmentedMlpSpec(
+                "[24, 24, 1]",
+                "{random_crop: {size: [24, 24], area: [0.5, 1], aspect_ratio: [0.75, 1.33]}, "
+                "flip_left_right: true}"));
   const ProcessResult run =
       runTraind("--model " + (dir / "boxes.yaml").string() +
                 " --threads 1 --max-steps 100 --log-every 50 --eval-every 100 --checkpoint-dir " +
@@ -711,12 +709,12 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
                                            "aspect_ratio [0.75, 1.33] flip_left_right\n"));
   // A window of the images' own size: each box is enlarged to the whole.
   writeFile(dir / "whole.yaml",
-            boxed("[28, 28, 1]", "{random_crop: {size: [28, 28], area: [0.5, 1]}}"));
+            augmentedMlpSpec("[28, 28, 1]", "{random_crop: {size: [28, 28], area: [0.5, 1]}}"));
   CHECK(runTraind("check --model " + (dir / "whole.yaml").string()).exit_code == 0);
   // A window larger than the images is refused, as for windows: the test
   // images would be evaluated through centres padded with 0.
   writeFile(dir / "larger.yaml",
-            boxed("[32, 32, 1]", "{random_crop: {size: [32, 32], area: [0.5, 1]}}"));
+            augmentedMlpSpec("[32, 32, 1]", "{random_crop: {size: [32, 32], area: [0.5, 1]}}"));
   const ProcessResult larger = runTraind("check --model " + (dir / "larger.yaml").string());
   CHECK(larger.exit_code == 2);
   CHECK_THAT(larger.output, Catch::Contains("larger.yaml:23:") &&
@@ -725,7 +723,8 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
                                                 "1] padded by 0 on every side, got [32, 32]"));
   // Padding goes with windows, not boxes.
   writeFile(dir / "padded.yaml",
-            boxed("[24, 24, 1]", "{random_crop: {size: [24, 24], area: [0.5, 1], padding: 2}}"));
+            augmentedMlpSpec("[24, 24, 1]",
+                             "{random_crop: {size: [24, 24], area: [0.5, 1], padding: 2}}"));
   const ProcessResult padded = runTraind("check --model " + (dir / "padded.yaml").string());
   CHECK(padded.exit_code == 2);
   CHECK_THAT(padded.output, Catch::Contains("padded.yaml:23:") &&
