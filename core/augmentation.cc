@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "core/image_resize.h"
 
@@ -164,6 +165,37 @@ void fromHsv(const Hsv& hsv, float* rgb) {
   rgb[2] = b + lowest;
 }
 
+// The distortions of values that follow a crop or a box, in TensorFlow 1's
+// order, of the `pixels` x `channels` values at `out`, drawn from `rng`.
+void distortValues(const Augmentation& augment, Rng& rng, float* out, int64_t pixels,
+                   int64_t channels) {
+  const size_t values = size_t(pixels * channels);
+  if (augment.brightness > 0.0f) {
+    const float delta = uniformIn(rng, -augment.brightness, augment.brightness);
+    for (size_t i = 0; i < values; ++i) out[i] += delta;
+  }
+  if (augment.colours()) {
+    std::optional<float> saturation;
+    if (augment.saturation_upper > 0.0f)
+      saturation = uniformIn(rng, augment.saturation_lower, augment.saturation_upper);
+    const float hue = augment.hue > 0.0f ? uniformIn(rng, -augment.hue, augment.hue) : 0.0f;
+    adjustColours(out, pixels, saturation, hue);
+  }
+  if (augment.contrast_upper > 0.0f) {
+    // tf.image.adjust_contrast: each channel's mean over the image's pixels.
+    const float factor = uniformIn(rng, augment.contrast_lower, augment.contrast_upper);
+    for (int64_t c = 0; c < channels; ++c) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < pixels; ++p) sum += out[p * channels + c];
+      const float mean = float(sum / double(pixels));
+      for (int64_t p = 0; p < pixels; ++p) {
+        float& value = out[p * channels + c];
+        value = (value - mean) * factor + mean;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Shape augmentedShape(const Augmentation& augment, const Shape& image) {
@@ -189,6 +221,16 @@ ImageBox distortedBox(const Augmentation& augment, int64_t height, int64_t width
   return box;
 }
 
+ScaledWindow scaledWindow(const Augmentation& augment, int64_t height, int64_t width, Rng& rng) {
+  const int64_t side = augment.scale_lower +
+                       int64_t(rng.below(uint64_t(augment.scale_upper - augment.scale_lower + 1)));
+  ScaledWindow place;
+  std::tie(place.height, place.width) = sizeWithShorterSide(height, width, side);
+  place.top = int64_t(rng.below(uint64_t(place.height - augment.crop_height + 1)));
+  place.left = int64_t(rng.below(uint64_t(place.width - augment.crop_width + 1)));
+  return place;
+}
+
 uint64_t augmentationKey(uint64_t seed, int64_t epoch, int64_t position) {
   return hashCombine(hashCombine(hashCombine(seed, kAugmentationStream), uint64_t(epoch)),
                      uint64_t(position));
@@ -199,7 +241,6 @@ void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key,
   const Shape window = augmentedShape(augment, shape);
   const int64_t height = window[0], width = window[1], channels = window[2];
   const int64_t pixels = height * width;
-  const size_t values = size_t(pixels * channels);
   Rng rng(key);
   // Draws in a fixed order, each only for a distortion asked for.
   if (augment.boxes()) {
@@ -222,30 +263,21 @@ void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key,
     copyWindow(image, shape, top, left, height, width, flip, out);
   }
 
-  if (augment.brightness > 0.0f) {
-    const float delta = uniformIn(rng, -augment.brightness, augment.brightness);
-    for (size_t i = 0; i < values; ++i) out[i] += delta;
-  }
-  if (augment.colours()) {
-    std::optional<float> saturation;
-    if (augment.saturation_upper > 0.0f)
-      saturation = uniformIn(rng, augment.saturation_lower, augment.saturation_upper);
-    const float hue = augment.hue > 0.0f ? uniformIn(rng, -augment.hue, augment.hue) : 0.0f;
-    adjustColours(out, pixels, saturation, hue);
-  }
-  if (augment.contrast_upper > 0.0f) {
-    // tf.image.adjust_contrast: each channel's mean over the image's pixels.
-    const float factor = uniformIn(rng, augment.contrast_lower, augment.contrast_upper);
-    for (int64_t c = 0; c < channels; ++c) {
-      double sum = 0.0;
-      for (int64_t p = 0; p < pixels; ++p) sum += out[p * channels + c];
-      const float mean = float(sum / double(pixels));
-      for (int64_t p = 0; p < pixels; ++p) {
-        float& value = out[p * channels + c];
-        value = (value - mean) * factor + mean;
-      }
-    }
-  }
+  distortValues(augment, rng, out, pixels, channels);
+}
+
+void augmentDecodedImage(const Augmentation& augment, const Shape& shape, PixelCentres centres,
+                         uint64_t key, const uint8_t* image, float* out) {
+  const Shape window = augmentedShape(augment, shape);
+  const int64_t height = window[0], width = window[1], channels = window[2];
+  Rng rng(key);
+  const ScaledWindow place = scaledWindow(augment, shape[0], shape[1], rng);
+  resizeBilinearPart(image, shape[0], shape[1], int(channels), place.height, place.width, place.top,
+                     place.left, height, width, centres, out);
+  const size_t values = size_t(height * width * channels);
+  for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
+  if (augment.flip_left_right && rng.below(2) == 1) mirrorRows(out, height, width, channels);
+  distortValues(augment, rng, out, height * width, channels);
 }
 
 void adjustColours(float* rgb, int64_t pixels, std::optional<float> saturation, float hue) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/image_resize.h"
 #include "core/model_spec.h"
 #include "core/random.h"
 #include "core/shape.h"
@@ -43,6 +44,20 @@ struct ImageBox {
 // image where none did. Its corner is uniform over every place it fits.
 ImageBox distortedBox(const Augmentation& augment, int64_t height, int64_t width, Rng& rng);
 
+// Where a window lies in an image resized in proportion: the size the
+// image is resized to and the window's top-left corner in that.
+struct ScaledWindow {
+  int64_t height = 0, width = 0, top = 0, left = 0;
+};
+
+// The resize and the window `augment` (Augmentation::scales) draws from
+// `rng` for an image of `height` x `width`, as slim's
+// vgg_preprocessing.preprocess_for_train draws them: a shorter side
+// uniform among the whole lengths of [scale_lower, scale_upper], the other
+// side in proportion (sizeWithShorterSide), then the window's corner
+// uniform over every place it fits.
+ScaledWindow scaledWindow(const Augmentation& augment, int64_t height, int64_t width, Rng& rng);
+
 // Writes `image` of `shape` [height, width, channels] (HWC, row-major),
 // distorted with the draws of `key`, to `out`, of augmentedShape(augment,
 // shape). The crop's window must lie inside the padded image (0 where it
@@ -51,6 +66,14 @@ ImageBox distortedBox(const Augmentation& augment, int64_t height, int64_t width
 // window as tf.image.resize does. A copy when `augment` asks for nothing.
 void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, const float* image,
                   float* out);
+
+// augmentImage of a training image of its own size (Augmentation::scales):
+// `image`, the pixels of `shape` [height, width, channels] as decoded,
+// resized as the key's generator's first draws say (scaledWindow) with
+// `centres`, only the window made of it, as floats / 255, to `out`, of
+// the window's size; then flipped and coloured as augmentImage does.
+void augmentDecodedImage(const Augmentation& augment, const Shape& shape, PixelCentres centres,
+                         uint64_t key, const uint8_t* image, float* out);
 
 // tf.image.adjust_saturation by `saturation` where given (each pixel's HSV
 // saturation scaled, then clipped to [0, 1]), then tf.image.adjust_hue by

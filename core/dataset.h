@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/batch.h"
+#include "core/image_resize.h"
 #include "core/model_spec.h"
 #include "core/shape.h"
 
@@ -56,6 +57,12 @@ class ExampleFiles {
   // from several threads at once. InputError naming the file and the
   // record when it no longer holds what was found there at load.
   virtual void read(int64_t index, float* out) const = 0;
+  // Example `index`'s PNG or JPEG image as decoded, at its own size, into
+  // `pixels` (resized to hold it); its [height, width, channels]. For a
+  // training set of images resized as they are gathered
+  // (Augmentation::scales), each to a size drawn for it. InputError as
+  // read() throws; std::logic_error for files of other images.
+  virtual Shape decode(int64_t index, std::vector<uint8_t>& pixels) const = 0;
   // The examples will be read in no order (a shuffled training set): the
   // system need not read ahead of each read, which, where the files do not
   // stay in the page cache, read 1.7 times as many bytes from the disk.
@@ -92,6 +99,9 @@ struct Dataset {
   // training batch crops it at random offsets (InputPipeline, with the
   // Augmentation), evaluation from each image's centre (sliceBatch).
   Shape window;
+  // How the set's images are resized (DataFiles::resize) where that is
+  // done as they are gathered (Augmentation::scales).
+  PixelCentres resize_centres = PixelCentres::Half;
   // Each example standardized as it is gathered, after any augmentation
   // (standardizeExample; data.standardize: per_image).
   bool per_image_standardization = false;

@@ -334,6 +334,11 @@ class OpenFiles {
   std::vector<int> fds_;
 };
 
+// The centres a resize method's pixels are reckoned with.
+PixelCentres centresOf(DataFiles::Resize resize) {
+  return resize == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy : PixelCentres::Half;
+}
+
 // Decoded pixels of `decoded` shape resized to `input` as floats / 255, as
 // a set held in memory keeps them and one left in its files reads them:
 // with a `shorter_side` (DataFiles::resize_shorter_side), resized to it in
@@ -344,10 +349,9 @@ void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Sha
   if (shorter_side > 0)
     std::tie(height, width) = sizeWithShorterSide(decoded_shape[0], decoded_shape[1], shorter_side);
   // tf.image.resize_with_crop_or_pad's corner, as evaluation's window (centreWindow).
-  resizeBilinearPart(
-      decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), height, width,
-      (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
-      resize == DataFiles::Resize::LegacyBilinear ? PixelCentres::Legacy : PixelCentres::Half, out);
+  resizeBilinearPart(decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), height,
+                     width, (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
+                     centresOf(resize), out);
   const size_t values = size_t(numElements(input));
   for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
 }
@@ -374,72 +378,99 @@ class RecordExampleFiles final : public ExampleFiles {
 
   void read(int64_t index, float* out) const override {
     const RecordPlace& place = places_.at(size_t(index));
-    const std::string& path = paths_[size_t(place.file)];
-    const auto changed = [&](std::string_view what) {
-      throw InputError(
-          fmt::format("{}: the record at byte {} {}; it held an example when the "
-                      "data set was loaded: was the file changed?",
-                      path, place.offset, what));
-    };
-    // Buffers of this thread, reused from example to example: a record, and
-    // an encoded image decoded (at most kMaxDecodedImageBytes, to be
-    // resized, or a record's size).
-    thread_local std::string framed;
-    thread_local tensorflow::Example example;
-    thread_local std::vector<uint8_t> decoded;
-    framed.resize(kTfRecordHeaderSize + place.bytes + kTfRecordFooterSize);
-    try {
-      readExactlyAt(files_[size_t(place.file)], place.offset,
-                    reinterpret_cast<std::byte*>(framed.data()), framed.size(), path);
-    } catch (const InputError& e) {
-      changed(fmt::format("cannot be read whole ({})", e.what()));
-    }
-    const std::optional<std::string_view> data = recordData(framed, place.crc);
-    if (!data) changed("is not the record it was (its length or a CRC differs)");
-    if (!example.ParseFromArray(data->data(), int(data->size())))
-      changed("is no longer a tf.train.Example");
-    // The bytes checked at load: what follows cannot fail but for a CRC
-    // that matched other bytes, and is checked only so far as memory needs.
-    const Feature* image = featureNamed(example, image_feature_);
-    if (!image) changed(fmt::format("has no feature '{}'", printable(image_feature_)));
+    const Feature& image = imageFeature(place);
     if (kind_ == ImageKind::Floats) {
-      if (image->kind_case() != Feature::kFloatList ||
-          size_t(image->float_list().value_size()) != elements_)
-        changed("no longer holds the floats of an image of " + shapeToString(shape_));
-      std::copy(image->float_list().value().begin(), image->float_list().value().end(), out);
+      if (image.kind_case() != Feature::kFloatList ||
+          size_t(image.float_list().value_size()) != elements_)
+        changed(place, "no longer holds the floats of an image of " + shapeToString(shape_));
+      std::copy(image.float_list().value().begin(), image.float_list().value().end(), out);
       return;
     }
-    if (image->kind_case() != Feature::kBytesList || image->bytes_list().value_size() != 1)
-      changed("no longer holds an image's bytes");
-    const std::string& bytes = image->bytes_list().value(0);
+    const std::string& bytes = imageBytes(place, image);
     if (kind_ == ImageKind::Pixels) {
       if (bytes.size() != elements_)
-        changed("no longer holds the raw pixels of an image of " + shapeToString(shape_));
+        changed(place, "no longer holds the raw pixels of an image of " + shapeToString(shape_));
       for (size_t i = 0; i < elements_; ++i) out[i] = float(uint8_t(bytes[i])) / 255.0f;
       return;
     }
-    const std::optional<ImageFormat> format = imageFormatOf(bytes);
-    const ImageHeader header = format ? readHeader(*format, bytes) : ImageHeader{};
-    if (!format || !header.error.empty()) changed("no longer holds a PNG or JPEG image");
-    const EncodedImage encoded = encodedImage(*format, header, shape_);
-    const double decoded_bytes = double(numElements(encoded.decoded));
-    const bool fits =
-        kind_ == ImageKind::Resized
-            ? encoded.decoded[2] == shape_[2] && decoded_bytes <= double(kMaxDecodedImageBytes)
-            : decoded_bytes == double(elements_);
-    if (!fits) changed("holds an image of " + shapeToString(encoded.decoded));
-    decoded.resize(size_t(decoded_bytes));
-    if (const std::string error = decodeImage(bytes, encoded, decoded.data()); !error.empty())
-      changed("holds " + error);
+    // A buffer of this thread, reused from example to example: at most
+    // kMaxDecodedImageBytes, to be resized, or a record's size.
+    thread_local std::vector<uint8_t> decoded;
+    const Shape decoded_shape = decodeRecordImage(place, bytes, decoded);
     if (kind_ == ImageKind::Resized) {
-      resizeToInput(decoded.data(), encoded.decoded, shape_, resize_, shorter_side_, out);
+      resizeToInput(decoded.data(), decoded_shape, shape_, resize_, shorter_side_, out);
       return;
     }
     // As copyInputs makes inputs of kept pixels.
     for (size_t i = 0; i < elements_; ++i) out[i] = float(decoded[i]) / 255.0f;
   }
 
+  Shape decode(int64_t index, std::vector<uint8_t>& pixels) const override {
+    if (kind_ != ImageKind::Encoded && kind_ != ImageKind::Resized)
+      throw std::logic_error("ExampleFiles::decode: the records hold no PNG or JPEG images");
+    const RecordPlace& place = places_.at(size_t(index));
+    return decodeRecordImage(place, imageBytes(place, imageFeature(place)), pixels);
+  }
+
  private:
+  [[noreturn]] void changed(const RecordPlace& place, std::string_view what) const {
+    throw InputError(
+        fmt::format("{}: the record at byte {} {}; it held an example when the "
+                    "data set was loaded: was the file changed?",
+                    paths_[size_t(place.file)], place.offset, what));
+  }
+
+  // The image feature of the record at `place`, read again and parsed
+  // into a message of this thread's, valid until its next call.
+  const Feature& imageFeature(const RecordPlace& place) const {
+    // Buffers of this thread, reused from example to example.
+    thread_local std::string framed;
+    thread_local tensorflow::Example example;
+    framed.resize(kTfRecordHeaderSize + place.bytes + kTfRecordFooterSize);
+    try {
+      readExactlyAt(files_[size_t(place.file)], place.offset,
+                    reinterpret_cast<std::byte*>(framed.data()), framed.size(),
+                    paths_[size_t(place.file)]);
+    } catch (const InputError& e) {
+      changed(place, fmt::format("cannot be read whole ({})", e.what()));
+    }
+    const std::optional<std::string_view> data = recordData(framed, place.crc);
+    if (!data) changed(place, "is not the record it was (its length or a CRC differs)");
+    if (!example.ParseFromArray(data->data(), int(data->size())))
+      changed(place, "is no longer a tf.train.Example");
+    // The bytes checked at load: what follows cannot fail but for a CRC
+    // that matched other bytes, and is checked only so far as memory needs.
+    const Feature* image = featureNamed(example, image_feature_);
+    if (!image) changed(place, fmt::format("has no feature '{}'", printable(image_feature_)));
+    return *image;
+  }
+
+  const std::string& imageBytes(const RecordPlace& place, const Feature& image) const {
+    if (image.kind_case() != Feature::kBytesList || image.bytes_list().value_size() != 1)
+      changed(place, "no longer holds an image's bytes");
+    return image.bytes_list().value(0);
+  }
+
+  // The PNG or JPEG image of `bytes`, the record at `place`'s, decoded
+  // into `decoded` (resized to hold it); its shape.
+  Shape decodeRecordImage(const RecordPlace& place, const std::string& bytes,
+                          std::vector<uint8_t>& decoded) const {
+    const std::optional<ImageFormat> format = imageFormatOf(bytes);
+    const ImageHeader header = format ? readHeader(*format, bytes) : ImageHeader{};
+    if (!format || !header.error.empty()) changed(place, "no longer holds a PNG or JPEG image");
+    const EncodedImage encoded = encodedImage(*format, header, shape_);
+    const double decoded_bytes = double(numElements(encoded.decoded));
+    const bool fits =
+        kind_ == ImageKind::Resized
+            ? encoded.decoded[2] == shape_[2] && decoded_bytes <= double(kMaxDecodedImageBytes)
+            : decoded_bytes == double(elements_);
+    if (!fits) changed(place, "holds an image of " + shapeToString(encoded.decoded));
+    decoded.resize(size_t(decoded_bytes));
+    if (const std::string error = decodeImage(bytes, encoded, decoded.data()); !error.empty())
+      changed(place, "holds " + error);
+    return encoded.decoded;
+  }
+
   const std::vector<std::string> paths_;
   const OpenFiles files_;  // paths_'s
   const std::vector<RecordPlace> places_;
@@ -519,6 +550,7 @@ class ExampleLoader {
     if (share_.count > 1) data.whole_size = records_;
     data.file_examples = std::move(file_examples_);
     data.example_shape = shape_;
+    data.resize_centres = centresOf(source_.resize);
     if (in_files_) {
       places_.shrink_to_fit();
       data.files = std::make_shared<RecordExampleFiles>(

@@ -96,6 +96,10 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
                                 std::to_string(padding) + ", of a data set of " +
                                 shapeToString(data.example_shape) + " images whose window is " +
                                 shapeToString(data.inputShape()));
+  if (augment.scales() && !data.files)
+    throw std::invalid_argument(
+        "InputPipeline: images resized to a side drawn for each (a scale's range) from a data "
+        "set that keeps no encoded images");
   // A worker's share of the data (data.shard_by_worker) is dealt out alone,
   // each epoch as many batches as the smallest share holds, so that every
   // worker has as many steps per epoch as the others.
@@ -236,11 +240,15 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
   for (int64_t j = 0; j < batch_size_; ++j) {
     const int64_t example = order[j];
     float* inputs = slot.inputs.data() + j * example_floats_;
-    if (augment_.any()) {
+    // A share's positions interleaved as its examples are in the whole set.
+    const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
+    if (augment_.scales()) {
+      const Shape decoded = data_.files->decode(example, decoded_);
+      augmentDecodedImage(augment_, decoded, data_.resize_centres,
+                          augmentationKey(seed_, epoch, position), decoded_.data(), inputs);
+    } else if (augment_.any()) {
       image_.resize(size_t(numElements(data_.example_shape)));
       copyInputs(data_, example, 1, image_.data());
-      // A share's positions interleaved as its examples are in the whole set.
-      const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
       augmentImage(augment_, data_.example_shape, augmentationKey(seed_, epoch, position),
                    image_.data(), inputs);
     } else {

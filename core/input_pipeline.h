@@ -57,7 +57,9 @@ class InputPipeline {
   // a share's whole_size / share.count), first_step >= 0 and
   // prefetch_batches >= 0, or if `augment` asks for something and the
   // examples are not images of [height, width, channels], or crops another
-  // window than the data set's (Dataset::window), or for a share dealt out
+  // window than the data set's (Dataset::window), or resizes images to a
+  // scale drawn for each from a set without ExampleFiles to decode them
+  // from, or for a share dealt out
   // again (num_shards > 1), or for a shuffle buffer of a negative size or
   // an interleave below 1. A shuffle buffer of a size B > 0 draws each
   // epoch's order as tf.data's shuffle(B) does, from a stream of the data
@@ -112,7 +114,10 @@ class InputPipeline {
   int64_t permutation_epoch_ = -1;
   const ShuffleBuffer stream_;           // how the buffer's stream reads the files
   std::vector<int64_t> shuffle_buffer_;  // fill()'s thread only: empty without one
-  std::vector<float> image_;  // fill()'s thread only: an image before augmentation
+  // fill()'s thread only: an image before augmentation, as floats or, to
+  // be resized to a scale drawn for it (Augmentation::scales), as decoded
+  std::vector<float> image_;
+  std::vector<uint8_t> decoded_;
 
   // Batches are numbered from first_step_. Batch i lives in slots_[i % size]
   // and may be filled once batch i - size is released, so the producer never

@@ -593,8 +593,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
     // only the centre window is kept: evaluation's.
     if (training)
       fail(*shorter_side,
-           "expected it of a test set only (data.test.resize): training images are kept at "
-           "one size to draw windows and boxes of, {size: [H, W]}");
+           "expected it of a test set only (data.test.resize): a training set draws a side for "
+           "each image, data.augment.random_crop.shorter_side: [lower, upper]");
     if (size) fail(*size, "expected a size or a shorter_side, not both");
     // Bounded so that float keeps the shorter side exact (sizeWithShorterSide).
     source.resize_shorter_side = readInt(*shorter_side, 1, kMaxShorterSide);
@@ -603,6 +603,15 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
            fmt::format("expected a side no shorter than the model's input's height and width "
                        "[{}, {}], the centre window each image gives, got {}",
                        input[0], input[1], source.resize_shorter_side));
+    return;
+  }
+  if (training && augment.scales()) {
+    if (size)
+      fail(*size,
+           "expected no size: each training image is resized from its own size to the side "
+           "drawn for it (data.augment.random_crop.shorter_side)");
+    // What an image read without a draw is resized to.
+    source.resize_shorter_side = augment.scale_lower;
     return;
   }
   const bool window = augment.crop_height > 0;
@@ -677,7 +686,22 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
                                printable(source.image_feature) + "' for both");
     if (auto f = fields.find("resize")) readResize(*f, input, augment, training, source);
     if (auto f = fields.find("in_memory")) source.in_memory = readBool(*f);
+    if (training && augment.scales()) {
+      if (source.resize == DataFiles::Resize::None)
+        fail(field,
+             "expected a resize method, resize: bilinear or legacy_bilinear, for the side "
+             "drawn for each training image (data.augment.random_crop.shorter_side)");
+      if (source.in_memory)
+        fail(fields.find("in_memory").value_or(field),
+             "expected in_memory: false: each training image is decoded from its file as it is "
+             "gathered, to be resized to the side drawn for it "
+             "(data.augment.random_crop.shorter_side)");
+    }
   } else {
+    if (training && augment.scales())
+      fail(field,
+           "expected tfrecords of PNG or JPEG images: IDX images are of one size, and "
+           "data.augment.random_crop.shorter_side resizes each image from its own");
     for (const char* tfrecord_field : {"image_feature", "label_feature", "resize", "in_memory"})
       if (auto f = fields.find(tfrecord_field)) fail(*f, "only allowed with tfrecords");
     source.images =
@@ -782,12 +806,43 @@ void readRandomBox(const Mapping& crop, const Field& field, Augmentation& augmen
          "aspect_ratio): the box lies inside the image");
 }
 
-// data.augment.random_crop: {padding: P, size: [h, w]}, either or both, or
+// data.augment.random_crop's shorter_side, where it is given: each image
+// resized in proportion to a side drawn for it before its window is taken.
+void readRandomScale(const Mapping& crop, const Field& field, Augmentation& augment) {
+  const auto side = crop.find("shorter_side");
+  if (!side) return;
+  const std::vector<Field> bounds = listItems(*side, "[lower, upper]");
+  if (bounds.size() != 2) failExpected(*side, "[lower, upper], two whole numbers of pixels");
+  // Bounded as data.test.resize's shorter_side.
+  augment.scale_lower = readInt(bounds[0], 1, kMaxShorterSide);
+  augment.scale_upper = readInt(bounds[1], 1, kMaxShorterSide);
+  if (augment.scale_upper < augment.scale_lower)
+    fail(bounds[1], fmt::format("expected an upper bound no less than the lower {}, got {}",
+                                augment.scale_lower, augment.scale_upper));
+  if (augment.crop_height == 0)
+    fail(field,
+         "expected a size, [height, width], the window to take of each image resized to a "
+         "side in shorter_side, got none");
+  if (augment.scale_lower < std::max(augment.crop_height, augment.crop_width))
+    fail(bounds[0], fmt::format("expected a side no shorter than the window's height and width "
+                                "[{}, {}], which every image resized must hold, got {}",
+                                augment.crop_height, augment.crop_width, augment.scale_lower));
+  if (augment.boxes())
+    fail(*side, "expected either a box (area, aspect_ratio) or shorter_side, not both");
+  if (auto padding = crop.find("padding"))
+    fail(*padding,
+         "expected no padding with shorter_side: every image is resized to hold the window");
+}
+
+// data.augment.random_crop: {padding: P, size: [h, w]}, either or both;
 // {size: [h, w], area: [a, b], aspect_ratio: [r, s]}, a box resized to the
-// size. A window's size is the model's input when that is an image.
+// size; or {size: [h, w], shorter_side: [a, b]}, a window of each image
+// resized to a side in [a, b]. A window's size is the model's input when
+// that is an image.
 void readRandomCrop(const Field& field, const Shape& input, Augmentation& augment) {
   Mapping crop(field);
-  crop.allowOnly({"padding", "size", "area", "aspect_ratio"}, "data.augment.random_crop");
+  crop.allowOnly({"padding", "size", "area", "aspect_ratio", "shorter_side"},
+                 "data.augment.random_crop");
   if (auto f = crop.find("padding")) augment.crop_padding = readInt(*f, 1, kMaxDimension);
   if (auto f = crop.find("size")) {
     std::tie(augment.crop_height, augment.crop_width) = readHeightWidth(*f);
@@ -798,6 +853,7 @@ void readRandomCrop(const Field& field, const Shape& input, Augmentation& augmen
                            input[0], input[1], augment.crop_height, augment.crop_width));
   }
   readRandomBox(crop, field, augment);
+  readRandomScale(crop, field, augment);
   if (!augment.crops()) fail(field, "expected padding, size or both, got neither");
 }
 
@@ -1201,6 +1257,8 @@ std::string augmentationText(const Augmentation& augment) {
     if (augment.boxes())
       text += " area " + range(augment.box_area_lower, augment.box_area_upper) + " aspect_ratio " +
               range(augment.box_aspect_lower, augment.box_aspect_upper);
+    if (augment.scales())
+      text += fmt::format(" shorter_side [{}, {}]", augment.scale_lower, augment.scale_upper);
   } else if (augment.crop_padding > 0) {
     text += fmt::format(" random_crop {}", augment.crop_padding);
   }

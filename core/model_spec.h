@@ -126,7 +126,9 @@ struct DataFiles {
   // Or, for a test set, the side the shorter of each image's height and
   // width is resized to, the other kept in proportion (slim's VGG
   // evaluation), before the centre window of the model's input is taken of
-  // it; 0 = none
+  // it; 0 = none. For a training set that draws a side for each image
+  // (Augmentation::scales), its least: what an image read without a draw
+  // is resized to (copyInputs)
   int64_t resize_shorter_side = 0;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   // TfRecord: false leaves the examples in their files, each read and
@@ -171,6 +173,14 @@ struct Augmentation {
   float box_area_upper = 0.0f;
   float box_aspect_lower = 0.0f;
   float box_aspect_upper = 0.0f;
+  // Or a window at a uniform offset of each training image as decoded,
+  // resized in proportion so that its shorter side is a length uniform in
+  // [scale_lower, scale_upper], whole pixels (slim's vgg_preprocessing
+  // for training: VGG's and ResNet's scale augmentation); 0 = none. The
+  // training images then keep their own sizes, each decoded from its file
+  // as it is gathered (DataFiles::in_memory false). No padding then.
+  int64_t scale_lower = 0;
+  int64_t scale_upper = 0;
   bool flip_left_right = false;  // mirrored with probability 1/2 (random_flip_left_right)
   // delta uniform in [-brightness, brightness), added to every value
   // (random_brightness); 0 = none
@@ -194,6 +204,7 @@ struct Augmentation {
 
   bool crops() const { return crop_padding > 0 || crop_height > 0; }
   bool boxes() const { return box_area_upper > 0.0f; }
+  bool scales() const { return scale_upper > 0; }
   bool colours() const { return saturation_upper > 0.0f || hue > 0.0f; }
   bool any() const {
     return crops() || flip_left_right || brightness > 0.0f || colours() || contrast_upper > 0.0f;

@@ -345,6 +345,128 @@ TEST_CASE("a box is resized to the window as tf.image.resize resizes a slice of 
   if (flip) CHECK((mirrored > kDraws / 3 && mirrored < 2 * kDraws / 3));
 }
 
+// A window of `height` x `width` of each image resized to a shorter side
+// in [lower, upper].
+Augmentation scalesOf(int64_t lower, int64_t upper, int64_t height, int64_t width) {
+  Augmentation augment;
+  augment.crop_height = height;
+  augment.crop_width = width;
+  augment.scale_lower = lower;
+  augment.scale_upper = upper;
+  return augment;
+}
+
+TEST_CASE("shorter_side draws each side of its range alike, and the window at every place",
+          "[augmentation]") {
+  // As vgg_preprocessing: tf.random.uniform([], lower, upper + 1, tf.int32),
+  // then offsets uniform in [0, side - window].
+  const Augmentation augment = scalesOf(4, 7, 4, 3);
+  std::map<int64_t, int> sides;
+  std::map<std::pair<int64_t, int64_t>, int> corners_at_7;
+  for (uint64_t key = 0; key < 8000; ++key) {
+    Rng rng(key);
+    const ScaledWindow place = scaledWindow(augment, 10, 15, rng);
+    const int64_t side = place.height;  // the shorter of 10 x 15
+    INFO("key " << key << ": " << place.height << "x" << place.width << " at " << place.top << ", "
+                << place.left);
+    REQUIRE((side >= 4 && side <= 7));
+    REQUIRE(std::pair{place.height, place.width} == sizeWithShorterSide(10, 15, side));
+    REQUIRE((place.top >= 0 && place.top + 4 <= place.height));
+    REQUIRE((place.left >= 0 && place.left + 3 <= place.width));
+    ++sides[side];
+    if (side == 7) ++corners_at_7[{place.top, place.left}];
+  }
+  REQUIRE(sides.size() == 4);
+  for (const auto& [side, count] : sides) {
+    INFO("side " << side);
+    CHECK(std::abs(count - 2000) < 200);
+  }
+  // 7 x 10 (10.5 rounded to even): 4 rows and 8 columns of places, each reached.
+  CHECK(corners_at_7.size() == 4 * 8);
+
+  // A range of one side: every image resized alike, a portrait one too.
+  Rng rng(1);
+  const ScaledWindow portrait = scaledWindow(scalesOf(5, 5, 4, 4), 20, 8, rng);
+  CHECK(portrait.width == 5);
+  CHECK(portrait.height == 12);  // 12.5, to even
+}
+
+TEST_CASE("an image of its own size gives a window of its resize to the side drawn",
+          "[augmentation]") {
+  const Shape shape{9, 13, 3};
+  std::vector<uint8_t> image(size_t(numElements(shape)));
+  for (size_t i = 0; i < image.size(); ++i) image[i] = uint8_t((i * 37 + i / 7) % 256);
+  const PixelCentres centres = GENERATE(PixelCentres::Half, PixelCentres::Legacy);
+  Augmentation augment = scalesOf(5, 8, 5, 4);
+  augment.flip_left_right = true;
+  const Shape window{5, 4, 3};
+  REQUIRE(augmentedShape(augment, shape) == window);
+  int mirrored = 0;
+  for (uint64_t key = 0; key < kDraws; ++key) {
+    Rng rng(key);
+    const ScaledWindow place = scaledWindow(augment, 9, 13, rng);
+    // The whole image resized, then the window taken of it.
+    std::vector<float> resized(size_t(place.height * place.width * 3));
+    resizeBilinear(image.data(), 9, 13, 3, place.height, place.width, centres, resized.data());
+    for (float& value : resized) value /= 255.0f;
+    const Shape resized_shape{place.height, place.width, 3};
+    const std::vector<float> expected =
+        windowAt(resized, resized_shape, 5, 4, place.top, place.left, false);
+    std::vector<float> out(size_t(numElements(window)));
+    augmentDecodedImage(augment, shape, centres, key, image.data(), out.data());
+    INFO("key " << key);
+    if (out == expected) continue;
+    REQUIRE(out == windowAt(resized, resized_shape, 5, 4, place.top, place.left, true));
+    ++mirrored;
+  }
+  CHECK((mirrored > kDraws / 3 && mirrored < 2 * kDraws / 3));
+}
+
+// Images of sizes of their own, as a set left in its files gives them:
+// image i is (3 + i) x (5 + i) x 1, every pixel i * 10 + its row.
+class DecodedImages final : public ExampleFiles {
+ public:
+  void read(int64_t, float*) const override { FAIL("read, where decode was expected"); }
+  void adviseRandomOrder() const override {}
+  Shape decode(int64_t index, std::vector<uint8_t>& pixels) const override {
+    const Shape shape{3 + index, 5 + index, 1};
+    pixels.resize(size_t(numElements(shape)));
+    for (int64_t y = 0; y < shape[0]; ++y)
+      std::fill_n(pixels.begin() + y * shape[1], shape[1], uint8_t(index * 10 + y));
+    return shape;
+  }
+};
+
+TEST_CASE("a pipeline resizes each image of its own size to the side drawn for it",
+          "[augmentation][pipeline]") {
+  Dataset data;
+  data.example_shape = {3, 3, 1};
+  data.window = {3, 3, 1};
+  data.size = 6;
+  data.labels = {0, 1, 2, 0, 1, 2};
+  data.num_classes = 3;
+  data.files = std::make_shared<DecodedImages>();
+  data.resize_centres = PixelCentres::Legacy;
+  const Augmentation augment = scalesOf(3, 6, 3, 3);
+  InputPipeline input(data, 6, /*shuffle=*/false, 5, 0, 0, 0, 1, augment);
+  const std::vector<float> batch = batchInputs(input.next(), 9);
+  const DecodedImages images;
+  for (int64_t i = 0; i < 6; ++i) {
+    std::vector<uint8_t> pixels;
+    const Shape shape = images.decode(i, pixels);
+    std::vector<float> expected(9);
+    augmentDecodedImage(augment, shape, PixelCentres::Legacy, augmentationKey(5, 0, i),
+                        pixels.data(), expected.data());
+    INFO("example " << i);
+    CHECK(std::vector<float>(batch.begin() + i * 9, batch.begin() + i * 9 + 9) == expected);
+  }
+
+  // A set whose images are kept in memory, at one size, cannot be resized so.
+  Dataset kept = floatImages({3, 3, 1}, 6);
+  kept.window = {3, 3, 1};
+  CHECK_THROWS_AS(InputPipeline(kept, 6, false, 5, 0, 0, 0, 1, augment), std::invalid_argument);
+}
+
 TEST_CASE("evaluation's window is the image's centre, as resize_image_with_crop_or_pad takes it",
           "[augmentation]") {
   // Checked against TensorFlow 2.21's tf.image.resize_with_crop_or_pad for

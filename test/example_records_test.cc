@@ -746,6 +746,42 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
                              "give: expected uncompressed TFRecord files (or in_memory: true)"));
 }
 
+TEST_CASE("a set left in its files gives each encoded image as decoded, at its own size",
+          "[example_records]") {
+  // What a training set resized to a side drawn for each image
+  // (data.augment.random_crop.shorter_side) is gathered from.
+  TempDir dir;
+  for (int channels : {3, 1}) {
+    DataFiles source = jpegRecords(dir, {0, 2});
+    source.resize = DataFiles::Resize::Bilinear;
+    source.in_memory = false;
+    const Dataset data = loadExampleRecords(source, {4, 3, channels});
+    REQUIRE(data.files);
+    // Byte for byte as tf.io.decode_jpeg(image, channels) gives them.
+    const std::vector<float> expected =
+        readFloats(kFixture + "jpeg-decoded-" + std::to_string(channels) + ".f32");
+    std::vector<float> decoded;
+    for (int64_t i = 0; i < 2; ++i) {
+      std::vector<uint8_t> pixels;
+      CHECK(data.files->decode(i, pixels) == Shape{4, 3, channels});
+      for (const uint8_t pixel : pixels) decoded.push_back(float(pixel) / 255.0f);
+    }
+    CHECK(decoded == expected);
+  }
+  DataFiles all = jpegRecords(dir);
+  all.resize = DataFiles::Resize::LegacyBilinear;
+  all.in_memory = false;
+  const Dataset data = loadExampleRecords(all, {4, 3, 3});
+  std::vector<uint8_t> pixels;
+  CHECK(data.files->decode(1, pixels) == Shape{9, 7, 3});
+  CHECK(pixels.size() == 9 * 7 * 3);
+  CHECK(data.resize_centres == PixelCentres::Legacy);
+  // Raw pixels are no encoded image.
+  DataFiles raw = recordFiles({kFixture + "images-0.tfrecord"});
+  raw.in_memory = false;
+  CHECK_THROWS_AS(loadExampleRecords(raw, {24}).files->decode(0, pixels), std::logic_error);
+}
+
 TEST_CASE("a model that takes windows takes images of their own size, PNG or JPEG",
           "[example_records]") {
   // tensorflow_datasets' and build_image_data.py's records give no height

@@ -1002,8 +1002,8 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
        "70000"},
       {"{shorter_side: 10}", "bilinear", "",
        ":5:57: data.train.resize.shorter_side: expected it of a test set only "
-       "(data.test.resize): training images are kept at one size to draw windows and boxes of, "
-       "{size: [H, W]}"},
+       "(data.test.resize): a training set draws a side for each image, "
+       "data.augment.random_crop.shorter_side: [lower, upper]"},
       {"bilinear", "{shorter_side: 10, size: [8, 8]}", "",
        ":6:66: data.test.resize.size: expected a size or a shorter_side, not both"},
       {"bilinear", "{shorter_side: 7}", "",
@@ -1091,7 +1091,7 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
        "list of 3 items"},
       {"{size: [8, 8], scale: [0.5, 1]}",
        ":6:41: data.augment.random_crop: unknown field 'scale' (the fields of "
-       "data.augment.random_crop are padding, size, area, aspect_ratio)"},
+       "data.augment.random_crop are padding, size, area, aspect_ratio, shorter_side)"},
   };
   for (const auto& [crop, message] : refused) {
     INFO(crop);
@@ -1101,6 +1101,87 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
         path +
             ":5:49: data.train.resize.size: expected a size that holds the window [8, 8] (padded "
             "by 0 on every side: data.augment.random_crop), got [6, 8]");
+}
+
+TEST_CASE("augment random_crop shorter_side: a window of each image resized to a side drawn",
+          "[model_spec]") {
+  TempDir dir;
+  dir.write("data/train", "x");
+  dir.write("data/images", "x");
+  dir.write("data/labels", "x");
+  const auto spec = [&](const std::string& crop,
+                        const std::string& train =
+                            "tfrecords: data/train, resize: bilinear, in_memory: false") {
+    return writeDataSpec(dir, "[8, 8, 3]",
+                         "  train: {" + train + "}\n  augment: {random_crop: " + crop + "}\n");
+  };
+  const ModelSpec scaled = loadModelSpec(spec("{size: [8, 8], shorter_side: [8, 16]}"));
+  const Augmentation& augment = scaled.data.augment;
+  CHECK(augment.scales());
+  CHECK(augment.scale_lower == 8);
+  CHECK(augment.scale_upper == 16);
+  CHECK_FALSE(augment.boxes());
+  CHECK(augmentationText(augment) == "random_crop 8x8 shorter_side [8, 16]");
+  // An image read without a draw is the centre of its resize to the least side.
+  CHECK(scaled.data.train.resize_shorter_side == 8);
+  CHECK_FALSE(scaled.data.train.in_memory);
+  CHECK(loadModelSpec(spec("{size: [8, 8], shorter_side: [9, 9]}")).data.augment.scale_upper == 9);
+
+  const std::string path = (dir.path() / "spec.yaml").string();
+  const std::pair<const char*, const char*> refused[] = {
+      {"{shorter_side: [8, 16]}",
+       ":6:26: data.augment.random_crop: expected a size, [height, width], the window to take of "
+       "each image resized to a side in shorter_side, got none"},
+      {"{size: [8, 8], shorter_side: [7, 16]}",
+       ":6:56: data.augment.random_crop.shorter_side[0]: expected a side no shorter than the "
+       "window's height and width [8, 8], which every image resized must hold, got 7"},
+      {"{size: [8, 8], shorter_side: [16, 8]}",
+       ":6:60: data.augment.random_crop.shorter_side[1]: expected an upper bound no less than "
+       "the lower 16, got 8"},
+      {"{size: [8, 8], shorter_side: [8, 70000]}",
+       ":6:59: data.augment.random_crop.shorter_side[1]: expected a positive integer of at most "
+       "65536, got 70000"},
+      {"{size: [8, 8], shorter_side: 8}",
+       ":6:55: data.augment.random_crop.shorter_side: expected [lower, upper], got 8"},
+      {"{size: [8, 8], shorter_side: [8, 8.5]}",
+       ":6:59: data.augment.random_crop.shorter_side[1]: expected a positive integer, got 8.5"},
+      {"{size: [8, 8], area: [0.5, 1], shorter_side: [8, 16]}",
+       ":6:71: data.augment.random_crop.shorter_side: expected either a box (area, "
+       "aspect_ratio) or shorter_side, not both"},
+      {"{size: [8, 8], padding: 2, shorter_side: [8, 16]}",
+       ":6:50: data.augment.random_crop.padding: expected no padding with shorter_side: every "
+       "image is resized to hold the window"},
+  };
+  for (const auto& [crop, message] : refused) {
+    INFO(crop);
+    CHECK(loadError(spec(crop)) == path + message);
+  }
+  // The training set: TFRecord images, a method to resize them with, left
+  // in their files to be decoded again as each is gathered.
+  const std::string crop = "{size: [8, 8], shorter_side: [8, 16]}";
+  const std::pair<const char*, const char*> refused_sets[] = {
+      {"images: data/images, labels: data/labels",
+       ":5:10: data.train: expected tfrecords of PNG or JPEG images: IDX images are of one size, "
+       "and data.augment.random_crop.shorter_side resizes each image from its own"},
+      {"tfrecords: data/train, in_memory: false",
+       ":5:10: data.train: expected a resize method, resize: bilinear or legacy_bilinear, for the "
+       "side drawn for each training image (data.augment.random_crop.shorter_side)"},
+      {"tfrecords: data/train, resize: bilinear",
+       ":5:10: data.train: expected in_memory: false: each training image is decoded from its "
+       "file as it is gathered, to be resized to the side drawn for it "
+       "(data.augment.random_crop.shorter_side)"},
+      {"tfrecords: data/train, resize: bilinear, in_memory: true",
+       ":5:63: data.train.in_memory: expected in_memory: false: each training image is decoded "
+       "from its file as it is gathered, to be resized to the side drawn for it "
+       "(data.augment.random_crop.shorter_side)"},
+      {"tfrecords: data/train, resize: {size: [10, 10]}, in_memory: false",
+       ":5:49: data.train.resize.size: expected no size: each training image is resized from its "
+       "own size to the side drawn for it (data.augment.random_crop.shorter_side)"},
+  };
+  for (const auto& [train, message] : refused_sets) {
+    INFO(train);
+    CHECK(loadError(spec(crop, train)) == path + message);
+  }
 }
 
 TEST_CASE("standardize: per_image, the training and test sets' examples", "[model_spec]") {

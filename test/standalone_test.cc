@@ -746,6 +746,40 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
   CHECK_THAT(photos.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
 }
 
+TEST_CASE("augment random_crop shorter_side: VGG's windows of images resized to a side drawn") {
+  // slim's vgg_preprocessing: each training photograph resized in
+  // proportion, its shorter side drawn for it, a window of that; the test
+  // set's the centre window of each resized to one side.
+  const auto dir = freshTempDir("scales");
+  writeFile(
+      dir / "scales.yaml",
+      photoSpec("legacy_bilinear, in_memory: false", "{shorter_side: 4}",
+                "{random_crop: {size: [3, 3], shorter_side: [3, 6]}, flip_left_right: true}"));
+  const auto train = [&](const std::string& checkpoints) {
+    const ProcessResult run =
+        runTraind("--model " + (dir / "scales.yaml").string() +
+                  " --threads 2 --log-every 1 --checkpoint-dir " + (dir / checkpoints).string());
+    INFO(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(lossLines(run.output).size() == 6);
+    CHECK_THAT(run.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
+    return summaryValue(run.output, "test loss");
+  };
+  // Each image's draws are its own, whichever thread gathers it: a second run trains alike.
+  CHECK(train("first") == train("second"));
+  const ProcessResult check = runTraind("check --model " + (dir / "scales.yaml").string());
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 3x3 shorter_side [3, 6] "
+                                           "flip_left_right\n"));
+  // Kept in memory, the images would be kept at one size.
+  writeFile(dir / "kept.yaml",
+            replaceAll(readFile(dir / "scales.yaml"), "in_memory: false", "in_memory: true"));
+  const ProcessResult kept = runTraind("check --model " + (dir / "kept.yaml").string());
+  CHECK(kept.exit_code == 2);
+  CHECK_THAT(kept.output, Catch::Contains("kept.yaml:5:") &&
+                              Catch::Contains(": data.train.in_memory: expected in_memory: false"));
+}
+
 TEST_CASE("standardize: per_image: training and evaluation both see standardized examples") {
   const auto dir = freshTempDir("standardize");
   std::string spec = exampleSpec("fashion_mlp.yaml");
