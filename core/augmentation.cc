@@ -271,9 +271,17 @@ void augmentDecodedImage(const Augmentation& augment, const Shape& shape, PixelC
   const Shape window = augmentedShape(augment, shape);
   const int64_t height = window[0], width = window[1], channels = window[2];
   Rng rng(key);
-  const ScaledWindow place = scaledWindow(augment, shape[0], shape[1], rng);
-  resizeBilinearPart(image, shape[0], shape[1], int(channels), place.height, place.width, place.top,
-                     place.left, height, width, centres, out);
+  // Draws in augmentImage's order.
+  if (augment.boxes()) {
+    const ImageBox box = distortedBox(augment, shape[0], shape[1], rng);
+    const int64_t row = shape[1] * channels;
+    resizeBilinear(image + box.top * row + box.left * channels, row, box.height, box.width,
+                   int(channels), height, width, centres, out);
+  } else {
+    const ScaledWindow place = scaledWindow(augment, shape[0], shape[1], rng);
+    resizeBilinearPart(image, shape[0], shape[1], int(channels), place.height, place.width,
+                       place.top, place.left, height, width, centres, out);
+  }
   const size_t values = size_t(height * width * channels);
   for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
   if (augment.flip_left_right && rng.below(2) == 1) mirrorRows(out, height, width, channels);

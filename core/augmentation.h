@@ -1,7 +1,8 @@
 // Random distortions of training images (data.augment), applied to each
 // example as the input pipeline gathers its batch, in TensorFlow 1's order:
 // crop of the zero-padded image (or a box of random area and aspect ratio
-// resized to the window), left-right flip, brightness, saturation, hue,
+// resized to the window, or a window of the image resized to a random
+// scale), left-right flip, brightness, saturation, hue,
 // contrast; and the centred crop evaluation takes of a test image
 // where training crops a window smaller than the images.
 //
@@ -67,11 +68,12 @@ ScaledWindow scaledWindow(const Augmentation& augment, int64_t height, int64_t w
 void augmentImage(const Augmentation& augment, const Shape& shape, uint64_t key, const float* image,
                   float* out);
 
-// augmentImage of a training image of its own size (Augmentation::scales):
-// `image`, the pixels of `shape` [height, width, channels] as decoded,
-// resized as the key's generator's first draws say (scaledWindow) with
-// `centres`, only the window made of it, as floats / 255, to `out`, of
-// the window's size; then flipped and coloured as augmentImage does.
+// augmentImage of a training image of its own size (Dataset::own_sizes):
+// of `image`, the pixels of `shape` [height, width, channels] as decoded,
+// the box the key's generator's first draws give (distortedBox) resized
+// to the window, or the window of the image resized as they say
+// (scaledWindow, only the window made), with `centres`, as floats / 255,
+// to `out`; then flipped and coloured as augmentImage does.
 void augmentDecodedImage(const Augmentation& augment, const Shape& shape, PixelCentres centres,
                          uint64_t key, const uint8_t* image, float* out);
 

@@ -59,8 +59,8 @@ class ExampleFiles {
   virtual void read(int64_t index, float* out) const = 0;
   // Example `index`'s PNG or JPEG image as decoded, at its own size, into
   // `pixels` (resized to hold it); its [height, width, channels]. For a
-  // training set of images resized as they are gathered
-  // (Augmentation::scales), each to a size drawn for it. InputError as
+  // training set whose images keep their own sizes (Dataset::own_sizes),
+  // a random crop drawn on each as it is gathered. InputError as
   // read() throws; std::logic_error for files of other images.
   virtual Shape decode(int64_t index, std::vector<uint8_t>& pixels) const = 0;
   // The examples will be read in no order (a shuffled training set): the
@@ -99,8 +99,10 @@ struct Dataset {
   // training batch crops it at random offsets (InputPipeline, with the
   // Augmentation), evaluation from each image's centre (sliceBatch).
   Shape window;
-  // How the set's images are resized (DataFiles::resize) where that is
-  // done as they are gathered (Augmentation::scales).
+  // The training images keep their own sizes (DataFiles::own_sizes): a
+  // batch decodes each again (ExampleFiles::decode) and resizes what its
+  // random crop draws of it with `resize_centres`, the set's method's.
+  bool own_sizes = false;
   PixelCentres resize_centres = PixelCentres::Half;
   // Each example standardized as it is gathered, after any augmentation
   // (standardizeExample; data.standardize: per_image).

@@ -509,6 +509,11 @@ class ExampleLoader {
           fmt::format("a shorter side of {} for an input of {}, with a resize's size of [{}, {}]",
                       source.resize_shorter_side, shapeToString(model_input), source.resize_height,
                       source.resize_width));
+    // Images of their own sizes are decoded again from their files.
+    if (source.own_sizes &&
+        (image_kind_ != ImageKind::Resized || source.resize_height > 0 || source.in_memory))
+      throw std::invalid_argument(
+          "images of their own sizes kept in memory, not resized or with a resize's size");
   }
 
   // Reads `path` to its end, or up to the limit; false once the limit is reached.
@@ -550,6 +555,7 @@ class ExampleLoader {
     if (share_.count > 1) data.whole_size = records_;
     data.file_examples = std::move(file_examples_);
     data.example_shape = shape_;
+    data.own_sizes = source_.own_sizes;
     data.resize_centres = centresOf(source_.resize);
     if (in_files_) {
       places_.shrink_to_fit();

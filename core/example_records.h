@@ -64,7 +64,11 @@ namespace traind {
 // (an encoded image decoded, then dropped), but only its label is kept and
 // where its record is: the data set's examples stay in their files
 // (Dataset::files), which must be uncompressed (InputError), and are read
-// again as batches gather them, the same values as kept ones.
+// again as batches gather them, the same values as kept ones. With
+// source.own_sizes too (and a resize without a size), a batch decodes each
+// image again (Dataset::own_sizes, ExampleFiles::decode) for the random
+// crop it draws; std::invalid_argument for own_sizes in memory, without a
+// resize or with a resize's size.
 // What an example left in its files (in_memory: false) keeps beside its
 // label: where its record is, and its CRC.
 inline constexpr int64_t kRecordPlaceBytes = 24;

@@ -101,6 +101,13 @@ void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t
              out_height, out_width, centres, out);
 }
 
+void resizeBilinear(const uint8_t* in, int64_t row_stride, int64_t height, int64_t width,
+                    int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
+                    float* out) {
+  resizeRows(in, size_t(row_stride), height, width, channels, out_height, out_width, 0, 0,
+             out_height, out_width, centres, out);
+}
+
 std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side) {
   const float scale = float(side) / float(std::min(height, width));
   return {int64_t(std::nearbyint(float(height) * scale)),

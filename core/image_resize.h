@@ -34,10 +34,13 @@ void resizeBilinearPart(const uint8_t* in, int64_t height, int64_t width, int ch
                         int64_t out_height, int64_t out_width, int64_t top, int64_t left,
                         int64_t rows, int64_t columns, PixelCentres centres, float* out);
 
-// resizeBilinear of the `height` x `width` x `channels` floats at `in`,
-// whose rows lie `row_stride` floats apart: a box of a larger image (as
-// tf.image.resize of a tf.slice of it).
+// resizeBilinear of the `height` x `width` x `channels` floats or bytes
+// at `in`, whose rows lie `row_stride` values apart: a box of a larger
+// image (as tf.image.resize of a tf.slice of it).
 void resizeBilinear(const float* in, int64_t row_stride, int64_t height, int64_t width,
+                    int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
+                    float* out);
+void resizeBilinear(const uint8_t* in, int64_t row_stride, int64_t height, int64_t width,
                     int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
                     float* out);
 

@@ -96,10 +96,14 @@ int64_t checkedBatchesPerEpoch(const Dataset& data, int64_t batch_size, int64_t 
                                 std::to_string(padding) + ", of a data set of " +
                                 shapeToString(data.example_shape) + " images whose window is " +
                                 shapeToString(data.inputShape()));
-  if (augment.scales() && !data.files)
+  // Images of their own sizes are decoded again for a random crop drawn on
+  // each; a random scale needs them.
+  if (data.own_sizes ? !data.files || !(augment.scales() || augment.boxes()) : augment.scales())
     throw std::invalid_argument(
-        "InputPipeline: images resized to a side drawn for each (a scale's range) from a data "
-        "set that keeps no encoded images");
+        std::string("InputPipeline: ") +
+        (data.own_sizes ? "images of their own sizes, with no random box or scale to draw on "
+                          "them or no files to decode them from"
+                        : "a random scale of images kept at one size"));
   // A worker's share of the data (data.shard_by_worker) is dealt out alone,
   // each epoch as many batches as the smallest share holds, so that every
   // worker has as many steps per epoch as the others.
@@ -242,7 +246,7 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     float* inputs = slot.inputs.data() + j * example_floats_;
     // A share's positions interleaved as its examples are in the whole set.
     const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
-    if (augment_.scales()) {
+    if (data_.own_sizes) {
       const Shape decoded = data_.files->decode(example, decoded_);
       augmentDecodedImage(augment_, decoded, data_.resize_centres,
                           augmentationKey(seed_, epoch, position), decoded_.data(), inputs);

@@ -57,8 +57,9 @@ class InputPipeline {
   // a share's whole_size / share.count), first_step >= 0 and
   // prefetch_batches >= 0, or if `augment` asks for something and the
   // examples are not images of [height, width, channels], or crops another
-  // window than the data set's (Dataset::window), or resizes images to a
-  // scale drawn for each from a set without ExampleFiles to decode them
+  // window than the data set's (Dataset::window), or draws a random scale
+  // of images not of their own sizes (Dataset::own_sizes), or draws no box
+  // or scale of images of their own sizes or has no files to decode them
   // from, or for a share dealt out
   // again (num_shards > 1), or for a shuffle buffer of a negative size or
   // an interleave below 1. A shuffle buffer of a size B > 0 draws each

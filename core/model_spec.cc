@@ -561,10 +561,11 @@ std::pair<int64_t, int64_t> readHeightWidth(const Field& field) {
   return {readInt(sides[0], 1, kMaxDimension), readInt(sides[1], 1, kMaxDimension)};
 }
 
-// data.train.resize or data.test.resize: a method, or {method, size}. A
-// size other than the model's input is for images the model takes a window
-// of; training images it needs (resized to the input, they would be the
-// window itself).
+// data.train.resize or data.test.resize: a method, or {method, size}, or
+// a test set's {method, shorter_side}. A size other than the model's input
+// is for images the model takes a window of; training images it needs
+// (resized to the input, they would be the window itself), but for a
+// random box or scale, drawn on each image at its own size without one.
 void readResize(const Field& field, const Shape& input, const Augmentation& augment, bool training,
                 DataFiles& source) {
   const auto readMethod = [](const Field& f) {
@@ -612,12 +613,17 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
            "drawn for it (data.augment.random_crop.shorter_side)");
     // What an image read without a draw is resized to.
     source.resize_shorter_side = augment.scale_lower;
+    source.own_sizes = true;
     return;
   }
   const bool window = augment.crop_height > 0;
   if (!size) {
-    // Images resized to the window give boxes of it to resize back.
-    if (window && training && !augment.boxes())
+    // Inception's boxes, of each image as decoded.
+    if (training && augment.boxes()) {
+      source.own_sizes = true;
+      return;
+    }
+    if (window && training)
       fail(field, fmt::format("expected a size to resize to, {{size: [H, W]}}, with a crop's "
                               "window (data.augment.random_crop.size): without one every image "
                               "would be resized to the window [{}, {}] itself (a crop's padding "
@@ -686,17 +692,19 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
                                printable(source.image_feature) + "' for both");
     if (auto f = fields.find("resize")) readResize(*f, input, augment, training, source);
     if (auto f = fields.find("in_memory")) source.in_memory = readBool(*f);
-    if (training && augment.scales()) {
-      if (source.resize == DataFiles::Resize::None)
-        fail(field,
-             "expected a resize method, resize: bilinear or legacy_bilinear, for the side "
-             "drawn for each training image (data.augment.random_crop.shorter_side)");
-      if (source.in_memory)
-        fail(fields.find("in_memory").value_or(field),
-             "expected in_memory: false: each training image is decoded from its file as it is "
-             "gathered, to be resized to the side drawn for it "
-             "(data.augment.random_crop.shorter_side)");
-    }
+    if (training && augment.scales() && source.resize == DataFiles::Resize::None)
+      fail(field,
+           "expected a resize method, resize: bilinear or legacy_bilinear, for the side drawn "
+           "for each training image (data.augment.random_crop.shorter_side)");
+    if (source.own_sizes && source.in_memory)
+      fail(fields.find("in_memory").value_or(field),
+           std::string("expected in_memory: false: each training image keeps its own size, "
+                       "decoded from its file as it is gathered, ") +
+               (augment.scales()
+                    ? "to be resized to the side drawn for it "
+                      "(data.augment.random_crop.shorter_side)"
+                    : "for a box of it (data.augment.random_crop's area and aspect_ratio); or "
+                      "resize: {size: [H, W]}, every image resized to one size first"));
   } else {
     if (training && augment.scales())
       fail(field,

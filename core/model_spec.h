@@ -130,6 +130,10 @@ struct DataFiles {
   // (Augmentation::scales), its least: what an image read without a draw
   // is resized to (copyInputs)
   int64_t resize_shorter_side = 0;
+  // TfRecord, training: each image keeps its own size, decoded again from
+  // its file as a batch gathers it, for a random crop drawn on it
+  // (Augmentation::scales, or boxes with a resize that has no size)
+  bool own_sizes = false;
   int64_t limit = 0;  // use only the first `limit` examples; 0 = all
   // TfRecord: false leaves the examples in their files, each read and
   // decoded as a batch gathers it (Dataset::files), for sets larger than
@@ -169,6 +173,8 @@ struct Augmentation {
   // [box_aspect_lower, box_aspect_upper]), resized to the window
   // (tf.image.sample_distorted_bounding_box, then tf.image.resize:
   // Inception's training crop); box_area_upper 0 = none. No padding then.
+  // A box is of the image as the set keeps it: as decoded where the
+  // training set's resize has no size (DataFiles::own_sizes).
   float box_area_lower = 0.0f;
   float box_area_upper = 0.0f;
   float box_aspect_lower = 0.0f;
@@ -178,7 +184,7 @@ struct Augmentation {
   // [scale_lower, scale_upper], whole pixels (slim's vgg_preprocessing
   // for training: VGG's and ResNet's scale augmentation); 0 = none. The
   // training images then keep their own sizes, each decoded from its file
-  // as it is gathered (DataFiles::in_memory false). No padding then.
+  // as it is gathered (DataFiles::own_sizes). No padding then.
   int64_t scale_lower = 0;
   int64_t scale_upper = 0;
   bool flip_left_right = false;  // mirrored with probability 1/2 (random_flip_left_right)

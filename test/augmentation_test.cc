@@ -422,6 +422,38 @@ TEST_CASE("an image of its own size gives a window of its resize to the side dra
   CHECK((mirrored > kDraws / 3 && mirrored < 2 * kDraws / 3));
 }
 
+TEST_CASE("a box of an image of its own size is resized to the window with the set's centres",
+          "[augmentation]") {
+  // Inception's crop of the image as decoded: tf.slice of it by the box,
+  // then tf.image.resize (half-pixel centres) or TensorFlow 1's
+  // resize_images (legacy), as the float box's resize (compared with
+  // TensorFlow's above).
+  const Shape shape{11, 8, 3};
+  std::vector<uint8_t> image(size_t(numElements(shape)));
+  for (size_t i = 0; i < image.size(); ++i) image[i] = uint8_t((i * 53 + i / 5) % 256);
+  const std::vector<float> as_floats(image.begin(), image.end());
+  const PixelCentres centres = GENERATE(PixelCentres::Half, PixelCentres::Legacy);
+  Augmentation augment = boxesOf({0.1f, 1.0f}, {0.5f, 2.0f}, 6, 5);
+  augment.flip_left_right = true;
+  const Shape window{6, 5, 3};
+  int mirrored = 0;
+  for (uint64_t key = 0; key < kDraws; ++key) {
+    Rng rng(key);
+    const ImageBox box = distortedBox(augment, 11, 8, rng);
+    std::vector<float> expected(size_t(numElements(window)));
+    resizeBilinear(as_floats.data() + (box.top * 8 + box.left) * 3, 8 * 3, box.height, box.width, 3,
+                   6, 5, centres, expected.data());
+    for (float& value : expected) value /= 255.0f;
+    std::vector<float> out(expected.size());
+    augmentDecodedImage(augment, shape, centres, key, image.data(), out.data());
+    INFO("key " << key);
+    if (out == expected) continue;
+    REQUIRE(out == shifted(expected, window, 0, 0, true));
+    ++mirrored;
+  }
+  CHECK((mirrored > kDraws / 3 && mirrored < 2 * kDraws / 3));
+}
+
 // Images of sizes of their own, as a set left in its files gives them:
 // image i is (3 + i) x (5 + i) x 1, every pixel i * 10 + its row.
 class DecodedImages final : public ExampleFiles {
@@ -437,7 +469,7 @@ class DecodedImages final : public ExampleFiles {
   }
 };
 
-TEST_CASE("a pipeline resizes each image of its own size to the side drawn for it",
+TEST_CASE("a pipeline decodes each image of its own size for the box or scale drawn on it",
           "[augmentation][pipeline]") {
   Dataset data;
   data.example_shape = {3, 3, 1};
@@ -446,8 +478,11 @@ TEST_CASE("a pipeline resizes each image of its own size to the side drawn for i
   data.labels = {0, 1, 2, 0, 1, 2};
   data.num_classes = 3;
   data.files = std::make_shared<DecodedImages>();
+  data.own_sizes = true;
   data.resize_centres = PixelCentres::Legacy;
-  const Augmentation augment = scalesOf(3, 6, 3, 3);
+  // VGG's scales, or Inception's boxes of each image as decoded.
+  const Augmentation augment =
+      GENERATE(scalesOf(3, 6, 3, 3), boxesOf({0.3f, 1.0f}, {0.5f, 2.0f}, 3, 3));
   InputPipeline input(data, 6, /*shuffle=*/false, 5, 0, 0, 0, 1, augment);
   const std::vector<float> batch = batchInputs(input.next(), 9);
   const DecodedImages images;
@@ -461,10 +496,19 @@ TEST_CASE("a pipeline resizes each image of its own size to the side drawn for i
     CHECK(std::vector<float>(batch.begin() + i * 9, batch.begin() + i * 9 + 9) == expected);
   }
 
-  // A set whose images are kept in memory, at one size, cannot be resized so.
+  // A set whose images are kept at one size draws no scale of them, and
+  // images of their own sizes need a box or a scale drawn and their files.
   Dataset kept = floatImages({3, 3, 1}, 6);
   kept.window = {3, 3, 1};
-  CHECK_THROWS_AS(InputPipeline(kept, 6, false, 5, 0, 0, 0, 1, augment), std::invalid_argument);
+  CHECK_THROWS_AS(InputPipeline(kept, 6, false, 5, 0, 0, 0, 1, scalesOf(3, 6, 3, 3)),
+                  std::invalid_argument);
+  Augmentation flip_only;
+  flip_only.crop_height = 3;
+  flip_only.crop_width = 3;
+  flip_only.flip_left_right = true;
+  CHECK_THROWS_AS(InputPipeline(data, 6, false, 5, 0, 0, 0, 1, flip_only), std::invalid_argument);
+  data.files = nullptr;
+  CHECK_THROWS_AS(InputPipeline(data, 6, false, 5, 0, 0, 0, 1, augment), std::invalid_argument);
 }
 
 TEST_CASE("evaluation's window is the image's centre, as resize_image_with_crop_or_pad takes it",

@@ -1034,7 +1034,8 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
           "[model_spec]") {
   TempDir dir;
   dir.write("data/train", "x");
-  const auto spec = [&](const std::string& crop, const std::string& train_resize = "bilinear") {
+  const auto spec = [&](const std::string& crop,
+                        const std::string& train_resize = "bilinear, in_memory: false") {
     return writeDataSpec(dir, "[8, 8, 3]",
                          "  train: {tfrecords: data/train, resize: " + train_resize +
                              "}\n  augment: {random_crop: " + crop + "}\n");
@@ -1055,11 +1056,16 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
       loadModelSpec(spec("{size: [8, 8], aspect_ratio: [1, 1]}")).data.augment;
   CHECK(augmentationText(aspect) == "random_crop 8x8 area [0.05, 1] aspect_ratio [1, 1]");
   CHECK_FALSE(loadModelSpec(spec("{size: [8, 8]}", "{size: [10, 10]}")).data.augment.boxes());
-  // A box is resized to the window: training images may be resized to the
-  // window itself, with or without a size, but not to less than it.
-  CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}")).data.train.resize_height == 0);
-  CHECK(loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}", "{size: [8, 8]}"))
-            .data.train.resize_height == 8);
+  // Without a size, boxes are of each image as decoded, left in its file;
+  // with one, of the image resized to it (the window's own size too).
+  const DataFiles own = loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}")).data.train;
+  CHECK(own.own_sizes);
+  CHECK(own.resize_height == 0);
+  const DataFiles resized =
+      loadModelSpec(spec("{size: [8, 8], area: [0.5, 1]}", "{size: [8, 8]}")).data.train;
+  CHECK_FALSE(resized.own_sizes);
+  CHECK(resized.resize_height == 8);
+  CHECK_FALSE(loadModelSpec(spec("{size: [8, 8]}", "{size: [10, 10]}")).data.train.own_sizes);
 
   const std::string path = (dir.path() / "spec.yaml").string();
   const std::pair<const char*, const char*> refused[] = {
@@ -1101,6 +1107,12 @@ TEST_CASE("augment random_crop area and aspect_ratio: a box of the image resized
         path +
             ":5:49: data.train.resize.size: expected a size that holds the window [8, 8] (padded "
             "by 0 on every side: data.augment.random_crop), got [6, 8]");
+  CHECK(loadError(spec("{size: [8, 8], area: [0.5, 1]}", "bilinear")) ==
+        path +
+            ":5:10: data.train: expected in_memory: false: each training image keeps its own "
+            "size, decoded from its file as it is gathered, for a box of it "
+            "(data.augment.random_crop's area and aspect_ratio); or resize: {size: [H, W]}, every "
+            "image resized to one size first");
 }
 
 TEST_CASE("augment random_crop shorter_side: a window of each image resized to a side drawn",
@@ -1124,6 +1136,7 @@ TEST_CASE("augment random_crop shorter_side: a window of each image resized to a
   CHECK(augmentationText(augment) == "random_crop 8x8 shorter_side [8, 16]");
   // An image read without a draw is the centre of its resize to the least side.
   CHECK(scaled.data.train.resize_shorter_side == 8);
+  CHECK(scaled.data.train.own_sizes);
   CHECK_FALSE(scaled.data.train.in_memory);
   CHECK(loadModelSpec(spec("{size: [8, 8], shorter_side: [9, 9]}")).data.augment.scale_upper == 9);
 
@@ -1167,13 +1180,13 @@ TEST_CASE("augment random_crop shorter_side: a window of each image resized to a
        ":5:10: data.train: expected a resize method, resize: bilinear or legacy_bilinear, for the "
        "side drawn for each training image (data.augment.random_crop.shorter_side)"},
       {"tfrecords: data/train, resize: bilinear",
-       ":5:10: data.train: expected in_memory: false: each training image is decoded from its "
-       "file as it is gathered, to be resized to the side drawn for it "
+       ":5:10: data.train: expected in_memory: false: each training image keeps its own size, "
+       "decoded from its file as it is gathered, to be resized to the side drawn for it "
        "(data.augment.random_crop.shorter_side)"},
       {"tfrecords: data/train, resize: bilinear, in_memory: true",
-       ":5:63: data.train.in_memory: expected in_memory: false: each training image is decoded "
-       "from its file as it is gathered, to be resized to the side drawn for it "
-       "(data.augment.random_crop.shorter_side)"},
+       ":5:63: data.train.in_memory: expected in_memory: false: each training image keeps its "
+       "own size, decoded from its file as it is gathered, to be resized to the side drawn for "
+       "it (data.augment.random_crop.shorter_side)"},
       {"tfrecords: data/train, resize: {size: [10, 10]}, in_memory: false",
        ":5:49: data.train.resize.size: expected no size: each training image is resized from its "
        "own size to the side drawn for it (data.augment.random_crop.shorter_side)"},

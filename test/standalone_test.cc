@@ -744,6 +744,24 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
   CHECK(photos.exit_code == 0);
   CHECK(lossLines(photos.output).size() == 6);
   CHECK_THAT(photos.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
+  // Inception's own: boxes of each photograph as decoded, without a size,
+  // the images left in their files to be decoded again.
+  writeFile(dir / "decoded.yaml",
+            photoSpec("legacy_bilinear, in_memory: false", "{shorter_side: 4}",
+                      "{random_crop: {size: [3, 3], area: [0.3, 1]}, flip_left_right: true}"));
+  const ProcessResult decoded =
+      runTraind("--model " + (dir / "decoded.yaml").string() +
+                " --threads 1 --log-every 1 --checkpoint-dir " + (dir / "decoded").string());
+  INFO(decoded.output);
+  CHECK(decoded.exit_code == 0);
+  CHECK(lossLines(decoded.output).size() == 6);
+  writeFile(dir / "kept.yaml",
+            replaceAll(readFile(dir / "decoded.yaml"), "in_memory: false", "in_memory: true"));
+  const ProcessResult kept = runTraind("check --model " + (dir / "kept.yaml").string());
+  CHECK(kept.exit_code == 2);
+  CHECK_THAT(kept.output, Catch::Contains("kept.yaml:5:") &&
+                              Catch::Contains(": data.train.in_memory: expected in_memory: false: "
+                                              "each training image keeps its own size"));
 }
 
 TEST_CASE("augment random_crop shorter_side: VGG's windows of images resized to a side drawn") {
