@@ -17,8 +17,8 @@ Two crops, each to 224 x 224 x 3, then a random left-right flip, / 255:
   traind: `random_crop: {size: [224, 224], area: [0.08, 1], aspect_ratio:
   [0.75, 1.33]}` of a set with `resize: legacy_bilinear, in_memory: false`.
   TensorFlow: tf.image.sample_distorted_bounding_box (no object boxes,
-  min_object_covered 0, 100 tries), tf.slice, resize_bilinear
-  (align_corners=False).
+  min_object_covered 0, 100 tries), tf.slice, ResizeBilinear
+  (align_corners=False, TensorFlow 1's resize_bilinear).
 - scales: VGG's (vgg_preprocessing.preprocess_for_train): each image resized
   in proportion to a shorter side drawn in [256, 512], a random window of
   224 x 224 of that. traind: `random_crop: {size: [224, 224], shorter_side:
@@ -49,7 +49,9 @@ import tempfile
 import time
 
 import numpy as np
-import tensorflow as tf
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's import
+import tensorflow as tf  # noqa: E402
 
 WINDOW = 224
 BATCH = 32
@@ -121,7 +123,7 @@ def inception_box(record):
         aspect_ratio_range=ASPECT, area_range=AREA, max_attempts=100,
         use_image_if_no_bounding_boxes=True)
     box = tf.slice(image, begin, size)
-    window = tf.compat.v1.image.resize_bilinear(box[None], [WINDOW, WINDOW])[0]
+    window = tf.raw_ops.ResizeBilinear(images=box[None], size=[WINDOW, WINDOW])[0]
     return tf.image.random_flip_left_right(window) / 255.0, label
 
 
@@ -131,7 +133,7 @@ def vgg_scale(record):
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
     scale = tf.cast(side, tf.float32) / tf.reduce_min(shape)
     size = tf.cast(tf.math.rint(shape * scale), tf.int32)
-    resized = tf.compat.v1.image.resize_bilinear(image[None], size)[0]
+    resized = tf.raw_ops.ResizeBilinear(images=image[None], size=size)[0]
     window = tf.image.random_crop(resized, [WINDOW, WINDOW, 3])
     return tf.image.random_flip_left_right(window) / 255.0, label
 
@@ -156,9 +158,11 @@ def main():
                         help="where the photographs are written once")
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("crops", nargs="*", default=["boxes", "scales"],
-                        choices=["boxes", "scales"])
+    parser.add_argument("crops", nargs="*", help="boxes, scales or both (the default)")
     args = parser.parse_args()
+    crops = args.crops or ["boxes", "scales"]
+    if any(crop not in ("boxes", "scales") for crop in crops):
+        parser.error(f"expected crops among boxes and scales, got {' '.join(crops)}")
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     binary = os.path.join(args.build_dir, "bench", "augment_throughput")
@@ -167,7 +171,7 @@ def main():
           f"batches of {BATCH}, one thread each, {args.rounds} rounds, TensorFlow {tf.__version__}")
     print(f"{'crop':8} {'traind img/s':>14} {'TensorFlow img/s':>17} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as scratch:
-        for crop in args.crops:
+        for crop in crops:
             spec = os.path.join(scratch, f"{crop}.yaml")
             with open(spec, "w") as f:
                 f.write(spec_text(path, crop))
