@@ -284,9 +284,11 @@ int main(int argc, char** argv) {
         const traind::TrainingData data =
             traind::loadTrainingData(spec, graph, {}, traind::DataMemory::Alone);
         const long long tests = data.test ? data.test->size : 0;
+        const std::string train_images =
+            data.train.own_sizes ? "their own sizes, each decoded again as it is gathered"
+                                 : traind::shapeToString(data.train.example_shape);
         std::printf("data: %lld training examples of %s, %lld test example%s\n",
-                    static_cast<long long>(data.train.size),
-                    traind::shapeToString(data.train.example_shape).c_str(), tests,
+                    static_cast<long long>(data.train.size), train_images.c_str(), tests,
                     tests == 1 ? "" : "s");
         if (spec.data.shuffle_buffer.size > 0)
           std::printf("shuffle: %s\n", traind::shuffleBufferText(spec.data.shuffle_buffer).c_str());

@@ -789,6 +789,8 @@ TEST_CASE("augment random_crop shorter_side: VGG's windows of images resized to 
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 3x3 shorter_side [3, 6] "
                                            "flip_left_right\n"));
+  CHECK_THAT(check.output, Catch::Contains("data: 6 training examples of their own sizes, each "
+                                           "decoded again as it is gathered, 6 test examples"));
   // Kept in memory, the images would be kept at one size.
   writeFile(dir / "kept.yaml",
             replaceAll(readFile(dir / "scales.yaml"), "in_memory: false", "in_memory: true"));
