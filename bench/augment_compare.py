@@ -30,7 +30,8 @@ Each round times, in turn, one epoch of batches of 32 on one thread:
   it with prefetch_batches: 0, every image read at its offset, decoded,
   cropped, resized, flipped), its load not counted;
 - TensorFlow: TFRecordDataset, parse_single_example, the crop, batch(32),
-  iterated on a private thread pool of one thread, intra-op parallelism 1.
+  iterated on a private thread pool of one thread, intra-op parallelism 1,
+  no prefetch injected and no autotuning; its first batch untimed too.
 
 The figure is images per second, the median over the rounds, and traind's
 as a multiple of TensorFlow's. Run with TensorFlow's virtual environment
@@ -138,17 +139,25 @@ def vgg_scale(record):
     return tf.image.random_flip_left_right(window) / 255.0, label
 
 
-def time_tensorflow(path, crop):
+def time_tensorflow(path, crop, images):
     options = tf.data.Options()
     options.threading.private_threadpool_size = 1
     options.threading.max_intra_op_parallelism = 1
+    # Nothing on a thread of its own: no prefetch injected, no autotuning.
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
     dataset = (tf.data.TFRecordDataset(path)
                .map(inception_box if crop == "boxes" else vgg_scale)
                .batch(BATCH, drop_remainder=True)
+               .repeat()
                .with_options(options))
+    # As augment_throughput: the first batch untimed, then an epoch's.
+    batches = iter(dataset)
+    next(batches)
     start = time.perf_counter()
-    images = sum(int(batch[0].shape[0]) for batch in dataset)
-    return images / (time.perf_counter() - start)
+    for _ in range(images // BATCH):
+        next(batches)
+    return images // BATCH * BATCH / (time.perf_counter() - start)
 
 
 def main():
@@ -175,11 +184,11 @@ def main():
             spec = os.path.join(scratch, f"{crop}.yaml")
             with open(spec, "w") as f:
                 f.write(spec_text(path, crop))
-            time_tensorflow(path, crop)  # untimed: TensorFlow traces its functions
+            time_tensorflow(path, crop, args.images)  # untimed: TensorFlow traces its functions
             traind, tensorflow = [], []
             for _ in range(args.rounds):
                 traind.append(time_traind(binary, spec))
-                tensorflow.append(time_tensorflow(path, crop))
+                tensorflow.append(time_tensorflow(path, crop, args.images))
             ours, theirs = statistics.median(traind), statistics.median(tensorflow)
             print(f"{crop:8} {ours:14.0f} {theirs:17.0f} {ours / theirs:6.2f}"
                   f"   (traind {min(traind):.0f}-{max(traind):.0f}, "

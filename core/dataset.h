@@ -55,7 +55,9 @@ class ExampleFiles {
   // Example `index`'s inputs, numElements(Dataset::example_shape) floats,
   // into `out`, as the data set would hold them in memory. Safe to call
   // from several threads at once. InputError naming the file and the
-  // record when it no longer holds what was found there at load.
+  // record when it no longer holds what was found there at load;
+  // std::logic_error for images of their own sizes (Dataset::own_sizes),
+  // which only a crop drawn on each (decode) makes inputs of.
   virtual void read(int64_t index, float* out) const = 0;
   // Example `index`'s PNG or JPEG image as decoded, at its own size, into
   // `pixels` (resized to hold it); its [height, width, channels]. For a

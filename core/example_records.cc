@@ -372,11 +372,16 @@ class RecordExampleFiles final : public ExampleFiles {
         elements_(size_t(numElements(shape_))),
         image_feature_(source.image_feature),
         resize_(source.resize),
-        shorter_side_(source.resize_shorter_side) {}
+        shorter_side_(source.resize_shorter_side),
+        own_sizes_(source.own_sizes) {}
 
   void adviseRandomOrder() const override { files_.adviseRandomOrder(); }
 
   void read(int64_t index, float* out) const override {
+    if (own_sizes_)
+      throw std::logic_error(
+          "ExampleFiles::read: images of their own sizes are gathered by decode(), for the crop "
+          "drawn on each");
     const RecordPlace& place = places_.at(size_t(index));
     const Feature& image = imageFeature(place);
     if (kind_ == ImageKind::Floats) {
@@ -480,6 +485,7 @@ class RecordExampleFiles final : public ExampleFiles {
   const std::string image_feature_;
   const DataFiles::Resize resize_;
   const int64_t shorter_side_;
+  const bool own_sizes_;
 };
 
 class ExampleLoader {
@@ -1041,16 +1047,20 @@ Dataset loadExampleRecords(const DataFiles& source, const Shape& model_input,
           format != CompressedFile::Format::Raw)
         throw InputError(fmt::format(
             "{}: compressed with {}; with in_memory: false each record is read at its offset, "
-            "which a compressed file cannot give: expected uncompressed TFRecord files (or "
-            "in_memory: true)",
-            path, format == CompressedFile::Format::Gzip ? "gzip" : "zlib"));
+            "which a compressed file cannot give: expected uncompressed TFRecord files ({})",
+            path, format == CompressedFile::Format::Gzip ? "gzip" : "zlib",
+            source.own_sizes ? "the training images keep their own sizes, left in their files: "
+                               "decompress them, or give the resize a size, {size: [H, W]}, "
+                               "where the crop is a box"
+                             : "or in_memory: true"));
   // A size of its own resizes images the model takes a window of.
-  const bool own_size = source.resize != DataFiles::Resize::None && source.resize_height > 0 &&
-                        model_input.size() == 3;
-  ExampleLoader loader(
-      source,
-      own_size ? Shape{source.resize_height, source.resize_width, model_input[2]} : model_input,
-      check, share, record_shape);
+  const bool resized_to_size = source.resize != DataFiles::Resize::None &&
+                               source.resize_height > 0 && model_input.size() == 3;
+  ExampleLoader loader(source,
+                       resized_to_size
+                           ? Shape{source.resize_height, source.resize_width, model_input[2]}
+                           : model_input,
+                       check, share, record_shape);
   for (const std::string& path : source.records)
     if (!loader.readFile(path)) break;
   return loader.finish();

@@ -115,8 +115,8 @@ class InputPipeline {
   int64_t permutation_epoch_ = -1;
   const ShuffleBuffer stream_;           // how the buffer's stream reads the files
   std::vector<int64_t> shuffle_buffer_;  // fill()'s thread only: empty without one
-  // fill()'s thread only: an image before augmentation, as floats or, to
-  // be resized to a scale drawn for it (Augmentation::scales), as decoded
+  // fill()'s thread only: an image before augmentation, as floats or, of
+  // its own size (Dataset::own_sizes), as decoded
   std::vector<float> image_;
   std::vector<uint8_t> decoded_;
 

@@ -611,8 +611,6 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
       fail(*size,
            "expected no size: each training image is resized from its own size to the side "
            "drawn for it (data.augment.random_crop.shorter_side)");
-    // What an image read without a draw is resized to.
-    source.resize_shorter_side = augment.scale_lower;
     source.own_sizes = true;
     return;
   }
@@ -627,7 +625,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
       fail(field, fmt::format("expected a size to resize to, {{size: [H, W]}}, with a crop's "
                               "window (data.augment.random_crop.size): without one every image "
                               "would be resized to the window [{}, {}] itself (a crop's padding "
-                              "alone crops images resized to the input)",
+                              "alone crops images resized to the input; a random box or "
+                              "shorter_side is drawn on each image at its own size)",
                               input[0], input[1]));
     return;
   }
@@ -1294,6 +1293,11 @@ std::string dataRule(const ModelSpec& spec) {
   if (spec.data.shuffle_buffer.size > 0) rule += " " + shuffleBufferText(spec.data.shuffle_buffer);
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
+  // The method resizes what is drawn of each image at its own size.
+  if (spec.data.train.own_sizes)
+    rule += spec.data.train.resize == DataFiles::Resize::LegacyBilinear
+                ? ", training images of their own sizes, legacy_bilinear"
+                : ", training images of their own sizes, bilinear";
   if (spec.data.standardize_per_image) rule += ", standardized per image";
   return rule;
 }

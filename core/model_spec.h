@@ -126,9 +126,7 @@ struct DataFiles {
   // Or, for a test set, the side the shorter of each image's height and
   // width is resized to, the other kept in proportion (slim's VGG
   // evaluation), before the centre window of the model's input is taken of
-  // it; 0 = none. For a training set that draws a side for each image
-  // (Augmentation::scales), its least: what an image read without a draw
-  // is resized to (copyInputs)
+  // it; 0 = none
   int64_t resize_shorter_side = 0;
   // TfRecord, training: each image keeps its own size, decoded again from
   // its file as a batch gathers it, for a random crop drawn on it

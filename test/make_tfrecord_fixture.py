@@ -38,6 +38,14 @@ TensorFlow, so its output is kept in the repository):
 
     ~/.cache/traind/tensorflow/bin/python3 test/make_tfrecord_fixture.py shorter_side
 
+  jpeg-central-fraction-3.f32 and jpeg-central-fraction-legacy-3.f32, each
+  image of jpeg.tfrecord decoded to 3 channels, its centre half kept
+  (tf.image.central_crop(image, 0.5), inception_preprocessing's
+  evaluation), resized to [4, 3] by tf.image.resize or TensorFlow 1's
+  resize_bilinear, / 255. Only these two:
+
+    ~/.cache/traind/tensorflow/bin/python3 test/make_tfrecord_fixture.py central_fraction
+
 Each run may write the records in other bytes (an Example's features are a
 map, whose order differs from run to run), with the same values: the tests'
 byte offsets are those of the files kept here.
@@ -167,6 +175,18 @@ def write_shorter_side_fixture():
                  [aspect_preserving(image, legacy) for image in images])
 
 
+def write_central_fraction_fixture():
+    images = [tf.io.decode_jpeg(tf.train.Example.FromString(record.numpy()).features
+                                .feature["image/encoded"].bytes_list.value[0], channels=3)
+              for record in tf.data.TFRecordDataset(os.path.join(OUT, "jpeg.tfrecord"))]
+    centres = [tf.image.central_crop(image, 0.5) for image in images]
+    write_floats("jpeg-central-fraction-3.f32",
+                 [tf.image.resize(centre, [4, 3]).numpy() / np.float32(255) for centre in centres])
+    write_floats("jpeg-central-fraction-legacy-3.f32",
+                 [tf.compat.v1.image.resize_bilinear(centre[None], [4, 3], align_corners=False)[0]
+                  .numpy() / np.float32(255) for centre in centres])
+
+
 def write(name, examples, compression=None):
     options = tf.io.TFRecordOptions(compression_type=compression) if compression else None
     with tf.io.TFRecordWriter(os.path.join(OUT, name), options) as writer:
@@ -186,6 +206,7 @@ def main():
     write("png-rgba.tfrecord", [png_example(0, (2, 2, 4))])
     write_jpeg_fixture()
     write_shorter_side_fixture()
+    write_central_fraction_fixture()
     # What TensorFlow reads back is what was written.
     for name, compression, expected in [("images-1.tfrecord.gz", "GZIP", 5),
                                         ("images-2.tfrecord.zlib", "ZLIB", 3)]:
@@ -197,5 +218,7 @@ def main():
 if __name__ == "__main__":
     if sys.argv[1:] == ["shorter_side"]:
         write_shorter_side_fixture()
+    elif sys.argv[1:] == ["central_fraction"]:
+        write_central_fraction_fixture()
     else:
         main()

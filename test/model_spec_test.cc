@@ -954,7 +954,8 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
       {"bilinear", "bilinear", "{random_crop: {size: [8, 8]}}",
        ":5:42: data.train.resize: expected a size to resize to, {size: [H, W]}, with a crop's "
        "window (data.augment.random_crop.size): without one every image would be resized to "
-       "the window [8, 8] itself (a crop's padding alone crops images resized to the input)"},
+       "the window [8, 8] itself (a crop's padding alone crops images resized to the input; a "
+       "random box or shorter_side is drawn on each image at its own size)"},
       {"{size: [10, 10]}", "bilinear", "",
        ":5:49: data.train.resize.size: expected the model's input height and width [8, 8] (a "
        "size of its own is for images the model takes a window of: "
@@ -1134,9 +1135,12 @@ TEST_CASE("augment random_crop shorter_side: a window of each image resized to a
   CHECK(augment.scale_upper == 16);
   CHECK_FALSE(augment.boxes());
   CHECK(augmentationText(augment) == "random_crop 8x8 shorter_side [8, 16]");
-  // An image read without a draw is the centre of its resize to the least side.
-  CHECK(scaled.data.train.resize_shorter_side == 8);
   CHECK(scaled.data.train.own_sizes);
+  CHECK(scaled.data.train.resize_shorter_side == 0);
+  // Every node resizes what it draws with the same method.
+  CHECK(dataRule(scaled) ==
+        "batch_size 32, seed 0, shuffled, augmented: random_crop 8x8 shorter_side [8, 16], "
+        "training images of their own sizes, bilinear");
   CHECK_FALSE(scaled.data.train.in_memory);
   CHECK(loadModelSpec(spec("{size: [8, 8], shorter_side: [9, 9]}")).data.augment.scale_upper == 9);
 

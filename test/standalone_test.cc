@@ -773,9 +773,13 @@ TEST_CASE("augment random_crop shorter_side: VGG's windows of images resized to 
       dir / "scales.yaml",
       photoSpec("legacy_bilinear, in_memory: false", "{shorter_side: 4}",
                 "{random_crop: {size: [3, 3], shorter_side: [3, 6]}, flip_left_right: true}"));
-  const auto train = [&](const std::string& checkpoints) {
+  // Gathered on the step's own thread as well as read ahead.
+  writeFile(dir / "on_step.yaml", replaceAll(readFile(dir / "scales.yaml"), "  batch_size: 2\n",
+                                             "  batch_size: 2\n  prefetch_batches: 0\n"));
+  REQUIRE_THAT(readFile(dir / "on_step.yaml"), Catch::Contains("prefetch_batches: 0"));
+  const auto train = [&](const std::string& spec, const std::string& checkpoints) {
     const ProcessResult run =
-        runTraind("--model " + (dir / "scales.yaml").string() +
+        runTraind("--model " + (dir / spec).string() +
                   " --threads 2 --log-every 1 --checkpoint-dir " + (dir / checkpoints).string());
     INFO(run.output);
     CHECK(run.exit_code == 0);
@@ -783,8 +787,8 @@ TEST_CASE("augment random_crop shorter_side: VGG's windows of images resized to 
     CHECK_THAT(run.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
     return summaryValue(run.output, "test loss");
   };
-  // Each image's draws are its own, whichever thread gathers it: a second run trains alike.
-  CHECK(train("first") == train("second"));
+  // Each image's draws are its own, whichever thread gathers it.
+  CHECK(train("scales.yaml", "first") == train("on_step.yaml", "second"));
   const ProcessResult check = runTraind("check --model " + (dir / "scales.yaml").string());
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.output, Catch::Contains("\naugment: random_crop 3x3 shorter_side [3, 6] "
