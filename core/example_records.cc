@@ -342,16 +342,33 @@ PixelCentres centresOf(DataFiles::Resize resize) {
 // Decoded pixels of `decoded` shape resized to `input` as floats / 255, as
 // a set held in memory keeps them and one left in its files reads them:
 // with a `shorter_side` (DataFiles::resize_shorter_side), resized to it in
-// proportion, and the input's centre window of that.
+// proportion, and the input's centre window of that; with a
+// `central_fraction` (DataFiles::resize_central_fraction), that much of
+// each side about the centre, resized to the input.
 void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Shape& input,
-                   DataFiles::Resize resize, int64_t shorter_side, float* out) {
-  auto [height, width] = std::pair{input[0], input[1]};
-  if (shorter_side > 0)
-    std::tie(height, width) = sizeWithShorterSide(decoded_shape[0], decoded_shape[1], shorter_side);
-  // tf.image.resize_with_crop_or_pad's corner, as evaluation's window (centreWindow).
-  resizeBilinearPart(decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), height,
-                     width, (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
-                     centresOf(resize), out);
+                   DataFiles::Resize resize, int64_t shorter_side, double central_fraction,
+                   float* out) {
+  if (central_fraction > 0.0) {
+    // tf.image.central_crop: each side's first kept pixel in double, cut
+    // down to a whole one, as many kept past the centre.
+    const auto first = [central_fraction](int64_t side) {
+      return int64_t((double(side) - double(side) * central_fraction) / 2.0);
+    };
+    const int64_t top = first(decoded_shape[0]), left = first(decoded_shape[1]);
+    const int64_t channels = decoded_shape[2], row = decoded_shape[1] * channels;
+    resizeBilinear(decoded + top * row + left * channels, row, decoded_shape[0] - 2 * top,
+                   decoded_shape[1] - 2 * left, int(channels), input[0], input[1],
+                   centresOf(resize), out);
+  } else {
+    auto [height, width] = std::pair{input[0], input[1]};
+    if (shorter_side > 0)
+      std::tie(height, width) =
+          sizeWithShorterSide(decoded_shape[0], decoded_shape[1], shorter_side);
+    // tf.image.resize_with_crop_or_pad's corner, as evaluation's window (centreWindow).
+    resizeBilinearPart(decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), height,
+                       width, (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
+                       centresOf(resize), out);
+  }
   const size_t values = size_t(numElements(input));
   for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
 }
@@ -373,6 +390,7 @@ class RecordExampleFiles final : public ExampleFiles {
         image_feature_(source.image_feature),
         resize_(source.resize),
         shorter_side_(source.resize_shorter_side),
+        central_fraction_(source.resize_central_fraction),
         own_sizes_(source.own_sizes) {}
 
   void adviseRandomOrder() const override { files_.adviseRandomOrder(); }
@@ -403,7 +421,8 @@ class RecordExampleFiles final : public ExampleFiles {
     thread_local std::vector<uint8_t> decoded;
     const Shape decoded_shape = decodeRecordImage(place, bytes, decoded);
     if (kind_ == ImageKind::Resized) {
-      resizeToInput(decoded.data(), decoded_shape, shape_, resize_, shorter_side_, out);
+      resizeToInput(decoded.data(), decoded_shape, shape_, resize_, shorter_side_,
+                    central_fraction_, out);
       return;
     }
     // As copyInputs makes inputs of kept pixels.
@@ -485,6 +504,7 @@ class RecordExampleFiles final : public ExampleFiles {
   const std::string image_feature_;
   const DataFiles::Resize resize_;
   const int64_t shorter_side_;
+  const double central_fraction_;
   const bool own_sizes_;
 };
 
@@ -515,6 +535,14 @@ class ExampleLoader {
           fmt::format("a shorter side of {} for an input of {}, with a resize's size of [{}, {}]",
                       source.resize_shorter_side, shapeToString(model_input), source.resize_height,
                       source.resize_width));
+    // A centre kept is resized to the input.
+    if (source.resize_central_fraction > 0.0 &&
+        (image_kind_ != ImageKind::Resized || source.resize_height > 0 ||
+         source.resize_shorter_side > 0 || !(source.resize_central_fraction <= 1.0)))
+      throw std::invalid_argument(fmt::format(
+          "a central fraction of {} with a resize's size of [{}, {}] or a shorter side of {}",
+          source.resize_central_fraction, source.resize_height, source.resize_width,
+          source.resize_shorter_side));
     // Images of their own sizes are decoded again from their files.
     if (source.own_sizes &&
         (image_kind_ != ImageKind::Resized || source.resize_height > 0 || source.in_memory))
@@ -676,7 +704,8 @@ class ExampleLoader {
       if (image_kind_ == ImageKind::Resized) {
         decode(bytes, *encoded, decoded_);
         resizeToInput(decoded_.data(), encoded->decoded, shape_, source_.resize,
-                      source_.resize_shorter_side, floats_.extend(elements));
+                      source_.resize_shorter_side, source_.resize_central_fraction,
+                      floats_.extend(elements));
       } else if (image_kind_ == ImageKind::Encoded) {
         decode(bytes, *encoded, pixels_.extend(elements));
       } else {

@@ -36,7 +36,9 @@ namespace traind {
 //   source.resize_height and resize_width where they are set, or in
 //   proportion to source.resize_shorter_side (at least the input's height
 //   and width, and no size then) and then the centre window of
-//   `model_input` taken of it, and / 255, kept as floats; `model_input`
+//   `model_input` taken of it, or the centre source.resize_central_fraction
+//   of each side of it resized to `model_input` (no size or shorter side
+//   then), and / 255, kept as floats; `model_input`
 //   must then be [height, width, 1 or 3] (std::invalid_argument).
 // - source.label_feature: an int64_list of one class, 0 or more; or a
 //   float_list of one regression target.

@@ -562,10 +562,10 @@ std::pair<int64_t, int64_t> readHeightWidth(const Field& field) {
 }
 
 // data.train.resize or data.test.resize: a method, or {method, size}, or
-// a test set's {method, shorter_side}. A size other than the model's input
-// is for images the model takes a window of; training images it needs
-// (resized to the input, they would be the window itself), but for a
-// random box or scale, drawn on each image at its own size without one.
+// a test set's {method, shorter_side} or {method, central_fraction}. A size other than the model's
+// input is for images the model takes a window of; training images it needs (resized to the input,
+// they would be the window itself), but for a random box or scale, drawn on each image at its own
+// size without one.
 void readResize(const Field& field, const Shape& input, const Augmentation& augment, bool training,
                 DataFiles& source) {
   const auto readMethod = [](const Field& f) {
@@ -573,14 +573,15 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                                          {{"bilinear", DataFiles::Resize::Bilinear},
                                           {"legacy_bilinear", DataFiles::Resize::LegacyBilinear}});
   };
-  std::optional<Field> size, shorter_side;
+  std::optional<Field> size, shorter_side, central_fraction;
   if (field.node.IsMap()) {
     Mapping fields(field);
-    fields.allowOnly({"method", "size", "shorter_side"}, "a resize");
+    fields.allowOnly({"method", "size", "shorter_side", "central_fraction"}, "a resize");
     source.resize = DataFiles::Resize::Bilinear;
     if (auto f = fields.find("method")) source.resize = readMethod(*f);
     size = fields.find("size");
     shorter_side = fields.find("shorter_side");
+    central_fraction = fields.find("central_fraction");
   } else {
     source.resize = readMethod(field);
   }
@@ -589,6 +590,20 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
          "expected an input of [height, width, 1] or [height, width, 3] to resize images to, "
          "got " +
              shapeToString(input));
+  if (central_fraction) {
+    if (training)
+      fail(*central_fraction,
+           "expected it of a test set only (data.test.resize): a training set draws its crops, "
+           "data.augment.random_crop");
+    if (size || shorter_side)
+      fail(size ? *size : *shorter_side,
+           "expected one of size, shorter_side and central_fraction, not two");
+    // As tf.image.central_crop takes it, in double.
+    source.resize_central_fraction =
+        readNumber(*central_fraction, "a number above 0 and up to 1 (of each side, kept)",
+                   [](double v) { return v > 0.0 && v <= 1.0; });
+    return;
+  }
   if (shorter_side) {
     // Each image then keeps its own aspect, and so its own size, of which
     // only the centre window is kept: evaluation's.

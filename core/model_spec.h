@@ -128,6 +128,10 @@ struct DataFiles {
   // evaluation), before the centre window of the model's input is taken of
   // it; 0 = none
   int64_t resize_shorter_side = 0;
+  // Or, for a test set, the fraction of each image's height and width kept
+  // about its centre (tf.image.central_crop: Inception's evaluation)
+  // before it is resized to the model's input; 0 = none
+  double resize_central_fraction = 0.0;
   // TfRecord, training: each image keeps its own size, decoded again from
   // its file as a batch gathers it, for a random crop drawn on it
   // (Augmentation::scales, or boxes with a resize that has no size)

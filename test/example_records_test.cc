@@ -424,6 +424,38 @@ TEST_CASE("a shorter side keeps each image's aspect, then its centre window is t
     }
 }
 
+TEST_CASE("a central fraction keeps each image's centre, resized to the input",
+          "[example_records]") {
+  // inception_preprocessing's evaluation: tf.image.central_crop(image,
+  // 0.5) of each image (9x7 keeps rows 2-6 and columns 1-5), resized to
+  // [4, 3]; jpeg-central-fraction-*.f32 are TensorFlow's own figures, by
+  // tf.image.resize and by TensorFlow 1's resize_bilinear.
+  TempDir dir;
+  for (const auto& [resize, fixture] :
+       {std::pair{DataFiles::Resize::Bilinear, "jpeg-central-fraction-3.f32"},
+        std::pair{DataFiles::Resize::LegacyBilinear, "jpeg-central-fraction-legacy-3.f32"}}) {
+    INFO(fixture);
+    DataFiles all = jpegRecords(dir);
+    all.resize = resize;
+    all.resize_central_fraction = 0.5;
+    const Dataset data = loadExampleRecords(all, {4, 3, 3});
+    CHECK(data.example_shape == Shape{4, 3, 3});
+    const std::vector<float> expected = readFloats(kFixture + fixture);
+    REQUIRE(data.floats.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+    // Not the whole image resized.
+    all.resize_central_fraction = 0.0;
+    CHECK(loadExampleRecords(all, {4, 3, 3}).floats != data.floats);
+  }
+  // With a shorter side as well, or without a resize, the call is refused.
+  DataFiles both = jpegRecords(dir);
+  both.resize = DataFiles::Resize::Bilinear;
+  both.resize_central_fraction = 0.5;
+  both.resize_shorter_side = 5;
+  CHECK_THROWS_AS(loadExampleRecords(both, {4, 3, 3}), std::invalid_argument);
+}
+
 TEST_CASE("resized images take the model's input, whatever height and width the records give",
           "[example_records]") {
   // convert_to_records.py's height, width and depth give a record's shape;
@@ -648,7 +680,8 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
                         {"JPEG, legacy resize", jpegRecords(dir), {4, 3, 1}},
                         {"PNG", recordFiles({kFixture + "png-rgb.tfrecord"}), {4, 3, 3}},
                         {"floats", recordFiles({kFixture + "regression.tfrecord"}), {2}},
-                        {"JPEG, shorter side", jpegRecords(dir), {4, 3, 3}}};
+                        {"JPEG, shorter side", jpegRecords(dir), {4, 3, 3}},
+                        {"JPEG, central fraction", jpegRecords(dir), {4, 3, 3}}};
   sets[3].source.resize = DataFiles::Resize::Bilinear;
   sets[4].source.resize = DataFiles::Resize::LegacyBilinear;
   sets[5].source.image_feature = "image";
@@ -656,6 +689,8 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
   sets[6].source.label_feature = "y";
   sets[7].source.resize = DataFiles::Resize::Bilinear;
   sets[7].source.resize_shorter_side = 5;
+  sets[8].source.resize = DataFiles::Resize::LegacyBilinear;
+  sets[8].source.resize_central_fraction = 0.875;
   for (const Set& set : sets) {
     INFO(set.name);
     const Dataset kept = loadExampleRecords(set.source, set.input);

@@ -1017,6 +1017,34 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
     INFO(message);
     CHECK(loadError(resized(train_resize, test_resize, augment)) == path + message);
   }
+  // A test set's central fraction: each image's centre, resized to the input.
+  const DataSpec central =
+      loadModelSpec(resized("bilinear", "{method: legacy_bilinear, central_fraction: 0.875}", ""))
+          .data;
+  CHECK(central.test->resize == DataFiles::Resize::LegacyBilinear);
+  CHECK(central.test->resize_central_fraction == 0.875);
+  CHECK(central.train.resize_central_fraction == 0.0);
+  // Kept in double, as tf.image.central_crop takes it.
+  CHECK(loadModelSpec(resized("bilinear", "{central_fraction: 0.9}", ""))
+            .data.test->resize_central_fraction == 0.9);
+  const std::array<const char*, 3> refused_fractions[] = {
+      {"{central_fraction: 0.5}", "bilinear",
+       ":5:61: data.train.resize.central_fraction: expected it of a test set only "
+       "(data.test.resize): a training set draws its crops, data.augment.random_crop"},
+      {"bilinear", "{central_fraction: 0.5, size: [8, 8]}",
+       ":6:71: data.test.resize.size: expected one of size, shorter_side and central_fraction, "
+       "not two"},
+      {"bilinear", "{central_fraction: 0}",
+       ":6:60: data.test.resize.central_fraction: expected a number above 0 and up to 1 (of each "
+       "side, kept), got 0"},
+  };
+  for (const auto& [train_resize, test_resize, message] : refused_fractions) {
+    INFO(message);
+    CHECK(loadError(resized(train_resize, test_resize, "")) == path + message);
+  }
+  CHECK_THAT(loadError(resized("bilinear", "{central_fraction: 1.5}", "")),
+             Catch::EndsWith("central_fraction: expected a number above 0 and up to 1 (of each "
+                             "side, kept), got 1.5"));
   // Synthetic data are neither images nor files to share.
   CHECK(loadError(writeDataSpec(dir, "[1]",
                                 "  synthetic: {type: regression}\n"

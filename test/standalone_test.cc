@@ -745,9 +745,11 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
   CHECK(lossLines(photos.output).size() == 6);
   CHECK_THAT(photos.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
   // Inception's own: boxes of each photograph as decoded, without a size,
-  // the images left in their files to be decoded again.
+  // the images left in their files to be decoded again; for evaluation the
+  // centre 0.875 of each image's sides, resized to the input.
   writeFile(dir / "decoded.yaml",
-            photoSpec("legacy_bilinear, in_memory: false", "{shorter_side: 4}",
+            photoSpec("legacy_bilinear, in_memory: false",
+                      "{method: legacy_bilinear, central_fraction: 0.875}",
                       "{random_crop: {size: [3, 3], area: [0.3, 1]}, flip_left_right: true}"));
   const ProcessResult decoded =
       runTraind("--model " + (dir / "decoded.yaml").string() +
@@ -755,6 +757,7 @@ TEST_CASE("augment random_crop area and aspect_ratio: Inception's boxes resized 
   INFO(decoded.output);
   CHECK(decoded.exit_code == 0);
   CHECK(lossLines(decoded.output).size() == 6);
+  CHECK_THAT(decoded.output, Catch::Contains("test accuracy") && Catch::Contains("(6 examples)"));
   writeFile(dir / "kept.yaml",
             replaceAll(readFile(dir / "decoded.yaml"), "in_memory: false", "in_memory: true"));
   const ProcessResult kept = runTraind("check --model " + (dir / "kept.yaml").string());
