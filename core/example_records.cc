@@ -340,15 +340,16 @@ PixelCentres centresOf(DataFiles::Resize resize) {
 }
 
 // Decoded pixels of `decoded` shape resized to `input` as floats / 255, as
-// a set held in memory keeps them and one left in its files reads them:
-// with a `shorter_side` (DataFiles::resize_shorter_side), resized to it in
-// proportion, and the input's centre window of that; with a
-// `central_fraction` (DataFiles::resize_central_fraction), that much of
-// each side about the centre, resized to the input.
+// a set held in memory keeps them and one left in its files reads them,
+// with source.resize's method: with a shorter side
+// (DataFiles::resize_shorter_side), resized to it in proportion, each side
+// rounded as source.resize_rounding says, and the input's centre window of
+// that; with a central fraction (DataFiles::resize_central_fraction), that
+// much of each side about the centre, resized to the input.
 void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Shape& input,
-                   DataFiles::Resize resize, int64_t shorter_side, double central_fraction,
-                   float* out) {
-  if (central_fraction > 0.0) {
+                   const DataFiles& source, float* out) {
+  const PixelCentres centres = centresOf(source.resize);
+  if (const double central_fraction = source.resize_central_fraction; central_fraction > 0.0) {
     // tf.image.central_crop: each side's first kept pixel in double, cut
     // down to a whole one, as many kept past the centre.
     const auto first = [central_fraction](int64_t side) {
@@ -357,17 +358,16 @@ void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Sha
     const int64_t top = first(decoded_shape[0]), left = first(decoded_shape[1]);
     const int64_t channels = decoded_shape[2], row = decoded_shape[1] * channels;
     resizeBilinear(decoded + top * row + left * channels, row, decoded_shape[0] - 2 * top,
-                   decoded_shape[1] - 2 * left, int(channels), input[0], input[1],
-                   centresOf(resize), out);
+                   decoded_shape[1] - 2 * left, int(channels), input[0], input[1], centres, out);
   } else {
     auto [height, width] = std::pair{input[0], input[1]};
-    if (shorter_side > 0)
-      std::tie(height, width) =
-          sizeWithShorterSide(decoded_shape[0], decoded_shape[1], shorter_side);
+    if (source.resize_shorter_side > 0)
+      std::tie(height, width) = sizeWithShorterSide(
+          decoded_shape[0], decoded_shape[1], source.resize_shorter_side, source.resize_rounding);
     // tf.image.resize_with_crop_or_pad's corner, as evaluation's window (centreWindow).
     resizeBilinearPart(decoded, decoded_shape[0], decoded_shape[1], int(decoded_shape[2]), height,
                        width, (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
-                       centresOf(resize), out);
+                       centres, out);
   }
   const size_t values = size_t(numElements(input));
   for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
@@ -387,16 +387,12 @@ class RecordExampleFiles final : public ExampleFiles {
         kind_(kind),
         shape_(std::move(shape)),
         elements_(size_t(numElements(shape_))),
-        image_feature_(source.image_feature),
-        resize_(source.resize),
-        shorter_side_(source.resize_shorter_side),
-        central_fraction_(source.resize_central_fraction),
-        own_sizes_(source.own_sizes) {}
+        source_(source) {}
 
   void adviseRandomOrder() const override { files_.adviseRandomOrder(); }
 
   void read(int64_t index, float* out) const override {
-    if (own_sizes_)
+    if (source_.own_sizes)
       throw std::logic_error(
           "ExampleFiles::read: images of their own sizes are gathered by decode(), for the crop "
           "drawn on each");
@@ -421,8 +417,7 @@ class RecordExampleFiles final : public ExampleFiles {
     thread_local std::vector<uint8_t> decoded;
     const Shape decoded_shape = decodeRecordImage(place, bytes, decoded);
     if (kind_ == ImageKind::Resized) {
-      resizeToInput(decoded.data(), decoded_shape, shape_, resize_, shorter_side_,
-                    central_fraction_, out);
+      resizeToInput(decoded.data(), decoded_shape, shape_, source_, out);
       return;
     }
     // As copyInputs makes inputs of kept pixels.
@@ -464,8 +459,9 @@ class RecordExampleFiles final : public ExampleFiles {
       changed(place, "is no longer a tf.train.Example");
     // The bytes checked at load: what follows cannot fail but for a CRC
     // that matched other bytes, and is checked only so far as memory needs.
-    const Feature* image = featureNamed(example, image_feature_);
-    if (!image) changed(place, fmt::format("has no feature '{}'", printable(image_feature_)));
+    const Feature* image = featureNamed(example, source_.image_feature);
+    if (!image)
+      changed(place, fmt::format("has no feature '{}'", printable(source_.image_feature)));
     return *image;
   }
 
@@ -501,11 +497,7 @@ class RecordExampleFiles final : public ExampleFiles {
   const ImageKind kind_;
   const Shape shape_;
   const size_t elements_;
-  const std::string image_feature_;
-  const DataFiles::Resize resize_;
-  const int64_t shorter_side_;
-  const double central_fraction_;
-  const bool own_sizes_;
+  const DataFiles source_;  // what the images' feature is, and how they are resized
 };
 
 class ExampleLoader {
@@ -527,10 +519,13 @@ class ExampleLoader {
         (model_input.size() != 3 || (model_input[2] != 1 && model_input[2] != 3)))
       throw std::invalid_argument("images resized to an input of " + shapeToString(model_input) +
                                   ", not [height, width, 1 or 3]");
-    // The window of a shorter side's resize must lie inside every image.
+    // The window of a shorter side's resize must lie inside every image,
+    // a side cut down a pixel short too.
+    const int64_t least_side = std::max(model_input[0], model_input[1]) +
+                               (source.resize_rounding == SideRounding::Down ? 1 : 0);
     if (source.resize_shorter_side > 0 &&
         (image_kind_ != ImageKind::Resized || source.resize_height > 0 ||
-         source.resize_shorter_side < std::max(model_input[0], model_input[1])))
+         source.resize_shorter_side < least_side))
       throw std::invalid_argument(
           fmt::format("a shorter side of {} for an input of {}, with a resize's size of [{}, {}]",
                       source.resize_shorter_side, shapeToString(model_input), source.resize_height,
@@ -703,9 +698,7 @@ class ExampleLoader {
       const std::string& bytes = image.bytes_list().value(0);
       if (image_kind_ == ImageKind::Resized) {
         decode(bytes, *encoded, decoded_);
-        resizeToInput(decoded_.data(), encoded->decoded, shape_, source_.resize,
-                      source_.resize_shorter_side, source_.resize_central_fraction,
-                      floats_.extend(elements));
+        resizeToInput(decoded_.data(), encoded->decoded, shape_, source_, floats_.extend(elements));
       } else if (image_kind_ == ImageKind::Encoded) {
         decode(bytes, *encoded, pixels_.extend(elements));
       } else {

@@ -108,10 +108,13 @@ void resizeBilinear(const uint8_t* in, int64_t row_stride, int64_t height, int64
              out_height, out_width, centres, out);
 }
 
-std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side) {
+std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side,
+                                                SideRounding rounding) {
   const float scale = float(side) / float(std::min(height, width));
-  return {int64_t(std::nearbyint(float(height) * scale)),
-          int64_t(std::nearbyint(float(width) * scale))};
+  const auto whole = [rounding](float length) {
+    return int64_t(rounding == SideRounding::Nearest ? std::nearbyint(length) : length);
+  };
+  return {whole(float(height) * scale), whole(float(width) * scale)};
 }
 
 }  // namespace traind

@@ -44,10 +44,21 @@ void resizeBilinear(const uint8_t* in, int64_t row_stride, int64_t height, int64
                     int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
                     float* out);
 
+// How a side reckoned in float becomes a whole number of pixels.
+enum class SideRounding {
+  // To the nearest, ties to even: slim's
+  // vgg_preprocessing._smallest_size_at_least (tf.math.rint).
+  Nearest,
+  // Cut down: the official ResNet's imagenet_preprocessing
+  // ._smallest_size_at_least (a cast to int32), which makes a shorter side
+  // one pixel short where float does (256 / 332 * 332 is 255.99998).
+  Down,
+};
+
 // The height and width of an image of `height` x `width` resized so that
-// its shorter side is `side` and its aspect is kept, each rounded to the
-// nearest (ties to even), as slim's vgg_preprocessing._smallest_size_at_least
-// reckons them (in float).
-std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side);
+// its shorter side is `side` and its aspect is kept, reckoned in float as
+// both do, each rounded as `rounding` says.
+std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side,
+                                                SideRounding rounding = SideRounding::Nearest);
 
 }  // namespace traind

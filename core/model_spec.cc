@@ -573,14 +573,15 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
                                          {{"bilinear", DataFiles::Resize::Bilinear},
                                           {"legacy_bilinear", DataFiles::Resize::LegacyBilinear}});
   };
-  std::optional<Field> size, shorter_side, central_fraction;
+  std::optional<Field> size, shorter_side, round, central_fraction;
   if (field.node.IsMap()) {
     Mapping fields(field);
-    fields.allowOnly({"method", "size", "shorter_side", "central_fraction"}, "a resize");
+    fields.allowOnly({"method", "size", "shorter_side", "round", "central_fraction"}, "a resize");
     source.resize = DataFiles::Resize::Bilinear;
     if (auto f = fields.find("method")) source.resize = readMethod(*f);
     size = fields.find("size");
     shorter_side = fields.find("shorter_side");
+    round = fields.find("round");
     central_fraction = fields.find("central_fraction");
   } else {
     source.resize = readMethod(field);
@@ -590,6 +591,8 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
          "expected an input of [height, width, 1] or [height, width, 3] to resize images to, "
          "got " +
              shapeToString(input));
+  if (round && !shorter_side)
+    fail(*round, "only allowed with shorter_side (how each side of its resize is rounded)");
   if (central_fraction) {
     if (training)
       fail(*central_fraction,
@@ -614,10 +617,20 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
     if (size) fail(*size, "expected a size or a shorter_side, not both");
     // Bounded so that float keeps the shorter side exact (sizeWithShorterSide).
     source.resize_shorter_side = readInt(*shorter_side, 1, kMaxShorterSide);
+    if (round)
+      source.resize_rounding = readChoice<SideRounding>(
+          *round, {{"nearest", SideRounding::Nearest}, {"down", SideRounding::Down}});
     if (source.resize_shorter_side < std::max(input[0], input[1]))
       fail(*shorter_side,
            fmt::format("expected a side no shorter than the model's input's height and width "
                        "[{}, {}], the centre window each image gives, got {}",
+                       input[0], input[1], source.resize_shorter_side));
+    // Cut down, a side may come out a pixel short (SideRounding::Down).
+    if (source.resize_rounding == SideRounding::Down &&
+        source.resize_shorter_side == std::max(input[0], input[1]))
+      fail(*shorter_side,
+           fmt::format("expected a side longer than the model's input's height and width "
+                       "[{}, {}] with round: down, which may cut it a pixel short, got {}",
                        input[0], input[1], source.resize_shorter_side));
     return;
   }

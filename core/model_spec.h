@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/image_resize.h"
 #include "core/learning_rate.h"
 #include "core/shape.h"
 
@@ -128,6 +129,9 @@ struct DataFiles {
   // evaluation), before the centre window of the model's input is taken of
   // it; 0 = none
   int64_t resize_shorter_side = 0;
+  // How each side of that resize becomes a whole number of pixels: to the
+  // nearest as slim (VGG), or down as the official ResNet's evaluation
+  SideRounding resize_rounding = SideRounding::Nearest;
   // Or, for a test set, the fraction of each image's height and width kept
   // about its centre (tf.image.central_crop: Inception's evaluation)
   // before it is resized to the model's input; 0 = none

@@ -368,14 +368,20 @@ TEST_CASE("a shorter side keeps each image's aspect, then its centre window is t
   // shorter side is 5, its aspect kept (9x7 to 6x5, 6x8 to 5x7, 2x2 to 5x5),
   // then its centre [4, 3]; jpeg-shorter-side-*.f32 are TensorFlow's own
   // figures, by tf.image.resize and by TensorFlow 1's resize_bilinear.
+  // jpeg-shorter-side-down-legacy-3.f32 cuts each side down as the
+  // official ResNet's evaluation does (6x8 to 5x6).
   TempDir dir;
-  for (const auto& [resize, fixture] :
-       {std::pair{DataFiles::Resize::Bilinear, "jpeg-shorter-side-3.f32"},
-        std::pair{DataFiles::Resize::LegacyBilinear, "jpeg-shorter-side-legacy-3.f32"}}) {
+  for (const auto& [resize, rounding, fixture] :
+       {std::tuple{DataFiles::Resize::Bilinear, SideRounding::Nearest, "jpeg-shorter-side-3.f32"},
+        std::tuple{DataFiles::Resize::LegacyBilinear, SideRounding::Nearest,
+                   "jpeg-shorter-side-legacy-3.f32"},
+        std::tuple{DataFiles::Resize::LegacyBilinear, SideRounding::Down,
+                   "jpeg-shorter-side-down-legacy-3.f32"}}) {
     INFO(fixture);
     DataFiles all = jpegRecords(dir);
     all.resize = resize;
     all.resize_shorter_side = 5;
+    all.resize_rounding = rounding;
     const Dataset data = loadExampleRecords(all, {4, 3, 3});
     CHECK(data.example_shape == Shape{4, 3, 3});
     const std::vector<float> expected = readFloats(kFixture + fixture);
@@ -386,6 +392,13 @@ TEST_CASE("a shorter side keeps each image's aspect, then its centre window is t
   CHECK(sizeWithShorterSide(9, 7, 5) == std::pair<int64_t, int64_t>{6, 5});
   CHECK(sizeWithShorterSide(6, 8, 5) == std::pair<int64_t, int64_t>{5, 7});
   CHECK(sizeWithShorterSide(2, 2, 5) == std::pair<int64_t, int64_t>{5, 5});
+  CHECK(sizeWithShorterSide(6, 8, 5, SideRounding::Down) == std::pair<int64_t, int64_t>{5, 6});
+  CHECK(readFloats(kFixture + "jpeg-shorter-side-down-legacy-3.f32") !=
+        readFloats(kFixture + "jpeg-shorter-side-legacy-3.f32"));
+  // Cut down, float's product can make even the shorter side a pixel short.
+  CHECK(sizeWithShorterSide(332, 332, 256) == std::pair<int64_t, int64_t>{256, 256});
+  CHECK(sizeWithShorterSide(332, 332, 256, SideRounding::Down) ==
+        std::pair<int64_t, int64_t>{255, 255});
   // Ties go to the even side, as tf.math.rint takes them (rounding half up
   // would give 5 wide here).
   CHECK(sizeWithShorterSide(2, 3, 3) == std::pair<int64_t, int64_t>{3, 4});

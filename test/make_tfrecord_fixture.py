@@ -34,7 +34,10 @@ TensorFlow, so its output is kept in the repository):
   decoded to 3 channels, resized so that its shorter side is 5 with its
   aspect kept (slim's vgg_preprocessing._aspect_preserving_resize, by
   tf.image.resize or TensorFlow 1's resize_bilinear), then its centre
-  [4, 3] (tf.image.resize_with_crop_or_pad) / 255. Only these two:
+  [4, 3] (tf.image.resize_with_crop_or_pad) / 255; and
+  jpeg-shorter-side-down-legacy-3.f32, the same by resize_bilinear with
+  each side cut down to a whole pixel (the official ResNet's
+  imagenet_preprocessing). Only these three:
 
     ~/.cache/traind/tensorflow/bin/python3 test/make_tfrecord_fixture.py shorter_side
 
@@ -157,13 +160,12 @@ def write_shorter_side_fixture():
                                 .feature["image/encoded"].bytes_list.value[0], channels=3)
               for record in records]
 
-    def aspect_preserving(image, resize):
+    def aspect_preserving(image, resize, whole=tf.math.rint):
         side = tf.constant(5.0)
         height = tf.cast(tf.shape(image)[0], tf.float32)
         width = tf.cast(tf.shape(image)[1], tf.float32)
         scale = side / width if height > width else side / height
-        size = [tf.cast(tf.math.rint(height * scale), tf.int32),
-                tf.cast(tf.math.rint(width * scale), tf.int32)]
+        size = [tf.cast(whole(height * scale), tf.int32), tf.cast(whole(width * scale), tf.int32)]
         centre = tf.image.resize_with_crop_or_pad(resize(image, size), 4, 3)
         return centre.numpy() / np.float32(255)
 
@@ -173,6 +175,10 @@ def write_shorter_side_fixture():
         image[None], size, align_corners=False)[0]
     write_floats("jpeg-shorter-side-legacy-3.f32",
                  [aspect_preserving(image, legacy) for image in images])
+    # The official ResNet's evaluation: each side cut down (a cast to int32).
+    write_floats("jpeg-shorter-side-down-legacy-3.f32",
+                 [aspect_preserving(image, legacy, whole=lambda length: length)
+                  for image in images])
 
 
 def write_central_fraction_fixture():

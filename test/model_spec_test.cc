@@ -997,7 +997,19 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   CHECK(
       loadModelSpec(resized("bilinear", "{shorter_side: 8}", "")).data.test->resize_shorter_side ==
       8);
+  // The official ResNet's evaluation: each side cut down.
+  CHECK(loadModelSpec(resized("bilinear", "{shorter_side: 9, round: down}", ""))
+            .data.test->resize_rounding == SideRounding::Down);
+  CHECK(shorter.test->resize_rounding == SideRounding::Nearest);
   const std::array<const char*, 4> refused_sides[] = {
+      {"bilinear", "{shorter_side: 8, round: down}", "",
+       ":6:56: data.test.resize.shorter_side: expected a side longer than the model's input's "
+       "height and width [8, 8] with round: down, which may cut it a pixel short, got 8"},
+      {"bilinear", "{shorter_side: 9, round: up}", "",
+       ":6:66: data.test.resize.round: expected one of nearest, down, got 'up'"},
+      {"bilinear", "{size: [8, 8], round: down}", "",
+       ":6:63: data.test.resize.round: only allowed with shorter_side (how each side of its "
+       "resize is rounded)"},
       {"bilinear", "{shorter_side: 70000}", "",
        ":6:56: data.test.resize.shorter_side: expected a positive integer of at most 65536, got "
        "70000"},
