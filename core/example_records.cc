@@ -350,12 +350,8 @@ void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Sha
                    const DataFiles& source, float* out) {
   const PixelCentres centres = centresOf(source.resize);
   if (const double central_fraction = source.resize_central_fraction; central_fraction > 0.0) {
-    // tf.image.central_crop: each side's first kept pixel in double, cut
-    // down to a whole one, as many kept past the centre.
-    const auto first = [central_fraction](int64_t side) {
-      return int64_t((double(side) - double(side) * central_fraction) / 2.0);
-    };
-    const int64_t top = first(decoded_shape[0]), left = first(decoded_shape[1]);
+    const int64_t top = centralCropStart(decoded_shape[0], central_fraction);
+    const int64_t left = centralCropStart(decoded_shape[1], central_fraction);
     const int64_t channels = decoded_shape[2], row = decoded_shape[1] * channels;
     resizeBilinear(decoded + top * row + left * channels, row, decoded_shape[0] - 2 * top,
                    decoded_shape[1] - 2 * left, int(channels), input[0], input[1], centres, out);
@@ -531,9 +527,9 @@ class ExampleLoader {
                       source.resize_shorter_side, shapeToString(model_input), source.resize_height,
                       source.resize_width));
     // A centre kept is resized to the input.
-    if (source.resize_central_fraction > 0.0 &&
-        (image_kind_ != ImageKind::Resized || source.resize_height > 0 ||
-         source.resize_shorter_side > 0 || !(source.resize_central_fraction <= 1.0)))
+    const double fraction = source.resize_central_fraction;
+    if (fraction != 0.0 && (image_kind_ != ImageKind::Resized || source.resize_height > 0 ||
+                            source.resize_shorter_side > 0 || !(fraction > 0.0 && fraction <= 1.0)))
       throw std::invalid_argument(fmt::format(
           "a central fraction of {} with a resize's size of [{}, {}] or a shorter side of {}",
           source.resize_central_fraction, source.resize_height, source.resize_width,

@@ -108,6 +108,10 @@ void resizeBilinear(const uint8_t* in, int64_t row_stride, int64_t height, int64
              out_height, out_width, centres, out);
 }
 
+int64_t centralCropStart(int64_t side, double fraction) {
+  return int64_t((double(side) - double(side) * fraction) / 2.0);
+}
+
 std::pair<int64_t, int64_t> sizeWithShorterSide(int64_t height, int64_t width, int64_t side,
                                                 SideRounding rounding) {
   const float scale = float(side) / float(std::min(height, width));

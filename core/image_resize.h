@@ -44,6 +44,13 @@ void resizeBilinear(const uint8_t* in, int64_t row_stride, int64_t height, int64
                     int channels, int64_t out_height, int64_t out_width, PixelCentres centres,
                     float* out);
 
+// Where the centre `fraction` of a side of `side` pixels begins, as
+// TensorFlow 1's tf.image.central_crop reckons it: in double, cut down to
+// a whole pixel; as many are left past the centre. (TensorFlow 2 rounds
+// the fraction to float first inside tf.data, where the image's shape is
+// not known: for 500 at 0.8 it begins at 49, not 50.)
+int64_t centralCropStart(int64_t side, double fraction);
+
 // How a side reckoned in float becomes a whole number of pixels.
 enum class SideRounding {
   // To the nearest, ties to even: slim's

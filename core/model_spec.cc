@@ -601,7 +601,7 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
     if (size || shorter_side)
       fail(size ? *size : *shorter_side,
            "expected one of size, shorter_side and central_fraction, not two");
-    // As tf.image.central_crop takes it, in double.
+    // In double, as TensorFlow 1's tf.image.central_crop reckons with it.
     source.resize_central_fraction =
         readNumber(*central_fraction, "a number above 0 and up to 1 (of each side, kept)",
                    [](double v) { return v > 0.0 && v <= 1.0; });

@@ -418,7 +418,8 @@ std::string shuffleBufferText(const ShuffleBuffer& buffer);
 
 // How a worker reads its share of the training data, as one line
 // ("batch_size 100, seed 1, shuffled", then the shuffle buffer, shard_by_worker,
-// augment and standardize where set): every worker takes every n-th batch of one epoch
+// augment, training images of their own sizes and their resize method,
+// and standardize where set): every worker takes every n-th batch of one epoch
 // order, or its share of the examples, which these decide, distorts each
 // image from (seed, epoch, position) and standardizes it.
 std::string dataRule(const ModelSpec& spec);

@@ -461,12 +461,32 @@ TEST_CASE("a central fraction keeps each image's centre, resized to the input",
     all.resize_central_fraction = 0.0;
     CHECK(loadExampleRecords(all, {4, 3, 3}).floats != data.floats);
   }
-  // With a shorter side as well, or without a resize, the call is refused.
-  DataFiles both = jpegRecords(dir);
-  both.resize = DataFiles::Resize::Bilinear;
-  both.resize_central_fraction = 0.5;
-  both.resize_shorter_side = 5;
-  CHECK_THROWS_AS(loadExampleRecords(both, {4, 3, 3}), std::invalid_argument);
+  // The start in double, as TensorFlow 1 (and TensorFlow 2 eagerly) takes
+  // it: 500 x 0.8 is 400, kept from column 50.
+  CHECK(centralCropStart(9, 0.5) == 2);
+  CHECK(centralCropStart(7, 0.5) == 1);
+  CHECK(centralCropStart(10, 0.8) == 1);
+  CHECK(centralCropStart(500, 0.8) == 50);
+  CHECK(centralCropStart(333, 0.875) == 20);
+  CHECK(centralCropStart(1, 0.1) == 0);
+  CHECK(centralCropStart(2, 1.0) == 0);
+  // With a shorter side or a size as well, without a resize, or beyond 1,
+  // the call is refused.
+  const auto refused = [&](const std::function<void(DataFiles&)>& change) {
+    DataFiles source = jpegRecords(dir);
+    source.resize = DataFiles::Resize::Bilinear;
+    source.resize_central_fraction = 0.5;
+    change(source);
+    CHECK_THROWS_AS(loadExampleRecords(source, {4, 3, 3}), std::invalid_argument);
+  };
+  refused([](DataFiles& source) { source.resize_shorter_side = 5; });
+  refused([](DataFiles& source) {
+    source.resize_height = 5;
+    source.resize_width = 5;
+  });
+  refused([](DataFiles& source) { source.resize = DataFiles::Resize::None; });
+  refused([](DataFiles& source) { source.resize_central_fraction = 1.5; });
+  refused([](DataFiles& source) { source.resize_central_fraction = std::nan(""); });
 }
 
 TEST_CASE("resized images take the model's input, whatever height and width the records give",
@@ -703,7 +723,7 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
   sets[7].source.resize = DataFiles::Resize::Bilinear;
   sets[7].source.resize_shorter_side = 5;
   sets[8].source.resize = DataFiles::Resize::LegacyBilinear;
-  sets[8].source.resize_central_fraction = 0.875;
+  sets[8].source.resize_central_fraction = 0.5;  // 0.875 keeps these small images whole
   for (const Set& set : sets) {
     INFO(set.name);
     const Dataset kept = loadExampleRecords(set.source, set.input);
