@@ -562,10 +562,11 @@ std::pair<int64_t, int64_t> readHeightWidth(const Field& field) {
 }
 
 // data.train.resize or data.test.resize: a method, or {method, size}, or
-// a test set's {method, shorter_side} or {method, central_fraction}. A size other than the model's
-// input is for images the model takes a window of; training images it needs (resized to the input,
-// they would be the window itself), but for a random box or scale, drawn on each image at its own
-// size without one.
+// a test set's {method, shorter_side, round} or {method,
+// central_fraction}. A size other than the model's input is for images
+// the model takes a window of; training images need one (resized to the
+// input, they would be the window itself), but for a random box or scale,
+// drawn on each image at its own size without one.
 void readResize(const Field& field, const Shape& input, const Augmentation& augment, bool training,
                 DataFiles& source) {
   const auto readMethod = [](const Field& f) {
