@@ -253,6 +253,13 @@ std::vector<float> readFloats(const std::string& path) {
   return values;
 }
 
+// `values` are TensorFlow's figures in the fixture `name`, to 1e-6.
+void checkFixture(const std::vector<float>& values, const std::string& name) {
+  const std::vector<float> expected = readFloats(kFixture + name);
+  REQUIRE(values.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(values[i] == Approx(expected[i]).margin(1e-6));
+}
+
 // jpeg.tfrecord as build_image_data.py names its features, `records` of it
 // (all when empty) in a file of their own.
 DataFiles jpegRecords(TempDir& dir, const std::vector<int>& records = {}) {
@@ -344,22 +351,16 @@ TEST_CASE("JPEG images load as build_image_data.py writes them, decoded as Tenso
     CHECK(data.example_shape == Shape{4, 3, channels});
     CHECK(data.labels == std::vector<int32_t>{1, 2, 3, 4, 5, 6});
     CHECK(data.pixels.empty());
-    const std::vector<float> expected =
-        readFloats(kFixture + "jpeg-resized-" + std::to_string(channels) + ".f32");
-    REQUIRE(data.floats.size() == expected.size());
-    for (size_t i = 0; i < expected.size(); ++i)
-      CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+    checkFixture(data.floats, "jpeg-resized-" + std::to_string(channels) + ".f32");
   }
   // resize: legacy_bilinear as TensorFlow 1's tf.image.resize_images
   // (jpeg-resized-legacy-3.f32): another sampling, the same images.
   DataFiles legacy = jpegRecords(dir);
   legacy.resize = DataFiles::Resize::LegacyBilinear;
   const Dataset data = loadExampleRecords(legacy, {4, 3, 3});
-  const std::vector<float> expected = readFloats(kFixture + "jpeg-resized-legacy-3.f32");
-  REQUIRE(data.floats.size() == expected.size());
-  CHECK(expected != readFloats(kFixture + "jpeg-resized-3.f32"));
-  for (size_t i = 0; i < expected.size(); ++i)
-    CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+  CHECK(readFloats(kFixture + "jpeg-resized-legacy-3.f32") !=
+        readFloats(kFixture + "jpeg-resized-3.f32"));
+  checkFixture(data.floats, "jpeg-resized-legacy-3.f32");
 }
 
 TEST_CASE("a shorter side keeps each image's aspect, then its centre window is taken",
@@ -384,10 +385,7 @@ TEST_CASE("a shorter side keeps each image's aspect, then its centre window is t
     all.resize_rounding = rounding;
     const Dataset data = loadExampleRecords(all, {4, 3, 3});
     CHECK(data.example_shape == Shape{4, 3, 3});
-    const std::vector<float> expected = readFloats(kFixture + fixture);
-    REQUIRE(data.floats.size() == expected.size());
-    for (size_t i = 0; i < expected.size(); ++i)
-      CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+    checkFixture(data.floats, fixture);
   }
   CHECK(sizeWithShorterSide(9, 7, 5) == std::pair<int64_t, int64_t>{6, 5});
   CHECK(sizeWithShorterSide(6, 8, 5) == std::pair<int64_t, int64_t>{5, 7});
@@ -453,10 +451,7 @@ TEST_CASE("a central fraction keeps each image's centre, resized to the input",
     all.resize_central_fraction = 0.5;
     const Dataset data = loadExampleRecords(all, {4, 3, 3});
     CHECK(data.example_shape == Shape{4, 3, 3});
-    const std::vector<float> expected = readFloats(kFixture + fixture);
-    REQUIRE(data.floats.size() == expected.size());
-    for (size_t i = 0; i < expected.size(); ++i)
-      CHECK(data.floats[i] == Approx(expected[i]).margin(1e-6));
+    checkFixture(data.floats, fixture);
     // Not the whole image resized.
     all.resize_central_fraction = 0.0;
     CHECK(loadExampleRecords(all, {4, 3, 3}).floats != data.floats);
