@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/image_resize.h"
+#include "core/pixel_inputs.h"
 
 namespace traind {
 namespace {
@@ -282,8 +283,7 @@ void augmentDecodedImage(const Augmentation& augment, const Shape& shape, PixelC
     resizeBilinearPart(image, shape[0], shape[1], int(channels), place.height, place.width,
                        place.top, place.left, height, width, centres, out);
   }
-  const size_t values = size_t(height * width * channels);
-  for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
+  scalePixelsToInputs(out, size_t(height * width * channels));
   if (augment.flip_left_right && rng.below(2) == 1) mirrorRows(out, height, width, channels);
   distortValues(augment, rng, out, height * width, channels);
 }

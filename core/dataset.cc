@@ -15,6 +15,7 @@
 #include "core/augmentation.h"
 #include "core/compressed_file.h"
 #include "core/error.h"
+#include "core/pixel_inputs.h"
 #include "core/random.h"
 
 namespace traind {
@@ -241,11 +242,7 @@ void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {
     std::memcpy(out, data.floats.data() + first, values * sizeof(float));
     return;
   }
-  // A division, not a multiplication by 1 / 255, which rounds some pixels
-  // differently: the inputs are the quotients torchvision's ToTensor gives.
-  // The loop vectorises.
-  const uint8_t* pixels = data.pixels.data() + first;
-  for (size_t i = 0; i < values; ++i) out[i] = float(pixels[i]) / 255.0f;
+  pixelsToInputs(data.pixels.data() + first, values, out);
 }
 
 void standardizeExample(float* values, int64_t count, bool pixel_scale) {

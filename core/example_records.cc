@@ -25,6 +25,7 @@
 #include "core/example.pb.h"
 #include "core/image_resize.h"
 #include "core/jpeg_image.h"
+#include "core/pixel_inputs.h"
 #include "core/png_image.h"
 #include "core/printable.h"
 #include "core/read_at.h"
@@ -365,8 +366,7 @@ void resizeToInput(const uint8_t* decoded, const Shape& decoded_shape, const Sha
                        width, (height - input[0]) / 2, (width - input[1]) / 2, input[0], input[1],
                        centres, out);
   }
-  const size_t values = size_t(numElements(input));
-  for (size_t i = 0; i < values; ++i) out[i] /= 255.0f;  // as pixels become inputs
+  scalePixelsToInputs(out, size_t(numElements(input)));
 }
 
 // The examples of a data set left in their uncompressed TFRecord files,
@@ -405,7 +405,7 @@ class RecordExampleFiles final : public ExampleFiles {
     if (kind_ == ImageKind::Pixels) {
       if (bytes.size() != elements_)
         changed(place, "no longer holds the raw pixels of an image of " + shapeToString(shape_));
-      for (size_t i = 0; i < elements_; ++i) out[i] = float(uint8_t(bytes[i])) / 255.0f;
+      pixelsToInputs(reinterpret_cast<const uint8_t*>(bytes.data()), elements_, out);
       return;
     }
     // A buffer of this thread, reused from example to example: at most
@@ -416,8 +416,7 @@ class RecordExampleFiles final : public ExampleFiles {
       resizeToInput(decoded.data(), decoded_shape, shape_, source_, out);
       return;
     }
-    // As copyInputs makes inputs of kept pixels.
-    for (size_t i = 0; i < elements_; ++i) out[i] = float(decoded[i]) / 255.0f;
+    pixelsToInputs(decoded.data(), elements_, out);
   }
 
   Shape decode(int64_t index, std::vector<uint8_t>& pixels) const override {
