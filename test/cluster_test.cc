@@ -341,6 +341,68 @@ TEST_CASE("sync: 2 workers aggregating 2 train what one worker with the doubled 
   }
 }
 
+TEST_CASE("sync: shares of photographs at their own sizes train what the doubled batch trains") {
+  // Each worker holds every other photograph (data.shard_by_worker) and
+  // decodes each again for the crop it draws: VGG's random scales or
+  // Inception's boxes. A crop's draws follow the image's place in the whole
+  // set, so that the two workers' halves of a step are the doubled batch's
+  // examples, cropped alike.
+  const std::string crop = GENERATE(as<std::string>(), "shorter_side: [3, 6]", "area: [0.3, 1]");
+  const auto dir = freshTempDir("own_sizes");
+  const std::string records = "{tfrecords: " + std::string(TRAIND_SOURCE_DIR) +
+                              "/test/data/tfrecord/jpeg.tfrecord, image_feature: image/encoded, "
+                              "label_feature: image/class/label, resize: ";
+  const std::string spec =
+      "input: [3, 3, 3]\n"
+      "layers: [{type: flatten}, {type: dense, units: 7}]\n"
+      "optimizer: {type: sgd, learning_rate: 0.1}\n"
+      "data:\n"
+      "  train: " +
+      records +
+      "legacy_bilinear, in_memory: false}\n"
+      "  test: " +
+      records +
+      "{shorter_side: 4}}\n"
+      "  batch_size: 1\n"
+      "  shuffle: false\n"
+      "  shard_by_worker: true\n"
+      "  augment: {random_crop: {size: [3, 3], " +
+      crop +
+      "}, flip_left_right: true}\n"
+      "training: {epochs: 4}\n";
+  writeFile(dir / "half.yaml", spec);
+  writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 1", "batch_size: 2"));
+  const auto cluster = writeCluster(
+      dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
+  const std::string args = " --max-steps 12 --threads 1 --eval-every 0 --checkpoint-dir ";
+  Cluster c(dir, cluster,
+            "--model " + (dir / "half.yaml").string() + args + (dir / "distributed").string(), 1,
+            2);
+  for (auto& w : c.workers) CHECK(w->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  for (int task : {0, 1})
+    CHECK_THAT(c.workers[size_t(task)]->output(),
+               Catch::Contains("worker " + std::to_string(task) +
+                               " holds its share of the training set: 3 of its 6 examples "
+                               "(data.shard_by_worker)"));
+  const ProcessResult standalone =
+      runTraind("--model " + (dir / "double.yaml").string() + args + (dir / "standalone").string());
+  INFO(standalone.output);
+  REQUIRE(standalone.exit_code == 0);
+  for (const char* name : {"dense_1/kernel", "dense_1/bias"}) {
+    INFO(name);
+    CHECK(largestDifference(dir / "distributed", dir / "standalone", name) < 1e-6f);
+  }
+  // Trained on crops drawn: a run whose images are not flipped differs.
+  writeFile(dir / "unflipped.yaml",
+            replaceAll(readFile(dir / "double.yaml"), ", flip_left_right: true", ""));
+  REQUIRE(runTraind("--model " + (dir / "unflipped.yaml").string() + args +
+                    (dir / "unflipped").string())
+              .exit_code == 0);
+  CHECK(largestDifference(dir / "unflipped", dir / "standalone", "dense_1/kernel") > 1e-3f);
+}
+
 TEST_CASE("clip_global_norm: a worker clips its gradient before its push as standalone does") {
   // One sync worker: its steps are a standalone run's, over the same
   // batches, so that the clipped updates must agree. Weight decay too, which
