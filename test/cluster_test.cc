@@ -349,27 +349,23 @@ TEST_CASE("sync: shares of photographs at their own sizes train what the doubled
   // examples, cropped alike.
   const std::string crop = GENERATE(as<std::string>(), "shorter_side: [3, 6]", "area: [0.3, 1]");
   const auto dir = freshTempDir("own_sizes");
-  const std::string records = "{tfrecords: " + std::string(TRAIND_SOURCE_DIR) +
-                              "/test/data/tfrecord/jpeg.tfrecord, image_feature: image/encoded, "
-                              "label_feature: image/class/label, resize: ";
-  const std::string spec =
-      "input: [3, 3, 3]\n"
-      "layers: [{type: flatten}, {type: dense, units: 7}]\n"
-      "optimizer: {type: sgd, learning_rate: 0.1}\n"
-      "data:\n"
-      "  train: " +
-      records +
-      "legacy_bilinear, in_memory: false}\n"
-      "  test: " +
-      records +
-      "{shorter_side: 4}}\n"
-      "  batch_size: 1\n"
-      "  shuffle: false\n"
-      "  shard_by_worker: true\n"
-      "  augment: {random_crop: {size: [3, 3], " +
-      crop +
-      "}, flip_left_right: true}\n"
-      "training: {epochs: 4}\n";
+  std::string spec = R"(input: [3, 3, 3]
+layers: [{type: flatten}, {type: dense, units: 7}]
+optimizer: {type: sgd, learning_rate: 0.1}
+data:
+  train: {RECORDS, resize: legacy_bilinear, in_memory: false}
+  test: {RECORDS, resize: {shorter_side: 4}}
+  batch_size: 1
+  shuffle: false
+  shard_by_worker: true
+  augment: {random_crop: {size: [3, 3], CROP}, flip_left_right: true}
+training: {epochs: 4}
+)";
+  spec = replaceAll(spec, "RECORDS",
+                    "tfrecords: " + std::string(TRAIND_SOURCE_DIR) +
+                        "/test/data/tfrecord/jpeg.tfrecord, image_feature: image/encoded, "
+                        "label_feature: image/class/label");
+  spec = replaceAll(spec, "CROP", crop);
   writeFile(dir / "half.yaml", spec);
   writeFile(dir / "double.yaml", replaceAll(spec, "batch_size: 1", "batch_size: 2"));
   const auto cluster = writeCluster(
