@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -160,6 +161,18 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
       ->check(traind::integerFlag(0, traind::kMaxStallSeconds));
 }
 
+// OpenMP takes OMP_NUM_THREADS as it is, where neither the spec nor
+// --threads chooses: a team of 100000 threads crashes inside libgomp.
+// InputError beyond the most --threads takes.
+void checkOpenMpThreads(const traind::ModelSpec& spec) {
+  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
+  if (spec.training.threads == 0 && omp_threads && omp_get_max_threads() > traind::kMaxThreads)
+    throw traind::InputError(fmt::format(
+        "OMP_NUM_THREADS={}: expected at most {} compute threads, as --threads takes (0 or "
+        "unset: one per core)",
+        traind::printable(omp_threads), traind::kMaxThreads));
+}
+
 // A worker's compute threads when nothing chose them: its host's cores
 // shared among the cluster's workers there (daemon/host_threads.h). Threads
 // chosen otherwise that oversubscribe the host's cores get a warning. A ps
@@ -171,6 +184,7 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
   traind::HostShare share{cores, 1};
   if (cluster) share = traind::shareHostCores(*cluster, task, cores, traind::isThisHost);
   const char* omp_threads = std::getenv("OMP_NUM_THREADS");
+  checkOpenMpThreads(spec);
   if (cluster && spec.training.threads == 0 && !omp_threads) {
     spec.training.threads = share.threads;
     if (share.workers > 1)
@@ -227,6 +241,10 @@ std::string nameTheVariable(const CLI::App& app, std::string message, int argc, 
 int main(int argc, char** argv) {
   keepFreedMemory();
   traind::flushDenormalsToZero();  // before any thread starts: they inherit it
+  // A run whose log reader has gone (`traind ... | head`, the pipe of a
+  // closed session) trains on and checkpoints: its log lines, written
+  // nowhere, are lost, not the run.
+  std::signal(SIGPIPE, SIG_IGN);
   traind::setupLogging();
 
   CLI::App app{
@@ -269,6 +287,7 @@ int main(int argc, char** argv) {
       if (!check_model.empty()) {
         traind::ModelSpec& spec = checked_spec.emplace(traind::loadModelSpec(check_model));
         applyFlags(check_flags, spec);
+        checkOpenMpThreads(spec);
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
         const traind::MemoryNeed memory = traind::memoryNeed(spec, graph);

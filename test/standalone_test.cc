@@ -174,6 +174,45 @@ TEST_CASE("a bad TRAIND_JOB or TRAIND_TASK is named as the variable, not the fla
   CHECK_THAT(r.output, Catch::Contains("--task: expected an integer"));
 }
 
+TEST_CASE("OMP_NUM_THREADS beyond what --threads takes is refused, not handed to OpenMP") {
+  // The children inherit this process's environment: set for the runs, then as it was.
+  const char* before = std::getenv("OMP_NUM_THREADS");
+  struct Restore {
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved)
+        setenv("OMP_NUM_THREADS", saved->c_str(), 1);
+      else
+        unsetenv("OMP_NUM_THREADS");
+    }
+  } restore{before ? std::optional<std::string>(before) : std::nullopt};
+  setenv("OMP_NUM_THREADS", "100000", 1);
+  const std::string run =
+      "--model configs/models/regression.yaml --max-steps 1 --checkpoint-dir ''";
+  const ProcessResult r = runTraind(run);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("OMP_NUM_THREADS=100000: expected at most 1024 compute "
+                                       "threads, as --threads takes"));
+  CHECK(runTraind("check --model configs/models/regression.yaml").exit_code == 2);
+  // --threads chooses; the variable is not read.
+  CHECK(runTraind(run + " --threads 1").exit_code == 0);
+}
+
+TEST_CASE("a run whose log reader has gone trains on and checkpoints") {
+  // `traind ... | head`: every log line after the first two goes to a
+  // closed pipe (SIGPIPE would kill the run).
+  const auto dir = freshTempDir("closed_log");
+  const ProcessResult r = runTraind(
+      "--model configs/models/regression.yaml --max-steps 200 "
+      "--log-every 1 --checkpoint-dir " +
+      dir.string() + " 2>&1 | head -n 2");
+  INFO(r.output);
+  const auto latest = findLatestCheckpoint(dir);
+  REQUIRE(latest.has_value());
+  CHECK(latest->filename() == "ckpt-0000000200");
+}
+
 TEST_CASE("an ops address in use names the flag that gave it") {
   const int port = freePortRange(1);
   const int taken = socket(AF_INET, SOCK_STREAM, 0);
