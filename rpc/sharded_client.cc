@@ -4,6 +4,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -404,17 +405,25 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
       return Outcome::Stopped;
     }
     bool stopped = false;
+    // No attempt, nor the pause after it, outlasts the wait: a second at
+    // least, for a hello to be answered at all; tenths of a second up, to
+    // end past the wait rather than a moment short of it.
+    const double left =
+        timeout_seconds - std::chrono::duration<double>(Clock::now() - start).count();
+    const double hello_seconds = std::ceil(std::clamp(left, 1.0, double(kHelloSeconds)) * 10) / 10;
     kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
       // A ps process that is stopped or hung, or a port another program
       // holds, takes the connection and never answers the hello.
       kj::Promise<void> attempt = impl_->connectOnce(link).exclusiveJoin(
-          timer.atTime(deadlineIn(kHelloSeconds * kj::SECONDS)).then([]() -> kj::Promise<void> {
-            return kj::Exception(
-                kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                kj::str("no answer within ", kHelloSeconds,
-                        " s (its host or process is down, stopped or hung, or the port is "
-                        "another program's)"));
-          }));
+          timer.atTime(deadlineIn(int64_t(hello_seconds * 1000) * kj::MILLISECONDS))
+              .then([hello_seconds]() -> kj::Promise<void> {
+                return kj::Exception(
+                    kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                    kj::str(fmt::format("no answer within {:g} s (its host or process is down, "
+                                        "stopped or hung, or the port is another program's)",
+                                        hello_seconds)
+                                .c_str()));
+              }));
       if (stop_)  // a connect to a host that does not answer can take minutes
         attempt = attempt.exclusiveJoin(
             givenUp(impl_->io.provider->getTimer(), stop_, nullptr).then([&stopped](GivenUp) {
@@ -466,8 +475,9 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
                      reason.substr(0, reason.find('\n')));
         last_log = Clock::now();
       }
+      const double pause = std::min(delay, std::max(timeout_seconds - waited, 0.05));
       impl_->io.provider->getTimer()
-          .afterDelay(int64_t(delay * 1000) * kj::MILLISECONDS)
+          .afterDelay(int64_t(pause * 1000) * kj::MILLISECONDS)
           .wait(impl_->io.waitScope);
       delay = std::min(delay * 2, 2.0);
       continue;

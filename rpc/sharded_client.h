@@ -73,8 +73,9 @@ class ShardedClient {
   ~ShardedClient();
 
   // Connects to every ps and says hello, retrying refused connections, and
-  // hellos not answered within kHelloSeconds, with backoff and logging whom
-  // it is waiting for. Gives up (runtime_error) after `timeout_seconds`. A
+  // hellos not answered within kHelloSeconds (or what is left of
+  // `timeout_seconds`, a second at least), with backoff and logging whom it
+  // is waiting for. Gives up (runtime_error) after `timeout_seconds`. A
   // ps that refuses the hello (another architecture, update rule, data or
   // training rule, shard index; another job's chief) is an InputError; so
   // is one that says this worker task is connected already for longer than

@@ -1000,6 +1000,28 @@ TEST_CASE("training.peer_wait_seconds: a worker gives up its absent ps, then its
                                    Catch::Contains(" s (the cluster spec's "
                                                    "training.peer_wait_seconds)"));
   }
+  {
+    // A port that takes the connection and never answers the hello: the
+    // wait is the spec's, not a hello's 10 s.
+    const HostPort ps = loadClusterSpec(cluster.string()).ps[0];
+    const int silent = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = loopbackAddress(ps.port);
+    REQUIRE(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(silent, 8) == 0);
+    BackgroundTraind unanswered(worker1, dir / "unanswered.log");
+    const auto start = std::chrono::steady_clock::now();
+    const int exit_code = unanswered.wait(60);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    close(silent);
+    INFO(unanswered.output());
+    CHECK(exit_code == 1);
+    CHECK_THAT(unanswered.output(),
+               Catch::Contains("gave up waiting for ps 0 at " + ps.toString() +
+                               " after 2 s (the cluster spec's training.peer_wait_seconds): no "
+                               "answer within 2 s"));
+    CHECK(seconds < 8);
+  }
   // With its ps up, it waits for the chief, which never comes.
   BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
                           modelPath("fashion_mlp.yaml") + " --job ps --task 0",
