@@ -87,9 +87,10 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
   const int64_t devices = std::max<int64_t>(1, int64_t(spec.training.devices.size()));
   const int64_t batch = (spec.data.batch_size + devices - 1) / devices;
   if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
-    throwInputError(SourceLocation{spec.path}, "input",
-                    "a device's batch of " + std::to_string(batch) + " examples of " +
-                        shapeToString(shape) + " would hold more than 2^31 floats");
+    throwInputError(spec.data.batch_size_location, "data.batch_size",
+                    "a device's batch of " + std::to_string(batch) + " examples of the input " +
+                        shapeToString(shape) +
+                        " would hold more than 2^31 floats: expected a smaller batch");
   int64_t parameters = 0;
 
   for (size_t i = 0; i < spec.layers.size(); ++i) {

@@ -762,8 +762,14 @@ SyntheticRegressionSpec readSynthetic(const Field& field) {
   SyntheticRegressionSpec synthetic;
   if (auto f = fields.find("points"))
     synthetic.points = readInt(*f, kMinSyntheticPoints, kMaxSyntheticPoints);
-  if (auto f = fields.find("x_min")) synthetic.x_min = readFloat(*f, "a number", isAnyNumber);
-  if (auto f = fields.find("x_max")) synthetic.x_max = readFloat(*f, "a number", isAnyNumber);
+  // Bounded far beyond any use, so that every target, x^2 + noise, and its
+  // squared error stay finite in float.
+  constexpr const char* kWithinAMillion = "a number from -1e6 to 1e6";
+  const auto within_a_million = [](double v) { return v >= -1e6 && v <= 1e6; };
+  if (auto f = fields.find("x_min"))
+    synthetic.x_min = readFloat(*f, kWithinAMillion, within_a_million);
+  if (auto f = fields.find("x_max"))
+    synthetic.x_max = readFloat(*f, kWithinAMillion, within_a_million);
   if (synthetic.x_max <= synthetic.x_min) {
     const std::optional<Field> x_max = fields.find("x_max");
     fail(x_max ? *x_max : fields.field(),
@@ -771,7 +777,8 @@ SyntheticRegressionSpec readSynthetic(const Field& field) {
              " and x_max = " + formatNumber(synthetic.x_max));
   }
   if (auto f = fields.find("noise_stddev"))
-    synthetic.noise_stddev = readFloat(*f, "a non-negative number", isNonNegative);
+    synthetic.noise_stddev = readFloat(*f, "a non-negative number up to 1e6",
+                                       [](double v) { return v >= 0.0 && v <= 1e6; });
   return synthetic;
 }
 
@@ -888,6 +895,15 @@ void readRandomCrop(const Field& field, const Shape& input, Augmentation& augmen
                            "what the model takes), got [{}, {}]",
                            input[0], input[1], augment.crop_height, augment.crop_width));
   }
+  // Padding of a window's side or more would leave some windows holding
+  // padding alone, zeros the model would learn nothing from.
+  if (auto f = crop.find("padding");
+      f && input.size() == 3 &&
+      (augment.crop_padding >= input[0] || augment.crop_padding >= input[1]))
+    fail(*f, fmt::format("expected padding less than the window's height and width [{}, {}] "
+                         "(the model's input), so that every window holds some of the image, "
+                         "got {}",
+                         input[0], input[1], augment.crop_padding));
   readRandomBox(crop, field, augment);
   readRandomScale(crop, field, augment);
   if (!augment.crops()) fail(field, "expected padding, size or both, got neither");
@@ -1321,6 +1337,10 @@ std::string dataRule(const ModelSpec& spec) {
   // Added only when set, so that specs without them word it as before.
   if (spec.data.shuffle_buffer.size > 0) rule += " " + shuffleBufferText(spec.data.shuffle_buffer);
   if (spec.data.shard_by_worker) rule += ", sharded by worker";
+  // Which examples there are: a worker with another limit deals out
+  // another epoch order.
+  if (spec.data.train.limit > 0)
+    rule += fmt::format(", the first {} training examples", spec.data.train.limit);
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
   // The method resizes what is drawn of each image at its own size.
   if (spec.data.train.own_sizes)

@@ -417,11 +417,12 @@ std::string augmentationText(const Augmentation& augment);
 std::string shuffleBufferText(const ShuffleBuffer& buffer);
 
 // How a worker reads its share of the training data, as one line
-// ("batch_size 100, seed 1, shuffled", then the shuffle buffer, shard_by_worker,
-// augment, training images of their own sizes and their resize method,
-// and standardize where set): every worker takes every n-th batch of one epoch
-// order, or its share of the examples, which these decide, distorts each
-// image from (seed, epoch, position) and standardizes it.
+// ("batch_size 100, seed 1, shuffled", then the shuffle buffer,
+// shard_by_worker, the training set's limit, augment, training images of
+// their own sizes and their resize method, and standardize where set):
+// every worker takes every n-th batch of one epoch order, or its share of
+// the examples, which these decide, distorts each image from (seed, epoch,
+// position) and standardizes it.
 std::string dataRule(const ModelSpec& spec);
 
 // What every node of a job must agree on: a ps refuses a worker whose spec

@@ -1138,22 +1138,31 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
   // sync step trains; a worker holding its share alone while the others
   // deal the whole set out would train some examples twice and others never,
   // as would workers drawing the epoch's order each their own way.
-  const std::pair<const char*, const char*> data_rules[] = {
-      {"augment: {flip_left_right: true}", ", augmented: flip_left_right"},
-      {"shard_by_worker: true", ", sharded by worker"},
-      {"shuffle_buffer: 1000", " through a buffer of 1000"}};
-  for (const auto& [field, rule] : data_rules) {
+  // So would a worker dealing out the first 5000 examples where the others
+  // deal out all 60000.
+  struct DataRule {
+    const char* after;  // the spec's line that the field follows
+    const char* field;  // a line of the spec
+    const char* rule;   // in the data rule, after "shuffled"
+  };
+  const DataRule data_rules[] = {
+      {"batch_size: 100\n", "  augment: {flip_left_right: true}\n", ", augmented: flip_left_right"},
+      {"batch_size: 100\n", "  shard_by_worker: true\n", ", sharded by worker"},
+      {"batch_size: 100\n", "  shuffle_buffer: 1000\n", " through a buffer of 1000"},
+      {"train-labels-idx1-ubyte.gz\n", "    limit: 5000\n", ", the first 5000 training examples"}};
+  for (const auto& [after, field, rule] : data_rules) {
     const auto spec = dir / "data-rule.yaml";
-    writeFile(spec, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
-                               std::string("batch_size: 100\n  ") + field));
+    writeFile(spec, replaceAll(readFile(modelPath("fashion_mlp.yaml")), after,
+                               std::string(after) + field));
+    REQUIRE_THAT(readFile(spec), Catch::Contains(field));
     CHECK_THAT(
         worker(cluster, " --model " + spec.string() + " --job worker --task 1", "data-rule.log"),
         Catch::Contains(std::string("ps 0 trains on batches of batch_size 100, seed 42, "
                                     "shuffled; the peer's spec says batch_size 100, seed 42, "
                                     "shuffled") +
                         rule) &&
-            Catch::Contains("data.shard_by_worker, data.augment and data.standardize must be "
-                            "the same on every node"));
+            Catch::Contains("data.shard_by_worker, data.train.limit, data.augment and "
+                            "data.standardize must be the same on every node"));
   }
 
   // The job's chief initialises the shard; another job's chief, on the

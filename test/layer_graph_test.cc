@@ -180,7 +180,9 @@ TEST_CASE("a model beyond the size bounds is refused before anything wraps or al
                       "than 2^31 floats"));
   spec.input = {1 << 30};
   CHECK_THROWS_WITH(buildLayerGraph(spec),
-                    Catch::Contains("input: a device's batch of 128 examples"));
+                    Catch::Contains("data.batch_size: a device's batch of 128 examples of "
+                                    "the input [1073741824] would hold more than 2^31 floats: "
+                                    "expected a smaller batch"));
   // Two towers hold half the batch each.
   spec.input = {1};
   spec.training.devices = {"cpu:0", "cpu:1"};

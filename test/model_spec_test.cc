@@ -890,6 +890,10 @@ TEST_CASE("augment: TensorFlow 1's random image distortions, each optional", "[m
   const std::pair<const char*, const char*> refused[] = {
       {"{random_crop: {padding: 0}}",
        ":6:36: data.augment.random_crop.padding: expected a positive integer, got 0"},
+      {"{random_crop: {padding: 8}}",
+       ":6:36: data.augment.random_crop.padding: expected padding less than the window's height "
+       "and width [8, 8] (the model's input), so that every window holds some of the image, got "
+       "8"},
       {"{random_crop: 4}", ":6:26: data.augment.random_crop: expected a mapping of fields, got 4"},
       {"{brightness: 0}",
        ":6:25: data.augment.brightness: expected a positive number up to 100 (the largest "
@@ -1272,6 +1276,11 @@ TEST_CASE("shard_by_worker: each worker its own share of the training set", "[mo
   const ModelSpec sharded = loadModelSpec(spec("true"));
   CHECK(sharded.data.shard_by_worker);
   CHECK(dataRule(sharded) == "batch_size 32, seed 0, shuffled, sharded by worker");
+  // The examples dealt out: a worker with another limit deals out others.
+  CHECK(dataRule(loadModelSpec(writeDataSpec(
+            dir, "[8]",
+            "  train: {tfrecords: data/train, limit: 500}\n  shard_by_worker: true\n"))) ==
+        "batch_size 32, seed 0, shuffled, sharded by worker, the first 500 training examples");
   CHECK_FALSE(loadModelSpec(spec("false")).data.shard_by_worker);
   CHECK_THAT(loadError(spec("2")), Catch::EndsWith("data.shard_by_worker: expected true or "
                                                    "false, got 2"));
@@ -1765,6 +1774,13 @@ TEST_CASE("range checks that need no shapes", "[model_spec]") {
         path +
             ":6:50: data.synthetic.x_max: expected x_max greater than x_min, got x_min = 1 and "
             "x_max = 1");
+  // Targets x^2 + noise and their squared errors must be finite floats.
+  CHECK(errorWith(dir, "{type: regression}", "{type: regression, x_min: -1e19}") ==
+        path + ":6:40: data.synthetic.x_min: expected a number from -1e6 to 1e6, got -1e19");
+  CHECK(errorWith(dir, "{type: regression}", "{type: regression, noise_stddev: 1e38}") ==
+        path +
+            ":6:47: data.synthetic.noise_stddev: expected a non-negative number up to 1e6, got "
+            "1e38");
   CHECK(errorWith(dir, "  synthetic: {type: regression}\n",
                   "  synthetic: {type: regression}\n  train: {images: a, labels: b}\n") ==
         path + ":6:14: data.synthetic: expected either data.train or data.synthetic, got both");
