@@ -457,8 +457,15 @@ fs::path readResolvedCheckpoint(const fs::path& path,
 void replaceFileDurably(const std::filesystem::path& path, std::string_view bytes) {
   fs::path temp = path;
   temp += ".tmp";
-  writeSyncedFile(temp, bytes);
-  renameOrThrow(temp, path);
+  try {
+    writeSyncedFile(temp, bytes);
+    renameOrThrow(temp, path);
+  } catch (...) {
+    // A full disk's part of a file is no one's: nothing is left of it.
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    throw;
+  }
   syncPath(path.parent_path().empty() ? fs::path(".") : path.parent_path(), true);
 }
 

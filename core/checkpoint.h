@@ -126,7 +126,8 @@ std::filesystem::path readResolvedCheckpoint(
 
 // Replaces (or creates) the file `path` with `bytes`, complete or not at
 // all: written under a temporary name beside it, fsynced, renamed into
-// place, and the directory fsynced. std::system_error when the disk refuses.
+// place, and the directory fsynced. std::system_error when the disk refuses,
+// the temporary file removed.
 void replaceFileDurably(const std::filesystem::path& path, std::string_view bytes);
 
 // Reads <checkpoint>/manifest.json. InputError naming the file and the field

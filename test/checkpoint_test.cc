@@ -310,6 +310,19 @@ TEST_CASE("a safetensors header claiming huge tensors costs nothing until one is
       Catch::Message(path.string() + ": file ended early while reading it (is it being written?)"));
 }
 
+TEST_CASE("a file replaced durably is whole or not there, no part of it left beside",
+          "[checkpoint]") {
+  TempDir dir;
+  replaceFileDurably(dir / "latest", "ckpt-0000000001\n");
+  replaceFileDurably(dir / "latest", "ckpt-0000000002\n");
+  CHECK(readFile(dir / "latest") == "ckpt-0000000002\n");
+  // A place the file cannot take (a directory that holds a file): the
+  // rename fails after the whole file was written beside it.
+  dir.write("taken/inside", "x");
+  CHECK_THROWS_AS(replaceFileDurably(dir / "taken", "bytes"), std::system_error);
+  CHECK(entries(dir.path()) == std::vector<std::string>{"latest", "taken"});
+}
+
 TEST_CASE("a checkpoint is saved with its manifest and named by latest", "[checkpoint]") {
   TempDir dir;
   const SampleTensors sample;
