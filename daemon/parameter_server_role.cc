@@ -195,7 +195,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
     spdlog::warn(
         "the chief's last checkpoint {} holds this shard at global step {}: {} in no "
         "checkpoint (a worker pushed after the chief's last read, or the chief stopped "
-        "before the others)",
+        "before the others, or failed or was killed before its final checkpoint)",
         saved->path, saved->global_step,
         shard.globalStep() - saved->global_step == 1
             ? std::string("the step after it is")

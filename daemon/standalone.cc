@@ -225,48 +225,66 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     resident->setParameters(state.parameters().data());
     for (size_t i = 0; i < resident->slotCount(); ++i)
       resident->setSlot(i, state.optimizer().slot(i).data());
+    // A batch that cannot be read ends the loop once the step in flight
+    // is collected, and is thrown with the model state at the step before it.
+    std::exception_ptr input_failure;
     auto submit = [&](int64_t step) {
-      resident->submit(input.next(), learningRateAt(spec.learning_rate, step), uint64_t(step));
+      try {
+        resident->submit(input.next(), learningRateAt(spec.learning_rate, step), uint64_t(step));
+        return true;
+      } catch (const InputError&) {
+        input_failure = std::current_exception();
+        return false;
+      }
     };
     bool in_flight = false;  // the step of state.globalStep()
     for (int64_t step = state.globalStep();; ++step) {
       if (!in_flight) {
-        if (step >= total_steps || stop_requested.load()) break;
-        submit(step);
+        if (step >= total_steps || stop_requested.load() || input_failure || !submit(step)) break;
       }
       const bool evaluate = evaluationDue(step), save = checkpointDue(step);
       // A histogram, too, is of the parameters at its step.
       const bool read_back = evaluate || save || log.histogramsDue(step, step + 1);
-      in_flight = step + 1 < total_steps && !stop_requested.load() && !read_back;
-      if (in_flight) submit(step + 1);
+      in_flight =
+          step + 1 < total_steps && !stop_requested.load() && !read_back && submit(step + 1);
       const StepResult r = resident->collect();
       if (read_back) readResidentState(/*for_checkpoint=*/save);
       finishStep(r, step, evaluate);
       if (save) checkpoint();
     }
     readResidentState(/*for_checkpoint=*/true);
+    if (input_failure) std::rethrow_exception(input_failure);
   };
 
   metrics.setGlobalStep(state.globalStep());
   metrics.setState(NodeState::Training);
-  if (resident) {
-    trainResident();
-  } else if (concurrent_steps == 1) {
-    runSlot(*slots.front());
-  } else {
-    {
-      std::vector<std::jthread> threads;
-      for (auto& slot : slots)
-        threads.emplace_back([&runSlot, &mutex, &error, &slot] {
-          try {
-            runSlot(*slot);
-          } catch (...) {
-            std::lock_guard lock(mutex);
-            if (!error) error = std::current_exception();
-          }
-        });
-    }  // joined: every step started has been applied
-    if (error) std::rethrow_exception(error);
+  try {
+    if (resident) {
+      trainResident();
+    } else if (concurrent_steps == 1) {
+      runSlot(*slots.front());
+    } else {
+      {
+        std::vector<std::jthread> threads;
+        for (auto& slot : slots)
+          threads.emplace_back([&runSlot, &mutex, &error, &slot] {
+            try {
+              runSlot(*slot);
+            } catch (...) {
+              std::lock_guard lock(mutex);
+              if (!error) error = std::current_exception();
+            }
+          });
+      }  // joined: every step started has been applied
+      if (error) std::rethrow_exception(error);
+    }
+  } catch (const InputError&) {
+    // Input that could not be read (a data file changed or damaged under
+    // the run) took no step: the state holds every step applied before it,
+    // saved as at a stop before the run fails (with the error's message).
+    if (log.stepsRun() > 0 && !checkpoint_dir.empty())
+      saveBeforeInputFailure(state.globalStep(), checkpoint);
+    throw;
   }
   metrics.setState(NodeState::Stopping, "final checkpoint and evaluation");
   TrainingSummary summary;

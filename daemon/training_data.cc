@@ -1,6 +1,7 @@
 #include "daemon/training_data.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -31,8 +32,30 @@ void checkShapeFits(const LayerGraph& graph, const Shape& example_shape,
                         " do not fit the model's input " + shapeToString(graph.input_shape));
 }
 
+// Where example `index` of `data`, read from `source`, came from, as an
+// error names it: an IDX set's labels file and the example's index in it;
+// a TFRecord set's file, and the record's index in it unless the set is a
+// share, whose examples the file's index does not tell.
+std::string exampleOrigin(const Dataset& data, const DataFiles& source, int64_t index) {
+  const int64_t whole_index = data.isShare() ? index * data.share.count + data.share.index : index;
+  if (source.format == DataFiles::Format::Idx)
+    return fmt::format("{}, example {} (from 0)", source.labels, whole_index);
+  int64_t first = 0;  // of the file's examples in `data`
+  for (size_t file = 0; file < data.file_examples.size(); ++file) {
+    if (index < first + data.file_examples[file])
+      return data.isShare()
+                 ? fmt::format("{}, example {} of the whole set (from 0)", source.records[file],
+                               whole_index)
+                 : fmt::format("{}, record {} (from 0)", source.records[file], index - first);
+    first += data.file_examples[file];
+  }
+  return fmt::format("example {} (from 0)", whole_index);
+}
+
+// `source`: the files `data` was read from, which an error names; nullptr
+// for synthetic data.
 void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocation& where,
-               const std::string& field) {
+               const std::string& field, const DataFiles* source = nullptr) {
   checkShapeFits(graph, data.inputShape(), where, field);
   const int64_t outputs = graph.output_shape[0];
   if (graph.loss == LossKind::SoftmaxCrossEntropy) {
@@ -40,10 +63,17 @@ void checkFits(const LayerGraph& graph, const Dataset& data, const SourceLocatio
       throwInputError(where, field,
                       "softmax_cross_entropy needs class labels, but this data set has "
                       "regression targets (use loss: mse)");
-    if (data.num_classes > outputs)
+    if (data.num_classes > outputs) {
+      const auto first_beyond = std::find_if(data.labels.begin(), data.labels.end(),
+                                             [outputs](int32_t label) { return label >= outputs; });
+      const std::string origin =
+          source ? fmt::format(" (the first, {}, at {})", *first_beyond,
+                               exampleOrigin(data, *source, first_beyond - data.labels.begin()))
+                 : "";
       throwInputError(where, field,
-                      "labels go up to " + std::to_string(data.num_classes - 1) +
-                          " but the last layer has only " + std::to_string(outputs) + " outputs");
+                      fmt::format("labels go up to {} but the last layer has only {} outputs{}",
+                                  data.num_classes - 1, outputs, origin));
+    }
   } else {
     if (data.targets.empty())
       throwInputError(where, field,
@@ -244,8 +274,9 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
     checkFits(graph, data.train, spec.data.synthetic_location, "data.synthetic");
     checkFits(graph, *data.test, spec.data.synthetic_location, "data.synthetic");
   } else {
-    checkFits(graph, data.train, spec.data.train.location, "data.train");
-    if (data.test) checkFits(graph, *data.test, spec.data.test->location, "data.test");
+    checkFits(graph, data.train, spec.data.train.location, "data.train", &spec.data.train);
+    if (data.test)
+      checkFits(graph, *data.test, spec.data.test->location, "data.test", &*spec.data.test);
   }
   // Judged by the whole set, also where this reader holds its share alone:
   // every share holds whole / readers examples at least.
@@ -272,12 +303,22 @@ std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& gra
   if (!spec.data.test) return std::nullopt;
   MemoryHeld held = heldBeside(spec, graph, DataMemory::Alone);
   Dataset test = loadDataFiles(spec, *spec.data.test, "data.test", graph, memoryAvailable(), held);
-  checkFits(graph, test, spec.data.test->location, "data.test");
+  checkFits(graph, test, spec.data.test->location, "data.test", &*spec.data.test);
   return test;
 }
 
 int readAheadBatches(const DataSpec& data, bool cluster_worker) {
   return data.prefetch_batches.value_or(cluster_worker ? 0 : 4);
+}
+
+void saveBeforeInputFailure(int64_t global_step, const std::function<void()>& save) {
+  spdlog::warn("the input failed after global step {}: saving the steps trained before it",
+               global_step);
+  try {
+    save();
+  } catch (const std::exception& e) {
+    spdlog::error("that checkpoint failed too: {}", e.what());
+  }
 }
 
 }  // namespace traind

@@ -2,6 +2,8 @@
 // anything trains: example shape, label range, regression targets.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -50,6 +52,14 @@ std::optional<std::string> interleaveNote(const ModelSpec& spec, const Dataset& 
 // The test set alone, checked against the model as above, its memory
 // judged alone (`trainctl eval`); nothing when the spec names none.
 std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& graph);
+
+// What a run does when its input fails under it (an InputError from a
+// batch: a file changed or damaged since it was loaded) after global step
+// `global_step`: it saves the steps applied before it by `save` (a
+// checkpoint), then the error ends the run, so that only the batch that
+// could not be read is lost. A failure of `save` is logged, not thrown:
+// the input's error is the one to report.
+void saveBeforeInputFailure(int64_t global_step, const std::function<void()>& save);
 
 // data.prefetch_batches with `auto` decided: 4 batches read ahead on the
 // input thread standalone, and none on a cluster worker, whose step gathers

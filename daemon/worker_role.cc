@@ -470,7 +470,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   auto running = [&] { return step >= 0 && step < total_steps && !stop_requested.load(); };
 
   metrics.setState(NodeState::Training);
-  {
+  try {
     SlotSteps steps(slots.size(), slots.size() > 1 || streamed, compute);
     if (!streamed)
       for (size_t i = 0; i < slots.size(); ++i) steps.start(i);
@@ -534,7 +534,13 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       step = next;
       if (!streamed && running()) steps.start(i);
     }
-  }  // the steps still in flight finish here; their gradients are not pushed
+    // The steps still in flight finish as `steps` goes; their gradients are not pushed.
+  } catch (const InputError&) {
+    // The job's state is the shards': the chief saves it as at a stop.
+    if (chief && log.stepsRun() > 0 && !spec.checkpoint.dir.empty())
+      saveBeforeInputFailure(step, checkpoint);
+    throw;
+  }
   metrics.setState(NodeState::Stopping, chief ? "final checkpoint and evaluation" : "");
   clearProgress();
   TrainingSummary summary;

@@ -591,6 +591,62 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
                                     Catch::Contains("train.tfrecords.gz: compressed with gzip"));
 }
 
+TEST_CASE("labels beyond the logits: the first one's file and example named") {
+  const auto dir = freshTempDir("labels_beyond");
+  // Fashion-MNIST's classes 0-9 for 5 logits; its first training example is of class 9.
+  const std::string five =
+      replaceAll(exampleSpec("fashion_mlp.yaml"), "{type: dense, name: logits, units: 10}",
+                 "{type: dense, name: logits, units: 5}");
+  REQUIRE_THAT(five, Catch::Contains("units: 5}"));
+  writeFile(dir / "idx.yaml", five);
+  const ProcessResult idx = runTraind("check --model " + (dir / "idx.yaml").string());
+  CHECK(idx.exit_code == 2);
+  CHECK_THAT(idx.output, Catch::Contains("data.train: labels go up to 9 but the last layer has "
+                                         "only 5 outputs (the first, 9, at "
+                                         "/usr/share/datasets/fashion-mnist/"
+                                         "train-labels-idx1-ubyte.gz, example 0 (from 0))"));
+  // The same examples as records: the file, and the record's index in it.
+  writeFile(dir / "train.tfrecords", fashionMnistRecords("train", 300));
+  const size_t data_at = five.find("data:\n");
+  writeFile(
+      dir / "records.yaml",
+      replaceAll(five, five.substr(data_at, five.find("  batch_size") - data_at),
+                 "data:\n  train: {tfrecords: " + (dir / "train.tfrecords").string() + "}\n"));
+  const ProcessResult records = runTraind("check --model " + (dir / "records.yaml").string());
+  CHECK(records.exit_code == 2);
+  CHECK_THAT(records.output,
+             Catch::Contains("(the first, 9, at " + (dir / "train.tfrecords").string() +
+                             ", record 0 (from 0))"));
+}
+
+TEST_CASE("a training file cut short under a run: exit 2 naming it, the steps before it saved") {
+  const auto dir = freshTempDir("cut_short");
+  writeFile(dir / "train.tfrecords", fashionMnistRecords("train", 2000));
+  const std::string mlp = exampleSpec("fashion_mlp.yaml");
+  const size_t data_at = mlp.find("data:\n");
+  writeFile(dir / "in_files.yaml",
+            replaceAll(mlp, mlp.substr(data_at, mlp.find("  batch_size") - data_at),
+                       "data:\n  train: {tfrecords: " + (dir / "train.tfrecords").string() +
+                           ", in_memory: false}\n"));
+  BackgroundTraind traind("--model " + (dir / "in_files.yaml").string() +
+                              " --threads 1 --max-steps 1000000 --log-every 10 --eval-every 0 "
+                              "--checkpoint-dir " +
+                              (dir / "ckpt").string(),
+                          dir / "traind.log");
+  REQUIRE(traind.waitForOutput("step 20, loss = ", 60));
+  std::filesystem::resize_file(dir / "train.tfrecords", 50000);
+  const int exit_code = traind.wait(60);
+  INFO(traind.output());
+  CHECK(exit_code == 2);
+  CHECK_THAT(traind.output(),
+             Catch::Contains("the input failed after global step ") &&
+                 Catch::Contains(": saving the steps trained before it") &&
+                 Catch::Contains((dir / "train.tfrecords").string() + ": the record at byte "));
+  const auto latest = findLatestCheckpoint(dir / "ckpt");
+  REQUIRE(latest.has_value());
+  CHECK(readManifest(*latest).global_step >= 20);
+}
+
 TEST_CASE("augment: training images are distorted, the same in every run, the test set not") {
   const auto dir = freshTempDir("augment");
   std::string spec = exampleSpec("fashion_mlp.yaml");
