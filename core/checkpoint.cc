@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/memory_need.h"
 #include "core/model_spec.h"
 #include "core/printable.h"
 
@@ -306,11 +307,10 @@ std::optional<std::string> checkpointRoomShortfall(const fs::path& dir, int64_t 
   if (statvfs(dir.c_str(), &room) != 0) return std::nullopt;
   const uint64_t free_bytes = uint64_t(room.f_bavail) * uint64_t(room.f_frsize);
   if (bytes <= 0 || free_bytes >= uint64_t(bytes)) return std::nullopt;
-  constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
-      "checkpoint directory {} has {:.1f} MiB free, and a checkpoint of this model takes "
-      "{:.1f} MiB: the first save will fail unless room is made",
-      dir.string(), double(free_bytes) / kMiB, double(bytes) / kMiB);
+      "checkpoint directory {} has {} free, and a checkpoint of this model takes {}: the "
+      "first save will fail unless room is made",
+      dir.string(), byteSize(int64_t(std::min<uint64_t>(free_bytes, INT64_MAX))), byteSize(bytes));
 }
 
 fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,

@@ -638,6 +638,9 @@ int runInspect(const std::string& path) {
     inspectRecordFile(path);
     return 0;
   }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0)
+    throw InputError(path + ": an empty file: no TFRecord file's records, nor a checkpoint");
   readResolvedCheckpoint(path, [](const std::filesystem::path& checkpoint) {
     const CheckpointManifest manifest = readManifest(checkpoint);
     const SafetensorsReader reader(checkpoint / manifest.tensors_file);

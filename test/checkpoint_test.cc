@@ -465,11 +465,11 @@ TEST_CASE("a checkpoint directory without room for a checkpoint is said at the s
   const int64_t exabyte = int64_t(1) << 60;  // no disk here has it
   const std::optional<std::string> shortfall = checkpointRoomShortfall(tmp.path(), exabyte);
   REQUIRE(shortfall);
-  CHECK_THAT(*shortfall, Catch::StartsWith("checkpoint directory " + tmp.path().string() +
-                                           " has ") &&
-                             Catch::EndsWith(" MiB free, and a checkpoint of this model takes "
-                                             "1099511627776.0 MiB: the first save will fail "
-                                             "unless room is made"));
+  CHECK_THAT(*shortfall,
+             Catch::StartsWith("checkpoint directory " + tmp.path().string() + " has ") &&
+                 Catch::EndsWith(" free, and a checkpoint of this model takes "
+                                 "1048576.0 TiB: the first save will fail unless "
+                                 "room is made"));
   CHECK_FALSE(checkpointRoomShortfall(tmp.path() / "missing", exabyte));  // cannot say
 }
 

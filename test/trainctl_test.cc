@@ -487,6 +487,11 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   const auto dir = freshTempDir("bad-ops");
   r = runTrainctl("inspect " + (dir / "nothing").string());
   CHECK(r.exit_code == 2);
+  writeFile(dir / "empty.tfrecord", "");
+  r = runTrainctl("inspect " + (dir / "empty.tfrecord").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("empty.tfrecord: an empty file: no TFRecord file's "
+                                       "records, nor a checkpoint"));
   r = runTrainctl("placement --model configs/models/fashion_mlp.yaml");
   CHECK(r.exit_code == 2);
   r = runTrainctl("placement --model configs/models/fashion_mlp.yaml --ps 0");
