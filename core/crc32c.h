@@ -12,6 +12,13 @@ namespace traind {
 // instruction where the CPU has it (asked at run time), else by table.
 uint32_t crc32c(std::string_view data, uint32_t crc = 0);
 
+// The CRC32C of `value`'s four bytes, little-endian, continuing from `crc`:
+// a CRC of CRCs, each of a part (a record) of something larger.
+inline uint32_t crc32cOfWord(uint32_t value, uint32_t crc) {
+  const char bytes[4] = {char(value), char(value >> 8), char(value >> 16), char(value >> 24)};
+  return crc32c(std::string_view(bytes, sizeof bytes), crc);
+}
+
 // The same CRC by table, whatever the CPU: what crc32c is tested against on
 // a CPU where it takes the instruction.
 uint32_t crc32cPortable(std::string_view data, uint32_t crc = 0);

@@ -1,5 +1,6 @@
 #include "core/dataset.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "core/augmentation.h"
 #include "core/compressed_file.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/pixel_inputs.h"
 #include "core/random.h"
@@ -67,6 +69,9 @@ class IdxFile {
   }
 
   const std::vector<uint32_t>& dims() const { return dims_; }
+  // The CRC-32C of the bytes of the items readItems kept or read past: the
+  // first `keep`, every share's.
+  uint32_t crc() const { return crc_; }
 
   // Reads the bytes of the first `keep` items, of those the share's, then
   // the rest of the file, counting, to check that the file holds exactly
@@ -94,6 +99,7 @@ class IdxFile {
         if (got == 0) break;
       }
       items.resize(total);
+      crc_ = crc32c(std::string_view(reinterpret_cast<const char*>(items.data()), items.size()));
     } else {
       // A buffer at a time, whatever the header says an item is; the
       // share's bytes copied out as they pass.
@@ -105,6 +111,7 @@ class IdxFile {
             read(buffer.data(), size_t(std::min<uint64_t>(buffer.size(), keep_bytes - total)));
         total += got;
         if (got == 0) break;
+        crc_ = crc32c(std::string_view(reinterpret_cast<const char*>(buffer.data()), got), crc_);
         for (size_t at = 0; at < got;) {
           const size_t part = size_t(std::min<uint64_t>(item_bytes - within_item, got - at));
           if (share.keeps(item))
@@ -163,6 +170,7 @@ class IdxFile {
   std::string kind_;
   GzipFile file_;
   std::vector<uint32_t> dims_;
+  uint32_t crc_ = 0;
 };
 
 }  // namespace
@@ -209,6 +217,7 @@ Dataset loadIdxDataset(const DataFiles& source, const DataLoadCheck& check, Data
   data.pixels = std::move(pixels);
   data.labels.assign(classes.begin(), classes.end());
   data.num_classes = 1 + *std::max_element(classes.begin(), classes.end());
+  data.content_crc = crc32cOfWord(labels.crc(), images.crc());
   return data;
 }
 
@@ -228,7 +237,16 @@ Dataset makeSyntheticRegression(const SyntheticRegressionSpec& spec, uint64_t se
     data.floats[i] = float(x);
     data.targets[i] = float(x * x + spec.noise_stddev * rng.normal());
   }
+  const auto bytes = [](const std::vector<float>& values) {
+    return std::string_view(reinterpret_cast<const char*>(values.data()),
+                            values.size() * sizeof(float));
+  };
+  data.content_crc = crc32c(bytes(data.targets), crc32c(bytes(data.floats)));
   return data;
+}
+
+std::string contentText(const Dataset& data) {
+  return fmt::format("{} examples, CRC-32C {:#010x}", data.wholeSize(), data.content_crc);
 }
 
 void copyInputs(const Dataset& data, int64_t begin, int64_t count, float* out) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/batch.h"
@@ -109,6 +110,11 @@ struct Dataset {
   // Each example standardized as it is gathered, after any augmentation
   // (standardizeExample; data.standardize: per_image).
   bool per_image_standardization = false;
+  // The CRC-32C of the whole set as read (within its limit, every share's:
+  // a reader of a share reads past the others'): of an IDX set's images'
+  // and labels' bytes, a TFRecord set's records' CRCs in order, synthetic
+  // data's values. Readers of the same files get the same (contentText).
+  uint32_t content_crc = 0;
   // The share of a larger set these examples are, and that set's size
   // (whole_size, only with share.count > 1): another worker holds the rest.
   DataShare share;
@@ -121,6 +127,10 @@ struct Dataset {
   // The examples of the whole set, this share's and the others'.
   int64_t wholeSize() const { return isShare() ? whole_size : size; }
 };
+
+// What a data set holds, as every worker of a job must hold it: "60000
+// examples, CRC-32C 0x1a2b3c4d" (the whole set's, of which a share is part).
+std::string contentText(const Dataset& data);
 
 // Called by a data set's reader before it takes memory for `examples`
 // examples of `example_shape`, each value taking `value_bytes` (1 for

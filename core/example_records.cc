@@ -196,6 +196,7 @@ class RecordFile {
                 max_record_bytes) {}
 
   bool next(std::string& record) { return reader_.next(record); }
+  uint32_t lastDataCrc() const { return reader_.lastDataCrc(); }
   int64_t recordsRead() const { return reader_.recordsRead(); }
   uint64_t bytesRead() const { return reader_.bytesRead(); }
   CompressedFile::Format format() const { return format_; }
@@ -553,6 +554,8 @@ class ExampleLoader {
       offset_ = file.bytesRead();
       index_ = file.recordsRead();
       if (!file.next(record)) break;
+      record_crc_ = file.lastDataCrc();
+      content_crc_ = crc32cOfWord(record_crc_, content_crc_);
       if (!share_.keeps(records_++)) continue;  // another reader's, its CRCs checked
       if (!example.ParseFromString(record)) fail(notAnExample(record));
       take(example, record);
@@ -581,6 +584,7 @@ class ExampleLoader {
     data.example_shape = shape_;
     data.own_sizes = source_.own_sizes;
     data.resize_centres = centresOf(source_.resize);
+    data.content_crc = content_crc_;
     if (in_files_) {
       places_.shrink_to_fit();
       data.files = std::make_shared<RecordExampleFiles>(
@@ -711,8 +715,7 @@ class ExampleLoader {
       check_(shape_, examples_ + blockWithinLimit(kPlacesBlock), /*value_bytes=*/0);
     if (record.size() > UINT32_MAX) fail("a record of more than 4 GiB cannot stay in its file");
     if (encoded) decode(image.bytes_list().value(0), *encoded, decoded_);
-    places_.push_back(
-        {offset_, uint32_t(record.size()), crc32c(record), int32_t(paths_.size() - 1)});
+    places_.push_back({offset_, uint32_t(record.size()), record_crc_, int32_t(paths_.size() - 1)});
   }
 
   // A dimension: one int64 from 1 on; nullopt for a feature of that name
@@ -964,6 +967,8 @@ class ExampleLoader {
   LabelKind label_kind_ = LabelKind::Class;
   int64_t records_ = 0;   // of the whole set, this share's and the others'
   int64_t examples_ = 0;  // taken: this share's records
+  uint32_t record_crc_ = 0;             // of the record being read's data
+  uint32_t content_crc_ = 0;            // of the whole set's records' CRCs (Dataset::content_crc)
   std::vector<int64_t> file_examples_;  // taken from each file read (Dataset::file_examples)
   BlockStore<uint8_t> pixels_;
   BlockStore<float> floats_;

@@ -428,12 +428,17 @@ std::string dataRule(const ModelSpec& spec);
 // What every node of a job must agree on: a ps refuses a worker whose spec
 // differs in any (rpc/shard_service.h); and, from the chief, where it
 // checkpoints the job (absolute; empty: nowhere), by which a ps tells a
-// chief of another job on its ports from its own.
+// chief of another job on its ports from its own; and, from a worker, its
+// training set as it read it (contentText of core/dataset.h, added once
+// loaded; empty from specIdentity), which a ps takes from the first worker
+// and holds every other to: the spec names files, and another host's
+// files of those names may hold other examples.
 struct SpecIdentity {
   std::string architecture_hash;
   std::string update_rule;
   std::string data_rule;
   std::string checkpoint_dir;
+  std::string training_set;
 };
 SpecIdentity specIdentity(const ModelSpec& spec);
 

@@ -81,7 +81,8 @@ bool TfRecordReader::next(std::string& data) {
                     length, kTfRecordFooterSize, have));
   const uint32_t data_crc = readLittleEndian<uint32_t>(data.data() + length);
   data.resize(size_t(length));
-  if (data_crc != maskCrc32c(crc32c(data))) fail("the CRC of the data does not match");
+  last_data_crc_ = crc32c(data);
+  if (data_crc != maskCrc32c(last_data_crc_)) fail("the CRC of the data does not match");
   ++records_;
   offset_ += kTfRecordHeaderSize + length + kTfRecordFooterSize;
   return true;

@@ -51,6 +51,8 @@ class TfRecordReader {
 
   int64_t recordsRead() const { return records_; }
   uint64_t bytesRead() const { return offset_; }  // of the stream, whole records
+  // The CRC-32C (unmasked) of the last record's data, checked.
+  uint32_t lastDataCrc() const { return last_data_crc_; }
 
  private:
   [[noreturn]] void fail(std::string_view what) const;
@@ -60,6 +62,7 @@ class TfRecordReader {
   uint64_t max_length_;
   int64_t records_ = 0;
   uint64_t offset_ = 0;  // where the next record starts
+  uint32_t last_data_crc_ = 0;
 };
 
 // The data of the one record `framed` holds (header, data, footer, and

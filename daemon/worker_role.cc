@@ -300,9 +300,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const int64_t steps_per_epoch = train_examples / examples_per_step;
   const int64_t total_steps = spec.training.max_steps > 0 ? spec.training.max_steps
                                                           : spec.training.epochs * steps_per_epoch;
+  // The ps tasks hold every worker to the first one's training set.
+  SpecIdentity identity = specIdentity(spec);
+  identity.training_set = contentText(data.train);
   io.emplace(kj::setupAsyncIo());
-  ShardedClient& ps =
-      shards.emplace(*io, cluster, graph, state.layout(), specIdentity(spec), uint32_t(task));
+  ShardedClient& ps = shards.emplace(*io, cluster, graph, state.layout(), identity, uint32_t(task));
   // After ps: their buffers may be views into its shared memory region.
   std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
   std::optional<Evaluator> evaluator;

@@ -204,6 +204,18 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
             describeDir(printable(dir))));
       checkpoint_dir_ = dir;
     }
+    // What the rule cannot say: the examples the spec's files hold on the
+    // peer's host.
+    if (const std::string set = params.getTrainingSet(); !set.empty()) {
+      if (served_.training_set_ && served_.training_set_->text != set)
+        throw ProtocolError(fmt::format(
+            "ps {} trains workers whose training set holds {} (worker {}'s); this worker's "
+            "holds {}: the nodes read different training data (data.train's files must hold "
+            "the same examples on every node)",
+            shard().shardIndex(), served_.training_set_->text, served_.training_set_->worker,
+            printable(set)));
+      if (!served_.training_set_) served_.training_set_ = {set, task};
+    }
     if (!worker_ && shard().workerConnected(task))
       // Retried by the peer: a restarted worker may come before the ps has
       // seen its old connection close.

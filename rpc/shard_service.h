@@ -115,6 +115,13 @@ class ServedShard {
   // The checkpoint dir of the chief that initialised the shard; a chief
   // that says another is not this job's.
   std::optional<std::string> chief_checkpoint_dir_;
+  // The training set of the first worker that said one, and that worker:
+  // every other must read the same.
+  struct TrainingSet {
+    std::string text;
+    uint32_t worker;
+  };
+  std::optional<TrainingSet> training_set_;
   int64_t job_last_step_ = 0;  // as that chief said; 0 before it did
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;

@@ -304,6 +304,7 @@ struct ShardedClient::Impl {
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
           hello.setDataRule(identity.data_rule);
+          hello.setTrainingSet(identity.training_set);
           hello.setTrainingRule(trainingRule(cluster));
           if (worker_task == 0) hello.setCheckpointDir(identity.checkpoint_dir);
           if (region) writeOffer(region->offer(), hello.initSharedRegion());

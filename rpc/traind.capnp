@@ -33,7 +33,7 @@ struct SharedRegionOffer {
 interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
             wireVersion :UInt32, sharedRegion :SharedRegionOffer, updateRule :Text,
-            dataRule :Text, trainingRule :Text, checkpointDir :Text)
+            dataRule :Text, trainingRule :Text, checkpointDir :Text, trainingSet :Text)
       -> (status :ShardStatus, sharedRegionMapped :Bool, sharedRefusal :Text);
   # Checks that the peer trains the same architecture with the same update
   # rule (updateRule of core/model_spec.h: the chief initialises the
@@ -45,7 +45,9 @@ interface ParameterShard {
   # dataRule (core/model_spec.h) and trainingRule (core/cluster_spec.h) must
   # be the ps's own; the chief's checkpointDir that of the chief that
   # initialised the shard (another job's chief on the same ports is
-  # refused). A worker task with a connection open already is refused as
+  # refused). trainingSet (contentText of core/dataset.h) must be the first
+  # worker's that said one: every worker reads the same examples (empty
+  # from a peer that predates it: not compared). A worker task with a connection open already is refused as
   # overloaded: a second process for the task, or a restarted one whose old
   # connection the ps has not yet seen close (it retries).
 

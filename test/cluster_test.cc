@@ -1180,6 +1180,19 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
   CHECK_THAT(other, Catch::Contains("ps 0 holds the state of a job whose chief checkpoints in " +
                                     (dir / "ckpt").string() + "; this chief checkpoints in " +
                                     (dir / "other-ckpt").string() + ": is it another job's"));
+  // The spec's rules agree, but its files hold other examples on this
+  // worker's host: here the test set's, under the training set's names.
+  const std::string fashion = "/usr/share/datasets/fashion-mnist/";
+  const auto test_set = dir / "test-set.yaml";
+  writeFile(test_set, replaceAll(readFile(modelPath("fashion_mlp.yaml")), fashion + "train-",
+                                 fashion + "t10k-"));
+  REQUIRE_THAT(readFile(test_set), !Catch::Contains("train-"));
+  CHECK_THAT(
+      worker(cluster, " --model " + test_set.string() + " --job worker --task 1", "test-set.log"),
+      Catch::Contains("ps 0 trains workers whose training set holds 60000 examples, "
+                      "CRC-32C 0x") &&
+          Catch::Contains(" (worker 0's); this worker's holds 10000 examples, CRC-32C 0x") &&
+          Catch::Contains("the nodes read different training data"));
   CHECK(chief.wait(0) == -1);  // still training
   chief.signal(SIGTERM);
   CHECK(chief.wait(30) == 0);

@@ -181,9 +181,19 @@ TEST_CASE("a worker's share keeps every n-th example of the files, within limit"
                          all.pixels.begin() + k * 784));
       REQUIRE(share.labels[size_t(j)] == all.labels[size_t(k)]);
     }
+    // What every worker of a job must hold, whichever share it keeps.
+    CHECK(contentText(share) == contentText(all));
   }
   CHECK(all.whole_size == 0);
   CHECK(all.share.count == 1);
+  CHECK_THAT(contentText(all), Catch::StartsWith("1001 examples, CRC-32C 0x"));
+  // Fewer examples, or as many of another set: another content.
+  source.limit = 1000;
+  CHECK(loadIdxDataset(source).content_crc != all.content_crc);
+  source.limit = 1001;
+  source.images = kFashion + "train-images-idx3-ubyte.gz";
+  source.labels = kFashion + "train-labels-idx1-ubyte.gz";
+  CHECK(loadIdxDataset(source).content_crc != all.content_crc);
 
   // More shares than examples: the last ones hold none, which is refused.
   TempDir dir;

@@ -132,6 +132,9 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
       const int64_t whole = limit > 0 ? limit : 15;
       DataFiles source = all;
       source.limit = limit;
+      // What every worker of a job must hold, whichever share it keeps.
+      const std::string content = contentText(loadExampleRecords(source, {24}));
+      CHECK(content.starts_with(std::to_string(whole) + " examples, CRC-32C 0x"));
       for (int index = 0; index < 4; ++index) {
         INFO("limit " << limit << ", share " << index << " of 4");
         std::vector<int64_t> checked;
@@ -152,6 +155,7 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
             file_examples.back() += k % 4 == index;
         }
         CHECK(share.file_examples == file_examples);
+        CHECK(contentText(share) == content);
         for (int64_t j = 0; j < share.size; ++j) {
           const int64_t k = 4 * j + index;
           CHECK(share.labels[size_t(j)] == k % 10);
@@ -737,6 +741,7 @@ TEST_CASE("in_memory: false leaves the examples in their files, read as kept one
     CHECK(left.labels == kept.labels);
     CHECK(left.targets == kept.targets);
     CHECK(left.pixel_scale == kept.pixel_scale);
+    CHECK(contentText(left) == contentText(kept));
     // Bit for bit, also read in another order and from two threads.
     CHECK(allInputs(left) == allInputs(kept));
     const int64_t floats = numElements(left.example_shape);
