@@ -238,19 +238,27 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       }
     };
     bool in_flight = false;  // the step of state.globalStep()
-    for (int64_t step = state.globalStep();; ++step) {
-      if (!in_flight) {
-        if (step >= total_steps || stop_requested.load() || input_failure || !submit(step)) break;
+    try {
+      for (int64_t step = state.globalStep();; ++step) {
+        if (!in_flight) {
+          if (step >= total_steps || stop_requested.load() || input_failure || !submit(step)) break;
+        }
+        const bool evaluate = evaluationDue(step), save = checkpointDue(step);
+        // A histogram, too, is of the parameters at its step.
+        const bool read_back = evaluate || save || log.histogramsDue(step, step + 1);
+        in_flight =
+            step + 1 < total_steps && !stop_requested.load() && !read_back && submit(step + 1);
+        const StepResult r = resident->collect();
+        if (read_back) readResidentState(/*for_checkpoint=*/save);
+        finishStep(r, step, evaluate);
+        if (save) checkpoint();
       }
-      const bool evaluate = evaluationDue(step), save = checkpointDue(step);
-      // A histogram, too, is of the parameters at its step.
-      const bool read_back = evaluate || save || log.histogramsDue(step, step + 1);
-      in_flight =
-          step + 1 < total_steps && !stop_requested.load() && !read_back && submit(step + 1);
-      const StepResult r = resident->collect();
-      if (read_back) readResidentState(/*for_checkpoint=*/save);
-      finishStep(r, step, evaluate);
-      if (save) checkpoint();
+    } catch (const InputError&) {
+      // A test set that could not be read as an evaluation was due: no step
+      // is in flight then (an evaluation reads the model back first). The
+      // slots too, for the checkpoint saved before the error ends the run.
+      readResidentState(/*for_checkpoint=*/true);
+      throw;
     }
     readResidentState(/*for_checkpoint=*/true);
     if (input_failure) std::rethrow_exception(input_failure);
@@ -280,8 +288,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     }
   } catch (const InputError&) {
     // Input that could not be read (a data file changed or damaged under
-    // the run) took no step: the state holds every step applied before it,
-    // saved as at a stop before the run fails (with the error's message).
+    // the run: a batch's, or the test set's at an evaluation) took no step: the state holds every
+    // step applied before it, saved as at a stop before the run fails (with the error's message).
     if (log.stepsRun() > 0 && !checkpoint_dir.empty())
       saveBeforeInputFailure(state.globalStep(), checkpoint);
     throw;

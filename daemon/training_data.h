@@ -54,10 +54,10 @@ std::optional<std::string> interleaveNote(const ModelSpec& spec, const Dataset& 
 std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& graph);
 
 // What a run does when its input fails under it (an InputError from a
-// batch: a file changed or damaged since it was loaded) after global step
-// `global_step`: it saves the steps applied before it by `save` (a
-// checkpoint), then the error ends the run, so that only the batch that
-// could not be read is lost. A failure of `save` is logged, not thrown:
+// batch or from the test set of an evaluation: a file changed or damaged
+// since it was loaded) after global step `global_step`: it saves the steps
+// applied before it by `save` (a checkpoint), then the error ends the run,
+// so that only what could not be read is lost. A failure of `save` is logged, not thrown:
 // the input's error is the one to report.
 void saveBeforeInputFailure(int64_t global_step, const std::function<void()>& save);
 

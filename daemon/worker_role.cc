@@ -538,9 +538,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     }
     // The steps still in flight finish as `steps` goes; their gradients are not pushed.
   } catch (const InputError&) {
-    // The job's state is the shards': the chief saves it as at a stop.
-    if (chief && log.stepsRun() > 0 && !spec.checkpoint.dir.empty())
-      saveBeforeInputFailure(step, checkpoint);
+    // The job's state is the shards', other workers' steps too: the chief
+    // saves it as at a stop.
+    if (chief && !spec.checkpoint.dir.empty()) saveBeforeInputFailure(step, checkpoint);
     throw;
   }
   metrics.setState(NodeState::Stopping, chief ? "final checkpoint and evaluation" : "");

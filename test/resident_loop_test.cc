@@ -239,3 +239,37 @@ TEST_CASE("the resident loop: a requested checkpoint holds its step, a stop ends
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "the resident loop: a test set that fails under it leaves its step saved, slots and all") {
+  // The evaluation after step 15 reads a test set left in its file, cut
+  // short while step 12 trains: the run saves step 15 (parameters and Adam
+  // slots alike, as the Replica path's 15 steps) and fails naming the file.
+  const auto dir = freshTempDir("resident-loop-test-set");
+  const std::string records = fashionMnistRecords("t10k", 500);
+  writeFile(dir / "intact.tfrecords", records);
+  writeFile(dir / "cut.tfrecords", records);
+  const auto spec = [&](const std::string& name, int64_t max_steps, const std::string& test_set) {
+    ModelSpec s = smallSpec(dir / name, max_steps);
+    DataFiles test;
+    test.format = DataFiles::Format::TfRecord;
+    test.records = {(dir / test_set).string()};
+    test.in_memory = false;
+    s.data.test = test;
+    return s;
+  };
+  std::atomic<bool> stop{false}, requested{false};
+  const ModelSpec resident_spec = spec("resident", 40, "cut.tfrecords");
+  CHECK_THROWS_WITH(train(resident_spec, stop, requested, /*resident=*/true,
+                          [&](int64_t step) {
+                            if (step == 12)
+                              std::filesystem::resize_file(dir / "cut.tfrecords", 1000);
+                          }),
+                    Catch::Contains((dir / "cut.tfrecords").string()));
+  const ModelSpec replica_spec = spec("replica", 15, "intact.tfrecords");
+  train(replica_spec, stop, requested);
+  REQUIRE(std::filesystem::exists(checkpointAt(dir / "resident", 15)));
+  checkSameCheckpoint(replica_spec, checkpointAt(dir / "resident", 15),
+                      checkpointAt(dir / "replica", 15));
+  std::filesystem::remove_all(dir);
+}
