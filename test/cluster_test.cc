@@ -1270,6 +1270,53 @@ TEST_CASE("async: the others finish when a worker is killed") {
   CHECK_THAT(c.workers[2]->output(), Catch::Contains("gradients sent after each step"));
 }
 
+TEST_CASE("a chief whose training file is cut short under it saves the shards, then exits 2") {
+  // Each worker reads its own copy of one training set, left in its file:
+  // the chief's is cut short mid-run.
+  const auto dir = freshTempDir("chief-input");
+  const std::string records = fashionMnistRecords("train", 2000);
+  const std::string mlp = readFile(modelPath("fashion_mlp.yaml"));
+  const size_t data_at = mlp.find("  train:\n");
+  const std::string train = mlp.substr(data_at, mlp.find("  test:\n") - data_at);
+  for (const std::string name : {"chief", "other"}) {
+    writeFile(dir / (name + ".tfrecords"), records);
+    writeFile(dir / (name + ".yaml"),
+              replaceAll(mlp, train,
+                         "  train: {tfrecords: " + (dir / (name + ".tfrecords")).string() +
+                             ", in_memory: false}\n"));
+  }
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string run =
+      " --max-steps 1000000 --threads 1 --eval-every 0 --log-every 10 --cluster " +
+      cluster.string();
+  BackgroundTraind ps("--model " + (dir / "chief.yaml").string() + run + " --job ps --task 0",
+                      dir / "ps.log");
+  BackgroundTraind chief("--model " + (dir / "chief.yaml").string() + run +
+                             " --job worker --task 0 --checkpoint-dir " + (dir / "ckpt").string(),
+                         dir / "chief.log");
+  BackgroundTraind other(
+      "--model " + (dir / "other.yaml").string() + run + " --job worker --task 1",
+      dir / "other.log");
+  REQUIRE(chief.waitForOutput("step 20, loss = ", 60));
+  std::filesystem::resize_file(dir / "chief.tfrecords", 50000);
+  const int chief_exit = chief.wait(60);
+  other.signal(SIGTERM);
+  const int other_exit = other.wait(60);
+  ps.signal(SIGTERM);
+  const int ps_exit = ps.wait(30);
+  INFO(chief.output() << other.output() << ps.output());
+  CHECK(chief_exit == 2);
+  CHECK_THAT(chief.output(),
+             Catch::Contains("the input failed after global step ") &&
+                 Catch::Contains(": saving the steps trained before it") &&
+                 Catch::Contains((dir / "chief.tfrecords").string() + ": the record at byte "));
+  const auto latest = findLatestCheckpoint(dir / "ckpt");
+  REQUIRE(latest.has_value());
+  CHECK(readManifest(*latest).global_step >= 20);
+  CHECK(other_exit == 0);
+  CHECK(ps_exit == 0);
+}
+
 TEST_CASE("a step whose loss is not finite pushes nothing to the ps, async or sync") {
   // Ten hidden outputs of 1 (tanh of 3e38) times kernels of 3e38 sum past
   // float: the first step's loss is inf from finite parameters, and its
