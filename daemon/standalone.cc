@@ -240,9 +240,9 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     bool in_flight = false;  // the step of state.globalStep()
     try {
       for (int64_t step = state.globalStep();; ++step) {
-        if (!in_flight) {
-          if (step >= total_steps || stop_requested.load() || input_failure || !submit(step)) break;
-        }
+        if (!in_flight &&
+            (step >= total_steps || stop_requested.load() || input_failure || !submit(step)))
+          break;
         const bool evaluate = evaluationDue(step), save = checkpointDue(step);
         // A histogram, too, is of the parameters at its step.
         const bool read_back = evaluate || save || log.histogramsDue(step, step + 1);

@@ -47,9 +47,10 @@ interface ParameterShard {
   # initialised the shard (another job's chief on the same ports is
   # refused). trainingSet (contentText of core/dataset.h) must be the first
   # worker's that said one: every worker reads the same examples (empty
-  # from a peer that predates it: not compared). A worker task with a connection open already is refused as
-  # overloaded: a second process for the task, or a restarted one whose old
-  # connection the ps has not yet seen close (it retries).
+  # from a peer that predates it: not compared). A worker task with a
+  # connection open already is refused as overloaded: a second process for
+  # the task, or a restarted one whose old connection the ps has not yet
+  # seen close (it retries).
 
   status @1 () -> (status :ShardStatus);
 
