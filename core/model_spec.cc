@@ -685,9 +685,11 @@ void readResize(const Field& field, const Shape& input, const Augmentation& augm
 
 // data.train or data.test (`training` false): IDX files (images, labels) or
 // TFRecord files of tf.train.Example (tfrecords and the two features'
-// names), for a model whose input is `input`, distorted by `augment`.
+// names), for a model whose input is `input`, distorted by `augment`. The
+// files must be there unless `files` says they need not (SpecFiles).
 DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shape& input,
-                        const Augmentation& augment, bool training) {
+                        const Augmentation& augment, bool training, SpecFiles files) {
+  const bool need_files = files == SpecFiles::All || !training;
   Mapping fields(field);
   fields.allowOnly({"images", "labels", "tfrecords", "image_feature", "label_feature", "resize",
                     "limit", "in_memory"},
@@ -705,7 +707,8 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
       if (items.empty()) failExpected(*tfrecords, "a path, a glob pattern or a list of them");
     }
     for (const Field& item : items) {
-      for (std::string& file : readExistingFiles(item, spec_dir)) {
+      for (std::string& file : need_files ? readExistingFiles(item, spec_dir)
+                                          : std::vector{resolvePath(item, spec_dir)}) {
         if (std::find(source.records.begin(), source.records.end(), file) != source.records.end())
           fail(item, "lists '" + printable(file) + "' a second time");
         source.records.push_back(std::move(file));
@@ -740,9 +743,10 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
            "data.augment.random_crop.shorter_side resizes each image from its own");
     for (const char* tfrecord_field : {"image_feature", "label_feature", "resize", "in_memory"})
       if (auto f = fields.find(tfrecord_field)) fail(*f, "only allowed with tfrecords");
-    source.images =
-        readExistingFile(fields.get("images", "or tfrecords, for TFRecord files"), spec_dir);
-    source.labels = readExistingFile(fields.get("labels"), spec_dir);
+    const Field images = fields.get("images", "or tfrecords, for TFRecord files");
+    const Field labels = fields.get("labels");
+    source.images = need_files ? readExistingFile(images, spec_dir) : resolvePath(images, spec_dir);
+    source.labels = need_files ? readExistingFile(labels, spec_dir) : resolvePath(labels, spec_dir);
   }
   if (auto f = fields.find("limit")) source.limit = readInt(*f, 0);
   source.location = field.where;
@@ -939,7 +943,8 @@ Augmentation readAugmentation(const Field& field, const Shape& input) {
   return augment;
 }
 
-DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input) {
+DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& input,
+                  SpecFiles files) {
   Mapping fields(field);
   fields.allowOnly(
       {"train", "test", "synthetic", "batch_size", "shuffle", "shuffle_buffer", "interleave",
@@ -955,9 +960,9 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
     data.kind = DataSpec::Kind::Files;
     // First: how the data sets are resized depends on a crop's window.
     if (auto f = fields.find("augment")) data.augment = readAugmentation(*f, input);
-    data.train = readDataFiles(*train, spec_dir, input, data.augment, /*training=*/true);
+    data.train = readDataFiles(*train, spec_dir, input, data.augment, /*training=*/true, files);
     if (auto f = fields.find("test"))
-      data.test = readDataFiles(*f, spec_dir, input, data.augment, /*training=*/false);
+      data.test = readDataFiles(*f, spec_dir, input, data.augment, /*training=*/false, files);
   } else {
     data.kind = DataSpec::Kind::SyntheticRegression;
     data.synthetic = readSynthetic(*synthetic);
@@ -1133,7 +1138,7 @@ std::string scopedVariablePrefix(const std::string& scope, const std::string& la
   return scope.empty() ? layer : scope + "/" + layer;
 }
 
-ModelSpec loadModelSpec(const std::string& path) {
+ModelSpec loadModelSpec(const std::string& path, SpecFiles files) {
   const YAML::Node root = loadYamlFile(path, "model spec");
   std::error_code error;
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
@@ -1171,7 +1176,7 @@ ModelSpec loadModelSpec(const std::string& path) {
   }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
   if (auto f = fields.find("moving_average")) spec.optimizer.moving_average = readMovingAverage(*f);
-  spec.data = readData(fields.get("data"), spec_dir, spec.input);
+  spec.data = readData(fields.get("data"), spec_dir, spec.input, files);
   spec.training = readTraining(fields.get("training"), spec_dir, spec.data.batch_size);
   if (spec.optimizer.clip_global_norm != 0.0f &&
       spec.training.gradient_push == TrainingSpec::GradientPush::DuringBackward)

@@ -387,10 +387,16 @@ bool isVariablePrefix(std::string_view prefix);
 // their own: under `scope` ("net/hidden1"), or by the layer's name alone.
 std::string scopedVariablePrefix(const std::string& scope, const std::string& layer);
 
+// Which of a spec's data files must be there as it is read: all of them (a
+// run, `traind check`), or the test set's alone (`trainctl eval`, on a
+// machine that may hold no training set: data.train's paths are then kept
+// as written, resolved, a glob pattern unexpanded).
+enum class SpecFiles { All, TestSetOnly };
+
 // Reads and checks a spec. Relative data and checkpoint paths are resolved
 // against the spec file's directory. Throws InputError naming
 // file:line:column, the field and what was expected.
-ModelSpec loadModelSpec(const std::string& path);
+ModelSpec loadModelSpec(const std::string& path, SpecFiles files = SpecFiles::All);
 
 // A stable hash of everything that decides the variables' names and shapes
 // (input, layers, loss), as hex; checkpoints record it.

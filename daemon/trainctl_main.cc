@@ -797,7 +797,8 @@ int runExport(const ExportFlags& flags) {
 }
 
 int runEval(const std::string& model, const std::string& checkpoint_path, int threads) {
-  const ModelSpec spec = loadModelSpec(model);
+  // The test set alone is read: the training set may be on other machines.
+  const ModelSpec spec = loadModelSpec(model, SpecFiles::TestSetOnly);
   const LayerGraph graph = buildLayerGraph(spec);
   const std::optional<Dataset> test = loadTestData(spec, graph);
   if (!test) throw InputError(model + ": data.test: eval needs a test set");

@@ -130,6 +130,13 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
   CHECK(other.exit_code == 0);
   CHECK_THAT(other.output, Catch::Contains(fmt::format(
                                "test loss = {:.4f}", summaryValue(traind.output(), "test loss"))));
+  // Nor the training set: a machine that evaluates may hold the test set alone.
+  const ProcessResult no_training_set =
+      evalWithSpec("elsewhere.yaml", "/usr/share/datasets/fashion-mnist/train-",
+                   "/nonexistent/fashion-mnist/train-");
+  INFO(no_training_set.output);
+  CHECK(no_training_set.exit_code == 0);
+  CHECK_THAT(no_training_set.output, Catch::Contains("(10000 examples)"));
 
   // Another architecture's spec is refused, pointing at the spec.
   const ProcessResult refused = evalWithSpec("wider.yaml", "units: 300", "units: 301");
