@@ -309,6 +309,8 @@ int main(int argc, char** argv) {
         std::printf("data: %lld training examples of %s, %lld test example%s\n",
                     static_cast<long long>(data.train.size), train_images.c_str(), tests,
                     tests == 1 ? "" : "s");
+        // What a ps holds every worker of a job to, to compare hosts by.
+        std::printf("training set: %s\n", traind::contentText(data.train).c_str());
         if (spec.data.shuffle_buffer.size > 0)
           std::printf("shuffle: %s\n", traind::shuffleBufferText(spec.data.shuffle_buffer).c_str());
         if (const auto note = traind::interleaveNote(spec, data.train))

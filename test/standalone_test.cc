@@ -502,6 +502,7 @@ TEST_CASE("TFRecord files of Fashion-MNIST train exactly as its IDX files do") {
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.output,
              Catch::Contains("data: 2000 training examples of [28, 28, 1], 500 test examples"));
+  CHECK_THAT(check.output, Catch::Contains("\ntraining set: 2000 examples, CRC-32C 0x"));
 
   // Left in their files (in_memory: false), read as each batch is
   // gathered, they train the same parameters; the files must be
