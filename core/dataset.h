@@ -39,6 +39,8 @@ struct DataShare {
   int count = 1;
 
   bool keeps(int64_t k) const { return k % count == index; }
+  // Where the share's k-th example stands in the whole set: keeps()'s inverse.
+  int64_t wholeIndex(int64_t k) const { return k * count + index; }
   // std::invalid_argument unless 0 <= index < count.
   void check() const;
 };

@@ -245,7 +245,7 @@ void InputPipeline::fill(Slot& slot, int64_t step) {
     const int64_t example = order[j];
     float* inputs = slot.inputs.data() + j * example_floats_;
     // A share's positions interleaved as its examples are in the whole set.
-    const int64_t position = (first_position + j) * data_.share.count + data_.share.index;
+    const int64_t position = data_.share.wholeIndex(first_position + j);
     if (data_.own_sizes) {
       const Shape decoded = data_.files->decode(example, decoded_);
       augmentDecodedImage(augment_, decoded, data_.resize_centres,

@@ -951,6 +951,7 @@ DataSpec readData(const Field& field, const fs::path& spec_dir, const Shape& inp
        "shuffle_files", "prefetch_batches", "augment", "shard_by_worker", "standardize"},
       "the data section");
   DataSpec data;
+  data.location = field.where;
   const std::optional<Field> train = fields.find("train");
   const std::optional<Field> synthetic = fields.find("synthetic");
   if (train && synthetic)

@@ -241,6 +241,7 @@ struct ShuffleBuffer {
 struct DataSpec {
   enum class Kind { Files, SyntheticRegression };
   Kind kind = Kind::Files;
+  SourceLocation location;              // the data section, for what it lacks
   DataFiles train;                      // Files
   std::optional<DataFiles> test;        // Files, optional
   SyntheticRegressionSpec synthetic;    // SyntheticRegression (its test set: points / 5)

@@ -801,7 +801,10 @@ int runEval(const std::string& model, const std::string& checkpoint_path, int th
   const ModelSpec spec = loadModelSpec(model, SpecFiles::TestSetOnly);
   const LayerGraph graph = buildLayerGraph(spec);
   const std::optional<Dataset> test = loadTestData(spec, graph);
-  if (!test) throw InputError(model + ": data.test: eval needs a test set");
+  if (!test)
+    throwInputError(spec.data.location, "data.test",
+                    "expected a test set (data.test: its files) for trainctl eval to evaluate "
+                    "the checkpoint on, got none");
   ModelState state(spec, graph);
   const std::filesystem::path checkpoint =
       readResolvedCheckpoint(checkpoint_path, [&state](const std::filesystem::path& checkpoint) {

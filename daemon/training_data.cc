@@ -37,7 +37,7 @@ void checkShapeFits(const LayerGraph& graph, const Shape& example_shape,
 // a TFRecord set's file, and the record's index in it unless the set is a
 // share, whose examples the file's index does not tell.
 std::string exampleOrigin(const Dataset& data, const DataFiles& source, int64_t index) {
-  const int64_t whole_index = data.isShare() ? index * data.share.count + data.share.index : index;
+  const int64_t whole_index = data.share.wholeIndex(index);
   if (source.format == DataFiles::Format::Idx)
     return fmt::format("{}, example {} (from 0)", source.labels, whole_index);
   int64_t first = 0;  // of the file's examples in `data`

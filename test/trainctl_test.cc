@@ -138,6 +138,18 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
   CHECK(no_training_set.exit_code == 0);
   CHECK_THAT(no_training_set.output, Catch::Contains("(10000 examples)"));
 
+  // Without a test set, the error points at the data section that lacks it.
+  const ProcessResult no_test_set =
+      evalWithSpec("untested.yaml",
+                   "  test:\n"
+                   "    images: /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz\n"
+                   "    labels: /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz\n",
+                   "");
+  INFO(no_test_set.output);
+  CHECK(no_test_set.exit_code == 2);
+  CHECK_THAT(no_test_set.output,
+             Catch::Contains("untested.yaml:16:3: data.test: expected a test set"));
+
   // Another architecture's spec is refused, pointing at the spec.
   const ProcessResult refused = evalWithSpec("wider.yaml", "units: 300", "units: 301");
   INFO(refused.output);
