@@ -181,6 +181,7 @@ std::string checkpointDirName(int64_t global_step) {
 CheckpointDirLock::CheckpointDirLock(CheckpointDirLock&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       dir_(std::move(other.dir_)),
+      made_(std::exchange(other.made_, {})),
       where_(std::move(other.where_)) {}
 
 CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexcept {
@@ -188,10 +189,42 @@ CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexc
     if (fd_ >= 0) close(fd_);
     fd_ = std::exchange(other.fd_, -1);
     dir_ = std::move(other.dir_);
+    made_ = std::exchange(other.made_, {});
     where_ = std::move(other.where_);
   }
   return *this;
 }
+
+namespace {
+
+// The outermost of `dir` and its parents that is not there (`dir` itself
+// when only it is missing); empty when `dir` is there.
+fs::path outermostMissing(const fs::path& dir) {
+  std::error_code error;
+  fs::path missing;
+  for (fs::path at = fs::absolute(dir, error).lexically_normal(); !error && !at.empty();
+       at = at.parent_path()) {
+    if (fs::exists(at, error)) break;
+    error.clear();  // a name too long, say: not there either
+    missing = at;
+    if (at == at.parent_path()) break;  // the root
+  }
+  return missing;
+}
+
+// Removes `dir` and its parents up to `made` while they are empty: what
+// createCheckpointDir made, when no checkpoint came into it.
+void removeMadeDirs(const fs::path& dir, const fs::path& made) {
+  std::error_code error;
+  for (fs::path at = fs::absolute(dir, error).lexically_normal(); !error && !at.empty();
+       at = at.parent_path()) {
+    // Not made (ENOENT, ENAMETOOLONG): its parent may have been.
+    if (rmdir(at.c_str()) != 0 && errno != ENOENT && errno != ENAMETOOLONG) break;
+    if (at == made || at == at.parent_path()) break;
+  }
+}
+
+}  // namespace
 
 std::optional<std::string> CheckpointDirLock::retakeIfLost() {
   if (dir_.empty()) return std::nullopt;  // a default-made lock holds nothing
@@ -221,11 +254,31 @@ std::optional<std::string> CheckpointDirLock::retakeIfLost() {
 }
 
 CheckpointDirLock::~CheckpointDirLock() {
-  if (fd_ >= 0) close(fd_);  // lets go of the flock
+  if (fd_ < 0) return;  // moved from, or default-made
+  bool only_lock = !made_.empty();
+  std::error_code error;
+  for (fs::directory_iterator entry(dir_, error), end; only_lock && !error && entry != end;
+       entry.increment(error))
+    only_lock = entry->path().filename() == layout::kLockFile;
+  // The file goes while the flock is held: a run that opens it meanwhile
+  // waits on this one's, and the rmdir below spares what it writes after.
+  if (only_lock && !error) unlink((dir_ / layout::kLockFile).c_str());
+  close(fd_);  // lets go of the flock
+  if (only_lock && !error) removeMadeDirs(dir_, made_);
 }
 
 CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
   std::error_code error;
+  const fs::path made = outermostMissing(dir);
+  // A directory refused below goes again, with the parents made for it.
+  struct RemoveMadeUnlessHeld {
+    const fs::path& dir;
+    const fs::path& made;
+    bool held = false;
+    ~RemoveMadeUnlessHeld() {
+      if (!held && !made.empty()) removeMadeDirs(dir, made);
+    }
+  } made_guard{dir, made};
   fs::create_directories(dir, error);
   if (!error && !fs::is_directory(dir, error))
     error = std::make_error_code(std::errc::not_a_directory);
@@ -278,7 +331,8 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
                         "; remove it (only a run holds it, and a link or other file there is "
                         "not one of traind's)");
   }
-  CheckpointDirLock lock(fd, dir, where);
+  // Not yet the directory's maker: a lock that another run holds keeps its file.
+  CheckpointDirLock lock(fd, dir, {}, where);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int why = errno;
     std::string holder(32, '\0');
@@ -299,6 +353,8 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
   const std::string pid = std::to_string(getpid()) + "\n";
   [[maybe_unused]] const bool noted =
       ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
+  lock.made_ = made;
+  made_guard.held = true;
   return lock;
 }
 

@@ -1180,6 +1180,8 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
   CHECK_THAT(other, Catch::Contains("ps 0 holds the state of a job whose chief checkpoints in " +
                                     (dir / "ckpt").string() + "; this chief checkpoints in " +
                                     (dir / "other-ckpt").string() + ": is it another job's"));
+  // Refused, it leaves no checkpoint directory behind.
+  CHECK_FALSE(std::filesystem::exists(dir / "other-ckpt"));
   // The spec's rules agree, but its files hold other examples on this
   // worker's host: here the test set's, under the training set's names.
   const std::string fashion = "/usr/share/datasets/fashion-mnist/";
