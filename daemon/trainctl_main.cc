@@ -521,6 +521,26 @@ int runStop(const NodeFlags& flags) {
 
 // Asks the chief (or the one --node) for a checkpoint and waits until one
 // at least as new as its step at the time of asking exists.
+// Why a chief's step may stand, as the other nodes of its cluster show it:
+// a line for each that does not answer (stopped, hung or gone: a sync step
+// waits for its gradient) or says it is stalled. Empty for a lone node.
+std::string stepHolders(const std::vector<Node>& nodes, const Node& chief) {
+  std::string lines;
+  for (const Node& node : nodes) {
+    if (&node == &chief) continue;
+    try {
+      const NodeStatus status = queryStatus(node, 1.0);
+      if (status.stalled) lines += fmt::format("  {}: {}\n", describe(node), *status.stalled);
+    } catch (const std::exception& e) {
+      lines += fmt::format("  {}: unreachable ({})\n", describe(node), e.what());
+    }
+  }
+  return lines.empty() ? lines
+                       : "the nodes that may hold the step (a sync step waits for every gradient "
+                         "it aggregates):\n" +
+                             lines;
+}
+
 int runCheckpoint(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Node* target = nullptr;
@@ -569,7 +589,16 @@ int runCheckpoint(const NodeFlags& flags) {
       return 0;
     }
     if (Clock::now() >= deadline) {
-      std::printf("%s: no checkpoint within %g s\n", nodeName(*target, now).c_str(), flags.timeout);
+      std::printf("%s: no checkpoint within %g s%s\n", nodeName(*target, now).c_str(),
+                  flags.timeout,
+                  now.global_step == before.global_step
+                      ? fmt::format(": its global step stood at {} all along, and it saves "
+                                    "between steps",
+                                    now.global_step)
+                            .c_str()
+                      : "");
+      if (now.global_step == before.global_step)
+        std::fputs(stepHolders(nodes, *target).c_str(), stdout);
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -794,6 +794,17 @@ TEST_CASE("sync: the ps names the worker a standing step waits for and healthz s
       runDaemonBinary("trainctl", "status --node " + chief_http.toString());
   CHECK(status.exit_code == 1);
   CHECK_THAT(status.output, Catch::Contains("training: the global step has stood at "));
+  // A checkpoint asked for meanwhile does not come, and trainctl says why.
+  const ProcessResult checkpoint =
+      runDaemonBinary("trainctl", "checkpoint --timeout 3 --cluster " + cluster.string());
+  INFO(checkpoint.output);
+  CHECK(checkpoint.exit_code == 1);
+  CHECK_THAT(
+      checkpoint.output,
+      Catch::Contains("worker 0: no checkpoint within 3 s: its global step stood at ") &&
+          Catch::Contains("all along, and it saves between steps") &&
+          Catch::Contains("\n  worker 1 (" + local(5) + "): unreachable (") &&
+          Catch::Contains("\n  ps 0 (" + local(3) + "): serving: the global step has stood at "));
   c.workers[1]->signal(SIGKILL);
   const bool killed_named = c.ps[0]->waitForOutput("from worker 1 (not connected)", 40);
   // The chief's own log says what its step waits for.
