@@ -114,8 +114,9 @@ struct Dataset {
   bool per_image_standardization = false;
   // The CRC-32C of the whole set as read (within its limit, every share's:
   // a reader of a share reads past the others'): of an IDX set's images'
-  // and labels' bytes, a TFRecord set's records' CRCs in order, synthetic
-  // data's values. Readers of the same files get the same (contentText).
+  // and labels' bytes, a TFRecord set's records' CRCs in order and its
+  // files' record counts, synthetic data's values. Readers of the same
+  // files get the same (contentText).
   uint32_t content_crc = 0;
   // The share of a larger set these examples are, and that set's size
   // (whole_size, only with share.count > 1): another worker holds the rest.

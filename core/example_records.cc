@@ -561,6 +561,9 @@ class ExampleLoader {
       take(example, record);
     }
     file_examples_.push_back(examples_ - examples_before);
+    // How the records fall into files decides the order data.interleave
+    // reads them in: the same records split otherwise are another set.
+    content_crc_ = crc32cOfWord(uint32_t(file.recordsRead()), content_crc_);
     return !full();
   }
 

@@ -171,6 +171,25 @@ TEST_CASE("TensorFlow's TFRecord files of examples load, raw, GZIP and ZLIB, in 
                                   "share 3 of 4 (data.shard_by_worker): every worker's share "
                                   "must hold a batch (data.batch_size) at least"));
   }
+  SECTION(
+      "the same records split into files otherwise are another set (interleave reads them "
+      "otherwise)") {
+    TempDir dir;
+    std::vector<std::string> messages;
+    for (int k = 0; k < 6; ++k) messages.push_back(pixelExample(std::string(24, char(k)), k));
+    auto split = [&](size_t first_file_records) {
+      const std::vector<std::string> files = {(dir.path() / "a.tfrecord").string(),
+                                              (dir.path() / "b.tfrecord").string()};
+      const auto middle = messages.begin() + long(first_file_records);
+      std::ofstream(files[0], std::ios::binary) << framed({messages.begin(), middle});
+      std::ofstream(files[1], std::ios::binary) << framed({middle, messages.end()});
+      return contentText(loadExampleRecords(recordFiles(files), {24}));
+    };
+    const std::string three_three = split(3);
+    CHECK(split(3) == three_three);
+    CHECK_THAT(split(2),
+               Catch::StartsWith("6 examples, CRC-32C 0x") && !Catch::Equals(three_three));
+  }
 }
 
 TEST_CASE("PNG images load as tensorflow_datasets writes them, grey and RGB", "[example_records]") {
