@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "core/directory_lock.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/memory_need.h"
@@ -195,6 +195,8 @@ CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexc
   return *this;
 }
 
+static_assert(layout::kLockFile == std::string_view(kDirectoryLockFile));
+
 namespace {
 
 // The outermost of `dir` and its parents that is not there (`dir` itself
@@ -313,47 +315,15 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
         "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
   fs::remove(probe, error);
 
-  // Not through a link, and only a plain file: the pid written into it
-  // below must not land in a file that someone else's link points at.
-  const fs::path lock_path = dir / layout::kLockFile;
-  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  struct stat lock_stat {};
-  const bool plain = fd >= 0 && fstat(fd, &lock_stat) == 0 && S_ISREG(lock_stat.st_mode);
-  if (!plain) {
-    const int why = errno;
-    if (fd >= 0) close(fd);
+  auto locked = lockDirectory(dir);
+  if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
     throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
-                    "checkpoint directory " + dir.string() + ": cannot open " +
-                        lock_path.filename().string() + ": " +
-                        (fd >= 0        ? std::string("it is not a plain file")
-                         : why == ELOOP ? std::string("it is a symbolic link")
-                                        : std::string(std::strerror(why))) +
-                        "; remove it (only a run holds it, and a link or other file there is "
-                        "not one of traind's)");
-  }
-  // Not yet the directory's maker: a lock that another run holds keeps its file.
-  CheckpointDirLock lock(fd, dir, {}, where);
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int why = errno;
-    std::string holder(32, '\0');
-    const ssize_t got = pread(fd, holder.data(), holder.size(), 0);
-    holder.resize(size_t(std::max<ssize_t>(got, 0)));
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-    throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
-                    why == EWOULDBLOCK
-                        ? "checkpoint directory " + dir.string() + " is in use by another run" +
-                              (holder.empty() ? "" : " (pid " + printable(holder) + ")") +
-                              ": two runs saving into one directory would replace each other's "
-                              "checkpoints; give this one a directory of its own"
-                        : "checkpoint directory " + dir.string() + ": cannot lock " +
-                              lock_path.filename().string() + ": " + std::strerror(why));
-  }
-  // Who holds it, for the message above (the pid as this host sees it); a
-  // write that fails only leaves that message without it.
-  const std::string pid = std::to_string(getpid()) + "\n";
-  [[maybe_unused]] const bool noted =
-      ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
-  lock.made_ = made;
+                    "checkpoint directory " + dir.string() + refusal->text +
+                        (refusal->in_use ? ": two runs saving into one directory would replace "
+                                           "each other's checkpoints; give this one a directory "
+                                           "of its own"
+                                         : ""));
+  CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, made, where);
   made_guard.held = true;
   return lock;
 }

@@ -55,11 +55,19 @@ std::array<int64_t, 2> readWindow(const Field& field) {
   return {size, size};
 }
 
+const Choices<Activation> kActivations = {{"relu", Activation::Relu},
+                                          {"tanh", Activation::Tanh},
+                                          {"sigmoid", Activation::Sigmoid},
+                                          {"linear", Activation::Linear}};
+
 Activation readActivation(const Field& field) {
-  return readChoice<Activation>(field, {{"relu", Activation::Relu},
-                                        {"tanh", Activation::Tanh},
-                                        {"sigmoid", Activation::Sigmoid},
-                                        {"linear", Activation::Linear}});
+  return readChoice<Activation>(field, kActivations);
+}
+
+std::string_view activationName(Activation activation) {
+  for (const auto& [word, value] : kActivations)
+    if (value == activation) return word;
+  return "unknown";
 }
 
 Padding readPadding(const Field& field) {
@@ -1357,12 +1365,35 @@ std::string dataRule(const ModelSpec& spec) {
   return rule;
 }
 
+std::string forwardRule(const ModelSpec& spec) {
+  std::string rule;
+  for (const LayerSpec& layer : spec.layers) {
+    std::string what;
+    switch (layer.kind) {
+      case LayerKind::Dense:
+      case LayerKind::Conv2D:
+      case LayerKind::Activation:
+        what = activationName(layer.activation);
+        break;
+      case LayerKind::Dropout:
+        what = fmt::format("rate {}", layer.rate);
+        break;
+      case LayerKind::MaxPool:
+      case LayerKind::AvgPool:
+      case LayerKind::Flatten:
+        continue;  // the architecture hash holds all they do
+    }
+    rule += (rule.empty() ? "" : ", ") + layer.name + " " + what;
+  }
+  return rule;
+}
+
 SpecIdentity specIdentity(const ModelSpec& spec) {
   const std::string dir =
       spec.checkpoint.dir.empty()
           ? std::string()
           : std::filesystem::absolute(spec.checkpoint.dir).lexically_normal().string();
-  return {architectureHash(spec), updateRule(spec), dataRule(spec), dir};
+  return {architectureHash(spec), forwardRule(spec), updateRule(spec), dataRule(spec), dir};
 }
 
 }  // namespace traind

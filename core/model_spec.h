@@ -406,6 +406,13 @@ std::string architectureHash(const ModelSpec& spec);
 // The optimizer's name in a spec's `type` field ("rmsprop").
 std::string_view optimizerName(OptimizerSpec::Kind kind);
 
+// What a worker computes from the parameters that the architecture hash
+// leaves out (checkpoints outlive a change of them): each layer's
+// activation and dropout rate, as one line ("hidden1 relu, dropout_2 rate
+// 0.5, logits linear"). Workers computing other forward passes would push
+// gradients of different models into one job; nodes compare it at hello.
+std::string forwardRule(const ModelSpec& spec);
+
 // The update rule a ps applies, from its own spec: the optimizer with its
 // hyperparameters (clip_global_norm too, which workers apply), the learning
 // rate schedule, the moving average, the frozen layers and the loss's
@@ -442,6 +449,7 @@ std::string dataRule(const ModelSpec& spec);
 // files of those names may hold other examples.
 struct SpecIdentity {
   std::string architecture_hash;
+  std::string forward_rule;
   std::string update_rule;
   std::string data_rule;
   std::string checkpoint_dir;

@@ -5,11 +5,33 @@
 #include "core/error.h"
 
 namespace traind {
+namespace {
+
+// Creates `dir` and takes it for this run.
+DirectoryLock lockSummaryDirectory(const std::filesystem::path& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw InputError("summary directory " + dir.string() +
+                     ": cannot create it: " + error.message());
+  auto locked = lockDirectory(dir);
+  if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
+    throw InputError("summary directory " + dir.string() + refusal->text +
+                     (refusal->in_use
+                          ? ": TensorBoard would drop one run's points at the other's start; give "
+                            "each run a directory of its own (side by side under one logdir, "
+                            "TensorBoard shows them as runs)"
+                          : ""));
+  return std::get<DirectoryLock>(std::move(locked));
+}
+
+}  // namespace
 
 TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
                                      int64_t start_step)
     : classification_(spec.loss == LossKind::SoftmaxCrossEntropy),
       dir_(dir),
+      lock_(lockSummaryDirectory(dir)),
       start_step_(start_step),
       events_(std::make_unique<EventFileWriter>(dir)) {
   // An event at step S describes training up to global step S, which the

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/directory_lock.h"
 #include "core/event_file.h"
 #include "core/model_spec.h"
 #include "core/variable_layout.h"
@@ -30,7 +31,10 @@ class TrainingSummaries {
  public:
   // A new event file in `dir`, marked as resuming from `start_step`, so that
   // TensorBoard drops what a crashed run wrote past its last checkpoint.
-  // Throws InputError when the directory or the file cannot be created.
+  // The run holds the directory (its .lock, core/directory_lock.h): another
+  // run's mark would make TensorBoard drop this one's points. Throws
+  // InputError when the directory or the file cannot be created, or
+  // another run holds the directory.
   TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step);
 
   // The figures of a window of steps (a log line's, or summary_every's).
@@ -59,6 +63,7 @@ class TrainingSummaries {
 
   bool classification_;
   std::filesystem::path dir_;
+  DirectoryLock lock_;
   int64_t start_step_;
   std::unique_ptr<EventFileWriter> events_;  // null once a write has failed
 };

@@ -166,6 +166,13 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
                                       "traind release on every node",
                                       shard().shardIndex(), kWireVersion,
                                       params.getWireVersion()));
+    const std::string forward = params.getForwardRule();
+    if (forward != served_.identity_.forward_rule)
+      throw ProtocolError(fmt::format(
+          "ps {} trains workers that compute {}; the peer's spec says {}: the nodes read "
+          "different model specs (each layer's activation and dropout rate must be the same "
+          "on every node)",
+          shard().shardIndex(), served_.identity_.forward_rule, printable(forward)));
     const std::string rule = params.getUpdateRule();
     if (rule != served_.identity_.update_rule)
       throw ProtocolError(fmt::format(

@@ -299,6 +299,7 @@ struct ShardedClient::Impl {
           link.client = link.rpc->bootstrap(id).castAs<wire::ParameterShard>();
           auto hello = link.shard().helloRequest();
           hello.setArchitectureHash(identity.architecture_hash);
+          hello.setForwardRule(identity.forward_rule);
           hello.setUpdateRule(identity.update_rule);
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);

@@ -33,9 +33,11 @@ struct SharedRegionOffer {
 interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
             wireVersion :UInt32, sharedRegion :SharedRegionOffer, updateRule :Text,
-            dataRule :Text, trainingRule :Text, checkpointDir :Text, trainingSet :Text)
+            dataRule :Text, trainingRule :Text, checkpointDir :Text, trainingSet :Text,
+            forwardRule :Text)
       -> (status :ShardStatus, sharedRegionMapped :Bool, sharedRefusal :Text);
-  # Checks that the peer trains the same architecture with the same update
+  # Checks that the peer trains the same architecture, computing the same
+  # forward pass (forwardRule of core/model_spec.h), with the same update
   # rule (updateRule of core/model_spec.h: the chief initialises the
   # optimizer's slots and checkpoints them), talks to the shard it thinks
   # it does, and cuts the shard into the same chunks (wireVersion:

@@ -57,6 +57,7 @@ capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloRes
     uint32_t worker) {
   auto request = shard.helloRequest();
   request.setArchitectureHash(architectureHash(spec));
+  request.setForwardRule(forwardRule(spec));
   request.setUpdateRule(updateRule(spec));
   request.setDataRule(dataRule(spec));
   request.setTrainingRule(trainingRule(cluster));

@@ -1176,6 +1176,19 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
                             "data.standardize must be the same on every node"));
   }
 
+  // Nor one that computes another forward pass: here another activation
+  // (which no checkpoint's architecture holds).
+  const auto tanh = dir / "tanh.yaml";
+  writeFile(tanh, replaceAll(readFile(modelPath("fashion_mlp.yaml")),
+                             "name: hidden2, units: 100, activation: relu",
+                             "name: hidden2, units: 100, activation: tanh"));
+  REQUIRE_THAT(readFile(tanh), Catch::Contains("activation: tanh"));
+  CHECK_THAT(worker(cluster, " --model " + tanh.string() + " --job worker --task 1", "tanh.log"),
+             Catch::Contains("ps 0 trains workers that compute hidden1 relu, hidden2 relu, "
+                             "logits linear; the peer's spec says hidden1 relu, hidden2 tanh, "
+                             "logits linear") &&
+                 Catch::Contains("each layer's activation and dropout rate must be the same"));
+
   // The job's chief initialises the shard; another job's chief, on the
   // same ps ports with its own checkpoints, does not join it (once it would
   // have written this job into its checkpoints and stopped it).

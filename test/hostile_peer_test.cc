@@ -451,6 +451,7 @@ TEST_CASE(
       // A stranger that became the chief could stop the job: not this test's.
       request.setWorkerTask(&c == &stranger && worker_task == 0 ? 1 : worker_task);
       request.setWireVersion(dice.coin(0.8) ? kWireVersion : dice.pick({0u, kWireVersion + 1}));
+      request.setForwardRule(dice.coin(0.9) ? forwardRule(spec) : "hidden1 \x1b[2J\xff");
       request.setUpdateRule(dice.coin(0.8) ? updateRule(spec) : dice.pick({"adam", "\x1b[2J\xff"}));
       request.setDataRule(dice.coin(0.9) ? dataRule(spec) : "\x1b[2J\xff");
       request.setTrainingRule(dice.coin(0.9) ? training_rule : "sync\xff");

@@ -1909,6 +1909,26 @@ TEST_CASE("architectureHash covers what decides variable shapes, and only that",
   CHECK(architectureHash(changed) == architectureHash(cnn));
 }
 
+TEST_CASE("forwardRule holds the activations and dropout rates the architecture leaves out",
+          "[model_spec]") {
+  const ModelSpec cnn = loadModelSpec(configPath("fashion_cnn.yaml"));
+  CHECK(forwardRule(cnn) == "conv1 relu, conv2 relu, hidden relu, logits linear");
+  ModelSpec changed = cnn;
+  changed.layers[4].activation = Activation::Sigmoid;
+  CHECK(forwardRule(changed) == "conv1 relu, conv2 relu, hidden sigmoid, logits linear");
+  CHECK(architectureHash(changed) == architectureHash(cnn));
+  TempDir dir;
+  const std::string layer = "{type: dense, units: 3}";
+  const ModelSpec dropout = loadVariant(
+      dir, layer, "{type: dense, units: 8}\n  - {type: dropout, rate: 0.25}\n  - " + layer);
+  CHECK(forwardRule(dropout) == "dense_1 linear, dropout_1 rate 0.25, dense_2 linear");
+  changed = dropout;
+  changed.layers[1].rate = 0.5f;
+  CHECK(forwardRule(changed) == "dense_1 linear, dropout_1 rate 0.5, dense_2 linear");
+  CHECK(architectureHash(changed) == architectureHash(dropout));
+  CHECK(specIdentity(changed).forward_rule == forwardRule(changed));
+}
+
 TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]") {
   TempDir dir;
   const ModelSpec spec = loadVariant(

@@ -1,0 +1,58 @@
+#include "core/directory_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/printable.h"
+
+namespace traind {
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir) {
+  const std::filesystem::path lock_path = dir / kDirectoryLockFile;
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  struct stat lock_stat {};
+  const bool plain = fd >= 0 && fstat(fd, &lock_stat) == 0 && S_ISREG(lock_stat.st_mode);
+  if (!plain) {
+    const int why = errno;
+    if (fd >= 0) close(fd);
+    return DirectoryLockRefusal{
+        false, std::string(": cannot open ") + kDirectoryLockFile + ": " +
+                   (fd >= 0        ? std::string("it is not a plain file")
+                    : why == ELOOP ? std::string("it is a symbolic link")
+                                   : std::string(std::strerror(why))) +
+                   "; remove it (only a run holds it, and a link or other file there is not one "
+                   "of traind's)"};
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    std::string holder(32, '\0');
+    const ssize_t got = pread(fd, holder.data(), holder.size(), 0);
+    close(fd);
+    holder.resize(size_t(std::max<ssize_t>(got, 0)));
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    if (why == EWOULDBLOCK)
+      return DirectoryLockRefusal{
+          true, " is in use by another run" +
+                    (holder.empty() ? std::string() : " (pid " + printable(holder) + ")")};
+    return DirectoryLockRefusal{
+        false, std::string(": cannot lock ") + kDirectoryLockFile + ": " + std::strerror(why)};
+  }
+  // Who holds it, for the message above (the pid as this host sees it); a
+  // write that fails only leaves that message without it.
+  const std::string pid = std::to_string(getpid()) + "\n";
+  [[maybe_unused]] const bool noted =
+      ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
+  return DirectoryLock(fd);
+}
+
+}  // namespace traind

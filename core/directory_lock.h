@@ -1,0 +1,51 @@
+// One run at a time in a directory that runs write into (checkpoints,
+// TensorBoard summaries): an exclusive flock on <dir>/.lock, with the
+// holder's pid written in it for the message the next run gets. The kernel
+// lets go of the lock when the process ends, however it ends, so a stale
+// .lock file never blocks a start.
+//
+//   auto locked = lockDirectory(dir);
+//   if (auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
+//     throw ...("directory " + dir.string() + refusal->text);
+//   DirectoryLock lock = std::get<DirectoryLock>(std::move(locked));
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace traind {
+
+inline constexpr const char* kDirectoryLockFile = ".lock";
+
+// The open descriptor of a taken .lock: the lock is held until it closes.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(int fd) : fd_(fd) {}
+  DirectoryLock(DirectoryLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  DirectoryLock& operator=(DirectoryLock&&) = delete;
+  ~DirectoryLock();
+
+  // The descriptor, now the caller's to close.
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// Why the lock was not taken, as the end of a sentence that starts with the
+// directory's name: " is in use by another run (pid 4242)" (in_use), or
+// ": cannot open .lock: it is a symbolic link; remove it (...)".
+struct DirectoryLockRefusal {
+  bool in_use = false;
+  std::string text;
+};
+
+// Opens <dir>/.lock (creating it; never through a link, and only a plain
+// file: the pid must not land in a file that someone else's link points
+// at), takes the flock without waiting and writes this process's pid in
+// it. The lock, or why not.
+std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir);
+
+}  // namespace traind
