@@ -70,6 +70,8 @@ const char* parseAddress(std::string_view text, HostPort& out) {
   std::optional<std::string> ipv6;  // what host views for "[...]"
   std::string_view host;
   std::string_view port;
+  if (text.find("://") != std::string_view::npos)
+    return "host:port, without a scheme such as \"http://\"";
   if (!text.empty() && text[0] == '[') {
     const size_t close = text.find(']');
     if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')

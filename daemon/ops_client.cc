@@ -22,6 +22,7 @@ std::string exchangeRaw(const HostPort& address, std::string_view request, doubl
   tcp::socket socket(io);
   std::string reply;
   std::error_code failure;
+  bool sent = false;
   bool finished = false;
   resolver.async_resolve(
       address.host, std::to_string(address.port),
@@ -39,7 +40,7 @@ std::string exchangeRaw(const HostPort& address, std::string_view request, doubl
           // read everything (a 400 for oversized headers) is heard either way;
           // a failed write shows in the read.
           asio::async_write(socket, asio::buffer(request.data(), request.size()),
-                            [](std::error_code, size_t) {});
+                            [&](std::error_code error, size_t) { sent = !error; });
           asio::async_read(socket, asio::dynamic_buffer(reply, kMaxReplyBytes),
                            [&](std::error_code error, size_t) {
                              if (error == asio::error::eof ||
@@ -52,9 +53,9 @@ std::string exchangeRaw(const HostPort& address, std::string_view request, doubl
       });
   io.run_for(std::chrono::milliseconds(int64_t(timeout_seconds * 1000)));
   if (finished) return reply;
-  if (failure) throw OpsUnreachable(address.toString() + ": " + failure.message());
+  if (failure) throw OpsUnreachable(address.toString() + ": " + failure.message(), sent);
   throw OpsUnreachable(
-      fmt::format("{}: no answer within {:.1f} s", address.toString(), timeout_seconds));
+      fmt::format("{}: no answer within {:g} s", address.toString(), timeout_seconds), sent);
 }
 
 OpsReply requestOps(const HostPort& address, std::string_view method, std::string_view path,
@@ -73,7 +74,7 @@ OpsReply requestOps(const HostPort& address, std::string_view method, std::strin
     if (error != std::errc() || end != raw.data() + 12) status = 0;
   }
   if (status < 100 || status > 599)
-    throw OpsUnreachable(address.toString() + ": the answer is not HTTP");
+    throw OpsUnreachable(address.toString() + ": the answer is not HTTP", true);
   return {status, raw.substr(head_end + 4)};
 }
 

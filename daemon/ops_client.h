@@ -15,10 +15,16 @@ namespace traind {
 
 // The node could not be asked: it does not resolve, refused or reset the
 // connection, did not answer within the timeout, or answered something that
-// is not HTTP.
+// is not HTTP. requestSent(): the request went out whole before that, so a
+// node that is only paused (SIGSTOP) still finds it when it goes on.
 class OpsUnreachable : public std::runtime_error {
  public:
-  explicit OpsUnreachable(const std::string& message) : std::runtime_error(message) {}
+  explicit OpsUnreachable(const std::string& message, bool request_sent = false)
+      : std::runtime_error(message), request_sent_(request_sent) {}
+  bool requestSent() const { return request_sent_; }
+
+ private:
+  bool request_sent_;
 };
 
 struct OpsReply {

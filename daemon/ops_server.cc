@@ -296,6 +296,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      });
   }
 
+  // Whether the request is a HEAD, from its parsed method, or from the
+  // start of a head too long to parse.
+  bool isHeadRequest() const {
+    if (!request_.method.empty()) return request_.method == "HEAD";
+    constexpr std::string_view kHead = "HEAD ";
+    const auto data = head_.data();
+    return head_.size() >= kHead.size() &&
+           std::equal(kHead.begin(), kHead.end(), asio::buffers_begin(data));
+  }
+
   std::string peer() const {
     std::error_code error;
     const tcp::endpoint endpoint = socket_.remote_endpoint(error);
@@ -303,8 +313,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
   }
 
-  void respond(const Response& response) {
+  void respond(Response response) {
     answering_ = true;
+    // No answer to a HEAD has a body (RFC 9110 §9.3.2), an error's neither.
+    response.head_only = isHeadRequest();
     response_ = serialize(response);
     asio::async_write(socket_, asio::buffer(response_),
                       [self = shared_from_this()](std::error_code error, size_t) {
@@ -423,7 +435,6 @@ Response Endpoints::route(const Request& request, const std::string& peer) {
       r.body = metrics.statusJson();
       r.content_type = "application/json";
     }
-    r.head_only = request.method == "HEAD";
     return r;
   }
   if (path == "/stop" || path == "/checkpoint") {

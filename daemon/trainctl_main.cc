@@ -113,6 +113,7 @@ struct NodeStatus {
   std::string role;
   int64_t task = 0;
   std::string state;
+  std::string detail;  // what it waits for, while it waits
   int64_t global_step = 0;
   std::optional<double> loss, examples_per_sec;
   bool writes_checkpoints = false;
@@ -185,6 +186,7 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   status.role = text("role").value_or("?");
   status.task = integer("task").value_or(0);
   status.state = text("state").value_or("?");
+  if (json.find("detail")) status.detail = text("detail").value_or("");
   status.global_step = integer("global_step").value_or(0);
   status.loss = number("loss", -HUGE_VAL);
   status.examples_per_sec = number("examples_per_sec", 0.0);
@@ -253,8 +255,11 @@ int runStatus(const NodeFlags& flags) {
         ++failing;
       }
       if (s.stalled) ++failing;
-      rows.push_back({name, node.address.toString(), s.stalled ? *s.stalled : s.state,
-                      std::to_string(s.global_step), s.loss ? lossColumn(*s.loss) : "-",
+      const std::string state = s.stalled          ? *s.stalled
+                                : s.detail.empty() ? s.state
+                                                   : s.state + ": " + s.detail;
+      rows.push_back({name, node.address.toString(), state, std::to_string(s.global_step),
+                      s.loss ? lossColumn(*s.loss) : "-",
                       s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
                       checkpoint});
     } catch (const std::exception& e) {
@@ -296,8 +301,11 @@ bool postStop(const Node& node, double timeout) {
     }
     std::printf("%s: refused the stop: %d %s\n", describe(node).c_str(), reply.status,
                 nodeSaid(reply.body).c_str());
-  } catch (const std::exception& e) {
-    std::printf("%s: unreachable (%s)\n", node.name.c_str(), e.what());
+  } catch (const OpsUnreachable& e) {
+    std::printf("%s: unreachable (%s)%s\n", node.name.c_str(), e.what(),
+                e.requestSent() ? "; the stop went out: a node that is only paused stops once "
+                                  "it goes on"
+                                : "");
   }
   return false;
 }
@@ -429,6 +437,8 @@ int runStop(const NodeFlags& flags) {
     return 1;
   }
   const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
+  const size_t ps_count = size_t(
+      std::count_if(nodes.begin(), nodes.end(), [](const Node& node) { return node.job == "ps"; }));
   bool all_stopped = true;
   std::vector<const Node*> stopping;
   auto stop = [&](const Node& node) {
@@ -475,10 +485,9 @@ int runStop(const NodeFlags& flags) {
         std::printf(
             "the ps tasks are left running: the chief (worker 0) did not take the stop, so no "
             "final checkpoint was written now, and the ps tasks hold what the job trained since "
-            "the last one (the other workers were stopped):%s\nStart the chief again (it "
-            "rejoins the job) and stop the job then, or stop the ps tasks with --force and lose "
-            "it\n",
-            report.c_str());
+            "the last one%s:%s\nStart the chief again (it rejoins the job) and stop the job "
+            "then, or stop the ps tasks with --force and lose it\n",
+            nodes.size() > ps_count + 1 ? " (the other workers were stopped)" : "", report.c_str());
         return 1;
       }
       std::printf(
@@ -578,7 +587,8 @@ int runCheckpoint(const NodeFlags& flags) {
       if (Clock::now() < deadline) {
         std::printf(
             "%s: stopped answering before it showed a checkpoint at global step %lld or later "
-            "(%s); a node that ended meanwhile wrote its final checkpoint, and its log says so\n",
+            "(%s): it ended meanwhile (a stop, whose final checkpoint its log names; a failed "
+            "save or a crash, whose reason its log gives) or hangs\n",
             describe(*target).c_str(), static_cast<long long>(before.global_step), e.what());
         return 1;
       }

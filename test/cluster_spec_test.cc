@@ -401,6 +401,9 @@ TEST_CASE("parseHostPort reads a flag as the spec reads an address", "[cluster_s
   CHECK(error("::1:80") ==
         "--http: expected host:port with an IPv6 host in brackets, as \"[::1]:2222\", got "
         "'::1:80'");
+  CHECK(error("http://127.0.0.1:9100") ==
+        "--http: expected host:port, without a scheme such as \"http://\", got "
+        "'http://127.0.0.1:9100'");
 }
 
 TEST_CASE("fields of the other training mode are refused", "[cluster_spec]") {

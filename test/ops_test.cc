@@ -268,6 +268,17 @@ TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   const std::string head = node.raw("HEAD /status HTTP/1.1\r\n\r\n");
   CHECK_THAT(head, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
   CHECK_THAT(head, Catch::EndsWith("\r\n\r\n"));
+  // Nor do its errors: 404, 405, a 400 for headers too long to parse.
+  const std::pair<std::string, std::string> errors[] = {
+      {"HEAD /nope HTTP/1.1\r\n\r\n", "HTTP/1.1 404 "},
+      {"HEAD /stop HTTP/1.1\r\n\r\n", "HTTP/1.1 405 "},
+      {"HEAD /healthz HTTP/1.1\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n", "HTTP/1.1 400 "}};
+  for (const auto& [request, answer] : errors) {
+    const std::string reply = node.raw(request);
+    CHECK_THAT(reply, Catch::StartsWith(answer) && Catch::EndsWith("\r\n\r\n") &&
+                          !Catch::Contains("Content-Length: 0\r\n"));
+  }
+  CHECK_FALSE(node.stop.requested());
 }
 
 TEST_CASE("request lines may end in a bare LF, as printf into nc sends them") {

@@ -158,6 +158,32 @@ TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
              Catch::Contains("evaluate it with the model spec it was trained with"));
 }
 
+TEST_CASE("trainctl status says what a waiting node waits for") {
+  const auto dir = freshTempDir("status-waiting");
+  const int base = freePortRange(4);
+  const std::filesystem::path cluster = dir / "cluster.yaml";
+  writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 1) +
+                         "\n  worker: " + localAddresses(base + 1, 1) +
+                         "\nhttp:\n  ps: " + localAddresses(base + 3, 1) +
+                         "\n  worker: " + localAddresses(base + 2, 1) + "\n");
+  // No ps comes.
+  BackgroundTraind chief("--job worker --task 0 --cluster " + cluster.string() + " --model " +
+                             writeModel(dir) + " --threads 1 --checkpoint-dir ''",
+                         dir / "worker0.log");
+  ProcessResult status;
+  for (int tries = 0; tries < 100; ++tries) {
+    status = runTrainctl("status --node " + address(base + 2));
+    if (status.output.find("waiting") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.output, Catch::Contains("worker 0  " + address(base + 2) +
+                                            "  waiting: connecting to the ps tasks"));
+  chief.signal(SIGTERM);
+  CHECK(chief.wait(30) == 0);
+}
+
 TEST_CASE("trainctl reads and stops a local sync cluster, workers first") {
   const auto dir = freshTempDir("cluster-ops");
   const std::string model = writeModel(dir);
