@@ -55,4 +55,16 @@ std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::files
   return DirectoryLock(fd);
 }
 
+std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectoryItself(
+    const std::filesystem::path& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return DirectoryLockRefusal{false, std::string(": cannot open it: ") + std::strerror(errno)};
+  DirectoryLock lock(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return lock;
+  const int why = errno;
+  if (why == EWOULDBLOCK) return DirectoryLockRefusal{true, " is in use by another run"};
+  return DirectoryLockRefusal{false, std::string(": cannot lock it: ") + std::strerror(why)};
+}
+
 }  // namespace traind

@@ -1,8 +1,9 @@
-// One run at a time in a directory that runs write into (checkpoints,
-// TensorBoard summaries): an exclusive flock on <dir>/.lock, with the
-// holder's pid written in it for the message the next run gets. The kernel
-// lets go of the lock when the process ends, however it ends, so a stale
-// .lock file never blocks a start.
+// One run at a time in a directory that runs write into: an exclusive
+// flock on <dir>/.lock (checkpoints), with the holder's pid written in it
+// for the message the next run gets, or on the directory itself (TensorBoard
+// summaries, whose directory other tools read: no file of traind's in it).
+// The kernel lets go of the lock when the process ends, however it ends, so
+// a stale .lock file never blocks a start.
 //
 //   auto locked = lockDirectory(dir);
 //   if (auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
@@ -47,5 +48,10 @@ struct DirectoryLockRefusal {
 // at), takes the flock without waiting and writes this process's pid in
 // it. The lock, or why not.
 std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir);
+
+// The flock on `dir` itself (a directory there), without waiting; in_use
+// names no holder.
+std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectoryItself(
+    const std::filesystem::path& dir);
 
 }  // namespace traind

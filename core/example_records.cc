@@ -142,6 +142,13 @@ std::string notAnExample(const std::string& record) {
          " bytes that are none";
 }
 
+// Parses `record` into `example`: false unless it is one. Bytes without
+// the features field are another message whose fields the parser skipped
+// as unknown (a TensorBoard event file's Event, say), not an example.
+bool parseExample(const std::string& record, tensorflow::Example& example) {
+  return example.ParseFromString(record) && (record.empty() || example.has_features());
+}
+
 // How a data set's records hold their images. Pixels: raw bytes of the
 // example's shape; Encoded: PNG or JPEG images of that shape, kept decoded
 // as bytes; Floats: a float_list; Resized: encoded images of any size,
@@ -557,7 +564,7 @@ class ExampleLoader {
       record_crc_ = file.lastDataCrc();
       content_crc_ = crc32cOfWord(record_crc_, content_crc_);
       if (!share_.keeps(records_++)) continue;  // another reader's, its CRCs checked
-      if (!example.ParseFromString(record)) fail(notAnExample(record));
+      if (!parseExample(record, example)) fail(notAnExample(record));
       take(example, record);
     }
     file_examples_.push_back(examples_ - examples_before);
@@ -1040,7 +1047,7 @@ RecordFileSummary summarizeRecordFile(const std::string& path) {
   std::string record;
   if (file.next(record)) {
     tensorflow::Example example;
-    if (!example.ParseFromString(record))
+    if (!parseExample(record, example))
       throw InputError(
           fmt::format("{}: record 0 at byte 0: {}", file.name(), notAnExample(record)));
     for (const tensorflow::FeatureEntry& entry : example.features().feature()) {

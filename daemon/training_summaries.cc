@@ -7,21 +7,25 @@
 namespace traind {
 namespace {
 
-// Creates `dir` and takes it for this run.
+// Creates `dir` and takes it for this run. A file system that cannot lock
+// (some network ones) leaves it untaken: summaries never stop a run.
 DirectoryLock lockSummaryDirectory(const std::filesystem::path& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     throw InputError("summary directory " + dir.string() +
                      ": cannot create it: " + error.message());
-  auto locked = lockDirectory(dir);
-  if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
-    throw InputError("summary directory " + dir.string() + refusal->text +
-                     (refusal->in_use
-                          ? ": TensorBoard would drop one run's points at the other's start; give "
-                            "each run a directory of its own (side by side under one logdir, "
-                            "TensorBoard shows them as runs)"
-                          : ""));
+  auto locked = lockDirectoryItself(dir);
+  if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked)) {
+    if (refusal->in_use)
+      throw InputError("summary directory " + dir.string() + refusal->text +
+                       ": TensorBoard would drop one run's points at the other's start; give "
+                       "each run a directory of its own (side by side under one logdir, "
+                       "TensorBoard shows them as runs)");
+    spdlog::warn("summary directory {}{}: another run could write into it too", dir.string(),
+                 refusal->text);
+    return DirectoryLock(-1);
+  }
   return std::get<DirectoryLock>(std::move(locked));
 }
 

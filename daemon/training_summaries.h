@@ -31,7 +31,7 @@ class TrainingSummaries {
  public:
   // A new event file in `dir`, marked as resuming from `start_step`, so that
   // TensorBoard drops what a crashed run wrote past its last checkpoint.
-  // The run holds the directory (its .lock, core/directory_lock.h): another
+  // The run holds the directory (a flock, core/directory_lock.h): another
   // run's mark would make TensorBoard drop this one's points. Throws
   // InputError when the directory or the file cannot be created, or
   // another run holds the directory.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/event_file.h"
 #include "core/json.h"
 #include "daemon/ops_client.h"
 #include "test/traind_process.h"
@@ -737,4 +738,11 @@ TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains((dir / "cut").string() +
                                        ": record 2 at byte 252: the record declares 110 bytes"));
+  // TensorBoard's event files are TFRecord files too, of Event messages.
+  const EventFileWriter events(dir / "summaries");
+  r = runTrainctl("inspect " + events.path().string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains(events.path().string() +
+                             ": record 0 at byte 0: expected a tf.train.Example message, got "));
 }
