@@ -181,7 +181,6 @@ std::string checkpointDirName(int64_t global_step) {
 CheckpointDirLock::CheckpointDirLock(CheckpointDirLock&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       dir_(std::move(other.dir_)),
-      made_(std::exchange(other.made_, {})),
       where_(std::move(other.where_)) {}
 
 CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexcept {
@@ -189,7 +188,6 @@ CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexc
     if (fd_ >= 0) close(fd_);
     fd_ = std::exchange(other.fd_, -1);
     dir_ = std::move(other.dir_);
-    made_ = std::exchange(other.made_, {});
     where_ = std::move(other.where_);
   }
   return *this;
@@ -215,7 +213,9 @@ fs::path outermostMissing(const fs::path& dir) {
 }
 
 // Removes `dir` and its parents up to `made` while they are empty: what
-// createCheckpointDir made, when no checkpoint came into it.
+// createCheckpointDir made for a directory it then refused. (Not when a
+// run that saved nothing ends: its .lock may by then be another run's,
+// which opened it meanwhile.)
 void removeMadeDirs(const fs::path& dir, const fs::path& made) {
   std::error_code error;
   for (fs::path at = fs::absolute(dir, error).lexically_normal(); !error && !at.empty();
@@ -256,17 +256,7 @@ std::optional<std::string> CheckpointDirLock::retakeIfLost() {
 }
 
 CheckpointDirLock::~CheckpointDirLock() {
-  if (fd_ < 0) return;  // moved from, or default-made
-  bool only_lock = !made_.empty();
-  std::error_code error;
-  for (fs::directory_iterator entry(dir_, error), end; only_lock && !error && entry != end;
-       entry.increment(error))
-    only_lock = entry->path().filename() == layout::kLockFile;
-  // The file goes while the flock is held: a run that opens it meanwhile
-  // waits on this one's, and the rmdir below spares what it writes after.
-  if (only_lock && !error) unlink((dir_ / layout::kLockFile).c_str());
-  close(fd_);  // lets go of the flock
-  if (only_lock && !error) removeMadeDirs(dir_, made_);
+  if (fd_ >= 0) close(fd_);  // lets go of the flock
 }
 
 CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
@@ -323,7 +313,7 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
                                            "each other's checkpoints; give this one a directory "
                                            "of its own"
                                          : ""));
-  CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, made, where);
+  CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, where);
   made_guard.held = true;
   return lock;
 }

@@ -70,10 +70,6 @@ class CheckpointDirLock {
   CheckpointDirLock() = default;
   CheckpointDirLock(CheckpointDirLock&& other) noexcept;
   CheckpointDirLock& operator=(CheckpointDirLock&& other) noexcept;
-  // Lets go of the directory. One that createCheckpointDir made and that
-  // holds nothing but the .lock (a run refused or failed before its first
-  // save) is removed again, with the parents it made for it: a run that
-  // wrote nothing leaves nothing.
   ~CheckpointDirLock();
 
   // Before a save: when <dir>/.lock is no longer the file this lock holds
@@ -88,14 +84,10 @@ class CheckpointDirLock {
  private:
   friend CheckpointDirLock createCheckpointDir(const std::filesystem::path& dir,
                                                const SourceLocation& where);
-  CheckpointDirLock(int fd, std::filesystem::path dir, std::filesystem::path made,
-                    SourceLocation where)
-      : fd_(fd), dir_(std::move(dir)), made_(std::move(made)), where_(std::move(where)) {}
+  CheckpointDirLock(int fd, std::filesystem::path dir, SourceLocation where)
+      : fd_(fd), dir_(std::move(dir)), where_(std::move(where)) {}
   int fd_ = -1;
   std::filesystem::path dir_;
-  // The outermost directory createCheckpointDir made on the way to dir_
-  // (dir_ itself, or a parent); empty when dir_ was there.
-  std::filesystem::path made_;
   SourceLocation where_;
 };
 

@@ -20,7 +20,8 @@ namespace traind {
 
 inline constexpr const char* kDirectoryLockFile = ".lock";
 
-// The open descriptor of a taken .lock: the lock is held until it closes.
+// The open descriptor a lock was taken on (the .lock file, or the
+// directory): the lock is held until it closes. -1 holds none.
 class DirectoryLock {
  public:
   explicit DirectoryLock(int fd) : fd_(fd) {}

@@ -1357,11 +1357,23 @@ std::string dataRule(const ModelSpec& spec) {
     rule += fmt::format(", the first {} training examples", spec.data.train.limit);
   if (spec.data.augment.any()) rule += ", augmented: " + augmentationText(spec.data.augment);
   // The method resizes what is drawn of each image at its own size.
-  if (spec.data.train.own_sizes)
-    rule += spec.data.train.resize == DataFiles::Resize::LegacyBilinear
-                ? ", training images of their own sizes, legacy_bilinear"
-                : ", training images of their own sizes, bilinear";
+  const DataFiles& train = spec.data.train;
+  const char* method =
+      train.resize == DataFiles::Resize::LegacyBilinear ? "legacy_bilinear" : "bilinear";
+  if (train.own_sizes) {
+    rule += fmt::format(", training images of their own sizes, {}", method);
+  } else if (train.resize != DataFiles::Resize::None) {
+    rule += fmt::format(", training images resized {}", method);
+    if (train.resize_height > 0)
+      rule += fmt::format(" to {}x{}", train.resize_height, train.resize_width);
+  }
   if (spec.data.standardize_per_image) rule += ", standardized per image";
+  // Which of a record's features are read: the same files, other features,
+  // are other examples.
+  if (train.format == DataFiles::Format::TfRecord &&
+      (train.image_feature != DataFiles().image_feature ||
+       train.label_feature != DataFiles().label_feature))
+    rule += fmt::format(", features {} and {}", train.image_feature, train.label_feature);
   return rule;
 }
 

@@ -74,7 +74,7 @@ OpsReply requestOps(const HostPort& address, std::string_view method, std::strin
     if (error != std::errc() || end != raw.data() + 12) status = 0;
   }
   if (status < 100 || status > 599)
-    throw OpsUnreachable(address.toString() + ": the answer is not HTTP", true);
+    throw OpsUnreachable(address.toString() + ": the answer is not HTTP");
   return {status, raw.substr(head_end + 4)};
 }
 

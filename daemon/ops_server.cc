@@ -24,6 +24,7 @@ using asio::ip::tcp;
 constexpr auto kRequestTimeout = std::chrono::seconds(5);
 constexpr auto kLingerTimeout = std::chrono::seconds(1);
 constexpr int kMaxConnections = 64;
+constexpr std::string_view kHeadMethod = "HEAD ";  // a request line's start
 
 struct Request {
   std::string method;
@@ -262,6 +263,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void onHead(std::error_code error, size_t bytes) {
     if (error == asio::error::not_found) {  // the buffer filled up before the empty line
+      head_request_ = startsWithHead(head_);
       respond(plain(400, "request headers over " +
                              std::to_string(OpsServer::kMaxHeaderBytes / 1024) + " KiB"));
       return;
@@ -273,6 +275,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::string head(asio::buffers_begin(head_.data()),
                            asio::buffers_begin(head_.data()) + std::ptrdiff_t(bytes));
     head_.consume(bytes);
+    head_request_ = head.starts_with(kHeadMethod);
     if (std::optional<std::string> problem = parseHead(head, request_)) {
       respond(plain(400, *problem));
       return;
@@ -296,14 +299,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      });
   }
 
-  // Whether the request is a HEAD, from its parsed method, or from the
-  // start of a head too long to parse.
-  bool isHeadRequest() const {
-    if (!request_.method.empty()) return request_.method == "HEAD";
-    constexpr std::string_view kHead = "HEAD ";
-    const auto data = head_.data();
-    return head_.size() >= kHead.size() &&
-           std::equal(kHead.begin(), kHead.end(), asio::buffers_begin(data));
+  // Whether what `head` holds starts as a HEAD request.
+  static bool startsWithHead(const asio::streambuf& head) {
+    const auto data = head.data();
+    return head.size() >= kHeadMethod.size() &&
+           std::equal(kHeadMethod.begin(), kHeadMethod.end(), asio::buffers_begin(data));
   }
 
   std::string peer() const {
@@ -316,7 +316,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void respond(Response response) {
     answering_ = true;
     // No answer to a HEAD has a body (RFC 9110 §9.3.2), an error's neither.
-    response.head_only = isHeadRequest();
+    response.head_only = head_request_;
     response_ = serialize(response);
     asio::async_write(socket_, asio::buffer(response_),
                       [self = shared_from_this()](std::error_code error, size_t) {
@@ -352,6 +352,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   tcp::socket socket_;
   asio::steady_timer deadline_;
   bool answering_ = false;  // its answer is being written
+  // The request line starts with "HEAD " (a request refused before its
+  // method was read out too).
+  bool head_request_ = false;
   asio::streambuf head_;
   std::vector<char> body_;
   Request request_;

@@ -306,6 +306,8 @@ bool postStop(const Node& node, double timeout) {
                 e.requestSent() ? "; the stop went out: a node that is only paused stops once "
                                   "it goes on"
                                 : "");
+  } catch (const std::exception& e) {
+    std::printf("%s: not asked (%s)\n", node.name.c_str(), e.what());
   }
   return false;
 }
@@ -437,8 +439,6 @@ int runStop(const NodeFlags& flags) {
     return 1;
   }
   const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
-  const size_t ps_count = size_t(
-      std::count_if(nodes.begin(), nodes.end(), [](const Node& node) { return node.job == "ps"; }));
   bool all_stopped = true;
   std::vector<const Node*> stopping;
   auto stop = [&](const Node& node) {
@@ -449,9 +449,14 @@ int runStop(const NodeFlags& flags) {
       all_stopped = false;
     return took;
   };
+  bool other_workers = false;
   for (const Node& node : nodes)
-    if (node.job != "ps" && !isChief(node)) stop(node);
+    if (node.job != "ps" && !isChief(node)) {
+      other_workers = true;
+      stop(node);
+    }
   stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
+  const bool other_workers_stopped = other_workers && all_stopped && stopping.empty();
   const auto chief = std::find_if(nodes.begin(), nodes.end(), isChief);
   if (chief != nodes.end()) {
     bool writes_checkpoints = false;
@@ -487,7 +492,7 @@ int runStop(const NodeFlags& flags) {
             "final checkpoint was written now, and the ps tasks hold what the job trained since "
             "the last one%s:%s\nStart the chief again (it rejoins the job) and stop the job "
             "then, or stop the ps tasks with --force and lose it\n",
-            nodes.size() > ps_count + 1 ? " (the other workers were stopped)" : "", report.c_str());
+            other_workers_stopped ? " (the other workers were stopped)" : "", report.c_str());
         return 1;
       }
       std::printf(
@@ -528,11 +533,10 @@ int runStop(const NodeFlags& flags) {
   return all_stopped ? 0 : 1;
 }
 
-// Asks the chief (or the one --node) for a checkpoint and waits until one
-// at least as new as its step at the time of asking exists.
 // Why a chief's step may stand, as the other nodes of its cluster show it:
 // a line for each that does not answer (stopped, hung or gone: a sync step
-// waits for its gradient) or says it is stalled. Empty for a lone node.
+// waits for its gradient) or says it is stalled; up to a second for each.
+// Empty for a lone node.
 std::string stepHolders(const std::vector<Node>& nodes, const Node& chief) {
   std::string lines;
   for (const Node& node : nodes) {
@@ -550,6 +554,9 @@ std::string stepHolders(const std::vector<Node>& nodes, const Node& chief) {
                              lines;
 }
 
+// Asks the chief (or the one --node) for a checkpoint and waits until one
+// at least as new as its step at the time of asking exists; past the
+// timeout, says why none came.
 int runCheckpoint(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Node* target = nullptr;
@@ -580,9 +587,11 @@ int runCheckpoint(const NodeFlags& flags) {
   }
   for (;;) {
     NodeStatus now = before;
+    std::optional<std::string> silent;  // why the node did not answer this time
     try {
       now = queryStatus(*target, requestSeconds(deadline));
     } catch (const std::exception& e) {
+      silent = e.what();
       // A node slow to answer near the deadline: said as the deadline's.
       if (Clock::now() < deadline) {
         std::printf(
@@ -597,6 +606,11 @@ int runCheckpoint(const NodeFlags& flags) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
                   now.last_checkpoint->c_str(), static_cast<long long>(*now.last_checkpoint_step));
       return 0;
+    }
+    if (Clock::now() >= deadline && silent) {
+      std::printf("%s: no checkpoint within %g s, and no answer at the end (%s)\n",
+                  describe(*target).c_str(), flags.timeout, silent->c_str());
+      return 1;
     }
     if (Clock::now() >= deadline) {
       std::printf("%s: no checkpoint within %g s%s\n", nodeName(*target, now).c_str(),
@@ -842,8 +856,8 @@ int runEval(const std::string& model, const std::string& checkpoint_path, int th
   const std::optional<Dataset> test = loadTestData(spec, graph);
   if (!test)
     throwInputError(spec.data.location, "data.test",
-                    "expected a test set (data.test: its files) for trainctl eval to evaluate "
-                    "the checkpoint on, got none");
+                    "expected a test set (its images and labels, or records) for trainctl "
+                    "eval to evaluate the checkpoint on, got none");
   ModelState state(spec, graph);
   const std::filesystem::path checkpoint =
       readResolvedCheckpoint(checkpoint_path, [&state](const std::filesystem::path& checkpoint) {

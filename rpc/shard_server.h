@@ -70,7 +70,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // chief holds sync shards at one step while it reads them (holdAt); 9: a
 // shard's status names the workers connected to it, whom a stopped chief
 // waits for before its final checkpoint; 10: the chief tells the shards
-// the job's last step; 11: hello carries the forward rule.
+// the job's last step; 11: hello carries the forward rule (and a TFRecord
+// training set's CRC covers its files' record counts).
 constexpr uint32_t kWireVersion = 11;
 
 }  // namespace traind

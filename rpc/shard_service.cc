@@ -186,8 +186,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
           "ps {} trains on batches of {}; the peer's spec says {}: the nodes read different "
           "model specs (data.batch_size, seed, data.shuffle, data.shuffle_buffer, "
           "data.interleave, data.shuffle_files, data.shard_by_worker, data.train.limit, "
-          "data.augment and data.standardize must be the same on every node: they decide what "
-          "each worker reads and how)",
+          "data.train's features and resize, data.augment and data.standardize must be the same "
+          "on every node: they decide what each worker reads and how)",
           shard().shardIndex(), served_.identity_.data_rule, printable(data)));
     const std::string training = params.getTrainingRule();
     if (training != served_.training_rule_)

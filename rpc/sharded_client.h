@@ -76,8 +76,9 @@ class ShardedClient {
   // hellos not answered within kHelloSeconds (or what is left of
   // `timeout_seconds`, a second at least), with backoff and logging whom it
   // is waiting for. Gives up (runtime_error) after `timeout_seconds`. A
-  // ps that refuses the hello (another architecture, update rule, data or
-  // training rule, shard index; another job's chief) is an InputError; so
+  // ps that refuses the hello (another architecture, forward or update
+  // rule, data or training rule, training set, shard index; another job's
+  // chief) is an InputError; so
   // is one that says this worker task is connected already for longer than
   // kBusySeconds (another process runs as it), and so is an address that
   // answers kForeignAnswers hellos in a row with bytes that are not Cap'n

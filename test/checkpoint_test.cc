@@ -436,30 +436,18 @@ TEST_CASE("a run's checkpoint directory is held once, and taken again when it va
   CHECK_THROWS_WITH(lock.retakeIfLost(), Catch::Contains("is in use by another run"));
 }
 
-TEST_CASE("a checkpoint directory a run made and saved nothing into goes with the run",
+TEST_CASE("a checkpoint directory refused as it is made leaves nothing made for it",
           "[checkpoint]") {
   TempDir tmp;
   const SourceLocation where{"--checkpoint-dir"};
-  const fs::path made = tmp.path() / "runs";
-  const fs::path dir = made / "a" / "ckpt";
-  { const CheckpointDirLock lock = createCheckpointDir(dir, where); }
-  CHECK_FALSE(fs::exists(made));  // with the parents made for it
-  {
-    CheckpointDirLock lock = createCheckpointDir(dir, where);
-    REQUIRE(lock.retakeIfLost() == std::nullopt);
-    saveCheckpoint(dir, manifestAt(3), SampleTensors().refs(), 1);
-  }
-  CHECK(findLatestCheckpoint(dir));  // a saved checkpoint keeps it
-  // One that was there stays, empty or not.
-  const fs::path there = tmp.path() / "there";
-  fs::create_directories(there);
-  { const CheckpointDirLock lock = createCheckpointDir(there, where); }
-  CHECK(fs::exists(there / ".lock"));
-  // Refused, what was made for it goes too: here, a name too long for the
-  // file system, after its parent was made.
+  // A name too long for the file system, after its parent was made.
   CHECK_THROWS_WITH(createCheckpointDir(tmp.path() / "new" / std::string(300, 'n'), where),
                     Catch::Contains("cannot create it"));
   CHECK_FALSE(fs::exists(tmp.path() / "new"));
+  // Taken, it stays after the run, which holds no lock on it any more.
+  { const CheckpointDirLock lock = createCheckpointDir(tmp.path() / "made" / "ckpt", where); }
+  CHECK(fs::exists(tmp.path() / "made" / "ckpt" / ".lock"));
+  const CheckpointDirLock again = createCheckpointDir(tmp.path() / "made" / "ckpt", where);
 }
 
 TEST_CASE("a checkpoint directory whose .lock is a link or no plain file is refused, untouched",

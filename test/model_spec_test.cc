@@ -1185,6 +1185,13 @@ TEST_CASE("augment random_crop shorter_side: a window of each image resized to a
   CHECK(dataRule(scaled) ==
         "batch_size 32, seed 0, shuffled, augmented: random_crop 8x8 shorter_side [8, 16], "
         "training images of their own sizes, bilinear");
+  // Resized to one size, and read from other features: both in the rule too.
+  CHECK(
+      dataRule(loadModelSpec(spec("{size: [8, 8]}",
+                                  "tfrecords: data/train, resize: {method: legacy_bilinear, size: "
+                                  "[10, 12]}, image_feature: image/encoded, label_feature: y"))) ==
+      "batch_size 32, seed 0, shuffled, augmented: random_crop 8x8, training images resized "
+      "legacy_bilinear to 10x12, features image/encoded and y");
   CHECK_FALSE(scaled.data.train.in_memory);
   CHECK(loadModelSpec(spec("{size: [8, 8], shorter_side: [9, 9]}")).data.augment.scale_upper == 9);
 

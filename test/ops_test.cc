@@ -272,6 +272,8 @@ TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   const std::pair<std::string, std::string> errors[] = {
       {"HEAD /nope HTTP/1.1\r\n\r\n", "HTTP/1.1 404 "},
       {"HEAD /stop HTTP/1.1\r\n\r\n", "HTTP/1.1 405 "},
+      {"HEAD / HTTP/2.0\r\n\r\n", "HTTP/1.1 400 "},
+      {"HEAD * HTTP/1.1\r\n\r\n", "HTTP/1.1 400 "},
       {"HEAD /healthz HTTP/1.1\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n", "HTTP/1.1 400 "}};
   for (const auto& [request, answer] : errors) {
     const std::string reply = node.raw(request);
