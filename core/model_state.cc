@@ -42,7 +42,7 @@ std::string ModelState::initialize() {
     std::string layers;
     for (const InitFromLayer& layer : spec_.init_from->layers)
       layers += (layers.empty() ? "" : ", ") + layer.name;
-    said += "; layers " + layers + " from " + initFrom(*spec_.init_from).string();
+    said += "; layers " + layers + " " + initFrom(*spec_.init_from);
   }
   optimizer_.startMovingAverage(parameters_);
   return said;
@@ -52,13 +52,17 @@ namespace {
 
 // Copies the init_from layers' variables from `reader` (a traind or a
 // TensorFlow checkpoint's) into `parameters`. InputError at the spec's
-// init_from line when a tensor is missing or of another shape.
+// init_from line when a tensor is missing or of another shape. Returns
+// what the checkpoint holds of the layers that they lack ("; not taken:
+// 'hidden1/bias' (layer 'hidden1' has no bias: use_bias: false)"), or "".
 template <typename Reader>
-void copyLayers(const Reader& reader, const std::filesystem::path& checkpoint,
-                const InitFromSpec& init_from, const VariableLayout& layout,
-                FlatBuffer& parameters) {
+std::string copyLayers(const Reader& reader, const std::filesystem::path& checkpoint,
+                       const InitFromSpec& init_from, const VariableLayout& layout,
+                       FlatBuffer& parameters) {
+  std::string left;
   for (const InitFromLayer& layer : init_from.layers) {
     bool found = false;
+    bool has_bias = false;
     for (const VariableView& v : layout.views()) {
       if (v.name.compare(0, layer.name.size() + 1, layer.name + "/") != 0) continue;
       found = true;
@@ -78,16 +82,24 @@ void copyLayers(const Reader& reader, const std::filesystem::path& checkpoint,
                             quotedPrintable(key) + " of shape " + shapeToString(reader.shape(key)) +
                             ", this model's '" + v.name + "' is " + shapeToString(v.shape));
       reader.read(key, v.shape, parameters.view(v));
+      has_bias = has_bias || v.name == layer.name + "/bias";
     }
     if (!found)
       throwInputError(init_from.location, "init_from.layers",
                       "layer '" + layer.name + "' has no variables in this model");
+    // The source layer's outputs were its kernel's plus a bias that this
+    // layer will not add: it starts from another function, which the log says.
+    if (const std::string bias = checkpointVariableKey(reader, layer.source, "bias");
+        !has_bias && reader.contains(bias))
+      left += (left.empty() ? "; not taken: " : ", ") + quotedPrintable(bias) + " (layer '" +
+              layer.name + "' has no bias: use_bias: false)";
   }
+  return left;
 }
 
 }  // namespace
 
-std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
+std::string ModelState::initFrom(const InitFromSpec& init_from) {
   std::optional<std::filesystem::path> tensorflow_prefix;
   std::optional<TensorflowCheckpointReader> tensorflow;
   std::filesystem::path checkpoint;
@@ -106,12 +118,11 @@ std::filesystem::path ModelState::initFrom(const InitFromSpec& init_from) {
     // The spec's line is the one to change.
     throwInputError(init_from.location, "init_from.checkpoint", e.what());
   }
-  if (tensorflow) {
-    copyLayers(*tensorflow, *tensorflow_prefix, init_from, layout_, parameters_);
-    return *tensorflow_prefix;
-  }
-  copyLayers(*tensors, checkpoint, init_from, layout_, parameters_);
-  return checkpoint;
+  if (tensorflow)
+    return "from " + tensorflow_prefix->string() +
+           copyLayers(*tensorflow, *tensorflow_prefix, init_from, layout_, parameters_);
+  return "from " + checkpoint.string() +
+         copyLayers(*tensors, checkpoint, init_from, layout_, parameters_);
 }
 
 void ModelState::restore(const std::filesystem::path& checkpoint) {

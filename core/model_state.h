@@ -63,8 +63,9 @@ class ModelState {
  private:
   enum class Slots { All, MovingAverageOnly };
   void restoreFrom(const std::filesystem::path& checkpoint, Slots slots);
-  // Returns the checkpoint the layers came from.
-  std::filesystem::path initFrom(const InitFromSpec& init_from);
+  // Returns where the layers came from, for initialize()'s line: "from
+  // <checkpoint>", and what of theirs was left (a bias the layer lacks).
+  std::string initFrom(const InitFromSpec& init_from);
   void checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
                                 const SafetensorsReader& reader) const;
 

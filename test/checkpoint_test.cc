@@ -752,6 +752,29 @@ TEST_CASE("rmsprop's state is no momentum optimizer's, though both name a slot '
   CHECK_NOTHROW(plain.restore(centered_saved));
 }
 
+TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none for",
+          "[checkpoint]") {
+  TempDir dir;
+  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  const std::filesystem::path saved = state.save(dir.path(), 1);
+  ModelSpec fine_tuning = spec;
+  fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden"}}, {}};
+  ModelState with_bias(fine_tuning, graph);
+  CHECK(with_bias.initialize() ==
+        "initialised the parameters; layers hidden from " + saved.string());
+  ModelSpec biasless_spec = fine_tuning;
+  for (LayerSpec& layer : biasless_spec.layers)
+    if (layer.name == "hidden") layer.use_bias = false;
+  const LayerGraph biasless = buildLayerGraph(biasless_spec);
+  ModelState without_bias(biasless_spec, biasless);
+  CHECK(without_bias.initialize() ==
+        "initialised the parameters; layers hidden from " + saved.string() +
+            "; not taken: 'hidden/bias' (layer 'hidden' has no bias: use_bias: false)");
+}
+
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
   TempDir dir;
   const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
