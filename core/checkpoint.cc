@@ -197,33 +197,31 @@ static_assert(layout::kLockFile == std::string_view(kDirectoryLockFile));
 
 namespace {
 
-// The outermost of `dir` and its parents that is not there (`dir` itself
-// when only it is missing); empty when `dir` is there.
-fs::path outermostMissing(const fs::path& dir) {
-  std::error_code error;
-  fs::path missing;
+// Makes `dir` and whichever of its parents are missing, as
+// create_directories does, and lists those this call made (mkdir answered
+// 0, not EEXIST: another process may make one meanwhile), outermost first.
+std::vector<fs::path> makeDirectories(const fs::path& dir, std::error_code& error) {
+  std::vector<fs::path> chain;  // dir and its parents, innermost first
   for (fs::path at = fs::absolute(dir, error).lexically_normal(); !error && !at.empty();
        at = at.parent_path()) {
-    if (fs::exists(at, error)) break;
-    error.clear();  // a name too long, say: not there either
-    missing = at;
-    if (at == at.parent_path()) break;  // the root
+    if (at.has_filename()) chain.push_back(at);  // "a/b/" names "a/b" again
+    if (at == at.parent_path()) break;           // the root
   }
-  return missing;
+  std::vector<fs::path> made;
+  for (auto at = chain.rbegin(); !error && at != chain.rend(); ++at) {
+    if (mkdir(at->c_str(), 0777) == 0)
+      made.push_back(*at);
+    else if (errno != EEXIST)
+      error = std::error_code(errno, std::generic_category());
+  }
+  return made;
 }
 
-// Removes `dir` and its parents up to `made` while they are empty: what
-// createCheckpointDir made for a directory it then refused. (Not when a
-// run that saved nothing ends: its .lock may by then be another run's,
-// which opened it meanwhile.)
-void removeMadeDirs(const fs::path& dir, const fs::path& made) {
-  std::error_code error;
-  for (fs::path at = fs::absolute(dir, error).lexically_normal(); !error && !at.empty();
-       at = at.parent_path()) {
-    // Not made (ENOENT, ENAMETOOLONG): its parent may have been.
-    if (rmdir(at.c_str()) != 0 && errno != ENOENT && errno != ENAMETOOLONG) break;
-    if (at == made || at == at.parent_path()) break;
-  }
+// Removes what makeDirectories made, innermost first, while each is empty:
+// for a directory createCheckpointDir then refused.
+void removeMadeDirectories(const std::vector<fs::path>& made) {
+  for (auto at = made.rbegin(); at != made.rend(); ++at)
+    if (rmdir(at->c_str()) != 0) return;
 }
 
 }  // namespace
@@ -261,17 +259,14 @@ CheckpointDirLock::~CheckpointDirLock() {
 
 CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
   std::error_code error;
-  const fs::path made = outermostMissing(dir);
   // A directory refused below goes again, with the parents made for it.
   struct RemoveMadeUnlessHeld {
-    const fs::path& dir;
-    const fs::path& made;
+    std::vector<fs::path> made;
     bool held = false;
     ~RemoveMadeUnlessHeld() {
-      if (!held && !made.empty()) removeMadeDirs(dir, made);
+      if (!held) removeMadeDirectories(made);
     }
-  } made_guard{dir, made};
-  fs::create_directories(dir, error);
+  } made_guard{makeDirectories(dir, error)};
   if (!error && !fs::is_directory(dir, error))
     error = std::make_error_code(std::errc::not_a_directory);
   if (error)

@@ -1364,7 +1364,9 @@ std::string dataRule(const ModelSpec& spec) {
     rule += fmt::format(", training images of their own sizes, {}", method);
   } else if (train.resize != DataFiles::Resize::None) {
     rule += fmt::format(", training images resized {}", method);
-    if (train.resize_height > 0)
+    // A size that is the input's is the default's: worded as none.
+    if (train.resize_height > 0 &&
+        (train.resize_height != spec.input[0] || train.resize_width != spec.input[1]))
       rule += fmt::format(" to {}x{}", train.resize_height, train.resize_width);
   }
   if (spec.data.standardize_per_image) rule += ", standardized per image";
@@ -1373,7 +1375,8 @@ std::string dataRule(const ModelSpec& spec) {
   if (train.format == DataFiles::Format::TfRecord &&
       (train.image_feature != DataFiles().image_feature ||
        train.label_feature != DataFiles().label_feature))
-    rule += fmt::format(", features {} and {}", train.image_feature, train.label_feature);
+    rule += ", features " + quotedPrintable(train.image_feature) + " and " +
+            quotedPrintable(train.label_feature);
   return rule;
 }
 

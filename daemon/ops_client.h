@@ -15,8 +15,9 @@ namespace traind {
 
 // The node could not be asked: it does not resolve, refused or reset the
 // connection, did not answer within the timeout, or answered something that
-// is not HTTP. requestSent(): the request went out whole before that, so a
-// node that is only paused (SIGSTOP) still finds it when it goes on.
+// is not HTTP. requestSent(): the request went out whole before no answer
+// came, so a node that is only paused (SIGSTOP) still finds it when it goes
+// on; false for an answer that is not HTTP (no traind node took it).
 class OpsUnreachable : public std::runtime_error {
  public:
   explicit OpsUnreachable(const std::string& message, bool request_sent = false)

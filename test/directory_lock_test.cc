@@ -30,7 +30,7 @@ TEST_CASE("a directory's .lock is one holder's, named by its pid, until it lets 
     REQUIRE(std::holds_alternative<DirectoryLock>(first));
     std::ifstream pid(tmp.path() / ".lock");
     CHECK(std::string(std::istreambuf_iterator<char>(pid), {}) == std::to_string(getpid()) + "\n");
-    // flock holds per open file: a second open, in this process too, waits its turn.
+    // flock holds per open file: a second open, in this process too, is refused.
     CHECK(refusalOf(lockDirectory(tmp.path())) ==
           "in use: is in use by another run (pid " + std::to_string(getpid()) + ")");
   }
@@ -58,9 +58,12 @@ TEST_CASE("a directory itself is one holder's, and holds no file of the lock's",
   CHECK(refusalOf(lockDirectoryItself(tmp.path())) == "taken");
   CHECK_THAT(refusalOf(lockDirectoryItself(tmp.path() / "missing")),
              Catch::StartsWith("not taken:: cannot open it: No such file or directory"));
-  // A DirectoryLock released holds nothing.
-  auto held = lockDirectoryItself(tmp.path());
-  const int fd = std::get<DirectoryLock>(held).release();
+  // A released lock's descriptor is the caller's: the lock outlives the DirectoryLock.
+  int fd = -1;
+  {
+    auto held = lockDirectoryItself(tmp.path());
+    fd = std::get<DirectoryLock>(held).release();
+  }
   CHECK(refusalOf(lockDirectoryItself(tmp.path())) == "in use: is in use by another run");
   close(fd);
   CHECK(refusalOf(lockDirectoryItself(tmp.path())) == "taken");

@@ -1191,7 +1191,15 @@ TEST_CASE("augment random_crop shorter_side: a window of each image resized to a
                                   "tfrecords: data/train, resize: {method: legacy_bilinear, size: "
                                   "[10, 12]}, image_feature: image/encoded, label_feature: y"))) ==
       "batch_size 32, seed 0, shuffled, augmented: random_crop 8x8, training images resized "
-      "legacy_bilinear to 10x12, features image/encoded and y");
+      "legacy_bilinear to 10x12, features 'image/encoded' and 'y'");
+  // Resized to the input's size: as without a size.
+  auto unaugmented = [&](const std::string& resize) {
+    return dataRule(loadModelSpec(writeDataSpec(
+        dir, "[8, 8, 3]", "  train: {tfrecords: data/train, resize: " + resize + "}\n")));
+  };
+  CHECK(unaugmented("{size: [8, 8]}") == unaugmented("bilinear"));
+  CHECK(unaugmented("bilinear") ==
+        "batch_size 32, seed 0, shuffled, training images resized bilinear");
   CHECK_FALSE(scaled.data.train.in_memory);
   CHECK(loadModelSpec(spec("{size: [8, 8], shorter_side: [9, 9]}")).data.augment.scale_upper == 9);
 
