@@ -58,8 +58,10 @@ std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::files
 std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectoryItself(
     const std::filesystem::path& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return DirectoryLockRefusal{false, std::string(": cannot open it: ") + std::strerror(errno)};
+  if (fd < 0) {
+    const int why = errno;
+    return DirectoryLockRefusal{false, std::string(": cannot open it: ") + std::strerror(why)};
+  }
   DirectoryLock lock(fd);
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) return lock;
   const int why = errno;
