@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <span>
+#include <string_view>
+#include <utility>
 
 #include "core/printable.h"
 #include "rpc/shard_server.h"
@@ -20,6 +22,28 @@ std::span<const float> floatsOf(capnp::Data::Reader data) {
     throw ProtocolError("a tensor chunk of " + std::to_string(data.size()) +
                         " bytes is not a whole number of float32 values");
   return {reinterpret_cast<const float*>(data.begin()), data.size() / sizeof(float)};
+}
+
+// The first layers where two forward rules (forwardRule of core/model_spec.h:
+// "hidden1 relu, hidden2 tanh") differ, ours and theirs; "no more layers"
+// for the side whose rule ends first. A rule holds every layer, so the
+// whole of two would be long for a deep model.
+std::pair<std::string, std::string> firstDifference(std::string_view ours,
+                                                    std::string_view theirs) {
+  constexpr std::string_view kSeparator = ", ";
+  const auto nextItem = [&](std::string_view& rule) {
+    const size_t end = rule.find(kSeparator);
+    const std::string_view item = rule.substr(0, end);
+    rule.remove_prefix(end == std::string_view::npos ? rule.size() : end + kSeparator.size());
+    return item;
+  };
+  while (!ours.empty() || !theirs.empty()) {
+    const std::string_view a = nextItem(ours), b = nextItem(theirs);
+    if (a != b)
+      return {a.empty() ? "no more layers" : std::string(a),
+              b.empty() ? "no more layers" : printable(b)};
+  }
+  return {};
 }
 
 // "in /a/ckpt", or "nowhere" for a chief without a checkpoint dir.
@@ -167,12 +191,14 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
                                       shard().shardIndex(), kWireVersion,
                                       params.getWireVersion()));
     const std::string forward = params.getForwardRule();
-    if (forward != served_.identity_.forward_rule)
+    if (forward != served_.identity_.forward_rule) {
+      const auto [ours, theirs] = firstDifference(served_.identity_.forward_rule, forward);
       throw ProtocolError(fmt::format(
-          "ps {} trains workers that compute {}; the peer's spec says {}: the nodes read "
-          "different model specs (each layer's activation and dropout rate must be the same "
-          "on every node)",
-          shard().shardIndex(), served_.identity_.forward_rule, printable(forward)));
+          "ps {} trains workers that compute {}; the peer's spec says {} (the first layer of "
+          "their forward rules that differs): the nodes read different model specs (each "
+          "layer's activation and dropout rate must be the same on every node)",
+          shard().shardIndex(), ours, theirs));
+    }
     const std::string rule = params.getUpdateRule();
     if (rule != served_.identity_.update_rule)
       throw ProtocolError(fmt::format(
