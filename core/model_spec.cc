@@ -65,9 +65,7 @@ Activation readActivation(const Field& field) {
 }
 
 std::string_view activationName(Activation activation) {
-  for (const auto& [word, value] : kActivations)
-    if (value == activation) return word;
-  return "unknown";
+  return choiceWord(kActivations, activation);
 }
 
 Padding readPadding(const Field& field) {
@@ -1261,9 +1259,7 @@ std::string architectureHash(const ModelSpec& spec) {
 }
 
 std::string_view optimizerName(OptimizerSpec::Kind kind) {
-  for (const auto& [word, value] : kOptimizerKinds)
-    if (value == kind) return word;
-  return "unknown";
+  return choiceWord(kOptimizerKinds, kind);
 }
 
 std::string updateRule(const ModelSpec& spec) {
@@ -1372,9 +1368,10 @@ std::string dataRule(const ModelSpec& spec) {
   if (spec.data.standardize_per_image) rule += ", standardized per image";
   // Which of a record's features are read: the same files, other features,
   // are other examples.
+  const DataFiles defaults;
   if (train.format == DataFiles::Format::TfRecord &&
-      (train.image_feature != DataFiles().image_feature ||
-       train.label_feature != DataFiles().label_feature))
+      (train.image_feature != defaults.image_feature ||
+       train.label_feature != defaults.label_feature))
     rule += ", features " + quotedPrintable(train.image_feature) + " and " +
             quotedPrintable(train.label_feature);
   return rule;

@@ -175,6 +175,14 @@ T readChoice(const Field& field, Choices<T> choices) {
   failExpected(field, "one of " + joined(words));
 }
 
+// The word of `value` in `choices`, as a spec writes it; "unknown" for none.
+template <class T>
+std::string_view choiceWord(Choices<T> choices, T value) {
+  for (const auto& [word, choice] : choices)
+    if (choice == value) return word;
+  return "unknown";
+}
+
 // A name of letters, digits, '_', '-' and '.': names become parts of
 // variable names, file names and metric labels.
 std::string readName(const Field& field);

@@ -288,8 +288,9 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     }
   } catch (const InputError&) {
     // Input that could not be read (a data file changed or damaged under
-    // the run: a batch's, or the test set's at an evaluation) took no step: the state holds every
-    // step applied before it, saved as at a stop before the run fails (with the error's message).
+    // the run: a batch's, or the test set's at an evaluation) took no step:
+    // the state holds every step applied before it, saved as at a stop
+    // before the run fails (with the error's message).
     if (log.stepsRun() > 0 && !checkpoint_dir.empty())
       saveBeforeInputFailure(state.globalStep(), checkpoint);
     throw;

@@ -613,16 +613,15 @@ int runCheckpoint(const NodeFlags& flags) {
       return 1;
     }
     if (Clock::now() >= deadline) {
+      const bool stood = now.global_step == before.global_step;
       std::printf("%s: no checkpoint within %g s%s\n", nodeName(*target, now).c_str(),
                   flags.timeout,
-                  now.global_step == before.global_step
-                      ? fmt::format(": its global step stood at {} all along, and it saves "
-                                    "between steps",
-                                    now.global_step)
-                            .c_str()
-                      : "");
-      if (now.global_step == before.global_step)
-        std::fputs(stepHolders(nodes, *target).c_str(), stdout);
+                  stood ? fmt::format(": its global step stood at {} all along, and it saves "
+                                      "between steps",
+                                      now.global_step)
+                              .c_str()
+                        : "");
+      if (stood) std::fputs(stepHolders(nodes, *target).c_str(), stdout);
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -57,8 +57,8 @@ std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& gra
 // batch or from the test set of an evaluation: a file changed or damaged
 // since it was loaded) after global step `global_step`: it saves the steps
 // applied before it by `save` (a checkpoint), then the error ends the run,
-// so that only what could not be read is lost. A failure of `save` is logged, not thrown:
-// the input's error is the one to report.
+// so that only what could not be read is lost. A failure of `save` is
+// logged, not thrown: the input's error is the one to report.
 void saveBeforeInputFailure(int64_t global_step, const std::function<void()>& save);
 
 // data.prefetch_batches with `auto` decided: 4 batches read ahead on the

@@ -85,6 +85,19 @@ std::vector<std::string> entries(const fs::path& dir) {
   return names;
 }
 
+// The regression model, initialised and saved into `dir`: its spec, its
+// graph (which a ModelState of it refers to) and the checkpoint.
+struct SavedRegression {
+  ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  LayerGraph graph = buildLayerGraph(spec);
+  std::filesystem::path saved;
+
+  explicit SavedRegression(const std::filesystem::path& dir) {
+    ModelState state(spec, graph);
+    state.initialize();
+    saved = state.save(dir, 1);
+  }
+};
 }  // namespace
 
 TEST_CASE("the JSON reader takes JSON and only JSON", "[json]") {
@@ -755,11 +768,7 @@ TEST_CASE("rmsprop's state is no momentum optimizer's, though both name a slot '
 TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none for",
           "[checkpoint]") {
   TempDir dir;
-  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
-  const LayerGraph graph = buildLayerGraph(spec);
-  ModelState state(spec, graph);
-  state.initialize();
-  const std::filesystem::path saved = state.save(dir.path(), 1);
+  const auto& [spec, graph, saved] = SavedRegression(dir.path());
   ModelSpec fine_tuning = spec;
   fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden"}}, {}};
   ModelState with_bias(fine_tuning, graph);
@@ -777,11 +786,7 @@ TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none
 
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
   TempDir dir;
-  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
-  const LayerGraph graph = buildLayerGraph(spec);
-  ModelState state(spec, graph);
-  state.initialize();
-  const std::filesystem::path saved = state.save(dir.path(), 1);
+  const auto& [spec, graph, saved] = SavedRegression(dir.path());
   REQUIRE(saved.filename() == "ckpt-0000000000");
   const std::string manifest = readFile(saved / "manifest.json");
   const std::string tensors = (saved / "model.safetensors").string();
@@ -831,11 +836,7 @@ TEST_CASE("a randomly corrupted checkpoint is restored or refused, naming its fi
   // tensor values) or throw an InputError that names the damaged file, with
   // no raw byte of the damage in it.
   TempDir dir;
-  const ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
-  const LayerGraph graph = buildLayerGraph(spec);
-  ModelState state(spec, graph);
-  state.initialize();
-  const std::filesystem::path saved = state.save(dir.path() / "good", 1);
+  const auto& [spec, graph, saved] = SavedRegression(dir.path() / "good");
   const std::string tensors = readFile(saved / "model.safetensors");
   const std::string manifest = readFile(saved / "manifest.json");
   uint64_t header_size = 0;

@@ -34,6 +34,7 @@
 #include "rpc/traind.capnp.h"
 #include "test/captured_log.h"
 #include "test/cluster_fixture.h"
+#include "test/input_failure_checks.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -1331,13 +1332,7 @@ TEST_CASE("a chief whose training file is cut short under it saves the shards, t
   const int ps_exit = ps.wait(30);
   INFO(chief.output() << other.output() << ps.output());
   CHECK(chief_exit == 2);
-  CHECK_THAT(chief.output(),
-             Catch::Contains("the input failed after global step ") &&
-                 Catch::Contains(": saving the steps trained before it") &&
-                 Catch::Contains((dir / "chief.tfrecords").string() + ": the record at byte "));
-  const auto latest = findLatestCheckpoint(dir / "ckpt");
-  REQUIRE(latest.has_value());
-  CHECK(readManifest(*latest).global_step >= 20);
+  checkSavedBeforeInputFailure(chief.output(), dir / "chief.tfrecords", dir / "ckpt", 20);
   CHECK(other_exit == 0);
   CHECK(ps_exit == 0);
 }

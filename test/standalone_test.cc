@@ -18,6 +18,7 @@
 
 #include "core/checkpoint.h"
 #include "core/safetensors.h"
+#include "test/input_failure_checks.h"
 #include "test/traind_process.h"
 
 using namespace traind;
@@ -639,13 +640,7 @@ TEST_CASE("a training file cut short under a run: exit 2 naming it, the steps be
   const int exit_code = traind.wait(60);
   INFO(traind.output());
   CHECK(exit_code == 2);
-  CHECK_THAT(traind.output(),
-             Catch::Contains("the input failed after global step ") &&
-                 Catch::Contains(": saving the steps trained before it") &&
-                 Catch::Contains((dir / "train.tfrecords").string() + ": the record at byte "));
-  const auto latest = findLatestCheckpoint(dir / "ckpt");
-  REQUIRE(latest.has_value());
-  CHECK(readManifest(*latest).global_step >= 20);
+  checkSavedBeforeInputFailure(traind.output(), dir / "train.tfrecords", dir / "ckpt", 20);
 }
 
 TEST_CASE("augment: training images are distorted, the same in every run, the test set not") {
