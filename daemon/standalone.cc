@@ -300,6 +300,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   summary.seconds = log.secondsRunning();
   summary.steps_run = log.stepsRun();
   clearProgress();
+  log.closeWindows();
   summary.global_step = state.globalStep();
   summary.stopped = state.globalStep() < total_steps;
   // A stop before this process's first step leaves everything as it found

@@ -106,24 +106,12 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   const float clip_norm = spec_.optimizer.clip_global_norm;
   log_window_.add(result, clip_norm);
   if (summary_window_) summary_window_->add(result, clip_norm);
-  const int64_t batch = spec_.data.batch_size;
-  if (global_step / log_every_ > log_window_.last_step / log_every_) {
-    const double clipped_percent = 100.0 * double(log_window_.clipped) / double(log_window_.steps);
-    const TrainingSummaries::Window window = log_window_.close(global_step, spec_);
-    const std::string clipping = window.gradient_norm
-                                     ? fmt::format(", global norm = {:.4g}, {:.0f}% clipped",
-                                                   *window.gradient_norm, clipped_percent)
-                                     : "";
-    spdlog::info("step {}, loss = {:.4f}{}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
-                 window.loss,
-                 window.accuracy ? fmt::format(", accuracy = {:.3f}", *window.accuracy) : "",
-                 clipping, window.examples_per_sec, double(batch) / window.examples_per_sec);
-    // Without summary_every the summaries give each log line's figures.
-    if (summaries_ && !summary_window_) summaries_->logWindow(global_step, window);
-  }
+  last_step_ = global_step;
+  if (global_step / log_every_ > log_window_.last_step / log_every_) logLine(global_step);
   if (summary_window_ &&
       crossesMultiple(summary_window_->last_step, global_step, *spec_.training.summary_every))
     summaries_->logWindow(global_step, summary_window_->close(global_step, spec_));
+  const int64_t batch = spec_.data.batch_size;
   if (progressEnabled() && secondsSince(last_progress_) >= 0.25) {
     last_progress_ = Clock::now();
     const double steps_per_sec = double(steps_run_) / secondsRunning();
@@ -131,6 +119,27 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
                               steps_per_sec * double(batch),
                               double(total_steps_ - global_step) / steps_per_sec));
   }
+}
+
+void StepLog::logLine(int64_t global_step) {
+  const double clipped_percent = 100.0 * double(log_window_.clipped) / double(log_window_.steps);
+  const TrainingSummaries::Window window = log_window_.close(global_step, spec_);
+  const std::string clipping = window.gradient_norm
+                                   ? fmt::format(", global norm = {:.4g}, {:.0f}% clipped",
+                                                 *window.gradient_norm, clipped_percent)
+                                   : "";
+  spdlog::info(
+      "step {}, loss = {:.4f}{}{} ({:.1f} examples/sec; {:.4f} sec/batch)", global_step,
+      window.loss, window.accuracy ? fmt::format(", accuracy = {:.3f}", *window.accuracy) : "",
+      clipping, window.examples_per_sec, double(spec_.data.batch_size) / window.examples_per_sec);
+  // Without summary_every the summaries give each log line's figures.
+  if (summaries_ && !summary_window_) summaries_->logWindow(global_step, window);
+}
+
+void StepLog::closeWindows() {
+  if (log_window_.steps > 0) logLine(last_step_);
+  if (summary_window_ && summary_window_->steps > 0)
+    summaries_->logWindow(last_step_, summary_window_->close(last_step_, spec_));
 }
 
 bool StepLog::histogramsDue(int64_t before, int64_t after) const {

@@ -43,6 +43,12 @@ class StepLog {
   // Throws runtime_error when the loss is not finite.
   void record(const StepResult& result, int64_t global_step);
 
+  // At the run's end (max_steps, or a stop), the steps since the last log
+  // line and since the summaries' last scalars: a line and a point at the
+  // last step recorded, so that a run of 1050 steps logging every 100 shows
+  // its last 50 too. Nothing when no step was recorded since.
+  void closeWindows();
+
   void logEvaluation(int64_t global_step, const EvalResult& result);
   // Whether going from global step `before` to `after` reached a multiple of
   // training.histogram_every, with summaries to write histograms to.
@@ -73,6 +79,10 @@ class StepLog {
     TrainingSummaries::Window close(int64_t global_step, const ModelSpec& spec);
   };
 
+  // The log line of the log window, closed at `global_step`, and its
+  // summaries' scalars without summary_every.
+  void logLine(int64_t global_step);
+
   const ModelSpec& spec_;
   int64_t total_steps_;
   int64_t log_every_;
@@ -80,6 +90,7 @@ class StepLog {
   Window log_window_;
   std::optional<Window> summary_window_;  // with summaries and summary_every only
   int64_t steps_run_ = 0;
+  int64_t last_step_ = 0;  // the global step after the last step recorded
   std::unique_ptr<TrainingSummaries> summaries_;
   std::optional<std::pair<int64_t, EvalResult>> last_evaluation_;
 };

@@ -545,6 +545,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   }
   metrics.setState(NodeState::Stopping, chief ? "final checkpoint and evaluation" : "");
   clearProgress();
+  log.closeWindows();
   TrainingSummary summary;
   summary.seconds = log.secondsRunning();
   summary.steps_run = log.stepsRun();

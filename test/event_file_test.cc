@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/summary.pb.h"
 #include "core/tfrecord.h"
+#include "daemon/step_log.h"
 #include "daemon/training_summaries.h"
 #include "test/temp_dir.h"
 
@@ -288,6 +289,46 @@ TEST_CASE("an event file that cannot be created names the directory", "[event_fi
   CHECK_THROWS_AS(EventFileWriter(fs::path(file) / "summaries"), InputError);
   CHECK_THROWS_WITH(EventFileWriter(fs::path(file) / "summaries"),
                     Catch::Contains("summary directory " + file + "/summaries"));
+}
+
+TEST_CASE("a run's last steps after its last log line get a line and a point", "[event_file]") {
+  TempDir tmp;
+  ModelSpec spec;
+  spec.loss = LossKind::MeanSquaredError;
+  spec.data.batch_size = 10;
+  spec.training.log_every = 100;
+  std::vector<int64_t> expected;
+  SECTION("the summaries follow the log lines") { expected = {100, 200, 250}; }
+  SECTION("summary_every of their own") {
+    spec.training.summary_every = 120;
+    expected = {120, 240, 250};
+  }
+  SECTION("a run that ends at a window's end") {
+    spec.training.summary_every = 125;
+    expected = {125, 250};
+  }
+  {
+    StepLog log(spec, 0, 250, std::make_unique<TrainingSummaries>(spec, tmp.path(), 0));
+    for (int64_t step = 1; step <= 250; ++step) log.record(StepResult{double(step)}, step);
+    log.closeWindows();
+    log.closeWindows();  // nothing since
+  }
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(tmp.path()))
+    files.push_back(entry.path());
+  REQUIRE(files.size() == 1);
+  std::vector<int64_t> loss_steps;
+  double last_loss = 0.0;
+  for (const tensorboard::Event& event : readEvents(files[0]))
+    for (const auto& value : event.summary().value())
+      if (value.tag() == "loss") {
+        loss_steps.push_back(event.step());
+        last_loss = value.simple_value();
+      }
+  CHECK(loss_steps == expected);
+  // The last point is the mean of its own steps' losses only.
+  const int64_t first = expected[expected.size() - 2] + 1;
+  CHECK(last_loss == Approx(double(first + 250) / 2.0));
 }
 
 }  // namespace traind
