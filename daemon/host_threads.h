@@ -17,11 +17,6 @@
 
 namespace traind {
 
-// Whether `host` (a name or an address of a cluster spec) is this machine:
-// a loopback address, or one that resolves to an address of one of its
-// network interfaces. A name that does not resolve is another machine.
-bool isThisHost(const std::string& host);
-
 struct HostShare {
   int threads = 1;  // cores / workers, at least 1
   int workers = 1;  // the cluster's workers on this host, this one included

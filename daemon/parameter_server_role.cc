@@ -140,8 +140,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   spdlog::info(
       "ps {} listening on {}, {} mode: its shard of {} ({} parameters) is {} floats, {} variable "
       "pieces, {} chunks; waiting for the chief (worker 0) to initialise it",
-      task, address, cluster.mode == TrainingMode::Sync ? "sync" : "async", spec.name,
-      graph.parameterCount(), shard.size(), shard.plan().pieces.size(), shard.chunks().size());
+      task,
+      server.boundAddress() == address ? address
+                                       : fmt::format("{} ({})", address, server.boundAddress()),
+      cluster.mode == TrainingMode::Sync ? "sync" : "async", spec.name, graph.parameterCount(),
+      shard.size(), shard.plan().pieces.size(), shard.chunks().size());
   if (!cluster.shared_memory)
     spdlog::info("tensors over TCP only, from every worker: transport.shared_memory is off");
 

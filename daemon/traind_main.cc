@@ -41,6 +41,7 @@
 #include "daemon/standalone.h"
 #include "daemon/stop_request.h"
 #include "daemon/stop_signals.h"
+#include "daemon/this_host.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
 
@@ -213,6 +214,12 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
         "against each other and every step may take many times as long; use at most {}, or "
         "set OMP_WAIT_POLICY=passive",
         threads, cores, cores);
+}
+
+void warnIfUnreachable(const traind::ClusterSpec& cluster, const traind::HostPort& address,
+                       const std::string& field) {
+  if (const auto why = traind::unreachableFromOtherHosts(cluster, address, field))
+    spdlog::warn("{}", *why);
 }
 
 // CLI11 reports a bad TRAIND_JOB or TRAIND_TASK under the flag it stands in
@@ -389,6 +396,15 @@ int main(int argc, char** argv) {
               "--http: {} is {}'s address in {}: expected another port for this node's ops "
               "server",
               http->toString(), *taken, run_flags.cluster));
+    }
+    if (cluster) {
+      // Before the node waits for anyone: a worker elsewhere would only say
+      // "Connection refused" until peer_wait_seconds ran out.
+      if (job == "ps")
+        warnIfUnreachable(*cluster, cluster->ps[size_t(task)], fmt::format("cluster.ps[{}]", task));
+      if (http)
+        warnIfUnreachable(*cluster, *http,
+                          run_flags.http ? "--http" : fmt::format("http.{}[{}]", job, task));
     }
     std::optional<traind::OpsServer> ops;
     if (http) {

@@ -187,6 +187,7 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
                            : "";
     throw InputError(address + ": cannot listen" + hint + ": " + why);
   }
+  bound_address_ = addr->toString().cStr();
 }
 
 ShardServer::~ShardServer() = default;

@@ -31,6 +31,9 @@ class ShardServer {
               NewSession new_session);
   ~ShardServer();
 
+  // The address it listens on, as resolved ("127.0.1.1:2221" for "ps0:2221").
+  const std::string& boundAddress() const { return bound_address_; }
+
   // Serves until the returned promise is dropped.
   kj::Promise<void> serve();
   int connections() const;
@@ -42,6 +45,7 @@ class ShardServer {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string bound_address_;
 };
 
 // How the reason a ps gives for ending the connections of a finished job

@@ -1,4 +1,4 @@
-// shareHostCores and isThisHost: a worker's default compute threads, this
+// shareHostCores: a worker's default compute threads, this
 // host's cores shared among the cluster's workers on it.
 #include "daemon/host_threads.h"
 
@@ -25,15 +25,6 @@ TEST_CASE("workers on one host share its cores", "[host_threads]") {
   // A worker counts itself, whatever its address says.
   CHECK(shareHostCores(cluster, 1, 16, onThisHost).workers == 3);
   CHECK(shareHostCores(clusterOf({"10.0.0.3"}), 0, 16, onThisHost).threads == 16);
-}
-
-TEST_CASE("loopback and this machine's names are this host, others are not", "[host_threads]") {
-  CHECK(isThisHost("127.0.0.1"));
-  CHECK(isThisHost("127.0.0.2"));
-  CHECK(isThisHost("::1"));
-  CHECK(isThisHost("localhost"));
-  CHECK_FALSE(isThisHost("192.0.2.77"));  // TEST-NET-1: no machine's interface
-  CHECK_FALSE(isThisHost("no-such-host.invalid"));
 }
 
 }  // namespace

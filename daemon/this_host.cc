@@ -1,0 +1,127 @@
+#include "daemon/this_host.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace traind {
+namespace {
+
+// The address bytes of an IPv4 or IPv6 socket address, empty for others.
+std::string addressBytes(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
+    return std::string(reinterpret_cast<const char*>(&in->sin_addr), sizeof in->sin_addr);
+  }
+  if (address->sa_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(address);
+    return std::string(reinterpret_cast<const char*>(&in->sin6_addr), sizeof in->sin6_addr);
+  }
+  return {};
+}
+
+bool isLoopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr) >> 24) == 127;
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+// Read once: a worker asks about every worker of its cluster as it starts.
+const std::vector<std::string>& interfaceAddresses() {
+  static const std::vector<std::string> addresses = [] {
+    std::vector<std::string> found;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return found;
+    for (const ifaddrs* i = list; i; i = i->ifa_next)
+      if (i->ifa_addr) {
+        std::string bytes = addressBytes(i->ifa_addr);
+        if (!bytes.empty()) found.push_back(std::move(bytes));
+      }
+    freeifaddrs(list);
+    return found;
+  }();
+  return addresses;
+}
+
+// The addresses `host` resolves to here, empty when it does not resolve.
+std::vector<sockaddr_storage> resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::vector<sockaddr_storage> addresses;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return addresses;
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    sockaddr_storage address{};
+    std::copy_n(reinterpret_cast<const char*>(a->ai_addr),
+                std::min<size_t>(a->ai_addrlen, sizeof address), reinterpret_cast<char*>(&address));
+    addresses.push_back(address);
+  }
+  freeaddrinfo(found);
+  return addresses;
+}
+
+const sockaddr* asSockaddr(const sockaddr_storage& address) {
+  return reinterpret_cast<const sockaddr*>(&address);
+}
+
+std::string addressText(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (address->sa_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text, sizeof text);
+  else if (address->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
+              sizeof text);
+  return text;
+}
+
+}  // namespace
+
+bool isThisHost(const std::string& host) {
+  const std::vector<std::string>& own = interfaceAddresses();
+  const std::vector<sockaddr_storage> addresses = resolve(host);
+  return std::any_of(addresses.begin(), addresses.end(), [&](const sockaddr_storage& a) {
+    return isLoopback(asSockaddr(a)) ||
+           std::find(own.begin(), own.end(), addressBytes(asSockaddr(a))) != own.end();
+  });
+}
+
+std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
+                                                     const HostPort& address,
+                                                     const std::string& field) {
+  const std::vector<sockaddr_storage> addresses = resolve(address.host);
+  if (addresses.empty() || !std::all_of(addresses.begin(), addresses.end(),
+                                        [](const auto& a) { return isLoopback(asSockaddr(a)); }))
+    return std::nullopt;
+  const std::pair<const char*, const std::vector<HostPort>*> jobs[] = {{"ps", &cluster.ps},
+                                                                       {"worker", &cluster.worker}};
+  for (const auto& [job, tasks] : jobs)
+    for (size_t i = 0; i < tasks->size(); ++i) {
+      const HostPort& other = (*tasks)[i];
+      if (isThisHost(other.host)) continue;
+      const std::string loopback = addressText(asSockaddr(addresses.front()));
+      const std::string named =
+          loopback == address.host ? "" : fmt::format(" ({} resolves to it here)", address.host);
+      return fmt::format(
+          "{}: {} listens on {}, a loopback address{}, but {} {} ({}) is on another host and "
+          "cannot reach it: write this host's network address in the cluster spec{}",
+          field, address.toString(), loopback, named, job, i, other.toString(),
+          named.empty() ? ""
+                        : fmt::format(", or map {} to that address in /etc/hosts (Debian maps a "
+                                      "host's own name to 127.0.1.1)",
+                                      address.host));
+    }
+  return std::nullopt;
+}
+
+}  // namespace traind
