@@ -1,6 +1,6 @@
 // CLI11 checks for flags that say what they expected.
 //
-//   app.add_option("--threads", threads)->check(traind::integerFlag(0, traind::kMaxThreads));
+//   app.add_option("--threads", threads)->transform(traind::integerFlag(0, traind::kMaxThreads));
 //   $ traind --threads abc  ->  --threads: expected an integer from 0 to 1024, got 'abc'
 //
 // CLI11 2.1's own range checks print their bounds as doubles ("Value 0 not in
@@ -33,6 +33,10 @@ inline CLI::Validator integerFlag(int64_t min, int64_t max = std::numeric_limits
                  ", got '" + text + "'";
         if (text.empty() || error != std::errc() || stop != end || value < min)
           return "expected an integer " + range + ", got '" + text + "'";
+        // CLI11 converts the text after its validators, and reads "010" as
+        // octal 8 (and refuses "08"): it gets the decimal value read here,
+        // which is why the flags take this as a transform, not a check.
+        text = std::to_string(value);
         return {};
       },
       "INT " + range);

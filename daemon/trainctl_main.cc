@@ -913,7 +913,7 @@ int main(int argc, char** argv) {
   placement->add_option("--model,-m", placement_model, "model spec (YAML)")->required();
   placement->add_option("--cluster", placement_cluster, "cluster spec (YAML)");
   placement->add_option("--ps", placement_ps, "number of ps tasks")
-      ->check(traind::integerFlag(1, kMaxPsTasks));
+      ->transform(traind::integerFlag(1, kMaxPsTasks));
 
   std::string eval_model, eval_checkpoint;
   int eval_threads = 0;
@@ -922,7 +922,7 @@ int main(int argc, char** argv) {
   eval->add_option("--checkpoint", eval_checkpoint, "a checkpoint, or a directory with a 'latest'")
       ->required();
   eval->add_option("--threads", eval_threads, "compute threads (0: one per core)")
-      ->check(traind::integerFlag(0, traind::kMaxThreads));
+      ->transform(traind::integerFlag(0, traind::kMaxThreads));
 
   ImportFlags import_flags;
   CLI::App* import = app.add_subcommand(
@@ -942,7 +942,7 @@ int main(int argc, char** argv) {
   import
       ->add_option("--global-step", import_flags.global_step,
                    "the global step to resume at, in place of the checkpoint's global_step")
-      ->check(traind::integerFlag(0, kMaxGlobalStep));
+      ->transform(traind::integerFlag(0, kMaxGlobalStep));
 
   ExportFlags export_flags;
   CLI::App* export_command = app.add_subcommand(

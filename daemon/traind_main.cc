@@ -118,15 +118,15 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--model,-m", flags.model, "model spec (YAML)")->required();
   app.add_option("--max-steps", flags.max_steps,
                  "train until this global step (overrides training.max_steps and epochs)")
-      ->check(traind::integerFlag(1, traind::kMaxSteps));
+      ->transform(traind::integerFlag(1, traind::kMaxSteps));
   app.add_option("--log-every", flags.log_every, "log a line every N steps")
-      ->check(traind::integerFlag(1));
+      ->transform(traind::integerFlag(1));
   app.add_option("--summary-every", flags.summary_every,
                  "write TensorBoard's scalars every N steps (overrides training.summary_every; "
                  "default: with each log line)")
-      ->check(traind::integerFlag(1));
+      ->transform(traind::integerFlag(1));
   app.add_option("--eval-every", flags.eval_every, "evaluate on the test set every N steps")
-      ->check(traind::integerFlag(0));
+      ->transform(traind::integerFlag(0));
   app.add_option("--checkpoint-dir", flags.checkpoint_dir,
                  "where checkpoints are written and resumed from (overrides checkpoint.dir)");
   app.add_option("--summary-dir", flags.summary_dir,
@@ -134,13 +134,13 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
                  "training.summary_dir; default <checkpoint dir>/summaries)")
       ->check(traind::directoryFlag());
   app.add_option("--threads", flags.threads, "compute threads (0: one per core)")
-      ->check(traind::integerFlag(0, traind::kMaxThreads));
+      ->transform(traind::integerFlag(0, traind::kMaxThreads));
   app.add_option("--devices", flags.devices,
                  "devices to train on, one tower each: cpu, cpu:0,cpu:1 (overrides "
                  "training.devices)")
       ->check(deviceListFlag());
   app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout")
-      ->check(traind::integerFlag(0));
+      ->transform(traind::integerFlag(0));
   app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");
   app.add_option("--job", flags.job, "this node's job in the cluster: ps or worker")
       ->envname("TRAIND_JOB")
@@ -152,14 +152,14 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
           "ps or worker"));
   app.add_option("--task", flags.task, "this node's index within its job (worker 0 is the chief)")
       ->envname("TRAIND_TASK")
-      ->check(traind::integerFlag(0, std::numeric_limits<int>::max()));
+      ->transform(traind::integerFlag(0, std::numeric_limits<int>::max()));
   app.add_option("--http", flags.http,
                  "serve /healthz, /metrics and /status on HOST:PORT (overrides the cluster "
                  "spec's http section)");
   app.add_option("--stall-seconds", flags.stall_seconds,
                  "/healthz answers 503 once the global step has stood this long (0: never; "
                  "overrides http.stall_seconds, default 300)")
-      ->check(traind::integerFlag(0, traind::kMaxStallSeconds));
+      ->transform(traind::integerFlag(0, traind::kMaxStallSeconds));
 }
 
 // OpenMP takes OMP_NUM_THREADS as it is, where neither the spec nor
@@ -223,16 +223,16 @@ void warnIfUnreachable(const traind::ClusterSpec& cluster, const traind::HostPor
 }
 
 // CLI11 reports a bad TRAIND_JOB or TRAIND_TASK under the flag it stands in
-// for ("--job: expected ..."), a flag that a unit's or a container's user
-// never typed: where that flag is not on the command line, the message
-// names the variable.
+// for ("--job: expected ...", as checkTask does: "--task 5: the cluster
+// has ..."), a flag that a unit's or a container's user never typed: where that flag is not on the
+// command line, the message names the variable.
 std::string nameTheVariable(const CLI::App& app, std::string message, int argc, char** argv) {
   for (const CLI::Option* option : app.get_options()) {
     const std::string& variable = option->get_envname();
     if (variable.empty() || !std::getenv(variable.c_str()) || option->get_lnames().empty())
       continue;
     const std::string flag = "--" + option->get_lnames().front();
-    if (!message.starts_with(flag + ":")) continue;
+    if (!message.starts_with(flag + ":") && !message.starts_with(flag + " ")) continue;
     bool typed = false;
     for (int i = 1; i < argc; ++i) {
       const std::string_view arg = argv[i];
@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
   check->add_option("--model,-m", check_model, "model spec (YAML)");
   check->add_option("--cluster", check_cluster, "cluster spec (YAML)");
   check->add_option("--threads", check_flags.threads, "compute threads, as a run takes them")
-      ->check(traind::integerFlag(0, traind::kMaxThreads));
+      ->transform(traind::integerFlag(0, traind::kMaxThreads));
   check->add_option("--devices", check_flags.devices, "devices, as a run takes them")
       ->check(deviceListFlag());
   // The run flags are required only when no subcommand is given.
@@ -359,7 +359,11 @@ int main(int argc, char** argv) {
       if (run_flags.job.empty() || !run_flags.task)
         throw traind::InputError("--cluster needs --job (ps or worker) and --task N "
                                  "(or TRAIND_JOB and TRAIND_TASK)");
-      traind::checkTask(*cluster, run_flags.job, *run_flags.task);
+      try {
+        traind::checkTask(*cluster, run_flags.job, *run_flags.task);
+      } catch (const traind::InputError& e) {
+        throw traind::InputError(nameTheVariable(app, e.what(), argc, argv));
+      }
       if (cluster->checkpoint) spec.checkpoint = *cluster->checkpoint;
     }
     applyFlags(run_flags, spec);

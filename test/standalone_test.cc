@@ -173,6 +173,12 @@ TEST_CASE("a bad TRAIND_JOB or TRAIND_TASK is named as the variable, not the fla
   r = runTraind(run + " --job ps --task=x");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--task: expected an integer"));
+  // A task the cluster lacks, and a leading zero read as decimal.
+  setenv("TRAIND_TASK", "010", 1);
+  r = runTraind(run + " --job worker");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("TRAIND_TASK (for --task) 10: the cluster has 2 worker "
+                                       "tasks (0..1) in configs/clusters/local_sync.yaml"));
 }
 
 TEST_CASE("OMP_NUM_THREADS beyond what --threads takes is refused, not handed to OpenMP") {
@@ -992,6 +998,17 @@ TEST_CASE("flags refuse an empty summary directory and an integer past 64 bits")
   CHECK(seed.exit_code == 2);
   CHECK_THAT(seed.output, Catch::Contains("--seed: expected an integer from 0 to "
                                           "9223372036854775807, got '99999999999999999999'"));
+}
+
+TEST_CASE("an integer flag with leading zeros is decimal") {
+  // CLI11 alone reads "010" as octal 8 and refuses "08".
+  for (const auto& [flag, steps] : {std::pair{"010", 10}, {"08", 8}}) {
+    const ProcessResult r = runTraind(std::string("--model configs/models/regression.yaml ") +
+                                      "--checkpoint-dir '' --max-steps " + flag);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("done: global step " + std::to_string(steps) + ","));
+  }
 }
 
 TEST_CASE("traind check reads the data as a run would and names the field that does not fit") {
