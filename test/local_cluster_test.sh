@@ -9,8 +9,15 @@
 #                                                # naming the spec's line, the script
 #                                                # stops the workers and exits 2 at once,
 #                                                # none left running
+#   test/local_cluster_test.sh TRAIND stop-at-start
+#                                                # 1 ps + 11 workers, SIGTERM as the
+#                                                # first task starts: none is left
+#                                                # running, exit 0
+#   test/local_cluster_test.sh TRAIND killed-while-stopping
+#                                                # a worker paused, the script stopped,
+#                                                # the worker killed: reported, exit 137
 set -uo pipefail
-traind=${1:?usage: local_cluster_test.sh TRAIND stop|port-taken}
+traind=${1:?usage: local_cluster_test.sh TRAIND stop|port-taken|stop-at-start|killed-while-stopping}
 scenario=${2:-stop}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 fail() { echo "local_cluster_test: FAILED: $*"; echo "--- log:"; cat "$dir/log"; exit 1; }
@@ -20,16 +27,19 @@ holder=""
 cleanup() { [[ -n $holder ]] && kill "$holder" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 
-# Three free ports: bound by Python, released just before the run.
-read -r p0 p1 p2 < <(python3 -c '
+# Free ports: bound by Python, released just before the run.
+workers=2
+[[ $scenario == stop-at-start ]] && workers=11
+read -r p0 worker_ports < <(python3 -c "
 import socket
-s = [socket.socket() for _ in range(3)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')
+s = [socket.socket() for _ in range(1 + $workers)]
+for x in s: x.bind(('127.0.0.1', 0))
+print(*[x.getsockname()[1] for x in s])")
+worker_list=$(printf '127.0.0.1:%s, ' $worker_ports)
 cat >"$dir/c.yaml" <<YAML
 cluster:
   ps: [127.0.0.1:$p0]
-  worker: [127.0.0.1:$p1, 127.0.0.1:$p2]
+  worker: [${worker_list%, }]
 training:
   mode: async
 YAML
@@ -67,6 +77,34 @@ s = socket.socket(); s.bind(('127.0.0.1', $p0)); s.listen(); time.sleep(120)" &
   grep -q "run-local-cluster: stopping every task" "$dir/log" || fail "the workers were not stopped"
   # A worker stops with "done: stopped before training", or, when the
   # SIGTERM comes before it has set up its handlers, at once and silently.
+  pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
+  ;;
+stop-at-start)
+  "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
+  script=$!
+  # A task, not the script's own "traind check --cluster": a task has --model after it.
+  for _ in $(seq 1000); do pgrep -f -- "--cluster $dir/c.yaml --model" >/dev/null && break; sleep 0.005; done
+  kill -TERM "$script"
+  wait "$script"
+  status=$?
+  ((status == 0)) || fail "exit status $status, expected 0"
+  pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
+  ;;
+killed-while-stopping)
+  "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
+  script=$!
+  for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
+  grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
+  worker1=$(pgrep -f -- "--job worker --task 1")
+  kill -STOP "$worker1"
+  kill -TERM "$script"
+  sleep 1
+  kill -KILL "$worker1"
+  wait "$script"
+  status=$?
+  ((status == 137)) || fail "exit status $status, expected 137 (the killed worker's)"
+  grep -q "run-local-cluster: worker 1 (pid $worker1) exited with status 137" "$dir/log" ||
+    fail "the killed worker was not reported"
   pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
   ;;
 *) echo "unknown scenario $scenario" >&2; exit 2 ;;
