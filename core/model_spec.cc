@@ -1172,14 +1172,26 @@ ModelSpec loadModelSpec(const std::string& path, SpecFiles files) {
   if (auto f = fields.find("stages")) spec.stages = readStages(*f, spec.layers);
   if (auto f = fields.find("loss")) readLoss(*f, spec);
   // The loss applies the softmax to the last layer's outputs: an activation
-  // there would squash the logits first and train far worse, silently.
+  // there would squash the logits first and train far worse, silently. A
+  // flatten, a dropout or a linear activation after it passes the values on
+  // as they are, so the logits are those of the last layer before them.
+  size_t logits = spec.layers.size() - 1;
+  const auto passesValuesOn = [](const LayerSpec& layer) {
+    return layer.kind == LayerKind::Flatten || layer.kind == LayerKind::Dropout ||
+           (layer.kind == LayerKind::Activation && layer.activation == Activation::Linear);
+  };
+  while (logits > 0 && passesValuesOn(spec.layers[logits])) --logits;
   if (spec.loss == LossKind::SoftmaxCrossEntropy &&
-      spec.layers.back().activation != Activation::Linear) {
-    const Field last = listItems(fields.get("layers"), "a list of layers").back();
-    const std::optional<Field> activation = Mapping(last).find("activation");
-    fail(activation ? *activation : last,
-         "the last layer under softmax_cross_entropy stays linear: the loss applies the softmax "
-         "to its outputs, the logits; remove its activation");
+      spec.layers[logits].activation != Activation::Linear) {
+    const Field layer = listItems(fields.get("layers"), "a list of layers")[logits];
+    const std::optional<Field> activation = Mapping(layer).find("activation");
+    fail(activation ? *activation : layer,
+         logits + 1 == spec.layers.size()
+             ? "the last layer under softmax_cross_entropy stays linear: the loss applies the "
+               "softmax to its outputs, the logits; remove its activation"
+             : "the layer that gives the logits under softmax_cross_entropy stays linear (the "
+               "layers after it only pass its values on): the loss applies the softmax to its "
+               "outputs; remove its activation");
   }
   readOptimizer(fields.get("optimizer"), spec.optimizer, spec.learning_rate);
   if (auto f = fields.find("moving_average")) spec.optimizer.moving_average = readMovingAverage(*f);

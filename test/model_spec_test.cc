@@ -1995,6 +1995,18 @@ TEST_CASE("the last layer under softmax_cross_entropy stays linear", "[model_spe
                              "stays linear"));
   CHECK_THAT(errorWith(dir, layer, layer + "  - {type: activation, activation: relu}\n"),
              Catch::Contains("layers[1].activation: the last layer under"));
+  // Layers that only pass the logits on hide no activation before them.
+  for (const char* after : {"  - {type: flatten}\n", "  - {type: dropout, rate: 0.1}\n",
+                            "  - {type: activation, activation: linear}\n"}) {
+    INFO(after);
+    CHECK_THAT(errorWith(dir, layer,
+                         "  - {type: dense, units: 3, activation: sigmoid}\n" + std::string(after) +
+                             "  - {type: dropout, rate: 0.2}\n"),
+               Catch::Contains("layers[0].activation: the layer that gives the logits under "
+                               "softmax_cross_entropy stays linear (the layers after it only pass "
+                               "its values on)"));
+    CHECK(loadVariant(dir, layer, layer + after).layers.size() == 2);
+  }
   // Under mse the outputs are the predictions: an activation is the model's.
   CHECK(loadVariant(dir, layer, "  - {type: dense, units: 3, activation: sigmoid}\nloss: mse\n")
             .layers[0]
