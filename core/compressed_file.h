@@ -8,47 +8,17 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
 namespace traind {
 
-// A gzip-compressed or raw file, alike (zlib's transparent mode).
-class GzipFile {
- public:
-  // InputError naming `path` if it is a directory or cannot be opened.
-  // `what` names the file's kind in that message ("an IDX file").
-  GzipFile(std::string path, const std::string& what);
-  ~GzipFile();
-  GzipFile(const GzipFile&) = delete;
-  GzipFile& operator=(const GzipFile&) = delete;
-
-  // Up to `bytes` bytes; fewer only at the end of the file or on a gzip
-  // error, which status() and error() then report.
-  size_t read(void* dst, size_t bytes);
-
-  // zlib's status of the stream: Z_OK, Z_BUF_ERROR for a gzip stream cut
-  // short (what it held was read), another error for a corrupt one.
-  int status() const;
-  // zlib's message for that status, "" for Z_OK.
-  std::string error() const;
-
-  const std::string& path() const { return path_; }
-
- private:
-  struct Closer {
-    void operator()(gzFile_s* file) const;
-  };
-  std::string path_;
-  std::unique_ptr<gzFile_s, Closer> file_;
-};
-
 // A file read raw, or decompressed from one or more gzip members (RFC
 // 1952) or from one zlib stream (RFC 1950): the three ways TensorFlow's
 // TFRecordOptions writes a TFRecord file (compression_type "", "GZIP",
-// "ZLIB"). The caller chooses, as a TFRecord file's first bytes can look
-// like a gzip or zlib header; bytes after the compressed data are an error.
+// "ZLIB"), and an IDX file raw or gzipped. The caller chooses, as a
+// TFRecord file's first bytes can look like a gzip or zlib header; bytes
+// after the compressed data are an error (a file damaged in transfer).
 class CompressedFile {
  public:
   enum class Format { Raw, Gzip, Zlib };
@@ -67,6 +37,10 @@ class CompressedFile {
   // What went wrong, "" for nothing: a read error, the compressed data cut
   // short, corrupt, or followed by other bytes.
   const std::string& error() const { return error_; }
+  // Whether the error is the compressed data cut short: what came before
+  // the cut was read, and counts.
+  bool cutShort() const { return cut_short_; }
+  Format format() const { return format_; }
   // The bytes read() has given.
   uint64_t produced() const { return produced_; }
 
@@ -89,6 +63,7 @@ class CompressedFile {
   std::vector<unsigned char> input_;
   bool ended_ = false;  // a gzip member or the zlib stream ended, nothing after it yet
   bool in_next_member_ = false;  // past a gzip member, nothing of the next one given yet
+  bool cut_short_ = false;
   uint64_t produced_ = 0;
   std::string error_;
 };

@@ -1,13 +1,13 @@
 #include "core/dataset.h"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -33,6 +33,17 @@ std::string hex32(uint32_t value) {
   return text;
 }
 
+// Gzip from its first two bytes, else raw: an IDX file's magic starts with
+// two zero bytes. A file that cannot be read is raw here, for the reader to
+// name what is wrong with it.
+CompressedFile::Format idxFileFormat(const std::string& path) {
+  unsigned char first[2] = {};
+  std::ifstream file(path, std::ios::binary);
+  file.read(reinterpret_cast<char*>(first), sizeof first);
+  return file.gcount() == 2 && CompressedFile::isGzipHeader(first) ? CompressedFile::Format::Gzip
+                                                                   : CompressedFile::Format::Raw;
+}
+
 // One IDX file, gzip-compressed or raw, read to its end.
 class IdxFile {
  public:
@@ -40,7 +51,7 @@ class IdxFile {
   // low byte is the rank. `kind` names the items in messages: "images" or
   // "labels".
   IdxFile(const std::string& path, std::initializer_list<uint32_t> magics, std::string kind)
-      : path_(path), kind_(std::move(kind)), file_(path, "an IDX file") {
+      : path_(path), kind_(std::move(kind)), file_(path, idxFileFormat(path), "an IDX file") {
     // The magic first: it says how long the rest of the header is.
     std::array<uint8_t, 4 + 4 * 255> header;
     size_t got = read(header.data(), 4);
@@ -48,8 +59,8 @@ class IdxFile {
     const bool known = std::find(magics.begin(), magics.end(), found) != magics.end();
     const size_t header_bytes = 4 + 4 * size_t(found & 0xff);
     if (got == 4 && known) got += read(header.data() + 4, header_bytes - 4);
-    if (const std::string error = file_.error(); got < header_bytes && !error.empty())
-      fail(path_, "corrupt gzip stream: " + error);
+    if (got < header_bytes && !file_.error().empty() && !file_.cutShort())
+      fail(path_, unreadable());
     if (got < 4 || (known && got < header_bytes))
       fail(path_, "file ends after " + std::to_string(got) + " bytes, inside its " +
                       std::to_string(header_bytes) + "-byte IDX header");
@@ -135,19 +146,19 @@ class IdxFile {
       if ((more = total > declared_bytes + rest.size())) break;
     }
 
-    // A stream cut short (Z_BUF_ERROR) still counts what it held; after
-    // other gzip errors the count is not to be trusted.
-    const int gz_status = file_.status();
-    if (gz_status != Z_OK && gz_status != Z_BUF_ERROR)
-      fail(path_, "corrupt gzip stream: " + file_.error());
+    // A stream cut short still counts what it held; after other errors
+    // (corrupt data, bytes after its end, a read error) the count is not to
+    // be trusted.
+    const std::string& error = file_.error();
+    if (!error.empty() && !file_.cutShort()) fail(path_, unreadable());
     if (total != declared_bytes) {
       std::string what = "header declares " + declared() + " but the file holds " +
                          (more ? "at least " : "") + std::to_string(total) + " bytes of " +
                          (kind_ == "images" ? "pixels" : "labels");
-      if (gz_status != Z_OK) what += " (gzip: " + file_.error() + ")";
+      if (!error.empty()) what += " (gzip: " + error + ")";
       fail(path_, what);
     }
-    if (gz_status != Z_OK) fail(path_, "corrupt gzip stream: " + file_.error());
+    if (!error.empty()) fail(path_, unreadable());
     return items;
   }
 
@@ -166,9 +177,18 @@ class IdxFile {
 
   size_t read(uint8_t* dst, size_t bytes) { return file_.read(dst, bytes); }
 
+  // What the file's error says: "corrupt gzip stream: incorrect data check",
+  // "corrupt gzip stream: bytes after the end of the gzip data", "cannot
+  // read: Input/output error".
+  std::string unreadable() const {
+    return (file_.format() == CompressedFile::Format::Gzip ? "corrupt gzip stream: "
+                                                           : "cannot read: ") +
+           file_.error();
+  }
+
   std::string path_;
   std::string kind_;
-  GzipFile file_;
+  CompressedFile file_;
   std::vector<uint32_t> dims_;
   uint32_t crc_ = 0;
 };

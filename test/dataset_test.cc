@@ -480,6 +480,15 @@ TEST_CASE("corrupt IDX files are rejected naming the file and the fault", "[data
     CHECK_THROWS_MATCHES(loadIdxDataset(idxFiles(images, labels)), InputError,
                          Catch::Message(labels + ": corrupt gzip stream: incorrect data check"));
   }
+  SECTION("a gzip file with bytes after its end") {
+    // Damaged in transfer, or two files run together: the IDX count alone
+    // would not see them, as they are no part of the gzip data.
+    writeRaw(images, readRaw(kFashion + "t10k-images-idx3-ubyte.gz"));
+    writeRaw(labels, readRaw(kFashion + "t10k-labels-idx1-ubyte.gz") + "garbage");
+    CHECK_THROWS_MATCHES(
+        loadIdxDataset(idxFiles(images, labels)), InputError,
+        Catch::Message(labels + ": corrupt gzip stream: bytes after the end of the gzip data"));
+  }
 }
 
 TEST_CASE("synthetic regression data is y = x^2 + noise, fixed by the seed", "[dataset]") {
