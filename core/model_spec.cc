@@ -1,6 +1,7 @@
 #include "core/model_spec.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -712,11 +714,21 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
       items = listItems(*tfrecords, "");
       if (items.empty()) failExpected(*tfrecords, "a path, a glob pattern or a list of them");
     }
+    // A file under two names (a link, a path through one) is still listed
+    // twice: each existing file is known by its device and inode.
+    std::map<std::pair<dev_t, ino_t>, std::string> listed;
     for (const Field& item : items) {
       for (std::string& file : need_files ? readExistingFiles(item, spec_dir)
                                           : std::vector{resolvePath(item, spec_dir)}) {
         if (std::find(source.records.begin(), source.records.end(), file) != source.records.end())
           fail(item, "lists '" + printable(file) + "' a second time");
+        struct stat status {};
+        if (::stat(file.c_str(), &status) == 0) {
+          const auto [at, added] = listed.emplace(std::pair{status.st_dev, status.st_ino}, file);
+          if (!added)
+            fail(item, "lists '" + printable(file) + "', the same file as '" +
+                           printable(at->second) + "', a second time");
+        }
         source.records.push_back(std::move(file));
       }
     }

@@ -765,6 +765,10 @@ TEST_CASE("tfrecords: a path, a glob pattern or a list of them, each file once, 
   CHECK(loadError(spec("  train: {tfrecords: [data/train-*, data/train-00001-of-00003]}\n")) ==
         path + ":5:37: data.train.tfrecords[1]: lists '" +
             (root / "data/train-00001-of-00003").string() + "' a second time");
+  fs::create_symlink("test", root / "data/link");
+  CHECK(loadError(spec("  train: {tfrecords: [data/test, data/link]}\n")) ==
+        path + ":5:34: data.train.tfrecords[1]: lists '" + (root / "data/link").string() +
+            "', the same file as '" + (root / "data/test").string() + "', a second time");
   // A file whose name holds a pattern's characters is that file.
   dir.write("data/odd[1]", "x");
   CHECK(loadModelSpec(spec("  train: {tfrecords: 'data/odd[1]'}\n")).data.train.records ==
