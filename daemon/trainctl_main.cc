@@ -684,15 +684,28 @@ int runInspect(const std::string& path) {
     inspectTensorflowCheckpoint(*prefix);
     return 0;
   }
-  // A checkpoint is a directory: a file is a data set's, or a mistake the
-  // checkpoint reader names.
+  // A checkpoint is a directory: a file is a data set's, or a mistake.
   if (isRecordFile(path)) {
     inspectRecordFile(path);
     return 0;
   }
   std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0)
-    throw InputError(path + ": an empty file: no TFRecord file's records, nor a checkpoint");
+  if (std::filesystem::is_regular_file(path, ec)) {
+    if (std::filesystem::file_size(path, ec) == 0)
+      throw InputError(path + ": an empty file: no TFRecord file's records, nor a checkpoint");
+    // A file that does not begin as a TFRecord file does: one whose first
+    // record is damaged, or another kind of file. Its first record's fault
+    // says which, and a checkpoint is a directory.
+    try {
+      inspectRecordFile(path);
+      return 0;
+    } catch (const InputError& e) {
+      std::string why = e.what();
+      if (why.starts_with(path + ": ")) why.erase(0, path.size() + 2);
+      throw InputError(path + ": neither a TFRecord file (" + why +
+                       ") nor a checkpoint, which is a directory");
+    }
+  }
   readResolvedCheckpoint(path, [](const std::filesystem::path& checkpoint) {
     const CheckpointManifest manifest = readManifest(checkpoint);
     const SafetensorsReader reader(checkpoint / manifest.tensors_file);

@@ -738,6 +738,17 @@ TEST_CASE("trainctl inspect shows a TFRecord file's records and its first record
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains((dir / "cut").string() +
                                        ": record 2 at byte 252: the record declares 110 bytes"));
+  // A first record whose header is damaged is a TFRecord file's fault all
+  // the same, as is any other file's.
+  std::string damaged = readFile(fixture + "images-0.tfrecord");
+  damaged[9] ^= 1;  // the CRC of the first record's length
+  writeFile(dir / "damaged", damaged);
+  r = runTrainctl("inspect " + (dir / "damaged").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains((dir / "damaged").string() +
+                                       ": neither a TFRecord file (record 0 at byte 0: the CRC "
+                                       "of the length does not match"));
+  CHECK_THAT(r.output, Catch::Contains(") nor a checkpoint, which is a directory"));
   // TensorBoard's event files are TFRecord files too, of Event messages.
   const EventFileWriter events(dir / "summaries");
   r = runTrainctl("inspect " + events.path().string());
