@@ -140,6 +140,24 @@ def main():
         check(unwritable.returncode == 1 and unwritable.stderr.startswith("cifar10-to-idx: ") and
               "Traceback" not in unwritable.stderr,
               f"an unwritable output: exit {unwritable.returncode}: {unwritable.stderr}")
+        # A damaged archive (its gzip CRC: tarfile alone never reads that
+        # far) and one cut short: exit 2 naming it, no traceback, no files.
+        with open(archive, "rb") as f:
+            whole = f.read()
+        trailer = bytearray(whole)
+        trailer[-8] ^= 0xff  # the gzip trailer's CRC-32 of the tar
+        for name, data, says in (("damaged.tar.gz", bytes(trailer), "CRC check failed"),
+                                 ("cut.tar.gz", whole[:len(whole) * 2 // 3], "ended before")):
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            broken = run(SCRIPT, path, os.path.join(tmp, "out-" + name))
+            check(broken.returncode == 2 and broken.stderr.startswith(
+                f"cifar10-to-idx: {path}: a damaged or incomplete archive") and says in
+                broken.stderr and "Traceback" not in broken.stderr,
+                f"{name}: exit {broken.returncode}: {broken.stderr}")
+            check(not os.path.exists(os.path.join(tmp, "out-" + name)),
+                  f"{name}: a failed conversion wrote files")
         # The same source gives the same bytes.
         again = os.path.join(tmp, "again")
         check(run(SCRIPT, source, again).returncode == 0, "a second conversion")
