@@ -14,7 +14,7 @@ namespace traind {
 
 int threadsPerStep(int threads, int concurrent_steps) {
   if (concurrent_steps <= 1) return threads;
-  const int total = threads > 0 ? threads : omp_get_num_procs();
+  const int total = threads > 0 ? threads : omp_get_max_threads();  // OMP_NUM_THREADS, else the cores
   return std::max(1, total / concurrent_steps);
 }
 

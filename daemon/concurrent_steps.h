@@ -28,7 +28,8 @@
 namespace traind {
 
 // The compute threads of each of `concurrent_steps` steps in flight: the
-// process's `threads` (0: one per core) shared out, at least one each. With
+// process's `threads` (0: OpenMP's default, OMP_NUM_THREADS or one per
+// core) shared out, at least one each. With
 // one step, `threads` itself (0 keeps OpenMP's default).
 int threadsPerStep(int threads, int concurrent_steps);
 

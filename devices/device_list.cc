@@ -68,11 +68,11 @@ std::vector<std::unique_ptr<Device>> createEachDevice(const std::vector<std::str
       int(std::count_if(parsed.begin(), parsed.end(),
                         [](const DeviceName& name) { return name.kind == DeviceKind::Cpu; }));
 
-  // One CPU device with total_threads 0 keeps OpenMP's default; several
-  // split the cores between them.
+  // One CPU device with total_threads 0 keeps OpenMP's default
+  // (OMP_NUM_THREADS, else one per core); several split that default.
   int cpu_threads = total_threads;
   if (cpu_devices > 1) {
-    const int total = total_threads > 0 ? total_threads : omp_get_num_procs();
+    const int total = total_threads > 0 ? total_threads : omp_get_max_threads();
     cpu_threads = std::max(1, total / cpu_devices);
   }
   std::vector<std::unique_ptr<Device>> devices;

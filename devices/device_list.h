@@ -23,7 +23,7 @@
 namespace traind {
 
 // total_threads: the compute threads of the process (training.threads or
-// --threads); 0 means one per core. The devices come back in the order named.
+// --threads); 0 means OpenMP's default: OMP_NUM_THREADS, else one per core. The devices come back in the order named.
 // Throws InputError naming the device for an empty list, an unknown name, a
 // CPU device given twice, `cpu` beside `cpu:N`, a device this build has no
 // back end for ("cuda:0: this traind was built without CUDA") and a GPU this
