@@ -83,12 +83,13 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
   graph.loss = spec.loss;
   graph.label_smoothing = spec.label_smoothing;
   Shape shape = spec.input;
-  // What one device holds: its share of the batch (towers split it).
-  const int64_t devices = std::max<int64_t>(1, int64_t(spec.training.devices.size()));
-  const int64_t batch = (spec.data.batch_size + devices - 1) / devices;
+  // What one device may hold: the whole batch. Towers split a training
+  // batch, but the evaluation runs whole batches on the first device, and a
+  // placed model's stages each run the whole batch (or a micro-batch).
+  const int64_t batch = std::max<int64_t>(1, spec.data.batch_size);
   if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
     throwInputError(spec.data.batch_size_location, "data.batch_size",
-                    "a device's batch of " + std::to_string(batch) + " examples of the input " +
+                    "a batch of " + std::to_string(batch) + " examples of the input " +
                         shapeToString(shape) +
                         " would hold more than 2^31 floats: expected a smaller batch");
   int64_t parameters = 0;
@@ -175,8 +176,8 @@ LayerGraph buildLayerGraph(const ModelSpec& spec) {
     }
     if (numElementsSaturated(shape) > kMaxTensorFloats / batch)
       shapeError(layer, node.input_shape,
-                 "its output " + shapeToString(shape) + " for a device's batch of " +
-                     std::to_string(batch) + " would hold more than 2^31 floats");
+                 "its output " + shapeToString(shape) + " for a batch of " + std::to_string(batch) +
+                     " would hold more than 2^31 floats");
     node.output_shape = shape;
     graph.layers.push_back(std::move(node));
   }

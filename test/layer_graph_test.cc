@@ -174,18 +174,21 @@ TEST_CASE("a model beyond the size bounds is refused before anything wraps or al
   // Activations: a layer's output for the whole batch.
   spec.layers = {dense("wide", 1 << 25), dense("logits", 2)};
   spec.data.batch_size = 128;
-  CHECK_THROWS_WITH(
-      buildLayerGraph(spec),
-      Catch::Contains("its output [33554432] for a device's batch of 128 would hold more "
-                      "than 2^31 floats"));
+  CHECK_THROWS_WITH(buildLayerGraph(spec),
+                    Catch::Contains("its output [33554432] for a batch of 128 would hold more "
+                                    "than 2^31 floats"));
   spec.input = {1 << 30};
   CHECK_THROWS_WITH(buildLayerGraph(spec),
-                    Catch::Contains("data.batch_size: a device's batch of 128 examples of "
+                    Catch::Contains("data.batch_size: a batch of 128 examples of "
                                     "the input [1073741824] would hold more than 2^31 floats: "
                                     "expected a smaller batch"));
-  // Two towers hold half the batch each.
+  // Two towers split a training batch, but the evaluation runs whole
+  // batches on the first, and a placed model's stages run the whole batch.
   spec.input = {1};
   spec.training.devices = {"cpu:0", "cpu:1"};
+  CHECK_THROWS_WITH(buildLayerGraph(spec), Catch::Contains("its output [33554432] for a batch "
+                                                           "of 128 would hold more"));
+  spec.data.batch_size = 64;
   CHECK_NOTHROW(buildLayerGraph(spec));
 }
 
