@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -21,6 +22,20 @@ void checkDevice(const std::vector<std::string>& devices, const std::string& dev
                   what + " is placed on " + device + ", which this run does not have: expected one "
                   "of its devices (" + listed(devices) +
                   "; training.devices or --devices)");
+}
+
+// "front+back" for the named stages of one run (one device), at most
+// three named in full: "s0+s1+...+s99 (100 named stages)" past that, as the
+// name goes into every row of traind check's table and chart.
+// "stage_<k>" for a run with none.
+std::string runName(const std::vector<std::string_view>& names, size_t k) {
+  if (names.empty()) return "stage_" + std::to_string(k);
+  if (names.size() > 3)
+    return std::string(names[0]) + "+" + std::string(names[1]) + "+...+" +
+           std::string(names.back()) + " (" + std::to_string(names.size()) + " named stages)";
+  std::string name;
+  for (std::string_view part : names) name += (name.empty() ? "" : "+") + std::string(part);
+  return name;
 }
 
 }  // namespace
@@ -67,17 +82,19 @@ StagePlan planStages(const ModelSpec& spec, const LayerGraph& graph,
   // Stages break where the device changes: two stages on one device would
   // only compete for it. A run takes the names of the spec's stages in it.
   std::string current = devices.front();
+  std::vector<std::vector<std::string_view>> names;  // each run's named stages
   for (int i = 0; i < layers; ++i) {
     if (!device[i].empty()) current = device[i];
-    if (i == 0 || current != plan.stages.back().device)
+    if (i == 0 || current != plan.stages.back().device) {
       plan.stages.push_back({.name = "", .device = current, .first_layer = i, .end_layer = i});
+      names.emplace_back();
+    }
     PipelineStage& stage = plan.stages.back();
     stage.end_layer = i + 1;
     if (named[i] >= 0 && (i == stage.first_layer || named[i] != named[i - 1]))
-      stage.name += (stage.name.empty() ? "" : "+") + spec.stages[named[i]].name;
+      names.back().push_back(spec.stages[named[i]].name);
   }
-  for (size_t s = 0; s < plan.stages.size(); ++s)
-    if (plan.stages[s].name.empty()) plan.stages[s].name = "stage_" + std::to_string(s);
+  for (size_t s = 0; s < plan.stages.size(); ++s) plan.stages[s].name = runName(names[s], s);
   return plan;
 }
 

@@ -22,7 +22,8 @@
 namespace traind {
 
 struct PipelineStage {
-  std::string name;    // the spec's stage names it holds, or "stage_<k>"
+  std::string name;    // the spec's stage names it holds ("a+b"; past three
+                       // "a+b+...+z (26 named stages)"), or "stage_<k>"
   std::string device;  // "" in an unplaced plan
   int first_layer = 0;
   int end_layer = 0;   // one past the last
@@ -39,10 +40,10 @@ struct StagePlan {
 };
 
 // Unplaced layers follow the previous layer; layers before the first placed
-// one go to devices[0]. A new stage starts where the device or the named
-// stage changes. Throws InputError at the layer's (or stage's) position in
-// the spec, naming it and the device, when it names a device that is not one
-// of `devices` (training.devices, or traind's --devices).
+// one go to devices[0]. A new stage starts where the device changes, and
+// takes the names of the spec's stages in it. Throws InputError at the layer's (or stage's)
+// position in the spec, naming it and the device, when it names a device that is not one of
+// `devices` (training.devices, or traind's --devices).
 StagePlan planStages(const ModelSpec& spec, const LayerGraph& graph,
                      const std::vector<std::string>& devices);
 

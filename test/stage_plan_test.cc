@@ -87,6 +87,24 @@ TEST_CASE("named stages place their layers and name the run", "[stage_plan]") {
   CHECK(plan.stages[1].end_layer == 4);
 }
 
+TEST_CASE("a run of many named stages on one device is named by its first and last",
+          "[stage_plan]") {
+  TempDir dir;
+  std::string stages = "stages:\n";
+  for (const char* name : {"a", "b", "c", "d"})
+    stages += std::string("  - {name: s_") + name + ", device: cpu:1, layers: [" + name + "]}\n";
+  const ModelSpec spec = fourLayers(dir, {"", "", "", ""}, stages);
+  const StagePlan plan = planStages(spec, buildLayerGraph(spec), spec.training.devices);
+  REQUIRE(plan.stages.size() == 1);
+  CHECK(plan.stages[0].name == "s_a+s_b+...+s_d (4 named stages)");
+  const ModelSpec three = fourLayers(dir, {"", "", "", "cpu:2"},
+                                     "stages:\n  - {name: x, device: cpu:1, layers: [a]}\n"
+                                     "  - {name: y, device: cpu:1, layers: [b]}\n"
+                                     "  - {name: z, device: cpu:1, layers: [c]}\n");
+  CHECK(planStages(three, buildLayerGraph(three), three.training.devices).stages[0].name ==
+        "x+y+z");
+}
+
 TEST_CASE("a device the run does not have names the layer, its line and the devices",
           "[stage_plan]") {
   TempDir dir;
