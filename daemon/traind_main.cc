@@ -24,6 +24,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "core/cluster_spec.h"
 #include "core/float_environment.h"
@@ -435,6 +436,18 @@ int main(int argc, char** argv) {
     spdlog::error(
         "out of memory: this process could not get the memory the run needs (traind check "
         "--model M prints the least a model needs, and what this machine gives)");
+    return 1;
+  } catch (const std::system_error& e) {
+    // std::thread's failure to start one says only "Resource temporarily
+    // unavailable".
+    if (e.code() == std::errc::resource_unavailable_try_again)
+      spdlog::error(
+          "could not start a thread ({}): the run needs more threads than this process may "
+          "start (compute threads of each device, towers, step slots, pipeline stages; limits "
+          "such as ulimit -u, systemd's TasksMax, or a memory limit under ulimit -v)",
+          e.what());
+    else
+      spdlog::error("{}", e.what());
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
