@@ -98,24 +98,35 @@ bool isThisHost(const std::string& host) {
 
 std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
                                                      const HostPort& address,
-                                                     const std::string& field) {
+                                                     const std::string& field, Listener listener) {
+  // The first address is the one bound (the ps and the ops server listen on
+  // that one only).
   const std::vector<sockaddr_storage> addresses = resolve(address.host);
-  if (addresses.empty() || !std::all_of(addresses.begin(), addresses.end(),
-                                        [](const auto& a) { return isLoopback(asSockaddr(a)); }))
-    return std::nullopt;
-  const std::pair<const char*, const std::vector<HostPort>*> jobs[] = {{"ps", &cluster.ps},
-                                                                       {"worker", &cluster.worker}};
-  for (const auto& [job, tasks] : jobs)
+  if (addresses.empty() || !isLoopback(asSockaddr(addresses.front()))) return std::nullopt;
+  // A ps is reached by the workers; an ops server by trainctl and metrics
+  // scrapers, which a cluster spread over hosts runs on any of them.
+  std::vector<std::pair<const char*, const std::vector<HostPort>*>> clients = {
+      {"worker", &cluster.worker}};
+  if (listener == Listener::OpsServer) clients.insert(clients.begin(), {"ps", &cluster.ps});
+  for (const auto& [job, tasks] : clients)
     for (size_t i = 0; i < tasks->size(); ++i) {
       const HostPort& other = (*tasks)[i];
       if (isThisHost(other.host)) continue;
       const std::string loopback = addressText(asSockaddr(addresses.front()));
       const std::string named =
           loopback == address.host ? "" : fmt::format(" ({} resolves to it here)", address.host);
+      const std::string who =
+          listener == Listener::Ps
+              ? fmt::format("{} {} ({}) is on another host and cannot reach it", job, i,
+                            other.toString())
+              : fmt::format(
+                    "{} {} ({}) is on another host, and trainctl or a metrics scraper "
+                    "there cannot reach it",
+                    job, i, other.toString());
       return fmt::format(
-          "{}: {} listens on {}, a loopback address{}, but {} {} ({}) is on another host and "
-          "cannot reach it: write this host's network address in the cluster spec{}",
-          field, address.toString(), loopback, named, job, i, other.toString(),
+          "{}: {} listens on {}, a loopback address{}, but {}: write this host's network address "
+          "in the cluster spec{}",
+          field, address.toString(), loopback, named, who,
           named.empty() ? ""
                         : fmt::format(", or map {} to that address in /etc/hosts (Debian maps a "
                                       "host's own name to 127.0.1.1)",

@@ -14,15 +14,21 @@ namespace traind {
 // network interfaces. A name that does not resolve is another machine.
 bool isThisHost(const std::string& host);
 
+// What listens on an address of the cluster spec, and so who connects to
+// it: the ps tasks' RPC addresses the workers; the ops servers' (`http`)
+// trainctl and metrics scrapers, from any host of the cluster.
+enum class Listener { Ps, OpsServer };
+
 // Why `address`, where this node listens (`field` of the spec, as
-// "cluster.ps[0]"), cannot be reached from tasks of `cluster` on other
-// hosts, if it cannot: its host resolves here to loopback addresses only.
-// Debian's /etc/hosts maps a host's own name to 127.0.1.1, so `ps0:2221` on
-// host ps0 would listen on 127.0.1.1, and every worker elsewhere would wait
-// for it until peer_wait_seconds ran out. Nullopt when every task is on
-// this host (a local cluster on 127.0.0.1, or on names that are this host).
+// "cluster.ps[0]"), cannot be reached from those that connect to it, if a
+// task of `cluster` on another host says they may be there: its host's
+// first address here (the one bound) is a loopback address. Debian's
+// /etc/hosts maps a host's own name to 127.0.1.1, so `ps0:2221` on host ps0
+// would listen on 127.0.1.1, and every worker elsewhere would wait for it
+// until peer_wait_seconds ran out. Nullopt when they are all on this host
+// (a local cluster on 127.0.0.1, or on names that are this host).
 std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
                                                      const HostPort& address,
-                                                     const std::string& field);
+                                                     const std::string& field, Listener listener);
 
 }  // namespace traind

@@ -218,8 +218,8 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
 }
 
 void warnIfUnreachable(const traind::ClusterSpec& cluster, const traind::HostPort& address,
-                       const std::string& field) {
-  if (const auto why = traind::unreachableFromOtherHosts(cluster, address, field))
+                       const std::string& field, traind::Listener listener) {
+  if (const auto why = traind::unreachableFromOtherHosts(cluster, address, field, listener))
     spdlog::warn("{}", *why);
 }
 
@@ -406,10 +406,12 @@ int main(int argc, char** argv) {
       // Before the node waits for anyone: a worker elsewhere would only say
       // "Connection refused" until peer_wait_seconds ran out.
       if (job == "ps")
-        warnIfUnreachable(*cluster, cluster->ps[size_t(task)], fmt::format("cluster.ps[{}]", task));
-      if (http)
-        warnIfUnreachable(*cluster, *http,
-                          run_flags.http ? "--http" : fmt::format("http.{}[{}]", job, task));
+        warnIfUnreachable(*cluster, cluster->ps[size_t(task)], fmt::format("cluster.ps[{}]", task),
+                          traind::Listener::Ps);
+      // --http is this node's choice, loopback only maybe on purpose.
+      if (http && !run_flags.http)
+        warnIfUnreachable(*cluster, *http, fmt::format("http.{}[{}]", job, task),
+                          traind::Listener::OpsServer);
     }
     std::optional<traind::OpsServer> ops;
     if (http) {

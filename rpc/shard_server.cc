@@ -25,6 +25,22 @@ constexpr size_t kMostQueuedReplies = 1024;
 constexpr size_t kMostQueuedReplyBytes = size_t(64) << 20;
 constexpr size_t kFlowLimitWords = (size_t(64) << 20) / sizeof(capnp::word);
 
+// "127.0.0.1:2221", "[::1]:2221" ("?:0" for a family other than IPv4/6).
+std::string socketAddressText(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in->sin6_port));
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
 }  // namespace
 
 struct ShardServer::Impl {
@@ -153,18 +169,7 @@ struct ShardServer::Impl {
     } catch (...) {
       return "a peer";
     }
-    char host[64] = "?";
-    uint16_t port = 0;
-    if (addr.ss_family == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&addr);
-      inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-      port = ntohs(in->sin_port);
-    } else if (addr.ss_family == AF_INET6) {
-      auto* in = reinterpret_cast<sockaddr_in6*>(&addr);
-      inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-      port = ntohs(in->sin6_port);
-    }
-    return std::string("peer ") + host + ":" + std::to_string(port);
+    return "peer " + socketAddressText(addr);
   }
 };
 
@@ -187,7 +192,12 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
                            : "";
     throw InputError(address + ": cannot listen" + hint + ": " + why);
   }
-  bound_address_ = addr->toString().cStr();
+  // The socket's own address: a name that resolves to several is bound to
+  // the first only.
+  sockaddr_storage bound{};
+  uint length = sizeof bound;
+  impl_->listener->getsockname(reinterpret_cast<sockaddr*>(&bound), &length);
+  bound_address_ = socketAddressText(bound);
 }
 
 ShardServer::~ShardServer() = default;
