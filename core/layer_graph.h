@@ -55,9 +55,9 @@ const char* layerKindName(LayerKind kind);
 
 // The most a spec may describe, so that a slip (units: 2147483647) is an
 // error naming its layer rather than an allocation of many GiB: a variable,
-// or one layer's output for a device's share of the batch, holds at most
-// 2^31 floats (8 GiB); all variables together at most 2^32 (16 GiB, before
-// optimizer slots).
+// or one layer's output for the whole batch (what one device holds at an
+// evaluation, or as a pipeline's stage), holds at most 2^31 floats (8 GiB);
+// all variables together at most 2^32 (16 GiB, before optimizer slots).
 constexpr int64_t kMaxTensorFloats = int64_t(1) << 31;
 constexpr int64_t kMaxParameterFloats = int64_t(1) << 32;
 

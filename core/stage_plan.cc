@@ -24,10 +24,10 @@ void checkDevice(const std::vector<std::string>& devices, const std::string& dev
                   "; training.devices or --devices)");
 }
 
-// "front+back" for the named stages of one run (one device), at most
-// three named in full: "s0+s1+...+s99 (100 named stages)" past that, as the
-// name goes into every row of traind check's table and chart.
-// "stage_<k>" for a run with none.
+// The name of one run of layers on one device: its named stages joined,
+// "front+back"; past three, the first two and the last, "s0+s1+...+s99
+// (100 named stages)", as the name goes into every row of traind check's
+// table and chart; "stage_<k>" for a run with none.
 std::string runName(const std::vector<std::string_view>& names, size_t k) {
   if (names.empty()) return "stage_" + std::to_string(k);
   if (names.size() > 3)

@@ -41,9 +41,10 @@ struct StagePlan {
 
 // Unplaced layers follow the previous layer; layers before the first placed
 // one go to devices[0]. A new stage starts where the device changes, and
-// takes the names of the spec's stages in it. Throws InputError at the layer's (or stage's)
-// position in the spec, naming it and the device, when it names a device that is not one of
-// `devices` (training.devices, or traind's --devices).
+// takes the names of the spec's stages in it. Throws InputError at the
+// layer's (or stage's) position in the spec, naming it and the device, when
+// it names a device that is not one of `devices` (training.devices, or
+// traind's --devices).
 StagePlan planStages(const ModelSpec& spec, const LayerGraph& graph,
                      const std::vector<std::string>& devices);
 

@@ -1,7 +1,5 @@
 #include "daemon/concurrent_steps.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -14,7 +12,7 @@ namespace traind {
 
 int threadsPerStep(int threads, int concurrent_steps) {
   if (concurrent_steps <= 1) return threads;
-  const int total = threads > 0 ? threads : omp_get_max_threads();  // OMP_NUM_THREADS, else the cores
+  const int total = threads > 0 ? threads : defaultCpuThreads();
   return std::max(1, total / concurrent_steps);
 }
 

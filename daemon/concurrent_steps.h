@@ -28,9 +28,9 @@
 namespace traind {
 
 // The compute threads of each of `concurrent_steps` steps in flight: the
-// process's `threads` (0: OpenMP's default, OMP_NUM_THREADS or one per
-// core) shared out, at least one each. With
-// one step, `threads` itself (0 keeps OpenMP's default).
+// process's `threads` (0: defaultCpuThreads(), OMP_NUM_THREADS or one per
+// core) shared out, at least one each. With one step, `threads` itself (0
+// keeps OpenMP's default).
 int threadsPerStep(int threads, int concurrent_steps);
 
 struct StepSlot {

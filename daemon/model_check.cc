@@ -79,6 +79,14 @@ std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
     for (int i = stage.first_layer; i < stage.end_layer; ++i)
       out += fmt::format("{:<16} {:<10} {}\n", graph.layers[size_t(i)].spec.name, stage.device,
                          stage.name);
+  // A chart grows with stages x micro-batches: past what a screen shows,
+  // only its size is given (micro_batches can be a batch of millions).
+  constexpr int kMostCharted = 64;
+  if (micro_batches > kMostCharted || plan.stages.size() > size_t(kMostCharted))
+    return out + fmt::format(
+                     "schedule of a step, 1F1B: {} micro-batches through {} stages, too "
+                     "many to draw (a chart takes at most {} of each)\n",
+                     micro_batches, plan.stages.size(), kMostCharted);
   std::vector<std::string> labels;
   // A stage runs backward passes once it or an earlier one trains a variable.
   std::vector<bool> backward;
@@ -90,14 +98,6 @@ std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
         trains = trains || graph.variables[size_t(v)].trainable;
     backward.push_back(trains);
   }
-  // A chart grows with stages x micro-batches: past what a screen shows,
-  // only its size is given (micro_batches can be a batch of millions).
-  constexpr int kMostCharted = 64;
-  if (micro_batches > kMostCharted || plan.stages.size() > size_t(kMostCharted))
-    return out + fmt::format(
-                     "schedule of a step, 1F1B: {} micro-batches through {} stages, too "
-                     "many to draw (a chart takes at most {} of each)\n",
-                     micro_batches, plan.stages.size(), kMostCharted);
   out +=
       "schedule of a step, 1F1B (Fm, Bm: forward, backward of micro-batch m; every pass one "
       "unit of time; ..: waiting";

@@ -182,6 +182,8 @@ void checkOpenMpThreads(const traind::ModelSpec& spec) {
 void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, int task,
                    traind::ModelSpec& spec) {
   if (job == "ps") return;
+  // Read here first, before any replica changes this thread's setting.
+  const int default_threads = traind::defaultCpuThreads();
   const int cores = omp_get_num_procs();
   traind::HostShare share{cores, 1};
   if (cluster) share = traind::shareHostCores(*cluster, task, cores, traind::isThisHost);
@@ -196,7 +198,7 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
           share.threads, share.threads == 1 ? "" : "s", cores, share.workers);
     return;
   }
-  const int threads = spec.training.threads > 0 ? spec.training.threads : omp_get_max_threads();
+  const int threads = spec.training.threads > 0 ? spec.training.threads : default_threads;
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const bool passive = wait_policy && std::string_view(wait_policy) == "passive";
   // One compute thread has no team to spin-wait for: workers of one thread
@@ -225,8 +227,8 @@ void warnIfUnreachable(const traind::ClusterSpec& cluster, const traind::HostPor
 
 // CLI11 reports a bad TRAIND_JOB or TRAIND_TASK under the flag it stands in
 // for ("--job: expected ...", as checkTask does: "--task 5: the cluster
-// has ..."), a flag that a unit's or a container's user never typed: where that flag is not on the
-// command line, the message names the variable.
+// has ..."), a flag that a unit's or a container's user never typed: where
+// that flag is not on the command line, the message names the variable.
 std::string nameTheVariable(const CLI::App& app, std::string message, int argc, char** argv) {
   for (const CLI::Option* option : app.get_options()) {
     const std::string& variable = option->get_envname();

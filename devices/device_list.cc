@@ -68,19 +68,23 @@ std::vector<std::unique_ptr<Device>> createEachDevice(const std::vector<std::str
       int(std::count_if(parsed.begin(), parsed.end(),
                         [](const DeviceName& name) { return name.kind == DeviceKind::Cpu; }));
 
-  // One CPU device with total_threads 0 keeps OpenMP's default
-  // (OMP_NUM_THREADS, else one per core); several split that default.
-  int cpu_threads = total_threads;
-  if (cpu_devices > 1) {
-    const int total = total_threads > 0 ? total_threads : omp_get_max_threads();
-    cpu_threads = std::max(1, total / cpu_devices);
-  }
+  // total_threads 0 is OpenMP's default, as a number: a device given 0
+  // would take whatever its calling thread was last set to, and another
+  // replica built on that thread (a step slot's, the evaluation's) sets it.
+  // Several CPU devices split the threads.
+  int cpu_threads = total_threads > 0 ? total_threads : defaultCpuThreads();
+  if (cpu_devices > 1) cpu_threads = std::max(1, cpu_threads / cpu_devices);
   std::vector<std::unique_ptr<Device>> devices;
   for (const DeviceName& name : parsed) devices.push_back(createDevice(name, cpu_threads));
   return devices;
 }
 
 }  // namespace
+
+int defaultCpuThreads() {
+  static const int threads = omp_get_max_threads();
+  return threads;
+}
 
 bool runsPipelineStages(const std::string& name) {
   switch (parseName(name).kind) {

@@ -22,8 +22,15 @@
 
 namespace traind {
 
+// OpenMP's default number of threads: OMP_NUM_THREADS, else one per core.
+// Read once, at the first call: omp_get_max_threads() answers for the
+// calling thread, whose setting a CPU replica's constructor changes
+// (omp_set_num_threads), so a later read on that thread would give the
+// share of the last replica built there. traind's main reads it first.
+int defaultCpuThreads();
+
 // total_threads: the compute threads of the process (training.threads or
-// --threads); 0 means OpenMP's default: OMP_NUM_THREADS, else one per core. The devices come back in the order named.
+// --threads); 0 means defaultCpuThreads(). The devices come back in the order named.
 // Throws InputError naming the device for an empty list, an unknown name, a
 // CPU device given twice, `cpu` beside `cpu:N`, a device this build has no
 // back end for ("cuda:0: this traind was built without CUDA") and a GPU this

@@ -158,6 +158,11 @@ def main():
                 f"{name}: exit {broken.returncode}: {broken.stderr}")
             check(not os.path.exists(os.path.join(tmp, "out-" + name)),
                   f"{name}: a failed conversion wrote files")
+        nowhere = os.path.join(tmp, "no-such-archive.tar.gz")
+        absent = run(SCRIPT, nowhere, os.path.join(tmp, "out-absent"))
+        check(absent.returncode == 2 and f"{nowhere}: neither a directory nor a readable "
+              "archive (No such file or directory)" in absent.stderr,
+              f"a missing source: exit {absent.returncode}: {absent.stderr}")
         # The same source gives the same bytes.
         again = os.path.join(tmp, "again")
         check(run(SCRIPT, source, again).returncode == 0, "a second conversion")
