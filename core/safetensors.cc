@@ -128,7 +128,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
   const uint64_t data_size = after_size - header_size;
   readAt(sf::kHeaderSizeBytes, reinterpret_cast<std::byte*>(header.data()), header_size);
 
-  const JsonValue root = parseJson(header, path.string() + " (JSON header)");
+  const JsonValue root =
+      parseJson(header, path.string() + " (JSON header)",
+                {.most_array_items = sf::kMaxRank, .why = "a shape has at most 32 dimensions"});
   if (root.type != JsonValue::Type::Object)
     fail(path, "header: expected a JSON object, got " + std::string(jsonTypeName(root.type)));
 
@@ -150,6 +152,10 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
       }
       continue;
     }
+    if (name.size() > sf::kMaxNameBytes)
+      fail(path, "a tensor name of " + std::to_string(name.size()) + " bytes: expected at most " +
+                     std::to_string(sf::kMaxNameBytes) + " (" +
+                     quotedPrintable(name.substr(0, 40)) + "...)");
     const std::string where = "tensor " + quotedPrintable(name) + ": ";
     if (value.type != JsonValue::Type::Object)
       fail(path, where + "expected an object, got " + std::string(jsonTypeName(value.type)));
@@ -206,12 +212,24 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
 
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  if (!spans.empty() && spans.front().begin != 0)
+    fail(path, "the data section has " + std::to_string(spans.front().begin) +
+                   " bytes before its first tensor " + quotedPrintable(*spans.front().name) +
+                   " (data_offsets " + offsetsToString(spans.front().begin, spans.front().end) +
+                   "): expected the tensors packed from its first byte");
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].begin < spans[i - 1].end)
       fail(path, "tensors " + quotedPrintable(*spans[i - 1].name) + " and " +
                      quotedPrintable(*spans[i].name) + " overlap (data_offsets " +
                      offsetsToString(spans[i - 1].begin, spans[i - 1].end) + " and " +
                      offsetsToString(spans[i].begin, spans[i].end) + ")");
+    if (spans[i].begin > spans[i - 1].end)
+      fail(path, "a gap of " + std::to_string(spans[i].begin - spans[i - 1].end) +
+                     " bytes between tensors " + quotedPrintable(*spans[i - 1].name) + " and " +
+                     quotedPrintable(*spans[i].name) + " (data_offsets " +
+                     offsetsToString(spans[i - 1].begin, spans[i - 1].end) + " and " +
+                     offsetsToString(spans[i].begin, spans[i].end) +
+                     "): expected them packed, as the safetensors library requires");
   }
   const uint64_t tensors_end = spans.empty() ? 0 : spans.back().end;
   if (tensors_end != data_size && spans.empty())

@@ -32,7 +32,12 @@ namespace traind {
 namespace safetensors_format {
 inline constexpr size_t kHeaderSizeBytes = 8;           // the u64 before the JSON header
 inline constexpr size_t kDataAlignment = 8;             // the data section starts on it
-inline constexpr uint64_t kMaxHeaderBytes = 100000000;  // the safetensors library's own limit
+// The library's own limit is 100 MB; read as JSON values, a header takes up
+// to 20 times its size in memory. traind's headers take about 80 bytes a
+// tensor: 16 MiB holds 200,000 of them.
+inline constexpr uint64_t kMaxHeaderBytes = uint64_t(16) << 20;
+inline constexpr size_t kMaxRank = 32;         // a shape's dimensions
+inline constexpr size_t kMaxNameBytes = 4096;  // a tensor's name
 inline constexpr std::string_view kMetadataKey = "__metadata__";
 inline constexpr std::string_view kFloat32 = "F32";
 }  // namespace safetensors_format
@@ -53,10 +58,12 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Tenso
 
 // Reads a safetensors file's header and validates it on open, so a corrupt
 // file fails before anything uses it: header size against the file size (a
-// lying header cannot cause a large allocation), JSON syntax, F32 only,
+// lying header cannot cause a large allocation, nor can one of many
+// dimensions or a name of megabytes), JSON syntax, F32 only,
 // shapes, offsets within the data section and not overlapping, each
-// tensor's byte length equal to its shape's, and no bytes after the last
-// tensor (as the safetensors library requires). A tensor's data is read
+// tensor's byte length equal to its shape's, and the tensors packed from
+// the data section's first byte to its last, no gap between two (as the
+// safetensors library requires). A tensor's data is read
 // only when it is asked for, into the caller's buffer, once its shape has
 // been found to be the one expected: a header that claims huge tensors (in
 // a sparse file, say) costs nothing until a caller sized for them reads

@@ -232,7 +232,7 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
     rejects(safetensorsBytes(good, six, 1000),
             "header size 1000 exceeds the 81 bytes that follow it");
     rejects(safetensorsBytes(good, six, ~uint64_t(0)),
-            "header size 18446744073709551615 exceeds the limit of 100000000 bytes");
+            "header size 18446744073709551615 exceeds the limit of 16777216 bytes");
   }
   SECTION("bad JSON") {
     CHECK_THROWS_MATCHES(
@@ -274,6 +274,33 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
                              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
                              six),
             "tensors 'a' and 'b' overlap (data_offsets [0, 16] and [12, 20])");
+    rejects(safetensorsBytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                             "\"b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[12,24]}}",
+                             six),
+            "a gap of 4 bytes between tensors 'a' and 'b' (data_offsets [0, 8] and [12, 24]): "
+            "expected them packed, as the safetensors library requires");
+    rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[4,24]}}",
+                             six),
+            "the data section has 4 bytes before its first tensor 'w' (data_offsets [4, 24]): "
+            "expected the tensors packed from its first byte");
+  }
+  SECTION("a header that would cost memory out of all proportion") {
+    // 33 dimensions of 1: every byte accounted for, and a header of 50
+    // million of them took 6 GB to read.
+    std::string ones = "1";
+    for (int i = 0; i < 32; ++i) ones += ",1";
+    CHECK_THROWS_WITH(
+        open(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[" + ones +
+                                  "],\"data_offsets\":[0,4]}}",
+                              floatBytes({1}))),
+        Catch::Contains("invalid JSON: an array of more than 32 items (a shape has at most 32 "
+                        "dimensions)"));
+    const std::string name(5000, 'n');
+    CHECK_THROWS_WITH(
+        open(safetensorsBytes("{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                  "\"data_offsets\":[0,4]}}",
+                              floatBytes({1}))),
+        Catch::Contains(": a tensor name of 5000 bytes: expected at most 4096 ('nnnn"));
   }
   SECTION("values that are not finite") {
     std::vector<float> w(6);
