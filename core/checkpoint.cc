@@ -388,13 +388,20 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
     // whole, so one that is incomplete or unreadable was damaged after:
     // refused as `latest` naming it is, not passed over for an older one,
     // which would drop the steps between them without a word.
+    // An entry of a checkpoint's name that is no directory (a link whose
+    // target's disk is gone) counts too: passed over, the run would start
+    // afresh and later save over the checkpoint it names.
     std::optional<std::pair<int64_t, fs::path>> newest;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
       if (const auto step = stepOfDirName(entry.path().filename().string());
-          step && entry.is_directory(ec) && (!newest || *step > newest->first))
+          step && (!newest || *step > newest->first))
         newest.emplace(*step, entry.path());
     if (!newest) return std::nullopt;
     try {
+      if (!fs::is_directory(newest->second, ec))
+        throw InputError(
+            newest->second.string() + ": not a checkpoint's directory" +
+            (fs::is_symlink(newest->second, ec) ? " (a link whose target is gone)" : ""));
       checkComplete(newest->second);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + " (" + dir.string() + " has no " +

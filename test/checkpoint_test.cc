@@ -613,6 +613,17 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
                        "it to resume from the one before it)"));
     fs::remove_all(checkpoints / "ckpt-0000000012");
     CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000009");
+    // A link whose target is gone (its disk unmounted) is refused too: a
+    // fresh start would later save over the checkpoint it names.
+    fs::create_directory_symlink(dir / "unmounted" / "ckpt-0000000012",
+                                 checkpoints / "ckpt-0000000012");
+    CHECK_THROWS_MATCHES(
+        findLatestCheckpoint(checkpoints), InputError,
+        Catch::Message((checkpoints / "ckpt-0000000012").string() +
+                       ": not a checkpoint's directory (a link whose target is gone) (" +
+                       checkpoints.string() +
+                       " has no latest file: this is its checkpoint of the highest step; remove "
+                       "it to resume from the one before it)"));
   }
   SECTION("no latest, no checkpoint") {
     fs::remove(checkpoints / "latest");
