@@ -156,14 +156,19 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   checkAgreesWithManifest(checkpoint, manifest, reader);
   if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
+  // A moving average turned on after this checkpoint starts from it: a
+  // checkpoint with none. One that holds some and lacks one is damaged.
+  const bool holds_averages =
+      std::any_of(layout_.views().begin(), layout_.views().end(), [&](const VariableView& v) {
+        return reader.contains(v.name + "/" + Optimizer::kMovingAverageSlot);
+      });
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
       const bool average = optimizer_.slotNames()[s] == Optimizer::kMovingAverageSlot;
       if (!average && slots == Slots::MovingAverageOnly) continue;
       const std::string name = v.name + "/" + optimizer_.slotNames()[s];
-      // A moving average turned on after this checkpoint starts from it.
-      if (average && !reader.contains(name))
+      if (average && !holds_averages)
         optimizer_.startMovingAverage(parameters_, v);
       else
         readSlot(reader, checkpoint / manifest.tensors_file, name, v.shape,

@@ -822,6 +822,48 @@ TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none
             "; not taken: 'hidden/bias' (layer 'hidden' has no bias: use_bias: false)");
 }
 
+TEST_CASE("a checkpoint with moving averages of some variables only is refused as damaged",
+          "[checkpoint]") {
+  TempDir dir;
+  ModelSpec spec = loadModelSpec(TRAIND_SOURCE_DIR "/configs/models/regression.yaml");
+  spec.optimizer.moving_average = MovingAverageSpec{0.99f, false};
+  const LayerGraph graph = buildLayerGraph(spec);
+  ModelState state(spec, graph);
+  state.initialize();
+  const std::filesystem::path saved = state.save(dir.path(), 1);
+  // The file again without one variable's average.
+  const std::filesystem::path tensors = saved / "model.safetensors";
+  std::vector<std::vector<float>> values;
+  std::vector<TensorRef> kept;
+  std::map<std::string, std::string> metadata;
+  {
+    const SafetensorsReader reader(tensors);
+    metadata = reader.metadata();
+    for (const std::string& name : reader.names()) {
+      if (name == "hidden/kernel/ExponentialMovingAverage") continue;
+      values.emplace_back(size_t(numElements(reader.shape(name))));
+      reader.read(name, reader.shape(name), values.back());
+    }
+    size_t i = 0;
+    for (const std::string& name : reader.names())
+      if (name != "hidden/kernel/ExponentialMovingAverage")
+        kept.push_back({name, reader.shape(name), values[i++].data()});
+  }
+  writeSafetensors(tensors, kept, metadata);
+  ModelState resumed(spec, graph);
+  CHECK_THROWS_WITH(resumed.restore(saved),
+                    Catch::Contains("hidden/kernel/ExponentialMovingAverage"));
+  // A checkpoint with no average at all (the spec turned them on since)
+  // starts them from its parameters.
+  ModelSpec plain = spec;
+  plain.optimizer.moving_average.reset();
+  ModelState before(plain, graph);
+  before.initialize();
+  const std::filesystem::path without = before.save(dir.path() / "plain", 1);
+  ModelState turned_on(spec, graph);
+  CHECK_NOTHROW(turned_on.restore(without));
+}
+
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {
   TempDir dir;
   const auto& [spec, graph, saved] = SavedRegression(dir.path());
