@@ -18,7 +18,6 @@
 #include <system_error>
 #include <utility>
 
-#include "core/directory_lock.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/memory_need.h"
@@ -192,8 +191,6 @@ CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexc
   }
   return *this;
 }
-
-static_assert(layout::kLockFile == std::string_view(kDirectoryLockFile));
 
 namespace {
 
@@ -449,7 +446,16 @@ fs::path readResolvedCheckpoint(const fs::path& path,
                                 const std::function<void(const fs::path& checkpoint)>& read) {
   constexpr int kAttempts = 3;
   for (int attempt = 1;; ++attempt) {
-    const fs::path checkpoint = resolveCheckpoint(path);
+    fs::path checkpoint;
+    try {
+      checkpoint = resolveCheckpoint(path);
+    } catch (const InputError&) {
+      // The checkpoint `latest` named may be pruned before its files are
+      // checked: resolved again, as after a failed read. A damaged one
+      // fails the same way each time.
+      if (attempt == kAttempts) throw;
+      continue;
+    }
     try {
       read(checkpoint);
       return checkpoint;

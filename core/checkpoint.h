@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/directory_lock.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 
@@ -31,8 +32,8 @@ inline constexpr std::string_view kDirPrefix = "ckpt-";  // then the step, zero-
 inline constexpr int kStepDigits = 10;
 // Entries being written; a crash can leave one behind, the next save removes it.
 inline constexpr std::string_view kTempPrefix = ".tmp-";
-// What the run that saves into the directory holds (CheckpointDirLock).
-inline constexpr std::string_view kLockFile = ".lock";
+// What the run that saves into the directory holds (core/directory_lock.h).
+inline constexpr std::string_view kLockFile = kDirectoryLockFile;
 inline constexpr int64_t kFormatVersion = 1;
 }  // namespace checkpoint_format
 
@@ -118,8 +119,9 @@ std::filesystem::path resolveCheckpoint(const std::filesystem::path& path);
 // Resolves `path` as resolveCheckpoint does and calls `read` with the
 // checkpoint; returns the checkpoint read. The run writing a directory may
 // prune the checkpoint its `latest` named before `read` is done with it
-// (with checkpoint.keep 1, one save later): when `read` fails and the
-// directory's latest has moved on, it is resolved again, up to 3 times.
+// (with checkpoint.keep 1, one save later), or even before its files are
+// checked: when resolving or `read` fails and the directory's latest has
+// moved on, it is resolved again, up to 3 times.
 std::filesystem::path readResolvedCheckpoint(
     const std::filesystem::path& path,
     const std::function<void(const std::filesystem::path& checkpoint)>& read);
