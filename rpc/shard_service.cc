@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/printable.h"
+#include "core/rate_limited_log.h"
 #include "rpc/shard_server.h"
 
 namespace traind {
@@ -24,10 +25,17 @@ std::span<const float> floatsOf(capnp::Data::Reader data) {
   return {reinterpret_cast<const float*>(data.begin()), data.size() / sizeof(float)};
 }
 
+// The most of a peer's text a message quotes: a rule, a hash or a path it
+// sent may be megabytes, and each refusal is logged and sent back.
+constexpr size_t kMostPeerTextQuoted = 2000;
+
+std::string peerText(std::string_view text) { return printablePrefix(text, kMostPeerTextQuoted); }
+
 // The first layers where two forward rules (forwardRule of core/model_spec.h:
 // "hidden1 relu, hidden2 tanh") differ, ours and theirs; "no more layers"
 // for the side whose rule ends first. A rule holds every layer, so the
-// whole of two would be long for a deep model.
+// whole of two would be long for a deep model. Rules that differ only in
+// their separators are quoted whole, cut short.
 std::pair<std::string, std::string> firstDifference(std::string_view ours,
                                                     std::string_view theirs) {
   constexpr std::string_view kSeparator = ", ";
@@ -37,13 +45,16 @@ std::pair<std::string, std::string> firstDifference(std::string_view ours,
     rule.remove_prefix(end == std::string_view::npos ? rule.size() : end + kSeparator.size());
     return item;
   };
+  const std::string_view whole_ours = ours, whole_theirs = theirs;
   while (!ours.empty() || !theirs.empty()) {
+    const bool ours_left = !ours.empty(), theirs_left = !theirs.empty();
     const std::string_view a = nextItem(ours), b = nextItem(theirs);
-    if (a != b)
-      return {a.empty() ? "no more layers" : std::string(a),
-              b.empty() ? "no more layers" : printable(b)};
+    if (a != b || ours_left != theirs_left)
+      return {ours_left ? std::string(a) : "no more layers", !theirs_left ? "no more layers"
+                                                             : b.empty()  ? "an empty item"
+                                                                          : peerText(b)};
   }
-  return {};
+  return {printablePrefix(whole_ours, 200), printablePrefix(whole_theirs, 200)};
 }
 
 // "in /a/ckpt", or "nowhere" for a chief without a checkpoint dir.
@@ -51,16 +62,25 @@ std::string describeDir(const std::string& dir) { return dir.empty() ? "nowhere"
 
 // ProtocolError and InputError become a failed call with their message; the
 // connection and the shard live on.
+// A peer can repeat a refused call as fast as it likes: at most 32 lines
+// of them each 10 s, on the ps's one event-loop thread.
+void logRejection(std::string_view why) {
+  static RateLimitedLog rejections{std::chrono::seconds(10), 32};
+  rejections.log([&](size_t times) {
+    spdlog::warn("rejected a call: {}{}", why, RateLimitedLog::since(times));
+  });
+}
+
 template <typename F>
 kj::Promise<void> checked(F&& body) {
   try {
     return body();
   } catch (const kj::Exception& e) {  // a capnp check on a message: its words, not its stack
-    spdlog::warn("rejected a call: {}", e.getDescription().cStr());
+    logRejection(e.getDescription().cStr());
     return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
                          kj::heapString(e.getDescription()));
   } catch (const std::exception& e) {
-    spdlog::warn("rejected a call: {}", e.what());
+    logRejection(e.what());
     // The message alone (KJ_EXCEPTION would prefix "e.what() = "): the peer logs it.
     return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::heapString(e.what()));
   }
@@ -184,7 +204,7 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     if (hash != served_.identity_.architecture_hash)
       throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " serves architecture " +
                           served_.identity_.architecture_hash + ", the peer trains " +
-                          printable(hash) + ": the nodes read different model specs");
+                          peerText(hash) + ": the nodes read different model specs");
     if (params.getWireVersion() != kWireVersion)
       throw ProtocolError(fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
                                       "traind release on every node",
@@ -205,7 +225,7 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
           "ps {} applies {}; the peer's spec says {}: the nodes read different model specs "
           "(optimizer, learning_rate, moving_average, the frozen layers and "
           "loss.label_smoothing must be the same on every node)",
-          shard().shardIndex(), served_.identity_.update_rule, printable(rule)));
+          shard().shardIndex(), served_.identity_.update_rule, peerText(rule)));
     const std::string data = params.getDataRule();
     if (data != served_.identity_.data_rule)
       throw ProtocolError(fmt::format(
@@ -214,13 +234,13 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
           "data.interleave, data.shuffle_files, data.shard_by_worker, data.train.limit, "
           "data.train's features and resize, data.augment and data.standardize must be the same "
           "on every node: they decide what each worker reads and how)",
-          shard().shardIndex(), served_.identity_.data_rule, printable(data)));
+          shard().shardIndex(), served_.identity_.data_rule, peerText(data)));
     const std::string training = params.getTrainingRule();
     if (training != served_.training_rule_)
       throw ProtocolError(fmt::format(
           "ps {} trains {}; the peer's cluster spec says {}: every node must read the same "
           "cluster spec",
-          shard().shardIndex(), served_.training_rule_, printable(training)));
+          shard().shardIndex(), served_.training_rule_, peerText(training)));
     if (params.getShardIndex() != uint32_t(shard().shardIndex()))
       throw ProtocolError("this is ps " + std::to_string(shard().shardIndex()) +
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +
@@ -234,21 +254,19 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
             "{}: is it another job's, on the same ps ports? (stop the running job first, or "
             "give this one other ports)",
             shard().shardIndex(), describeDir(*served_.chief_checkpoint_dir_),
-            describeDir(printable(dir))));
+            describeDir(peerText(dir))));
       checkpoint_dir_ = dir;
     }
     // What the rule cannot say: the examples the spec's files hold on the
     // peer's host.
-    if (const std::string set = params.getTrainingSet(); !set.empty()) {
-      if (served_.training_set_ && served_.training_set_->text != set)
-        throw ProtocolError(fmt::format(
-            "ps {} trains workers whose training set holds {} (worker {}'s); this worker's "
-            "holds {}: the nodes read different training data (data.train's files must hold "
-            "the same examples on every node)",
-            shard().shardIndex(), served_.training_set_->text, served_.training_set_->worker,
-            printable(set)));
-      if (!served_.training_set_) served_.training_set_ = {set, task};
-    }
+    const std::string set = params.getTrainingSet();
+    if (!set.empty() && served_.training_set_ && served_.training_set_->text != set)
+      throw ProtocolError(fmt::format(
+          "ps {} trains workers whose training set holds {} (worker {}'s); this worker's "
+          "holds {}: the nodes read different training data (data.train's files must hold "
+          "the same examples on every node)",
+          shard().shardIndex(), served_.training_set_->text, served_.training_set_->worker,
+          peerText(set)));
     if (!worker_ && shard().workerConnected(task))
       // Retried by the peer: a restarted worker may come before the ps has
       // seen its old connection close.
@@ -257,16 +275,31 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
           kj::heapString(fmt::format("ps {}: worker {} is connected already (is a second "
                                      "process running as worker {}?)",
                                      shard().shardIndex(), task, task))));
-    if (!worker_) {
-      shard().workerJoined(task);
+    // Followed before the worker joins: a malformed offer fails the call
+    // with nothing changed.
+    std::optional<wire::SharedRegionOffer::Reader> offer;
+    if (params.hasSharedRegion()) offer = params.getSharedRegion();
+    const bool joins = !worker_;
+    if (joins) {
+      shard().workerJoined(task);  // throws for a task the cluster lacks
       worker_ = task;
-    } else if (params.getWorkerTask() != *worker_) {
-      throw ProtocolError(fmt::format("a hello as worker {} on the connection of worker {}",
-                                      params.getWorkerTask(), *worker_));
+    } else if (task != *worker_) {
+      throw ProtocolError(
+          fmt::format("a hello as worker {} on the connection of worker {}", task, *worker_));
     }
-    auto results = context.getResults();
-    if (params.hasSharedRegion()) attachRegion(params.getSharedRegion(), results);
-    fillStatus(results.initStatus());
+    try {
+      auto results = context.getResults();
+      if (offer) attachRegion(*offer, results);
+      fillStatus(results.initStatus());
+    } catch (...) {
+      if (joins) {
+        shard().workerLeft(task);
+        worker_.reset();
+      }
+      throw;
+    }
+    // Only a worker that joined sets the training set the others are held to.
+    if (!set.empty() && !served_.training_set_) served_.training_set_ = {set, task};
     return kj::READY_NOW;
   });
 }

@@ -975,6 +975,35 @@ TEST_CASE("a worker that joins as the job ends says so and exits 0") {
   CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker trained"));
 }
 
+TEST_CASE("a refused hello changes nothing the next worker is held to") {
+  const auto dir = freshTempDir("refused-hello");
+  MlpPsTask task(dir, "async");
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  const auto refusal = [&](auto&& request) {
+    std::string why;
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); }))
+      why = e->getDescription().cStr();
+    return why;
+  };
+  kj::Own<kj::AsyncIoStream> stream = connectWithin10s(io, task.address);
+  capnp::TwoPartyClient client(*stream);
+  auto shard = client.bootstrap().castAs<wire::ParameterShard>();
+  // A task the cluster lacks, with a training set of its own: refused, and
+  // the set is not the one later workers must match.
+  auto stranger = task.hello(shard, 7);
+  stranger.setTrainingSet("1 examples, CRC-32C 0xdeadbeef");
+  CHECK_THAT(refusal(stranger), Catch::Contains("no worker 7 in a cluster of 2"));
+  CHECK(shard.statusRequest().send().wait(io.waitScope).getStatus().getWorkers().size() == 0);
+  // The real workers' hellos, with their real training sets, are taken.
+  kj::Own<kj::AsyncIoStream> stream1 = connectWithin10s(io, task.address);
+  capnp::TwoPartyClient client1(*stream1);
+  auto worker1 = client1.bootstrap().castAs<wire::ParameterShard>();
+  auto ok = task.hello(worker1, 1);
+  ok.setTrainingSet("60000 examples, CRC-32C 0x00000001");
+  CHECK(refusal(ok).empty());
+  CHECK(shard.statusRequest().send().wait(io.waitScope).getStatus().getWorkers().size() == 1);
+}
+
 TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0") {
   const auto dir = freshTempDir("paused-worker");
   const std::unique_ptr<Cluster> job = mlpJob(dir, "async", 2, 1000000);
