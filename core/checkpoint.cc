@@ -560,7 +560,9 @@ void checkAgreesWithManifest(const fs::path& checkpoint, const CheckpointManifes
   agree("architecture_hash", manifest.architecture_hash);
   // The name's step compared as digits: one past int64 differs from every
   // manifest's too.
-  const std::string name = checkpoint.filename().string();
+  // "ckpt-5/" names the directory ckpt-5 too.
+  const fs::path named = checkpoint.has_filename() ? checkpoint : checkpoint.parent_path();
+  const std::string name = named.filename().string();
   std::optional<std::string_view> digits = stepDigitsOfDirName(name);
   if (!digits) return;
   digits->remove_prefix(std::min(digits->find_first_not_of('0'), digits->size() - 1));

@@ -297,8 +297,10 @@ void KerasOptimizerState::checkRunsSpec(const ModelSpec& spec,
   const std::vector<std::string> slots = Optimizer::slotNamesOf(optimizer);
   if (std::find(slots.begin(), slots.end(), Optimizer::kMovingAverageSlot) != slots.end())
     throw InputError(checkpoint() +
-                     ": a Keras optimizer's moving averages (use_ema) are not taken: drop the "
-                     "spec's moving_average (its averages then start at the parameters)");
+                     ": this spec keeps moving averages (moving_average), which an import from "
+                     "Keras cannot fill: a Keras checkpoint's own (use_ema) are not read. Drop "
+                     "the spec's moving_average for the import; a run that turns it on later "
+                     "starts the averages at the imported parameters");
   if (optimizer.kind == Kind::Sgd) return;  // keeps no state: the variables of any
   const bool lists = generation_ != Generation::Keras2;
 

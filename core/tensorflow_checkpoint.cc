@@ -558,6 +558,14 @@ std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesys
   const std::filesystem::path state = path / tc::kStateFile;
   if (!std::filesystem::is_directory(path, ec) || !std::filesystem::is_regular_file(state, ec))
     return std::nullopt;
+  // A run's checkpoint directory with a TensorFlow export in it: which one
+  // is meant, only its user knows (a resume and trainctl eval read traind's).
+  if (std::filesystem::exists(path / checkpoint_format::kLatestFile, ec))
+    throw InputError(path.string() + " holds both TensorFlow's " + std::string(tc::kStateFile) +
+                     " file and traind's " + std::string(checkpoint_format::kLatestFile) +
+                     ": name the checkpoint to read, one of traind's " +
+                     std::string(checkpoint_format::kDirPrefix) +
+                     "N directories or the TensorFlow checkpoint's prefix");
   // A text-format CheckpointState: `model_checkpoint_path: "..."` on a line
   // of its own, then the ones kept (all_model_checkpoint_paths).
   std::istringstream in(readWholeFile(state, tc::kMaxStateFileBytes, "a checkpoint state file"));

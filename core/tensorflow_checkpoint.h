@@ -99,7 +99,8 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
 // checkpoint that file names (relative to the directory unless absolute).
 // nullopt when `path` is neither (a traind checkpoint, or nothing).
 // InputError naming the state file when it is unreadable or names a
-// checkpoint that is not there.
+// checkpoint that is not there, and naming the directory when it holds
+// traind's `latest` file too (which of the two is meant?).
 std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path);
 
 // Reads and checks the index of a checkpoint as it opens, so a corrupt one

@@ -189,6 +189,13 @@ TEST_CASE("a directory names its TensorFlow checkpoint in its checkpoint file",
   // An absolute path, as a Saver without save_relative_paths writes it.
   dir.write("checkpoint", "model_checkpoint_path: \"" + kPrefix.string() + "\"\n");
   CHECK(findTensorflowCheckpoint(dir.path()) == kPrefix);
+  // A run's checkpoint directory with an export in it: which is meant?
+  dir.write("latest", "ckpt-0000000300\n");
+  CHECK(errorOf([&] { findTensorflowCheckpoint(dir.path()); }) ==
+        dir.path().string() +
+            " holds both TensorFlow's checkpoint file and traind's latest: name the checkpoint "
+            "to read, one of traind's ckpt-N directories or the TensorFlow checkpoint's prefix");
+  CHECK(findTensorflowCheckpoint(kPrefix) == kPrefix);
 }
 
 TEST_CASE("init_from copies layers from a TensorFlow checkpoint, under its scope",
