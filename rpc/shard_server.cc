@@ -12,6 +12,7 @@
 #include "core/rate_limited_log.h"
 #include "rpc/abort_reason.h"
 #include "rpc/failure_text.h"
+#include "rpc/open_answers_stream.h"
 #include "rpc/peer_silence.h"
 
 namespace traind {
@@ -24,6 +25,10 @@ namespace {
 constexpr size_t kMostQueuedReplies = 1024;
 constexpr size_t kMostQueuedReplyBytes = size_t(64) << 20;
 constexpr size_t kFlowLimitWords = (size_t(64) << 20) / sizeof(capnp::word);
+// Answers a peer may keep unreleased (rpc/open_answers_stream.h): twice
+// the calls that may wait (ShardService::kMaxWaitingCalls). A worker has at
+// most a few dozen calls open per shard; a peer past this is ended.
+constexpr size_t kMostOpenAnswers = 512;
 
 // "127.0.0.1:2221", "[::1]:2221" ("?:0" for a family other than IPv4/6).
 std::string socketAddressText(const sockaddr_storage& addr) {
@@ -48,7 +53,8 @@ struct ShardServer::Impl {
     Connection(kj::Own<kj::AsyncIoStream> socket, const NewSession& new_session,
                capnp::ReaderOptions options)
         : stream(kj::refcounted<PinningStream>(kj::mv(socket))),
-          network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
+          messages(*stream, kMostOpenAnswers),
+          network(messages, capnp::rpc::twoparty::Side::SERVER, options),
           rpc(capnp::makeRpcServer(network, new_session(kj::addRef(*stream)))) {
       stream->gateReadsOnBacklog([this] {
         return network.getCurrentQueueCount() > kMostQueuedReplies ||
@@ -60,6 +66,7 @@ struct ShardServer::Impl {
     // looks at the network.
     ~Connection() { stream->liftReadGate(); }
     kj::Own<PinningStream> stream;
+    OpenAnswersStream messages;
     capnp::TwoPartyVatNetwork network;
     capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
     std::string peer;

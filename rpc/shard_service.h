@@ -194,7 +194,7 @@ class ShardService final : public wire::ParameterShard::Server {
   // hold calls without bound.
   void checkWait(int64_t min_step) const;
 
-  static constexpr int kMaxWaitingCalls = 1024;
+  static constexpr int kMaxWaitingCalls = 256;
   // PATH_MAX: the longest path the chief's system can name.
   static constexpr size_t kMaxCheckpointPathBytes = 4096;
 
