@@ -396,9 +396,10 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
     if (!newest) return std::nullopt;
     try {
       if (!fs::is_directory(newest->second, ec))
-        throw InputError(
-            newest->second.string() + ": not a checkpoint's directory" +
-            (fs::is_symlink(newest->second, ec) ? " (a link whose target is gone)" : ""));
+        throw InputError(newest->second.string() + ": not a checkpoint's directory" +
+                         (fs::is_symlink(newest->second, ec) && !fs::exists(newest->second, ec)
+                              ? " (a link whose target is gone)"
+                              : ""));
       checkComplete(newest->second);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + " (" + dir.string() + " has no " +

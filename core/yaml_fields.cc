@@ -489,9 +489,16 @@ bool readBool(const Field& field) {
 }
 
 std::string readName(const Field& field) {
+  // A file name's most: a name may become one (the model's), and the
+  // variable names made of it must fit a checkpoint's (safetensors.h).
+  constexpr size_t kLongestName = 255;
   if (isText(field.node)) {
     const std::string& s = field.node.Scalar();
-    if (!s.empty() && std::all_of(s.begin(), s.end(), isNameCharacter)) return s;
+    if (!s.empty() && std::all_of(s.begin(), s.end(), isNameCharacter)) {
+      if (s.size() <= kLongestName) return s;
+      fail(field, "expected a name of at most " + std::to_string(kLongestName) + " bytes, got " +
+                      std::to_string(s.size()));
+    }
   }
   failExpected(field, "a name of letters, digits, '_', '-' and '.'");
 }

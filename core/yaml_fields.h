@@ -183,8 +183,8 @@ std::string_view choiceWord(Choices<T> choices, T value) {
   return "unknown";
 }
 
-// A name of letters, digits, '_', '-' and '.': names become parts of
-// variable names, file names and metric labels.
+// A name of letters, digits, '_', '-' and '.', at most 255 bytes: names
+// become parts of variable names, file names and metric labels.
 std::string readName(const Field& field);
 // `text` made a name: every byte readName refuses becomes '_' ("my model"
 // -> "my_model"); "model" for empty text.

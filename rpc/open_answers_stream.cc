@@ -39,9 +39,11 @@ void OpenAnswersStream::count(capnp::MessageReader& message) {
   else if (which == capnp::rpc::Message::FINISH && open_ > 0)
     --open_;
   if (open_ > most_open_)
-    throw KJ_EXCEPTION(FAILED, "the peer keeps more than " + std::to_string(most_open_) +
-                                   " answers it has not released (no Finish for them): a "
-                                   "worker releases each as soon as it has read it");
+    kj::throwFatalException(kj::Exception(
+        kj::Exception::Type::FAILED, __FILE__, __LINE__,
+        kj::heapString("this connection holds more than " + std::to_string(most_open_) +
+                       " calls whose answers the peer has not released (no Finish for them): a "
+                       "worker releases each as soon as it has read it")));
 }
 
 }  // namespace traind

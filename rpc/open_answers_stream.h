@@ -40,16 +40,13 @@ class OpenAnswersStream final : public capnp::MessageStream {
   kj::Maybe<int> getSendBufferSize() override { return inner_.getSendBufferSize(); }
   kj::Promise<void> end() override { return inner_.end(); }
 
-  // Calls (and bootstraps) read whose Finish has not come yet.
-  size_t open() const { return open_; }
-
  private:
   // Counts one message read; throws past most_open_.
   void count(capnp::MessageReader& message);
 
   capnp::AsyncIoMessageStream inner_;
   size_t most_open_;
-  size_t open_ = 0;
+  size_t open_ = 0;  // calls (and bootstraps) read whose Finish has not come yet
 };
 
 }  // namespace traind

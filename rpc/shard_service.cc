@@ -60,8 +60,6 @@ std::pair<std::string, std::string> firstDifference(std::string_view ours,
 // "in /a/ckpt", or "nowhere" for a chief without a checkpoint dir.
 std::string describeDir(const std::string& dir) { return dir.empty() ? "nowhere" : "in " + dir; }
 
-// ProtocolError and InputError become a failed call with their message; the
-// connection and the shard live on.
 // A peer can repeat a refused call as fast as it likes: at most 32 lines
 // of them each 10 s, on the ps's one event-loop thread.
 void logRejection(std::string_view why) {
@@ -71,6 +69,8 @@ void logRejection(std::string_view why) {
   });
 }
 
+// ProtocolError and InputError become a failed call with their message; the
+// connection and the shard live on.
 template <typename F>
 kj::Promise<void> checked(F&& body) {
   try {
@@ -246,8 +246,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +
                           ": the nodes read different cluster specs");
     const uint32_t task = params.getWorkerTask();
+    const std::string dir = params.getCheckpointDir();
     if (!worker_ && task == 0) {
-      const std::string dir = params.getCheckpointDir();
       if (served_.chief_checkpoint_dir_ && *served_.chief_checkpoint_dir_ != dir)
         throw ProtocolError(fmt::format(
             "ps {} holds the state of a job whose chief checkpoints {}; this chief checkpoints "
@@ -255,7 +255,6 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
             "give this one other ports)",
             shard().shardIndex(), describeDir(*served_.chief_checkpoint_dir_),
             describeDir(peerText(dir))));
-      checkpoint_dir_ = dir;
     }
     // What the rule cannot say: the examples the spec's files hold on the
     // peer's host.
@@ -287,18 +286,21 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
       throw ProtocolError(
           fmt::format("a hello as worker {} on the connection of worker {}", task, *worker_));
     }
+    const bool had_region = region_.has_value();
     try {
       auto results = context.getResults();
       if (offer) attachRegion(*offer, results);
       fillStatus(results.initStatus());
     } catch (...) {
       if (joins) {
-        shard().workerLeft(task);
+        shard().workerLeft(task);  // the clock it raised to the slowest's stays: harmless
         worker_.reset();
       }
+      if (!had_region) region_.reset();
       throw;
     }
-    // Only a worker that joined sets the training set the others are held to.
+    if (joins && task == 0) checkpoint_dir_ = dir;
+    // Only a hello taken sets the training set the others are held to.
     if (!set.empty() && !served_.training_set_) served_.training_set_ = {set, task};
     return kj::READY_NOW;
   });

@@ -152,6 +152,23 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
   throw std::runtime_error(fmt::format("ps {} at {}: {}", link.index, link.address, why));
 }
 
+// Calls per shard in flight during a pull or a push+pull (and a read or an
+// initialisation of the whole state: inLanes). A few keep the
+// link busy both ways (a chunk's reply streams back while the next chunks
+// go out); more only queue up in socket buffers. Measured on loopback: 2, 4
+// and 8 alike, every chunk at once slower (docs/benchmarks.md, Distributed).
+constexpr size_t kCallsInFlight = 4;
+// In sync training a chunk's reply also waits for the other workers'
+// gradients of that chunk, longer than a round trip, so more calls keep the
+// link busy (fashion_mlp, 6 chunks: 4 in flight about 10% slower than all). Each
+// costs the ps a partial sum of at most 1 MiB while it waits: with 8 per
+// worker and shard a ps of P = 65 MiB and 2 workers peaks at 3.37 P
+// (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
+// Calls of several chunks (through shared memory) count as their chunks:
+// see callEveryRun. Every call not yet released counts against the ps's
+// most open answers per connection (rpc/open_answers_stream.h, 512).
+constexpr size_t kSyncCallsInFlight = 8;
+
 // The first of several joined calls to fail, in time, and its shard:
 // joinPromises reports a failure only after every promise it joins has
 // ended, and not whose it was.
@@ -182,6 +199,36 @@ class FirstFailure {
   };
   kj::Maybe<Failure> first_;
 };
+
+// `call(link, i)` for the items i < items(link) of every shard, `in_flight`
+// per shard at a time (lane j takes items j, j + in_flight, ...): the
+// lanes joined, for FirstFailure::wait. A lane stops at its first failure.
+// Calls that may be many (one per chunk and slot) go this way, never all at
+// once: each call whose answer the ps has not seen released counts against
+// the most it keeps open per connection (rpc/open_answers_stream.h), and
+// each reply is a message of up to 1 MiB the ps builds at once.
+kj::Promise<void> inLanes(std::vector<ShardLink>& shards, size_t in_flight,
+                          std::function<size_t(const ShardLink&)> items,
+                          std::function<kj::Promise<void>(ShardLink&, size_t)> call,
+                          FirstFailure& failure) {
+  struct Lanes {
+    size_t in_flight;
+    std::function<size_t(const ShardLink&)> items;
+    std::function<kj::Promise<void>(ShardLink&, size_t)> call;
+    std::function<kj::Promise<void>(ShardLink&, size_t)> lane;
+  };
+  auto lanes = kj::heap<Lanes>(Lanes{in_flight, std::move(items), std::move(call), {}});
+  lanes->lane = [state = lanes.get(), &failure](ShardLink& link, size_t item) {
+    if (item >= state->items(link)) return kj::Promise<void>(kj::READY_NOW);
+    return state->call(link, item).catch_(failure.of(link)).then([state, &link, item] {
+      return state->lane(link, item + state->in_flight);
+    });
+  };
+  kj::Vector<kj::Promise<void>> started;
+  for (ShardLink& link : shards)
+    for (size_t j = 0; j < in_flight; ++j) started.add(lanes->lane(link, j));
+  return kj::joinPromises(started.releaseAsArray()).attach(kj::mv(lanes));
+}
 
 // `calls`, failed as a lost connection once a shard leaves a status call
 // unanswered for kPeerSilenceSeconds; a shard whose status says it is
@@ -555,25 +602,28 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
 
 void ShardedClient::initialize(const ModelState& state) {
   FirstFailure failure;
-  kj::Vector<kj::Promise<void>> calls;
   const size_t slots = state.optimizer().slotNames().size();
-  for (ShardLink& link : impl_->shards) {
-    for (const ShardChunk& c : link.chunks) {
-      for (size_t slot = 0; slot <= slots; ++slot) {
-        const FlatBuffer& source =
-            slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
-        auto request = link.shard().initializeRequest();
-        request.setSlot(uint32_t(slot));
-        request.setOffset(uint64_t(c.shard_offset));
-        attachFloats<wire::ParameterShard::InitializeParams::Builder>(
-            request, source.data() + c.layout_offset, c.size);
-        calls.add(request.send().ignoreResult().catch_(failure.of(link)));
-      }
-    }
-  }
+  // One call per chunk and slot: a model of hundreds of chunks with Adam
+  // sent all at once would pass the ps's most open answers.
+  auto initializeOne = [&state, slots](ShardLink& link, size_t item) {
+    const ShardChunk& c = link.chunks[item / (slots + 1)];
+    const size_t slot = item % (slots + 1);
+    const FlatBuffer& source = slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
+    auto request = link.shard().initializeRequest();
+    request.setSlot(uint32_t(slot));
+    request.setOffset(uint64_t(c.shard_offset));
+    attachFloats<wire::ParameterShard::InitializeParams::Builder>(
+        request, source.data() + c.layout_offset, c.size);
+    return request.send().ignoreResult();
+  };
   kj::Timer& timer = impl_->io.provider->getTimer();
-  failure.wait(watched(kj::joinPromises(calls.releaseAsArray()), impl_->shards, timer, failure),
-               impl_->io.waitScope);
+  failure.wait(
+      watched(inLanes(
+                  impl_->shards, kCallsInFlight,
+                  [slots](const ShardLink& link) { return link.chunks.size() * (slots + 1); },
+                  initializeOne, failure),
+              impl_->shards, timer, failure),
+      impl_->io.waitScope);
   for (ShardLink& link : impl_->shards) {
     auto request = link.shard().markReadyRequest();
     request.setGlobalStep(state.globalStep());
@@ -640,21 +690,6 @@ kj::Promise<void> pullChunk(ShardLink& link, const ShardChunk& c, int64_t min_st
     pulls.answered(size * int64_t(sizeof(float)));
   });
 }
-
-// Calls per shard in flight during a pull or a push+pull. A few keep the
-// link busy both ways (a chunk's reply streams back while the next chunks
-// go out); more only queue up in socket buffers. Measured on loopback: 2, 4
-// and 8 alike, every chunk at once slower (docs/benchmarks.md, Distributed).
-constexpr size_t kCallsInFlight = 4;
-// In sync training a chunk's reply also waits for the other workers'
-// gradients of that chunk, longer than a round trip, so more calls keep the
-// link busy (fashion_mlp, 6 chunks: 4 in flight about 10% slower than all). Each
-// costs the ps a partial sum of at most 1 MiB while it waits: with 8 per
-// worker and shard a ps of P = 65 MiB and 2 workers peaks at 3.37 P
-// (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
-// Calls of several chunks (through shared memory) count as their chunks:
-// see callEveryRun.
-constexpr size_t kSyncCallsInFlight = 8;
 
 // The most chunks one call through shared memory takes. In sync training
 // it bounds, with the count in flight, the chunks a sync ps holds partial
@@ -1250,11 +1285,10 @@ void ShardedClient::readChunks(ModelState& state, bool holding, std::vector<int6
   const size_t slots = state.optimizer().slotNames().size();
   lowest.assign(impl_->shards.size(), INT64_MAX);
   highest.assign(impl_->shards.size(), -1);
-  // One call per chunk and slot, kCallsInFlight per shard at a time: each
-  // reply is a message of up to 1 MiB that the ps builds at once and holds
-  // until its socket takes it, so asking for everything at once can cost
-  // the ps its whole state again (seen: a ps of P with Adam peaking at
-  // 4.2 P during the chief's checkpoint instead of 3.3 P).
+  // One call per chunk and slot, kCallsInFlight per shard at a time (inLanes):
+  // asking for everything at once cost a ps its whole state again (seen: a
+  // ps of P with Adam peaking at 4.2 P during the chief's checkpoint instead
+  // of 3.3 P).
   auto read = [&](ShardLink& link, size_t item) {
     const ShardChunk& c = link.chunks[item / (slots + 1)];
     const size_t slot = item % (slots + 1);
@@ -1278,20 +1312,15 @@ void ShardedClient::readChunks(ModelState& state, bool holding, std::vector<int6
     });
   };
   FirstFailure failure;
-  std::function<kj::Promise<void>(ShardLink&, size_t)> lane = [&](ShardLink& link, size_t item) {
-    if (item >= link.chunks.size() * (slots + 1)) return kj::Promise<void>(kj::READY_NOW);
-    return read(link, item).catch_(failure.of(link)).then([&lane, &link, item] {
-      return lane(link, item + kCallsInFlight);
-    });
-  };
-  kj::Vector<kj::Promise<void>> lanes;
-  for (ShardLink& link : impl_->shards)
-    for (size_t j = 0; j < kCallsInFlight; ++j) lanes.add(lane(link, j));
-  failure.wait(watched(kj::joinPromises(lanes.releaseAsArray()), impl_->shards,
-                       impl_->io.provider->getTimer(), failure),
-               impl_->io.waitScope, [&] {
-                 if (holding) releaseHolds(kReleaseAfterFailureSeconds);
-               });
+  failure.wait(
+      watched(inLanes(
+                  impl_->shards, kCallsInFlight,
+                  [slots](const ShardLink& link) { return link.chunks.size() * (slots + 1); }, read,
+                  failure),
+              impl_->shards, impl_->io.provider->getTimer(), failure),
+      impl_->io.waitScope, [&] {
+        if (holding) releaseHolds(kReleaseAfterFailureSeconds);
+      });
 }
 
 void ShardedClient::reportSaved(const std::string& checkpoint) {

@@ -1028,7 +1028,10 @@ TEST_CASE("a peer that keeps its answers unreleased is ended, the ps serves on")
   capnp::TwoPartyClient client2(*stream2);
   auto other = client2.bootstrap().castAs<wire::ParameterShard>();
   CHECK(other.statusRequest().send().wait(io.waitScope).getStatus().getGlobalStep() == 0);
-  CHECK(task.ps.waitForOutput("keeps more than 512 answers it has not released", 10));
+  CHECK(
+      task.ps.waitForOutput("holds more than 512 calls whose answers the peer has not "
+                            "released",
+                            10));
 }
 
 TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0") {

@@ -651,7 +651,10 @@ TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
 
 namespace {
 
-// Bootstrap, then `calls` pipelined status calls on it, as one run of bytes.
+// Bootstrap, then `calls` pipelined status calls on it, each released
+// (Finish) at once, as one run of bytes: a peer that keeps no answer open
+// (rpc/open_answers_stream.h ends one that keeps more than 512), only
+// never reads its replies.
 std::string pipelinedStatusCalls(uint32_t calls) {
   std::string bytes;
   auto append = [&](capnp::MessageBuilder& message) {
@@ -674,6 +677,9 @@ std::string pipelinedStatusCalls(uint32_t calls) {
     call.setMethodId(status_method);
     call.initParams().getContent().initAs<wire::ParameterShard::StatusParams>();
     append(message);
+    capnp::MallocMessageBuilder finish(16);
+    finish.initRoot<capnp::rpc::Message>().initFinish().setQuestionId(question);
+    append(finish);
   }
   return bytes;
 }

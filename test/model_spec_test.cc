@@ -1991,6 +1991,18 @@ TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]
                              "after_step, got 'early'"));
 }
 
+TEST_CASE("a name is at most 255 bytes, a file name's most", "[model_spec]") {
+  TempDir dir;
+  const std::string layer = "  - {type: dense, units: 3}\n";
+  CHECK_THAT(
+      errorWith(dir, layer, "  - {type: dense, units: 3, name: " + std::string(256, 'n') + "}\n"),
+      Catch::Contains("layers[0].name: expected a name of at most 255 bytes, got 256"));
+  CHECK(
+      loadVariant(dir, layer, "  - {type: dense, units: 3, name: " + std::string(255, 'n') + "}\n")
+          .layers[0]
+          .name.size() == 255);
+}
+
 TEST_CASE("the last layer under softmax_cross_entropy stays linear", "[model_spec]") {
   TempDir dir;
   const std::string layer = "  - {type: dense, units: 3}\n";
