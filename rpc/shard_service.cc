@@ -264,8 +264,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
           "ps {} trains workers whose training set holds {} (worker {}'s); this worker's "
           "holds {}: the nodes read different training data (data.train's files must hold "
           "the same examples on every node)",
-          shard().shardIndex(), served_.training_set_->text, served_.training_set_->worker,
-          peerText(set)));
+          shard().shardIndex(), peerText(served_.training_set_->text),
+          served_.training_set_->worker, peerText(set)));
     if (!worker_ && shard().workerConnected(task))
       // Retried by the peer: a restarted worker may come before the ps has
       // seen its old connection close.
