@@ -453,8 +453,9 @@ fs::path readResolvedCheckpoint(const fs::path& path,
     } catch (const InputError&) {
       // The checkpoint `latest` named may be pruned before its files are
       // checked: resolved again, as after a failed read. A damaged one
-      // fails the same way each time.
-      if (attempt == kAttempts) throw;
+      // fails the same way each time; a checkpoint named itself at once.
+      std::error_code ec;
+      if (attempt == kAttempts || fs::exists(path / layout::kManifestFile, ec)) throw;
       continue;
     }
     try {
@@ -561,8 +562,9 @@ void checkAgreesWithManifest(const fs::path& checkpoint, const CheckpointManifes
   agree("architecture_hash", manifest.architecture_hash);
   // The name's step compared as digits: one past int64 differs from every
   // manifest's too.
-  // "ckpt-5/" names the directory ckpt-5 too.
-  const fs::path named = checkpoint.has_filename() ? checkpoint : checkpoint.parent_path();
+  // "ckpt-5/", "ckpt-5//" and "ckpt-5/." name the directory ckpt-5 too.
+  fs::path named = checkpoint.lexically_normal();
+  if (!named.has_filename()) named = named.parent_path();
   const std::string name = named.filename().string();
   std::optional<std::string_view> digits = stepDigitsOfDirName(name);
   if (!digits) return;

@@ -105,7 +105,9 @@ inline std::string jsonQuote(std::string_view s) {
 // would take 4.5 GB.
 struct JsonLimits {
   size_t most_array_items = SIZE_MAX;  // in any one array
-  std::string_view why;                // for the message: "a shape has at most 32 dimensions"
+  std::string_view items_why;          // for the message: "a shape has at most 32 dimensions"
+  size_t most_values = SIZE_MAX;       // in the whole text, containers included
+  std::string_view values_why;
 };
 
 namespace json_detail {
@@ -166,6 +168,9 @@ class Parser {
 
   JsonValue parseValue(int depth) {
     if (depth > kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (++values_ > limits_.most_values)
+      fail("more than " + std::to_string(limits_.most_values) + " values (" +
+           std::string(limits_.values_why) + ")");
     skipWhitespace();
     if (pos_ >= text_.size()) fail("expected a value, got end of text");
     JsonValue value;
@@ -239,7 +244,7 @@ class Parser {
     while (true) {
       if (array.items.size() == limits_.most_array_items)
         fail("an array of more than " + std::to_string(limits_.most_array_items) + " items (" +
-             std::string(limits_.why) + ")");
+             std::string(limits_.items_why) + ")");
       array.items.push_back(parseValue(depth + 1));
       skipWhitespace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
@@ -390,6 +395,7 @@ class Parser {
   std::string_view text_;
   const std::string& source_;
   JsonLimits limits_;
+  size_t values_ = 0;
   size_t pos_ = 0;
 };
 

@@ -128,9 +128,15 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
   const uint64_t data_size = after_size - header_size;
   readAt(sf::kHeaderSizeBytes, reinterpret_cast<std::byte*>(header.data()), header_size);
 
-  const JsonValue root =
-      parseJson(header, path.string() + " (JSON header)",
-                {.most_array_items = sf::kMaxRank, .why = "a shape has at most 32 dimensions"});
+  // A value takes about 90 bytes once parsed; a header's take 6 bytes of
+  // text or more each ({"dtype":"F32","shape":[784,300],...}), so one
+  // value per 4 bytes bounds the memory at about 22 times the header.
+  const JsonValue root = parseJson(
+      header, path.string() + " (JSON header)",
+      {.most_array_items = sf::kMaxRank,
+       .items_why = "a shape has at most 32 dimensions",
+       .most_values = std::max<size_t>(header.size() / 4, 64),
+       .values_why = "a safetensors header holds at most one value per 4 bytes of its text"});
   if (root.type != JsonValue::Type::Object)
     fail(path, "header: expected a JSON object, got " + std::string(jsonTypeName(root.type)));
 
@@ -210,8 +216,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
       spans.push_back({it->second.begin, it->second.end, &it->first});
   }
 
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
+  });
   if (!spans.empty() && spans.front().begin != 0)
     fail(path, "the data section has " + std::to_string(spans.front().begin) +
                    " bytes before its first tensor " + quotedPrintable(*spans.front().name) +

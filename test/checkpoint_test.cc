@@ -295,6 +295,17 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
                               floatBytes({1}))),
         Catch::Contains("invalid JSON: an array of more than 32 items (a shape has at most 32 "
                         "dimensions)"));
+    // Values of two bytes each (nested arrays of 32 zeros): past one per 4
+    // bytes of the header, refused as they are parsed.
+    std::string zeros = "[0";
+    for (int i = 1; i < 32; ++i) zeros += ",0";
+    zeros += "]";
+    std::string nested = "[" + zeros;
+    for (int i = 1; i < 32; ++i) nested += "," + zeros;
+    nested += "]";
+    CHECK_THROWS_WITH(open(safetensorsBytes("{\"x\":" + nested + "}", "")),
+                      Catch::Contains("values (a safetensors header holds at most one value per 4 "
+                                      "bytes of its text)"));
     const std::string name(5000, 'n');
     CHECK_THROWS_WITH(
         open(safetensorsBytes("{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[1],"
