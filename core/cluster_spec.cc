@@ -289,6 +289,22 @@ void checkTask(const ClusterSpec& cluster, const std::string& job, int task) {
   throw InputError(what);
 }
 
+HostPort hostPortOf(const sockaddr& address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  HostPort found;
+  if (address.sa_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(address);
+    inet_ntop(AF_INET, &in.sin_addr, host, sizeof host);
+    found.port = ntohs(in.sin_port);
+  } else if (address.sa_family == AF_INET6) {
+    const auto& in = reinterpret_cast<const sockaddr_in6&>(address);
+    inet_ntop(AF_INET6, &in.sin6_addr, host, sizeof host);
+    found.port = ntohs(in.sin6_port);
+  }
+  found.host = host;
+  return found;
+}
+
 HostPort parseHostPort(const std::string& text, const std::string& what) {
   HostPort address;
   if (const char* expected = parseAddress(text, address))

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "core/model_spec.h"
 
+struct sockaddr;
+
 namespace traind {
 
 struct HostPort {
@@ -90,6 +92,11 @@ void checkTask(const ClusterSpec& cluster, const std::string& job, int task);
 // "host:port" or "[ipv6]:port" from a flag, checked as the spec's
 // addresses are; InputError "<what>: expected ..., got '...'" otherwise.
 HostPort parseHostPort(const std::string& text, const std::string& what);
+
+// The address and port of an IPv4 or IPv6 socket address (getsockname's,
+// getaddrinfo's), the address as inet_ntop writes it; "?" and port 0 for
+// another family.
+HostPort hostPortOf(const sockaddr& address);
 
 // The ops HTTP address of a task (checked by checkTask), or nullopt when the
 // spec has no http section.

@@ -97,6 +97,13 @@ std::string copyLayers(const Reader& reader, const std::filesystem::path& checkp
   return left;
 }
 
+// Whether `reader` holds slot `slot` of any variable of `layout`.
+bool holdsSlot(const SafetensorsReader& reader, const VariableLayout& layout,
+               const std::string& slot) {
+  return std::any_of(layout.views().begin(), layout.views().end(),
+                     [&](const VariableView& v) { return reader.contains(v.name + "/" + slot); });
+}
+
 }  // namespace
 
 std::string ModelState::initFrom(const InitFromSpec& init_from) {
@@ -158,10 +165,7 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
   if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
   // A moving average turned on after this checkpoint starts from it: a
   // checkpoint with none. One that holds some and lacks one is damaged.
-  const bool holds_averages =
-      std::any_of(layout_.views().begin(), layout_.views().end(), [&](const VariableView& v) {
-        return reader.contains(v.name + "/" + Optimizer::kMovingAverageSlot);
-      });
+  const bool holds_averages = holdsSlot(reader, layout_, Optimizer::kMovingAverageSlot);
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
@@ -182,10 +186,7 @@ void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoin
                                           const SafetensorsReader& reader) const {
   const std::vector<VariableView>& views = layout_.views();
   if (views.empty()) return;  // nothing to hold state for
-  auto holds = [&](const std::string& slot) {
-    return std::any_of(views.begin(), views.end(),
-                       [&](const VariableView& v) { return reader.contains(v.name + "/" + slot); });
-  };
+  auto holds = [&](const std::string& slot) { return holdsSlot(reader, layout_, slot); };
   // Two optimizers name a slot "momentum" (TensorFlow 1's names): RMSProp's
   // holds steps scaled by the learning rate, Momentum's sums of gradients.
   // Its "rms" tells the first apart.

@@ -1,6 +1,5 @@
 #include "daemon/this_host.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -75,16 +74,6 @@ const sockaddr* asSockaddr(const sockaddr_storage& address) {
   return reinterpret_cast<const sockaddr*>(&address);
 }
 
-std::string addressText(const sockaddr* address) {
-  char text[INET6_ADDRSTRLEN] = "?";
-  if (address->sa_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text, sizeof text);
-  else if (address->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
-              sizeof text);
-  return text;
-}
-
 }  // namespace
 
 bool isThisHost(const std::string& host) {
@@ -105,34 +94,28 @@ std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
   if (addresses.empty() || !isLoopback(asSockaddr(addresses.front()))) return std::nullopt;
   // A ps is reached by the workers; an ops server by trainctl and metrics
   // scrapers, which a cluster spread over hosts runs on any of them.
-  std::vector<std::pair<const char*, const std::vector<HostPort>*>> clients = {
-      {"worker", &cluster.worker}};
-  if (listener == Listener::OpsServer) clients.insert(clients.begin(), {"ps", &cluster.ps});
-  for (const auto& [job, tasks] : clients)
-    for (size_t i = 0; i < tasks->size(); ++i) {
-      const HostPort& other = (*tasks)[i];
-      if (isThisHost(other.host)) continue;
-      const std::string loopback = addressText(asSockaddr(addresses.front()));
-      const std::string named =
-          loopback == address.host ? "" : fmt::format(" ({} resolves to it here)", address.host);
-      const std::string who =
-          listener == Listener::Ps
-              ? fmt::format("{} {} ({}) is on another host and cannot reach it", job, i,
-                            other.toString())
-              : fmt::format(
-                    "{} {} ({}) is on another host, and trainctl or a metrics scraper "
-                    "there cannot reach it",
-                    job, i, other.toString());
-      return fmt::format(
-          "{}: {} listens on {}, a loopback address{}, but {}: write this host's network address "
-          "in the cluster spec{}",
-          field, address.toString(), loopback, named, who,
-          named.empty() ? ""
-                        : fmt::format(", or map {} to that address in /etc/hosts (Debian maps a "
-                                      "host's own name to 127.0.1.1)",
-                                      address.host));
-    }
-  return std::nullopt;
+  std::optional<std::string> remote;  // the first client's "worker 1 (h1:2222)"
+  const auto findRemote = [&](const char* job, const std::vector<HostPort>& tasks) {
+    for (size_t i = 0; i < tasks.size() && !remote; ++i)
+      if (!isThisHost(tasks[i].host))
+        remote = fmt::format("{} {} ({})", job, i, tasks[i].toString());
+  };
+  if (listener == Listener::OpsServer) findRemote("ps", cluster.ps);
+  findRemote("worker", cluster.worker);
+  if (!remote) return std::nullopt;
+  const std::string loopback = hostPortOf(*asSockaddr(addresses.front())).host;
+  const bool named = loopback != address.host;
+  return fmt::format(
+      "{}: {} listens on {}, a loopback address{}, but {} is on another host{}: write this host's "
+      "network address in the cluster spec{}",
+      field, address.toString(), loopback,
+      named ? fmt::format(" ({} resolves to it here)", address.host) : "", *remote,
+      listener == Listener::Ps ? " and cannot reach it"
+                               : ", and trainctl or a metrics scraper there cannot reach it",
+      named ? fmt::format(", or map {} to that address in /etc/hosts (Debian maps a host's own "
+                          "name to 127.0.1.1)",
+                          address.host)
+            : "");
 }
 
 }  // namespace traind

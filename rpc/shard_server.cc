@@ -1,13 +1,13 @@
 #include "rpc/shard_server.h"
 
-#include <arpa/inet.h>
 #include <capnp/rpc-twoparty.h>
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <list>
 #include <optional>
 
+#include "core/cluster_spec.h"
 #include "core/error.h"
 #include "core/rate_limited_log.h"
 #include "rpc/abort_reason.h"
@@ -29,22 +29,6 @@ constexpr size_t kFlowLimitWords = (size_t(64) << 20) / sizeof(capnp::word);
 // the calls that may wait (ShardService::kMaxWaitingCalls). A worker has at
 // most a few dozen calls open per shard; a peer past this is ended.
 constexpr size_t kMostOpenAnswers = 512;
-
-// "127.0.0.1:2221", "[::1]:2221" ("?:0" for a family other than IPv4/6).
-std::string socketAddressText(const sockaddr_storage& addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* in = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in->sin6_port));
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
 
 }  // namespace
 
@@ -176,7 +160,7 @@ struct ShardServer::Impl {
     } catch (...) {
       return "a peer";
     }
-    return "peer " + socketAddressText(addr);
+    return "peer " + hostPortOf(reinterpret_cast<const sockaddr&>(addr)).toString();
   }
 };
 
@@ -204,7 +188,7 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
   sockaddr_storage bound{};
   uint length = sizeof bound;
   impl_->listener->getsockname(reinterpret_cast<sockaddr*>(&bound), &length);
-  bound_address_ = socketAddressText(bound);
+  bound_address_ = hostPortOf(reinterpret_cast<const sockaddr&>(bound)).toString();
 }
 
 ShardServer::~ShardServer() = default;

@@ -153,7 +153,7 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
 }
 
 // Calls per shard in flight during a pull or a push+pull (and a read or an
-// initialisation of the whole state: inLanes). A few keep the
+// initialisation of the whole state: everyChunkAndSlot). A few keep the
 // link busy both ways (a chunk's reply streams back while the next chunks
 // go out); more only queue up in socket buffers. Measured on loopback: 2, 4
 // and 8 alike, every chunk at once slower (docs/benchmarks.md, Distributed).
@@ -200,33 +200,35 @@ class FirstFailure {
   kj::Maybe<Failure> first_;
 };
 
-// `call(link, i)` for the items i < items(link) of every shard, `in_flight`
-// per shard at a time (lane j takes items j, j + in_flight, ...): the
-// lanes joined, for FirstFailure::wait. A lane stops at its first failure.
-// Calls that may be many (one per chunk and slot) go this way, never all at
+// A call for one chunk of a shard and one slot of the state (0: the
+// parameters, s: the optimizer's slot s - 1).
+using ChunkSlotCall = std::function<kj::Promise<void>(ShardLink&, const ShardChunk&, size_t slot)>;
+
+// `call` for every chunk and every one of `slots` + 1 slots of every shard,
+// kCallsInFlight per shard at a time (lane j takes items j, j +
+// kCallsInFlight, ...): the lanes joined, for FirstFailure::wait. A lane
+// stops at its first failure. The whole state goes this way, never all at
 // once: each call whose answer the ps has not seen released counts against
 // the most it keeps open per connection (rpc/open_answers_stream.h), and
 // each reply is a message of up to 1 MiB the ps builds at once.
-kj::Promise<void> inLanes(std::vector<ShardLink>& shards, size_t in_flight,
-                          std::function<size_t(const ShardLink&)> items,
-                          std::function<kj::Promise<void>(ShardLink&, size_t)> call,
-                          FirstFailure& failure) {
+kj::Promise<void> everyChunkAndSlot(std::vector<ShardLink>& shards, size_t slots,
+                                    ChunkSlotCall call, FirstFailure& failure) {
   struct Lanes {
-    size_t in_flight;
-    std::function<size_t(const ShardLink&)> items;
-    std::function<kj::Promise<void>(ShardLink&, size_t)> call;
+    size_t slots;
+    ChunkSlotCall call;
     std::function<kj::Promise<void>(ShardLink&, size_t)> lane;
   };
-  auto lanes = kj::heap<Lanes>(Lanes{in_flight, std::move(items), std::move(call), {}});
+  auto lanes = kj::heap<Lanes>(Lanes{slots, std::move(call), {}});
   lanes->lane = [state = lanes.get(), &failure](ShardLink& link, size_t item) {
-    if (item >= state->items(link)) return kj::Promise<void>(kj::READY_NOW);
-    return state->call(link, item).catch_(failure.of(link)).then([state, &link, item] {
-      return state->lane(link, item + state->in_flight);
-    });
+    const size_t per_chunk = state->slots + 1;
+    if (item >= link.chunks.size() * per_chunk) return kj::Promise<void>(kj::READY_NOW);
+    return state->call(link, link.chunks[item / per_chunk], item % per_chunk)
+        .catch_(failure.of(link))
+        .then([state, &link, item] { return state->lane(link, item + kCallsInFlight); });
   };
   kj::Vector<kj::Promise<void>> started;
   for (ShardLink& link : shards)
-    for (size_t j = 0; j < in_flight; ++j) started.add(lanes->lane(link, j));
+    for (size_t j = 0; j < kCallsInFlight; ++j) started.add(lanes->lane(link, j));
   return kj::joinPromises(started.releaseAsArray()).attach(kj::mv(lanes));
 }
 
@@ -605,9 +607,7 @@ void ShardedClient::initialize(const ModelState& state) {
   const size_t slots = state.optimizer().slotNames().size();
   // One call per chunk and slot: a model of hundreds of chunks with Adam
   // sent all at once would pass the ps's most open answers.
-  auto initializeOne = [&state, slots](ShardLink& link, size_t item) {
-    const ShardChunk& c = link.chunks[item / (slots + 1)];
-    const size_t slot = item % (slots + 1);
+  auto initializeOne = [&state](ShardLink& link, const ShardChunk& c, size_t slot) {
     const FlatBuffer& source = slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
     auto request = link.shard().initializeRequest();
     request.setSlot(uint32_t(slot));
@@ -617,13 +617,9 @@ void ShardedClient::initialize(const ModelState& state) {
     return request.send().ignoreResult();
   };
   kj::Timer& timer = impl_->io.provider->getTimer();
-  failure.wait(
-      watched(inLanes(
-                  impl_->shards, kCallsInFlight,
-                  [slots](const ShardLink& link) { return link.chunks.size() * (slots + 1); },
-                  initializeOne, failure),
-              impl_->shards, timer, failure),
-      impl_->io.waitScope);
+  failure.wait(watched(everyChunkAndSlot(impl_->shards, slots, initializeOne, failure),
+                       impl_->shards, timer, failure),
+               impl_->io.waitScope);
   for (ShardLink& link : impl_->shards) {
     auto request = link.shard().markReadyRequest();
     request.setGlobalStep(state.globalStep());
@@ -1285,13 +1281,12 @@ void ShardedClient::readChunks(ModelState& state, bool holding, std::vector<int6
   const size_t slots = state.optimizer().slotNames().size();
   lowest.assign(impl_->shards.size(), INT64_MAX);
   highest.assign(impl_->shards.size(), -1);
-  // One call per chunk and slot, kCallsInFlight per shard at a time (inLanes):
+  // One call per chunk and slot, kCallsInFlight per shard at a time
+  // (everyChunkAndSlot):
   // asking for everything at once cost a ps its whole state again (seen: a
   // ps of P with Adam peaking at 4.2 P during the chief's checkpoint instead
   // of 3.3 P).
-  auto read = [&](ShardLink& link, size_t item) {
-    const ShardChunk& c = link.chunks[item / (slots + 1)];
-    const size_t slot = item % (slots + 1);
+  auto read = [&](ShardLink& link, const ShardChunk& c, size_t slot) {
     FlatBuffer& target = slot == 0 ? state.parameters() : state.optimizer().slot(slot - 1);
     auto request = link.shard().readStateRequest();
     request.setSlot(uint32_t(slot));
@@ -1312,15 +1307,11 @@ void ShardedClient::readChunks(ModelState& state, bool holding, std::vector<int6
     });
   };
   FirstFailure failure;
-  failure.wait(
-      watched(inLanes(
-                  impl_->shards, kCallsInFlight,
-                  [slots](const ShardLink& link) { return link.chunks.size() * (slots + 1); }, read,
-                  failure),
-              impl_->shards, impl_->io.provider->getTimer(), failure),
-      impl_->io.waitScope, [&] {
-        if (holding) releaseHolds(kReleaseAfterFailureSeconds);
-      });
+  failure.wait(watched(everyChunkAndSlot(impl_->shards, slots, read, failure), impl_->shards,
+                       impl_->io.provider->getTimer(), failure),
+               impl_->io.waitScope, [&] {
+                 if (holding) releaseHolds(kReleaseAfterFailureSeconds);
+               });
 }
 
 void ShardedClient::reportSaved(const std::string& checkpoint) {
