@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,6 +13,26 @@
 #include "core/streaming_store.h"
 
 namespace traind {
+namespace {
+
+// The first float of [begin, end) that is NaN or infinite (every exponent
+// bit set), or `end`. A block's loop has no early exit, so that the
+// compiler vectorises it; only a block with such a float is searched again.
+const float* firstNotFinite(const float* begin, const float* end) {
+  constexpr ptrdiff_t kBlock = 1024;
+  constexpr uint32_t kExponent = 0x7f800000u;
+  for (const float* block = begin; block < end; block += std::min(kBlock, end - block)) {
+    const float* block_end = block + std::min(kBlock, end - block);
+    uint32_t not_finite = 0;
+    for (const float* x = block; x < block_end; ++x)
+      not_finite |= (~std::bit_cast<uint32_t>(*x) & kExponent) ? 0u : 1u;
+    if (not_finite)
+      return std::find_if(block, block_end, [](float x) { return !std::isfinite(x); });
+  }
+  return end;
+}
+
+}  // namespace
 
 ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
                                const ClusterSpec& cluster, int shard_index,
@@ -345,7 +367,8 @@ ParameterShard::StalenessHold ParameterShard::stalenessHold() const {
   return hold;
 }
 
-void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk) const {
+void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk,
+                               std::span<const float> gradient) const {
   if (!ready_) throw ProtocolError(fmt::format("ps {}: not initialised yet", shard_index_));
   if (worker >= cluster_.worker.size())
     throw ProtocolError(fmt::format("ps {}: no worker {} in a cluster of {}", shard_index_, worker,
@@ -358,6 +381,26 @@ void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk) cons
     throw ProtocolError(
         fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
                     shard_index_, worker, chunks_[chunk].shard_offset, step));
+  const ShardChunk& c = chunks_[chunk];
+  if (int64_t(gradient.size()) != c.size)
+    throw ProtocolError(
+        fmt::format("ps {}: a gradient of {} floats for the chunk at offset {} of {}", shard_index_,
+                    gradient.size(), c.shard_offset, c.size));
+  for (int i = c.first_piece; i < c.first_piece + c.pieces; ++i) {
+    const VariablePiece& p = plan_.pieces[size_t(i)];
+    const int64_t begin = std::max(p.shard_offset, c.shard_offset);
+    const int64_t end = std::min(p.shard_offset + p.size, c.shard_offset + c.size);
+    const float* first = gradient.data() + (begin - c.shard_offset);
+    const float* last = first + (end - begin);
+    const float* bad = firstNotFinite(first, last);
+    if (bad != last)
+      throw ProtocolError(fmt::format(
+          "ps {}: worker {} pushed a gradient of step {} that is not finite: {} at element {} of "
+          "'{}'; refused, the parameters are left as they were (the worker's model diverged, or "
+          "the peer is broken)",
+          shard_index_, worker, step, std::isnan(*bad) ? "NaN" : "infinite",
+          begin - p.shard_offset + (bad - first), variables_[size_t(i)].name));
+  }
 }
 
 bool ParameterShard::staleInSync(int64_t step, size_t chunk) const {
@@ -367,8 +410,12 @@ bool ParameterShard::staleInSync(int64_t step, size_t chunk) const {
 bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
                           std::span<const float> gradient, float* values_out) {
   const size_t chunk = chunkAt(offset, int64_t(gradient.size()));
-  checkPush(worker, step, chunk);
+  checkPush(worker, step, chunk, gradient);
+  return pushChecked(worker, step, chunk, gradient, values_out);
+}
 
+bool ParameterShard::pushChecked(uint32_t worker, int64_t step, size_t chunk,
+                                 std::span<const float> gradient, float* values_out) {
   if (cluster_.mode == TrainingMode::Async) {
     applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk], values_out);
     if (++chunks_from_worker_[worker] == int64_t(chunks_.size())) {

@@ -120,7 +120,8 @@ class ParameterShard {
   void initialize(uint32_t slot, int64_t offset, std::span<const float> values);
   void markReady(int64_t global_step);
 
-  // Returns false when the chunk was dropped as stale. Throws ProtocolError.
+  // Returns false when the chunk was dropped as stale. Throws the
+  // ProtocolError of checkPush, and then changes nothing.
   // A push that applies the chunk (async, or sync's last gradient of the
   // step) raises chunkChanges(chunk) by one, and then, when `values_out` is
   // not null, has written the chunk's new values there too (gradient.size()
@@ -138,10 +139,19 @@ class ParameterShard {
   // those stores, of a 1 MiB shard lost 4.7%; a 2.3 MiB shard was even.
   static constexpr int64_t kStreamingCopyBytes = int64_t(4) << 20;
   bool copiesAroundCaches() const { return size() * int64_t(sizeof(float)) >= kStreamingCopyBytes; }
-  // Throws the ProtocolError that a push of chunk `chunk` would throw, and
-  // changes nothing: a call of several chunks checks them all before the
-  // first is applied.
-  void checkPush(uint32_t worker, int64_t step, size_t chunk) const;
+  // Throws the ProtocolError that a push of `gradient` as chunk `chunk`
+  // would throw, and changes nothing: a call of several chunks checks them
+  // all before the first is applied. A gradient with a float that is not
+  // finite (NaN or infinite) in a variable is refused, naming it: applied,
+  // it would leave the parameters NaN for every worker. The gaps between
+  // pieces are not read.
+  void checkPush(uint32_t worker, int64_t step, size_t chunk,
+                 std::span<const float> gradient) const;
+  // push() of chunk `chunk` once checkPush has passed it: a call of several
+  // chunks checks them all first, and need not read each gradient twice
+  // more.
+  bool pushChecked(uint32_t worker, int64_t step, size_t chunk, std::span<const float> gradient,
+                   float* values_out = nullptr);
   // Counts the changes of chunk `chunk`'s parameters (updates and the
   // chief's initialisation): equal counts, equal values.
   uint64_t chunkChanges(size_t chunk) const { return chunk_changes_.at(chunk); }

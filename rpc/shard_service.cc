@@ -460,8 +460,14 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
                : ChunkRun{shard().chunkAt(offset, int64_t(sent.size())), 1};
     const uint32_t worker = params.getWorkerTask();
     const int64_t step = params.getStep();
-    for (size_t i = run.first; i < run.first + run.count; ++i) shard().checkPush(worker, step, i);
     if (shared) region();  // refused without a region, before anything changes
+    const auto gradientOf = [&](size_t chunk) {
+      const ShardChunk& c = shard().chunks()[chunk];
+      return shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
+                    : sent;
+    };
+    for (size_t i = run.first; i < run.first + run.count; ++i)
+      shard().checkPush(worker, step, i, gradientOf(i));
     PushCounts& counts = served_.push_counts_;
     if (shared) {
       ++counts.shared_calls;
@@ -483,16 +489,13 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     for (size_t i = 0; applies && i < run.count; ++i) {
       const size_t chunk = run.first + i;
       const ShardChunk& c = shard().chunks()[chunk];
-      const std::span<const float> gradient =
-          shared ? std::span<const float>(region().gradients() + c.layout_offset, size_t(c.size))
-                 : sent;
       const int64_t chunk_before = shard().chunkStep(chunk);
       const uint64_t changes_before = shard().chunkChanges(chunk);
       // A push that applies the chunk writes its new values into the
       // region as it computes them; the reply copies them only if they
       // change again.
-      accepted &= shard().push(worker, step, c.shard_offset, gradient,
-                               shared ? region().parameters() + c.layout_offset : nullptr);
+      accepted &= shard().pushChecked(worker, step, chunk, gradientOf(chunk),
+                                      shared ? region().parameters() + c.layout_offset : nullptr);
       if (shared && shard().chunkChanges(chunk) != changes_before)
         region_holds[i] = shard().chunkChanges(chunk);
       chunk_steps_moved |= shard().chunkStep(chunk) != chunk_before;

@@ -282,7 +282,7 @@ TEST_CASE(
   }
   chief.shard.markReadyRequest().send().wait(io.waitScope);
 
-  int answered = 0, refused = 0, waited = 0, pushes_applied = 0;
+  int answered = 0, refused = 0, waited = 0, pushes_applied = 0, not_finite_refused = 0;
   std::string last_refusal;
   // Sends a call and checks its reply; true if the ps answered, false if it
   // refused it. A call that may wait (for the next step) is given up after
@@ -305,6 +305,7 @@ TEST_CASE(
       REQUIRE(e->getType() != kj::Exception::Type::DISCONNECTED);  // the ps is gone
       ++refused;
       last_refusal = e->getDescription().cStr();
+      not_finite_refused += last_refusal.find("that is not finite") != std::string::npos;
       CHECK(printable(last_refusal) == last_refusal);  // no raw byte of a lie comes back
       return false;
     }
@@ -323,7 +324,8 @@ TEST_CASE(
         request;
     bool shared, ragged;
     uint64_t offset, floats;
-    size_t count;  // chunks, if the ps takes it
+    size_t count;             // chunks, if the ps takes it
+    bool not_finite = false;  // its first float is NaN or infinite
   };
   auto drawPush = [&](Connection& c, int64_t now) {
     Push p{c.shard.pushAndPullRequest(), dice.coin(0.4), false, dice.offset(), 0, 1};
@@ -346,6 +348,12 @@ TEST_CASE(
     } else {
       p.floats = std::min<uint64_t>(p.floats, uint64_t(ParameterShard::kChunkFloats) + 1);
       std::vector<float> gradient(size_t(p.floats), kGradient);
+      // A chunk's first float is a variable's, never a gap between two.
+      p.not_finite = !gradient.empty() && dice.coin(0.05);
+      if (p.not_finite)
+        gradient[0] = dice.pick({std::numeric_limits<float>::quiet_NaN(),
+                                 std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity()});
       auto bytes = request.initData(gradient.size() * sizeof(float) + (p.ragged ? 2 : 0));
       if (!gradient.empty())  // an empty vector's data() may be null: no memcpy from it
         std::memcpy(bytes.begin(), gradient.data(), gradient.size() * sizeof(float));
@@ -359,6 +367,7 @@ TEST_CASE(
     REQUIRE(first);
     REQUIRE(dice.runFloats(p.offset, p.count) == p.floats);
     REQUIRE(!p.ragged);
+    REQUIRE(!p.not_finite);
     if (mode != "async") return;
     CHECK(accepted);  // async drops nothing
     oracle.applied(*first, p.count);
@@ -542,6 +551,7 @@ TEST_CASE(
   CHECK(answered > calls / 20);
   CHECK(refused > calls / 5);
   if (mode == "async") CHECK(pushes_applied > calls / 50);
+  if (mode == "async") CHECK(not_finite_refused > 0);
 
   // Still serving: a new connection is answered (worker 1 is connected
   // already, which the ps says as it refuses a second process for a task);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "daemon/step_stall_report.h"
@@ -351,18 +353,52 @@ TEST_CASE("a run of chunks: consecutive from its offset, their floats in all, ch
   CHECK_THROWS_WITH(shard.chunkRun(kernel + 1, 1, 1), Catch::Contains("no chunk starts"));
 
   shard.markReady(0);
-  CHECK_NOTHROW(shard.checkPush(0, 0, 0));
-  CHECK(shard.push(0, 0, kernel, std::vector<float>{1.0f, 1.0f}));
+  const std::vector<float> k{1.0f, 1.0f}, b{1.0f};
+  CHECK_NOTHROW(shard.checkPush(0, 0, 0, k));
+  CHECK(shard.push(0, 0, kernel, k));
   // A second gradient of the step from the same worker: refused, and the
   // check leaves the partial sum as it was.
-  CHECK_THROWS_WITH(shard.checkPush(0, 0, 0), Catch::Contains("twice"));
-  CHECK_NOTHROW(shard.checkPush(0, 0, 1));
-  CHECK_THROWS_WITH(shard.checkPush(0, 1, 1), Catch::Contains("only 0"));
-  CHECK_THROWS_WITH(shard.checkPush(5, 0, 1), Catch::Contains("no worker 5"));
+  CHECK_THROWS_WITH(shard.checkPush(0, 0, 0, k), Catch::Contains("twice"));
+  CHECK_NOTHROW(shard.checkPush(0, 0, 1, b));
+  CHECK_THROWS_WITH(shard.checkPush(0, 1, 1, b), Catch::Contains("only 0"));
+  CHECK_THROWS_WITH(shard.checkPush(5, 0, 1, b), Catch::Contains("no worker 5"));
+  CHECK_THROWS_WITH(shard.checkPush(0, 0, 1, k), Catch::Contains("a gradient of 2 floats"));
   CHECK(shard.push(1, 0, kernel, std::vector<float>{3.0f, 3.0f}));
   CHECK(read(shard, kernel, 2) == std::vector<float>{-1.0f, -1.0f});  // mean 2, lr 0.5
   // Once the chunk has its gradients, a late one is stale (dropped), not refused.
-  CHECK_NOTHROW(shard.checkPush(0, 0, 0));
+  CHECK_NOTHROW(shard.checkPush(0, 0, 0, k));
+}
+
+TEST_CASE("a gradient that is not finite is refused, naming the variable, and changes nothing") {
+  for (TrainingMode mode : {TrainingMode::Async, TrainingMode::Sync}) {
+    CAPTURE(mode == TrainingMode::Sync);
+    OneShard s(mode, 2, 2);
+    s.spec.input = {3000};
+    s.graph = buildLayerGraph(s.spec);  // a kernel of 3000 x units floats: several blocks
+    ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+    shard.markReady(0);
+    const ShardChunk& c = shard.chunks()[0];
+    const std::vector<float> before = read(shard, c.shard_offset, size_t(c.size));
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+          -std::numeric_limits<float>::infinity()}) {
+      std::vector<float> gradient(size_t(c.size), 1.0f);
+      gradient[2049] = bad;  // in the third block of 1024
+      CHECK_THROWS_WITH(
+          shard.push(1, 0, c.shard_offset, gradient),
+          Catch::Contains("worker 1 pushed a gradient of step 0 that is not finite") &&
+              Catch::Contains(std::string(std::isnan(bad) ? "NaN" : "infinite") +
+                              " at element 2049 of 'd/kernel'"));
+    }
+    CHECK(read(shard, c.shard_offset, size_t(c.size)) == before);
+    CHECK(shard.globalStep() == 0);
+    CHECK(shard.chunkChanges(0) == 0);
+    // The worker's next, finite gradient of the step counts (no "twice").
+    CHECK(shard.push(1, 0, c.shard_offset, std::vector<float>(size_t(c.size), 1.0f)));
+    // Floats at the largest finite magnitude are finite.
+    std::vector<float> largest(size_t(c.size), std::numeric_limits<float>::max());
+    CHECK_NOTHROW(shard.checkPush(0, shard.globalStep(), 0, largest));
+  }
 }
 
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
