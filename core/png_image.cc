@@ -2,6 +2,7 @@
 
 #include <png.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -32,6 +33,34 @@ void readFromMemory(png_structp png, png_bytep out, png_size_t bytes) {
 }
 
 void onWarning(png_structp, png_const_charp) {}  // a warning changes nothing decoded
+
+// The most IDAT bytes, besides the last row's, that may follow what the
+// rows before it took: libpng reads ahead 8 KiB at a time, and a stream
+// ends with a few bytes of its own. After the last row libpng inflates
+// the rest of the stream to check its end, so a PNG whose compressed data
+// goes on past its pixels (megabytes that inflate a thousandfold) would
+// cost seconds of CPU per image.
+constexpr size_t kMostIdatAfterRows = 64 * 1024;
+
+uint32_t bigEndian32(const unsigned char* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+}
+
+// The bytes of IDAT data from `source->offset` on, to the first IEND.
+size_t idatBytesAfterOffset(const PngSource& source) {
+  size_t idat = 0;
+  for (size_t at = sizeof kSignature; source.size - at >= 8;) {
+    const size_t begin = at + 8;
+    // A chunk cut short counts to the end of the bytes: libpng says so.
+    const size_t end = begin + std::min<size_t>(bigEndian32(source.data + at), source.size - begin);
+    if (std::memcmp(source.data + at + 4, "IEND", 4) == 0) break;
+    if (std::memcmp(source.data + at + 4, "IDAT", 4) == 0 && end > source.offset)
+      idat += end - std::max(begin, source.offset);
+    if (source.size - end < 4) break;
+    at = end + 4;  // past the CRC
+  }
+  return idat;
+}
 
 // Reads the header into `header` and, with `out`, the image; false with
 // source->error on a libpng error. No C++ object lives in this frame, which
@@ -69,8 +98,13 @@ bool readPng(PngSource* source, ImageHeader* header, uint8_t* out) {
     if (row_bytes != size_t(header->width) * size_t(header->channels))
       png_error(png, "rows of another size than 8-bit samples make");
     for (int pass = 0; pass < passes; ++pass)
-      for (int64_t y = 0; y < header->height; ++y)
+      for (int64_t y = 0; y < header->height; ++y) {
+        // The last row inflates the rest of the stream to check its end.
+        if (pass == passes - 1 && y == header->height - 1 &&
+            idatBytesAfterOffset(*source) > kMostIdatAfterRows + 2 * (row_bytes + 1))
+          png_error(png, "more than 64 KiB of compressed data past the image's pixels");
         png_read_row(png, out + size_t(y) * row_bytes, nullptr);
+      }
     png_read_end(png, nullptr);
   }
   png_destroy_read_struct(&png, &info, nullptr);

@@ -667,6 +667,65 @@ TEST_CASE("a small JPEG file cannot make its decoding take unbounded memory or t
                              "scans"));
 }
 
+// A PNG chunk: its length, type, data and the CRC of type and data.
+std::string pngChunk(const std::string& type, const std::string& data) {
+  std::string chunk;
+  for (int shift = 24; shift >= 0; shift -= 8) chunk += char((data.size() >> shift) & 0xff);
+  chunk += type + data;
+  const uint32_t crc =
+      uint32_t(crc32(crc32(0, reinterpret_cast<const Bytef*>(type.data()), 4),
+                     reinterpret_cast<const Bytef*>(data.data()), uInt(data.size())));
+  for (int shift = 24; shift >= 0; shift -= 8) chunk += char((crc >> shift) & 0xff);
+  return chunk;
+}
+
+// A grey 8-bit PNG of `height` x `width` whose pixel i is i % 256, its
+// zlib stream going on for `trailing` bytes past the rows, in one IDAT.
+std::string greyPng(uint32_t height, uint32_t width, const std::string& trailing) {
+  std::string ihdr;
+  for (uint32_t v : {width, height})
+    for (int shift = 24; shift >= 0; shift -= 8) ihdr += char((v >> shift) & 0xff);
+  ihdr += std::string("\x08\x00\x00\x00\x00", 5);  // 8 bits, grey, deflate, filters, no interlace
+  std::string filtered;
+  for (uint32_t y = 0; y < height; ++y) {
+    filtered += '\0';  // no filter
+    for (uint32_t x = 0; x < width; ++x) filtered += char((y * width + x) % 256);
+  }
+  filtered += trailing;
+  std::string idat(compressBound(uLong(filtered.size())), '\0');
+  uLongf size = uLongf(idat.size());
+  REQUIRE(compress2(reinterpret_cast<Bytef*>(idat.data()), &size,
+                    reinterpret_cast<const Bytef*>(filtered.data()), uLong(filtered.size()),
+                    Z_BEST_SPEED) == Z_OK);
+  idat.resize(size);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + pngChunk("IHDR", ihdr) + pngChunk("IDAT", idat) +
+         pngChunk("IEND", "");
+}
+
+TEST_CASE("a PNG whose compressed data goes on past its pixels is read, up to 64 KiB of it",
+          "[example_records]") {
+  TempDir dir;
+  const auto load = [&](const std::string& png) {
+    DataFiles source = recordFiles({dir.write(
+        "png",
+        framed({exampleMessage({{"image", bytesFeature(png)}, {"label", int64Feature({3})}})}))});
+    source.image_feature = "image";
+    return loadExampleRecords(source, {4, 3, 1});
+  };
+  // A few bytes more than the rows, as some encoders leave: the image.
+  const Dataset data = load(greyPng(4, 3, std::string(1000, '\0')));
+  REQUIRE(data.size == 1);
+  for (int j = 0; j < 12; ++j) CHECK(data.pixels[size_t(j)] == j);
+  // Incompressible bytes past the rows: libpng would inflate all of them
+  // (megabytes that inflate a thousandfold cost seconds per image).
+  std::string noise(200 * 1024, '\0');
+  uint32_t x = 12345;
+  for (char& c : noise) c = char((x = x * 1664525u + 1013904223u) >> 24);
+  CHECK_THROWS_WITH(load(greyPng(4, 3, noise)),
+                    Contains("record 0 at byte 0: feature 'image' holds a corrupt PNG image: more "
+                             "than 64 KiB of compressed data past the image's pixels"));
+}
+
 TEST_CASE("float features load as inputs and regression targets", "[example_records]") {
   DataFiles source = recordFiles({kFixture + "regression.tfrecord"});
   source.image_feature = "x";
