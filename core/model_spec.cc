@@ -48,7 +48,7 @@ std::string formatNumber(float value) {
 
 std::array<int64_t, 2> readWindow(const Field& field) {
   if (field.node.IsSequence()) {
-    std::vector<Field> items = listItems(field, "");
+    std::vector<Field> items = listItems(field, "a positive integer or [height, width]");
     if (items.size() != 2) failExpected(field, "a positive integer or [height, width]");
     return {readInt(items[0], 1, kMaxDimension), readInt(items[1], 1, kMaxDimension)};
   }
@@ -711,7 +711,7 @@ DataFiles readDataFiles(const Field& field, const fs::path& spec_dir, const Shap
         fail(*f, "expected either images and labels (IDX files) or tfrecords, got both");
     std::vector<Field> items{*tfrecords};
     if (tfrecords->node.IsSequence()) {
-      items = listItems(*tfrecords, "");
+      items = listItems(*tfrecords, "a path, a glob pattern or a list of them");
       if (items.empty()) failExpected(*tfrecords, "a path, a glob pattern or a list of them");
     }
     // A file under two names (a link, a path through one) is still listed

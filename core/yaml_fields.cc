@@ -308,27 +308,36 @@ void failExpected(const Field& field, std::string_view expected) {
   fail(field, "expected " + std::string(expected) + ", got " + describe(field.node));
 }
 
+namespace {
+
+// A node's tag as it was written: !!int for YAML's core tags.
+std::string shownTag(const YAML::Node& node) {
+  constexpr std::string_view kCore = "tag:yaml.org,2002:";
+  const std::string& tag = node.Tag();
+  return quotedPrintable(tag.starts_with(kCore) ? "!!" + tag.substr(kCore.size()) : tag);
+}
+
+}  // namespace
+
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
       return "an empty value";
     case YAML::NodeType::Sequence:
+      if (!isPlainCollection(node, "seq")) return "a list tagged " + shownTag(node);
       if (node.size() == 0) return "an empty list";
       return node.size() == 1 ? "a list of 1 item"
                               : "a list of " + std::to_string(node.size()) + " items";
     case YAML::NodeType::Map:
-      return "a mapping";
+      return isPlainCollection(node, "map") ? "a mapping" : "a mapping tagged " + shownTag(node);
     default:
       break;
   }
   const std::string& text = node.Scalar();
   if (isQuoted(node))
     return (node.Tag() == "!" ? "the quoted string " : "the string ") + quoted(text);
-  if (const std::string& tag = node.Tag(); tag != "?" && !tag.empty()) {
-    constexpr std::string_view kCore = "tag:yaml.org,2002:";
-    const std::string shown = tag.starts_with(kCore) ? "!!" + tag.substr(kCore.size()) : tag;
-    return quoted(text) + " tagged " + quotedPrintable(shown);
-  }
+  if (const std::string& tag = node.Tag(); tag != "?" && !tag.empty())
+    return quoted(text) + " tagged " + shownTag(node);
   double number;
   if (parseNumber(text, number)) return text;  // a number is short
   return quoted(text);
@@ -355,6 +364,11 @@ bool isQuoted(const YAML::Node& node) {
 
 bool isText(const YAML::Node& node) { return isPlainOr(node, "str") || isQuoted(node); }
 
+bool isPlainCollection(const YAML::Node& node, std::string_view type) {
+  const std::string& tag = node.Tag();
+  return tag == "?" || tag == "!" || tag.empty() || tag == "tag:yaml.org,2002:" + std::string(type);
+}
+
 bool isPlainOr(const YAML::Node& node, std::string_view type) {
   const std::string& tag = node.Tag();
   return node.IsScalar() &&
@@ -365,11 +379,14 @@ bool isPlainOr(const YAML::Node& node, std::string_view type) {
 // Mappings and lists.
 
 Mapping::Mapping(Field field) : field_(std::move(field)) {
-  if (!field_.node.IsMap()) failExpected(field_, "a mapping of fields");
+  if (!field_.node.IsMap() || !isPlainCollection(field_.node, "map"))
+    failExpected(field_, "a mapping of fields");
   std::unordered_map<std::string, size_t> first_given;  // key -> its entry
   for (const auto& entry : field_.node) {
     const YAML::Node& key = entry.first;
-    Field key_field{key, field_.path, locate(key, field_.where)};
+    // An empty key (`~: 1`) has no place of its own: its value's is on its line.
+    Field key_field{key, field_.path,
+                    locate(key, key.IsNull() ? locate(entry.second, field_.where) : field_.where)};
     if (!key.IsScalar()) failExpected(key_field, "a field name");
     const std::string name = key.Scalar();
     // Hashed: a mapping of 100,000 keys took half a minute compared pairwise.
@@ -409,7 +426,8 @@ Field Mapping::get(std::string_view key, std::string_view why) const {
 }
 
 std::vector<Field> listItems(const Field& field, std::string_view expected) {
-  if (!field.node.IsSequence()) failExpected(field, expected);
+  if (!field.node.IsSequence() || !isPlainCollection(field.node, "seq"))
+    failExpected(field, expected);
   std::vector<Field> items;
   for (size_t i = 0; i < field.node.size(); ++i) {
     const YAML::Node item = field.node[i];
@@ -495,6 +513,9 @@ std::string readName(const Field& field) {
   if (isText(field.node)) {
     const std::string& s = field.node.Scalar();
     if (!s.empty() && std::all_of(s.begin(), s.end(), isNameCharacter)) {
+      if (s == "." || s == "..")
+        fail(field,
+             "expected a name other than '.' and '..', which name directories, got " + quoted(s));
       if (s.size() <= kLongestName) return s;
       fail(field, "expected a name of at most " + std::to_string(kLongestName) + " bytes, got " +
                       std::to_string(s.size()));

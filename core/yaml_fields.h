@@ -94,6 +94,10 @@ bool isText(const YAML::Node& node);
 // for "int"): `!!null 3` or `!custom 3` is not read as 3.
 bool isPlainOr(const YAML::Node& node, std::string_view type);
 
+// A list or mapping written plain or tagged as what it is (`!!seq`,
+// `!!map`): a list tagged `!!bool` or `!!python/tuple` is not read.
+bool isPlainCollection(const YAML::Node& node, std::string_view type);
+
 // An integer as a spec writes one (digits, an optional sign); false for
 // anything else, or one beyond int64.
 bool parseInt(std::string_view text, int64_t& value);

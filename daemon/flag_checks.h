@@ -68,4 +68,14 @@ inline CLI::Validator directoryFlag() {
       "DIR");
 }
 
+// A file's path, not empty: an empty one would be taken for no flag
+// (`--cluster "$CLUSTER"` with the variable unset would check no cluster).
+inline CLI::Validator fileFlag() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "expected a file, got ''" : std::string();
+      },
+      "FILE");
+}
+
 }  // namespace traind

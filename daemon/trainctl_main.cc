@@ -79,7 +79,8 @@ struct NodeFlags {
 
 void addNodeFlags(CLI::App& command, NodeFlags& flags, double default_timeout) {
   flags.timeout = default_timeout;
-  command.add_option("--cluster", flags.cluster, "cluster spec with an http section (YAML)");
+  command.add_option("--cluster", flags.cluster, "cluster spec with an http section (YAML)")
+      ->check(traind::fileFlag());
   command.add_option("--node", flags.nodes, "a node's ops address HOST:PORT (repeatable)");
   command.add_option("--timeout", flags.timeout, "seconds to wait")
       ->capture_default_str()
@@ -923,15 +924,20 @@ int main(int argc, char** argv) {
   std::optional<int> placement_ps;
   CLI::App* placement =
       app.add_subcommand("placement", "which ps task holds which variables (design §4)");
-  placement->add_option("--model,-m", placement_model, "model spec (YAML)")->required();
-  placement->add_option("--cluster", placement_cluster, "cluster spec (YAML)");
+  placement->add_option("--model,-m", placement_model, "model spec (YAML)")
+      ->required()
+      ->check(traind::fileFlag());
+  placement->add_option("--cluster", placement_cluster, "cluster spec (YAML)")
+      ->check(traind::fileFlag());
   placement->add_option("--ps", placement_ps, "number of ps tasks")
       ->transform(traind::integerFlag(1, kMaxPsTasks));
 
   std::string eval_model, eval_checkpoint;
   int eval_threads = 0;
   CLI::App* eval = app.add_subcommand("eval", "test-set loss and accuracy of a checkpoint");
-  eval->add_option("--model,-m", eval_model, "model spec (YAML)")->required();
+  eval->add_option("--model,-m", eval_model, "model spec (YAML)")
+      ->required()
+      ->check(traind::fileFlag());
   eval->add_option("--checkpoint", eval_checkpoint, "a checkpoint, or a directory with a 'latest'")
       ->required();
   eval->add_option("--threads", eval_threads, "compute threads (0: one per core)")
@@ -946,7 +952,9 @@ int main(int argc, char** argv) {
   import->add_option("tensorflow", import_flags.tensorflow,
                      "the TensorFlow checkpoint: its prefix (model.ckpt-1200), or its directory")
       ->required();
-  import->add_option("--model,-m", import_flags.model, "model spec (YAML)")->required();
+  import->add_option("--model,-m", import_flags.model, "model spec (YAML)")
+      ->required()
+      ->check(traind::fileFlag());
   import
       ->add_option("--checkpoint-dir", import_flags.checkpoint_dir,
                    "where to write it (default: the spec's checkpoint.dir); must hold none yet")
@@ -966,7 +974,9 @@ int main(int argc, char** argv) {
       ->add_option("tensorflow", export_flags.tensorflow,
                    "the TensorFlow checkpoint prefix to write (/models/tf/model.ckpt-1200)")
       ->required();
-  export_command->add_option("--model,-m", export_flags.model, "model spec (YAML)")->required();
+  export_command->add_option("--model,-m", export_flags.model, "model spec (YAML)")
+      ->required()
+      ->check(traind::fileFlag());
   export_command
       ->add_option("--checkpoint", export_flags.checkpoint,
                    "a checkpoint, or a directory with a 'latest'")

@@ -116,7 +116,9 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   // A flag given twice takes the last value, so that a wrapper's defaults
   // (scripts/demo.sh, a unit's ExecStart) can be overridden by appending.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--model,-m", flags.model, "model spec (YAML)")->required();
+  app.add_option("--model,-m", flags.model, "model spec (YAML)")
+      ->required()
+      ->check(traind::fileFlag());
   app.add_option("--max-steps", flags.max_steps,
                  "train until this global step (overrides training.max_steps and epochs)")
       ->transform(traind::integerFlag(1, traind::kMaxSteps));
@@ -142,7 +144,8 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
       ->check(deviceListFlag());
   app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout")
       ->transform(traind::integerFlag(0));
-  app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks");
+  app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks")
+      ->check(traind::fileFlag());
   app.add_option("--job", flags.job, "this node's job in the cluster: ps or worker")
       ->envname("TRAIND_JOB")
       ->check(CLI::Validator(
@@ -269,8 +272,8 @@ int main(int argc, char** argv) {
       "check", "validate a model spec (print its layer table) or a cluster spec (print its tasks)");
   std::string check_model, check_cluster;
   RunFlags check_flags;  // what a run would take from its flags
-  check->add_option("--model,-m", check_model, "model spec (YAML)");
-  check->add_option("--cluster", check_cluster, "cluster spec (YAML)");
+  check->add_option("--model,-m", check_model, "model spec (YAML)")->check(traind::fileFlag());
+  check->add_option("--cluster", check_cluster, "cluster spec (YAML)")->check(traind::fileFlag());
   check->add_option("--threads", check_flags.threads, "compute threads, as a run takes them")
       ->transform(traind::integerFlag(0, traind::kMaxThreads));
   check->add_option("--devices", check_flags.devices, "devices, as a run takes them")

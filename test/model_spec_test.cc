@@ -1587,6 +1587,20 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
              Catch::Contains("got '0.1' tagged '!!int'"));
   CHECK(loadVariant(dir, "learning_rate: 0.1", "learning_rate: !!float 0.1")
             .learning_rate.initial == 0.1f);
+  // And a tag on a list or a mapping: `!!bool [4]` is no input shape.
+  CHECK_THAT(errorWith(dir, "input: [4]", "input: !!bool [4]"),
+             Catch::EndsWith("input: expected [features] or [height, width, channels], got a "
+                             "list tagged '!!bool'"));
+  CHECK_THAT(
+      errorWith(dir, "  - {type: dense, units: 3}", "  - !!python/tuple {type: dense, units: 3}"),
+      Catch::EndsWith("layers[0]: expected a mapping of fields, got a mapping tagged "
+                      "'!!python/tuple'"));
+  CHECK_THAT(errorWith(dir, "layers:\n", "layers: !local\n"),
+             Catch::Contains("layers: expected a list of layers, got a list tagged '!local'"));
+  CHECK(loadVariant(dir, "input: [4]", "input: !!seq [4]").input == Shape{4});
+  CHECK(loadVariant(dir, "  - {type: dense, units: 3}", "  - !!map {type: dense, units: 3}")
+            .layers[0]
+            .units == 3);
   // A rate within [0, 1) as written that a float rounds to 1 says so.
   CHECK_THAT(errorWith(dir, "  - {type: dense, units: 3}\n",
                        "  - {type: dense, units: 3}\n  - {type: dropout, rate: 0.99999999}\n"),
@@ -1633,6 +1647,10 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
 
   path = dir.write("c.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\ninput: [5]\n");
   CHECK(loadError(path) == path + ":3:1: duplicate field 'input' (first given at line 1)");
+
+  // An empty key has no place of its own: it is named at its value's.
+  path = dir.write("null_key.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\n~: 1\n");
+  CHECK(loadError(path) == path + ":3:4: expected a field name, got an empty value");
 
   path = dir.write("d.yaml", "layers: [{type: dense, units: 3}]\n");
   CHECK(loadError(path) == path + ":1:1: missing field 'input'");
@@ -1997,6 +2015,13 @@ TEST_CASE("a name is at most 255 bytes, a file name's most", "[model_spec]") {
   CHECK_THAT(
       errorWith(dir, layer, "  - {type: dense, units: 3, name: " + std::string(256, 'n') + "}\n"),
       Catch::Contains("layers[0].name: expected a name of at most 255 bytes, got 256"));
+  for (const std::string dots : {".", ".."})
+    CHECK_THAT(errorWith(dir, layer, "  - {type: dense, units: 3, name: '" + dots + "'}\n"),
+               Catch::Contains("layers[0].name: expected a name other than '.' and '..', which "
+                               "name directories, got '" +
+                               dots + "'"));
+  CHECK(loadVariant(dir, layer, "  - {type: dense, units: 3, name: ...a}\n").layers[0].name ==
+        "...a");
   CHECK(
       loadVariant(dir, layer, "  - {type: dense, units: 3, name: " + std::string(255, 'n') + "}\n")
           .layers[0]

@@ -993,6 +993,13 @@ TEST_CASE("flags refuse an empty summary directory and an integer past 64 bits")
   const ProcessResult empty = runTraind("--model configs/models/fashion_mlp.yaml --summary-dir ''");
   CHECK(empty.exit_code == 2);
   CHECK_THAT(empty.output, Catch::Contains("--summary-dir: expected a directory, got ''"));
+  // `--cluster "$CLUSTER"` with the variable unset checks no cluster unless refused.
+  for (const std::string command :
+       {"check --model configs/models/fashion_mlp.yaml --cluster ''", "--model ''"}) {
+    const ProcessResult empty_file = runTraind(command);
+    CHECK(empty_file.exit_code == 2);
+    CHECK_THAT(empty_file.output, Catch::Contains(": expected a file, got ''"));
+  }
   const ProcessResult seed =
       runTraind("--model configs/models/fashion_mlp.yaml --seed 99999999999999999999");
   CHECK(seed.exit_code == 2);
