@@ -71,6 +71,12 @@ class PinningStream final : public ForwardingStream, public kj::Refcounted {
   void endReads(const kj::Exception& reason);
   bool readsEnded() const { return reads_ended_ != nullptr; }
 
+  // The session's word that its peer said who it is (a worker's hello
+  // taken). A ps with no room for a new connection ends the oldest that
+  // has not (rpc/shard_server.h).
+  void markIdentified() { identified_ = true; }
+  bool identified() const { return identified_; }
+
   // The calls it watches; everything else passes straight through to the socket.
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
@@ -98,6 +104,7 @@ class PinningStream final : public ForwardingStream, public kj::Refcounted {
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> gated_read_;  // woken as a write completes
   bool writing_ = false;                                       // a write is in progress
   bool write_failed_ = false;  // a write failed: the peer is gone
+  bool identified_ = false;
 };
 
 }  // namespace traind

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <list>
 #include <optional>
 
@@ -64,7 +65,7 @@ struct ShardServer::Impl {
   kj::TaskSet tasks;
   // What a peer can bring about is logged at most every kLogEvery.
   static constexpr auto kLogEvery = std::chrono::seconds(10);
-  RateLimitedLog refusals{kLogEvery}, accept_failures{kLogEvery};
+  RateLimitedLog refusals{kLogEvery}, evictions{kLogEvery}, accept_failures{kLogEvery};
   // Every connection of a cluster's start is logged; a flood of them is not.
   RateLimitedLog comings{kLogEvery, 32}, goings{kLogEvery, 32};
 
@@ -98,7 +99,9 @@ struct ShardServer::Impl {
   }
 
   void serveConnection(kj::Own<kj::AsyncIoStream> stream) {
-    if (connections.size() >= most_connections) {
+    if (connections.size() >= most_connections && endOldestUnidentified(*stream)) {
+      // It goes as the event loop runs; the new one is served meanwhile.
+    } else if (connections.size() >= most_connections) {
       const std::string peer = peerName(*stream);
       refusals.log([&](size_t times) {
         spdlog::warn(
@@ -150,6 +153,26 @@ struct ShardServer::Impl {
           });
           return kj::evalLater([this, it]() { connections.erase(it); });
         }));
+  }
+
+  // Ends the oldest connection not yet ended whose peer has said nothing of
+  // who it is, for `newcomer`; false when there is none.
+  bool endOldestUnidentified(kj::AsyncIoStream& newcomer) {
+    const auto oldest = std::find_if(
+        connections.begin(), connections.end(),
+        [](const Connection& c) { return !c.stream->identified() && !c.stream->readsEnded(); });
+    if (oldest == connections.end()) return false;
+    evictions.log([&](size_t times) {
+      spdlog::warn(
+          "ended the connection of {}, which never said hello, for one from {}: {} are "
+          "open, the most this ps takes{}",
+          oldest->peer, peerName(newcomer), connections.size(), RateLimitedLog::since(times));
+    });
+    const std::string why = "this ps has no room for a connection that has not said hello: " +
+                            std::to_string(connections.size()) + " are open, the most it takes";
+    oldest->stream->endReads(
+        kj::Exception(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str(why)));
+    return true;
   }
 
   static std::string peerName(kj::AsyncIoStream& stream) {

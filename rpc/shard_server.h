@@ -23,10 +23,13 @@ class ShardServer {
   using NewSession = std::function<capnp::Capability::Client(kj::Own<PinningStream> connection)>;
 
   // Binds `address` ("host:port") now. Throws InputError when the address
-  // does not resolve or the port is in use. Beyond `most_connections` open at
-  // once a new connection is closed at once (a peer that opens and idles
-  // them would otherwise run the process out of file descriptors); a failed
-  // accept (out of them all the same) is retried.
+  // does not resolve or the port is in use. With `most_connections` open, a
+  // new connection ends the oldest whose peer has not said who it is
+  // (PinningStream::identified), telling it why: connections that idle
+  // without a hello cannot lock the workers out. With none such, the new
+  // one is closed at once (a peer that opens and idles them would otherwise
+  // run the process out of file descriptors). A failed accept (out of them
+  // all the same) is retried.
   ShardServer(kj::AsyncIoContext& io, const std::string& address, size_t most_connections,
               NewSession new_session);
   ~ShardServer();

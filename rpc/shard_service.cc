@@ -300,6 +300,7 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
       throw;
     }
     if (joins && task == 0) checkpoint_dir_ = dir;
+    connection_->markIdentified();
     // Only a hello taken sets the training set the others are held to.
     if (!set.empty() && !served_.training_set_) served_.training_set_ = {set, task};
     return kj::READY_NOW;
