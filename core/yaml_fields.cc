@@ -1,7 +1,9 @@
 #include "core/yaml_fields.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
 #include <glob.h>
+#include <sys/stat.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
@@ -565,6 +567,18 @@ void checkReadableFile(const Field& field, const std::string& path) {
     fail(field, "expected " + expected + " (cannot be read: " + std::strerror(errno) + ")");
 }
 
+// glob's directory reads, counted: a pattern such as /*/*/*/*/*/*/*/*
+// walks /proc and /sys without end, and glob keeps every match. glob's
+// callbacks take no context of their own: one count per thread.
+constexpr size_t kMostGlobEntries = 100000;
+thread_local size_t glob_entries_read = 0;
+
+struct dirent* countedReaddir(void* dir) {
+  if (glob_entries_read >= kMostGlobEntries) return nullptr;  // the listing ends here
+  ++glob_entries_read;
+  return readdir(static_cast<DIR*>(dir));
+}
+
 }  // namespace
 
 std::string readExistingFile(const Field& field, const fs::path& spec_dir) {
@@ -580,9 +594,20 @@ std::vector<std::string> readExistingFiles(const Field& field, const fs::path& s
   if (pattern.find_first_of("*?[") == std::string::npos || fs::exists(pattern, error))
     return {readExistingFile(field, spec_dir)};
   glob_t matches{};
-  const int status = glob(pattern.c_str(), 0, nullptr, &matches);
+  matches.gl_opendir = [](const char* path) -> void* { return opendir(path); };
+  matches.gl_readdir = countedReaddir;
+  matches.gl_closedir = [](void* dir) { closedir(static_cast<DIR*>(dir)); };
+  matches.gl_stat = [](const char* path, struct stat* out) { return stat(path, out); };
+  matches.gl_lstat = [](const char* path, struct stat* out) { return lstat(path, out); };
+  glob_entries_read = 0;
+  const int status = glob(pattern.c_str(), GLOB_ALTDIRFUNC, nullptr, &matches);
   std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
   globfree(&matches);
+  if (glob_entries_read >= kMostGlobEntries)
+    fail(field, "the pattern '" + printable(pattern) + "' lists more than " +
+                    std::to_string(kMostGlobEntries) +
+                    " directory entries as it is matched: narrow it (each '*' of a directory "
+                    "lists every one it matches; /proc and /sys hold loops)");
   if (status == GLOB_NOMATCH)
     fail(field, "expected a pattern that matches files, got '" + printable(pattern) +
                     "' (no file matches it)");

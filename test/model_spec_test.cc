@@ -759,6 +759,12 @@ TEST_CASE("tfrecords: a path, a glob pattern or a list of them, each file once, 
   CHECK(loadError(spec("  train: {tfrecords: data/valid-*}\n")) ==
         path + ":5:22: data.train.tfrecords: expected a pattern that matches files, got '" +
             (root / "data/valid-*").string() + "' (no file matches it)");
+  // A pattern is matched within a bound: this one walked /proc and /sys for
+  // minutes, past 1.8 GB.
+  CHECK_THAT(loadError(spec("  train: {tfrecords: '/*/*/*/*/*/*/*/*'}\n")),
+             Catch::EndsWith("data.train.tfrecords: the pattern '/*/*/*/*/*/*/*/*' lists more than "
+                             "100000 directory entries as it is matched: narrow it (each '*' of a "
+                             "directory lists every one it matches; /proc and /sys hold loops)"));
   CHECK(loadError(spec("  train: {tfrecords: [data/test, data/missing]}\n")) ==
         path + ":5:34: data.train.tfrecords[1]: expected an existing file, got '" +
             (root / "data/missing").string() + "' (no such file)");
