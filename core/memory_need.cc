@@ -1,9 +1,12 @@
 #include "core/memory_need.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <string_view>
 
@@ -61,6 +64,32 @@ std::optional<int64_t> cgroupMemoryLimit(int64_t host_swap) {
   return lowest;
 }
 
+// A field of /proc/self/status in bytes ("VmSize:"), 0 when it cannot be read.
+int64_t statusBytes(std::string_view field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with(field)) return std::atoll(line.c_str() + field.size()) * 1024;
+  return 0;
+}
+
+// What `ulimit -v` (the address space) and `ulimit -d` (the data segment)
+// leave this process beyond what it holds now. A run past them fails an
+// allocation (oneDNN: "could not create a memory object") instead of
+// being refused before it starts.
+std::optional<int64_t> processLimitsLeave() {
+  std::optional<int64_t> lowest;
+  for (const auto& [resource, field] :
+       {std::pair{RLIMIT_AS, "VmSize:"}, std::pair{RLIMIT_DATA, "VmData:"}}) {
+    rlimit limit{};
+    if (getrlimit(resource, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) continue;
+    const int64_t most = int64_t(std::min<rlim_t>(limit.rlim_cur, rlim_t(INT64_MAX)));
+    const int64_t left = std::max<int64_t>(0, most - statusBytes(field));
+    if (!lowest || left < *lowest) lowest = left;
+  }
+  return lowest;
+}
+
 }  // namespace
 
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
@@ -108,6 +137,8 @@ std::optional<int64_t> memoryAvailable() {
   }
   if (const std::optional<int64_t> limit = cgroupMemoryLimit(swap))
     if (!available || *limit < *available) available = limit;
+  if (const std::optional<int64_t> left = processLimitsLeave())
+    if (!available || *left < *available) available = left;
   return available;
 }
 
@@ -139,7 +170,7 @@ void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const Memor
   const std::string what = fmt::format(
       "the model needs at least {} of memory ({} of variables with their gradients and "
       "optimizer slots, {} of layer outputs and their gradients for a batch of {}{}{}), and this "
-      "machine gives a process {} (physical memory and swap, or what its cgroup allows)",
+      "machine gives a process {} ({})",
       byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
       spec.data.batch_size,
       spec.training.concurrent_steps > 1
@@ -148,7 +179,7 @@ void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const Memor
       need.input_bytes > 0 ? fmt::format(", {} of the {} input batches read ahead",
                                          byteSize(need.input_bytes), *spec.data.prefetch_batches)
                            : "",
-      byteSize(*available));
+      byteSize(*available), kMemoryAvailableWords);
   if (need.state_bytes >= need.activation_bytes && need.largest_layer >= 0) {
     const LayerNode& layer = graph.layers[size_t(need.largest_layer)];
     throwInputError(layer.spec.location,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/layer_graph.h"
 #include "core/model_spec.h"
@@ -41,9 +42,14 @@ struct MemoryNeed {
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph);
 
 // Physical memory and swap, or what the process's cgroup allows (its
-// memory limit and its swap limit, or the host's swap) when that is lower;
-// nothing when none can be read.
+// memory limit and its swap limit, or the host's swap), or what its own
+// limits leave it (`ulimit -v`, RLIMIT_AS, counts its address space,
+// libraries and thread stacks too; `ulimit -d`, RLIMIT_DATA, its heap),
+// whichever is lowest; nothing when none can be read.
 std::optional<int64_t> memoryAvailable();
+// What memoryAvailable counts, in a message's words.
+inline constexpr std::string_view kMemoryAvailableWords =
+    "physical memory and swap, or what its cgroup or ulimit -v and -d allow";
 
 // "1.5 GiB", "300.0 MiB", "12.0 KiB".
 std::string byteSize(int64_t bytes);

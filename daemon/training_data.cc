@@ -190,14 +190,14 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
       throwInputError(
           source.location, std::string(field),
           fmt::format("{}: {}{} examples of {} take {} of memory as they load{}, and this machine "
-                      "gives a process {} (physical memory and swap, or what its cgroup allows): "
-                      "expected fewer examples (`limit` keeps the first N)",
+                      "gives a process {} ({}): expected fewer examples (`limit` keeps the "
+                      "first N)",
                       filesOf(source), idx ? "" : "the first ", examples,
                       shapeToString(example_shape), byteSize(int64_t(std::min(bytes, 0x1p62))),
                       held.bytes > 0 ? fmt::format(", beside {} of {}",
                                                    byteSize(int64_t(held.bytes)), held.what)
                                      : std::string(),
-                      byteSize(*available)));
+                      byteSize(*available), kMemoryAvailableWords));
     checking = false;
   };
   Dataset data;

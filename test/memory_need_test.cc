@@ -70,7 +70,7 @@ TEST_CASE("a model that needs more than the machine gives is refused at the line
                      "memory (3.6 MiB of variables with their gradients and optimizer slots, "
                      "121.1 KiB of layer outputs and their gradients for a batch of 50), and this "
                      "machine gives a process 3.8 MiB (physical memory and swap, or what its "
-                     "cgroup allows); this "
+                     "cgroup or ulimit -v and -d allow); this "
                      "layer's part is 3.6 MiB: expected a smaller layer"));
 
   // Layer outputs take the most: the batch is the field to change.

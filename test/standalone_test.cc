@@ -989,6 +989,28 @@ TEST_CASE("traind check takes --devices and --threads as a run does") {
              Catch::Contains("check: expected --model m.yaml, --cluster c.yaml, or both"));
 }
 
+TEST_CASE("a run past the process's ulimit -v is refused before it allocates, at its layer") {
+  // 784 x 1000000 floats: 5.8 GiB with their gradients, past a 4 GB address space.
+  const std::filesystem::path dir = freshTempDir("ulimit");
+  writeFile(dir / "wide.yaml",
+            "input: [784]\n"
+            "layers: [{type: dense, name: wide, units: 1000000}]\n"
+            "optimizer: {type: sgd, learning_rate: 0.1}\n"
+            "data: {synthetic: {type: regression}, batch_size: 8}\n"
+            "training: {max_steps: 2}\n");
+  const std::string command = "ulimit -v 4000000 && '" + std::string(TRAIND_BINARY_DIR) +
+                              "/daemon/traind' --model '" + (dir / "wide.yaml").string() +
+                              "' --threads 1 --checkpoint-dir '' > '" +
+                              (dir / "output.txt").string() + "' 2>&1";
+  const int status = std::system(command.c_str());
+  const std::string output = readFile(dir / "output.txt");
+  INFO(output);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(output, Catch::Contains("layers[0] (wide): the model needs at least 5.9 GiB") &&
+                         Catch::Contains("or what its cgroup or ulimit -v and -d allow"));
+}
+
 TEST_CASE("flags refuse an empty summary directory and an integer past 64 bits") {
   const ProcessResult empty = runTraind("--model configs/models/fashion_mlp.yaml --summary-dir ''");
   CHECK(empty.exit_code == 2);
