@@ -299,10 +299,25 @@ SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback) {
   return {fallback.file, mark.line + 1, mark.column + 1};
 }
 
+Field childField(const Field& parent, const YAML::Node& node, std::string path,
+                 const SourceLocation& use_site) {
+  const SourceLocation own = locate(node, use_site);
+  if (parent.written_at) return {node, std::move(path), parent.where, own};
+  const bool before =
+      own.line < use_site.line || (own.line == use_site.line && own.column < use_site.column);
+  if (before) return {node, std::move(path), use_site, own};
+  return {node, std::move(path), own};
+}
+
 // ---------------------------------------------------------------------------
 // Errors.
 
 void fail(const Field& field, std::string_view what) {
+  if (field.written_at)
+    throwInputError(field.where, field.path,
+                    std::string(what) + " (through an alias: the value is written at line " +
+                        std::to_string(field.written_at->line) + ", column " +
+                        std::to_string(field.written_at->column) + ")");
   throwInputError(field.where, field.path, what);
 }
 
@@ -387,8 +402,8 @@ Mapping::Mapping(Field field) : field_(std::move(field)) {
   for (const auto& entry : field_.node) {
     const YAML::Node& key = entry.first;
     // An empty key (`~: 1`) has no place of its own: its value's is on its line.
-    Field key_field{key, field_.path,
-                    locate(key, key.IsNull() ? locate(entry.second, field_.where) : field_.where)};
+    const Field key_field = childField(
+        field_, key, field_.path, key.IsNull() ? locate(entry.second, field_.where) : field_.where);
     if (!key.IsScalar()) failExpected(key_field, "a field name");
     const std::string name = key.Scalar();
     // Hashed: a mapping of 100,000 keys took half a minute compared pairwise.
@@ -397,7 +412,7 @@ Mapping::Mapping(Field field) : field_(std::move(field)) {
                           std::to_string(entries_[seen->second].key_where.line) + ")");
     entries_.push_back(
         {name, key_field.where,
-         Field{entry.second, childPath(field_.path, name), locate(entry.second, key_field.where)}});
+         childField(field_, entry.second, childPath(field_.path, name), key_field.where)});
   }
 }
 
@@ -433,7 +448,8 @@ std::vector<Field> listItems(const Field& field, std::string_view expected) {
   std::vector<Field> items;
   for (size_t i = 0; i < field.node.size(); ++i) {
     const YAML::Node item = field.node[i];
-    items.push_back({item, field.path + "[" + std::to_string(i) + "]", locate(item, field.where)});
+    items.push_back(
+        childField(field, item, field.path + "[" + std::to_string(i) + "]", field.where));
   }
   return items;
 }

@@ -41,11 +41,14 @@ namespace traind::yaml_fields {
 // Files and fields.
 
 // A YAML node with the field path ("layers[1].kernel") and the position that
-// name it in error messages.
+// name it in error messages. A value reached through an alias (`*size`) is
+// named where the alias is used; yaml-cpp gives it its anchor's position,
+// which messages add (`written_at`).
 struct Field {
   YAML::Node node;
   std::string path;
   SourceLocation where;
+  std::optional<SourceLocation> written_at = std::nullopt;
 };
 
 // Parses a spec file. `kind` names it in messages ("model spec"). A
@@ -61,6 +64,13 @@ Field rootField(const YAML::Node& root, const std::string& path);
 // its own (an empty value's mark points at whatever token follows it, so it
 // takes its key's position instead).
 SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback);
+
+// The field of `node`, a value of `parent` named at `use_site` (its key, or
+// the list it is an item of). A node whose own position comes before that
+// one was reached through an alias (no value is written before its key),
+// and so was everything within it: each is named at the use site.
+Field childField(const Field& parent, const YAML::Node& node, std::string path,
+                 const SourceLocation& use_site);
 
 // ---------------------------------------------------------------------------
 // Errors.

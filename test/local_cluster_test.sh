@@ -95,7 +95,9 @@ killed-while-stopping)
   script=$!
   for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
   grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
-  worker1=$(pgrep -f -- "--job worker --task 1")
+  # This cluster's worker 1 only: tests beside this one run workers 1 too.
+  worker1=$(pgrep -f -- "--cluster $dir/c.yaml .*--job worker --task 1 ")
+  [[ $worker1 =~ ^[0-9]+$ ]] || fail "expected one pid of worker 1, got '$worker1'"
   kill -STOP "$worker1"
   kill -TERM "$script"
   sleep 1

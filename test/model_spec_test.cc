@@ -1654,6 +1654,27 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
   path = dir.write("c.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\ninput: [5]\n");
   CHECK(loadError(path) == path + ":3:1: duplicate field 'input' (first given at line 1)");
 
+  // A value reached through an alias is named where the alias is used, and
+  // where its anchor wrote it.
+  auto replaced = [](std::string text, const std::string& what, const std::string& by) {
+    return text.replace(text.find(what), what.size(), by);
+  };
+  path = dir.write("alias.yaml", replaced(replaced(kMinimal, "input: [4]", "input: &n [4]"),
+                                          "training: {max_steps: 10}",
+                                          "training:\n  max_steps: 2\n  devices: *n"));
+  CHECK(loadError(path) ==
+        path +
+            ":10:3: training.devices[0]: expected a device: cpu, cpu:N or cuda:N "
+            "(N from 0 to 1023, no leading zeros), got 4 (through an alias: the "
+            "value is written at line 1, column 12)");
+  path = dir.write("alias_map.yaml", replaced(kMinimal, "  - {type: dense, units: 3}\n",
+                                              "  - &b {type: dense, units: 3, activation: relu}\n"
+                                              "  - {type: dense, units: 2, activation: *b}\n"));
+  CHECK_THAT(loadError(path),
+             Catch::EndsWith(":4:29: layers[1].activation: expected one of relu, tanh, sigmoid, "
+                             "linear, got a mapping (through an alias: the value is written at "
+                             "line 3, column 5)"));
+
   // An empty key has no place of its own: it is named at its value's.
   path = dir.write("null_key.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\n~: 1\n");
   CHECK(loadError(path) == path + ":3:4: expected a field name, got an empty value");
