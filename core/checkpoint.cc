@@ -520,7 +520,8 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
     const JsonValue& value = field(key, JsonValue::Type::Number);
     const std::optional<int64_t> n = value.asInt64();
     if (!n || *n < 0)
-      throwInputError(where, key, "expected a non-negative integer, got " + value.text);
+      throwInputError(where, key,
+                      "expected a non-negative integer, got " + printablePrefix(value.text, 200));
     return *n;
   };
 

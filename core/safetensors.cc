@@ -186,7 +186,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                      std::string(jsonTypeName(shape->type)));
     for (const JsonValue& d : shape->items) {
       const std::optional<int64_t> n = nonNegative(d);
-      if (!n) fail(path, where + "shape: expected non-negative integers, got " + d.text);
+      if (!n)
+        fail(path,
+             where + "shape: expected non-negative integers, got " + printablePrefix(d.text, 200));
       entry.shape.push_back(*n);
     }
     if (offsets->type != JsonValue::Type::Array || offsets->items.size() != 2 ||

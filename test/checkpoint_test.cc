@@ -251,6 +251,13 @@ TEST_CASE("corrupt safetensors files are rejected naming the file and the fault"
     rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,24]}}",
                              six),
             "tensor 'w': shape: expected non-negative integers, got -3");
+    // No byte of the file reaches a message raw: an escape sequence could
+    // clear the screen or forge a log line.
+    rejects(
+        safetensorsBytes(
+            "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,\"\\u001b[2J\\r\"],\"data_offsets\":[0,24]}}",
+            six),
+        "tensor 'w': shape: expected non-negative integers, got \\x1b[2J\\x0d");
     rejects(safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3]}}", six),
             "tensor 'w': expected the fields dtype, shape and data_offsets");
     rejects(
