@@ -300,11 +300,14 @@ SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback) {
 }
 
 Field childField(const Field& parent, const YAML::Node& node, std::string path,
-                 const SourceLocation& use_site) {
+                 const SourceLocation& use_site, bool after_use_site) {
+  if (parent.written_at)
+    return {node, std::move(path), parent.where, locate(node, *parent.written_at)};
   const SourceLocation own = locate(node, use_site);
-  if (parent.written_at) return {node, std::move(path), parent.where, own};
-  const bool before =
-      own.line < use_site.line || (own.line == use_site.line && own.column < use_site.column);
+  const bool same = own.line == use_site.line && own.column == use_site.column;
+  const bool before = own.line < use_site.line ||
+                      (own.line == use_site.line && own.column < use_site.column) ||
+                      (same && after_use_site && !node.IsNull());
   if (before) return {node, std::move(path), use_site, own};
   return {node, std::move(path), own};
 }
@@ -446,10 +449,14 @@ std::vector<Field> listItems(const Field& field, std::string_view expected) {
   if (!field.node.IsSequence() || !isPlainCollection(field.node, "seq"))
     failExpected(field, expected);
   std::vector<Field> items;
+  // An item written in place comes after every item before it: one that
+  // does not was reached through an alias (of an earlier item, say).
+  SourceLocation latest = field.where;
   for (size_t i = 0; i < field.node.size(); ++i) {
     const YAML::Node item = field.node[i];
     items.push_back(
-        childField(field, item, field.path + "[" + std::to_string(i) + "]", field.where));
+        childField(field, item, field.path + "[" + std::to_string(i) + "]", latest, i > 0));
+    if (!items.back().written_at) latest = items.back().where;
   }
   return items;
 }
@@ -588,11 +595,19 @@ void checkReadableFile(const Field& field, const std::string& path) {
 // callbacks take no context of their own: one count per thread.
 constexpr size_t kMostGlobEntries = 100000;
 thread_local size_t glob_entries_read = 0;
+thread_local bool glob_listing_cut = false;
 
+// Counts the entries it returns, '.' and '..' aside.
 struct dirent* countedReaddir(void* dir) {
-  if (glob_entries_read >= kMostGlobEntries) return nullptr;  // the listing ends here
+  struct dirent* entry = readdir(static_cast<DIR*>(dir));
+  if (!entry || std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0)
+    return entry;
+  if (glob_entries_read == kMostGlobEntries) {
+    glob_listing_cut = true;
+    return nullptr;  // the listing ends here
+  }
   ++glob_entries_read;
-  return readdir(static_cast<DIR*>(dir));
+  return entry;
 }
 
 }  // namespace
@@ -616,10 +631,11 @@ std::vector<std::string> readExistingFiles(const Field& field, const fs::path& s
   matches.gl_stat = [](const char* path, struct stat* out) { return stat(path, out); };
   matches.gl_lstat = [](const char* path, struct stat* out) { return lstat(path, out); };
   glob_entries_read = 0;
+  glob_listing_cut = false;
   const int status = glob(pattern.c_str(), GLOB_ALTDIRFUNC, nullptr, &matches);
   std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
   globfree(&matches);
-  if (glob_entries_read >= kMostGlobEntries)
+  if (glob_listing_cut)
     fail(field, "the pattern '" + printable(pattern) + "' lists more than " +
                     std::to_string(kMostGlobEntries) +
                     " directory entries as it is matched: narrow it (each '*' of a directory "

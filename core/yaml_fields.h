@@ -66,11 +66,12 @@ Field rootField(const YAML::Node& root, const std::string& path);
 SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback);
 
 // The field of `node`, a value of `parent` named at `use_site` (its key, or
-// the list it is an item of). A node whose own position comes before that
-// one was reached through an alias (no value is written before its key),
-// and so was everything within it: each is named at the use site.
+// the list or the item before it). A node whose own position comes before
+// that one, or is that one where it must come after it (an item after the
+// one before), was reached through an alias (nothing is written before its
+// key), and so was everything within it: each is named at the use site.
 Field childField(const Field& parent, const YAML::Node& node, std::string path,
-                 const SourceLocation& use_site);
+                 const SourceLocation& use_site, bool after_use_site = false);
 
 // ---------------------------------------------------------------------------
 // Errors.

@@ -99,9 +99,11 @@ struct ShardServer::Impl {
   }
 
   void serveConnection(kj::Own<kj::AsyncIoStream> stream) {
-    if (connections.size() >= most_connections && endOldestUnidentified(*stream)) {
-      // It goes as the event loop runs; the new one is served meanwhile.
-    } else if (connections.size() >= most_connections) {
+    // An ended connection is gone once its Abort is written, which a peer
+    // that reads nothing holds up until the kernel gives up on it: the
+    // ended ones count against a ceiling of their own.
+    if (connections.size() >= most_connections &&
+        (connections.size() >= 2 * most_connections || !endOldestUnidentified(*stream))) {
       const std::string peer = peerName(*stream);
       refusals.log([&](size_t times) {
         spdlog::warn(

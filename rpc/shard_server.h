@@ -26,10 +26,12 @@ class ShardServer {
   // does not resolve or the port is in use. With `most_connections` open, a
   // new connection ends the oldest whose peer has not said who it is
   // (PinningStream::identified), telling it why: connections that idle
-  // without a hello cannot lock the workers out. With none such, the new
-  // one is closed at once (a peer that opens and idles them would otherwise
-  // run the process out of file descriptors). A failed accept (out of them
-  // all the same) is retried.
+  // without a hello cannot lock the workers out. With none such, or with
+  // twice as many open (ended ones close once their reason is written,
+  // which a peer that reads nothing holds up), the new one is closed at
+  // once: a peer that opens and idles them would otherwise run the process
+  // out of file descriptors. A failed accept (out of them all the same) is
+  // retried.
   ShardServer(kj::AsyncIoContext& io, const std::string& address, size_t most_connections,
               NewSession new_session);
   ~ShardServer();

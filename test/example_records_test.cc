@@ -680,8 +680,10 @@ std::string pngChunk(const std::string& type, const std::string& data) {
 }
 
 // A grey 8-bit PNG of `height` x `width` whose pixel i is i % 256, its
-// zlib stream going on for `trailing` bytes past the rows, in one IDAT.
-std::string greyPng(uint32_t height, uint32_t width, const std::string& trailing) {
+// zlib stream going on for `trailing` bytes past the rows, in IDAT chunks
+// of at most `idat_bytes`.
+std::string greyPng(uint32_t height, uint32_t width, const std::string& trailing,
+                    size_t idat_bytes = SIZE_MAX) {
   std::string ihdr;
   for (uint32_t v : {width, height})
     for (int shift = 24; shift >= 0; shift -= 8) ihdr += char((v >> shift) & 0xff);
@@ -692,38 +694,48 @@ std::string greyPng(uint32_t height, uint32_t width, const std::string& trailing
     for (uint32_t x = 0; x < width; ++x) filtered += char((y * width + x) % 256);
   }
   filtered += trailing;
-  std::string idat(compressBound(uLong(filtered.size())), '\0');
-  uLongf size = uLongf(idat.size());
-  REQUIRE(compress2(reinterpret_cast<Bytef*>(idat.data()), &size,
+  std::string stream(compressBound(uLong(filtered.size())), '\0');
+  uLongf size = uLongf(stream.size());
+  REQUIRE(compress2(reinterpret_cast<Bytef*>(stream.data()), &size,
                     reinterpret_cast<const Bytef*>(filtered.data()), uLong(filtered.size()),
                     Z_BEST_SPEED) == Z_OK);
-  idat.resize(size);
-  return std::string("\x89PNG\r\n\x1a\n", 8) + pngChunk("IHDR", ihdr) + pngChunk("IDAT", idat) +
-         pngChunk("IEND", "");
+  stream.resize(size);
+  std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + pngChunk("IHDR", ihdr);
+  for (size_t at = 0; at < stream.size(); at += idat_bytes)
+    png += pngChunk("IDAT", stream.substr(at, idat_bytes));
+  return png + pngChunk("IEND", "");
 }
 
-TEST_CASE("a PNG whose compressed data goes on past its pixels is read, up to 64 KiB of it",
+TEST_CASE("a PNG whose compressed data goes on past its pixels is read, a few bytes of it",
           "[example_records]") {
   TempDir dir;
-  const auto load = [&](const std::string& png) {
+  const auto load = [&](const std::string& png, const Shape& shape) {
     DataFiles source = recordFiles({dir.write(
         "png",
         framed({exampleMessage({{"image", bytesFeature(png)}, {"label", int64Feature({3})}})}))});
     source.image_feature = "image";
-    return loadExampleRecords(source, {4, 3, 1});
+    return loadExampleRecords(source, shape);
   };
-  // A few bytes more than the rows, as some encoders leave: the image.
-  const Dataset data = load(greyPng(4, 3, std::string(1000, '\0')));
-  REQUIRE(data.size == 1);
-  for (int j = 0; j < 12; ++j) CHECK(data.pixels[size_t(j)] == j);
-  // Incompressible bytes past the rows: libpng would inflate all of them
-  // (megabytes that inflate a thousandfold cost seconds per image).
-  std::string noise(200 * 1024, '\0');
+  // A few bytes more than the rows, as some encoders leave, in one IDAT
+  // chunk or in chunks of 7 bytes: the image.
+  for (size_t idat_bytes : {SIZE_MAX, size_t(7)}) {
+    const Dataset data = load(greyPng(4, 3, std::string(1000, '\0'), idat_bytes), {4, 3, 1});
+    REQUIRE(data.size == 1);
+    for (int j = 0; j < 12; ++j) CHECK(data.pixels[size_t(j)] == j);
+  }
   uint32_t x = 12345;
-  for (char& c : noise) c = char((x = x * 1664525u + 1013904223u) >> 24);
-  CHECK_THROWS_WITH(load(greyPng(4, 3, noise)),
-                    Contains("record 0 at byte 0: feature 'image' holds a corrupt PNG image: more "
-                             "than 64 KiB of compressed data past the image's pixels"));
+  const auto noise = [&](std::string& bytes) {
+    for (char& c : bytes) c = char((x = x * 1664525u + 1013904223u) >> 24);
+  };
+  CHECK(load(greyPng(200, 3000, ""), {200, 3000, 1}).size == 1);  // rows of 3000 bytes
+  // Past the pixels, libpng would inflate all of it: 20 MiB of zeros in
+  // 20 KB, or bytes that do not compress.
+  std::string trailing(200 * 1024, '\0');
+  noise(trailing);
+  for (const std::string& past : {std::string(20 << 20, '\0'), trailing})
+    CHECK_THROWS_WITH(load(greyPng(4, 3, past), {4, 3, 1}),
+                      Contains("record 0 at byte 0: feature 'image' holds a corrupt PNG image: "
+                               "more compressed data past the image's pixels than its last row"));
 }
 
 TEST_CASE("float features load as inputs and regression targets", "[example_records]") {

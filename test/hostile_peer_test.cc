@@ -325,7 +325,7 @@ TEST_CASE(
     bool shared, ragged;
     uint64_t offset, floats;
     size_t count;             // chunks, if the ps takes it
-    bool not_finite = false;  // its first float is NaN or infinite
+    bool not_finite = false;  // its first chunk's first float is NaN or infinite
   };
   auto drawPush = [&](Connection& c, int64_t now) {
     Push p{c.shard.pushAndPullRequest(), dice.coin(0.4), false, dice.offset(), 0, 1};
@@ -382,6 +382,14 @@ TEST_CASE(
     const size_t kind = dice.below(23);
     if (kind < 8) {  // pushAndPull
       Push p = drawPush(c, now);
+      // A gradient in the region that is not finite, at its first chunk's
+      // first float; the region is the worker's again after the call.
+      float* spoiled = nullptr;
+      if (p.shared && oracle.chunkAt(p.offset) && dice.coin(0.1)) {
+        spoiled = region.gradients() + chunks[*oracle.chunkAt(p.offset)].layout_offset;
+        *spoiled = std::numeric_limits<float>::quiet_NaN();
+        p.not_finite = true;
+      }
       bool accepted = false;
       if (outcome(
               p.request,
@@ -392,6 +400,7 @@ TEST_CASE(
               },
               mode == "sync"))
         pushAnswered(p, accepted);
+      if (spoiled) *spoiled = kGradient;
     } else if (kind < 12) {  // pull
       auto request = c.shard.pullRequest();
       request.setMinStep(dice.step(now));

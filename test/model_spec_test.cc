@@ -1675,6 +1675,13 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
                              "linear, got a mapping (through an alias: the value is written at "
                              "line 3, column 5)"));
 
+  path = dir.write("alias_item.yaml", replaced(kMinimal, "training: {max_steps: 10}",
+                                               "training: {max_steps: 10, devices: [&c "
+                                               "cpu:0, *c]}"));
+  CHECK_THAT(loadError(path),
+             Catch::EndsWith("training.devices[1]: device cpu:0 is listed twice (through an alias: "
+                             "the value is written at line 8, column 37)"));
+
   // An empty key has no place of its own: it is named at its value's.
   path = dir.write("null_key.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\n~: 1\n");
   CHECK(loadError(path) == path + ":3:4: expected a field name, got an empty value");

@@ -369,36 +369,68 @@ TEST_CASE("a run of chunks: consecutive from its offset, their floats in all, ch
   CHECK_NOTHROW(shard.checkPush(0, 0, 0, k));
 }
 
-TEST_CASE("a gradient that is not finite is refused, naming the variable, and changes nothing") {
+TEST_CASE("a gradient that is not finite is refused, naming the variable and the element") {
   for (TrainingMode mode : {TrainingMode::Async, TrainingMode::Sync}) {
     CAPTURE(mode == TrainingMode::Sync);
     OneShard s(mode, 2, 2);
     s.spec.input = {3000};
-    s.graph = buildLayerGraph(s.spec);  // a kernel of 3000 x units floats: several blocks
-    ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+    s.spec.layers[0].units = 3;
+    s.graph = buildLayerGraph(s.spec);  // a kernel of 9000 floats and a bias of 3: 3 chunks
+    ParameterShard shard(s.spec, s.graph, s.cluster, 0, 4000);
     shard.markReady(0);
-    const ShardChunk& c = shard.chunks()[0];
-    const std::vector<float> before = read(shard, c.shard_offset, size_t(c.size));
+    REQUIRE(shard.chunks().size() == 3);
+    const ShardChunk& second = shard.chunks()[1];  // the kernel's floats 4000-7999
+    const std::vector<float> before = read(shard, second.shard_offset, size_t(second.size));
     for (float bad :
          {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
           -std::numeric_limits<float>::infinity()}) {
-      std::vector<float> gradient(size_t(c.size), 1.0f);
-      gradient[2049] = bad;  // in the third block of 1024
+      std::vector<float> gradient(size_t(second.size), 1.0f);
+      gradient[49] = bad;  // in the first block that is checked
       CHECK_THROWS_WITH(
-          shard.push(1, 0, c.shard_offset, gradient),
+          shard.push(1, 0, second.shard_offset, gradient),
           Catch::Contains("worker 1 pushed a gradient of step 0 that is not finite") &&
               Catch::Contains(std::string(std::isnan(bad) ? "NaN" : "infinite") +
-                              " at element 2049 of 'd/kernel'"));
+                              " at element 4049 of 'd/kernel'"));
     }
-    CHECK(read(shard, c.shard_offset, size_t(c.size)) == before);
+    CHECK(read(shard, second.shard_offset, size_t(second.size)) == before);
     CHECK(shard.globalStep() == 0);
-    CHECK(shard.chunkChanges(0) == 0);
+    CHECK(shard.chunkChanges(1) == 0);
     // The worker's next, finite gradient of the step counts (no "twice").
-    CHECK(shard.push(1, 0, c.shard_offset, std::vector<float>(size_t(c.size), 1.0f)));
+    CHECK(shard.push(1, 0, second.shard_offset, std::vector<float>(size_t(second.size), 1.0f)));
+    // The last chunk: the kernel's last 1000 floats, then the bias after a gap.
+    const ShardChunk& last = shard.chunks()[2];
+    REQUIRE(last.pieces == 2);
+    std::vector<float> gradient(size_t(last.size), 1.0f);
+    const int64_t bias_at = shard.plan().pieces[1].shard_offset - last.shard_offset;
+    for (int64_t gap = 1000; gap < bias_at; ++gap)
+      gradient[size_t(gap)] = std::numeric_limits<float>::quiet_NaN();  // nothing's: not read
+    gradient[size_t(bias_at + 2)] = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH(shard.push(0, 0, last.shard_offset, gradient),
+                      Catch::Contains("infinite at element 2 of 'd/bias'"));
     // Floats at the largest finite magnitude are finite.
-    std::vector<float> largest(size_t(c.size), std::numeric_limits<float>::max());
-    CHECK_NOTHROW(shard.checkPush(0, shard.globalStep(), 0, largest));
+    std::vector<float> largest(size_t(last.size), std::numeric_limits<float>::max());
+    CHECK_NOTHROW(shard.checkPush(0, shard.globalStep(), 2, largest));
   }
+}
+
+TEST_CASE("async applies a gradient's blocks before its first float that is not finite") {
+  OneShard s(TrainingMode::Async, 2, 2);
+  s.spec.input = {3000};
+  s.spec.layers[0].units = 3;
+  s.graph = buildLayerGraph(s.spec);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0);
+  shard.markReady(0);
+  const ShardChunk& c = shard.chunks()[0];  // the kernel's 9000 floats and the bias
+  const std::vector<float> before = read(shard, c.shard_offset, size_t(c.size));
+  std::vector<float> gradient(size_t(c.size), 2.0f);
+  gradient[5000] = std::numeric_limits<float>::quiet_NaN();  // in the second block of 4096
+  CHECK_THROWS_WITH(shard.push(1, 0, c.shard_offset, gradient),
+                    Catch::Contains("NaN at element 5000 of 'd/kernel'"));
+  const std::vector<float> after = read(shard, c.shard_offset, size_t(c.size));
+  for (size_t i : {size_t(0), size_t(4095)}) CHECK(after[i] == before[i] - 1.0f);  // lr 0.5
+  for (size_t i : {size_t(4096), size_t(5000), size_t(8999)}) CHECK(after[i] == before[i]);
+  CHECK(shard.chunkChanges(0) == 1);
+  CHECK(shard.globalStep() == 0);  // the push was not counted
 }
 
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
