@@ -121,8 +121,7 @@ class ParameterShard {
   void markReady(int64_t global_step);
 
   // Returns false when the chunk was dropped as stale. Throws the
-  // ProtocolError of checkPush (for a float that is not finite, async may
-  // have applied the blocks before it).
+  // ProtocolError of checkPush, and then changes nothing.
   // A push that applies the chunk (async, or sync's last gradient of the
   // step) raises chunkChanges(chunk) by one, and then, when `values_out` is
   // not null, has written the chunk's new values there too (gradient.size()
@@ -145,12 +144,9 @@ class ParameterShard {
   // all before the first is applied. A gradient with a float that is not
   // finite (NaN or infinite) in a variable is refused, naming it: applied,
   // it would leave the parameters NaN for every worker. The gaps between
-  // pieces are not read. Sync checks every float here, before it is added
-  // to the step's sum. Async checks them as push applies them, a block of
-  // kCheckedBlockFloats at a time, so that the gradient is read from memory
-  // once (a separate pass cost a push of 16 MiB 0.7 ms, 60% more): a
-  // refused push leaves the blocks before its first such float applied.
-  // The parameters stay finite either way.
+  // pieces are not read. The check reads every gradient once more: 0.01 /
+  // 0.05 / 0.6 ms more ps work for a push of 1 / 4 / 16 MiB on a 2-core
+  // AMD EPYC (docs/benchmarks.md).
   void checkPush(uint32_t worker, int64_t step, size_t chunk,
                  std::span<const float> gradient) const;
   // push() of chunk `chunk` once checkPush has passed it: a call of several
@@ -244,21 +240,7 @@ class ParameterShard {
   float* writableChunk(size_t chunk);
   // A chunk away from home whose versions nobody holds any more goes back.
   void settleChunk(size_t chunk);
-  // Who pushed a gradient: a refusal names them.
-  struct PushOrigin {
-    uint32_t worker;
-    int64_t step;
-  };
-  // Applies `gradient` to chunk `chunk`. With `unchecked_from`, the
-  // gradient is checked block by block as it is applied, and a float that
-  // is not finite throws ProtocolError there: the blocks before it stay
-  // applied (finite values), none after it is.
-  void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out,
-                  std::optional<PushOrigin> unchecked_from = std::nullopt);
-  // Floats checked at a time, then applied while they sit in the core's
-  // first-level cache: 16 KiB.
-  static constexpr int64_t kCheckedBlockFloats = 4096;
-  ProtocolError notFinite(PushOrigin origin, size_t piece, int64_t at, float value) const;
+  void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out);
   // Sync: averages and applies a chunk's complete sum, and advances the
   // global step once every chunk has been.
   void applySum(size_t chunk, float* values_out);

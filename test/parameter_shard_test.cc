@@ -369,7 +369,7 @@ TEST_CASE("a run of chunks: consecutive from its offset, their floats in all, ch
   CHECK_NOTHROW(shard.checkPush(0, 0, 0, k));
 }
 
-TEST_CASE("a gradient that is not finite is refused, naming the variable and the element") {
+TEST_CASE("a gradient that is not finite is refused, naming the variable, and changes nothing") {
   for (TrainingMode mode : {TrainingMode::Async, TrainingMode::Sync}) {
     CAPTURE(mode == TrainingMode::Sync);
     OneShard s(mode, 2, 2);
@@ -385,7 +385,7 @@ TEST_CASE("a gradient that is not finite is refused, naming the variable and the
          {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
           -std::numeric_limits<float>::infinity()}) {
       std::vector<float> gradient(size_t(second.size), 1.0f);
-      gradient[49] = bad;  // in the first block that is checked
+      gradient[49] = bad;
       CHECK_THROWS_WITH(
           shard.push(1, 0, second.shard_offset, gradient),
           Catch::Contains("worker 1 pushed a gradient of step 0 that is not finite") &&
@@ -413,7 +413,7 @@ TEST_CASE("a gradient that is not finite is refused, naming the variable and the
   }
 }
 
-TEST_CASE("async applies a gradient's blocks before its first float that is not finite") {
+TEST_CASE("a float that is not finite in a gradient's last block leaves the chunk as it was") {
   OneShard s(TrainingMode::Async, 2, 2);
   s.spec.input = {3000};
   s.spec.layers[0].units = 3;
@@ -423,14 +423,12 @@ TEST_CASE("async applies a gradient's blocks before its first float that is not 
   const ShardChunk& c = shard.chunks()[0];  // the kernel's 9000 floats and the bias
   const std::vector<float> before = read(shard, c.shard_offset, size_t(c.size));
   std::vector<float> gradient(size_t(c.size), 2.0f);
-  gradient[5000] = std::numeric_limits<float>::quiet_NaN();  // in the second block of 4096
+  gradient[8999] = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_WITH(shard.push(1, 0, c.shard_offset, gradient),
-                    Catch::Contains("NaN at element 5000 of 'd/kernel'"));
-  const std::vector<float> after = read(shard, c.shard_offset, size_t(c.size));
-  for (size_t i : {size_t(0), size_t(4095)}) CHECK(after[i] == before[i] - 1.0f);  // lr 0.5
-  for (size_t i : {size_t(4096), size_t(5000), size_t(8999)}) CHECK(after[i] == before[i]);
-  CHECK(shard.chunkChanges(0) == 1);
-  CHECK(shard.globalStep() == 0);  // the push was not counted
+                    Catch::Contains("NaN at element 8999 of 'd/kernel'"));
+  CHECK(read(shard, c.shard_offset, size_t(c.size)) == before);
+  CHECK(shard.chunkChanges(0) == 0);
+  CHECK(shard.globalStep() == 0);
 }
 
 TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
