@@ -150,8 +150,8 @@ class ParameterShard {
   void checkPush(uint32_t worker, int64_t step, size_t chunk,
                  std::span<const float> gradient) const;
   // push() of chunk `chunk` once checkPush has passed it: a call of several
-  // chunks checks them all first, and need not read each gradient twice
-  // more.
+  // chunks checks them all first, then applies each without checking it
+  // again.
   bool pushChecked(uint32_t worker, int64_t step, size_t chunk, std::span<const float> gradient,
                    float* values_out = nullptr);
   // Counts the changes of chunk `chunk`'s parameters (updates and the
