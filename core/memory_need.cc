@@ -77,7 +77,7 @@ int64_t statusBytes(std::string_view field) {
 // leave this process beyond what it holds now. A run past them fails an
 // allocation (oneDNN: "could not create a memory object") instead of
 // being refused before it starts.
-std::optional<int64_t> processLimitsLeave() {
+std::optional<int64_t> roomUnderProcessLimits() {
   std::optional<int64_t> lowest;
   for (const auto& [resource, field] :
        {std::pair{RLIMIT_AS, "VmSize:"}, std::pair{RLIMIT_DATA, "VmData:"}}) {
@@ -137,7 +137,7 @@ std::optional<int64_t> memoryAvailable() {
   }
   if (const std::optional<int64_t> limit = cgroupMemoryLimit(swap))
     if (!available || *limit < *available) available = limit;
-  if (const std::optional<int64_t> left = processLimitsLeave())
+  if (const std::optional<int64_t> left = roomUnderProcessLimits())
     if (!available || *left < *available) available = left;
   return available;
 }
