@@ -1,5 +1,6 @@
 #include "devices/cpu/cpu_device.h"
 
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 
@@ -8,6 +9,19 @@
 
 namespace traind {
 namespace {
+
+// `build()`, with oneDNN's failure to allocate thrown as std::bad_alloc:
+// its own words ("could not create a memory object") name no cause, and
+// traind says what to do about memory (the daemon's main).
+template <typename Build>
+auto allocating(Build build) {
+  try {
+    return build();
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
+    throw;
+  }
+}
 
 // Replicas share the engine; each sets the thread count itself, for the
 // thread that builds it and for every step.
@@ -20,14 +34,18 @@ class CpuDevice : public Device {
 
   std::unique_ptr<Replica> createReplica(const LayerGraph& graph, const VariableLayout& layout,
                                          int64_t batch_size, uint64_t seed) override {
-    return std::make_unique<CpuReplica>(engine_, graph, layout, batch_size, seed, threads_);
+    return allocating([&] {
+      return std::make_unique<CpuReplica>(engine_, graph, layout, batch_size, seed, threads_);
+    });
   }
 
   std::unique_ptr<StageReplica> createStage(const LayerGraph& graph, const VariableLayout& layout,
                                             const StageRange& range, int64_t micro_batch_size,
                                             int slots, uint64_t seed) override {
-    return std::make_unique<CpuStage>(engine_, graph, layout, range, micro_batch_size, slots, seed,
-                                      threads_);
+    return allocating([&] {
+      return std::make_unique<CpuStage>(engine_, graph, layout, range, micro_batch_size, slots,
+                                        seed, threads_);
+    });
   }
 
  private:
