@@ -523,15 +523,12 @@ class ExampleLoader {
       throw std::invalid_argument("images resized to an input of " + shapeToString(model_input) +
                                   ", not [height, width, 1 or 3]");
     // The window of a shorter side's resize must lie inside every image,
-    // a side cut down a pixel short too (the input is [height, width, C]:
-    // resized, checked above).
-    const auto shorterSideTooShort = [&] {
-      return source.resize_shorter_side <
-             std::max(model_input[0], model_input[1]) +
-                 (source.resize_rounding == SideRounding::Down ? 1 : 0);
-    };
+    // a side cut down a pixel short too. The input's sides are read only
+    // once it is known to be resized: [height, width, C], checked above.
     if (source.resize_shorter_side > 0 &&
-        (image_kind_ != ImageKind::Resized || source.resize_height > 0 || shorterSideTooShort()))
+        (image_kind_ != ImageKind::Resized || source.resize_height > 0 ||
+         source.resize_shorter_side < std::max(model_input[0], model_input[1]) +
+                                          (source.resize_rounding == SideRounding::Down ? 1 : 0)))
       throw std::invalid_argument(
           fmt::format("a shorter side of {} for an input of {}, with a resize's size of [{}, {}]",
                       source.resize_shorter_side, shapeToString(model_input), source.resize_height,

@@ -44,17 +44,14 @@ void onWarning(png_structp, png_const_charp) {}  // a warning changes nothing de
 constexpr size_t kMostIdatAfterRows = 1024;
 constexpr size_t kIdatReadBytes = 1024;
 
-uint32_t bigEndian32(const unsigned char* p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
-}
-
 // The bytes of IDAT data from `source->offset` on, to the first IEND.
 size_t idatBytesAfterOffset(const PngSource& source) {
   size_t idat = 0;
   for (size_t at = sizeof kSignature; source.size - at >= 8;) {
     const size_t begin = at + 8;
     // A chunk cut short counts to the end of the bytes: libpng says so.
-    const size_t end = begin + std::min<size_t>(bigEndian32(source.data + at), source.size - begin);
+    const size_t end =
+        begin + std::min<size_t>(png_get_uint_32(source.data + at), source.size - begin);
     if (std::memcmp(source.data + at + 4, "IEND", 4) == 0) break;
     if (std::memcmp(source.data + at + 4, "IDAT", 4) == 0 && end > source.offset)
       idat += end - std::max(begin, source.offset);

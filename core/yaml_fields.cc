@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "core/printable.h"
 
@@ -304,11 +305,10 @@ Field childField(const Field& parent, const YAML::Node& node, std::string path,
   if (parent.written_at)
     return {node, std::move(path), parent.where, locate(node, *parent.written_at)};
   const SourceLocation own = locate(node, use_site);
-  const bool same = own.line == use_site.line && own.column == use_site.column;
-  const bool before = own.line < use_site.line ||
-                      (own.line == use_site.line && own.column < use_site.column) ||
-                      (same && after_use_site && !node.IsNull());
-  if (before) return {node, std::move(path), use_site, own};
+  const auto place = [](const SourceLocation& l) { return std::pair{l.line, l.column}; };
+  const bool aliased = place(own) < place(use_site) ||
+                       (after_use_site && place(own) == place(use_site) && !node.IsNull());
+  if (aliased) return {node, std::move(path), use_site, own};
   return {node, std::move(path), own};
 }
 
@@ -335,6 +335,11 @@ std::string shownTag(const YAML::Node& node) {
   constexpr std::string_view kCore = "tag:yaml.org,2002:";
   const std::string& tag = node.Tag();
   return quotedPrintable(tag.starts_with(kCore) ? "!!" + tag.substr(kCore.size()) : tag);
+}
+
+// No tag of its own, or YAML's core tag for `type`.
+bool untaggedOr(const std::string& tag, std::string_view type) {
+  return tag == "?" || tag.empty() || tag == "tag:yaml.org,2002:" + std::string(type);
 }
 
 }  // namespace
@@ -385,14 +390,11 @@ bool isQuoted(const YAML::Node& node) {
 bool isText(const YAML::Node& node) { return isPlainOr(node, "str") || isQuoted(node); }
 
 bool isPlainCollection(const YAML::Node& node, std::string_view type) {
-  const std::string& tag = node.Tag();
-  return tag == "?" || tag == "!" || tag.empty() || tag == "tag:yaml.org,2002:" + std::string(type);
+  return node.Tag() == "!" || untaggedOr(node.Tag(), type);
 }
 
 bool isPlainOr(const YAML::Node& node, std::string_view type) {
-  const std::string& tag = node.Tag();
-  return node.IsScalar() &&
-         (tag == "?" || tag.empty() || tag == "tag:yaml.org,2002:" + std::string(type));
+  return node.IsScalar() && untaggedOr(node.Tag(), type);
 }
 
 // ---------------------------------------------------------------------------
