@@ -180,14 +180,16 @@ std::string checkpointDirName(int64_t global_step) {
 CheckpointDirLock::CheckpointDirLock(CheckpointDirLock&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       dir_(std::move(other.dir_)),
-      where_(std::move(other.where_)) {}
+      where_(std::move(other.where_)),
+      made_(std::move(other.made_)) {}
 
 CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) close(fd_);
+    letGo();
     fd_ = std::exchange(other.fd_, -1);
     dir_ = std::move(other.dir_);
     where_ = std::move(other.where_);
+    made_ = std::move(other.made_);
   }
   return *this;
 }
@@ -225,12 +227,7 @@ void removeMadeDirectories(const std::vector<fs::path>& made) {
 
 std::optional<std::string> CheckpointDirLock::retakeIfLost() {
   if (dir_.empty()) return std::nullopt;  // a default-made lock holds nothing
-  struct stat held {
-  }, there{};
-  const fs::path lock_path = dir_ / layout::kLockFile;
-  if (fd_ >= 0 && fstat(fd_, &held) == 0 && stat(lock_path.c_str(), &there) == 0 &&
-      held.st_dev == there.st_dev && held.st_ino == there.st_ino)
-    return std::nullopt;
+  if (fd_ >= 0 && isFileAt(fd_, dir_ / layout::kLockFile)) return std::nullopt;
   // The old file goes first; the directory stays this lock's, so that a
   // retake that fails fails again at the next save rather than passing.
   if (fd_ >= 0) close(std::exchange(fd_, -1));
@@ -250,8 +247,23 @@ std::optional<std::string> CheckpointDirLock::retakeIfLost() {
          "by this run again";
 }
 
-CheckpointDirLock::~CheckpointDirLock() {
-  if (fd_ >= 0) close(fd_);  // lets go of the flock
+CheckpointDirLock::~CheckpointDirLock() { letGo(); }
+
+void CheckpointDirLock::letGo() {
+  if (fd_ < 0) return;
+  // The .lock is unlinked while still locked: a run that opened it already
+  // finds, once it has the flock, that it is no longer the file there
+  // (lockDirectory), and takes the one there now.
+  const fs::path lock_path = dir_ / layout::kLockFile;
+  std::error_code error;
+  int entries = 0;
+  for (fs::directory_iterator at(dir_, error), end; !error && at != end && entries < 2;
+       at.increment(error))
+    ++entries;
+  const bool unused =
+      !error && entries == 1 && isFileAt(fd_, lock_path) && unlink(lock_path.c_str()) == 0;
+  close(std::exchange(fd_, -1));  // lets go of the flock
+  if (unused) removeMadeDirectories(made_);
 }
 
 CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
@@ -305,7 +317,7 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
                                            "each other's checkpoints; give this one a directory "
                                            "of its own"
                                          : ""));
-  CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, where);
+  CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, where, made_guard.made);
   made_guard.held = true;
   return lock;
 }

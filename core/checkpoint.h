@@ -65,7 +65,10 @@ std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
 // A run's hold on its checkpoint directory, for as long as it lives: an
 // flock on <dir>/.lock, which the kernel lets go when the process ends,
 // however it ends. Two runs saving into one directory would replace each
-// other's checkpoints and remove each other's saves in progress.
+// other's checkpoints and remove each other's saves in progress. A run that
+// saved nothing there leaves nothing there: when the directory holds only
+// the .lock as the lock ends (not on a kill), the .lock goes, and so do the
+// directories createCheckpointDir made for it.
 class CheckpointDirLock {
  public:
   CheckpointDirLock() = default;
@@ -85,11 +88,15 @@ class CheckpointDirLock {
  private:
   friend CheckpointDirLock createCheckpointDir(const std::filesystem::path& dir,
                                                const SourceLocation& where);
-  CheckpointDirLock(int fd, std::filesystem::path dir, SourceLocation where)
-      : fd_(fd), dir_(std::move(dir)), where_(std::move(where)) {}
+  CheckpointDirLock(int fd, std::filesystem::path dir, SourceLocation where,
+                    std::vector<std::filesystem::path> made)
+      : fd_(fd), dir_(std::move(dir)), where_(std::move(where)), made_(std::move(made)) {}
+  // Closes the lock's file, first removing what an unused directory holds.
+  void letGo();
   int fd_ = -1;
   std::filesystem::path dir_;
   SourceLocation where_;
+  std::vector<std::filesystem::path> made_;  // outermost first
 };
 
 // Creates `dir` (and its parents) if it is not there, so that a run whose

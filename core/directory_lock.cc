@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "core/printable.h"
 
@@ -17,7 +18,19 @@ DirectoryLock::~DirectoryLock() {
   if (fd_ >= 0) close(fd_);
 }
 
-std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir) {
+bool isFileAt(int fd, const std::filesystem::path& path) {
+  struct stat held {
+  }, there{};
+  return fstat(fd, &held) == 0 && stat(path.c_str(), &there) == 0 && held.st_dev == there.st_dev &&
+         held.st_ino == there.st_ino;
+}
+
+namespace {
+
+// The lock, why not, or nullopt when the file was unlinked between its open
+// and its flock: another open sees the file there now.
+std::optional<std::variant<DirectoryLock, DirectoryLockRefusal>> lockDirectoryOnce(
+    const std::filesystem::path& dir) {
   const std::filesystem::path lock_path = dir / kDirectoryLockFile;
   const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   struct stat lock_stat {};
@@ -47,12 +60,32 @@ std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::files
     return DirectoryLockRefusal{
         false, std::string(": cannot lock ") + kDirectoryLockFile + ": " + std::strerror(why)};
   }
+  if (!isFileAt(fd, lock_path)) {  // a holder that saved nothing unlinked it as it ended
+    close(fd);
+    return std::nullopt;
+  }
   // Who holds it, for the message above (the pid as this host sees it); a
   // write that fails only leaves that message without it.
   const std::string pid = std::to_string(getpid()) + "\n";
   [[maybe_unused]] const bool noted =
       ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
   return DirectoryLock(fd);
+}
+
+}  // namespace
+
+std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir) {
+  // Each holder that lets go unlinks the file at most once, so a few tries
+  // see a file that stays unless runs keep starting and ending in `dir`.
+  constexpr int kTries = 8;
+  for (int attempt = 1;; ++attempt) {
+    if (auto locked = lockDirectoryOnce(dir)) return std::move(*locked);
+    if (attempt == kTries)
+      return DirectoryLockRefusal{
+          false, std::string(": cannot lock ") + kDirectoryLockFile +
+                     ": it was replaced each time it was taken (other runs keep starting and "
+                     "ending in this directory)"};
+  }
 }
 
 std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectoryItself(

@@ -44,6 +44,10 @@ struct DirectoryLockRefusal {
   std::string text;
 };
 
+// Whether descriptor `fd` is the file `path` names now (not one deleted,
+// or replaced, since it was opened).
+bool isFileAt(int fd, const std::filesystem::path& path);
+
 // Opens <dir>/.lock (creating it; never through a link, and only a plain
 // file: the pid must not land in a file that someone else's link points
 // at), takes the flock without waiting and writes this process's pid in

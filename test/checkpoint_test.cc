@@ -502,10 +502,38 @@ TEST_CASE("a checkpoint directory refused as it is made leaves nothing made for 
   CHECK_THROWS_WITH(createCheckpointDir(tmp.path() / "new" / std::string(300, 'n'), where),
                     Catch::Contains("cannot create it"));
   CHECK_FALSE(fs::exists(tmp.path() / "new"));
-  // Taken, it stays after the run, which holds no lock on it any more.
-  { const CheckpointDirLock lock = createCheckpointDir(tmp.path() / "made" / "ckpt", where); }
-  CHECK(fs::exists(tmp.path() / "made" / "ckpt" / ".lock"));
-  const CheckpointDirLock again = createCheckpointDir(tmp.path() / "made" / "ckpt", where);
+}
+
+TEST_CASE("a run that saved nothing leaves nothing in its checkpoint directory", "[checkpoint]") {
+  TempDir tmp;
+  const SourceLocation where{"--checkpoint-dir"};
+  const fs::path dir = tmp.path() / "made" / "ckpt";
+  // Made for the run and unused: gone with the run, and the parent made for it.
+  { const CheckpointDirLock lock = createCheckpointDir(dir, where); }
+  CHECK_FALSE(fs::exists(tmp.path() / "made"));
+  // There before the run: it stays, without the .lock.
+  fs::create_directories(dir);
+  { const CheckpointDirLock lock = createCheckpointDir(dir, where); }
+  CHECK(fs::is_directory(dir));
+  CHECK(fs::is_empty(dir));
+  // Saved into: the checkpoint and the .lock stay, though the lock does not.
+  fs::remove_all(tmp.path() / "made");
+  {
+    const CheckpointDirLock lock = createCheckpointDir(dir, where);
+    saveCheckpoint(dir, manifestAt(3), SampleTensors().refs(), 2);
+  }
+  CHECK(fs::exists(dir / checkpointDirName(3)));
+  CHECK(fs::exists(dir / ".lock"));
+  { const CheckpointDirLock again = createCheckpointDir(dir, where); }
+  CHECK(fs::exists(dir / ".lock"));
+  // A file of someone else's in it: nothing of the directory is traind's to remove.
+  fs::remove_all(tmp.path() / "made");
+  {
+    const CheckpointDirLock lock = createCheckpointDir(dir, where);
+    writeFile(dir / "notes.txt", "mine");
+  }
+  CHECK(fs::exists(dir / ".lock"));
+  CHECK(readFile(dir / "notes.txt") == "mine");
 }
 
 TEST_CASE("a checkpoint directory whose .lock is a link or no plain file is refused, untouched",
