@@ -449,10 +449,20 @@ fs::path resolveCheckpoint(const fs::path& path) {
     return path;
   }
   if (std::optional<fs::path> latest = findLatestCheckpoint(path)) return *latest;
+  // A TensorFlow checkpoint without TensorFlow's `checkpoint` file (which
+  // would name it) is read by its prefix: said, when one is there.
+  std::string tensorflow;
+  for (fs::directory_iterator at(path, ec), end; !ec && at != end; at.increment(ec))
+    if (at->path().extension() == ".index") {
+      tensorflow = "; it holds TensorFlow's " + printable(at->path().filename().string()) +
+                   ": give that checkpoint's prefix, " +
+                   printable((path / at->path().stem()).string());
+      break;
+    }
   throw InputError(path.string() + ": neither a checkpoint (no " +
                    std::string(layout::kManifestFile) + ") nor a checkpoint directory (no " +
                    std::string(layout::kLatestFile) + " file, no " +
-                   std::string(layout::kDirPrefix) + "N)");
+                   std::string(layout::kDirPrefix) + "N)" + tensorflow);
 }
 
 fs::path readResolvedCheckpoint(const fs::path& path,

@@ -132,8 +132,14 @@ std::string ModelState::initFrom(const InitFromSpec& init_from) {
          copyLayers(*tensors, checkpoint, init_from, layout_, parameters_);
 }
 
-void ModelState::restore(const std::filesystem::path& checkpoint) {
-  restoreFrom(checkpoint, Slots::All);
+void ModelState::restore(const std::filesystem::path& checkpoint,
+                         const SourceLocation& dir_given_at) {
+  if (dir_given_at.file.empty()) return restoreFrom(checkpoint, Slots::All);
+  try {
+    restoreFrom(checkpoint, Slots::All);
+  } catch (const InputError& e) {
+    throwInputError(dir_given_at, dir_given_at.line > 0 ? "checkpoint.dir" : "", e.what());
+  }
 }
 
 void ModelState::restoreForEvaluation(const std::filesystem::path& checkpoint) {
@@ -155,11 +161,12 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
   const CheckpointManifest manifest = readManifest(checkpoint);
   const std::string hash = architectureHash(spec_);
   if (manifest.architecture_hash != hash)
-    throw InputError(checkpoint.string() + ": the checkpoint is of another architecture (hash " +
-                     printable(manifest.architecture_hash) + ", this spec's is " + hash + ")" +
-                     (slots == Slots::All
-                          ? "; point checkpoint.dir elsewhere or use init_from to reuse layers"
-                          : ": evaluate it with the model spec it was trained with"));
+    throw InputError(
+        checkpoint.string() + ": the checkpoint is of another architecture (hash " +
+        printable(manifest.architecture_hash) + ", this spec's is " + hash + ")" +
+        (slots == Slots::All
+             ? "; point the checkpoint directory elsewhere, or use init_from to reuse layers"
+             : ": evaluate it with the model spec it was trained with"));
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   checkAgreesWithManifest(checkpoint, manifest, reader);
   if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
@@ -196,8 +203,8 @@ void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoin
                      "state), whose 'momentum' state is another quantity than this spec's " +
                      updateRule(spec_) +
                      " keeps under that name. Resuming with another optimizer is not supported: "
-                     "train on with rmsprop, or start a new run in another checkpoint.dir from "
-                     "these parameters with init_from");
+                     "train on with rmsprop, or start a new run in another checkpoint directory "
+                     "from these parameters with init_from");
   for (const std::string& slot : optimizer_.slotNames()) {
     if (slot == Optimizer::kMovingAverageSlot) continue;  // restore() starts it
     if (holds(slot)) continue;  // one missing among others is a damaged checkpoint: read() says
@@ -206,8 +213,8 @@ void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoin
         updateRule(spec_) +
         ": it was written with another optimizer, or other settings of it. Resuming so is not "
         "supported (its state would start from nothing mid-run): train on with the "
-        "checkpoint's optimizer, or start a new run in another checkpoint.dir from these "
-        "parameters with init_from");
+        "checkpoint's optimizer, or start a new run in another checkpoint directory from "
+        "these parameters with init_from");
   }
 }
 

@@ -42,8 +42,10 @@ class ModelState {
   // Resumes from a checkpoint of this same architecture: parameters, slots
   // and global step. InputError if the checkpoint belongs to another
   // architecture, lacks a tensor, or was written with an optimizer that
-  // keeps none of the state this spec's needs (sgd before adam).
-  void restore(const std::filesystem::path& checkpoint);
+  // keeps none of the state this spec's needs (sgd before adam). A run
+  // resuming from its checkpoint directory gives `dir_given_at` (the
+  // spec's checkpoint.dir, or the flag): its errors start with it.
+  void restore(const std::filesystem::path& checkpoint, const SourceLocation& dir_given_at = {});
 
   // What evaluation needs of a checkpoint (trainctl eval): the parameters,
   // the moving averages when the spec has them, and the global step; the

@@ -65,11 +65,13 @@ ParameterShard::ParameterShard(const ModelSpec& spec, const LayerGraph& graph,
   chunks_from_worker_.assign(workers, 0);
   clock_.assign(workers, 0);
   connections_.assign(workers, 0);
+  sessions_.assign(workers, 0);
   if (cluster.mode == TrainingMode::Sync) {
     sums_.resize(chunks_.size());
     contributions_.assign(chunks_.size(), 0);
     held_sums_.assign(chunks_.size(), 0);
     contributed_step_.assign(chunks_.size(), std::vector<int64_t>(workers, -1));
+    contributed_session_.assign(chunks_.size(), std::vector<uint32_t>(workers, 0));
   }
 }
 
@@ -111,6 +113,10 @@ const FlatBuffer& ParameterShard::buffer(uint32_t slot) const {
 
 void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const float> values) {
   const size_t chunk = chunkAt(offset, int64_t(values.size()));
+  // Shards that ran before (a ps restarted beside this one) are not ready
+  // while the chief writes them: a worker would otherwise start from values
+  // of two checkpoints, at the step of neither.
+  ready_ = false;
   float* target = slot == 0 ? writableChunk(chunk) : buffer(slot).data() + offset;
   if (slot == 0) ++chunk_changes_[chunk];
   std::memcpy(target, values.data(), values.size_bytes());
@@ -318,12 +324,16 @@ void ParameterShard::workerJoined(uint32_t worker) {
   int64_t slowest = -1;
   for (size_t w = 0; w < clock_.size(); ++w)
     if (connections_[w] > 0 && (slowest < 0 || clock_[w] < slowest)) slowest = clock_[w];
-  if (connections_[worker]++ == 0 && slowest >= 0)
-    clock_[worker] = std::max(clock_[worker], slowest);
+  if (connections_[worker]++ > 0) return;
+  ++sessions_[worker];
+  if (slowest >= 0) clock_[worker] = std::max(clock_[worker], slowest);
 }
 
 void ParameterShard::workerLeft(uint32_t worker) {
-  if (worker < connections_.size() && connections_[worker] > 0) --connections_[worker];
+  if (worker >= connections_.size() || connections_[worker] == 0) return;
+  // A push the worker left unfinished is no step of its: its next push,
+  // once it is back, counts from its first chunk.
+  if (--connections_[worker] == 0) chunks_from_worker_[worker] = 0;
 }
 
 std::vector<uint32_t> ParameterShard::connectedWorkers() const {
@@ -382,7 +392,8 @@ void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk,
     throw ProtocolError(fmt::format("ps {}: a gradient of step {} from worker {}, but the global "
                                     "step is only {}", shard_index_, step, worker, global_step_));
   if (cluster_.mode == TrainingMode::Sync && !staleInSync(step, chunk) &&
-      contributed_step_[chunk][worker] == step)
+      contributed_step_[chunk][worker] == step &&
+      contributed_session_[chunk][worker] == sessions_[worker])
     throw ProtocolError(
         fmt::format("ps {}: worker {} pushed the chunk at offset {} twice for step {}",
                     shard_index_, worker, chunks_[chunk].shard_offset, step));
@@ -431,12 +442,16 @@ bool ParameterShard::pushChecked(uint32_t worker, int64_t step, size_t chunk,
     return true;
   }
 
-  // sync: the first replicas_to_aggregate gradients of this step count.
-  if (staleInSync(step, chunk)) {
+  // sync: the first replicas_to_aggregate gradients of this step count. A
+  // worker that pushed this chunk of this step before it was restarted
+  // (checkPush refuses a repeat within one connection) has its gradient in
+  // the sum already, where it stays: the new one is a surplus.
+  if (staleInSync(step, chunk) || contributed_step_[chunk][worker] == step) {
     ++stale_dropped_;
     return false;
   }
   contributed_step_[chunk][worker] = step;
+  contributed_session_[chunk][worker] = sessions_[worker];
   const ShardChunk& c = chunks_[chunk];
   if (contributions_[chunk] == 0) sums_[chunk] = takeSum();
   float* sum = sums_[chunk].get();

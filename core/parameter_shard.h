@@ -117,6 +117,7 @@ class ParameterShard {
   static constexpr double kMaxHoldSeconds = 60.0;
 
   // The chief's initialisation: slot 0 the parameters, k + 1 optimizer slot k.
+  // The shard is not ready() from the first until markReady.
   void initialize(uint32_t slot, int64_t offset, std::span<const float> values);
   void markReady(int64_t global_step);
 
@@ -159,7 +160,11 @@ class ParameterShard {
   uint64_t chunkChanges(size_t chunk) const { return chunk_changes_.at(chunk); }
 
   // Connected workers, for bounded staleness. A worker that (re)joins starts
-  // at the slowest connected worker's clock, so it never holds the others back.
+  // at the slowest connected worker's clock, so it never holds the others
+  // back. A worker that left (its last connection closed) leaves behind no
+  // unfinished push: its next counts from its first chunk; in sync, what it
+  // pushed of the open step stays in the step's sums, and what it pushes of
+  // that step again (restarted) is dropped as stale.
   void workerJoined(uint32_t worker);
   void workerLeft(uint32_t worker);
   // False while `worker` is more than max_staleness pushes ahead of the
@@ -271,6 +276,7 @@ class ParameterShard {
   std::vector<int64_t> chunks_from_worker_;   // chunks of the current push, per worker
   std::vector<int64_t> clock_;                // complete pushes, per worker
   std::vector<int> connections_;              // per worker (a worker may reconnect)
+  std::vector<uint32_t> sessions_;            // per worker: its joins from 0 connections
 
   // sync
   // A buffer of max_chunk_floats_ for a partial sum, from the pool.
@@ -279,7 +285,8 @@ class ParameterShard {
   std::vector<std::unique_ptr<float[]>> sums_;       // per chunk, while gradients are pending
   std::vector<std::unique_ptr<float[]>> free_sums_;  // the pool
   std::vector<int> contributions_;            // per chunk, this step
-  std::vector<std::vector<int64_t>> contributed_step_;  // per chunk, per worker
+  std::vector<std::vector<int64_t>> contributed_step_;      // per chunk, per worker
+  std::vector<std::vector<uint32_t>> contributed_session_;  // the sessions_ it came in
   size_t chunks_applied_ = 0;
   std::optional<int64_t> hold_;  // holdAt's step
   std::vector<char> held_sums_;  // per chunk: its sum is complete, kept by the hold

@@ -134,6 +134,40 @@ bool hasUnquotedBracketAddress(std::string_view text) {
   return false;
 }
 
+// Whether line `line` (0-based) of `text`, where the parser failed, gives
+// `tfrecords:` a glob pattern outside quotes, or is such an item of a block
+// list under it: YAML reads a leading `*` as an alias, and `?` and `[` in a
+// flow mapping as its own, and fails with words of its own.
+bool hasUnquotedGlobPattern(std::string_view text, int line) {
+  constexpr std::string_view kKey = "tfrecords:";
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start <= text.size() && int(lines.size()) <= line;) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (line < 0 || line >= int(lines.size())) return false;
+  auto trimmed = [](std::string_view s) {
+    s.remove_prefix(std::min(s.size(), s.find_first_not_of(" \t")));
+    return s;
+  };
+  auto unquotedPattern = [&](std::string_view value) {
+    value = trimmed(value);
+    return !value.empty() && value[0] != '"' && value[0] != '\'' &&
+           value.find_first_of("*?[") != std::string_view::npos;
+  };
+  auto listItem = [&](std::string_view s) { return trimmed(s).starts_with('-'); };
+  if (const size_t key = lines[size_t(line)].find(kKey); key != std::string_view::npos)
+    return unquotedPattern(lines[size_t(line)].substr(key + kKey.size()));
+  if (!listItem(lines[size_t(line)])) return false;
+  int owner = line - 1;
+  while (owner >= 0 && listItem(lines[size_t(owner)])) --owner;
+  return owner >= 0 && trimmed(lines[size_t(owner)]).starts_with(kKey) &&
+         trimmed(lines[size_t(owner)].substr(lines[size_t(owner)].find(kKey) + kKey.size()))
+             .empty() &&
+         unquotedPattern(trimmed(lines[size_t(line)]).substr(1));
+}
+
 // Where each YAML document of a text starts, and whether it holds anything.
 // yaml-cpp 0.7 reads a stray ',' at the top level as an endless run of empty
 // documents at one place (YAML::LoadAll then never returns): that place is
@@ -283,7 +317,11 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
     const SourceLocation where =
         e.mark.is_null() ? file : SourceLocation{path, e.mark.line + 1, e.mark.column + 1};
     const std::string hint =
-        hasUnquotedBracketAddress(text) ? " (an IPv6 address must be quoted: \"[::1]:2222\")" : "";
+        hasUnquotedBracketAddress(text) ? " (an IPv6 address must be quoted: \"[::1]:2222\")"
+        : hasUnquotedGlobPattern(text, e.mark.is_null() ? -1 : e.mark.line)
+            ? " (a tfrecords pattern must be quoted, as \"/data/train-*.tfrecord\": YAML reads "
+              "a leading *, and ? and [, as its own)"
+            : "";
     throwInputError(where, "", "invalid YAML: " + e.msg + hint);
   } catch (const YAML::Exception& e) {
     throwInputError(file, "", std::string("invalid YAML: ") + e.what());

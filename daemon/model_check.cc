@@ -4,8 +4,10 @@
 
 #include <optional>
 
+#include "core/checkpoint.h"
 #include "core/learning_rate.h"
 #include "core/stage_plan.h"
+#include "core/tensorflow_checkpoint.h"
 #include "daemon/standalone.h"
 #include "devices/device_list.h"
 #include "devices/model_replica.h"
@@ -129,6 +131,25 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
                     "gradients back to it\n";
   }
   return out;
+}
+
+std::string initFromReport(const ModelSpec& spec) {
+  if (!spec.init_from) return "";
+  const InitFromSpec& init_from = *spec.init_from;
+  std::vector<std::string> layers;
+  for (const InitFromLayer& layer : init_from.layers) layers.push_back(layer.name);
+  std::string report = fmt::format("init_from: {} from {} (read as a run starts)\n",
+                                   fmt::join(layers, ", "), init_from.checkpoint);
+  // Only found, not read: the tensors are checked against the layers then.
+  try {
+    if (!findTensorflowCheckpoint(init_from.checkpoint)) resolveCheckpoint(init_from.checkpoint);
+  } catch (const InputError& e) {
+    report += fmt::format(
+        "warning: a run that starts before this changes stops at once: {}: init_from.checkpoint: "
+        "{}\n",
+        init_from.location.toString(), e.what());
+  }
+  return report;
 }
 
 std::string taskTable(const ClusterSpec& cluster) {

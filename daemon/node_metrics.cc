@@ -6,6 +6,7 @@
 
 #include "core/checkpoint.h"
 #include "core/json.h"
+#include "daemon/release.h"
 #include "daemon/systemd_notify.h"
 
 namespace traind {
@@ -319,13 +320,13 @@ std::string NodeMetrics::statusJson() const {
   return fmt::format(
       "{{\"role\":{},\"task\":{},\"state\":\"{}\",\"detail\":{},\"global_step\":{},\"loss\":{},"
       "\"examples_per_sec\":{},\"writes_checkpoints\":{},\"last_checkpoint\":{},"
-      "\"last_checkpoint_step\":{},\"stalled\":{}}}\n",
+      "\"last_checkpoint_step\":{},\"stalled\":{},\"version\":\"{}\"}}\n",
       jsonQuote(job_), task_, nodeStateName(state_), jsonQuote(detail_), global_step_,
       trains ? jsonNumber(loss_) : "null", trains ? jsonNumber(examples_per_second_) : "null",
       writes_checkpoints_ ? "true" : "false",
       last_checkpoint_ ? jsonQuote(last_checkpoint_->string()) : "null",
       last_checkpoint_ ? std::to_string(last_checkpoint_step_) : "null",
-      stall ? jsonQuote(*stall) : "null");
+      stall ? jsonQuote(*stall) : "null", releaseVersion());
 }
 
 }  // namespace traind

@@ -58,7 +58,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     latest = findLatestCheckpoint(checkpoint_dir);
   }
   if (latest) {
-    state.restore(*latest);
+    state.restore(*latest, spec.checkpoint.dir_location);
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
     metrics.recordExistingCheckpoint(*latest);
   } else {

@@ -48,6 +48,7 @@
 #include "daemon/logging.h"
 #include "daemon/node_metrics.h"
 #include "daemon/ops_client.h"
+#include "daemon/release.h"
 #include "daemon/training_data.h"
 #include "devices/cpu/cpu_device.h"
 
@@ -854,11 +855,13 @@ int runExport(const ExportFlags& flags) {
       flags.checkpoint, [&](const std::filesystem::path& resolved) { state.restore(resolved); });
   const std::vector<TensorflowTensor> tensors = tensorflowState(state, spec, names);
   writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  const bool slots = !Optimizer::slotNamesOf(spec.optimizer).empty();
   std::printf(
-      "wrote %s (%zu tensors: %zu variables, their optimizer state, the global step) from "
-      "%s at global step %lld\n",
+      "wrote %s (%zu tensors: %zu variables, %sthe global step) from %s at global step "
+      "%lld\n",
       flags.tensorflow.c_str(), tensors.size(), state.layout().views().size(),
-      checkpoint.string().c_str(), static_cast<long long>(state.globalStep()));
+      slots ? "their optimizer state, " : "", checkpoint.string().c_str(),
+      static_cast<long long>(state.globalStep()));
   return 0;
 }
 
@@ -897,6 +900,7 @@ int main(int argc, char** argv) {
   setupLogging();
   CLI::App app{"trainctl: talk to a running traind job, inspect and evaluate its checkpoints"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", releaseText("trainctl"));
 
   NodeFlags status_flags, stop_flags, checkpoint_flags;
   CLI::App* status = app.add_subcommand("status", "every node's state, step and throughput");
@@ -922,8 +926,7 @@ int main(int argc, char** argv) {
 
   std::string placement_model, placement_cluster;
   std::optional<int> placement_ps;
-  CLI::App* placement =
-      app.add_subcommand("placement", "which ps task holds which variables (design §4)");
+  CLI::App* placement = app.add_subcommand("placement", "which ps task holds which variables");
   placement->add_option("--model,-m", placement_model, "model spec (YAML)")
       ->required()
       ->check(traind::fileFlag());

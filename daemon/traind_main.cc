@@ -39,6 +39,7 @@
 #include "daemon/model_check.h"
 #include "daemon/node_metrics.h"
 #include "daemon/ops_server.h"
+#include "daemon/release.h"
 #include "daemon/standalone.h"
 #include "daemon/stop_request.h"
 #include "daemon/stop_signals.h"
@@ -122,13 +123,15 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
   app.add_option("--max-steps", flags.max_steps,
                  "train until this global step (overrides training.max_steps and epochs)")
       ->transform(traind::integerFlag(1, traind::kMaxSteps));
-  app.add_option("--log-every", flags.log_every, "log a line every N steps")
+  app.add_option("--log-every", flags.log_every,
+                 "log a line every N steps (overrides training.log_every)")
       ->transform(traind::integerFlag(1));
   app.add_option("--summary-every", flags.summary_every,
                  "write TensorBoard's scalars every N steps (overrides training.summary_every; "
                  "default: with each log line)")
       ->transform(traind::integerFlag(1));
-  app.add_option("--eval-every", flags.eval_every, "evaluate on the test set every N steps")
+  app.add_option("--eval-every", flags.eval_every,
+                 "evaluate on the test set every N steps (0: never; overrides training.eval_every)")
       ->transform(traind::integerFlag(0));
   app.add_option("--checkpoint-dir", flags.checkpoint_dir,
                  "where checkpoints are written and resumed from (overrides checkpoint.dir)");
@@ -142,7 +145,8 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
                  "devices to train on, one tower each: cpu, cpu:0,cpu:1 (overrides "
                  "training.devices)")
       ->check(deviceListFlag());
-  app.add_option("--seed", flags.seed, "seed of initialisers, shuffling and dropout")
+  app.add_option("--seed", flags.seed,
+                 "seed of initialisers, shuffling and dropout (overrides seed)")
       ->transform(traind::integerFlag(0));
   app.add_option("--cluster", flags.cluster, "cluster spec (YAML): run as one of its tasks")
       ->check(traind::fileFlag());
@@ -263,6 +267,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "traind: a distributed-training node (standalone mode: the whole loop in one process)"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", traind::releaseText("traind"));
   RunFlags run_flags;
   bool standalone = false;
   addRunFlags(app, run_flags);
@@ -340,6 +345,7 @@ int main(int argc, char** argv) {
           std::printf("warning: a run on this machine would stop at once: %s\n", e.what());
         }
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
+        std::fputs(traind::initFromReport(spec).c_str(), stdout);
       }
       if (!check_cluster.empty()) {
         const traind::ClusterSpec cluster = traind::loadClusterSpec(check_cluster);

@@ -45,10 +45,11 @@ constexpr double kChiefJobOverAfterSeconds = 120.0;
 // The chief's start (Supervisor semantics): shards that already hold the
 // job's parameters are left alone (a restarted chief); otherwise the latest
 // checkpoint is restored, or the parameters initialised, and sent to every
-// shard. Returns whether it joined shards that were already running: what
-// they hold is then in no checkpoint this chief knows of.
-bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) {
-  const std::vector<ShardStatusView> statuses = ps.statuses();
+// shard. `statuses` are the shards' as the chief found them. Returns whether
+// it joined shards that were already running: what they hold is then in no
+// checkpoint this chief knows of.
+bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps,
+                   const std::vector<ShardStatusView>& statuses) {
   bool all_ready = true;
   std::string holding;  // "ps 0 at global step 5230, ..."
   for (size_t i = 0; i < statuses.size(); ++i) {
@@ -75,7 +76,7 @@ bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps) 
   // Said once the shards hold it: a chief killed before would leave them empty.
   std::string done;
   if (latest) {
-    state.restore(*latest);
+    state.restore(*latest, spec.checkpoint.dir_location);
     done = fmt::format("restored {} at global step {}", latest->string(), state.globalStep());
   } else {
     done = state.initialize();
@@ -338,7 +339,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   bool joined = false;
   if (chief) {
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
-    joined = prepareShards(spec, state, ps);
+    const std::optional<std::vector<ShardStatusView>> statuses = ps.statuses();
+    if (!statuses) return stoppedBeforeTraining(metrics);
+    joined = prepareShards(spec, state, ps, *statuses);
     spdlog::info("{}", describeCheckpoints(spec.checkpoint));
     if (!spec.checkpoint.dir.empty())
       if (auto latest = findLatestCheckpoint(spec.checkpoint.dir))
@@ -349,7 +352,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     if (!ps.waitUntilReady(double(cluster.peer_wait_seconds)))
       return stoppedBeforeTraining(metrics);
   }
-  if (!chief || joined) checkJobLength(ps.statuses(), cluster, total_steps);
+  if (!chief || joined) {
+    const std::optional<std::vector<ShardStatusView>> statuses = ps.statuses();
+    if (!statuses) return stoppedBeforeTraining(metrics);
+    checkJobLength(*statuses, cluster, total_steps);
+  }
   // With one step in flight and every ps on this host, the step computes in
   // the shared memory region the ps tasks map: pushes and pulls copy nothing
   // on this side (a chunk goes once the step is done with it). Otherwise

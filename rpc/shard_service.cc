@@ -337,10 +337,15 @@ kj::Promise<void> ShardService::initialize(InitializeContext context) {
 kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("markReady");
+    // Every worker reads it in this shard's status: checked before anything changes.
+    const int64_t last_step = context.getParams().getLastStep();
+    if (last_step < 0 || last_step > kMaxGlobalStep)
+      throw ProtocolError(fmt::format("ps {}: a job that ends at global step {}, outside [0, 2^53]",
+                                      shard().shardIndex(), last_step));
     shard().markReady(context.getParams().getGlobalStep());
     served_.hold_owner_ = nullptr;  // a restore starts afresh, unheld
     served_.chief_checkpoint_dir_ = checkpoint_dir_;
-    served_.job_last_step_ = context.getParams().getLastStep();
+    served_.job_last_step_ = last_step;
     spdlog::info("initialised by the chief at global step {}", shard().globalStep());
     served_.releasePulls();
     return kj::READY_NOW;

@@ -300,6 +300,15 @@ std::string whatALongWaitMeans(const ClusterSpec& cluster) {
 
 }  // namespace
 
+// What a ps that leaves a status call unanswered for kPeerSilenceSeconds
+// fails with: its process is stopped or hung (its kernel still takes what is
+// sent, so the connection itself never fails).
+kj::Exception silentStatusCall() {
+  return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                       kj::str("no answer to a status call for ", kPeerSilenceSeconds,
+                               " s: is its process stopped or hung?"));
+}
+
 struct ShardedClient::Impl {
   kj::AsyncIoContext& io;
   ClusterSpec cluster;
@@ -312,10 +321,26 @@ struct ShardedClient::Impl {
   std::vector<ShardLink> shards;
   std::string long_wait_meaning;  // whatALongWaitMeans(cluster)
 
-  // A shard's status, asked now; a failed call throws its kj::Exception.
-  ShardStatusView status(ShardLink& link) {
-    return toView(link.shard().statusRequest().send().wait(io.waitScope).getStatus(),
-                  cluster.worker.size());
+  // A shard's status, asked now. A failed call throws its kj::Exception, and
+  // so does a ps silent for kPeerSilenceSeconds (silentStatusCall); nullopt
+  // once `stop` (when given) has been held for kStopGraceSeconds.
+  std::optional<ShardStatusView> status(ShardLink& link, const std::atomic<bool>* stop) {
+    kj::Timer& timer = io.provider->getTimer();
+    std::optional<ShardStatusView> view;
+    kj::Promise<void> call =
+        link.shard()
+            .statusRequest()
+            .send()
+            .then([this, &view](auto&& reply) {
+              view = toView(reply.getStatus(), cluster.worker.size());
+            })
+            .exclusiveJoin(
+                timer.afterDelay(kPeerSilenceSeconds * kj::SECONDS).then([]() -> kj::Promise<void> {
+                  return silentStatusCall();
+                }));
+    if (stop) call = call.exclusiveJoin(givenUp(timer, stop, nullptr).ignoreResult());
+    call.wait(io.waitScope);
+    return view;
   }
 
   kj::Promise<void> connectOnce(ShardLink& link) {
@@ -544,12 +569,19 @@ ShardedClient::SharedBuffers ShardedClient::sharedBuffers() const {
   return {impl_->region->gradients(), impl_->region->parameters()};
 }
 
-std::vector<ShardStatusView> ShardedClient::statuses() {
+std::optional<std::vector<ShardStatusView>> ShardedClient::statuses() {
   std::vector<ShardStatusView> out;
   for (ShardLink& link : impl_->shards) {
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { out.push_back(impl_->status(link)); })) {
+    std::optional<ShardStatusView> status;
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { status = impl_->status(link, stop_); })) {
       throwShardFailure(link, *e);
     }
+    if (!status) {
+      spdlog::info("stop requested while asking ps {} at {} for its status", link.index,
+                   link.address);
+      return std::nullopt;
+    }
+    out.push_back(*status);
   }
   return out;
 }
@@ -561,7 +593,7 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
     std::vector<int> waiting;
     for (ShardLink& link : impl_->shards) {
       std::optional<ShardStatusView> status;
-      KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { status = impl_->status(link); })) {
+      KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { status = impl_->status(link, stop_); })) {
         // A ps gone before the chief initialised it held nothing of the
         // job: when it comes back (restarted), this worker waits on.
         if (e->getType() != kj::Exception::Type::DISCONNECTED ||
@@ -576,6 +608,10 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
           return false;
         waiting.push_back(link.index);
         continue;
+      }
+      if (!status) {
+        spdlog::info("stop requested while waiting for the chief to initialise ps {}", link.index);
+        return false;
       }
       // A stopping shard is not waited for: the job ended before the chief
       // initialised it, and the pull that follows says so.
@@ -723,12 +759,9 @@ kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link, std::optional<int
             }));
       })
       .then([&timer, &link, stopping] { return heartbeat(timer, link, stopping); },
-            [&link](kj::Exception&& e) -> kj::Promise<void> {
+            [](kj::Exception&& e) -> kj::Promise<void> {
               if (e.getType() != kj::Exception::Type::OVERLOADED) return kj::mv(e);
-              // timeoutAfter's: the shard's process is not answering.
-              return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                                   kj::str("no answer to a status call for ", kPeerSilenceSeconds,
-                                           " s: is its process stopped or hung?"));
+              return silentStatusCall();  // timeoutAfter's
             });
 }
 

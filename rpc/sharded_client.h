@@ -126,7 +126,10 @@ class ShardedClient {
   };
   SharedBuffers sharedBuffers() const;
 
-  std::vector<ShardStatusView> statuses();
+  // Every shard's status, asked in turn: a shard's failure thrown as a
+  // call's is, silence for kPeerSilenceSeconds included; nullopt, logged,
+  // when a stop was asked for first (abandonWaitsOnStop).
+  std::optional<std::vector<ShardStatusView>> statuses();
 
   // Polls until every shard is ready or stopping (the job ended before it
   // was initialised: a pull then returns -1); logs while it waits. A ps
@@ -233,8 +236,8 @@ class ShardedClient {
   // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
   // waiting kStopGrace later is abandoned and returns -1, as when the shards
   // stop: it waits for a step that workers stopping too will not finish (a
-  // sync step). A call that is merely slow finishes first. connect() and
-  // waitUntilReady() give up their waits for peers too.
+  // sync step). A call that is merely slow finishes first. connect(),
+  // statuses() and waitUntilReady() give up their waits for peers too.
   static constexpr double kStopGraceSeconds = 1.0;
   void abandonWaitsOnStop(const std::atomic<bool>& stop) { stop_ = &stop; }
 

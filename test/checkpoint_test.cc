@@ -679,6 +679,12 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
         resolveCheckpoint(checkpoints), InputError,
         Catch::Message(checkpoints.string() + ": neither a checkpoint (no manifest.json) nor a "
                                               "checkpoint directory (no latest file, no ckpt-N)"));
+    // TensorFlow's files without its `checkpoint` file: its prefix is said.
+    writeFile(checkpoints / "model.ckpt-200.index", "");
+    CHECK_THROWS_WITH(resolveCheckpoint(checkpoints),
+                      Catch::EndsWith("(no latest file, no ckpt-N); it holds TensorFlow's "
+                                      "model.ckpt-200.index: give that checkpoint's prefix, " +
+                                      (checkpoints / "model.ckpt-200").string()));
     CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "elsewhere"), InputError,
                          Catch::Message((dir / "elsewhere").string() +
                                         ": no such checkpoint or checkpoint directory"));

@@ -951,6 +951,22 @@ TEST_CASE("SIGTERM stops a worker still waiting for its peers: exit 0") {
     CHECK_THAT(worker.output(),
                Catch::Contains("stop requested while waiting for the chief to initialise ps 0"));
   }
+  SECTION("for the chief, with the ps stopped (its kernel still takes the status calls)") {
+    BackgroundTraind ps(args + "ps --task 0", dir / "ps0.log");
+    BackgroundTraind worker(args + "worker --task 1", dir / "worker1.log");
+    REQUIRE(worker.waitForOutput("waiting for the chief (worker 0) to initialise ps 0", 60));
+    ps.signal(SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a status call unanswered
+    worker.signal(SIGTERM);
+    const int stopped = worker.wait(15);
+    ps.signal(SIGCONT);
+    ps.signal(SIGTERM);
+    CHECK(ps.wait(15) == 0);
+    INFO(worker.output());
+    CHECK(stopped == 0);
+    CHECK_THAT(worker.output(),
+               Catch::Contains("stop requested while waiting for the chief to initialise ps 0"));
+  }
 }
 
 TEST_CASE("a worker that joins as the job ends says so and exits 0") {
@@ -2440,7 +2456,7 @@ TEST_CASE("sync: a worker pushes no gradient to a shard at the job's last step, 
   watchdog.join();
   CHECK(step == 7);
   CHECK(client.lastTransfer().push_bytes == 0);
-  CHECK(client.statuses().at(0).global_step == 7);
+  CHECK(client.statuses().value().at(0).global_step == 7);
 
   ps.signal(SIGTERM);
   INFO(ps.output());

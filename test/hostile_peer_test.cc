@@ -316,6 +316,11 @@ TEST_CASE(
   auto globalStep = [&] {
     return chief.shard.statusRequest().send().wait(io.waitScope).getStatus().getGlobalStep();
   };
+  auto markReady = [&](int64_t step) {
+    auto request = chief.shard.markReadyRequest();
+    request.setGlobalStep(step);
+    request.send().wait(io.waitScope);
+  };
 
   // A pushAndPull with fields from the dice, and what the oracle needs of it.
   struct Push {
@@ -455,11 +460,15 @@ TEST_CASE(
                     std::min(values.size(), oracle.chunk(*chunk).size()), values.begin());
       request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(values.data()),
                                           values.size() * sizeof(float)));
-      outcome(request, [&](auto&) {
+      const bool initialised = outcome(request, [&](auto&) {
         const std::optional<size_t> chunk = oracle.chunkAt(offset);
         REQUIRE(chunk);
         REQUIRE(oracle.chunk(*chunk).size() == floats);
       });
+      // The shard is not ready from a chief's initialisation to its
+      // markReady (refusing pushes and pulls): mostly marked at once, as
+      // the chief does once it has written every chunk.
+      if (initialised && dice.coin(0.9)) markReady(now);
     } else if (kind < 18) {  // hello: the stranger's may make it a worker
       auto request = c.shard.helloRequest();
       request.setArchitectureHash(dice.coin(0.8) ? architectureHash(spec)
@@ -477,11 +486,15 @@ TEST_CASE(
     } else if (kind < 19) {  // markReady: the chief may restart the step count
       auto request = c.shard.markReadyRequest();
       const int64_t step = dice.step(now);
+      const int64_t last_step = dice.coin(0.8) ? 0 : dice.step(now);  // workers read it back
       request.setGlobalStep(step);
+      request.setLastStep(last_step);
       outcome(request, [&](auto&) {
         REQUIRE(&c == &chief);
         REQUIRE(step >= 0);
         REQUIRE(step <= kMaxGlobalStep);
+        REQUIRE(last_step >= 0);
+        REQUIRE(last_step <= kMaxGlobalStep);
       });
     } else if (kind < 20) {  // saved: the chief's word that a checkpoint holds the shard
       auto request = c.shard.savedRequest();
@@ -515,6 +528,8 @@ TEST_CASE(
       outcome(c.shard.stopRequest(), [&](auto&) { FAIL("a stop from worker " << c.worker); });
     }
   }
+
+  markReady(globalStep());  // after an initialisation the dice left unmarked
 
   // Then bursts (async): pushes and pulls on all three connections at once,
   // each answered in its own time, so that the ps's pinned replies, copies

@@ -1514,6 +1514,30 @@ TEST_CASE("YAML syntax errors carry their position", "[model_spec]") {
   CHECK(message.find("invalid YAML: ") != std::string::npos);
 }
 
+TEST_CASE("a tfrecords pattern outside quotes is invalid YAML, and the error says to quote it",
+          "[model_spec]") {
+  TempDir dir;
+  const std::string hint = "(a tfrecords pattern must be quoted";
+  auto errorOf = [&](const std::string& data) {
+    return loadError(dir.write("p.yaml",
+                               "input: [4]\nlayers: [{type: dense, units: 3}]\n"
+                               "data:\n" +
+                                   data + "optimizer: {type: sgd}\n"));
+  };
+  CHECK_THAT(errorOf("  train: {tfrecords: *.tfrecord}\n"),
+             Catch::Contains("p.yaml:4:22: invalid YAML: ") && Catch::Contains(hint));
+  CHECK_THAT(errorOf("  train:\n    tfrecords: *.tfrecord\n"), Catch::Contains(hint));
+  CHECK_THAT(errorOf("  train: {tfrecords: train-0000[01]-of-00002.tfrecord}\n"),
+             Catch::Contains(hint));
+  CHECK_THAT(errorOf("  train:\n    tfrecords:\n      - a.tfrecord\n      - *.tfrecord\n"),
+             Catch::Contains("p.yaml:7:") && Catch::Contains(hint));
+  // Another fault beside a valid pattern: no word of quoting.
+  CHECK_THAT(errorOf("  train: {tfrecords: /d/train-*.tfrecord}\n  test: {a: [1}\n"),
+             Catch::Contains("invalid YAML") && !Catch::Contains(hint));
+  // Quoted, it is a pattern (that matches nothing here).
+  CHECK_THAT(errorOf("  train: {tfrecords: \"*.tfrecord\"}\n"), !Catch::Contains("invalid YAML"));
+}
+
 TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   TempDir dir;
   const std::string missing = (dir.path() / "nope.yaml").string();

@@ -479,6 +479,74 @@ TEST_CASE("async: every chunk applies at once, complete pushes advance the step 
   CHECK(shard.withinStaleness(0));
 }
 
+TEST_CASE(
+    "sync: a worker restarted within a step it pushed has its new gradient dropped as stale") {
+  OneShard s(TrainingMode::Sync, 3, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  const ShardChunk kernel = shard.chunks()[0];
+  shard.initialize(0, kernel.shard_offset, std::vector<float>{1.0f, 2.0f});
+  shard.markReady(0);
+  const std::vector<float> g1{2.0f, 2.0f}, again{100.0f, 100.0f}, g2{0.0f, 2.0f};
+  shard.workerJoined(1);
+  CHECK(shard.push(1, 0, kernel.shard_offset, g1));
+  // The same connection twice: a broken peer.
+  CHECK_THROWS_WITH(shard.push(1, 0, kernel.shard_offset, g1), Catch::Contains("twice for step 0"));
+  // Killed and started again before the step closed: its first gradient is
+  // in the sum for good, and the one it computes again is a surplus.
+  shard.workerLeft(1);
+  shard.workerJoined(1);
+  CHECK_FALSE(shard.push(1, 0, kernel.shard_offset, again));
+  CHECK(shard.staleDropped() == 1);
+  CHECK(shard.workersStepWaitsFor() == std::vector<uint32_t>{0, 1, 2});  // the bias chunk
+  CHECK(shard.push(2, 0, kernel.shard_offset, g2));
+  // mean (1, 2), lr 0.5: the gradient before the restart and worker 2's.
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{0.5f, 1.0f});
+  // In its new connection it is one worker as before: a repeat is refused.
+  const std::vector<float> b{1.0f};
+  CHECK(shard.push(1, 0, shard.chunks()[1].shard_offset, b));
+  CHECK_THROWS_WITH(shard.push(1, 0, shard.chunks()[1].shard_offset, b),
+                    Catch::Contains("twice for step 0"));
+}
+
+TEST_CASE("async: a push a worker left unfinished is no step, and its next push counts afresh") {
+  OneShard s(TrainingMode::Async, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  shard.markReady(0);
+  shard.workerJoined(1);
+  const std::vector<float> g{2.0f, 2.0f}, b{0.0f};
+  CHECK(shard.push(1, 0, shard.chunks()[0].shard_offset, g));  // one chunk of two, then killed
+  shard.workerLeft(1);
+  shard.workerJoined(1);
+  CHECK(shard.push(1, 0, shard.chunks()[0].shard_offset, g));
+  CHECK(shard.globalStep() == 0);
+  CHECK(shard.push(1, 0, shard.chunks()[1].shard_offset, b));
+  CHECK(shard.globalStep() == 1);
+  // A second connection of the same worker closing leaves its push as it is.
+  shard.workerJoined(1);
+  CHECK(shard.push(1, 1, shard.chunks()[0].shard_offset, g));
+  shard.workerLeft(1);
+  CHECK(shard.push(1, 1, shard.chunks()[1].shard_offset, b));
+  CHECK(shard.globalStep() == 2);
+}
+
+TEST_CASE("a shard the chief initialises again is not ready until it is marked so") {
+  OneShard s(TrainingMode::Async, 1, 1);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  const ShardChunk kernel = shard.chunks()[0];
+  shard.markReady(100);
+  REQUIRE(shard.ready());
+  // A restore over a shard that ran (another ps restarted): a worker that
+  // asks now must wait for the whole restore.
+  shard.initialize(0, kernel.shard_offset, std::vector<float>{3.0f, 4.0f});
+  CHECK_FALSE(shard.ready());
+  CHECK_THROWS_WITH(shard.push(0, 100, kernel.shard_offset, std::vector<float>{1.0f, 1.0f}),
+                    Catch::Contains("not initialised yet"));
+  shard.markReady(40);
+  CHECK(shard.ready());
+  CHECK(shard.globalStep() == 40);
+  CHECK(read(shard, kernel.shard_offset, 2) == std::vector<float>{3.0f, 4.0f});
+}
+
 TEST_CASE("async with max_staleness: a standing step names the worker the others wait for") {
   OneShard s(TrainingMode::Async, 3, 2, /*max_staleness=*/1);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);

@@ -1,6 +1,7 @@
 #include "devices/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -46,11 +47,16 @@ int cudaDeviceCount() {
 std::string cudaUnavailableReason() {
   int count = 0;
   const cudaError_t status = deviceCount(count);
-  if (status != cudaSuccess)
-    return std::string("no usable CUDA GPU: ") + cudaGetErrorString(status) + " (" +
-           cudaGetErrorName(status) + ")";
-  if (count == 0) return "no CUDA GPU in this machine";
-  return "";
+  if (status == cudaSuccess && count == 0) return "no CUDA GPU in this machine";
+  if (status == cudaSuccess) return "";
+  const std::string cuda_says =
+      std::string(cudaGetErrorString(status)) + " (" + cudaGetErrorName(status) + ")";
+  // The runtime says its driver is too old when there is none at all (no
+  // libcuda): the device node the driver makes tells the two apart.
+  if (status == cudaErrorInsufficientDriver && access("/dev/nvidiactl", F_OK) != 0)
+    return "no usable CUDA GPU: no NVIDIA driver on this machine (no /dev/nvidiactl; CUDA says: " +
+           cuda_says + ")";
+  return "no usable CUDA GPU: " + cuda_says;
 }
 
 std::unique_ptr<Device> createCudaDevice(int index, std::string name) {
