@@ -22,8 +22,15 @@ namespace {
 // 15 with AVX2, which a CPU that has it runs. Checked as each block is
 // applied instead, the ps's work for a push grew twice as much, and a
 // refused push would have been applied in part.
-__attribute__((target_clones("avx2", "default"))) const float* firstNotFinite(const float* begin,
-                                                                              const float* end) {
+// ThreadSanitizer instruments the resolver that picks the clone, which the
+// dynamic loader runs before the sanitizer's runtime is up: a TSan build
+// keeps the SSE2 loop alone.
+#if defined(__SANITIZE_THREAD__)
+#define TRAIND_AVX2_CLONE
+#else
+#define TRAIND_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#endif
+TRAIND_AVX2_CLONE const float* firstNotFinite(const float* begin, const float* end) {
   constexpr ptrdiff_t kBlock = 1024;
   constexpr uint32_t kExponent = 0x7f800000u;
   for (const float* block = begin; block < end; block += std::min(kBlock, end - block)) {
@@ -36,6 +43,7 @@ __attribute__((target_clones("avx2", "default"))) const float* firstNotFinite(co
   }
   return end;
 }
+#undef TRAIND_AVX2_CLONE
 
 }  // namespace
 

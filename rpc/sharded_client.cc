@@ -298,8 +298,6 @@ std::string whatALongWaitMeans(const ClusterSpec& cluster) {
          "for the chief's first initialisation";
 }
 
-}  // namespace
-
 // What a ps that leaves a status call unanswered for kPeerSilenceSeconds
 // fails with: its process is stopped or hung (its kernel still takes what is
 // sent, so the connection itself never fails).
@@ -308,6 +306,8 @@ kj::Exception silentStatusCall() {
                        kj::str("no answer to a status call for ", kPeerSilenceSeconds,
                                " s: is its process stopped or hung?"));
 }
+
+}  // namespace
 
 struct ShardedClient::Impl {
   kj::AsyncIoContext& io;
