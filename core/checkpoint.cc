@@ -267,59 +267,74 @@ void CheckpointDirLock::letGo() {
 }
 
 CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
-  std::error_code error;
-  // A directory refused below goes again, with the parents made for it.
-  struct RemoveMadeUnlessHeld {
-    std::vector<fs::path> made;
-    bool held = false;
-    ~RemoveMadeUnlessHeld() {
-      if (!held) removeMadeDirectories(made);
+  // One attempt; a lambda, to make the lock as this friend may.
+  auto takeOnce = [&]() -> CheckpointDirLock {
+    std::error_code error;
+    // A directory refused below goes again, with the parents made for it.
+    struct RemoveMadeUnlessHeld {
+      std::vector<fs::path> made;
+      bool held = false;
+      ~RemoveMadeUnlessHeld() {
+        if (!held) removeMadeDirectories(made);
+      }
+    } made_guard{makeDirectories(dir, error)};
+    if (!error && !fs::is_directory(dir, error))
+      error = std::make_error_code(std::errc::not_a_directory);
+    if (error)
+      throwInputError(
+          where, where.line > 0 ? "checkpoint.dir" : "",
+          "checkpoint directory " + dir.string() + ": cannot create it: " + error.message());
+    // One checkpoint given for the directory of them would start a new run
+    // from scratch and save inside it.
+    if (fs::exists(dir / layout::kManifestFile, error)) {
+      fs::path checkpoint = fs::absolute(dir, error).lexically_normal();
+      if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();  // "ckpt-5/"
+      throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
+                      "checkpoint directory " + dir.string() + ": it is one checkpoint (it holds " +
+                          std::string(layout::kManifestFile) +
+                          "), not a directory of them: give the directory it is in, " +
+                          checkpoint.parent_path().string() +
+                          ", to resume from that directory's latest checkpoint");
     }
-  } made_guard{makeDirectories(dir, error)};
-  if (!error && !fs::is_directory(dir, error))
-    error = std::make_error_code(std::errc::not_a_directory);
-  if (error)
-    throwInputError(
-        where, where.line > 0 ? "checkpoint.dir" : "",
-        "checkpoint directory " + dir.string() + ": cannot create it: " + error.message());
-  // One checkpoint given for the directory of them would start a new run
-  // from scratch and save inside it.
-  if (fs::exists(dir / layout::kManifestFile, error)) {
-    fs::path checkpoint = fs::absolute(dir, error).lexically_normal();
-    if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();  // "ckpt-5/"
-    throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
-                    "checkpoint directory " + dir.string() + ": it is one checkpoint (it holds " +
-                        std::string(layout::kManifestFile) +
-                        "), not a directory of them: give the directory it is in, " +
-                        checkpoint.parent_path().string() +
-                        ", to resume from that directory's latest checkpoint");
-  }
-  // A save writes a directory of its own in it first: one this process may
-  // not create (another owner, a read-only mount) would fail the first save,
-  // after the steps before it had trained.
-  // A probe left by a process of this pid that was killed (pid 1 in a
-  // container, every start) goes first.
-  const fs::path probe =
-      dir / (std::string(layout::kTempPrefix) + "probe." + std::to_string(getpid()));
-  fs::remove_all(probe, error);
-  fs::create_directory(probe, error);
-  if (error)
-    throwInputError(
-        where, where.line > 0 ? "checkpoint.dir" : "",
-        "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
-  fs::remove(probe, error);
+    // A save writes a directory of its own in it first: one this process may
+    // not create (another owner, a read-only mount) would fail the first save,
+    // after the steps before it had trained.
+    // A probe left by a process of this pid that was killed (pid 1 in a
+    // container, every start) goes first.
+    const fs::path probe =
+        dir / (std::string(layout::kTempPrefix) + "probe." + std::to_string(getpid()));
+    fs::remove_all(probe, error);
+    fs::create_directory(probe, error);
+    if (error)
+      throwInputError(
+          where, where.line > 0 ? "checkpoint.dir" : "",
+          "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
+    fs::remove(probe, error);
 
-  auto locked = lockDirectory(dir);
-  if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
-    throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
-                    "checkpoint directory " + dir.string() + refusal->text +
-                        (refusal->in_use ? ": two runs saving into one directory would replace "
-                                           "each other's checkpoints; give this one a directory "
-                                           "of its own"
-                                         : ""));
-  CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, where, made_guard.made);
-  made_guard.held = true;
-  return lock;
+    auto locked = lockDirectory(dir);
+    if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
+      throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
+                      "checkpoint directory " + dir.string() + refusal->text +
+                          (refusal->in_use ? ": two runs saving into one directory would replace "
+                                             "each other's checkpoints; give this one a directory "
+                                             "of its own"
+                                           : ""));
+    CheckpointDirLock lock(std::get<DirectoryLock>(locked).release(), dir, where, made_guard.made);
+    made_guard.held = true;
+    return lock;
+  };
+  // A run that made the directory and saved nothing removes it as it ends
+  // (letGo): a run starting there meanwhile finds it gone at any step of its
+  // attempt (creating, probing, locking), and starts over, making it again.
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return takeOnce();
+    } catch (const InputError&) {
+      std::error_code error;
+      if (attempt == kAttempts || fs::exists(dir, error)) throw;
+    }
+  }
 }
 
 std::optional<std::string> checkpointRoomShortfall(const fs::path& dir, int64_t bytes) {
@@ -450,15 +465,23 @@ fs::path resolveCheckpoint(const fs::path& path) {
   }
   if (std::optional<fs::path> latest = findLatestCheckpoint(path)) return *latest;
   // A TensorFlow checkpoint without TensorFlow's `checkpoint` file (which
-  // would name it) is read by its prefix: said, when one is there.
-  std::string tensorflow;
-  for (fs::directory_iterator at(path, ec), end; !ec && at != end; at.increment(ec))
-    if (at->path().extension() == ".index") {
-      tensorflow = "; it holds TensorFlow's " + printable(at->path().filename().string()) +
-                   ": give that checkpoint's prefix, " +
-                   printable((path / at->path().stem()).string());
-      break;
+  // would name it) is read by its prefix where TensorFlow's are read: the
+  // newest one there is said.
+  std::optional<fs::path> index;
+  fs::file_time_type newest{};
+  for (fs::directory_iterator at(path, ec), end; !ec && at != end; at.increment(ec)) {
+    std::error_code time_error;
+    const fs::file_time_type written = at->last_write_time(time_error);
+    if (at->path().extension() == ".index" && !time_error && (!index || written > newest)) {
+      index = at->path();
+      newest = written;
     }
+  }
+  const std::string tensorflow =
+      index ? "; it holds TensorFlow's " + printable(index->filename().string()) +
+                  ", a TensorFlow checkpoint: init_from and trainctl inspect take its prefix, " +
+                  printable((path / index->stem()).string()) + ", and trainctl import converts it"
+            : "";
   throw InputError(path.string() + ": neither a checkpoint (no " +
                    std::string(layout::kManifestFile) + ") nor a checkpoint directory (no " +
                    std::string(layout::kLatestFile) + " file, no " +

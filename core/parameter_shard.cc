@@ -121,11 +121,12 @@ const FlatBuffer& ParameterShard::buffer(uint32_t slot) const {
 
 void ParameterShard::initialize(uint32_t slot, int64_t offset, std::span<const float> values) {
   const size_t chunk = chunkAt(offset, int64_t(values.size()));
-  // Shards that ran before (a ps restarted beside this one) are not ready
-  // while the chief writes them: a worker would otherwise start from values
-  // of two checkpoints, at the step of neither.
-  ready_ = false;
   float* target = slot == 0 ? writableChunk(chunk) : buffer(slot).data() + offset;
+  // Shards that ran before (a ps restarted beside this one) are not ready
+  // while the chief writes them (a refused write changes nothing): a worker
+  // would otherwise start from values of two checkpoints, at the step of
+  // neither.
+  ready_ = false;
   if (slot == 0) ++chunk_changes_[chunk];
   std::memcpy(target, values.data(), values.size_bytes());
 }

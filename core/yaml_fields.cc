@@ -151,14 +151,25 @@ bool hasUnquotedGlobPattern(std::string_view text, int line) {
     s.remove_prefix(std::min(s.size(), s.find_first_not_of(" \t")));
     return s;
   };
+  // One scalar, up to what ends it in a flow collection or a comment.
   auto unquotedPattern = [&](std::string_view value) {
     value = trimmed(value);
+    value = value.substr(0, value.find_first_of(",}]#"));
     return !value.empty() && value[0] != '"' && value[0] != '\'' &&
            value.find_first_of("*?[") != std::string_view::npos;
   };
   auto listItem = [&](std::string_view s) { return trimmed(s).starts_with('-'); };
-  if (const size_t key = lines[size_t(line)].find(kKey); key != std::string_view::npos)
-    return unquotedPattern(lines[size_t(line)].substr(key + kKey.size()));
+  if (const size_t key = lines[size_t(line)].find(kKey); key != std::string_view::npos) {
+    const std::string_view value = trimmed(lines[size_t(line)].substr(key + kKey.size()));
+    if (!value.starts_with('[')) return unquotedPattern(value);
+    // A flow list: each of its items on this line.
+    for (size_t at = 1; at < value.size() && value[at - 1] != ']';) {
+      const size_t item_end = std::min(value.find_first_of(",]", at), value.size());
+      if (unquotedPattern(value.substr(at, item_end - at))) return true;
+      at = item_end + 1;
+    }
+    return false;
+  }
   if (!listItem(lines[size_t(line)])) return false;
   int owner = line - 1;
   while (owner >= 0 && listItem(lines[size_t(owner)])) --owner;

@@ -138,6 +138,17 @@ std::string initFromReport(const ModelSpec& spec) {
   const InitFromSpec& init_from = *spec.init_from;
   std::vector<std::string> layers;
   for (const InitFromLayer& layer : init_from.layers) layers.push_back(layer.name);
+  // A run that resumes from its own checkpoint reads no init_from.
+  std::optional<std::filesystem::path> resumes;
+  if (!spec.checkpoint.dir.empty()) {
+    try {
+      resumes = findLatestCheckpoint(spec.checkpoint.dir);
+    } catch (const InputError&) {
+      // A damaged directory is the run's to report, as it starts.
+    }
+  }
+  if (resumes)
+    return fmt::format("init_from: not read: a run resumes from {}\n", resumes->string());
   std::string report = fmt::format("init_from: {} from {} (read as a run starts)\n",
                                    fmt::join(layers, ", "), init_from.checkpoint);
   // Only found, not read: the tensors are checked against the layers then.

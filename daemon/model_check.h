@@ -25,7 +25,9 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph);
 // The spec's init_from, as printed by `traind check --model m.yaml`: its
 // layers and where they come from, read only as a run starts (the base
 // model may still be training); and a warning line when that checkpoint is
-// not there or is no checkpoint now. Empty without init_from.
+// not there or is no checkpoint now. A spec whose checkpoint.dir holds a
+// checkpoint resumes from it, and reads no init_from: said instead. Empty
+// without init_from.
 std::string initFromReport(const ModelSpec& spec);
 
 // One line per task, "ps 0 127.0.0.1:2221", as printed by `traind check

@@ -26,10 +26,13 @@ kj::Promise<void> whenSet(kj::Timer& timer, const std::atomic<bool>& flag) {
   });
 }
 
+constexpr const char* kWaitingForTheChief =
+    "waiting for the chief (worker 0) to initialise the parameters";
+
 // Copies the shard's counters into the node's metrics every
 // kShardPublishPeriod, and marks the node serving once the chief has
-// initialised the shard: the ops thread never touches the shard, which
-// belongs to this event loop. A checkpoint the chief reported since the
+// initialised the shard (waiting again while a chief initialises it again): the ops thread never
+// touches the shard, which belongs to this event loop. A checkpoint the chief reported since the
 // last look (`saves_seen` of them before) is logged and becomes the node's
 // last checkpoint.
 kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
@@ -38,6 +41,9 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
   metrics.setShardCounters(shard.staleDropped(), server.connections(), service.pushCounts());
   metrics.setGlobalStep(shard.globalStep());
   if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
+  // A chief restoring the shard again (another ps restarted beside it).
+  if (!shard.ready() && metrics.state() == NodeState::Serving)
+    metrics.setState(NodeState::Waiting, kWaitingForTheChief);
   if (const auto& saved = service.lastSaved(); saved && saved->count != saves_seen) {
     spdlog::info("the chief's checkpoint {} holds this shard at global step {}", saved->path,
                  saved->global_step);
@@ -135,8 +141,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
     throwInputError(own.location, fmt::format("cluster.ps[{}]", task), e.what());
   }
   ShardServer& server = *bound;
-  metrics.setState(NodeState::Waiting,
-                   "waiting for the chief (worker 0) to initialise the parameters");
+  metrics.setState(NodeState::Waiting, kWaitingForTheChief);
   spdlog::info(
       "ps {} listening on {}, {} mode: its shard of {} ({} parameters) is {} floats, {} variable "
       "pieces, {} chunks; waiting for the chief (worker 0) to initialise it",

@@ -301,10 +301,11 @@ std::string whatALongWaitMeans(const ClusterSpec& cluster) {
 // What a ps that leaves a status call unanswered for kPeerSilenceSeconds
 // fails with: its process is stopped or hung (its kernel still takes what is
 // sent, so the connection itself never fails).
+constexpr const char* kSilentStatusCall = "no answer to a status call for ";
 kj::Exception silentStatusCall() {
-  return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                       kj::str("no answer to a status call for ", kPeerSilenceSeconds,
-                               " s: is its process stopped or hung?"));
+  return kj::Exception(
+      kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+      kj::str(kSilentStatusCall, kPeerSilenceSeconds, " s: is its process stopped or hung?"));
 }
 
 }  // namespace
@@ -599,9 +600,17 @@ bool ShardedClient::waitUntilReady(double timeout_seconds) {
         if (e->getType() != kj::Exception::Type::DISCONNECTED ||
             failureText(*e).starts_with(kJobOverReason))  // a ps stopped: the job is over
           throwShardFailure(link, *e);
-        spdlog::info("ps {} at {} went away before the chief initialised it ({}): connecting "
-                     "again",
-                     link.index, link.address, failureText(*e));
+        // Silent (stopped or hung), it may hold the job already: it is
+        // asked again once connected, as any restarted ps is.
+        const std::string why = failureText(*e);
+        if (why.starts_with(kSilentStatusCall))
+          spdlog::info("ps {} at {} does not answer ({}): connecting again", link.index,
+                       link.address, why);
+        else
+          spdlog::info(
+              "ps {} at {} went away before the chief initialised it ({}): connecting "
+              "again",
+              link.index, link.address, why);
         const double waited = std::chrono::duration<double>(Clock::now() - start).count();
         if (connectShard(size_t(link.index), Clock::now(), timeout_seconds - waited, {}) ==
             Outcome::Stopped)

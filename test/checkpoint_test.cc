@@ -683,8 +683,10 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
     writeFile(checkpoints / "model.ckpt-200.index", "");
     CHECK_THROWS_WITH(resolveCheckpoint(checkpoints),
                       Catch::EndsWith("(no latest file, no ckpt-N); it holds TensorFlow's "
-                                      "model.ckpt-200.index: give that checkpoint's prefix, " +
-                                      (checkpoints / "model.ckpt-200").string()));
+                                      "model.ckpt-200.index, a TensorFlow checkpoint: init_from "
+                                      "and trainctl inspect take its prefix, " +
+                                      (checkpoints / "model.ckpt-200").string() +
+                                      ", and trainctl import converts it"));
     CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "elsewhere"), InputError,
                          Catch::Message((dir / "elsewhere").string() +
                                         ": no such checkpoint or checkpoint directory"));

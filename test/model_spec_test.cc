@@ -1531,8 +1531,14 @@ TEST_CASE("a tfrecords pattern outside quotes is invalid YAML, and the error say
              Catch::Contains(hint));
   CHECK_THAT(errorOf("  train:\n    tfrecords:\n      - a.tfrecord\n      - *.tfrecord\n"),
              Catch::Contains("p.yaml:7:") && Catch::Contains(hint));
-  // Another fault beside a valid pattern: no word of quoting.
+  CHECK_THAT(errorOf("  train: {tfrecords: [a.tfrecord, *.tfrecord]}\n"), Catch::Contains(hint));
+  // Another fault beside a valid pattern, or on the line of a plain path:
+  // no word of quoting.
   CHECK_THAT(errorOf("  train: {tfrecords: /d/train-*.tfrecord}\n  test: {a: [1}\n"),
+             Catch::Contains("invalid YAML") && !Catch::Contains(hint));
+  CHECK_THAT(errorOf("  train: {tfrecords: /d/a.tfrecord, resize: {size: [28, 28]}}}\n"),
+             Catch::Contains("invalid YAML") && !Catch::Contains(hint));
+  CHECK_THAT(errorOf("  train: {tfrecords: [\"/d/a-*\", \"/d/b-?\"]]}\n"),
              Catch::Contains("invalid YAML") && !Catch::Contains(hint));
   // Quoted, it is a pattern (that matches nothing here).
   CHECK_THAT(errorOf("  train: {tfrecords: \"*.tfrecord\"}\n"), !Catch::Contains("invalid YAML"));

@@ -535,6 +535,10 @@ TEST_CASE("a shard the chief initialises again is not ready until it is marked s
   const ShardChunk kernel = shard.chunks()[0];
   shard.markReady(100);
   REQUIRE(shard.ready());
+  // A refused write changes nothing, readiness included.
+  CHECK_THROWS_WITH(shard.initialize(1, kernel.shard_offset, std::vector<float>{3.0f, 4.0f}),
+                    Catch::Contains("no slot 1"));
+  CHECK(shard.ready());
   // A restore over a shard that ran (another ps restarted): a worker that
   // asks now must wait for the whole restore.
   shard.initialize(0, kernel.shard_offset, std::vector<float>{3.0f, 4.0f});

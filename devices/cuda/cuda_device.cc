@@ -1,7 +1,7 @@
 #include "devices/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
-#include <unistd.h>
+#include <dlfcn.h>
 
 #include <utility>
 
@@ -51,11 +51,16 @@ std::string cudaUnavailableReason() {
   if (status == cudaSuccess) return "";
   const std::string cuda_says =
       std::string(cudaGetErrorString(status)) + " (" + cudaGetErrorName(status) + ")";
-  // The runtime says its driver is too old when there is none at all (no
-  // libcuda): the device node the driver makes tells the two apart.
-  if (status == cudaErrorInsufficientDriver && access("/dev/nvidiactl", F_OK) != 0)
-    return "no usable CUDA GPU: no NVIDIA driver on this machine (no /dev/nvidiactl; CUDA says: " +
-           cuda_says + ")";
+  // The runtime says its driver is too old when there is none at all: the
+  // driver's library, loaded or not, tells the two apart.
+  if (status == cudaErrorInsufficientDriver) {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver)
+      return "no usable CUDA GPU: no NVIDIA driver on this machine (libcuda.so.1 not found; CUDA "
+             "says: " +
+             cuda_says + ")";
+    dlclose(driver);
+  }
   return "no usable CUDA GPU: " + cuda_says;
 }
 
