@@ -268,6 +268,7 @@ void CheckpointDirLock::letGo() {
 
 CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation& where) {
   // One attempt; a lambda, to make the lock as this friend may.
+  bool in_use = false;  // the attempt found the directory another run's
   auto takeOnce = [&]() -> CheckpointDirLock {
     std::error_code error;
     // A directory refused below goes again, with the parents made for it.
@@ -312,7 +313,9 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
     fs::remove(probe, error);
 
     auto locked = lockDirectory(dir);
-    if (const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked))
+    const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked);
+    in_use = refusal && refusal->in_use;
+    if (refusal)
       throwInputError(where, where.line > 0 ? "checkpoint.dir" : "",
                       "checkpoint directory " + dir.string() + refusal->text +
                           (refusal->in_use ? ": two runs saving into one directory would replace "
@@ -326,13 +329,15 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
   // A run that made the directory and saved nothing removes it as it ends
   // (letGo): a run starting there meanwhile finds it gone at any step of its
   // attempt (creating, probing, locking), and starts over, making it again.
+  // Whether it was gone cannot be told after the fact (a third run may have
+  // made it again), so any refusal but another run's hold is tried again: a
+  // lasting one fails the same way each time.
   constexpr int kAttempts = 4;
   for (int attempt = 1;; ++attempt) {
     try {
       return takeOnce();
     } catch (const InputError&) {
-      std::error_code error;
-      if (attempt == kAttempts || fs::exists(dir, error)) throw;
+      if (in_use || attempt == kAttempts) throw;
     }
   }
 }
