@@ -31,10 +31,11 @@ constexpr const char* kWaitingForTheChief =
 
 // Copies the shard's counters into the node's metrics every
 // kShardPublishPeriod, and marks the node serving once the chief has
-// initialised the shard (waiting again while a chief initialises it again): the ops thread never
-// touches the shard, which belongs to this event loop. A checkpoint the chief reported since the
-// last look (`saves_seen` of them before) is logged and becomes the node's
-// last checkpoint.
+// initialised the shard (waiting again while a chief initialises it
+// again): the ops thread never touches the shard, which belongs to this
+// event loop. A checkpoint the chief reported since the last look
+// (`saves_seen` of them before) is logged and becomes the node's last
+// checkpoint.
 kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
                                  const ServedShard& service, const ShardServer& server,
                                  NodeMetrics& metrics, uint64_t saves_seen = 0) {
