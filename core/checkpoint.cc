@@ -253,7 +253,7 @@ void CheckpointDirLock::letGo() {
   if (fd_ < 0) return;
   // The .lock is unlinked while still locked: a run that opened it already
   // finds, once it has the flock, that it is no longer the file there
-  // (lockDirectory), and takes the one there now.
+  // (lockDirectory), and starts over (createCheckpointDir).
   const fs::path lock_path = dir_ / layout::kLockFile;
   std::error_code error;
   int entries = 0;
@@ -328,7 +328,8 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
   };
   // A run that made the directory and saved nothing removes it as it ends
   // (letGo): a run starting there meanwhile finds it gone at any step of its
-  // attempt (creating, probing, locking), and starts over, making it again.
+  // attempt (creating, probing, locking), or its .lock replaced once it
+  // holds it (lockDirectory), and starts over, making it again.
   // Whether it was gone cannot be told after the fact (a third run may have
   // made it again), so any refusal but another run's hold is tried again: a
   // lasting one fails the same way each time.

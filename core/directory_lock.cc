@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 
 #include "core/printable.h"
 
@@ -25,12 +24,7 @@ bool isFileAt(int fd, const std::filesystem::path& path) {
          held.st_ino == there.st_ino;
 }
 
-namespace {
-
-// The lock, why not, or nullopt when the file was unlinked between its open
-// and its flock: another open sees the file there now.
-std::optional<std::variant<DirectoryLock, DirectoryLockRefusal>> lockDirectoryOnce(
-    const std::filesystem::path& dir) {
+std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir) {
   const std::filesystem::path lock_path = dir / kDirectoryLockFile;
   const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   struct stat lock_stat {};
@@ -62,7 +56,9 @@ std::optional<std::variant<DirectoryLock, DirectoryLockRefusal>> lockDirectoryOn
   }
   if (!isFileAt(fd, lock_path)) {  // a holder that saved nothing unlinked it as it ended
     close(fd);
-    return std::nullopt;
+    return DirectoryLockRefusal{false, std::string(": cannot lock ") + kDirectoryLockFile +
+                                           ": a run ending in this directory removed it as it "
+                                           "was taken"};
   }
   // Who holds it, for the message above (the pid as this host sees it); a
   // write that fails only leaves that message without it.
@@ -70,22 +66,6 @@ std::optional<std::variant<DirectoryLock, DirectoryLockRefusal>> lockDirectoryOn
   [[maybe_unused]] const bool noted =
       ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
   return DirectoryLock(fd);
-}
-
-}  // namespace
-
-std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir) {
-  // Each holder that lets go unlinks the file at most once, so a few tries
-  // see a file that stays unless runs keep starting and ending in `dir`.
-  constexpr int kTries = 8;
-  for (int attempt = 1;; ++attempt) {
-    if (auto locked = lockDirectoryOnce(dir)) return std::move(*locked);
-    if (attempt == kTries)
-      return DirectoryLockRefusal{
-          false, std::string(": cannot lock ") + kDirectoryLockFile +
-                     ": it was replaced each time it was taken (other runs keep starting and "
-                     "ending in this directory)"};
-  }
 }
 
 std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectoryItself(

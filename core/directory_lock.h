@@ -51,7 +51,9 @@ bool isFileAt(int fd, const std::filesystem::path& path);
 // Opens <dir>/.lock (creating it; never through a link, and only a plain
 // file: the pid must not land in a file that someone else's link points
 // at), takes the flock without waiting and writes this process's pid in
-// it. The lock, or why not.
+// it. The lock, or why not: refused too when, once locked, the file is no
+// longer the one <dir>/.lock names (a holder that saved nothing unlinks it
+// as it ends, CheckpointDirLock), for the caller to try again.
 std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::filesystem::path& dir);
 
 // The flock on `dir` itself (a directory there), without waiting; in_use

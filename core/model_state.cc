@@ -134,10 +134,10 @@ std::string ModelState::initFrom(const InitFromSpec& init_from) {
 
 void ModelState::restore(const std::filesystem::path& checkpoint,
                          const SourceLocation& dir_given_at) {
-  if (dir_given_at.file.empty()) return restoreFrom(checkpoint, Slots::All);
   try {
     restoreFrom(checkpoint, Slots::All);
   } catch (const InputError& e) {
+    if (dir_given_at.file.empty()) throw;
     throwInputError(dir_given_at, dir_given_at.line > 0 ? "checkpoint.dir" : "", e.what());
   }
 }

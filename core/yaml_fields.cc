@@ -173,9 +173,9 @@ bool hasUnquotedGlobPattern(std::string_view text, int line) {
   if (!listItem(lines[size_t(line)])) return false;
   int owner = line - 1;
   while (owner >= 0 && listItem(lines[size_t(owner)])) --owner;
-  return owner >= 0 && trimmed(lines[size_t(owner)]).starts_with(kKey) &&
-         trimmed(lines[size_t(owner)].substr(lines[size_t(owner)].find(kKey) + kKey.size()))
-             .empty() &&
+  if (owner < 0) return false;
+  const std::string_view owner_line = trimmed(lines[size_t(owner)]);
+  return owner_line.starts_with(kKey) && trimmed(owner_line.substr(kKey.size())).empty() &&
          unquotedPattern(trimmed(lines[size_t(line)]).substr(1));
 }
 

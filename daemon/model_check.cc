@@ -136,8 +136,6 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
 std::string initFromReport(const ModelSpec& spec) {
   if (!spec.init_from) return "";
   const InitFromSpec& init_from = *spec.init_from;
-  std::vector<std::string> layers;
-  for (const InitFromLayer& layer : init_from.layers) layers.push_back(layer.name);
   // A run that resumes from its own checkpoint reads no init_from.
   std::optional<std::filesystem::path> resumes;
   if (!spec.checkpoint.dir.empty()) {
@@ -149,6 +147,8 @@ std::string initFromReport(const ModelSpec& spec) {
   }
   if (resumes)
     return fmt::format("init_from: not read: a run resumes from {}\n", resumes->string());
+  std::vector<std::string> layers;
+  for (const InitFromLayer& layer : init_from.layers) layers.push_back(layer.name);
   std::string report = fmt::format("init_from: {} from {} (read as a run starts)\n",
                                    fmt::join(layers, ", "), init_from.checkpoint);
   // Only found, not read: the tensors are checked against the layers then.
