@@ -275,6 +275,32 @@ void checkText(const std::string& text, const std::string& path) {
   }
 }
 
+// yaml-cpp gives an empty item of a block list (a bare `-`) the position of
+// whatever token follows it, which `locate` does not take. The item's own
+// `-` is found in the file's text instead: the first line after `after_line`
+// whose text starts in the list's column, if that is a `-` (a line that
+// starts further left ends the list, one further right is within an item).
+// Nothing where the text shows no such line (the file changed since it was
+// read, or cannot be read now).
+std::optional<SourceLocation> emptyBlockItem(const SourceLocation& list, int after_line) {
+  std::ifstream in(list.file, std::ios::binary);
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line) {
+    if (line <= after_line) continue;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    const size_t first = text.find_first_not_of(" \t");
+    if (first == std::string::npos || text[first] == '#') continue;
+    const int column = int(first) + 1;
+    if (column > list.column) continue;
+    const bool dash =
+        column == list.column && text[first] == '-' &&
+        (first + 1 == text.size() || text[first + 1] == ' ' || text[first + 1] == '\t');
+    if (!dash) return std::nullopt;
+    return SourceLocation{list.file, line, column};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
@@ -507,6 +533,12 @@ std::vector<Field> listItems(const Field& field, std::string_view expected) {
     const YAML::Node item = field.node[i];
     items.push_back(
         childField(field, item, field.path + "[" + std::to_string(i) + "]", latest, i > 0));
+    // The first item is at the list's own position already.
+    const bool empty_block_item = i > 0 && item.IsNull() && !field.written_at &&
+                                  field.node.Style() == YAML::EmitterStyle::Block;
+    if (empty_block_item)
+      if (std::optional<SourceLocation> dash = emptyBlockItem(field.where, latest.line))
+        items.back().where = *dash;
     if (!items.back().written_at) latest = items.back().where;
   }
   return items;

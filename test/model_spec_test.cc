@@ -1712,6 +1712,25 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
              Catch::EndsWith("training.devices[1]: device cpu:0 is listed twice (through an alias: "
                              "the value is written at line 8, column 37)"));
 
+  // An empty item (a bare `-`) is named at its own `-`, which yaml-cpp does
+  // not give: not at the item before it, nor at the one after.
+  path = dir.write("empty_item.yaml",
+                   "input: [4]\n"
+                   "layers:\n"
+                   "  - type: dense\n"
+                   "    units: 3\n"
+                   "  # a comment\n"
+                   "\n"
+                   "  -\n"
+                   "  - {type: dense, units: 2}\n");
+  CHECK(loadError(path) ==
+        path + ":7:3: layers[1]: expected a mapping of fields, got an empty value");
+  path = dir.write("empty_items.yaml",
+                   "input: [4]\nlayers:\n- {type: dense, units: 3}\n-   # none\n-\n");
+  CHECK_THAT(loadError(path), Catch::StartsWith(path + ":4:1: layers[1]: expected a mapping"));
+  path = dir.write("empty_last.yaml", "input: [4]\nlayers:\n  - {type: dense, units: 3}\n  -\n");
+  CHECK_THAT(loadError(path), Catch::StartsWith(path + ":4:3: layers[1]: expected a mapping"));
+
   // An empty key has no place of its own: it is named at its value's.
   path = dir.write("null_key.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\n~: 1\n");
   CHECK(loadError(path) == path + ":3:4: expected a field name, got an empty value");
