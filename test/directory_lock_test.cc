@@ -1,12 +1,17 @@
 #include "core/directory_lock.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <variant>
+#include <vector>
 
 #include "test/temp_dir.h"
 
@@ -67,6 +72,61 @@ TEST_CASE("a directory itself is one holder's, and holds no file of the lock's",
   CHECK(refusalOf(lockDirectoryItself(tmp.path())) == "in use: is in use by another run");
   close(fd);
   CHECK(refusalOf(lockDirectoryItself(tmp.path())) == "taken");
+}
+
+}  // namespace traind
+
+namespace traind {
+
+TEST_CASE("a descriptor is the file at its path until that is removed or replaced",
+          "[directory_lock]") {
+  TempDir tmp;
+  const fs::path path = tmp.path() / "held";
+  std::ofstream(path) << "x";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(isFileAt(fd, path));
+  std::ofstream(tmp.path() / "other") << "y";
+  fs::rename(tmp.path() / "other", path);
+  CHECK_FALSE(isFileAt(fd, path));
+  fs::remove(path);
+  CHECK_FALSE(isFileAt(fd, path));
+  close(fd);
+}
+
+// A run that saved nothing unlinks its .lock as it ends (CheckpointDirLock),
+// while another may have opened that file and be about to lock it: locked
+// once its holder lets go, it is no longer the directory's lock, and a third
+// run may take the new one beside it. lockDirectory refuses such a lock.
+// Threads stand in for runs (a flock is per open file, so they exclude each
+// other as processes do); the race is rare, so they take and leave the lock
+// many times.
+TEST_CASE("a .lock unlinked by its ending holder is never held twice", "[directory_lock]") {
+  TempDir tmp;
+  std::atomic<int> holders{0}, most_at_once{0}, taken{0}, unlinked_under{0};
+  auto run = [&] {
+    while (taken < 1500) {
+      auto locked = lockDirectory(tmp.path());
+      auto* lock = std::get_if<DirectoryLock>(&locked);
+      if (!lock) {
+        if (!std::get<DirectoryLockRefusal>(locked).in_use) ++unlinked_under;
+        continue;
+      }
+      const int now = ++holders;
+      for (int most = most_at_once; now > most && !most_at_once.compare_exchange_weak(most, now);) {
+      }
+      ++taken;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // a run's time in it
+      --holders;
+      fs::remove(tmp.path() / kDirectoryLockFile);
+    }
+  };
+  std::vector<std::thread> runs;
+  for (int i = 0; i < 3; ++i) runs.emplace_back(run);
+  for (std::thread& t : runs) t.join();
+  CHECK(most_at_once == 1);
+  INFO("refusals of a .lock unlinked as it was taken: " << unlinked_under);
+  SUCCEED();
 }
 
 }  // namespace traind
