@@ -548,8 +548,14 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
                                  "training.peer_wait_seconds): " +
                                  reason);
       if (Clock::now() - last_log > std::chrono::seconds(5)) {
-        spdlog::info("waiting for ps {} at {} ({})", link.index, link.address,
-                     reason.substr(0, reason.find('\n')));
+        if (e->getType() == kj::Exception::Type::OVERLOADED)  // most often its own
+          spdlog::info(
+              "waiting for ps {} at {} to see this task's earlier connection close "
+              "(it answers: {})",
+              link.index, link.address, reason.substr(0, reason.find('\n')));
+        else
+          spdlog::info("waiting for ps {} at {} ({})", link.index, link.address,
+                       reason.substr(0, reason.find('\n')));
         last_log = Clock::now();
       }
       const double pause = std::min(delay, std::max(timeout_seconds - waited, 0.05));
