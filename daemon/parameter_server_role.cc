@@ -1,4 +1,5 @@
 #include <kj/async-io.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -73,6 +74,21 @@ kj::Promise<void> reportStalls(kj::Timer& timer, StepStallReport& report, Served
     }
     metrics.setStepStanding(report.standingSeconds());
     return reportStalls(timer, report, service, metrics);
+  });
+}
+
+// Every second, once connections have closed since the last look, the heap's
+// free pages go back to the system. traind keeps freed memory (main's
+// M_TRIM_THRESHOLD), which a ps in steady use reuses; but the chunk copies
+// a departed worker's answers held are freed out of order, and the holes
+// they leave stayed the process's: a ps over TCP whose workers were killed
+// mid-step 72 times held 10 MB of anonymous memory, 1.3 MB of it in use.
+kj::Promise<void> trimAfterDepartures(kj::Timer& timer, const ShardServer& server,
+                                      int connections_seen = 0) {
+  return timer.afterDelay(1 * kj::SECONDS).then([&timer, &server, connections_seen] {
+    const int connections = server.connections();
+    if (connections < connections_seen) malloc_trim(0);
+    return trimAfterDepartures(timer, server, connections);
   });
 }
 
@@ -159,6 +175,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   kj::Timer& timer = io.provider->getTimer();
   kj::Promise<void> publishing =
       publishMetrics(timer, shard, service, server, metrics).eagerlyEvaluate(nullptr);
+  kj::Promise<void> trimming = trimAfterDepartures(timer, server).eagerlyEvaluate(nullptr);
   StepStallReport stalls(shard, cluster);
   kj::Promise<void> reporting =
       reportStalls(timer, stalls, service, metrics).eagerlyEvaluate([](kj::Exception&& e) {
