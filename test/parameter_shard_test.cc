@@ -107,6 +107,16 @@ TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits fo
         "global step 0 has waited 30 s for gradients from any of worker 0 (connected: stopped, "
         "hung or slow; worker 0 evaluating or checkpointing?) and worker 2 (not connected); each "
         "chunk aggregates 2 of the 3 workers' gradients");
+  // Over two ps tasks, worker 0 may wait for the other one.
+  ClusterSpec two_ps = s.cluster;
+  two_ps.ps.push_back(two_ps.ps.front());
+  StepStallReport report_of_two(shard, two_ps);
+  REQUIRE_FALSE(report_of_two.check(31.0));
+  line = report_of_two.check(46.0);
+  REQUIRE(line);
+  CHECK_THAT(line->text, Catch::Contains("any of worker 0 (connected: stopped, hung or slow, or "
+                                         "waiting for another ps; worker 0 evaluating or "
+                                         "checkpointing?) and worker 2 (not connected)"));
   // Held by the chief's checkpoint read with a sum complete, the step
   // waits for nobody else.
   shard.holdAt(0);
