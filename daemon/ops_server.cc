@@ -476,7 +476,10 @@ OpsServer::OpsServer(const HostPort& address, NodeMetrics& metrics, OpsControls 
   if (!error) acceptor.set_option(tcp::acceptor::reuse_address(true), error);
   if (!error) acceptor.bind(endpoint, error);
   if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
-  if (error) throw InputError(where + " cannot be bound: " + error.message());
+  if (error)
+    throw InputError(where + " cannot be bound" +
+                     (error == asio::error::address_in_use ? " (is the port in use?)" : "") + ": " +
+                     error.message());
   impl_->accept();
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
   const std::string host = endpoint.address().is_v6() ? "[" + endpoint.address().to_string() + "]"

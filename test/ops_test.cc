@@ -388,7 +388,7 @@ TEST_CASE("an address in use is an InputError naming it") {
     FAIL("a second server bound the same port");
   } catch (const InputError& e) {
     CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:" + std::to_string(node.server.port())));
-    CHECK_THAT(e.what(), Catch::Contains("cannot be bound"));
+    CHECK_THAT(e.what(), Catch::Contains("cannot be bound (is the port in use?): "));
   }
   CHECK_THROWS_AS(OpsServer(HostPort{"no-such-host.invalid", 8080, {}}, other, OpsControls{&stop}),
                   InputError);
