@@ -239,11 +239,11 @@ std::string HostPort::toString() const {
 }
 
 ClusterSpec loadClusterSpec(const std::string& path) {
-  const YAML::Node root = loadYamlFile(path, "cluster spec");
+  const YamlFile file = loadYamlFile(path, "cluster spec");
   std::error_code error;
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
-  Mapping fields(rootField(root, path));
+  Mapping fields(rootField(file, path));
   // The two specs of a cluster node given the other way round.
   if (auto f = fields.find("layers"); f && !fields.find("cluster"))
     fail(*f, "this is a model spec (layers, no cluster section): give it to --model, and a "

@@ -1158,11 +1158,11 @@ std::string scopedVariablePrefix(const std::string& scope, const std::string& la
 }
 
 ModelSpec loadModelSpec(const std::string& path, SpecFiles files) {
-  const YAML::Node root = loadYamlFile(path, "model spec");
+  const YamlFile file = loadYamlFile(path, "model spec");
   std::error_code error;
   const fs::path spec_dir = fs::absolute(path, error).parent_path();
 
-  Mapping fields(rootField(root, path));
+  Mapping fields(rootField(file, path));
   // The two specs of a cluster node given the other way round.
   if (auto f = fields.find("cluster"); f && !fields.find("layers"))
     fail(*f, "this is a cluster spec (a cluster section, no layers): give it to --cluster, and "
@@ -1429,7 +1429,8 @@ SpecIdentity specIdentity(const ModelSpec& spec) {
       spec.checkpoint.dir.empty()
           ? std::string()
           : std::filesystem::absolute(spec.checkpoint.dir).lexically_normal().string();
-  return {architectureHash(spec), forwardRule(spec), updateRule(spec), dataRule(spec), dir};
+  return {architectureHash(spec), forwardRule(spec), updateRule(spec), dataRule(spec), dir,
+          /*training_set=*/{}};
 }
 
 }  // namespace traind

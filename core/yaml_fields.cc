@@ -275,35 +275,51 @@ void checkText(const std::string& text, const std::string& path) {
   }
 }
 
-// yaml-cpp gives an empty item of a block list (a bare `-`) the position of
-// whatever token follows it, which `locate` does not take. The item's own
-// `-` is found in the file's text instead: the first line after `after_line`
-// whose text starts in the list's column, if that is a `-` (a line that
-// starts further left ends the list, one further right is within an item).
-// Nothing where the text shows no such line (the file changed since it was
-// read, or cannot be read now).
-std::optional<SourceLocation> emptyBlockItem(const SourceLocation& list, int after_line) {
-  std::ifstream in(list.file, std::ios::binary);
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line) {
-    if (line <= after_line) continue;
-    if (!text.empty() && text.back() == '\r') text.pop_back();
-    const size_t first = text.find_first_not_of(" \t");
-    if (first == std::string::npos || text[first] == '#') continue;
-    const int column = int(first) + 1;
-    if (column > list.column) continue;
-    const bool dash =
-        column == list.column && text[first] == '-' &&
-        (first + 1 == text.size() || text[first + 1] == ' ' || text[first + 1] == '\t');
-    if (!dash) return std::nullopt;
-    return SourceLocation{list.file, line, column};
+// Where each item of a block list starts: the `-` of each, found in the
+// file's text, since yaml-cpp gives an empty item (a bare `-`) the position
+// of whatever token follows it. The list's lines run from its first `-`
+// (where its mark is, or the first line after an anchor or a tag) until a
+// line starts left of that column, or in it with anything but a `-` and a
+// blank; lines that start further right are within an item. Empty where
+// the count is not the list's (a quoted scalar's continuation line that
+// starts with "- "): no place is better than a wrong one.
+std::vector<SourceLocation> blockItemDashes(const Field& list) {
+  const std::string& text = *list.text;
+  const YAML::Mark mark = list.node.Mark();
+  if (mark.is_null() || mark.pos < 0 || size_t(mark.pos) >= text.size()) return {};
+  std::vector<SourceLocation> dashes;
+  std::optional<size_t> column;  // 0-based, of the list's dashes
+  // The first dash may follow another on its line (`- - a`): the lines
+  // read start after it.
+  if (text[size_t(mark.pos)] == '-') {
+    column = size_t(mark.column);
+    dashes.push_back(SourceLocation{list.where.file, mark.line + 1, mark.column + 1});
+  }  // else `&anchor` or `!!seq` before the list: its items start on the lines after
+  size_t line_start = text.find('\n', size_t(mark.pos));
+  if (line_start == std::string::npos) line_start = text.size();
+  ++line_start;
+  for (int line = mark.line + 2; line_start < text.size(); ++line) {
+    const size_t end = std::min(text.find('\n', line_start), text.size());
+    const std::string_view content(text.data() + line_start, end - line_start);
+    line_start = end + 1;
+    const size_t first = content.find_first_not_of(' ');
+    if (first == std::string_view::npos || content[first] == '#' || content[first] == '\r')
+      continue;
+    if (!column) column = first;  // after an anchor or a tag
+    if (first > *column) continue;
+    const bool dash = first == *column && content[first] == '-' &&
+                      (first + 1 == content.size() || content[first + 1] == ' ' ||
+                       content[first + 1] == '\t' || content[first + 1] == '\r');
+    if (!dash) break;
+    dashes.push_back(SourceLocation{list.where.file, line, int(first) + 1});
   }
-  return std::nullopt;
+  if (dashes.size() != list.node.size()) return {};
+  return dashes;
 }
 
 }  // namespace
 
-YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
+YamlFile loadYamlFile(const std::string& path, std::string_view kind) {
   const SourceLocation file{path, 0, 0};
   const std::string cannot_read = "cannot read the " + std::string(kind) + ": ";
   std::error_code error;
@@ -344,7 +360,8 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
     if (documents.size() > 1)
       throwInputError(at(documents[1].content.value_or(documents[1].start)), "",
                       "expected one YAML document: another starts here");
-    return YAML::Load(text);
+    YAML::Node root = YAML::Load(text);
+    return {std::move(root), std::make_shared<const std::string>(std::move(text))};
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp says only "bad file" here.
     throwInputError(
@@ -365,8 +382,9 @@ YAML::Node loadYamlFile(const std::string& path, std::string_view kind) {
   }
 }
 
-Field rootField(const YAML::Node& root, const std::string& path) {
-  return Field{root, "", locate(root, SourceLocation{path, 0, 0})};
+Field rootField(const YamlFile& file, const std::string& path) {
+  return Field{file.root, "", locate(file.root, SourceLocation{path, 0, 0}), std::nullopt,
+               file.text};
 }
 
 SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback) {
@@ -378,13 +396,13 @@ SourceLocation locate(const YAML::Node& node, const SourceLocation& fallback) {
 Field childField(const Field& parent, const YAML::Node& node, std::string path,
                  const SourceLocation& use_site, bool after_use_site) {
   if (parent.written_at)
-    return {node, std::move(path), parent.where, locate(node, *parent.written_at)};
+    return {node, std::move(path), parent.where, locate(node, *parent.written_at), parent.text};
   const SourceLocation own = locate(node, use_site);
   const auto place = [](const SourceLocation& l) { return std::pair{l.line, l.column}; };
   const bool aliased = place(own) < place(use_site) ||
                        (after_use_site && place(own) == place(use_site) && !node.IsNull());
-  if (aliased) return {node, std::move(path), use_site, own};
-  return {node, std::move(path), own};
+  if (aliased) return {node, std::move(path), use_site, own, parent.text};
+  return {node, std::move(path), own, std::nullopt, parent.text};
 }
 
 // ---------------------------------------------------------------------------
@@ -529,16 +547,17 @@ std::vector<Field> listItems(const Field& field, std::string_view expected) {
   // An item written in place comes after every item before it: one that
   // does not was reached through an alias (of an earlier item, say).
   SourceLocation latest = field.where;
+  std::optional<std::vector<SourceLocation>> dashes;  // read at the first empty item
   for (size_t i = 0; i < field.node.size(); ++i) {
     const YAML::Node item = field.node[i];
     items.push_back(
         childField(field, item, field.path + "[" + std::to_string(i) + "]", latest, i > 0));
-    // The first item is at the list's own position already.
-    const bool empty_block_item = i > 0 && item.IsNull() && !field.written_at &&
-                                  field.node.Style() == YAML::EmitterStyle::Block;
-    if (empty_block_item)
-      if (std::optional<SourceLocation> dash = emptyBlockItem(field.where, latest.line))
-        items.back().where = *dash;
+    const bool empty_in_block = item.IsNull() && field.text && !field.written_at &&
+                                field.node.Style() == YAML::EmitterStyle::Block;
+    if (empty_in_block) {
+      if (!dashes) dashes = blockItemDashes(field);
+      if (!dashes->empty()) items.back().where = (*dashes)[i];
+    }
     if (!items.back().written_at) latest = items.back().where;
   }
   return items;

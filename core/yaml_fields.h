@@ -9,8 +9,8 @@
 // repeated keys) and reads scalars with the read* functions, each of which
 // throws InputError naming the field when the value does not fit:
 //
-//   const YAML::Node root = loadYamlFile(path, "cluster spec");
-//   Mapping top(rootField(root, path));
+//   const YamlFile file = loadYamlFile(path, "cluster spec");
+//   Mapping top(rootField(file, path));
 //   top.allowOnly({"cluster", "training"}, "a cluster spec");
 //   Mapping cluster(top.get("cluster"));              // required
 //   if (auto f = top.find("training")) {              // optional
@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,16 +50,25 @@ struct Field {
   std::string path;
   SourceLocation where;
   std::optional<SourceLocation> written_at = std::nullopt;
+  // The file's text, which places what yaml-cpp gives no position of its
+  // own (an empty list item); shared by every field of the file.
+  std::shared_ptr<const std::string> text = nullptr;
+};
+
+// A spec file, parsed, and its text.
+struct YamlFile {
+  YAML::Node root;
+  std::shared_ptr<const std::string> text;
 };
 
 // Parses a spec file. `kind` names it in messages ("model spec"). A
 // directory, an unreadable file, a file over 1 MiB (refused before it is
 // read: a spec is a page of text) and a YAML syntax error (with its
 // line:column) are InputErrors.
-YAML::Node loadYamlFile(const std::string& path, std::string_view kind);
+YamlFile loadYamlFile(const std::string& path, std::string_view kind);
 
 // The document's root as a Field with an empty path.
-Field rootField(const YAML::Node& root, const std::string& path);
+Field rootField(const YamlFile& file, const std::string& path);
 
 // The 1-based position of `node`, or `fallback` where the node has none of
 // its own (an empty value's mark points at whatever token follows it, so it

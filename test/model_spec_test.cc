@@ -7,10 +7,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 
 #include "core/layer_graph.h"
+#include "core/yaml_fields.h"
 #include "test/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -1731,6 +1733,13 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
   path = dir.write("empty_last.yaml", "input: [4]\nlayers:\n  - {type: dense, units: 3}\n  -\n");
   CHECK_THAT(loadError(path), Catch::StartsWith(path + ":4:3: layers[1]: expected a mapping"));
 
+  path = dir.write("empty_after_alias.yaml",
+                   "input: [4]\nlayers:\n  - &d {type: dense, units: 3}\n  - *d\n  -\n");
+  CHECK_THAT(loadError(path), Catch::StartsWith(path + ":5:3: layers[2]: expected a mapping"));
+  path = dir.write("empty_anchored.yaml",
+                   "input: [4]\nlayers: &l\n  - {type: dense, units: 3}\n  -\n");
+  CHECK_THAT(loadError(path), Catch::StartsWith(path + ":4:3: layers[1]: expected a mapping"));
+
   // An empty key has no place of its own: it is named at its value's.
   path = dir.write("null_key.yaml", "input: [4]\nlayers: [{type: dense, units: 3}]\n~: 1\n");
   CHECK(loadError(path) == path + ":3:4: expected a field name, got an empty value");
@@ -2162,4 +2171,42 @@ TEST_CASE("a stage is a run of consecutive layers, each in one stage", "[model_s
   // Nothing follows the last layer (this read past the list once).
   CHECK_THAT(stagesError("stages: [{name: s, device: cpu:0, layers: [c, b]}]\n"),
              Catch::Contains("expected nothing after 'c', the last layer, got 'b'"));
+}
+
+TEST_CASE(
+    "an empty list item is named at its own dash, or at the item before where the text "
+    "cannot tell",
+    "[model_spec]") {
+  TempDir dir;
+  // "path line:column" of every empty item of every list in the file.
+  auto emptyItems = [&](const std::string& text) {
+    const std::string path = dir.write("items.yaml", text);
+    const yaml_fields::YamlFile file = yaml_fields::loadYamlFile(path, "spec");
+    std::vector<std::string> found;
+    std::function<void(const yaml_fields::Field&)> walk = [&](const yaml_fields::Field& field) {
+      if (field.node.IsMap()) {
+        yaml_fields::Mapping map(field);
+        for (const auto& entry : field.node) walk(map.get(entry.first.Scalar()));
+      } else if (field.node.IsSequence()) {
+        for (const yaml_fields::Field& item : yaml_fields::listItems(field, "a list"))
+          if (item.node.IsNull())
+            found.push_back(item.path + " " + std::to_string(item.where.line) + ":" +
+                            std::to_string(item.where.column));
+          else
+            walk(item);
+      }
+    };
+    walk(yaml_fields::rootField(file, path));
+    return found;
+  };
+  using Found = std::vector<std::string>;
+  // Lists in lists, the inner one starting on the outer one's dash.
+  CHECK(emptyItems("a:\n- - x\n  -\n  - y\n-\n- - \n  -\n") ==
+        Found{"a[0][1] 3:3", "a[1] 5:1", "a[2][0] 6:3", "a[2][1] 7:3"});
+  // Comments, blank lines, CRLF, a tab after the dash, a block scalar.
+  CHECK(emptyItems("a:\r\n  - |\r\n    - text\r\n# c\r\n\r\n  -\t# c\r\n  - ~\r\n") ==
+        Found{"a[1] 6:3", "a[2] 7:3"});
+  // A quoted scalar's continuation line that starts with "- " is no item:
+  // the text cannot tell the items apart, and the item before names it.
+  CHECK(emptyItems("a:\n  - \"x\n  - y\"\n  -\n") == Found{"a[1] 2:5"});
 }
