@@ -62,6 +62,7 @@ struct ShardServer::Impl {
   size_t most_connections;
   NewSession new_session;
   std::list<Connection> connections;
+  uint64_t closed = 0;
   kj::TaskSet tasks;
   // What a peer can bring about is logged at most every kLogEvery.
   static constexpr auto kLogEvery = std::chrono::seconds(10);
@@ -146,14 +147,20 @@ struct ShardServer::Impl {
                 break;
             }
           });
-          return kj::evalLater([this, it]() { connections.erase(it); });
+          return kj::evalLater([this, it]() {
+            connections.erase(it);
+            ++closed;
+          });
         },
         [this, it](kj::Exception&& e) {
           goings.log([&](size_t times) {
             spdlog::warn("dropped {}: {}{}", it->peer, failureText(e),
                          RateLimitedLog::since(times));
           });
-          return kj::evalLater([this, it]() { connections.erase(it); });
+          return kj::evalLater([this, it]() {
+            connections.erase(it);
+            ++closed;
+          });
         }));
   }
 
@@ -221,6 +228,8 @@ ShardServer::~ShardServer() = default;
 kj::Promise<void> ShardServer::serve() { return impl_->acceptLoop(); }
 
 int ShardServer::connections() const { return int(impl_->connections.size()); }
+
+uint64_t ShardServer::connectionsClosed() const { return impl_->closed; }
 
 void ShardServer::endConnections(const std::string& reason) {
   const kj::Exception why(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str(reason));

@@ -42,6 +42,8 @@ class ShardServer {
   // Serves until the returned promise is dropped.
   kj::Promise<void> serve();
   int connections() const;
+  // How many connections have closed since the server started.
+  uint64_t connectionsClosed() const;
   // Ends every open connection, telling its peer `reason` first (an Abort;
   // rpc/pinning_stream.h): the peer reads it even if it was paused while
   // the ps went. The connections close as the event loop runs.
