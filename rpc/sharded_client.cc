@@ -548,7 +548,9 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
                                  "training.peer_wait_seconds): " +
                                  reason);
       if (Clock::now() - last_log > std::chrono::seconds(5)) {
-        if (e->getType() == kj::Exception::Type::OVERLOADED)  // most often its own
+        // Usually this task's old connection, not a second process.
+        if (e->getType() == kj::Exception::Type::OVERLOADED &&
+            reason.find("is connected already") != std::string::npos)
           spdlog::info(
               "waiting for ps {} at {} to see this task's earlier connection close "
               "(it answers: {})",

@@ -74,10 +74,6 @@ TEST_CASE("a directory itself is one holder's, and holds no file of the lock's",
   CHECK(refusalOf(lockDirectoryItself(tmp.path())) == "taken");
 }
 
-}  // namespace traind
-
-namespace traind {
-
 TEST_CASE("a descriptor is the file at its path until that is removed or replaced",
           "[directory_lock]") {
   TempDir tmp;
