@@ -62,7 +62,7 @@ struct ShardServer::Impl {
   size_t most_connections;
   NewSession new_session;
   std::list<Connection> connections;
-  uint64_t closed = 0;
+  uint64_t closed = 0;  // connections ended so far (connectionsClosed)
   kj::TaskSet tasks;
   // What a peer can bring about is logged at most every kLogEvery.
   static constexpr auto kLogEvery = std::chrono::seconds(10);
@@ -97,6 +97,11 @@ struct ShardServer::Impl {
               });
               return timer.afterDelay(100 * kj::MILLISECONDS).then([this] { return acceptLoop(); });
             });
+  }
+
+  void forget(std::list<Connection>::iterator connection) {
+    connections.erase(connection);
+    ++closed;
   }
 
   void serveConnection(kj::Own<kj::AsyncIoStream> stream) {
@@ -147,20 +152,14 @@ struct ShardServer::Impl {
                 break;
             }
           });
-          return kj::evalLater([this, it]() {
-            connections.erase(it);
-            ++closed;
-          });
+          return kj::evalLater([this, it]() { forget(it); });
         },
         [this, it](kj::Exception&& e) {
           goings.log([&](size_t times) {
             spdlog::warn("dropped {}: {}{}", it->peer, failureText(e),
                          RateLimitedLog::since(times));
           });
-          return kj::evalLater([this, it]() {
-            connections.erase(it);
-            ++closed;
-          });
+          return kj::evalLater([this, it]() { forget(it); });
         }));
   }
 
