@@ -43,6 +43,9 @@ std::optional<std::string> canonicalIpv6(std::string_view text) {
   const std::string_view zone = text.substr(percent + 1);
   if (zone.empty() || !std::all_of(zone.begin(), zone.end(), isHostNameCharacter))
     return std::nullopt;
+  // The resolver takes a zone on a link-local address only, and said of any
+  // other "Name or service not known" when a node started.
+  if (!IN6_IS_ADDR_LINKLOCAL(&parsed) && !IN6_IS_ADDR_MC_LINKLOCAL(&parsed)) return std::nullopt;
   return std::string(canonical) + "%" + std::string(zone);
 }
 
@@ -63,6 +66,20 @@ bool hasHostNameShape(std::string_view host) {
   return true;
 }
 
+// Whether `host` reads as an IPv4 address rather than a name: its last
+// label is all digits, or hexadecimal after "0x", which no DNS name's is
+// (RFC 3696). The C library's resolver reads such a host its own way:
+// "010.0.0.1" as octal, 8.0.0.1, and "127.1" as 127.0.0.1.
+bool looksLikeIpv4(std::string_view host) {
+  if (host.ends_with('.')) host.remove_suffix(1);
+  std::string_view last = host.substr(host.rfind('.') + 1);
+  const bool hex = last.size() > 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X');
+  if (hex) last.remove_prefix(2);
+  return !last.empty() && std::all_of(last.begin(), last.end(), [hex](char c) {
+    return hex ? std::isxdigit(uint8_t(c)) : std::isdigit(uint8_t(c));
+  });
+}
+
 // Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
 // when `text` is not one. Names are not resolved here: a name that does not
 // resolve is a connection failure later, reported with its address.
@@ -76,8 +93,13 @@ const char* parseAddress(std::string_view text, HostPort& out) {
     const size_t close = text.find(']');
     if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
       return "[ipv6]:port";
-    ipv6 = canonicalIpv6(text.substr(1, close - 1));
-    if (!ipv6) return "[ipv6]:port with an IPv6 address in brackets";
+    const std::string_view inside = text.substr(1, close - 1);
+    ipv6 = canonicalIpv6(inside);
+    if (!ipv6)
+      return inside.find('%') == std::string_view::npos
+                 ? "[ipv6]:port with an IPv6 address in brackets"
+                 : "[ipv6%zone]:port with a zone (an interface, as %eth0) on a link-local IPv6 "
+                   "address only (fe80::/10)";
     host = *ipv6;
     port = text.substr(close + 2);
   } else {
@@ -93,6 +115,10 @@ const char* parseAddress(std::string_view text, HostPort& out) {
     if (!hasHostNameShape(host))
       return "host:port with a host name of labels of 1 to 63 characters between dots, none "
              "starting or ending with '-', 253 characters in all";
+    in_addr ipv4{};
+    if (looksLikeIpv4(host) && inet_pton(AF_INET, std::string(host).c_str(), &ipv4) != 1)
+      return "host:port with an IPv4 address of four numbers from 0 to 255, without leading "
+             "zeros, as \"10.0.0.1\" (or a name, whose last label is not a number)";
   }
   int value = 0;
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -192,6 +192,39 @@ TEST_CASE("a host name DNS could not hold is refused at its line", "[cluster_spe
   CHECK(ok.ps[0].host == "ps-0.example.com.");
 }
 
+TEST_CASE("a host that reads as a number is a dotted-quad IPv4 address", "[cluster_spec]") {
+  // The C library would read 010.0.0.1 as octal (8.0.0.1) and 127.1 as
+  // 127.0.0.1: other addresses than written, and duplicates unseen.
+  for (const std::string& host :
+       {std::string("010.0.0.1"), std::string("127.1"), std::string("0x7f.0.0.1"),
+        std::string("256.0.0.1"), std::string("127.0.0.1."), std::string("a.0x1f")}) {
+    INFO(host);
+    CHECK_THAT(errorOf("cluster:\n  ps: [" + host + ":1]\n  worker: [b:1]\n"),
+               Catch::StartsWith("c.yaml:2:8: cluster.ps[0]: expected host:port with an IPv4 "
+                                 "address of four numbers from 0 to 255, without leading zeros"));
+  }
+  TempDir dir;
+  const ClusterSpec ok = load(
+      dir, "cluster:\n  ps: [10.0.0.1:1, 0.0.0.0:2, ps-1.example:3, 1a.x0:4]\n  worker: [b:1]\n");
+  CHECK(ok.ps[0].host == "10.0.0.1");
+  CHECK(ok.ps[3].host == "1a.x0");
+}
+
+TEST_CASE("an IPv6 zone goes with a link-local address only", "[cluster_spec]") {
+  // The resolver refuses any other, which a node would say only as it starts.
+  for (const std::string& host : {std::string("::1%lo"), std::string("fd00::5%eth0")}) {
+    INFO(host);
+    CHECK_THAT(errorOf("cluster:\n  ps: ['[" + host + "]:1']\n  worker: [b:1]\n"),
+               Catch::StartsWith("c.yaml:2:8: cluster.ps[0]: expected [ipv6%zone]:port with a "
+                                 "zone (an interface, as %eth0) on a link-local IPv6 address "
+                                 "only (fe80::/10)"));
+  }
+  TempDir dir;
+  CHECK(load(dir, "cluster:\n  ps: ['[fe80::1%eth0]:1', '[ff02::1%eth0]:2']\n  worker: [b:1]\n")
+            .ps[1]
+            .host == "ff02::1%eth0");
+}
+
 TEST_CASE("a model spec given as the cluster spec says so", "[cluster_spec]") {
   CHECK(errorOf("name: m\ninput: [4]\nlayers:\n  - {type: dense, units: 3}\n") ==
         "c.yaml:4:3: layers: this is a model spec (layers, no cluster section): give it to "
