@@ -4,6 +4,7 @@
 
 #include <asio.hpp>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <deque>
 #include <memory>
@@ -310,7 +311,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::error_code error;
     const tcp::endpoint endpoint = socket_.remote_endpoint(error);
     if (error) return "an unknown peer";
-    return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+    return hostPortOf(*endpoint.data()).toString();  // "[::1]:53170", as the ps names its peers
   }
 
   void respond(Response response) {
@@ -478,8 +479,10 @@ OpsServer::OpsServer(const HostPort& address, NodeMetrics& metrics, OpsControls 
   if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
   if (error)
     throw InputError(where + " cannot be bound" +
-                     (error == asio::error::address_in_use ? " (is the port in use?)" : "") + ": " +
-                     error.message());
+                     (error == asio::error::address_in_use ? " (is the port in use?)"
+                      : error.value() == EADDRNOTAVAIL     ? " (is the address one of this host's?)"
+                                                           : "") +
+                     ": " + error.message());
   impl_->accept();
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
   const std::string host = endpoint.address().is_v6() ? "[" + endpoint.address().to_string() + "]"

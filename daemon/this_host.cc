@@ -85,6 +85,16 @@ bool isThisHost(const std::string& host) {
   });
 }
 
+// A name that means this host's loopback wherever it is read ("localhost",
+// RFC 6761, and Debian's IPv6 ones): no /etc/hosts should map it elsewhere.
+bool namesLoopback(std::string host) {
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  if (host.ends_with('.')) host.pop_back();
+  return host == "localhost" || host.ends_with(".localhost") || host == "ip6-localhost" ||
+         host == "ip6-loopback";
+}
+
 std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
                                                      const HostPort& address,
                                                      const std::string& field, Listener listener) {
@@ -112,10 +122,11 @@ std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
       named ? fmt::format(" ({} resolves to it here)", address.host) : "", *remote,
       listener == Listener::Ps ? " and cannot reach it"
                                : ", and trainctl or a metrics scraper there cannot reach it",
-      named ? fmt::format(", or map {} to that address in /etc/hosts (Debian maps a host's own "
-                          "name to 127.0.1.1)",
-                          address.host)
-            : "");
+      named && !namesLoopback(address.host)
+          ? fmt::format(", or map {} to that address in /etc/hosts (Debian maps a host's own "
+                        "name to 127.0.1.1)",
+                        address.host)
+          : "");
 }
 
 }  // namespace traind
