@@ -66,18 +66,22 @@ bool hasHostNameShape(std::string_view host) {
   return true;
 }
 
-// Whether `host` reads as an IPv4 address rather than a name: its last
-// label is all digits, or hexadecimal after "0x", which no DNS name's is
-// (RFC 3696). The C library's resolver reads such a host its own way:
-// "010.0.0.1" as octal, 8.0.0.1, and "127.1" as 127.0.0.1.
-bool looksLikeIpv4(std::string_view host) {
+// Whether `host` reads as an IPv4 address rather than a name: every label
+// is a decimal number, or the C library reads it as one, its own way
+// ("010.0.0.1" in octal, 8.0.0.1; "127.1" as 127.0.0.1; "0x7f000001").
+bool readsAsIpv4(std::string_view host) {
+  const std::string text(host);
+  if (in_addr parsed{}; inet_aton(text.c_str(), &parsed) != 0) return true;
   if (host.ends_with('.')) host.remove_suffix(1);
-  std::string_view last = host.substr(host.rfind('.') + 1);
-  const bool hex = last.size() > 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X');
-  if (hex) last.remove_prefix(2);
-  return !last.empty() && std::all_of(last.begin(), last.end(), [hex](char c) {
-    return hex ? std::isxdigit(uint8_t(c)) : std::isdigit(uint8_t(c));
-  });
+  for (size_t start = 0; start <= host.size();) {
+    const size_t dot = std::min(host.find('.', start), host.size());
+    const std::string_view label = host.substr(start, dot - start);
+    if (label.empty() ||
+        !std::all_of(label.begin(), label.end(), [](char c) { return std::isdigit(uint8_t(c)); }))
+      return false;
+    start = dot + 1;
+  }
+  return true;
 }
 
 // Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
@@ -116,9 +120,9 @@ const char* parseAddress(std::string_view text, HostPort& out) {
       return "host:port with a host name of labels of 1 to 63 characters between dots, none "
              "starting or ending with '-', 253 characters in all";
     in_addr ipv4{};
-    if (looksLikeIpv4(host) && inet_pton(AF_INET, std::string(host).c_str(), &ipv4) != 1)
+    if (readsAsIpv4(host) && inet_pton(AF_INET, std::string(host).c_str(), &ipv4) != 1)
       return "host:port with an IPv4 address of four numbers from 0 to 255, without leading "
-             "zeros, as \"10.0.0.1\" (or a name, whose last label is not a number)";
+             "zeros, as \"10.0.0.1\" (or a name, which is not all numbers)";
   }
   int value = 0;
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
