@@ -74,6 +74,16 @@ const sockaddr* asSockaddr(const sockaddr_storage& address) {
   return reinterpret_cast<const sockaddr*>(&address);
 }
 
+// A name that means this host's loopback wherever it is read ("localhost",
+// RFC 6761, and Debian's IPv6 ones): no /etc/hosts should map it elsewhere.
+bool namesLoopback(std::string host) {
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  if (host.ends_with('.')) host.pop_back();
+  return host == "localhost" || host.ends_with(".localhost") || host == "ip6-localhost" ||
+         host == "ip6-loopback";
+}
+
 }  // namespace
 
 bool isThisHost(const std::string& host) {
@@ -83,16 +93,6 @@ bool isThisHost(const std::string& host) {
     return isLoopback(asSockaddr(a)) ||
            std::find(own.begin(), own.end(), addressBytes(asSockaddr(a))) != own.end();
   });
-}
-
-// A name that means this host's loopback wherever it is read ("localhost",
-// RFC 6761, and Debian's IPv6 ones): no /etc/hosts should map it elsewhere.
-bool namesLoopback(std::string host) {
-  std::transform(host.begin(), host.end(), host.begin(),
-                 [](unsigned char c) { return char(std::tolower(c)); });
-  if (host.ends_with('.')) host.pop_back();
-  return host == "localhost" || host.ends_with(".localhost") || host == "ip6-localhost" ||
-         host == "ip6-loopback";
 }
 
 std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
