@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <net/if.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -330,6 +331,13 @@ HostPort hostPortOf(const sockaddr& address) {
     const auto& in = reinterpret_cast<const sockaddr_in6&>(address);
     inet_ntop(AF_INET6, &in.sin6_addr, host, sizeof host);
     found.port = ntohs(in.sin6_port);
+    char zone[IF_NAMESIZE];
+    if (in.sin6_scope_id != 0) {
+      // The interface's name, or its index where it has none now.
+      const char* name = if_indextoname(in.sin6_scope_id, zone);
+      found.host = std::string(host) + "%" + (name ? name : std::to_string(in.sin6_scope_id));
+      return found;
+    }
   }
   found.host = host;
   return found;

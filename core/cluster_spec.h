@@ -94,7 +94,8 @@ void checkTask(const ClusterSpec& cluster, const std::string& job, int task);
 HostPort parseHostPort(const std::string& text, const std::string& what);
 
 // The address and port of an IPv4 or IPv6 socket address (getsockname's,
-// getaddrinfo's), the address as inet_ntop writes it; "?" and port 0 for
+// getaddrinfo's), the address as inet_ntop writes it, with a link-local
+// one's zone ("fe80::1%eth0", as a spec writes it); "?" and port 0 for
 // another family.
 HostPort hostPortOf(const sockaddr& address);
 

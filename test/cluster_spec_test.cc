@@ -1,5 +1,8 @@
 #include "core/cluster_spec.h"
 
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -224,6 +227,21 @@ TEST_CASE("an IPv6 zone goes with a link-local address only", "[cluster_spec]") 
   CHECK(load(dir, "cluster:\n  ps: ['[fe80::1%eth0]:1', '[ff02::1%eth0]:2']\n  worker: [b:1]\n")
             .ps[1]
             .host == "ff02::1%eth0");
+}
+
+TEST_CASE("a socket address prints as a spec writes it, a link-local one with its zone",
+          "[cluster_spec]") {
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_port = htons(2221);
+  REQUIRE(inet_pton(AF_INET6, "fe80::1", &address.sin6_addr) == 1);
+  const auto print = [&] { return hostPortOf(reinterpret_cast<const sockaddr&>(address)); };
+  CHECK(print().toString() == "[fe80::1]:2221");
+  address.sin6_scope_id = if_nametoindex("lo");
+  REQUIRE(address.sin6_scope_id != 0);
+  CHECK(print().toString() == "[fe80::1%lo]:2221");
+  address.sin6_scope_id = 999999;  // no such interface
+  CHECK(print().host == "fe80::1%999999");
 }
 
 TEST_CASE("a model spec given as the cluster spec says so", "[cluster_spec]") {
