@@ -472,6 +472,11 @@ OpsServer::OpsServer(const HostPort& address, NodeMetrics& metrics, OpsControls 
                        tcp::resolver::passive | tcp::resolver::numeric_service, error);
   if (error || endpoints.empty()) throw InputError(where + " does not resolve: " + error.message());
   const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  if (endpoints.size() > 1)
+    spdlog::warn(
+        "{} resolves to {} addresses; it is served on the first only, {} (a client "
+        "tries each in turn)",
+        where, endpoints.size(), hostPortOf(*endpoint.data()).toString());
   tcp::acceptor& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), error);
   if (!error) acceptor.set_option(tcp::acceptor::reuse_address(true), error);
@@ -485,9 +490,12 @@ OpsServer::OpsServer(const HostPort& address, NodeMetrics& metrics, OpsControls 
                      ": " + error.message());
   impl_->accept();
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
-  const std::string host = endpoint.address().is_v6() ? "[" + endpoint.address().to_string() + "]"
-                                                      : endpoint.address().to_string();
-  spdlog::info("ops server on http://{}:{}/ (healthz, metrics, status)", host, port());
+  // As the spec names it, and what that resolved to where it differs (as
+  // the ps's listening line does).
+  HostPort named = address, bound = hostPortOf(*endpoint.data());
+  named.port = bound.port = port();
+  spdlog::info("ops server on http://{}/ (healthz, metrics, status{})", named.toString(),
+               named.host == bound.host ? "" : "; listening on " + bound.toString());
 }
 
 OpsServer::~OpsServer() {
