@@ -67,12 +67,15 @@ bool hasHostNameShape(std::string_view host) {
   return true;
 }
 
-// Whether `host` reads as an IPv4 address rather than a name: every label
-// is a decimal number, or the C library reads it as one, its own way
-// ("010.0.0.1" in octal, 8.0.0.1; "127.1" as 127.0.0.1; "0x7f000001").
-bool readsAsIpv4(std::string_view host) {
+// Whether `host` reads as an IPv4 address rather than a name, but not as
+// the four decimal numbers inet_pton takes: every label is a decimal
+// number, or the C library reads it as one, its own way ("010.0.0.1" in
+// octal, 8.0.0.1; "127.1" as 127.0.0.1; "0x7f000001").
+bool isIpv4OtherThanWritten(std::string_view host) {
   const std::string text(host);
-  if (in_addr parsed{}; inet_aton(text.c_str(), &parsed) != 0) return true;
+  in_addr parsed{};
+  if (inet_pton(AF_INET, text.c_str(), &parsed) == 1) return false;
+  if (inet_aton(text.c_str(), &parsed) != 0) return true;
   if (host.ends_with('.')) host.remove_suffix(1);
   for (size_t start = 0; start <= host.size();) {
     const size_t dot = std::min(host.find('.', start), host.size());
@@ -120,8 +123,7 @@ const char* parseAddress(std::string_view text, HostPort& out) {
     if (!hasHostNameShape(host))
       return "host:port with a host name of labels of 1 to 63 characters between dots, none "
              "starting or ending with '-', 253 characters in all";
-    in_addr ipv4{};
-    if (readsAsIpv4(host) && inet_pton(AF_INET, std::string(host).c_str(), &ipv4) != 1)
+    if (isIpv4OtherThanWritten(host))
       return "host:port with an IPv4 address of four numbers from 0 to 255, without leading "
              "zeros, as \"10.0.0.1\" (or a name, which is not all numbers)";
   }

@@ -24,10 +24,10 @@ std::string workers(const std::vector<uint32_t>& list) {
 // "worker 1 (connected: stopped, hung or slow?)". Over several ps tasks a
 // worker also pushes nothing here while another ps does not answer it: this
 // ps cannot tell which, so the line says both.
-std::string connectedSuspects(const std::vector<uint32_t>& list, bool other_ps_can_hold) {
+std::string connectedSuspects(const std::vector<uint32_t>& list, const ClusterSpec& cluster) {
   const bool chief = std::find(list.begin(), list.end(), 0u) != list.end();
   return workers(list) + fmt::format(" (connected: stopped, hung or slow{}{}?)",
-                                     other_ps_can_hold ? ", or waiting for another ps" : "",
+                                     cluster.ps.size() > 1 ? ", or waiting for another ps" : "",
                                      chief ? "; worker 0 evaluating or checkpointing" : "");
 }
 
@@ -93,7 +93,7 @@ StepStallReport::Line StepStallReport::syncLine(int waited) const {
   for (uint32_t w : shard_.workersStepWaitsFor())
     (shard_.workerConnected(w) ? silent : gone).push_back(w);
   std::string lacking;
-  if (!silent.empty()) lacking = connectedSuspects(silent, cluster_.ps.size() > 1);
+  if (!silent.empty()) lacking = connectedSuspects(silent, cluster_);
   if (!gone.empty())
     lacking += fmt::format("{}{} (not connected)", lacking.empty() ? "" : " and ", workers(gone));
   // With backup workers any of them would do.
@@ -113,7 +113,7 @@ StepStallReport::Line StepStallReport::asyncLine(int waited) const {
       fmt::format("global step {} has waited {} s: {} {} more than max_staleness "
                   "({}) pushes ahead of {} and wait{} for {} gradients",
                   step_, waited, workers(hold.held), hold.held.size() > 1 ? "are" : "is",
-                  cluster_.max_staleness, connectedSuspects(hold.slowest, cluster_.ps.size() > 1),
+                  cluster_.max_staleness, connectedSuspects(hold.slowest, cluster_),
                   hold.held.size() > 1 ? "" : "s", hold.slowest.size() > 1 ? "their" : "its")};
 }
 

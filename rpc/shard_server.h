@@ -60,6 +60,11 @@ class ShardServer {
 // JobEnded).
 constexpr std::string_view kJobOverReason = "the job is over";
 
+// What a ps's refusal of a hello for a worker task it holds a connection of
+// says (OVERLOADED): a worker restarted at once reads it as its own old
+// connection not yet seen closed.
+constexpr std::string_view kConnectedAlready = "is connected already";
+
 // The most connections a ps of a cluster of `workers` takes at once: a
 // worker holds one to each ps, and a restarted one a second until the first
 // is noticed gone; the rest is room for tools and probes.

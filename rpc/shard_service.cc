@@ -271,9 +271,9 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
       // seen its old connection close.
       return kj::Promise<void>(kj::Exception(
           kj::Exception::Type::OVERLOADED, __FILE__, __LINE__,
-          kj::heapString(fmt::format("ps {}: worker {} is connected already (is a second "
-                                     "process running as worker {}?)",
-                                     shard().shardIndex(), task, task))));
+          kj::heapString(fmt::format("ps {}: worker {} {} (is a second process running as "
+                                     "worker {}?)",
+                                     shard().shardIndex(), task, kConnectedAlready, task))));
     // Followed before the worker joins: a malformed offer fails the call
     // with nothing changed.
     std::optional<wire::SharedRegionOffer::Reader> offer;

@@ -550,7 +550,7 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
       if (Clock::now() - last_log > std::chrono::seconds(5)) {
         // Usually this task's old connection, not a second process.
         if (e->getType() == kj::Exception::Type::OVERLOADED &&
-            reason.find("is connected already") != std::string::npos)
+            reason.find(kConnectedAlready) != std::string::npos)
           spdlog::info(
               "waiting for ps {} at {} to see this task's earlier connection close "
               "(it answers: {})",
