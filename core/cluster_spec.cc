@@ -345,6 +345,24 @@ HostPort hostPortOf(const sockaddr& address) {
   return found;
 }
 
+std::string missingZoneNote(std::string_view address) {
+  const size_t percent = address.find('%');
+  const size_t bracket = address.find(']');
+  if (!address.starts_with('[') || percent == std::string_view::npos ||
+      bracket == std::string_view::npos || bracket < percent)
+    return {};
+  const std::string zone(address.substr(percent + 1, bracket - percent - 1));
+  // The resolver takes an interface's index as its name.
+  unsigned index = 0;
+  const auto [end, error] = std::from_chars(zone.data(), zone.data() + zone.size(), index);
+  char name[IF_NAMESIZE];
+  if (error == std::errc() && end == zone.data() + zone.size()
+          ? if_indextoname(index, name) != nullptr
+          : if_nametoindex(zone.c_str()) != 0)
+    return {};
+  return " (this host has no interface '" + zone + "', the address's zone)";
+}
+
 HostPort parseHostPort(const std::string& text, const std::string& what) {
   HostPort address;
   if (const char* expected = parseAddress(text, address))

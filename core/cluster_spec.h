@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -98,6 +99,12 @@ HostPort parseHostPort(const std::string& text, const std::string& what);
 // one's zone ("fe80::1%eth0", as a spec writes it); "?" and port 0 for
 // another family.
 HostPort hostPortOf(const sockaddr& address);
+
+// Why `address` ("[fe80::1%eth0]:2221") cannot resolve on this host when its
+// zone names no interface here, to append to a failure that otherwise has
+// only the resolver's "Name or service not known": " (this host has no
+// interface 'eth0', the address's zone)". Empty for any other address.
+std::string missingZoneNote(std::string_view address);
 
 // The ops HTTP address of a task (checked by checkTask), or nullopt when the
 // spec has no http section.

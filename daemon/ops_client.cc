@@ -53,7 +53,9 @@ std::string exchangeRaw(const HostPort& address, std::string_view request, doubl
       });
   io.run_for(std::chrono::milliseconds(int64_t(timeout_seconds * 1000)));
   if (finished) return reply;
-  if (failure) throw OpsUnreachable(address.toString() + ": " + failure.message(), sent);
+  if (failure)
+    throw OpsUnreachable(
+        address.toString() + ": " + failure.message() + missingZoneNote(address.toString()), sent);
   throw OpsUnreachable(
       fmt::format("{}: no answer within {:g} s", address.toString(), timeout_seconds), sent);
 }

@@ -470,7 +470,9 @@ OpsServer::OpsServer(const HostPort& address, NodeMetrics& metrics, OpsControls 
   const tcp::resolver::results_type endpoints =
       resolver.resolve(address.host, std::to_string(address.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, error);
-  if (error || endpoints.empty()) throw InputError(where + " does not resolve: " + error.message());
+  if (error || endpoints.empty())
+    throw InputError(where + " does not resolve: " + error.message() +
+                     missingZoneNote(address.toString()));
   const tcp::endpoint endpoint = endpoints.begin()->endpoint();
   if (endpoints.size() > 1)
     spdlog::warn(

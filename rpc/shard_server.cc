@@ -203,7 +203,8 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
                 addr = io.provider->getNetwork().parseAddress(address).wait(io.waitScope);
               })) {
-    throw InputError(address + ": cannot resolve the address: " + failureText(*e));
+    throw InputError(address + ": cannot resolve the address: " + failureText(*e) +
+                     missingZoneNote(address));
   }
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() { impl_->listener = addr->listen(); })) {
     const std::string why = failureText(*e);

@@ -14,6 +14,7 @@
 #include <set>
 #include <string_view>
 
+#include "core/cluster_spec.h"
 #include "core/parameter_shard.h"
 #include "core/printable.h"
 #include "rpc/deadline.h"
@@ -510,7 +511,7 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
     });
     if (stopped) continue;  // said above
     KJ_IF_MAYBE(e, failure) {
-      const std::string reason = failureText(*e);
+      const std::string reason = failureText(*e) + missingZoneNote(link.address);
       // The ps says this task is connected already: another process runs
       // as this task, unless this one was restarted and the ps has not yet
       // seen its old connection close.

@@ -244,6 +244,19 @@ TEST_CASE("a socket address prints as a spec writes it, a link-local one with it
   CHECK(print().host == "fe80::1%999999");
 }
 
+TEST_CASE("a zone naming no interface of this host is named as the reason it does not resolve",
+          "[cluster_spec]") {
+  CHECK(missingZoneNote("[fe80::1%nosuchif]:2221") ==
+        " (this host has no interface 'nosuchif', the address's zone)");
+  CHECK(missingZoneNote("[fe80::1%lo]:2221").empty());
+  const std::string lo_index = std::to_string(if_nametoindex("lo"));
+  CHECK(missingZoneNote("[fe80::1%" + lo_index + "]:2221").empty());  // an index names one too
+  CHECK(missingZoneNote("[fe80::1%999999]:2221") ==
+        " (this host has no interface '999999', the address's zone)");
+  CHECK(missingZoneNote("[fe80::1]:2221").empty());
+  CHECK(missingZoneNote("127.0.0.1:2221").empty());
+}
+
 TEST_CASE("a model spec given as the cluster spec says so", "[cluster_spec]") {
   CHECK(errorOf("name: m\ninput: [4]\nlayers:\n  - {type: dense, units: 3}\n") ==
         "c.yaml:4:3: layers: this is a model spec (layers, no cluster section): give it to "
