@@ -84,6 +84,20 @@ bool namesLoopback(std::string host) {
          host == "ip6-loopback";
 }
 
+bool isWildcard(const sockaddr* address) {
+  if (address->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (address->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
+  return false;
+}
+
+// Whether a listener on `wildcard` takes the port of `other` too.
+bool covers(const sockaddr* wildcard, const sockaddr* other) {
+  return isWildcard(wildcard) &&
+         (wildcard->sa_family == AF_INET6 || wildcard->sa_family == other->sa_family);
+}
+
 }  // namespace
 
 bool isThisHost(const std::string& host) {
@@ -127,6 +141,32 @@ std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
                         "name to 127.0.1.1)",
                         address.host)
           : "");
+}
+
+std::optional<std::string> sameListeningPort(const HostPort& a, const HostPort& b) {
+  if (a.port != b.port) return std::nullopt;
+  const std::vector<sockaddr_storage> resolved_a = resolve(a.host);
+  const std::vector<sockaddr_storage> resolved_b = resolve(b.host);
+  if (resolved_a.empty() || resolved_b.empty()) return std::nullopt;
+  const sockaddr* first_a = asSockaddr(resolved_a.front());
+  const sockaddr* first_b = asSockaddr(resolved_b.front());
+  const bool equal =
+      first_a->sa_family == first_b->sa_family && addressBytes(first_a) == addressBytes(first_b);
+  if (!equal && !covers(first_a, first_b) && !covers(first_b, first_a)) return std::nullopt;
+  std::vector<std::string> reasons;
+  const std::pair<const HostPort*, const sockaddr*> listeners[] = {{&a, first_a}, {&b, first_b}};
+  for (const auto& [given, first] : listeners) {
+    const std::string bound = hostPortOf(*first).host;
+    if (bound != given->host) reasons.push_back(fmt::format("{} is {} here", given->host, bound));
+  }
+  for (const auto& [given, first] : listeners)
+    if (!equal && isWildcard(first)) {
+      const bool ipv6 = first->sa_family == AF_INET6;
+      reasons.push_back(ipv6 ? "[" + given->host + "] takes this port of every address"
+                             : given->host + " takes this port of every IPv4 address");
+    }
+  if (reasons.empty()) reasons.push_back("one address");
+  return fmt::format("{}", fmt::join(reasons, "; "));
 }
 
 }  // namespace traind

@@ -413,6 +413,17 @@ int main(int argc, char** argv) {
               "server",
               http->toString(), *taken, run_flags.cluster));
     }
+    // Two spellings of one place ("vm:2221" and "127.0.0.1:2221") pass the
+    // spec's duplicate check; the second bind would blame another process.
+    if (cluster && http && job == "ps")
+      if (const auto why = traind::sameListeningPort(*http, cluster->ps[size_t(task)])) {
+        const std::string what = fmt::format(
+            "{} is the port this node's ps listens on (cluster.ps[{}]: {}; {}): expected another "
+            "port for its ops server",
+            http->toString(), task, cluster->ps[size_t(task)].toString(), *why);
+        if (run_flags.http) throw traind::InputError("--http: " + what);
+        traind::throwInputError(http->location, fmt::format("http.ps[{}]", task), what);
+      }
     if (cluster) {
       // Before the node waits for anyone: a worker elsewhere would only say
       // "Connection refused" until peer_wait_seconds ran out.

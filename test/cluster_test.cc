@@ -2584,6 +2584,17 @@ TEST_CASE("cluster spec mistakes exit 2 naming the problem") {
   CHECK_THAT(r.output, Catch::Contains(cluster.string() + ":2:8: ") &&
                            Catch::Contains("cluster.ps[0]: " + ps.toString() +
                                            ": cannot listen (is the port in use?)"));
+
+  // Its own ops server on that port, written another way: said as such,
+  // not as another process's port.
+  const std::string wildcard = "0.0.0.0:" + std::to_string(ps.port);
+  r = runTraind("--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml") +
+                " --job ps --task 0 --http " + wildcard);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("--http: " + wildcard +
+                             " is the port this node's ps listens on (cluster.ps[0]: " +
+                             ps.toString() + "; 0.0.0.0 takes this port of every IPv4 address)"));
 }
 
 TEST_CASE("a worker whose ps address another program answers exits 2 naming the spec's line") {

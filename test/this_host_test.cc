@@ -1,5 +1,6 @@
-// isThisHost and unreachableFromOtherHosts: which hosts of a cluster spec
-// are this machine, and whether the others can reach this one.
+// isThisHost, unreachableFromOtherHosts and sameListeningPort: which hosts
+// of a cluster spec are this machine, whether the others can reach this
+// one, and whether two of its listeners would take one port.
 #include "daemon/this_host.h"
 
 #include <catch2/catch.hpp>
@@ -57,6 +58,24 @@ TEST_CASE("a node listening on loopback only is unreachable from a task on anoth
     CHECK_FALSE(unreachableFromOtherHosts(cluster, cluster.ps[0], "cluster.ps[0]", Listener::Ps));
     CHECK(unreachableFromOtherHosts(cluster, ops, "http.worker[0]", Listener::OpsServer));
   }
+}
+
+TEST_CASE("two listeners of a node take one port when their addresses are one or a wildcard covers",
+          "[this_host]") {
+  const auto same = [](const char* a, const char* b, uint16_t port_b = 2221) {
+    return sameListeningPort({a, 2221, {}}, {b, port_b, {}});
+  };
+  CHECK_FALSE(same("127.0.0.1", "127.0.0.1", 2222));  // another port
+  CHECK_FALSE(same("127.0.0.1", "127.0.0.2"));
+  CHECK_FALSE(same("0.0.0.0", "::1"));                     // an IPv4 wildcard leaves IPv6 alone
+  CHECK_FALSE(same("no-such-host.invalid", "127.0.0.1"));  // the bind says it
+  CHECK(same("127.0.0.1", "127.0.0.1") == "one address");
+  CHECK(same("0.0.0.0", "127.0.0.1") == "0.0.0.0 takes this port of every IPv4 address");
+  CHECK(same("127.0.0.1", "::") == "[::] takes this port of every address");
+  CHECK(same("::", "::1") == "[::] takes this port of every address");
+  // Whatever localhost is first here, 127.0.0.1 or ::1, the wildcard of
+  // both families covers it, and the reason says what it resolved to.
+  CHECK_THAT(*same("localhost", "::"), Catch::StartsWith("localhost is "));
 }
 
 }  // namespace
