@@ -82,7 +82,10 @@ void addNodeFlags(CLI::App& command, NodeFlags& flags, double default_timeout) {
   flags.timeout = default_timeout;
   command.add_option("--cluster", flags.cluster, "cluster spec with an http section (YAML)")
       ->check(traind::fileFlag());
-  command.add_option("--node", flags.nodes, "a node's ops address HOST:PORT (repeatable)");
+  // One value per --node: CLI11 reads a vector option's "[a,b]" as a list,
+  // and would take "[::1]" for "::1".
+  command.add_option("--node", flags.nodes, "a node's ops address HOST:PORT (repeatable)")
+      ->allow_extra_args(false);
   command.add_option("--timeout", flags.timeout, "seconds to wait")
       ->capture_default_str()
       ->check(traind::secondsFlag(kMaxTimeoutSeconds));

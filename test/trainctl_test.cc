@@ -527,6 +527,9 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   r = runTrainctl("status --node localhost");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--node: expected host:port, got 'localhost'"));
+  r = runTrainctl("status --node '[::1]'");  // quoted as given, brackets and all
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--node: expected [ipv6]:port, got '[::1]'"));
   CHECK(runTrainctl("status").exit_code == 2);
   r = runTrainctl("frobnicate");
   CHECK(r.exit_code == 2);
