@@ -8,16 +8,21 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <variant>
 
 #include "core/checkpoint.h"
 #include "core/crc32c.h"
+#include "core/directory_lock.h"
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/read_at.h"
@@ -433,6 +438,60 @@ void appendHandle(std::string& bytes, const BlockHandle& handle) {
   appendVarint(bytes, handle.size);
 }
 
+// How long an export waits for another writer of its directory: an export
+// takes seconds. A traind run writing its TensorBoard summaries there holds
+// the same lock for as long as it runs.
+constexpr auto kExportLockWait = std::chrono::seconds(30);
+
+// Throws when SIGINT, SIGTERM or SIGHUP is pending: blocked by the caller
+// (trainctl export), so that it ends the process only once what was written
+// is taken back, or all of it is there. One the process ignores (nohup's
+// SIGHUP) is pending while blocked too, and stops nothing.
+void stopIfSignalled() {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return;
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP})
+    if (struct sigaction action{}; sigismember(&pending, signal) == 1 &&
+                                   sigaction(signal, nullptr, &action) == 0 &&
+                                   action.sa_handler != SIG_IGN)
+      throw std::runtime_error(std::string("interrupted (") + strsignal(signal) +
+                               "): the export took back what it had written");
+}
+
+// The flock on `dir` itself, as traind's summary writer takes it (no file of
+// traind's in a directory TensorFlow reads), waited for up to kExportLockWait.
+DirectoryLock lockExportDirectory(const std::filesystem::path& dir) {
+  const auto give_up = std::chrono::steady_clock::now() + kExportLockWait;
+  for (;;) {
+    auto locked = lockDirectoryItself(dir);
+    if (auto* lock = std::get_if<DirectoryLock>(&locked)) return std::move(*lock);
+    const DirectoryLockRefusal& refusal = std::get<DirectoryLockRefusal>(locked);
+    if (!refusal.in_use) throw InputError(dir.string() + refusal.text);
+    if (std::chrono::steady_clock::now() > give_up)
+      throw InputError(fmt::format(
+          "{} is in use by another writer after {} s of waiting (another trainctl export, or a "
+          "traind run writing its TensorBoard summaries there): export into another directory",
+          dir.string(), kExportLockWait.count()));
+    stopIfSignalled();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Makes `dir` and its missing parents; the topmost one made, if any, for a
+// failed export to take back. InputError when they cannot be made.
+std::optional<std::filesystem::path> createDirectoriesOf(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::optional<std::filesystem::path> top;
+  for (std::filesystem::path d = dir; !d.empty() && !std::filesystem::exists(d, ec);
+       d = d.parent_path()) {
+    top = d;
+    if (d == d.parent_path()) break;
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError(dir.string() + ": cannot create the directory: " + ec.message());
+  return top;
+}
+
 }  // namespace
 
 void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
@@ -446,20 +505,6 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                      ": expected a checkpoint prefix ending in a file name "
                      "without quotes, backslashes or line breaks, such as "
                      "/models/exported/model.ckpt-1200");
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(index_path, ec);
-  if (ec)
-    throw InputError(index_path.string() + ": cannot tell whether it is there: " + ec.message());
-  if (exists)
-    throw InputError(index_path.string() +
-                     " is there already: a checkpoint is not written over; "
-                     "give another prefix");
-  if (!prefix.parent_path().empty()) {
-    std::filesystem::create_directories(prefix.parent_path(), ec);
-    if (ec)
-      throw InputError(prefix.parent_path().string() +
-                       ": cannot create the directory: " + ec.message());
-  }
   std::sort(tensors.begin(), tensors.end(),
             [](const TensorflowTensor& a, const TensorflowTensor& b) { return a.name < b.name; });
   std::string data;
@@ -528,26 +573,66 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   footer.append(reinterpret_cast<const char*>(&magic), sizeof magic);
   index += footer;
 
-  // The data before the index that points into it, and the directory's
-  // pointer last: a crash leaves no index without its data.
   std::filesystem::path data_path = prefix;
   data_path += dataFileSuffix(0, 1);
-  replaceFileDurably(data_path, data);
-  replaceFileDurably(index_path, index);
-  // The directory's pointer names this one newest, and keeps the others it
-  // listed (a TensorFlow job's in the same directory), as a Saver does.
-  const std::filesystem::path state = prefix.parent_path() / tc::kStateFile;
-  std::string kept;
-  if (std::filesystem::is_regular_file(state, ec)) {
-    std::istringstream lines(
-        readWholeFile(state, tc::kMaxStateFileBytes, "a checkpoint state file"));
-    const std::string listed_self = "all_model_checkpoint_paths: \"" + name + "\"";
-    for (std::string line; std::getline(lines, line);)
-      if (line.rfind("all_model_checkpoint_paths:", 0) == 0 && line != listed_self)
-        kept += line + "\n";
+  const std::filesystem::path dir =
+      prefix.parent_path().empty() ? std::filesystem::path(".") : prefix.parent_path();
+  const std::optional<std::filesystem::path> made = createDirectoriesOf(dir);
+  std::vector<std::filesystem::path> written;
+  try {
+    // Two writers of one directory would each list only their own
+    // checkpoint in its state file, or pair one's index with the other's data.
+    const DirectoryLock lock = lockExportDirectory(dir);
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(index_path, ec);
+    if (ec)
+      throw InputError(index_path.string() + ": cannot tell whether it is there: " + ec.message());
+    if (exists)
+      throw InputError(index_path.string() +
+                       " is there already: a checkpoint is not written over; "
+                       "give another prefix");
+    // The directory's pointer names this one newest, and keeps the others it
+    // listed (a TensorFlow job's in the same directory), as a Saver does:
+    // read, and refused, before anything is written.
+    const std::filesystem::path state = dir / tc::kStateFile;
+    std::string kept;
+    if (std::filesystem::exists(std::filesystem::symlink_status(state, ec))) {
+      if (!std::filesystem::is_regular_file(state, ec))
+        throw InputError(
+            state.string() +
+            ": expected TensorFlow's checkpoint state file (text) or nothing "
+            "there, got " +
+            (std::filesystem::is_directory(state, ec) ? "a directory" : "no regular file"));
+      std::istringstream lines(
+          readWholeFile(state, tc::kMaxStateFileBytes, "a checkpoint state file"));
+      const std::string listed_self = "all_model_checkpoint_paths: \"" + name + "\"";
+      for (std::string line; std::getline(lines, line);)
+        if (line.rfind("all_model_checkpoint_paths:", 0) == 0 && line != listed_self)
+          kept += line + "\n";
+    }
+    // The data before the index that points into it, and the directory's
+    // pointer last: a crash leaves no index without its data. A failure
+    // takes back what was written, so that the same export can be run again.
+    for (const auto& [path, bytes] :
+         {std::pair<const std::filesystem::path&, std::string_view>{data_path, data},
+          {index_path, index}}) {
+      stopIfSignalled();
+      written.push_back(path);
+      replaceFileDurably(path, bytes);
+    }
+    stopIfSignalled();
+    replaceFileDurably(state, "model_checkpoint_path: \"" + name + "\"\n" + kept +
+                                  "all_model_checkpoint_paths: \"" + name + "\"\n");
+  } catch (...) {
+    std::error_code ignored;
+    for (const std::filesystem::path& path : written) std::filesystem::remove(path, ignored);
+    if (made)  // the directories made for it, each if empty
+      for (std::filesystem::path d = dir; !d.empty(); d = d.parent_path()) {
+        std::filesystem::remove(d, ignored);
+        if (d == *made) break;
+      }
+    throw;
   }
-  replaceFileDurably(state, "model_checkpoint_path: \"" + name + "\"\n" + kept +
-                                "all_model_checkpoint_paths: \"" + name + "\"\n");
 }
 
 std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path) {

@@ -84,13 +84,19 @@ struct TensorflowTensor {
 // Writes a checkpoint at `prefix` as TensorFlow's Saver does (one data file,
 // P.data-00000-of-00001, then P.index), and the directory's `checkpoint`
 // file naming it, so that tf.train.latest_checkpoint finds it. Each file is
-// complete or absent (replaceFileDurably); the directory's other listed
-// checkpoints stay listed. InputError when P.index is there already (a
+// complete or absent (replaceFileDurably), and so is the whole: a failure
+// removes the files and directories it made. The directory's other listed
+// checkpoints stay listed; writers of one directory take turns (a flock on
+// it, waited for up to 30 s). SIGINT, SIGTERM or SIGHUP the caller blocked
+// is looked for between the files: pending, what was written is removed
+// and std::runtime_error "interrupted (...)" thrown, for the caller to let
+// the signal through. InputError when P.index is there already (a
 // checkpoint is not written over), P's file name cannot be quoted in the
-// state file, or the directory cannot be made; std::system_error when the
-// disk refuses; std::invalid_argument for what the reader would refuse
-// (empty, reserved, repeated or too long names, values not finite) or
-// values that do not fit their shapes.
+// state file, the state file is no text file or too big, the directory
+// cannot be made, or its lock is not had; std::system_error when the disk
+// refuses; std::invalid_argument for what the reader would refuse (empty,
+// reserved, repeated or too long names, values not finite) or values that
+// do not fit their shapes, before anything is written.
 void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                                std::vector<TensorflowTensor> tensors);
 

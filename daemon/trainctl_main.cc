@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -849,6 +850,26 @@ struct ExportFlags {
 
 // A checkpoint's whole state as a TensorFlow 1 job's, which a TensorFlow 1
 // graph of the spec's variables restores with its Saver and trains on from.
+// SIGINT, SIGTERM and SIGHUP held back while an export writes (trainctl
+// runs one thread): writeTensorflowCheckpoint looks for them between its
+// files and takes back what it wrote, and the signal, let through as this
+// goes, then ends the process as it would have.
+class HeldTerminationSignals {
+ public:
+  HeldTerminationSignals() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, signal);
+    pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~HeldTerminationSignals() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  HeldTerminationSignals(const HeldTerminationSignals&) = delete;
+  HeldTerminationSignals& operator=(const HeldTerminationSignals&) = delete;
+
+ private:
+  sigset_t before_;
+};
+
 int runExport(const ExportFlags& flags) {
   const ModelSpec spec = loadModelSpec(flags.model);
   const LayerGraph graph = buildLayerGraph(spec);
@@ -857,7 +878,10 @@ int runExport(const ExportFlags& flags) {
   const std::filesystem::path checkpoint = readResolvedCheckpoint(
       flags.checkpoint, [&](const std::filesystem::path& resolved) { state.restore(resolved); });
   const std::vector<TensorflowTensor> tensors = tensorflowState(state, spec, names);
-  writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  {
+    const HeldTerminationSignals held;
+    writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  }
   const bool slots = !Optimizer::slotNamesOf(spec.optimizer).empty();
   std::printf(
       "wrote %s (%zu tensors: %zu variables, %sthe global step) from %s at global step "

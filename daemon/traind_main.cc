@@ -131,7 +131,8 @@ void addRunFlags(CLI::App& app, RunFlags& flags) {
                  "default: with each log line)")
       ->transform(traind::integerFlag(1));
   app.add_option("--eval-every", flags.eval_every,
-                 "evaluate on the test set every N steps (0: never; overrides training.eval_every)")
+                 "evaluate on the test set every N steps (0: at the end only; overrides "
+                 "training.eval_every)")
       ->transform(traind::integerFlag(0));
   app.add_option("--checkpoint-dir", flags.checkpoint_dir,
                  "where checkpoints are written and resumed from (overrides checkpoint.dir)");

@@ -4,12 +4,15 @@
 // writer, not against a writer of ours.
 #include "core/tensorflow_checkpoint.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "core/layer_graph.h"
@@ -562,6 +565,70 @@ TEST_CASE("a checkpoint written is read back, listed beside the directory's othe
                       other, {{"x", {1}, {1}, std::nullopt}, {"x", {1}, {2}, std::nullopt}}),
                   std::invalid_argument);
   CHECK_FALSE(std::filesystem::exists(other.string() + ".index"));
+  CHECK_FALSE(std::filesystem::exists(dir / "other"));  // refused before the directory is made
+}
+
+TEST_CASE("a checkpoint that cannot be written whole leaves nothing, and can be written again",
+          "[tensorflow_checkpoint]") {
+  TempDir dir;
+  const std::vector<TensorflowTensor> tensors = {{"w", {2}, {1, 2}, std::nullopt},
+                                                 {"global_step", {}, {}, 3}};
+  const auto files = [&](const fs::path& d) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(d))
+      names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  SECTION("a directory where the state file goes: refused before anything is written") {
+    fs::create_directories(dir / "out" / "checkpoint");
+    CHECK(errorOf([&] { writeTensorflowCheckpoint(dir / "out" / "m", tensors); }) ==
+          (dir / "out" / "checkpoint").string() +
+              ": expected TensorFlow's checkpoint state file (text) or nothing there, got a "
+              "directory");
+    CHECK(files(dir / "out") == std::vector<std::string>{"checkpoint"});
+    fs::remove(dir / "out" / "checkpoint");
+    writeTensorflowCheckpoint(dir / "out" / "m", tensors);
+    CHECK(files(dir / "out") ==
+          std::vector<std::string>{"checkpoint", "m.data-00000-of-00001", "m.index"});
+  }
+  SECTION("the directories made for one that fails are taken back") {
+    const fs::path prefix = dir / "made" / "deeper" / std::string(300, 'x');  // too long a name
+    CHECK_THROWS_AS(writeTensorflowCheckpoint(prefix, tensors), InputError);
+    CHECK_FALSE(fs::exists(dir / "made"));
+  }
+  SECTION("a termination signal held back by the caller: taken back, then let through") {
+    sigset_t hup, before;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    REQUIRE(pthread_sigmask(SIG_BLOCK, &hup, &before) == 0);
+    REQUIRE(raise(SIGHUP) == 0);  // pending: it would end this test's process
+    CHECK_THROWS_WITH(writeTensorflowCheckpoint(dir / "sig" / "m", tensors),
+                      Catch::StartsWith("interrupted (Hangup)"));
+    int taken = 0;
+    REQUIRE(sigwait(&hup, &taken) == 0);
+    REQUIRE(pthread_sigmask(SIG_SETMASK, &before, nullptr) == 0);
+    CHECK_FALSE(fs::exists(dir / "sig"));
+  }
+  SECTION("several writers of one directory at once: each listed, none written over") {
+    std::vector<std::thread> writers;
+    std::atomic<int> refused{0};
+    for (int i = 0; i < 4; ++i)
+      writers.emplace_back([&, i] {
+        writeTensorflowCheckpoint(dir / "par" / ("m-" + std::to_string(i)), tensors);
+        try {
+          writeTensorflowCheckpoint(dir / "par" / "same", tensors);
+        } catch (const InputError&) {
+          ++refused;
+        }
+      });
+    for (std::thread& writer : writers) writer.join();
+    CHECK(refused == 3);
+    const std::string state = readFile(dir / "par" / "checkpoint");
+    for (const char* name : {"m-0", "m-1", "m-2", "m-3", "same"})
+      CHECK_THAT(state, Catch::Contains(std::string("all_model_checkpoint_paths: \"") + name));
+    CHECK(TensorflowCheckpointReader(dir / "par" / "same").names().size() == 2);
+  }
 }
 
 }  // namespace traind
