@@ -86,8 +86,13 @@ NodeMetrics::NodeMetrics(std::string job, int task, int64_t log_every)
 void NodeMetrics::setState(NodeState state, std::string detail) {
   std::string status = nodeStateName(state);
   if (!detail.empty()) status += ": " + detail;
+  const bool serves = state == NodeState::Training || state == NodeState::Serving;
+  const bool ends = state == NodeState::Stopping || state == NodeState::Done;
+  bool never_ready = false;
   {
     std::lock_guard lock(mutex_);
+    never_ready = !told_ready_;
+    told_ready_ = told_ready_ || serves || ends;
     if (state == NodeState::Training && state_ != NodeState::Training) {
       // The first window starts with training, not with the data loading before it.
       window_start_ = Clock::now();
@@ -99,12 +104,15 @@ void NodeMetrics::setState(NodeState state, std::string detail) {
     detail_ = std::move(detail);
   }
   // systemd hears of every state change; the node serves (READY) from the
-  // states in which /healthz answers 200.
-  if (state == NodeState::Training || state == NodeState::Serving)
-    notifySystemdReady(status);
-  else if (state == NodeState::Stopping)
+  // states in which /healthz answers 200. A node that ends without having
+  // served (a worker started after its job ended, a ps stopped before the
+  // chief initialised it) says READY first: systemd takes a Type=notify
+  // service that exits 0 without it as failed ("protocol") and restarts it.
+  const bool ready = serves || (ends && never_ready);
+  if (ready) notifySystemdReady(status);
+  if (state == NodeState::Stopping)
     notifySystemdStopping(status);
-  else
+  else if (!ready)
     notifySystemdStatus(status);
 }
 

@@ -141,6 +141,7 @@ class NodeMetrics {
 
   mutable std::mutex mutex_;
   NodeState state_ = NodeState::Starting;
+  bool told_ready_ = false;  // systemd's READY=1 sent (setState)
   std::string detail_;
   std::chrono::seconds stall_limit_{0};
   // When the global step last moved, or the node began to train or serve.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "test/traind_process.h"
 
@@ -104,6 +105,39 @@ TEST_CASE("a standalone run tells systemd READY, STATUS and STOPPING") {
   seen += notify.readUntil("STOPPING=1", 20, found);
   REQUIRE(found);
   CHECK(traind.wait(20) == 0);
+}
+
+// systemd takes a Type=notify service that exits 0 without READY=1 as failed
+// ("protocol"), and Restart=on-failure would start it again and again.
+TEST_CASE("a task that ends without having served tells systemd READY before it stops") {
+  const auto dir = freshTempDir("systemd_never_ready");
+  const int port = freePortRange(2);
+  const auto cluster = dir / "cluster.yaml";
+  {
+    std::ofstream out(cluster);
+    out << "cluster:\n  ps: [127.0.0.1:" << port << "]\n  worker: [127.0.0.1:" << port + 1
+        << "]\ntraining:\n  mode: async\n";
+  }
+  NotifySocket notify(dir / "notify");
+  REQUIRE(setenv("NOTIFY_SOCKET", (dir / "notify").c_str(), 1) == 0);
+  // A ps whose chief never comes: it waits, uninitialised, until stopped.
+  BackgroundTraind ps("--cluster " + cluster.string() +
+                          " --model configs/models/fashion_mlp.yaml --job ps --task 0",
+                      dir / "ps.log");
+  unsetenv("NOTIFY_SOCKET");
+
+  bool found = false;
+  std::string seen = notify.readUntil("STATUS=waiting", 20, found);
+  INFO(seen << ps.output());
+  REQUIRE(found);
+  CHECK(seen.find("READY=1") == std::string::npos);
+  ps.signal(SIGTERM);
+  seen += notify.readUntil("STOPPING=1", 20, found);
+  REQUIRE(found);
+  const size_t ready = seen.find("READY=1");
+  CHECK(ready != std::string::npos);
+  CHECK(ready < seen.find("STOPPING=1"));
+  CHECK(ps.wait(20) == 0);
 }
 
 TEST_CASE("without NOTIFY_SOCKET the notifications are no-ops") {
