@@ -4,7 +4,8 @@
 // spec field, a missing or corrupt data or checkpoint file, a shape chain that
 // cannot work. Its message says where (file:line:column when there is one),
 // which field or layer, what was expected and what was found. traind exits
-// with code 2 on it. Every other exception is a runtime failure (exit 1).
+// with code 2 on it. Diverged is a run whose numbers are no longer finite
+// (exit 3). Every other exception is a runtime failure (exit 1).
 #pragma once
 
 #include <stdexcept>
@@ -27,6 +28,15 @@ struct SourceLocation {
 class InputError : public std::runtime_error {
  public:
   explicit InputError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// The run diverged: its loss, a gradient's norm or its parameters are no
+// longer finite. Running it again does not help (a resume starts from the
+// latest checkpoint with the same learning rate, and diverges again), so it
+// has an exit code of its own, 3, which the systemd unit does not restart.
+class Diverged : public std::runtime_error {
+ public:
+  explicit Diverged(const std::string& message) : std::runtime_error(message) {}
 };
 
 // Throws InputError("file:line:col: field: what").

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/error.h"
+
 namespace traind {
 namespace {
 
@@ -32,7 +34,7 @@ double clipByGlobalNorm(float* gradients, const float* parameters, const Variabl
   }
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm))
-    throw std::runtime_error(fmt::format(
+    throw Diverged(fmt::format(
         "step {}: the gradient's global norm is {}; lower the learning rate or check the data",
         global_step, norm));
   if (norm <= clip_norm) return norm;

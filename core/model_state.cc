@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "core/printable.h"
 #include "core/safetensors.h"
 #include "core/tensorflow_checkpoint.h"
@@ -236,7 +237,7 @@ std::filesystem::path ModelState::save(const std::filesystem::path& dir, int kee
   for (const TensorRef& t : tensors) {
     const float* end = t.data + numElements(t.shape);
     if (std::find_if(t.data, end, [](float x) { return !std::isfinite(x); }) != end)
-      throw std::runtime_error(fmt::format(
+      throw Diverged(fmt::format(
           "step {}: no checkpoint written: '{}' holds a value that is not finite; the run "
           "diverged: lower the learning rate or check the data",
           global_step_, t.name));

@@ -420,10 +420,9 @@ void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk,
     const float* bad = firstNotFinite(first, last);
     if (bad != last)
       throw ProtocolError(fmt::format(
-          "ps {}: worker {} pushed a gradient of step {} that is not finite: {} at element {} of "
-          "'{}'; refused, the parameters are left as they were (the worker's model diverged, or "
-          "the peer is broken)",
-          shard_index_, worker, step, std::isnan(*bad) ? "NaN" : "infinite",
+          "ps {}: worker {} {} (step {}): {} at element {} of '{}'; refused, the parameters are "
+          "left as they were (the worker's model diverged, or the peer is broken)",
+          shard_index_, worker, kGradientNotFinite, step, std::isnan(*bad) ? "NaN" : "infinite",
           begin - p.shard_offset + (bad - first), variables_[size_t(i)].name));
   }
 }

@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -50,6 +51,11 @@ class ProtocolError : public std::runtime_error {
  public:
   explicit ProtocolError(const std::string& message) : std::runtime_error(message) {}
 };
+
+// What the ProtocolError of a gradient that is not finite says ("ps 0:
+// worker 1 pushed a gradient that is not finite (step 812): ..."): the
+// worker that pushed it reads its model diverged from it.
+constexpr std::string_view kGradientNotFinite = "pushed a gradient that is not finite";
 
 // Consecutive chunks of a shard: [first, first + count).
 struct ChunkRun {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "core/learning_rate.h"
 #include "daemon/logging.h"
 
@@ -95,9 +96,8 @@ double StepLog::secondsRunning() const { return secondsSince(start_); }
 
 void checkLossFinite(const StepResult& result, int64_t global_step) {
   if (!std::isfinite(result.loss))
-    throw std::runtime_error(fmt::format(
-        "step {}: the loss is {}; lower the learning rate or check the data", global_step,
-        result.loss));
+    throw Diverged(fmt::format("step {}: the loss is {}; lower the learning rate or check the data",
+                               global_step, result.loss));
 }
 
 void StepLog::record(const StepResult& result, int64_t global_step) {

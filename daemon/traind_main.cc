@@ -457,6 +457,9 @@ int main(int argc, char** argv) {
   } catch (const traind::InputError& e) {
     spdlog::error("{}", e.what());
     return 2;
+  } catch (const traind::Diverged& e) {
+    spdlog::error("{}", e.what());
+    return 3;
   } catch (const std::bad_alloc&) {
     spdlog::error(
         "out of memory: this process could not get the memory the run needs (traind check "

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/cluster_spec.h"
+#include "core/error.h"
 #include "core/parameter_shard.h"
 #include "core/printable.h"
 #include "rpc/deadline.h"
@@ -142,6 +143,8 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
 // Throws for a failed call to `link`: the shard named, and why.
 [[noreturn]] void throwShardFailure(const ShardLink& link, const kj::Exception& e) {
   const std::string why = failureText(e);
+  if (why.find(kGradientNotFinite) != std::string::npos)
+    throw Diverged(fmt::format("ps {} at {}: {}", link.index, link.address, why));
   if (why.starts_with(kJobOverReason))
     throw JobEnded(
         fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));

@@ -1434,7 +1434,7 @@ TEST_CASE("a step whose loss is not finite pushes nothing to the ps, async or sy
     const auto cluster = writeCluster(dir, 1, 1, "  mode: " + mode + "\n");
     writeFile(dir / "inf.yaml", spec);
     Cluster c(dir, cluster, "--model " + (dir / "inf.yaml").string() + " --max-steps 100", 1, 1);
-    CHECK(c.workers[0]->wait(kTimeout) == 1);
+    CHECK(c.workers[0]->wait(kTimeout) == 3);  // diverged: no restart helps
     c.ps[0]->signal(SIGTERM);
     CHECK(c.ps[0]->wait(30) == 0);
     INFO(c.logs());

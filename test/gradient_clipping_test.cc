@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 using namespace traind;
 
 namespace {
@@ -96,6 +98,7 @@ TEST_CASE("a norm that is not finite is an error naming the step, the gradient l
   CHECK_THROWS_WITH(t.clip(1.0f),
                     "step 7: the gradient's global norm is inf; lower the learning "
                     "rate or check the data");
+  CHECK_THROWS_AS(t.clip(1.0f), Diverged);  // exit 3: running it again would not help
   CHECK(std::isinf(t.gradient(0)));
   CHECK(t.gradient(1) == 4.0f);
 }

@@ -398,7 +398,7 @@ TEST_CASE("a gradient that is not finite is refused, naming the variable, and ch
       gradient[49] = bad;
       CHECK_THROWS_WITH(
           shard.push(1, 0, second.shard_offset, gradient),
-          Catch::Contains("worker 1 pushed a gradient of step 0 that is not finite") &&
+          Catch::Contains("worker 1 pushed a gradient that is not finite (step 0): ") &&
               Catch::Contains(std::string(std::isnan(bad) ? "NaN" : "infinite") +
                               " at element 4049 of 'd/kernel'"));
     }

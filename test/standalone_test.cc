@@ -399,6 +399,20 @@ TEST_CASE("regression fits y = x^2") {
   CHECK(summaryValue(r.output, "test loss") < 0.01);
 }
 
+TEST_CASE("a run that diverges exits 3, which no restart helps") {
+  const auto dir = freshTempDir("diverged");
+  const auto spec = dir / "diverging.yaml";
+  writeFile(spec, replaceAll(exampleSpec("regression.yaml"), "learning_rate: 0.1",
+                             "learning_rate: 1.0e+30"));
+  const ProcessResult r =
+      runTraind("--model " + spec.string() + " --threads 1 --max-steps 200 --checkpoint-dir " +
+                (dir / "ckpt").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.output, Catch::Contains("lower the learning rate or check the data"));
+  CHECK_FALSE(std::filesystem::exists(dir / "ckpt" / "latest"));  // nothing of it saved
+}
+
 TEST_CASE("clip_global_norm: a clipped SGD step moves the parameters by the rate times the norm") {
   // From the checkpoint of step 1, one step more: without clipping it moves
   // the parameters further than 0.1 x 0.01, with clipping exactly that far.

@@ -7,8 +7,10 @@
 # the units start and send READY=1, STATUS= shows "step N, loss = ...", a job
 # reaches max_steps and every unit exits 0, journald has the log, a resumed
 # job restarts after a SIGKILLed ps (Restart=on-failure), `systemctl stop`
-# gives a clean SIGTERM stop with a final checkpoint, and a bad spec exits 2
-# without a restart (RestartPreventExitStatus=2). One PASS/FAIL line per
+# gives a clean SIGTERM stop with a final checkpoint, a bad spec exits 2
+# and a diverged run 3 without a restart (RestartPreventExitStatus=2 3), and
+# a job that has ended, started again, exits 0 without a restart loop (each
+# unit sends READY=1, if only as it ends). One PASS/FAIL line per
 # check; exit 0 when all pass.
 #
 #   test/systemd_nspawn_test.sh build              # WORK=build/nspawn by default
@@ -290,6 +292,45 @@ check "journalctl -u traind@ps-0 names the file, line and field" \
 check "no restart job scheduled" test "$(jsince "$c" | grep -c 'Scheduled restart job')" = 0
 in_ct mv /etc/traind/model.yaml.good /etc/traind/model.yaml
 in_ct systemctl reset-failed traind@ps-0
+
+# ------------------------- run 4: a job that has ended, started again (a reboot)
+ck=$(latest)
+info "run 4: the job started again with max_steps at its latest checkpoint ($ck)"
+set_steps $((10#${ck#ckpt-}))
+c=$(cursor)
+in_ct timeout 300 systemctl start "${units[@]}"; rc=$?
+check "systemctl start returns 0 (each unit sent READY=1, if only as it ended)" test $rc = 0
+check "all three ended within 2 min" wait_inactive 120
+sleep 10        # twice RestartSec
+log=$(jsince "$c")
+grep -E '\] done' <<<"$log" | cut -c1-220
+check "all three exited 0 (status=0/SUCCESS), none failed for want of READY=1 (result 'protocol')" \
+  test "$(n_lines 'traind@(ps-0|worker-[01])\.service: Main process exited, code=exited, status=0/SUCCESS' "$log")" = 3 \
+  -a "$(n_lines "with result 'protocol'" "$log")" = 0
+check "no unit was restarted" test "$(n_lines 'Scheduled restart job' "$log")" = 0
+
+# ------------------------------------------- run 5: a diverged run, exit 3
+info "run 5: learning_rate 1e30: the chief diverges"
+in_ct cp /etc/traind/model.yaml /etc/traind/model.yaml.good
+set_steps 1000000
+in_ct sed -i -E 's/^  learning_rate: .*/  learning_rate: 1.0e+30/' /etc/traind/model.yaml
+c=$(cursor)
+in_ct timeout 300 systemctl start "${units[@]}"
+exited_3() { local i; for i in $(seq 1 "$1"); do
+  [[ $(in_ct systemctl show -p ExecMainStatus --value traind@worker-0) == 3 ]] && return 0
+  sleep 1; done; return 1; }
+check "the chief exited 3 (diverged) within 2 min" exited_3 120
+sleep 10        # twice RestartSec
+show=$(in_ct systemctl show -p ActiveState,ExecMainStatus,NRestarts traind@worker-0 | sort | tr '\n' ' ')
+check "exit 3, failed, no restart after 10 s: $show" \
+  test "$show" = "ActiveState=failed ExecMainStatus=3 NRestarts=0 "
+log=$(in_ct journalctl -q --no-pager -u traind@worker-0 --after-cursor="$c")
+grep -E "lower the learning rate" <<<"$log" | cut -c1-220
+check "journalctl -u traind@worker-0 says to lower the learning rate" \
+  grep -q "lower the learning rate or check the data" <<<"$log"
+in_ct systemctl stop "${units[@]}"
+in_ct systemctl reset-failed "${units[@]}" 2>/dev/null
+in_ct mv /etc/traind/model.yaml.good /etc/traind/model.yaml
 in_ct systemd-analyze log-level info
 
 echo "SUMMARY: $npass passed, $nfail failed"
