@@ -16,8 +16,11 @@
 #   test/local_cluster_test.sh TRAIND killed-while-stopping
 #                                                # a worker paused, the script stopped,
 #                                                # the worker killed: reported, exit 137
+#   test/local_cluster_test.sh TRAIND chief-stopped-alone
+#                                                # SIGTERM to the chief only: the script
+#                                                # stops the others 30 s later, exit 0
 set -uo pipefail
-traind=${1:?usage: local_cluster_test.sh TRAIND stop|port-taken|stop-at-start|killed-while-stopping}
+traind=${1:?usage: local_cluster_test.sh TRAIND stop|port-taken|stop-at-start|killed-while-stopping|chief-stopped-alone}
 scenario=${2:-stop}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 fail() { echo "local_cluster_test: FAILED: $*"; echo "--- log:"; cat "$dir/log"; exit 1; }
@@ -107,6 +110,21 @@ killed-while-stopping)
   ((status == 137)) || fail "exit status $status, expected 137 (the killed worker's)"
   grep -q "run-local-cluster: worker 1 (pid $worker1) exited with status 137" "$dir/log" ||
     fail "the killed worker was not reported"
+  pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
+  ;;
+chief-stopped-alone)
+  "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
+  script=$!
+  for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
+  grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
+  chief=$(pgrep -f -- "--cluster $dir/c.yaml .*--job worker --task 0 ")
+  [[ $chief =~ ^[0-9]+$ ]] || fail "expected one pid of worker 0, got '$chief'"
+  kill -TERM "$chief"
+  wait "$script"
+  status=$?
+  ((status == 0)) || fail "exit status $status, expected 0 (the chief's)"
+  grep -q "run-local-cluster: the chief (worker 0) ended 30 s ago, the other tasks have not" \
+    "$dir/log" || fail "the others were not stopped for the chief's end"
   pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
   ;;
 *) echo "unknown scenario $scenario" >&2; exit 2 ;;
