@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -613,8 +614,13 @@ float readFloat(const Field& field, std::string_view expected, bool (*ok)(double
   const float narrowed = float(value);
   if (!std::isfinite(narrowed))  // finite as a double: beyond float32's range
     failExpected(field, "a number of magnitude at most 3.4e38 (float32's range)");
-  if (narrowed == 0 && value != 0)
-    failExpected(field, "a number of magnitude at least 1.4e-45 (float32 rounds less to 0)");
+  // Below float32's smallest normal number a value is 0 to traind, which
+  // flushes denormal floats to zero (so does the conversion above, under
+  // its flags): an epsilon of 1e-40 would divide by 0.
+  if (value != 0 && std::fabs(narrowed) < std::numeric_limits<float>::min())
+    failExpected(field,
+                 "a number of magnitude at least 1.2e-38 (float32's smallest normal number; "
+                 "traind takes smaller ones as 0)");
   if (!ok(narrowed)) {
     if (!ok(value)) failExpected(field, expected);
     // In range as written, out of it once rounded: `rate: 0.99999999` is 1.
