@@ -1102,7 +1102,9 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
   fields.allowOnly({"checkpoint", "scope", "layers"}, "the init_from section");
   InitFromSpec init;
   init.location = field.where;
-  init.checkpoint = resolvePath(fields.get("checkpoint"), spec_dir);
+  const Field checkpoint = fields.get("checkpoint");
+  init.checkpoint = resolvePath(checkpoint, spec_dir);
+  init.checkpoint_location = checkpoint.where;
   std::string scope;
   if (auto f = fields.find("scope")) {
     scope = readText(*f, "a variable scope, such as net or model/tower_0");
@@ -1137,7 +1139,7 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
                     [&](const InitFromLayer& listed) { return listed.name == layer->name; }))
       fail(*name_field, "layer " + quoted(layer->name) + " is listed twice");
     init.layers.push_back(
-        {layer->name, from.empty() ? scopedVariablePrefix(scope, layer->name) : from});
+        {layer->name, from.empty() ? scopedVariablePrefix(scope, layer->name) : from, item.where});
   }
   return init;
 }

@@ -342,7 +342,9 @@ struct InitFromLayer {
   // "<source>/bias". The layer's `from`, else the section's `scope` and the
   // layer's name ("net/hidden1"), else its name.
   std::string source;
-  // Spelled out: nvcc compiles this header as C++17.
+  SourceLocation location;  // its item in the list, where a refusal points
+  // Spelled out: nvcc compiles this header as C++17 (the location is no
+  // part of what the layer is).
   bool operator==(const InitFromLayer& other) const {
     return name == other.name && source == other.source;
   }
@@ -355,7 +357,8 @@ struct InitFromSpec {
   // `checkpoint` file (core/tensorflow_checkpoint.h).
   std::string checkpoint;
   std::vector<InitFromLayer> layers;
-  SourceLocation location;
+  SourceLocation location;             // the section's
+  SourceLocation checkpoint_location;  // its checkpoint field's
 };
 
 struct ModelSpec {

@@ -52,16 +52,20 @@ std::string ModelState::initialize() {
 namespace {
 
 // Copies the init_from layers' variables from `reader` (a traind or a
-// TensorFlow checkpoint's) into `parameters`. InputError at the spec's
-// init_from line when a tensor is missing or of another shape. Returns
+// TensorFlow checkpoint's) into `parameters`, or with null only checks that
+// they are there in the layers' shapes. InputError at the spec's
+// init_from.layers item when a tensor is missing or of another shape. Returns
 // what the checkpoint holds of the layers that they lack ("; not taken:
 // 'hidden1/bias' (layer 'hidden1' has no bias: use_bias: false)"), or "".
 template <typename Reader>
 std::string copyLayers(const Reader& reader, const std::filesystem::path& checkpoint,
                        const InitFromSpec& init_from, const VariableLayout& layout,
-                       FlatBuffer& parameters) {
+                       FlatBuffer* parameters) {
   std::string left;
-  for (const InitFromLayer& layer : init_from.layers) {
+  for (size_t i = 0; i < init_from.layers.size(); ++i) {
+    const InitFromLayer& layer = init_from.layers[i];
+    // The list's item is what to change: the layer, its `from`, or the checkpoint.
+    const std::string field = "init_from.layers[" + std::to_string(i) + "]";
     bool found = false;
     bool has_bias = false;
     for (const VariableView& v : layout.views()) {
@@ -70,23 +74,23 @@ std::string copyLayers(const Reader& reader, const std::filesystem::path& checkp
       const std::string key = checkpointVariableKey(
           reader, layer.source, std::string_view(v.name).substr(layer.name.size() + 1));
       if (!reader.contains(key))
-        throwInputError(init_from.location, "init_from.layers",
+        throwInputError(layer.location, field,
                         "checkpoint " + checkpoint.string() + " has no tensor " +
                             quotedPrintable(key) + " (for layer '" + layer.name +
                             "'); `trainctl inspect " + checkpoint.string() +
                             "` lists the tensors it has");
       // The layer as this spec declares it, or the list, is what to change.
       if (reader.shape(key) != v.shape)
-        throwInputError(init_from.location, "init_from.layers",
+        throwInputError(layer.location, field,
                         "layer '" + layer.name +
                             "' does not fit the checkpoint's: " + checkpoint.string() + " holds " +
                             quotedPrintable(key) + " of shape " + shapeToString(reader.shape(key)) +
                             ", this model's '" + v.name + "' is " + shapeToString(v.shape));
-      reader.read(key, v.shape, parameters.view(v));
+      if (parameters) reader.read(key, v.shape, parameters->view(v));
       has_bias = has_bias || v.name == layer.name + "/bias";
     }
     if (!found)
-      throwInputError(init_from.location, "init_from.layers",
+      throwInputError(layer.location, field,
                       "layer '" + layer.name + "' has no variables in this model");
     // The source layer's outputs were its kernel's plus a bias that this
     // layer will not add: it starts from another function, which the log says.
@@ -105,9 +109,11 @@ bool holdsSlot(const SafetensorsReader& reader, const VariableLayout& layout,
                      [&](const VariableView& v) { return reader.contains(v.name + "/" + slot); });
 }
 
-}  // namespace
-
-std::string ModelState::initFrom(const InitFromSpec& init_from) {
+// "from <checkpoint>" and copyLayers' report, for init_from's checkpoint,
+// opened here: InputError at its init_from.checkpoint line when it cannot be
+// found or read.
+std::string copyInitFromLayers(const InitFromSpec& init_from, const VariableLayout& layout,
+                               FlatBuffer* parameters) {
   std::optional<std::filesystem::path> tensorflow_prefix;
   std::optional<TensorflowCheckpointReader> tensorflow;
   std::filesystem::path checkpoint;
@@ -124,13 +130,23 @@ std::string ModelState::initFrom(const InitFromSpec& init_from) {
     }
   } catch (const InputError& e) {
     // The spec's line is the one to change.
-    throwInputError(init_from.location, "init_from.checkpoint", e.what());
+    throwInputError(init_from.checkpoint_location, "init_from.checkpoint", e.what());
   }
   if (tensorflow)
     return "from " + tensorflow_prefix->string() +
-           copyLayers(*tensorflow, *tensorflow_prefix, init_from, layout_, parameters_);
+           copyLayers(*tensorflow, *tensorflow_prefix, init_from, layout, parameters);
   return "from " + checkpoint.string() +
-         copyLayers(*tensors, checkpoint, init_from, layout_, parameters_);
+         copyLayers(*tensors, checkpoint, init_from, layout, parameters);
+}
+
+}  // namespace
+
+std::string ModelState::initFrom(const InitFromSpec& init_from) {
+  return copyInitFromLayers(init_from, layout_, &parameters_);
+}
+
+void checkInitFromFits(const InitFromSpec& init_from, const LayerGraph& graph) {
+  copyInitFromLayers(init_from, VariableLayout(graph.variables), nullptr);
 }
 
 void ModelState::restore(const std::filesystem::path& checkpoint,

@@ -15,6 +15,12 @@ namespace traind {
 
 class SafetensorsReader;
 
+// Whether the spec's init_from checkpoint holds every variable of its
+// layers in the shapes of `graph` (traind check's question; a run asks as
+// it copies them): InputError as the run's, at the layer's init_from.layers
+// item or at init_from.checkpoint. Reads the checkpoint's index, no values.
+void checkInitFromFits(const InitFromSpec& init_from, const LayerGraph& graph);
+
 class ModelState {
  public:
   ModelState(const ModelSpec& spec, const LayerGraph& graph);
@@ -54,8 +60,7 @@ class ModelState {
   void restoreForEvaluation(const std::filesystem::path& checkpoint);
 
   // Writes a checkpoint into `dir` at the current global step; throws
-  // std::runtime_error, writing nothing, when a tensor holds a NaN or an
-  // infinity (a diverged run).
+  // Diverged, writing nothing, when a tensor holds a NaN or an infinity.
   std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
 
   // The bytes of the tensors save() writes: the parameters and each

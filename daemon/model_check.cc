@@ -6,6 +6,7 @@
 
 #include "core/checkpoint.h"
 #include "core/learning_rate.h"
+#include "core/model_state.h"
 #include "core/stage_plan.h"
 #include "core/tensorflow_checkpoint.h"
 #include "daemon/standalone.h"
@@ -149,16 +150,16 @@ std::string initFromReport(const ModelSpec& spec) {
     return fmt::format("init_from: not read: a run resumes from {}\n", resumes->string());
   std::vector<std::string> layers;
   for (const InitFromLayer& layer : init_from.layers) layers.push_back(layer.name);
-  std::string report = fmt::format("init_from: {} from {} (read as a run starts)\n",
+  std::string report = fmt::format("init_from: {} from {} (copied as a run starts)\n",
                                    fmt::join(layers, ", "), init_from.checkpoint);
-  // Only found, not read: the tensors are checked against the layers then.
+  // Its tensors' names and shapes against the layers', as a run checks
+  // them; a warning, as the checkpoint may be written or changed before the
+  // run starts.
   try {
-    if (!findTensorflowCheckpoint(init_from.checkpoint)) resolveCheckpoint(init_from.checkpoint);
+    checkInitFromFits(init_from, buildLayerGraph(spec));
   } catch (const InputError& e) {
-    report += fmt::format(
-        "warning: a run that starts before this changes stops at once: {}: init_from.checkpoint: "
-        "{}\n",
-        init_from.location.toString(), e.what());
+    report +=
+        fmt::format("warning: a run that starts before this changes stops at once: {}\n", e.what());
   }
   return report;
 }

@@ -862,7 +862,7 @@ TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none
   TempDir dir;
   const auto& [spec, graph, saved] = SavedRegression(dir.path());
   ModelSpec fine_tuning = spec;
-  fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden"}}, {}};
+  fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden", {}}}, {}, {}};
   ModelState with_bias(fine_tuning, graph);
   CHECK(with_bias.initialize() ==
         "initialised the parameters; layers hidden from " + saved.string());
@@ -874,6 +874,32 @@ TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none
   CHECK(without_bias.initialize() ==
         "initialised the parameters; layers hidden from " + saved.string() +
             "; not taken: 'hidden/bias' (layer 'hidden' has no bias: use_bias: false)");
+}
+
+TEST_CASE("traind check's question: whether init_from's checkpoint fits the layers, values unread",
+          "[checkpoint]") {
+  TempDir dir;
+  const auto& [spec, graph, saved] = SavedRegression(dir.path());
+  const SourceLocation item{"ft.yaml", 31, 21}, checkpoint_line{"ft.yaml", 30, 15};
+  InitFromSpec init_from;
+  init_from.checkpoint = saved.string();
+  init_from.layers = {{"hidden", "hidden", item}};
+  init_from.checkpoint_location = checkpoint_line;
+  CHECK_NOTHROW(checkInitFromFits(init_from, graph));
+  ModelSpec wider = spec;
+  for (LayerSpec& layer : wider.layers)
+    if (layer.name == "hidden") layer.units = 20;
+  CHECK_THROWS_WITH(checkInitFromFits(init_from, buildLayerGraph(wider)),
+                    Catch::StartsWith("ft.yaml:31:21: init_from.layers[0]: layer 'hidden' does not "
+                                      "fit the checkpoint's: " +
+                                      saved.string() + " holds 'hidden/kernel' of shape [1, 10]"));
+  init_from.layers[0].source = "nosuch";
+  CHECK_THROWS_WITH(checkInitFromFits(init_from, graph),
+                    Catch::StartsWith("ft.yaml:31:21: init_from.layers[0]: checkpoint " +
+                                      saved.string() + " has no tensor 'nosuch/kernel'"));
+  init_from.checkpoint = (dir.path() / "missing").string();
+  CHECK_THROWS_WITH(checkInitFromFits(init_from, graph),
+                    Catch::StartsWith("ft.yaml:30:15: init_from.checkpoint: "));
 }
 
 TEST_CASE("a checkpoint with moving averages of some variables only is refused as damaged",
@@ -941,7 +967,7 @@ TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint
                     Catch::Contains("says model_name other, " + tensors + " says regression"));
   // init_from refuses it as well: it took the layers of such a checkpoint.
   ModelSpec fine_tuning = spec;
-  fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden"}}, {}};
+  fine_tuning.init_from = InitFromSpec{saved.string(), {{"hidden", "hidden", {}}}, {}, {}};
   ModelState fine_tuned(fine_tuning, graph);
   CHECK_THROWS_WITH(fine_tuned.initialize(),
                     Catch::Contains("says model_name other, " + tensors + " says regression"));

@@ -165,9 +165,9 @@ TEST_CASE("fashion_finetune.yaml freezes and reuses the base layers", "[model_sp
   const ModelSpec spec = loadModelSpec(configPath("fashion_finetune.yaml"));
   REQUIRE(spec.init_from);
   CHECK(spec.init_from->checkpoint == "/tmp/traind/fashion_base");
-  CHECK(spec.init_from->layers == std::vector<InitFromLayer>{{"hidden1", "hidden1"},
-                                                             {"hidden2", "hidden2"},
-                                                             {"hidden3", "hidden3"}});
+  CHECK(spec.init_from->layers == std::vector<InitFromLayer>{{"hidden1", "hidden1", {}},
+                                                             {"hidden2", "hidden2", {}},
+                                                             {"hidden3", "hidden3", {}}});
   for (const LayerSpec& layer : spec.layers) {
     INFO(layer.name);
     const bool base = layer.name == "hidden1" || layer.name == "hidden2" || layer.name == "hidden3";
@@ -658,7 +658,7 @@ TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]")
   CHECK(spec.checkpoint.dir == (root / "specs/ckpt").string());
   REQUIRE(spec.init_from);
   CHECK(spec.init_from->checkpoint == (root / "base").string());
-  CHECK(spec.init_from->layers == std::vector<InitFromLayer>{{"out", "out"}});
+  CHECK(spec.init_from->layers == std::vector<InitFromLayer>{{"out", "out", {}}});
 }
 
 TEST_CASE("a relative spec path resolves from the working directory", "[model_spec]") {
@@ -1976,7 +1976,9 @@ TEST_CASE("init_from finds a layer's variables under a scope, or a prefix of its
                       "{name: out, from: dnn/logits}]}\n");
   REQUIRE(scoped.init_from);
   CHECK(scoped.init_from->layers ==
-        std::vector<InitFromLayer>{{"hidden", "net/hidden"}, {"out", "dnn/logits"}});
+        std::vector<InitFromLayer>{{"hidden", "net/hidden", {}}, {"out", "dnn/logits", {}}});
+  // Each item's place, for the refusals of a run that reads the checkpoint.
+  CHECK(scoped.init_from->layers[1].location.toString() == path + ":5:60");
   CHECK(errorWith(dir, layers,
                   two_layers + "init_from: {checkpoint: base, scope: /net, layers: [out]}\n") ==
         path +

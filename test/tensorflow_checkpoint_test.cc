@@ -67,6 +67,13 @@ std::string errorOf(const std::function<void()>& run) {
   return "(no error)";
 }
 
+// "spec.yaml:13:C: init_from.layers[0]" for the item `item` of the init_from
+// line of a fineTuningSpec(init_from): where its refusals point.
+std::string itemAt(const std::string& path, const std::string& init_from, const std::string& item) {
+  return path + ":13:" + std::to_string(std::string("init_from: " + init_from).find(item) + 1) +
+         ": init_from.layers[0]";
+}
+
 // A two-layer model of the fixture's shapes, fine-tuned from it.
 std::string fineTuningSpec(const std::string& init_from) {
   return "name: from_tensorflow\nseed: 3\ninput: [4]\nlayers:\n"
@@ -215,24 +222,24 @@ TEST_CASE("init_from copies layers from a TensorFlow checkpoint, under its scope
   checkFixtureValues(state);
 
   // Without the scope, the names are not the checkpoint's.
-  const std::string unscoped = dir.write(
-      "unscoped.yaml", fineTuningSpec("{checkpoint: " + kFixture.string() + ", layers: [hidden]}"));
+  const std::string unscoped_from = "{checkpoint: " + kFixture.string() + ", layers: [hidden]}";
+  const std::string unscoped = dir.write("unscoped.yaml", fineTuningSpec(unscoped_from));
   const ModelSpec unscoped_spec = loadModelSpec(unscoped);
   ModelState unscoped_state(unscoped_spec, graph);
   CHECK(errorOf([&] { unscoped_state.initialize(); }) ==
-        unscoped + ":13:12: init_from.layers: checkpoint " + kPrefix.string() +
+        itemAt(unscoped, unscoped_from, "hidden]") + ": checkpoint " + kPrefix.string() +
             " has no tensor 'hidden/kernel' (for layer 'hidden'); `trainctl inspect " +
             kPrefix.string() + "` lists the tensors it has");
 
   // A layer of another shape names both.
-  const std::string swapped =
-      dir.write("swapped.yaml", fineTuningSpec("{checkpoint: " + kFixture.string() +
-                                               ", layers: [{name: hidden, from: net/out}]}"));
+  const std::string swapped_from =
+      "{checkpoint: " + kFixture.string() + ", layers: [{name: hidden, from: net/out}]}";
+  const std::string swapped = dir.write("swapped.yaml", fineTuningSpec(swapped_from));
   const ModelSpec swapped_spec = loadModelSpec(swapped);
   ModelState swapped_state(swapped_spec, graph);
   CHECK(errorOf([&] { swapped_state.initialize(); }) ==
-        swapped + ":13:12: init_from.layers: layer 'hidden' does not fit the checkpoint's: " +
-            kPrefix.string() +
+        itemAt(swapped, swapped_from, "{name: hidden") +
+            ": layer 'hidden' does not fit the checkpoint's: " + kPrefix.string() +
             " holds 'net/out/kernel' of shape [3, 2], this model's 'hidden/kernel' is [4, 3]");
 }
 
@@ -299,14 +306,13 @@ TEST_CASE("init_from takes a Keras 3 model's layers from a checkpoint of it and 
         "initialised the parameters; layers hidden, out from " + kKerasPrefix.string());
   checkFixtureValues(state);
   // A path to no layer is named as before.
-  const std::string wrong =
-      dir.write("wrong.yaml",
-                fineTuningSpec("{checkpoint: " + kKerasPrefix.string() +
-                               ", layers: [{name: hidden, from: model/layer_with_weights-0}]}"));
+  const std::string wrong_from = "{checkpoint: " + kKerasPrefix.string() +
+                                 ", layers: [{name: hidden, from: model/layer_with_weights-0}]}";
+  const std::string wrong = dir.write("wrong.yaml", fineTuningSpec(wrong_from));
   const ModelSpec wrong_spec = loadModelSpec(wrong);
   ModelState wrong_state(wrong_spec, graph);
   CHECK(errorOf([&] { wrong_state.initialize(); }) ==
-        wrong + ":13:12: init_from.layers: checkpoint " + kKerasPrefix.string() +
+        itemAt(wrong, wrong_from, "{name: hidden") + ": checkpoint " + kKerasPrefix.string() +
             " has no tensor 'model/layer_with_weights-0/kernel' (for layer 'hidden'); `trainctl "
             "inspect " +
             kKerasPrefix.string() + "` lists the tensors it has");
