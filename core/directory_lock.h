@@ -29,6 +29,8 @@ class DirectoryLock {
   DirectoryLock& operator=(DirectoryLock&&) = delete;
   ~DirectoryLock();
 
+  // The descriptor, still the lock's, or -1.
+  int fd() const { return fd_; }
   // The descriptor, now the caller's to close.
   int release() { return std::exchange(fd_, -1); }
 

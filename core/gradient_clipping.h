@@ -26,7 +26,7 @@ namespace traind {
 // worker. Where they moved meanwhile (async, concurrent steps) the rule's
 // decay is of the moved values, as it is without clipping.
 //
-// Throws when the norm is not finite (a gradient overflowed), naming
+// Throws Diverged when the norm is not finite (a gradient overflowed), naming
 // `global_step`, and leaves the gradient as it was: TensorFlow would apply
 // NaN to every variable.
 // `weight_decay` is the optimizer's (weightDecayOf gives each variable's).

@@ -1109,7 +1109,7 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
   if (auto f = fields.find("scope")) {
     scope = readText(*f, "a variable scope, such as net or model/tower_0");
     if (!isVariablePrefix(scope))
-      failExpected(*f, "a variable scope without a leading or trailing '/', such as net");
+      failExpected(*f, "a variable scope without a leading, trailing or doubled '/', such as net");
   }
   const Field names = fields.get("layers");
   const std::vector<Field> items = listItems(names, "a list of layer names");
@@ -1127,7 +1127,7 @@ InitFromSpec readInitFrom(const Field& field, const fs::path& spec_dir,
         if (!isVariablePrefix(from))
           failExpected(*f,
                        "the prefix of the layer's variables in the checkpoint, without a "
-                       "leading or trailing '/', such as dnn/hiddenlayer_0");
+                       "leading, trailing or doubled '/', such as dnn/hiddenlayer_0");
       }
     }
     const auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) {
@@ -1152,7 +1152,8 @@ void hashInto(uint64_t& h, std::string_view text) { h = hashCombine(h, hashStrin
 bool hasVariables(LayerKind kind) { return kind == LayerKind::Dense || kind == LayerKind::Conv2D; }
 
 bool isVariablePrefix(std::string_view prefix) {
-  return !prefix.empty() && prefix.front() != '/' && prefix.back() != '/';
+  return !prefix.empty() && prefix.front() != '/' && prefix.back() != '/' &&
+         prefix.find("//") == std::string_view::npos;
 }
 
 std::string scopedVariablePrefix(const std::string& scope, const std::string& layer) {

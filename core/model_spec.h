@@ -384,7 +384,8 @@ struct ModelSpec {
 bool hasVariables(LayerKind kind);
 
 // Whether `prefix` can name a TensorFlow variable scope, or where a layer's
-// variables are in a checkpoint: not empty, no '/' first or last.
+// variables are in a checkpoint: not empty, no '/' first or last, none
+// doubled (TensorFlow's names have no empty scope: "net//a" is none of them).
 bool isVariablePrefix(std::string_view prefix);
 
 // Where layer `layer`'s variables are in a checkpoint, without a prefix of

@@ -15,6 +15,10 @@
 namespace traind {
 namespace {
 
+// The words of a push refused as not finite (isGradientNotFinite).
+constexpr std::string_view kGradientOfStep = "pushed a gradient of step";
+constexpr std::string_view kNotFinite = " that is not finite:";
+
 // The first float of [begin, end) that is NaN or infinite (every exponent
 // bit set), or `end`. A block's loop has no early exit, so that the
 // compiler vectorises it; only a block with such a float is searched again.
@@ -420,11 +424,18 @@ void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk,
     const float* bad = firstNotFinite(first, last);
     if (bad != last)
       throw ProtocolError(fmt::format(
-          "ps {}: worker {} {} (step {}): {} at element {} of '{}'; refused, the parameters are "
-          "left as they were (the worker's model diverged, or the peer is broken)",
-          shard_index_, worker, kGradientNotFinite, step, std::isnan(*bad) ? "NaN" : "infinite",
-          begin - p.shard_offset + (bad - first), variables_[size_t(i)].name));
+          "ps {}: worker {} {} {}{} {} at element {} of '{}'; refused, the parameters are left "
+          "as they were (the worker's model diverged, or the peer is broken)",
+          shard_index_, worker, kGradientOfStep, step, kNotFinite,
+          std::isnan(*bad) ? "NaN" : "infinite", begin - p.shard_offset + (bad - first),
+          variables_[size_t(i)].name));
   }
+}
+
+bool isGradientNotFinite(std::string_view failure) {
+  const size_t words = failure.find(kGradientOfStep);
+  return words != std::string_view::npos &&
+         failure.find(kNotFinite, words + kGradientOfStep.size()) != std::string_view::npos;
 }
 
 bool ParameterShard::staleInSync(int64_t step, size_t chunk) const {

@@ -52,10 +52,12 @@ class ProtocolError : public std::runtime_error {
   explicit ProtocolError(const std::string& message) : std::runtime_error(message) {}
 };
 
-// What the ProtocolError of a gradient that is not finite says ("ps 0:
-// worker 1 pushed a gradient that is not finite (step 812): ..."): the
-// worker that pushed it reads its model diverged from it.
-constexpr std::string_view kGradientNotFinite = "pushed a gradient that is not finite";
+// Whether `failure`, a ps's answer to a push, is the ProtocolError of a
+// gradient that is not finite ("ps 0: worker 1 pushed a gradient of step 812
+// that is not finite: ..."), from which the worker that pushed it reads
+// that its model diverged. Its words are part of the wire contract: a ps of
+// this wire version says them so.
+bool isGradientNotFinite(std::string_view failure);
 
 // Consecutive chunks of a shard: [first, first + count).
 struct ChunkRun {

@@ -455,26 +455,7 @@ void stopIfSignalled() {
                                    sigaction(signal, nullptr, &action) == 0 &&
                                    action.sa_handler != SIG_IGN)
       throw std::runtime_error(std::string("interrupted (") + strsignal(signal) +
-                               "): the export took back what it had written");
-}
-
-// The flock on `dir` itself, as traind's summary writer takes it (no file of
-// traind's in a directory TensorFlow reads), waited for up to kExportLockWait.
-DirectoryLock lockExportDirectory(const std::filesystem::path& dir) {
-  const auto give_up = std::chrono::steady_clock::now() + kExportLockWait;
-  for (;;) {
-    auto locked = lockDirectoryItself(dir);
-    if (auto* lock = std::get_if<DirectoryLock>(&locked)) return std::move(*lock);
-    const DirectoryLockRefusal& refusal = std::get<DirectoryLockRefusal>(locked);
-    if (!refusal.in_use) throw InputError(dir.string() + refusal.text);
-    if (std::chrono::steady_clock::now() > give_up)
-      throw InputError(fmt::format(
-          "{} is in use by another writer after {} s of waiting (another trainctl export, or a "
-          "traind run writing its TensorBoard summaries there): export into another directory",
-          dir.string(), kExportLockWait.count()));
-    stopIfSignalled();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+                               "): nothing of the export is left");
 }
 
 // Makes `dir` and its missing parents; the topmost one made, if any, for a
@@ -490,6 +471,36 @@ std::optional<std::filesystem::path> createDirectoriesOf(const std::filesystem::
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError(dir.string() + ": cannot create the directory: " + ec.message());
   return top;
+}
+
+// Makes `dir` (createDirectoriesOf; the topmost directory made goes into
+// `made`) and takes the flock on it, as traind's summary writer does (no
+// file of traind's in a directory TensorFlow reads), waiting up to
+// kExportLockWait. Again when the directory locked is no longer the one
+// `dir` names: another export that made it failed and took it back while
+// this one waited. Holds no lock (-1) where the filesystem cannot lock a
+// directory (NFS takes only a file open for writing).
+DirectoryLock lockExportDirectory(const std::filesystem::path& dir,
+                                  std::optional<std::filesystem::path>& made) {
+  const auto give_up = std::chrono::steady_clock::now() + kExportLockWait;
+  for (;;) {
+    if (const auto top = createDirectoriesOf(dir);
+        top && (!made || top->native().size() < made->native().size()))
+      made = top;
+    auto locked = lockDirectoryItself(dir);
+    if (auto* lock = std::get_if<DirectoryLock>(&locked)) {
+      if (isFileAt(lock->fd(), dir)) return std::move(*lock);
+      continue;
+    }
+    if (!std::get<DirectoryLockRefusal>(locked).in_use) return DirectoryLock(-1);
+    if (std::chrono::steady_clock::now() > give_up)
+      throw InputError(fmt::format(
+          "{} is in use by another writer after {} s of waiting (another trainctl export, or a "
+          "traind run writing its TensorBoard summaries there): export into another directory",
+          dir.string(), kExportLockWait.count()));
+    stopIfSignalled();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace
@@ -577,12 +588,15 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   data_path += dataFileSuffix(0, 1);
   const std::filesystem::path dir =
       prefix.parent_path().empty() ? std::filesystem::path(".") : prefix.parent_path();
-  const std::optional<std::filesystem::path> made = createDirectoriesOf(dir);
+  // Two writers of one directory would each list only their own checkpoint
+  // in its state file, or pair one's index with the other's data. Held until
+  // a failure has taken back what it wrote: another writer waiting for the
+  // directory must not find it half gone.
+  std::optional<std::filesystem::path> made;
+  std::optional<DirectoryLock> lock;
   std::vector<std::filesystem::path> written;
   try {
-    // Two writers of one directory would each list only their own
-    // checkpoint in its state file, or pair one's index with the other's data.
-    const DirectoryLock lock = lockExportDirectory(dir);
+    lock.emplace(lockExportDirectory(dir, made));
     std::error_code ec;
     const bool exists = std::filesystem::exists(index_path, ec);
     if (ec)

@@ -87,10 +87,11 @@ struct TensorflowTensor {
 // complete or absent (replaceFileDurably), and so is the whole: a failure
 // removes the files and directories it made. The directory's other listed
 // checkpoints stay listed; writers of one directory take turns (a flock on
-// it, waited for up to 30 s). SIGINT, SIGTERM or SIGHUP the caller blocked
-// is looked for between the files: pending, what was written is removed
-// and std::runtime_error "interrupted (...)" thrown, for the caller to let
-// the signal through. InputError when P.index is there already (a
+// it, waited for up to 30 s; none where the filesystem cannot lock a
+// directory, as NFS). SIGINT, SIGTERM or SIGHUP the caller blocked is looked
+// for while it waits and between the files: pending, what was written is
+// removed and std::runtime_error "interrupted (...)" thrown, for the caller
+// to let the signal through. InputError when P.index is there already (a
 // checkpoint is not written over), P's file name cannot be quoted in the
 // state file, the state file is no text file or too big, the directory
 // cannot be made, or its lock is not had; std::system_error when the disk

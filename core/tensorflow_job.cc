@@ -259,8 +259,9 @@ std::vector<std::string> importTensorflowState(const TensorflowCheckpointReader&
   state.setGlobalStep(global_step);
 
   std::vector<std::string> said;
-  said.push_back(fmt::format("{} variables from {} at global step {}",
-                             state.layout().views().size(), checkpoint, global_step));
+  said.push_back(fmt::format("{} variables from {} at global step {}{}",
+                             state.layout().views().size(), checkpoint, global_step,
+                             given_step ? " (--global-step)" : ""));
   for (size_t s = 0; s < slots.size(); ++s)
     said.push_back(
         keras ? keras->describeSlot(spec, slots[s])

@@ -617,10 +617,10 @@ float readFloat(const Field& field, std::string_view expected, bool (*ok)(double
   // Below float32's smallest normal number a value is 0 to traind, which
   // flushes denormal floats to zero (so does the conversion above, under
   // its flags): an epsilon of 1e-40 would divide by 0.
-  if (value != 0 && std::fabs(narrowed) < std::numeric_limits<float>::min())
+  if (value != 0 && std::fabs(narrowed) < std::numeric_limits<float>::min() && ok(value))
     failExpected(field,
-                 "a number of magnitude at least 1.2e-38 (float32's smallest normal number; "
-                 "traind takes smaller ones as 0)");
+                 "a number of magnitude at least 1.17549435e-38 (float32's smallest normal "
+                 "number; traind takes smaller ones as 0)");
   if (!ok(narrowed)) {
     if (!ok(value)) failExpected(field, expected);
     // In range as written, out of it once rounded: `rate: 0.99999999` is 1.

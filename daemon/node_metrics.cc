@@ -227,7 +227,8 @@ void NodeMetrics::setShardCounters(int64_t stale_gradients, int connected_worker
 
 void NodeMetrics::setStepStanding(double seconds) {
   std::lock_guard lock(mutex_);
-  step_standing_seconds_ = seconds;
+  // To the millisecond: "7.006", not a clock difference's "7.006000000001222".
+  step_standing_seconds_ = std::round(seconds * 1000) / 1000;
 }
 
 void NodeMetrics::recordCheckpoint(int64_t global_step, const std::filesystem::path& path) {

@@ -25,8 +25,8 @@
 
 namespace traind {
 
-// Throws runtime_error ("step N: the loss is nan; ...") when the step's loss
-// is not finite.
+// Throws Diverged ("step N: the loss is nan; ...") when the step's loss is
+// not finite.
 void checkLossFinite(const StepResult& result, int64_t global_step);
 
 class StepLog {
@@ -40,7 +40,7 @@ class StepLog {
   // line when a multiple of log_every was reached (or crossed: in async
   // training the global step moves by more than one), writes the summaries'
   // scalars when one of summary_every was, and refreshes the progress line.
-  // Throws runtime_error when the loss is not finite.
+  // Throws Diverged when the loss is not finite.
   void record(const StepResult& result, int64_t global_step);
 
   // At the run's end (max_steps, or a stop), the steps since the last log

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <fstream>
 #include <vector>
 
 namespace traind {
@@ -92,10 +93,26 @@ bool isWildcard(const sockaddr* address) {
   return false;
 }
 
+// Whether an IPv6 socket takes IPv4 too unless told otherwise (Linux's
+// net.ipv6.bindv6only, 0 unless an administrator set it).
+bool ipv6TakesIpv4() {
+  std::ifstream setting("/proc/sys/net/ipv6/bindv6only");
+  int only = 0;
+  return !(setting >> only) || only == 0;
+}
+
 // Whether a listener on `wildcard` takes the port of `other` too.
 bool covers(const sockaddr* wildcard, const sockaddr* other) {
-  return isWildcard(wildcard) &&
-         (wildcard->sa_family == AF_INET6 || wildcard->sa_family == other->sa_family);
+  return isWildcard(wildcard) && (wildcard->sa_family == other->sa_family ||
+                                  (wildcard->sa_family == AF_INET6 && ipv6TakesIpv4()));
+}
+
+// Whether two socket addresses are one: family, address, and for IPv6 the
+// zone (fe80::1%eth0 and fe80::1%eth1 are two).
+bool sameAddress(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family || addressBytes(a) != addressBytes(b)) return false;
+  return a->sa_family != AF_INET6 || reinterpret_cast<const sockaddr_in6*>(a)->sin6_scope_id ==
+                                         reinterpret_cast<const sockaddr_in6*>(b)->sin6_scope_id;
 }
 
 }  // namespace
@@ -150,8 +167,7 @@ std::optional<std::string> sameListeningPort(const HostPort& a, const HostPort& 
   if (resolved_a.empty() || resolved_b.empty()) return std::nullopt;
   const sockaddr* first_a = asSockaddr(resolved_a.front());
   const sockaddr* first_b = asSockaddr(resolved_b.front());
-  const bool equal =
-      first_a->sa_family == first_b->sa_family && addressBytes(first_a) == addressBytes(first_b);
+  const bool equal = sameAddress(first_a, first_b);
   if (!equal && !covers(first_a, first_b) && !covers(first_b, first_a)) return std::nullopt;
   std::vector<std::string> reasons;
   const std::pair<const HostPort*, const sockaddr*> listeners[] = {{&a, first_a}, {&b, first_b}};

@@ -35,7 +35,8 @@ std::optional<std::string> unreachableFromOtherHosts(const ClusterSpec& cluster,
 // or nullopt: the same port on the first addresses their hosts resolve to
 // (the ones bound), and those equal, or one a wildcard that takes the
 // other's port too: 0.0.0.0 every IPv4 address's, [::] every address's
-// (Linux's IPv6 sockets take IPv4 too unless told otherwise). The reason
+// (Linux's IPv6 sockets take IPv4 too unless net.ipv6.bindv6only says
+// otherwise). A link-local address's zone is part of it. The reason
 // says what was resolved: "vm is 127.0.0.1 here", "[::] takes this port of
 // every address". Hosts that do not resolve are left to the bind to report.
 std::optional<std::string> sameListeningPort(const HostPort& a, const HostPort& b);

@@ -771,8 +771,9 @@ TensorflowNames tensorflowNames(const TensorflowNameFlags& flags, const ModelSpe
                                 const std::string& model) {
   TensorflowNames names;
   if (!flags.scope.empty() && !isVariablePrefix(flags.scope))
-    throw InputError("--scope " + quotedPrintable(flags.scope) +
-                     ": expected a variable scope without a leading or trailing '/', such as net");
+    throw InputError(
+        "--scope " + quotedPrintable(flags.scope) +
+        ": expected a variable scope without a leading, trailing or doubled '/', such as net");
   names.scope = flags.scope;
   names.optimizer_name = flags.optimizer_name;
   for (const std::string& layer : flags.layers) {
@@ -781,7 +782,7 @@ TensorflowNames tensorflowNames(const TensorflowNameFlags& flags, const ModelSpe
     if (equals == std::string::npos || !isVariablePrefix(layer.substr(equals + 1)))
       throw InputError("--layer " + quotedPrintable(layer) +
                        ": expected NAME=PREFIX, a layer and its variables' prefix in the "
-                       "checkpoint without a leading or trailing '/' (logits=net/output)");
+                       "checkpoint without a leading, trailing or doubled '/' (logits=net/output)");
     const auto it = std::find_if(spec.layers.begin(), spec.layers.end(),
                                  [&](const LayerSpec& l) { return l.name == name; });
     if (it == spec.layers.end() || !hasVariables(it->kind))
@@ -848,8 +849,6 @@ struct ExportFlags {
   TensorflowNameFlags names;
 };
 
-// A checkpoint's whole state as a TensorFlow 1 job's, which a TensorFlow 1
-// graph of the spec's variables restores with its Saver and trains on from.
 // SIGINT, SIGTERM and SIGHUP held back while an export writes (trainctl
 // runs one thread): writeTensorflowCheckpoint looks for them between its
 // files and takes back what it wrote, and the signal, let through as this
@@ -870,6 +869,8 @@ class HeldTerminationSignals {
   sigset_t before_;
 };
 
+// A checkpoint's whole state as a TensorFlow 1 job's, which a TensorFlow 1
+// graph of the spec's variables restores with its Saver and trains on from.
 int runExport(const ExportFlags& flags) {
   const ModelSpec spec = loadModelSpec(flags.model);
   const LayerGraph graph = buildLayerGraph(spec);
@@ -878,17 +879,29 @@ int runExport(const ExportFlags& flags) {
   const std::filesystem::path checkpoint = readResolvedCheckpoint(
       flags.checkpoint, [&](const std::filesystem::path& resolved) { state.restore(resolved); });
   const std::vector<TensorflowTensor> tensors = tensorflowState(state, spec, names);
-  {
-    const HeldTerminationSignals held;
-    writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  // What tensorflowState wrote, by kind: "4 variables, their optimizer
+  // slots (m, v), their moving averages, Adam's beta1_power and beta2_power".
+  std::string written = std::to_string(state.layout().views().size()) + " variables";
+  std::vector<std::string> rule_slots;
+  bool averages = false;
+  for (const std::string& slot : Optimizer::slotNamesOf(spec.optimizer)) {
+    if (slot == Optimizer::kMovingAverageSlot)
+      averages = true;
+    else
+      rule_slots.push_back(slot);
   }
-  const bool slots = !Optimizer::slotNamesOf(spec.optimizer).empty();
-  std::printf(
-      "wrote %s (%zu tensors: %zu variables, %sthe global step) from %s at global step "
-      "%lld\n",
-      flags.tensorflow.c_str(), tensors.size(), state.layout().views().size(),
-      slots ? "their optimizer state, " : "", checkpoint.string().c_str(),
-      static_cast<long long>(state.globalStep()));
+  if (!rule_slots.empty())
+    written += fmt::format(", their optimizer slots ({})", fmt::join(rule_slots, ", "));
+  if (averages) written += ", their moving averages";
+  if (spec.optimizer.kind == OptimizerSpec::Kind::Adam)
+    written += ", Adam's beta1_power and beta2_power";
+  // Said before a signal held back meanwhile is let through: the export is whole.
+  const HeldTerminationSignals held;
+  writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  std::printf("wrote %s (%zu tensors: %s, the global step) from %s at global step %lld\n",
+              flags.tensorflow.c_str(), tensors.size(), written.c_str(),
+              checkpoint.string().c_str(), static_cast<long long>(state.globalStep()));
+  std::fflush(stdout);
   return 0;
 }
 

@@ -11,7 +11,8 @@
 // section) serves /healthz, /metrics and /status (docs/operations.md).
 //
 // Exit codes: 0 done (or stopped cleanly by SIGINT/SIGTERM/SIGHUP), 2 bad
-// configuration or input, 1 runtime failure.
+// configuration or input, 3 the run diverged (core/error.h: Diverged), 1
+// another runtime failure.
 #include <malloc.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>

@@ -143,7 +143,7 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
 // Throws for a failed call to `link`: the shard named, and why.
 [[noreturn]] void throwShardFailure(const ShardLink& link, const kj::Exception& e) {
   const std::string why = failureText(e);
-  if (why.find(kGradientNotFinite) != std::string::npos)
+  if (isGradientNotFinite(why))
     throw Diverged(fmt::format("ps {} at {}: {}", link.index, link.address, why));
   if (why.starts_with(kJobOverReason))
     throw JobEnded(

@@ -876,7 +876,7 @@ TEST_CASE("init_from says what of a layer's it leaves: a bias the layer has none
             "; not taken: 'hidden/bias' (layer 'hidden' has no bias: use_bias: false)");
 }
 
-TEST_CASE("traind check's question: whether init_from's checkpoint fits the layers, values unread",
+TEST_CASE("traind check's question: whether init_from's checkpoint fits the layers",
           "[checkpoint]") {
   TempDir dir;
   const auto& [spec, graph, saved] = SavedRegression(dir.path());

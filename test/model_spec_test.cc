@@ -617,8 +617,9 @@ TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]"
     CHECK(errorWith(dir, optimizer,
                     "optimizer: {type: sgd, learning_rate: " + std::string(tiny) + "}\n") ==
           path +
-              ":4:39: optimizer.learning_rate: expected a number of magnitude at least 1.2e-38 "
-              "(float32's smallest normal number; traind takes smaller ones as 0), got " +
+              ":4:39: optimizer.learning_rate: expected a number of magnitude at least "
+              "1.17549435e-38 (float32's smallest normal number; traind takes smaller ones as "
+              "0), got " +
               tiny);
   CHECK(
       loadVariant(dir, optimizer, "optimizer: {type: adam, learning_rate: 0.1, epsilon: 1.2e-38}\n")
@@ -1982,15 +1983,22 @@ TEST_CASE("init_from finds a layer's variables under a scope, or a prefix of its
   CHECK(errorWith(dir, layers,
                   two_layers + "init_from: {checkpoint: base, scope: /net, layers: [out]}\n") ==
         path +
-            ":5:38: init_from.scope: expected a variable scope without a leading or trailing "
+            ":5:38: init_from.scope: expected a variable scope without a leading, trailing or "
+            "doubled "
             "'/', such as net, got '/net'");
   CHECK(
       errorWith(dir, layers,
                 two_layers + "init_from: {checkpoint: base, layers: [{name: out, from: a/}]}\n") ==
       path +
           ":5:58: init_from.layers[0].from: expected the prefix of the layer's variables in "
-          "the checkpoint, without a leading or trailing '/', such as dnn/hiddenlayer_0, got "
+          "the checkpoint, without a leading, trailing or doubled '/', such as dnn/hiddenlayer_0, "
+          "got "
           "'a/'");
+  CHECK_THAT(errorWith(dir, layers,
+                       two_layers + "init_from: {checkpoint: base, scope: net//a, "
+                                    "layers: [out]}\n"),
+             Catch::Contains("init_from.scope: expected a variable scope without a leading, "
+                             "trailing or doubled '/', such as net, got 'net//a'"));
   CHECK(errorWith(dir, layers,
                   two_layers + "init_from: {checkpoint: base, layers: [{name: out, form: a}]}\n") ==
         path + ":5:52: init_from.layers[0]: unknown field 'form' (did you mean 'from'?)");

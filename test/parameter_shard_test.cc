@@ -398,11 +398,21 @@ TEST_CASE("a gradient that is not finite is refused, naming the variable, and ch
       gradient[49] = bad;
       CHECK_THROWS_WITH(
           shard.push(1, 0, second.shard_offset, gradient),
-          Catch::Contains("worker 1 pushed a gradient that is not finite (step 0): ") &&
+          Catch::Contains("worker 1 pushed a gradient of step 0 that is not finite: ") &&
               Catch::Contains(std::string(std::isnan(bad) ? "NaN" : "infinite") +
                               " at element 4049 of 'd/kernel'"));
     }
     CHECK(read(shard, second.shard_offset, size_t(second.size)) == before);
+    // What the worker that pushed it reads as its model's divergence (exit 3).
+    try {
+      std::vector<float> gradient(size_t(second.size), 1.0f);
+      gradient[0] = std::numeric_limits<float>::quiet_NaN();
+      shard.push(1, 0, second.shard_offset, gradient);
+      FAIL("a NaN was taken");
+    } catch (const ProtocolError& e) {
+      CHECK(isGradientNotFinite("remote exception: " + std::string(e.what())));
+    }
+    CHECK_FALSE(isGradientNotFinite("ps 0: worker 1 pushed a gradient of step 3 for no chunk"));
     CHECK(shard.globalStep() == 0);
     CHECK(shard.chunkChanges(1) == 0);
     // The worker's next, finite gradient of the step counts (no "twice").

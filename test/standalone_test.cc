@@ -1226,10 +1226,20 @@ TEST_CASE("an init_from layer of another shape than the checkpoint's names the s
                                     " --max-steps 1 --threads 1 --checkpoint-dir ''");
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Matches("(.|\\n)*m\\.yaml:[0-9]+:[0-9]+: init_from\\.layers: layer "
-                                      "'hidden1' does not fit the checkpoint's: .*ckpt-0000000001 "
-                                      "holds 'hidden1/kernel' of shape \\[784, 300\\], this "
-                                      "model's 'hidden1/kernel' is \\[784, 200\\](.|\\n)*"));
+  // At the item of the list: `  layers: [hidden1]`, column 12.
+  CHECK_THAT(r.output,
+             Catch::Matches("(.|\\n)*m\\.yaml:[0-9]+:12: init_from\\.layers\\[0\\]: layer "
+                            "'hidden1' does not fit the checkpoint's: .*ckpt-0000000001 "
+                            "holds 'hidden1/kernel' of shape \\[784, 300\\], this "
+                            "model's 'hidden1/kernel' is \\[784, 200\\](.|\\n)*"));
+  // traind check asks the checkpoint's index the same, and warns.
+  const ProcessResult check = runTraind("check --model " + (dir / "m.yaml").string());
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output, Catch::Contains("warning: a run that starts before this changes stops "
+                                           "at once: ") &&
+                               Catch::Contains("init_from.layers[0]: layer 'hidden1' does not "
+                                               "fit the checkpoint's: "));
 }
 
 TEST_CASE(

@@ -598,12 +598,17 @@ TEST_CASE("a checkpoint that cannot be written whole leaves nothing, and can be 
     CHECK(files(dir / "out") ==
           std::vector<std::string>{"checkpoint", "m.data-00000-of-00001", "m.index"});
   }
+  SECTION("a file that cannot be written after the data file: the data file is taken back") {
+    fs::create_directories(dir / "out" / "m.index.tmp" / "in-the-way");
+    CHECK_THROWS(writeTensorflowCheckpoint(dir / "out" / "m", tensors));
+    CHECK(files(dir / "out") == std::vector<std::string>{"m.index.tmp"});
+  }
   SECTION("the directories made for one that fails are taken back") {
     const fs::path prefix = dir / "made" / "deeper" / std::string(300, 'x');  // too long a name
     CHECK_THROWS_AS(writeTensorflowCheckpoint(prefix, tensors), InputError);
     CHECK_FALSE(fs::exists(dir / "made"));
   }
-  SECTION("a termination signal held back by the caller: taken back, then let through") {
+  SECTION("a termination signal held back by the caller ends it, leaving nothing") {
     sigset_t hup, before;
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);

@@ -121,7 +121,7 @@ TEST_CASE("an import takes every variable, the optimizer's slots and the global 
   const std::vector<std::string> said =
       importTensorflowState(TensorflowCheckpointReader(kPrefix), how, step, spec, state);
   CHECK(said == std::vector<std::string>{
-                    "4 variables from " + kPrefix.string() + " at global step 0",
+                    "4 variables from " + kPrefix.string() + " at global step 0 (--global-step)",
                     "'m' state from <variable>/Adam", "'v' state from <variable>/Adam_1",
                     "left 1 float32 tensor of the checkpoint under net/ that this model has no "
                     "place for: 'net/partitioned'"});

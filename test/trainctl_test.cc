@@ -667,8 +667,9 @@ TEST_CASE(
                   " --scope net " + exported);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("wrote " + exported +
-                                       " (15 tensors: 4 variables, their optimizer state, the "
-                                       "global step) from "));
+                                       " (15 tensors: 4 variables, their optimizer slots (m, "
+                                       "v), Adam's beta1_power and beta2_power, the global "
+                                       "step) from "));
   r = runTrainctl("inspect " + (dir / "tf").string());
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("global step: 3"));
