@@ -490,9 +490,9 @@ DirectoryLock lockExportDirectory(const std::filesystem::path& dir,
     auto locked = lockDirectoryItself(dir);
     if (auto* lock = std::get_if<DirectoryLock>(&locked)) {
       if (isFileAt(lock->fd(), dir)) return std::move(*lock);
-      continue;
+    } else if (!std::get<DirectoryLockRefusal>(locked).in_use) {
+      return DirectoryLock(-1);
     }
-    if (!std::get<DirectoryLockRefusal>(locked).in_use) return DirectoryLock(-1);
     if (std::chrono::steady_clock::now() > give_up)
       throw InputError(fmt::format(
           "{} is in use by another writer after {} s of waiting (another trainctl export, or a "

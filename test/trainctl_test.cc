@@ -626,8 +626,11 @@ TEST_CASE(
   writeSpec(fixture_layers);
   for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
            {"--scope net/",
-            "--scope 'net/': expected a variable scope without a leading or "
-            "trailing '/', such as net"},
+            "--scope 'net/': expected a variable scope without a leading, trailing or "
+            "doubled '/', such as net"},
+           {"--scope net//a",
+            "--scope 'net//a': expected a variable scope without a leading, "
+            "trailing or doubled '/', such as net"},
            {"--layer out=net/out/", "--layer 'out=net/out/': expected NAME=PREFIX"},
            {"--layer outs=net/out",
             "--layer 'outs=net/out': 'outs' is not a dense or conv2d layer"},
