@@ -104,12 +104,15 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
   // reaches it: from the first layer with variables to train on (the
   // frozen layers before it run forward only).
   bool backward = false;
+  int64_t trainable_floats = 0;
   for (size_t i = 0; i < graph.layers.size(); ++i) {
     const LayerNode& layer = graph.layers[i];
     int64_t floats = 0;
     for (int v : layer.variables) {
       floats += numElements(graph.variables[size_t(v)].shape);
       backward = backward || graph.variables[size_t(v)].trainable;
+      if (graph.variables[size_t(v)].trainable)
+        trainable_floats += numElements(graph.variables[size_t(v)].shape);
     }
     const int64_t state = floats * int64_t(sizeof(float)) * copies;
     need.state_bytes += state;
@@ -122,6 +125,14 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
                                int64_t(sizeof(float)) * spec.training.concurrent_steps *
                                (backward ? 2 : 1);
   }
+  // CPU towers (several devices, no layer placed on one): every tower but
+  // the first computes into a gradient buffer of its own (docs/devices.md).
+  const bool placed = !spec.stages.empty() ||
+                      std::any_of(spec.layers.begin(), spec.layers.end(),
+                                  [](const LayerSpec& layer) { return !layer.device.empty(); });
+  if (host_outputs && !placed && spec.training.devices.size() > 1)
+    need.state_bytes +=
+        int64_t(spec.training.devices.size() - 1) * trainable_floats * int64_t(sizeof(float));
   need.input_bytes = int64_t(spec.data.prefetch_batches.value_or(0)) * spec.data.batch_size *
                      numElements(graph.input_shape) * int64_t(sizeof(float));
   return need;

@@ -21,7 +21,8 @@ namespace traind {
 
 struct MemoryNeed {
   // The model's variables, their gradients and the optimizer's slots (and
-  // the moving averages), as a standalone run or a worker holds them.
+  // the moving averages), as a standalone run or a worker holds them; with
+  // CPU towers, each tower's gradients but the first's too.
   int64_t state_bytes = 0;
   // Every layer's output for the examples of one step, and its gradient
   // where the backward pass reaches it, once per step in flight

@@ -52,6 +52,15 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   CHECK(memoryNeed(spec, buildLayerGraph(spec)).activation_bytes == (300 + 10 * 2) * 50 * 4 * 3);
   spec.layers[0].trainable = true;
 
+  // Three CPU towers: two more gradient buffers; a pipeline's devices hold
+  // each its own layers' only.
+  const int64_t state = memoryNeed(spec, buildLayerGraph(spec)).state_bytes;
+  spec.training.devices = {"cpu:0", "cpu:1", "cpu:2"};
+  CHECK(memoryNeed(spec, buildLayerGraph(spec)).state_bytes == state + 2 * kFloats * 4);
+  spec.layers[1].device = "cpu:1";
+  CHECK(memoryNeed(spec, buildLayerGraph(spec)).state_bytes == state);
+  spec.layers[1].device.clear();
+
   // On GPUs the layer outputs take the GPU's memory, not the host's.
   spec.training.devices = {"cuda:0", "cuda:1"};
   CHECK(memoryNeed(spec, buildLayerGraph(spec)).activation_bytes == 0);
