@@ -32,6 +32,7 @@
 #include "core/layer_graph.h"
 #include "core/memory_need.h"
 #include "core/printable.h"
+#include "core/stage_plan.h"
 #include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/flag_checks.h"
@@ -47,6 +48,7 @@
 #include "daemon/this_host.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
+#include "devices/model_replica.h"
 
 namespace {
 
@@ -394,6 +396,10 @@ int main(int argc, char** argv) {
       const traind::LayerGraph graph = traind::buildLayerGraph(spec);
       traind::checkMemoryFits(spec, graph, traind::memoryNeed(spec, graph),
                               traind::memoryAvailable());
+      // The placement on the run's devices (a stage on a device not listed,
+      // micro-batches that do not divide the batch) before the data loads
+      // and the checkpoint directory is locked, as `traind check` does.
+      traind::checkModelReplica(spec, traind::planStages(spec, graph, spec.training.devices));
     }
     traind::NodeMetrics metrics(job, task, spec.training.log_every);
     metrics.setStallLimit(std::chrono::seconds(run_flags.stall_seconds ? *run_flags.stall_seconds

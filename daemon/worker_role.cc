@@ -18,6 +18,7 @@
 #include "core/gradient_clipping.h"
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
+#include "core/stage_plan.h"
 #include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/concurrent_steps.h"
@@ -400,12 +401,18 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
                       holds_share ? 1 : workers, spec.data.augment, spec.data.shuffle_buffer);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
+  // Towers and pipelines tell that a gradient is final only as the step
+  // ends (docs/distributed.md): streamed, their push still waits for it.
+  const bool tells_early = devices.size() == 1 && spec.training.micro_batches == 1 &&
+                           !planStages(spec, graph, spec.training.devices).placed;
   if (step < total_steps)
-    spdlog::info("worker {}{} training {} in {} mode from global step {} to {}{}", task,
-                 chief ? " (chief)" : "", spec.name, sync ? "sync" : "async", step, total_steps,
-                 concurrent_steps > 1 ? fmt::format(", {} steps in flight", concurrent_steps)
-                 : streamed           ? ", gradients sent during the backward pass"
-                                      : ", gradients sent after each step");
+    spdlog::info("worker {}{} training {} on {} in {} mode from global step {} to {}{}", task,
+                 chief ? " (chief)" : "", spec.name, deviceNames(devices), sync ? "sync" : "async",
+                 step, total_steps,
+                 concurrent_steps > 1      ? fmt::format(", {} steps in flight", concurrent_steps)
+                 : streamed && tells_early ? ", gradients sent during the backward pass"
+                 : streamed ? ", gradients sent as the step ends (its devices tell no earlier)"
+                            : ", gradients sent after each step");
   else
     spdlog::info("worker {}{}: nothing to train: the job is at global step {}, it ends at {}", task,
                  chief ? " (chief)" : "", step, total_steps);
