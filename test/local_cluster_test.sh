@@ -51,12 +51,26 @@ launcher=("$source_dir/scripts/run-local-cluster" "$dir/c.yaml"
   --checkpoint-dir "$dir/ckpt")
 export TRAIND=$traind
 
-case $scenario in
-stop)
+# The launcher in the background ($script), once the first step's figures
+# are in its log.
+start_training() {
   "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
   script=$!
   for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
   grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
+}
+# The pid of this cluster's worker $1 only: tests beside this one run such
+# workers too.
+worker_pid() {
+  local pid
+  pid=$(pgrep -f -- "--cluster $dir/c.yaml .*--job worker --task $1 ")
+  [[ $pid =~ ^[0-9]+$ ]] || fail "expected one pid of worker $1, got '$pid'" >&2
+  echo "$pid"
+}
+
+case $scenario in
+stop)
+  start_training
   kill -TERM "$script"
   wait "$script"
   status=$?
@@ -94,13 +108,8 @@ stop-at-start)
   pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
   ;;
 killed-while-stopping)
-  "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
-  script=$!
-  for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
-  grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
-  # This cluster's worker 1 only: tests beside this one run workers 1 too.
-  worker1=$(pgrep -f -- "--cluster $dir/c.yaml .*--job worker --task 1 ")
-  [[ $worker1 =~ ^[0-9]+$ ]] || fail "expected one pid of worker 1, got '$worker1'"
+  start_training
+  worker1=$(worker_pid 1) || exit 1
   kill -STOP "$worker1"
   kill -TERM "$script"
   sleep 1
@@ -113,12 +122,8 @@ killed-while-stopping)
   pgrep -f "$dir/c.yaml" >/dev/null && fail "tasks still running after the script exited"
   ;;
 chief-stopped-alone)
-  "${launcher[@]}" --max-steps 1000000 >"$dir/log" 2>&1 &
-  script=$!
-  for _ in $(seq 600); do grep -q ", loss = " "$dir/log" 2>/dev/null && break; sleep 0.1; done
-  grep -q ", loss = " "$dir/log" || fail "no step figures within 60 s"
-  chief=$(pgrep -f -- "--cluster $dir/c.yaml .*--job worker --task 0 ")
-  [[ $chief =~ ^[0-9]+$ ]] || fail "expected one pid of worker 0, got '$chief'"
+  start_training
+  chief=$(worker_pid 0) || exit 1
   kill -TERM "$chief"
   wait "$script"
   status=$?

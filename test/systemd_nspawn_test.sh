@@ -195,6 +195,15 @@ wait_inactive() { local i; for i in $(seq 1 "$1"); do
   [[ -z $(in_ct systemctl list-units --no-legend --state=active,activating,deactivating 'traind@*') ]] && return 0
   sleep 1; done; return 1; }
 latest() { in_ct cat /var/lib/private/traind/ckpt/latest 2>/dev/null; }
+# After twice RestartSec: unit $1 failed with exit code $2, not restarted.
+failed_unrestarted() {
+  sleep 10
+  local show
+  show=$(in_ct systemctl show -p ActiveState,Result,ExecMainStatus,NRestarts "$1" | sort | tr '\n' ' ')
+  check "exit $2, failed, no restart after 10 s: $show" \
+    test "$show" = "ActiveState=failed ExecMainStatus=$2 NRestarts=0 Result=exit-code "
+}
+unit_log() { in_ct journalctl -q --no-pager -u "$1" --after-cursor="$2"; }
 in_ct systemd-analyze log-level debug     # READY=1, STOPPING=1 and exit codes in the journal
 
 # ---------------------------------------------- run 1: a job to max_steps
@@ -219,7 +228,7 @@ uid=$(in_ct stat -c %u /var/lib/private/traind/ckpt)
 check "the checkpoints belong to a dynamic uid ($uid, in 61184..65519)" test "$uid" -ge 61184 -a "$uid" -le 65519
 check "both workers moved tensors through shared memory (one dynamic user for every instance)" \
   test "$(n_lines '\[worker [01]\] ps 0 at 127.0.0.1:2221: tensors through shared memory' "$log")" = 2
-wlog=$(in_ct journalctl -q --no-pager -u traind@worker-0 --after-cursor="$c")
+wlog=$(unit_log traind@worker-0 "$c")
 check "journalctl -u traind@worker-0 has the worker's step lines" grep -qE '\[worker 0\] step [0-9]+, loss = ' <<<"$wlog"
 
 # ------------------------------- run 2: resume, STATUS=, restart, SIGTERM
@@ -281,11 +290,8 @@ in_ct sh -c 'echo "bogus_field: 1" >>/etc/traind/model.yaml'
 c=$(cursor)
 in_ct timeout 60 systemctl start traind@ps-0 2>/dev/null; rc=$?
 check "systemctl start traind@ps-0 fails (rc $rc)" test $rc != 0
-sleep 10        # twice RestartSec
-show=$(in_ct systemctl show -p ActiveState,Result,ExecMainStatus,NRestarts traind@ps-0 | sort | tr '\n' ' ')
-check "exit 2, failed, no restart after 10 s: $show" \
-  test "$show" = "ActiveState=failed ExecMainStatus=2 NRestarts=0 Result=exit-code "
-log=$(in_ct journalctl -q --no-pager -u traind@ps-0 --after-cursor="$c")
+failed_unrestarted traind@ps-0 2
+log=$(unit_log traind@ps-0 "$c")
 grep -E "unknown field|status=2" <<<"$log" | cut -c1-220
 check "journalctl -u traind@ps-0 names the file, line and field" \
   grep -qE "/etc/traind/model.yaml:[0-9]+:[0-9]+: unknown field 'bogus_field'" <<<"$log"
@@ -320,11 +326,8 @@ exited_3() { local i; for i in $(seq 1 "$1"); do
   [[ $(in_ct systemctl show -p ExecMainStatus --value traind@worker-0) == 3 ]] && return 0
   sleep 1; done; return 1; }
 check "the chief exited 3 (diverged) within 2 min" exited_3 120
-sleep 10        # twice RestartSec
-show=$(in_ct systemctl show -p ActiveState,ExecMainStatus,NRestarts traind@worker-0 | sort | tr '\n' ' ')
-check "exit 3, failed, no restart after 10 s: $show" \
-  test "$show" = "ActiveState=failed ExecMainStatus=3 NRestarts=0 "
-log=$(in_ct journalctl -q --no-pager -u traind@worker-0 --after-cursor="$c")
+failed_unrestarted traind@worker-0 3
+log=$(unit_log traind@worker-0 "$c")
 grep -E "lower the learning rate" <<<"$log" | cut -c1-220
 check "journalctl -u traind@worker-0 says to lower the learning rate" \
   grep -q "lower the learning rate or check the data" <<<"$log"
