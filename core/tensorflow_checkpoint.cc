@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -443,21 +442,6 @@ void appendHandle(std::string& bytes, const BlockHandle& handle) {
 // the same lock for as long as it runs.
 constexpr auto kExportLockWait = std::chrono::seconds(30);
 
-// Throws when SIGINT, SIGTERM or SIGHUP is pending: blocked by the caller
-// (trainctl export), so that it ends the process only once what was written
-// is taken back, or all of it is there. One the process ignores (nohup's
-// SIGHUP) is pending while blocked too, and stops nothing.
-void stopIfSignalled() {
-  sigset_t pending;
-  if (sigpending(&pending) != 0) return;
-  for (const int signal : {SIGINT, SIGTERM, SIGHUP})
-    if (struct sigaction action{}; sigismember(&pending, signal) == 1 &&
-                                   sigaction(signal, nullptr, &action) == 0 &&
-                                   action.sa_handler != SIG_IGN)
-      throw std::runtime_error(std::string("interrupted (") + strsignal(signal) +
-                               "): nothing of the export is left");
-}
-
 // Makes `dir` and its missing parents; the topmost one made, if any, for a
 // failed export to take back. InputError when they cannot be made.
 std::optional<std::filesystem::path> createDirectoriesOf(const std::filesystem::path& dir) {
@@ -481,7 +465,8 @@ std::optional<std::filesystem::path> createDirectoriesOf(const std::filesystem::
 // this one waited. Holds no lock (-1) where the filesystem cannot lock a
 // directory (NFS takes only a file open for writing).
 DirectoryLock lockExportDirectory(const std::filesystem::path& dir,
-                                  std::optional<std::filesystem::path>& made) {
+                                  std::optional<std::filesystem::path>& made,
+                                  const std::function<void()>& stop_point) {
   const auto give_up = std::chrono::steady_clock::now() + kExportLockWait;
   for (;;) {
     if (const auto top = createDirectoriesOf(dir);
@@ -498,7 +483,7 @@ DirectoryLock lockExportDirectory(const std::filesystem::path& dir,
           "{} is in use by another writer after {} s of waiting (another trainctl export, or a "
           "traind run writing its TensorBoard summaries there): export into another directory",
           dir.string(), kExportLockWait.count()));
-    stopIfSignalled();
+    if (stop_point) stop_point();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
@@ -506,7 +491,8 @@ DirectoryLock lockExportDirectory(const std::filesystem::path& dir,
 }  // namespace
 
 void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
-                               std::vector<TensorflowTensor> tensors) {
+                               std::vector<TensorflowTensor> tensors,
+                               const std::function<void()>& stop_point) {
   std::filesystem::path index_path = prefix;
   index_path += tc::kIndexSuffix;
   const std::string name = prefix.filename().string();
@@ -596,7 +582,7 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   std::optional<DirectoryLock> lock;
   std::vector<std::filesystem::path> written;
   try {
-    lock.emplace(lockExportDirectory(dir, made));
+    lock.emplace(lockExportDirectory(dir, made, stop_point));
     std::error_code ec;
     const bool exists = std::filesystem::exists(index_path, ec);
     if (ec)
@@ -630,11 +616,11 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
     for (const auto& [path, bytes] :
          {std::pair<const std::filesystem::path&, std::string_view>{data_path, data},
           {index_path, index}}) {
-      stopIfSignalled();
+      if (stop_point) stop_point();
       written.push_back(path);
       replaceFileDurably(path, bytes);
     }
-    stopIfSignalled();
+    if (stop_point) stop_point();
     replaceFileDurably(state, "model_checkpoint_path: \"" + name + "\"\n" + kept +
                                   "all_model_checkpoint_paths: \"" + name + "\"\n");
   } catch (...) {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,18 +89,17 @@ struct TensorflowTensor {
 // removes the files and directories it made. The directory's other listed
 // checkpoints stay listed; writers of one directory take turns (a flock on
 // it, waited for up to 30 s; none where the filesystem cannot lock a
-// directory, as NFS). SIGINT, SIGTERM or SIGHUP the caller blocked is looked
-// for while it waits and between the files: pending, what was written is
-// removed and std::runtime_error "interrupted (...)" thrown, for the caller
-// to let the signal through. InputError when P.index is there already (a
-// checkpoint is not written over), P's file name cannot be quoted in the
-// state file, the state file is no text file or too big, the directory
-// cannot be made, or its lock is not had; std::system_error when the disk
-// refuses; std::invalid_argument for what the reader would refuse (empty,
-// reserved, repeated or too long names, values not finite) or values that
-// do not fit their shapes, before anything is written.
+// directory, as NFS). `stop_point`, when given, is called while it waits and
+// before each file, where it may throw to end the write: what was written is
+// removed and its exception goes on (trainctl export's held signals). InputError when P.index is
+// there already (a checkpoint is not written over), P's file name cannot be quoted in the state
+// file, the state file is no text file or too big, the directory cannot be made, or its lock is not
+// had; std::system_error when the disk refuses; std::invalid_argument for what the reader would
+// refuse (empty, reserved, repeated or too long names, values not finite) or values that do not fit
+// their shapes, before anything is written.
 void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
-                               std::vector<TensorflowTensor> tensors);
+                               std::vector<TensorflowTensor> tensors,
+                               const std::function<void()>& stop_point = {});
 
 // The checkpoint prefix `path` names: `path` itself when `path`.index is
 // there, else, for a directory holding TensorFlow's `checkpoint` file, the

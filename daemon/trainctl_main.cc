@@ -26,6 +26,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -850,22 +851,37 @@ struct ExportFlags {
 };
 
 // SIGINT, SIGTERM and SIGHUP held back while an export writes (trainctl
-// runs one thread): writeTensorflowCheckpoint looks for them between its
-// files and takes back what it wrote, and the signal, let through as this
-// goes, then ends the process as it would have.
+// runs one thread). stopIfHeld, at writeTensorflowCheckpoint's stop points,
+// ends the write when one is pending, and the export takes back what it
+// wrote; the signal, let through as this goes, then ends the process as it
+// would have.
 class HeldTerminationSignals {
  public:
   HeldTerminationSignals() {
     sigset_t held;
     sigemptyset(&held);
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, signal);
+    for (const int signal : kHeld) sigaddset(&held, signal);
     pthread_sigmask(SIG_BLOCK, &held, &before_);
   }
   ~HeldTerminationSignals() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
   HeldTerminationSignals(const HeldTerminationSignals&) = delete;
   HeldTerminationSignals& operator=(const HeldTerminationSignals&) = delete;
 
+  // Throws when one of them is pending. One the process ignores (nohup's
+  // SIGHUP) is pending while held too, and stops nothing.
+  static void stopIfHeld() {
+    sigset_t pending;
+    if (sigpending(&pending) != 0) return;
+    for (const int signal : kHeld)
+      if (struct sigaction action{}; sigismember(&pending, signal) == 1 &&
+                                     sigaction(signal, nullptr, &action) == 0 &&
+                                     action.sa_handler != SIG_IGN)
+        throw std::runtime_error(std::string("interrupted (") + strsignal(signal) +
+                                 "): nothing of the export is left");
+  }
+
  private:
+  static constexpr int kHeld[] = {SIGINT, SIGTERM, SIGHUP};
   sigset_t before_;
 };
 
@@ -897,7 +913,7 @@ int runExport(const ExportFlags& flags) {
     written += ", Adam's beta1_power and beta2_power";
   // Said before a signal held back meanwhile is let through: the export is whole.
   const HeldTerminationSignals held;
-  writeTensorflowCheckpoint(flags.tensorflow, tensors);
+  writeTensorflowCheckpoint(flags.tensorflow, tensors, HeldTerminationSignals::stopIfHeld);
   std::printf("wrote %s (%zu tensors: %s, the global step) from %s at global step %lld\n",
               flags.tensorflow.c_str(), tensors.size(), written.c_str(),
               checkpoint.string().c_str(), static_cast<long long>(state.globalStep()));
