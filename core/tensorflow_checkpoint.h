@@ -90,13 +90,15 @@ struct TensorflowTensor {
 // checkpoints stay listed; writers of one directory take turns (a flock on
 // it, waited for up to 30 s; none where the filesystem cannot lock a
 // directory, as NFS). `stop_point`, when given, is called while it waits and
-// before each file, where it may throw to end the write: what was written is
-// removed and its exception goes on (trainctl export's held signals). InputError when P.index is
-// there already (a checkpoint is not written over), P's file name cannot be quoted in the state
-// file, the state file is no text file or too big, the directory cannot be made, or its lock is not
-// had; std::system_error when the disk refuses; std::invalid_argument for what the reader would
-// refuse (empty, reserved, repeated or too long names, values not finite) or values that do not fit
-// their shapes, before anything is written.
+// before each file, where it may throw to end the write: what was written
+// is removed and its exception goes on (trainctl export's held signals).
+// InputError when P.index is there already (a checkpoint is not written
+// over), P's file name cannot be quoted in the state file, the state file
+// is no text file or too big, the directory cannot be made, or its lock is
+// not had; std::system_error when the disk refuses; std::invalid_argument
+// for what the reader would refuse (empty, reserved, repeated or too long
+// names, values not finite) or values that do not fit their shapes, before
+// anything is written.
 void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                                std::vector<TensorflowTensor> tensors,
                                const std::function<void()>& stop_point = {});
