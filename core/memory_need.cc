@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/optimizer.h"
+#include "core/stage_plan.h"
 
 namespace traind {
 namespace {
@@ -127,10 +128,7 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
   }
   // CPU towers (several devices, no layer placed on one): every tower but
   // the first computes into a gradient buffer of its own (docs/devices.md).
-  const bool placed = !spec.stages.empty() ||
-                      std::any_of(spec.layers.begin(), spec.layers.end(),
-                                  [](const LayerSpec& layer) { return !layer.device.empty(); });
-  if (host_outputs && !placed && spec.training.devices.size() > 1)
+  if (host_outputs && !isPlaced(spec) && spec.training.devices.size() > 1)
     need.state_bytes +=
         int64_t(spec.training.devices.size() - 1) * trainable_floats * int64_t(sizeof(float));
   need.input_bytes = int64_t(spec.data.prefetch_batches.value_or(0)) * spec.data.batch_size *

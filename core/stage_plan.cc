@@ -46,6 +46,12 @@ int StagePlan::stageOf(int layer) const {
   throw std::out_of_range("StagePlan: no stage holds layer " + std::to_string(layer));
 }
 
+bool isPlaced(const ModelSpec& spec) {
+  return !spec.stages.empty() ||
+         std::any_of(spec.layers.begin(), spec.layers.end(),
+                     [](const LayerSpec& layer) { return !layer.device.empty(); });
+}
+
 StagePlan planStages(const ModelSpec& spec, const LayerGraph& graph,
                      const std::vector<std::string>& devices) {
   const int layers = int(graph.layers.size());
@@ -63,19 +69,17 @@ StagePlan planStages(const ModelSpec& spec, const LayerGraph& graph,
         device[i] = stage.device;
       }
   }
-  bool placed = !spec.stages.empty();
   for (int i = 0; i < layers; ++i) {
     const LayerSpec& layer = graph.layers[i].spec;
     if (layer.device.empty()) continue;
     checkDevice(devices, layer.device, layer.location, "layers[" + std::to_string(i) + "].device",
                 "layer '" + layer.name + "'");
     device[i] = layer.device;
-    placed = true;
   }
 
   StagePlan plan;
-  plan.placed = placed;
-  if (!placed) {
+  plan.placed = isPlaced(spec);
+  if (!plan.placed) {
     plan.stages.push_back({.name = "model", .device = "", .first_layer = 0, .end_layer = layers});
     return plan;
   }

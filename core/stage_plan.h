@@ -39,6 +39,10 @@ struct StagePlan {
   int stageOf(int layer) const;
 };
 
+// Whether the spec places a layer on a device (a stage, or a layer's
+// `device`): its devices then run one pipeline; else they are towers.
+bool isPlaced(const ModelSpec& spec);
+
 // Unplaced layers follow the previous layer; layers before the first placed
 // one go to devices[0]. A new stage starts where the device changes, and
 // takes the names of the spec's stages in it. Throws InputError at the

@@ -403,8 +403,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   // Towers and pipelines tell that a gradient is final only as the step
   // ends (docs/distributed.md): streamed, their push still waits for it.
-  const bool tells_early = devices.size() == 1 && spec.training.micro_batches == 1 &&
-                           !planStages(spec, graph, spec.training.devices).placed;
+  const bool tells_early =
+      devices.size() == 1 && spec.training.micro_batches == 1 && !isPlaced(spec);
   if (step < total_steps)
     spdlog::info("worker {}{} training {} on {} in {} mode from global step {} to {}{}", task,
                  chief ? " (chief)" : "", spec.name, deviceNames(devices), sync ? "sync" : "async",
