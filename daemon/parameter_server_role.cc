@@ -202,8 +202,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // A worker still connected has not heard it (paused, or slow): it is told
   // as the connection closes, and reads it when it goes on.
   if (server.connections() > 0) {
-    server.endConnections(fmt::format("{}: ps {} stopped at global step {}", kJobOverReason, task,
-                                      shard.globalStep()));
+    server.endConnections(fmt::format(
+        "{}: ps {} stopped at global step {}{}", kJobOverReason, task, shard.globalStep(),
+        service.divergence().empty()
+            ? ""
+            : fmt::format(": {}: {}", kChiefDivergedReason, service.divergence())));
     waitForConnectionsToClose(1 * kj::SECONDS);
   }
   metrics.setState(NodeState::Done);
@@ -227,6 +230,11 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
         shard.globalStep() - saved->global_step == 1
             ? std::string("the step after it is")
             : fmt::format("the {} steps after it are", shard.globalStep() - saved->global_step));
+  // The job failed: a systemd unit neither restarts this ps nor calls it a
+  // success, as with the chief (its parameters may be the diverged ones).
+  if (!service.divergence().empty())
+    throw Diverged(fmt::format("stopped at global step {}: {}: {}", shard.globalStep(),
+                               kChiefDivergedReason, service.divergence()));
 }
 
 }  // namespace traind

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/checkpoint.h"
+#include "core/error.h"
 #include "core/gradient_clipping.h"
 #include "core/input_pipeline.h"
 #include "core/model_state.h"
@@ -623,6 +624,15 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     metrics.setState(NodeState::Done);
     spdlog::info("done: {}", e.what());
     return TrainingSummary{};
+  } catch (const Diverged& e) {
+    // A resume with the same learning rate diverges again: the job stops as
+    // failed, every node with exit 3, rather than the ps tasks serving
+    // diverged parameters to workers with no chief.
+    if (task == 0 && shards) {
+      spdlog::info("telling the ps tasks to stop the job: this run diverged");
+      shards->stopRemaining(e.what());
+    }
+    throw;
   }
 }
 

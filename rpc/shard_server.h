@@ -59,6 +59,10 @@ class ShardServer {
 // starts: a worker that reads it has seen the job end (sharded_client.h's
 // JobEnded).
 constexpr std::string_view kJobOverReason = "the job is over";
+// What a ps says, after kJobOverReason, of a job whose chief stopped it
+// because its run diverged, before the chief's words: such a worker stops
+// as diverged too (core/error.h).
+constexpr std::string_view kChiefDivergedReason = "the chief's run diverged";
 
 // What a ps's refusal of a hello for a worker task it holds a connection of
 // says (OVERLOADED): a worker restarted at once reads it as its own old

@@ -162,11 +162,16 @@ void ServedShard::dropCancelledWaits() {
   std::erase_if(waiting_pulls_, [](PullWaiter& w) { return !w.fulfiller->isWaiting(); });
 }
 
-void ServedShard::beginStopping(const std::string& by) {
+void ServedShard::beginStopping(const std::string& by, const std::string& diverged) {
   if (stopping_) return;
   stopping_ = true;
+  diverged_ = diverged;
   hold_owner_ = nullptr;  // no expiry to come: the hold's sums are never applied
-  spdlog::info("stopping at global step {}: stop requested by {}", shard_.globalStep(), by);
+  if (diverged.empty())
+    spdlog::info("stopping at global step {}: stop requested by {}", shard_.globalStep(), by);
+  else
+    spdlog::error("stopping at global step {}: {}: {}", shard_.globalStep(), kChiefDivergedReason,
+                  diverged);
   releasePulls();
   stop_fulfiller_->fulfill();
 }
@@ -191,6 +196,7 @@ void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
   status.setReady(served_.shard_.ready());
   status.setGlobalStep(served_.shard_.globalStep());
   status.setStopping(served_.stopping_);
+  status.setDiverged(served_.diverged_);
   status.setLastStep(served_.job_last_step_);
   const std::vector<uint32_t> workers = served_.shard_.connectedWorkers();
   auto list = status.initWorkers(uint32_t(workers.size()));
@@ -584,7 +590,7 @@ kj::Promise<void> ShardService::readState(ReadStateContext context) {
 kj::Promise<void> ShardService::stop(StopContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("stop");
-    served_.beginStopping("the chief");
+    served_.beginStopping("the chief", peerText(context.getParams().getDiverged().cStr()));
     return kj::READY_NOW;
   });
 }

@@ -45,8 +45,13 @@ class ServedShard {
   // What a stop() call from the chief does, also for a stop asked of the ps
   // itself (SIGTERM, POST /stop): waiting pulls are answered and every later
   // one says the shards are stopping, so the workers end as at the job's end.
-  // `by` names who asked, for the log.
-  void beginStopping(const std::string& by);
+  // `by` names who asked, for the log. `diverged`: the chief's words when
+  // its run diverged, which the shard's status passes on to the workers.
+  void beginStopping(const std::string& by, const std::string& diverged = "");
+
+  // Why the chief stopped the job as diverged (beginStopping); empty when
+  // the job did not end so.
+  const std::string& divergence() const { return diverged_; }
 
   // Sync training, a stop asked of this ps alone (SIGTERM, POST /stop)
   // while the workers compute a step: the shard still takes that step's
@@ -126,6 +131,7 @@ class ServedShard {
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
+  std::string diverged_;                    // beginStopping's
   std::optional<int64_t> stop_after_step_;  // stopAfterStep's
   std::string stop_after_by_;
   PushCounts push_counts_;

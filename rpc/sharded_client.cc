@@ -60,10 +60,18 @@ int64_t reportedStep(int64_t step) {
   return step;
 }
 
+// The most of a chief's words on its divergence, relayed by a ps, that a
+// worker quotes.
+constexpr size_t kMostDivergenceQuoted = 2000;
+
 // `workers`: the cluster's; a worker task outside it is a lie.
 ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
-  ShardStatusView view{s.getReady(), reportedStep(s.getGlobalStep()), s.getStopping(), {},
-                       reportedStep(s.getLastStep())};
+  ShardStatusView view{s.getReady(),
+                       reportedStep(s.getGlobalStep()),
+                       s.getStopping(),
+                       {},
+                       reportedStep(s.getLastStep()),
+                       printablePrefix(s.getDiverged().cStr(), kMostDivergenceQuoted)};
   for (uint32_t task : s.getWorkers()) {
     if (task >= workers)
       throw std::runtime_error(
@@ -145,6 +153,9 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
   const std::string why = failureText(e);
   if (isGradientNotFinite(why))
     throw Diverged(fmt::format("ps {} at {}: {}", link.index, link.address, why));
+  if (why.starts_with(kJobOverReason) && why.find(kChiefDivergedReason) != std::string::npos)
+    throw Diverged(
+        fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
   if (why.starts_with(kJobOverReason))
     throw JobEnded(
         fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
@@ -968,10 +979,22 @@ int ShardedClient::shardsThroughSharedMemory() const {
   return count;
 }
 
+void ShardedClient::throwIfChiefDiverged(int index) {
+  ShardLink& link = impl_->shards.at(size_t(index));
+  std::optional<ShardStatusView> status;
+  if (kj::runCatchingExceptions([&] { status = impl_->status(link, stop_); }) != nullptr) return;
+  if (status && !status->diverged.empty())
+    throw Diverged(fmt::format("ps {} at {} stopped the job: {}: {}", link.index, link.address,
+                               kChiefDivergedReason, status->diverged));
+}
+
 int64_t ShardedClient::jobStep(int64_t min_step) {
   if (stopping_shard_) {
-    if (!stop_logged_) spdlog::info("ps {} is stopping: the job is over", *stopping_shard_);
-    stop_logged_ = true;
+    if (!stop_logged_) {
+      stop_logged_ = true;
+      throwIfChiefDiverged(*stopping_shard_);
+      spdlog::info("ps {} is stopping: the job is over", *stopping_shard_);
+    }
     return -1;
   }
   // No step from any shard (each holds nothing) does not hold the job back.
@@ -1382,9 +1405,11 @@ void ShardedClient::reportSaved(const std::string& checkpoint) {
                impl_->io.waitScope);
 }
 
-void ShardedClient::stopRemaining() {
-  callEveryShardWithin(impl_->io, impl_->shards, 3.0, [](ShardLink& link) {
-    return link.shard().stopRequest().send().ignoreResult();
+void ShardedClient::stopRemaining(const std::string& diverged) {
+  callEveryShardWithin(impl_->io, impl_->shards, 3.0, [&diverged](ShardLink& link) {
+    auto request = link.shard().stopRequest();
+    request.setDiverged(diverged);
+    return request.send().ignoreResult();
   });
 }
 

@@ -38,6 +38,7 @@ struct ShardStatusView {
   bool stopping = false;
   std::vector<uint32_t> workers;  // the tasks of the workers connected to it
   int64_t last_step = 0;  // the job's last step, as its chief said; 0 before
+  std::string diverged;   // stopping because the chief's run diverged: why
 };
 
 // A gradient that pushAndPull sends while it is still being computed on
@@ -146,7 +147,9 @@ class ShardedClient {
   // `parameters` (the model's flat layout). Returns the job's global step,
   // the lowest of the shards' (they may be a step apart); -1 once a shard
   // has said it is stopping (told to by the chief, a signal or POST /stop):
-  // the job is over. Once one has (in a reply, or in its status while the
+  // the job is over. When the chief stopped it because its run diverged
+  // (stopRemaining), the first such return throws Diverged instead, with the
+  // chief's words from that shard's status. Once one has (in a reply, or in its status while the
   // calls wait: see kHeartbeatSeconds), the calls to the others are waited
   // for kStoppingGraceSeconds more, then given up, logged: a sync step they
   // hold may wait for a worker that is paused or gone, while the stopping
@@ -227,11 +230,13 @@ class ShardedClient {
   // Chief: tells every shard that the job is done.
   void stopAll();
 
-  // Chief, once a ps ended the job under it (JobEnded): tells the shards
+  // Chief, once a ps ended the job under it (JobEnded), or once its run
+  // diverged (`diverged`: why, core/error.h's Diverged): tells the shards
   // still serving that the job is done, so that they do not wait for
-  // workers forever. Shards gone or silent are skipped; at most a few
-  // seconds.
-  void stopRemaining();
+  // workers forever; as diverged, they and the other workers stop as failed
+  // (exit 3), as the chief does. Shards gone or silent are skipped; at most
+  // a few seconds.
+  void stopRemaining(const std::string& diverged = "");
 
   // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
   // waiting kStopGrace later is abandoned and returns -1, as when the shards
@@ -280,6 +285,10 @@ class ShardedClient {
   Outcome connectShard(size_t shard, std::chrono::steady_clock::time_point start,
                        double timeout_seconds, const JobOverCheck& job_over);
   int64_t jobStep(int64_t min_step);
+  // Throws Diverged when shard `index`, which said it is stopping, was
+  // stopped by a chief whose run diverged; a shard that does not say
+  // (gone already, a stop asked here) is taken as the job's plain end.
+  void throwIfChiefDiverged(int index);
   // readState's hold: every shard that holds a chunk at the step returned.
   // `waited_out`: some shard did not get there within holdWaitSeconds().
   int64_t holdAtOneStep(bool& waited_out);

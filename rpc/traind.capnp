@@ -17,6 +17,8 @@ struct ShardStatus {
   workers @3 :List(UInt32);  # the worker tasks connected to the shard, in order
   lastStep @4 :Int64;     # the global step the job ends at, as the chief that
                           # initialised the shard said (0 before it did)
+  diverged @5 :Text;      # stopping because the chief's run diverged: why,
+                          # in the chief's words (empty otherwise)
 }
 
 struct SharedRegionOffer {
@@ -100,8 +102,12 @@ interface ParameterShard {
   # Parameters (slot 0) or an optimizer slot of one chunk, for the chief's
   # checkpoints; globalStep is the step of the chunk's values (chunkStep).
 
-  stop @7 () -> ();
-  # The job is done: the shard answers, then exits cleanly.
+  stop @7 (diverged :Text) -> ();
+  # The job is done: the shard answers, then exits cleanly. With `diverged`
+  # (the chief's words: its loss, a gradient or its parameters are no
+  # longer finite) the job failed instead: the shard says so in its status,
+  # so that the other workers stop as the chief did, and exits 3 (core/error.h:
+  # Diverged). Empty from a chief that predates it.
 
   saved @8 (globalStep :Int64, checkpoint :Text) -> ();
   # The chief has written `checkpoint` (a path on its host), which holds

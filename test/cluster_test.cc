@@ -1435,12 +1435,54 @@ TEST_CASE("a step whose loss is not finite pushes nothing to the ps, async or sy
     writeFile(dir / "inf.yaml", spec);
     Cluster c(dir, cluster, "--model " + (dir / "inf.yaml").string() + " --max-steps 100", 1, 1);
     CHECK(c.workers[0]->wait(kTimeout) == 3);  // diverged: no restart helps
-    c.ps[0]->signal(SIGTERM);
-    CHECK(c.ps[0]->wait(30) == 0);
+    // The chief stopped the job as diverged: the ps ends with it.
+    CHECK(c.ps[0]->wait(30) == 3);
     INFO(c.logs());
     CHECK_THAT(c.workers[0]->output(), Catch::Contains("step 1: the loss is inf"));
     CHECK_THAT(c.ps[0]->output(), Catch::Contains("ps 0 done at global step 0"));
+    CHECK_THAT(c.ps[0]->output(),
+               Catch::Contains("stopped at global step 0: the chief's run diverged: step 1: the "
+                               "loss is inf"));
   }
+}
+
+TEST_CASE("a chief whose run diverged stops the job: the ps and the other workers exit 3") {
+  // Each worker its own share of the points: the chief's (the even ones)
+  // have targets of 3e38, whose squared error is past float; the other
+  // worker's numbers are finite. Its step waits for the chief's gradient
+  // (sync, both needed) until the chief stops the job.
+  const auto dir = freshTempDir("chief-diverged");
+  std::vector<std::pair<float, float>> points;
+  for (int i = 0; i < 256; ++i) {
+    const float x = float(i) / 128.0f - 1.0f;
+    points.emplace_back(x, i % 2 == 0 ? 3e38f : x * x);
+  }
+  writeFile(dir / "points.tfrecords", regressionRecords(points));
+  std::string spec = readFile(modelPath("regression.yaml"));
+  const size_t synthetic = spec.find("  synthetic:");
+  spec.replace(synthetic, spec.find('\n', synthetic) - synthetic,
+               "  train: {tfrecords: " + (dir / "points.tfrecords").string() +
+                   ", image_feature: x, label_feature: y}\n  shard_by_worker: true\n"
+                   "  shuffle: false");
+  writeFile(dir / "points.yaml", spec);
+  const auto cluster = writeCluster(
+      dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
+  Cluster c(dir, cluster,
+            "--model " + (dir / "points.yaml").string() + " --max-steps 100 --eval-every 0", 1, 2);
+  CHECK(c.workers[0]->wait(kTimeout) == 3);
+  CHECK(c.workers[1]->wait(30) == 3);
+  CHECK(c.ps[0]->wait(30) == 3);
+  INFO(c.logs());
+  // The ps refuses the chief's gradient, sent during the backward pass
+  // (sync), as not finite before the chief has its loss: those are the
+  // chief's words the others quote.
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("telling the ps tasks to stop the job"));
+  CHECK_THAT(c.workers[1]->output(),
+             Catch::Contains("stopped the job: the chief's run diverged: ps 0 at "));
+  CHECK_THAT(c.workers[1]->output(), Catch::Contains("worker 0 pushed a gradient of step 0 that "
+                                                     "is not finite"));
+  CHECK_THAT(c.ps[0]->output(),
+             Catch::Contains("stopping at global step 0: the chief's run diverged: ps 0 at "));
 }
 
 TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and exits 0") {

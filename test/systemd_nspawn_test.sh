@@ -331,6 +331,13 @@ log=$(unit_log traind@worker-0 "$c")
 grep -E "lower the learning rate" <<<"$log" | cut -c1-220
 check "journalctl -u traind@worker-0 says to lower the learning rate" \
   grep -q "lower the learning rate or check the data" <<<"$log"
+# The chief stopped the job as diverged: the ps and the other worker (told
+# by the ps, or diverged on their own) stop too, failed, and stay stopped.
+check "the whole job stopped within 30 s" wait_inactive 30
+failed_unrestarted traind@ps-0 3
+failed_unrestarted traind@worker-1 3
+check "journalctl -u traind@ps-0 says the chief's run diverged" \
+  grep -q "the chief's run diverged" <<<"$(unit_log traind@ps-0 "$c")"
 in_ct systemctl stop "${units[@]}"
 in_ct systemctl reset-failed "${units[@]}" 2>/dev/null
 in_ct mv /etc/traind/model.yaml.good /etc/traind/model.yaml

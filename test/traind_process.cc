@@ -106,6 +106,20 @@ std::string fashionMnistRecords(const std::string& set, int64_t count) {
   return file;
 }
 
+std::string regressionRecords(const std::vector<std::pair<float, float>>& points) {
+  std::string file;
+  for (const auto& [x, y] : points) {
+    tensorflow::Example example;
+    for (const auto& [key, value] : {std::pair{"x", x}, std::pair{"y", y}}) {
+      tensorflow::FeatureEntry* entry = example.mutable_features()->add_feature();
+      entry->set_key(key);
+      entry->mutable_value()->mutable_float_list()->add_value(value);
+    }
+    appendTfRecord(example.SerializeAsString(), file);
+  }
+  return file;
+}
+
 }  // namespace traind::testing
 
 #include <arpa/inet.h>

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace traind::testing {
@@ -43,6 +44,11 @@ std::vector<float> readCheckpointTensor(const std::filesystem::path& checkpoint_
 // writes one (height, width, depth, label, image_raw): the same examples,
 // in the same order, as the IDX files give.
 std::string fashionMnistRecords(const std::string& set, int64_t count);
+
+// Points (x, y) of a regression of one input as the bytes of an
+// uncompressed TFRecord file: each a tf.train.Example whose float features
+// "x" and "y" hold one value each.
+std::string regressionRecords(const std::vector<std::pair<float, float>>& points);
 
 }  // namespace traind::testing
 
