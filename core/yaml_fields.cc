@@ -13,6 +13,7 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -41,6 +42,16 @@ bool parseNumber(std::string_view text, double& value) {
   if (text.size() > 1 && text[0] == '+' && text[1] != '-') text.remove_prefix(1);
   const char* end = text.data() + text.size();
   auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (!text.empty() && error == std::errc::result_out_of_range && stop == end) {
+    // A denormal double (1e-310) is out of from_chars' range: it is a
+    // number all the same, which readFloat refuses as below float32's.
+    const std::string copy(text);
+    const double tiny = std::strtod(copy.c_str(), nullptr);
+    if (tiny != 0 && std::fabs(tiny) < 1) {
+      value = tiny;
+      return true;
+    }
+  }
   return !text.empty() && error == std::errc() && stop == end;
 }
 
@@ -119,6 +130,13 @@ bool hasUnquotedBracketAddress(std::string_view text) {
   constexpr size_t kLongestAddress = 64;  // an IPv6 address is at most 45 characters
   size_t open = std::string_view::npos;
   for (size_t i = 0; i + 2 < text.size(); ++i) {
+    // A comment's address is no part of what failed.
+    if (text[i] == '#' &&
+        (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n')) {
+      i = std::min(text.find('\n', i), text.size());
+      open = std::string_view::npos;
+      continue;
+    }
     if (text[i] == '[') open = i;
     if (text[i] != ']' || open == std::string_view::npos || i - open > kLongestAddress) continue;
     const size_t close = i;
@@ -133,6 +151,24 @@ bool hasUnquotedBracketAddress(std::string_view text) {
       return true;
   }
   return false;
+}
+
+// The 1-based number of line `line` (0-based) of `text`, or of the line
+// before it, when a tab is in its indentation: YAML indents with spaces
+// only, and yaml-cpp's words for a tab there ("illegal map value") do not
+// say so. 0 when neither is.
+int tabIndentedLine(std::string_view text, int line) {
+  int number = 0;
+  for (size_t start = 0; start < text.size() && number <= line;) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view content = text.substr(start, end - start);
+    const size_t indent = std::min(content.find_first_not_of(" \t"), content.size());
+    if (number >= line - 1 && content.substr(0, indent).find('\t') != std::string_view::npos)
+      return number + 1;
+    ++number;
+    start = end + 1;
+  }
+  return 0;
 }
 
 // Whether line `line` (0-based) of `text`, where the parser failed, gives
@@ -202,9 +238,7 @@ class DocumentScan final : public YAML::EventHandler {
         documents_.pop_back();
         return;
       }
-      if (std::count_if(documents_.begin(), documents_.end(),
-                        [](const Document& d) { return d.content.has_value(); }) > 1)
-        return;
+      if (with_content_ > 1) return;
     }
   }
 
@@ -232,10 +266,13 @@ class DocumentScan final : public YAML::EventHandler {
 
  private:
   void holds(const YAML::Mark& mark) {
-    if (!documents_.back().content) documents_.back().content = mark;
+    if (documents_.back().content) return;
+    documents_.back().content = mark;
+    ++with_content_;
   }
 
   std::vector<Document> documents_;
+  int with_content_ = 0;  // of documents_ (a count kept, not taken: a file may hold 250k)
   std::optional<YAML::Mark> stalled_;
 };
 
@@ -334,7 +371,10 @@ YamlFile loadYamlFile(const std::string& path, std::string_view kind) {
   // Read one byte past the limit: a file that grew since its size was taken
   // is refused too.
   std::string text(kMaxSpecBytes + 1, '\0');
+  errno = 0;
   in.read(text.data(), std::streamsize(text.size()));
+  // A read that failed is no empty spec (/proc/self/mem: EIO).
+  if (in.bad()) throwInputError(file, "", cannot_read + std::strerror(errno ? errno : EIO));
   text.resize(size_t(in.gcount()));
   if (text.size() > kMaxSpecBytes) {
     const std::uintmax_t size = fs::file_size(path, error);
@@ -371,11 +411,14 @@ YamlFile loadYamlFile(const std::string& path, std::string_view kind) {
   } catch (const YAML::ParserException& e) {
     const SourceLocation where =
         e.mark.is_null() ? file : SourceLocation{path, e.mark.line + 1, e.mark.column + 1};
+    const int tab_line = e.mark.is_null() ? 0 : tabIndentedLine(text, e.mark.line);
     const std::string hint =
         hasUnquotedBracketAddress(text) ? " (an IPv6 address must be quoted: \"[::1]:2222\")"
         : hasUnquotedGlobPattern(text, e.mark.is_null() ? -1 : e.mark.line)
             ? " (a tfrecords pattern must be quoted, as \"/data/train-*.tfrecord\": YAML reads "
               "a leading *, and ? and [, as its own)"
+        : tab_line > 0
+            ? fmt::format(" (a tab indents line {}: YAML indents with spaces only)", tab_line)
             : "";
     throwInputError(where, "", "invalid YAML: " + e.msg + hint);
   } catch (const YAML::Exception& e) {
@@ -506,11 +549,13 @@ Mapping::Mapping(Field field) : field_(std::move(field)) {
     if (!key.IsScalar()) failExpected(key_field, "a field name");
     const std::string name = key.Scalar();
     // Hashed: a mapping of 100,000 keys took half a minute compared pairwise.
-    if (const auto [seen, added] = first_given.try_emplace(name, entries_.size()); !added)
+    if (const auto [seen, added] = first_given.try_emplace(name, entries_.size()); !added) {
+      const Field& first = entries_[seen->second].key_field;
       fail(key_field, "duplicate field " + quoted(name) + " (first given at line " +
-                          std::to_string(entries_[seen->second].key_where.line) + ")");
+                          std::to_string(first.written_at.value_or(first.where).line) + ")");
+    }
     entries_.push_back(
-        {name, key_field.where,
+        {name, key_field,
          childField(field_, entry.second, childPath(field_.path, name), key_field.where)});
   }
 }
@@ -524,7 +569,8 @@ void Mapping::allowOnly(const std::vector<std::string_view>& known, std::string_
     } else {
       what += " (the fields of " + std::string(owner) + " are " + joined(known) + ")";
     }
-    throwInputError(entry.key_where, field_.path, what);
+    if (entry.key == "<<") what += "; YAML merge keys are not read: write the fields out";
+    fail(entry.key_field, what);
   }
 }
 
@@ -639,10 +685,13 @@ bool readBool(const Field& field) {
   failExpected(field, "true or false");
 }
 
+namespace {
+// A file name's most: a name may become one (the model's), and the
+// variable names made of it must fit a checkpoint's (safetensors.h).
+constexpr size_t kLongestName = 255;
+}  // namespace
+
 std::string readName(const Field& field) {
-  // A file name's most: a name may become one (the model's), and the
-  // variable names made of it must fit a checkpoint's (safetensors.h).
-  constexpr size_t kLongestName = 255;
   if (isText(field.node)) {
     const std::string& s = field.node.Scalar();
     if (!s.empty() && std::all_of(s.begin(), s.end(), isNameCharacter)) {
@@ -658,8 +707,8 @@ std::string readName(const Field& field) {
 }
 
 std::string nameFrom(std::string_view text) {
-  if (text.empty()) return "model";
-  std::string name(text);
+  if (text.empty() || text == "." || text == "..") return "model";
+  std::string name(text.substr(0, kLongestName));
   std::replace_if(
       name.begin(), name.end(), [](char c) { return !isNameCharacter(c); }, '_');
   return name;
@@ -676,8 +725,25 @@ std::string resolvePath(const Field& field, const fs::path& spec_dir) {
   // opened or the directory made would be another than the one named.
   if (text.find('\0') != std::string::npos) failExpected(field, "a path without a NUL character");
   const fs::path path = text;
-  if (path.is_absolute()) return path.string();
-  return (spec_dir / path).lexically_normal().string();
+  const std::string resolved =
+      path.is_absolute() ? path.string() : (spec_dir / path).lexically_normal().string();
+  // A shell's words, which traind does not expand: `~/ckpt` made a
+  // directory named '~' beside the spec. A path that exists is what it names.
+  std::error_code error;
+  if (fs::exists(resolved, error)) return resolved;
+  if (text.starts_with('~'))
+    failExpected(field,
+                 "a path with the home directory written out (traind does not expand '~', "
+                 "as a shell does)");
+  for (size_t dollar = text.find('$'); dollar != std::string::npos;
+       dollar = text.find('$', dollar + 1)) {
+    const char next = dollar + 1 < text.size() ? text[dollar + 1] : '\0';
+    if (next == '{' || next == '_' || std::isalpha(uint8_t(next)))
+      failExpected(field,
+                   "a path without environment variables (traind does not expand "
+                   "'$NAME', as a shell does)");
+  }
+  return resolved;
 }
 
 namespace {

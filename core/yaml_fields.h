@@ -149,7 +149,7 @@ class Mapping {
  private:
   struct Entry {
     std::string key;
-    SourceLocation key_where;
+    Field key_field;  // the key's place, and where it is written when aliased
     Field value;
   };
   Field field_;
@@ -211,8 +211,9 @@ std::string_view choiceWord(Choices<T> choices, T value) {
 // A name of letters, digits, '_', '-' and '.', at most 255 bytes: names
 // become parts of variable names, file names and metric labels.
 std::string readName(const Field& field);
-// `text` made a name: every byte readName refuses becomes '_' ("my model"
-// -> "my_model"); "model" for empty text.
+// `text` made a name that readName would take: every byte it refuses
+// becomes '_' ("my model" -> "my_model"), cut to its 255 bytes; "model"
+// for empty text, '.' and '..' (the stems of "..yaml" and "...yaml").
 std::string nameFrom(std::string_view text);
 
 // Any non-empty text.
@@ -220,6 +221,8 @@ std::string readText(const Field& field, std::string_view expected);
 
 // A path; a relative one is taken from `spec_dir`, the spec file's
 // directory, so a spec means the same files whatever the working directory.
+// A path that starts with '~' or holds `$NAME` or `${...}` is refused: a
+// shell would expand it, and traind does not.
 std::string resolvePath(const Field& field, const std::filesystem::path& spec_dir);
 
 // As resolvePath, and the file must exist, be readable and not a directory.

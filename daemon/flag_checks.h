@@ -6,7 +6,8 @@
 // CLI11 2.1's own range checks print their bounds as doubles ("Value 0 not in
 // range 0.000000 to 1797693134862315708...") and call a word out of range.
 // A flag that stands in for a spec field takes the field's bounds, so that no
-// flag lets through what the spec would refuse.
+// flag lets through what the spec would refuse. What was given is quoted
+// as printable text: an environment variable (TRAIND_TASK) may hold anything.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+
+#include "core/printable.h"
 
 namespace traind {
 
@@ -30,9 +33,9 @@ inline CLI::Validator integerFlag(int64_t min, int64_t max = std::numeric_limits
         if (error == std::errc::result_out_of_range ||
             (error == std::errc() && stop == end && value > max))
           return "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                 ", got '" + text + "'";
+                 ", got " + quotedPrintable(text);
         if (text.empty() || error != std::errc() || stop != end || value < min)
-          return "expected an integer " + range + ", got '" + text + "'";
+          return "expected an integer " + range + ", got " + quotedPrintable(text);
         // CLI11 converts the text after its validators, and reads "010" as
         // octal 8 (and refuses "08"): it gets the decimal value read here,
         // which is why the flags take this as a transform, not a check.
@@ -53,7 +56,7 @@ inline CLI::Validator secondsFlag(int64_t max) {
         const auto [stop, error] = std::from_chars(text.data(), end, value);
         if (text.empty() || error != std::errc() || stop != end ||
             !(value > 0 && value <= double(max)))
-          return "expected seconds " + range + ", got '" + text + "'";
+          return "expected seconds " + range + ", got " + quotedPrintable(text);
         return {};
       },
       "SECONDS " + range);

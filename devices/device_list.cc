@@ -8,6 +8,7 @@
 
 #include "core/device_name.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "devices/cpu/cpu_device.h"
 #ifdef TRAIND_HAVE_CUDA
 #include "devices/cuda_loader.h"
@@ -20,7 +21,7 @@ using DeviceKind = DeviceName::Kind;
 
 DeviceName parseName(const std::string& text) {
   if (std::optional<DeviceName> name = parseDeviceName(text)) return *name;
-  throw InputError("device '" + text + "': expected " + deviceNameForms());
+  throw InputError("device " + quotedPrintable(text) + ": expected " + deviceNameForms());
 }
 
 // The one table from device names to back ends.

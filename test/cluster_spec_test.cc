@@ -351,6 +351,13 @@ TEST_CASE("address syntax", "[cluster_spec]") {
         "\"[::1]:2222\")");
   CHECK(errorOf("cluster:\n  ps: [a:1]\n  worker:\n    - \"[::1]:2222\"\n  x: [1, 2\n") ==
         "c.yaml:6:1: invalid YAML: end of sequence flow not found");
+  // Nor one in a comment, where the fault is elsewhere.
+  CHECK(errorOf("cluster:\n  ps: [a:1]  # was [::1]:2222\n  x: [1, 2\n") ==
+        "c.yaml:4:1: invalid YAML: end of sequence flow not found");
+  // A tab in the indentation, which yaml-cpp's words do not name.
+  CHECK(errorOf("cluster:\n\tps: [a:1]\n") ==
+        "c.yaml:2:4: invalid YAML: illegal map value (a tab indents line 2: YAML indents with "
+        "spaces only)");
 }
 
 TEST_CASE("an address used twice names both places", "[cluster_spec]") {

@@ -613,7 +613,8 @@ TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]"
             "(float32's range), got 1e39");
   // A denormal float (1e-40) too: traind flushes them to 0, whether or not
   // this process does.
-  for (const char* tiny : {"1e-50", "1e-40", "1.17e-38"})
+  // 1e-310 is a denormal double, which from_chars calls out of range.
+  for (const char* tiny : {"1e-50", "1e-40", "1.17e-38", "1e-310"})
     CHECK(errorWith(dir, optimizer,
                     "optimizer: {type: sgd, learning_rate: " + std::string(tiny) + "}\n") ==
           path +
@@ -1600,6 +1601,9 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   // A spec with no `name` is named by its file, in the characters a name holds.
   const std::string odd = dir.write("my model\x1b.yaml", kMinimal);
   CHECK(loadModelSpec(odd).name == "my_model_");
+  // Nor one that names a directory, which a written `name` may not either.
+  CHECK(loadModelSpec(dir.write("..yaml", kMinimal)).name == "model");
+  CHECK(loadModelSpec(dir.write("...yaml", kMinimal)).name == "model");
   // Nor does its name in a message: no escape sequence, no forged line.
   const std::string forged = dir.write("a\x1b[31m\nb.yaml", kMinimal + "seed: -7\n");
   CHECK_THAT(loadError(forged), Catch::EndsWith("a\\x1b[31m\\x0ab.yaml:9:7: seed: expected a "
@@ -1716,6 +1720,28 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
                              "linear, got a mapping (through an alias: the value is written at "
                              "line 3, column 5)"));
 
+  // A field name reached through an alias too: an unknown one, and one
+  // given twice in the anchor's mapping, whose first is at the anchor.
+  path = dir.write("alias_key.yaml", replaced(replaced(kMinimal, "optimizer: {", "optimizer: &o {"),
+                                              "training: {max_steps: 10}", "training: *o"));
+  CHECK_THAT(loadError(path),
+             Catch::Contains(":8:1: training: unknown field 'type' (the fields of the training ") &&
+                 Catch::EndsWith("gradient_push) (through an alias: the value is written at "
+                                 "line 4, column 16)"));
+  path = dir.write("alias_twice.yaml",
+                   replaced(replaced(kMinimal, "optimizer: {type: sgd, learning_rate: 0.1}",
+                                     "training: &t {max_steps: 10,\n  max_steps: 2}"),
+                            "training: {max_steps: 10}", "optimizer: *t"));
+  CHECK_THAT(loadError(path), Catch::Contains("optimizer: duplicate field 'max_steps' (first "
+                                              "given at line 4)"));
+  // YAML's merge key is no field traind reads, and says so.
+  path = dir.write("merge.yaml", replaced(kMinimal, "  - {type: dense, units: 3}\n",
+                                          "  - &b {type: dense, units: 3}\n"
+                                          "  - {<<: *b, units: 2}\n"));
+  CHECK_THAT(loadError(path),
+             Catch::Contains("layers[1]: unknown field '<<'") &&
+                 Catch::EndsWith("; YAML merge keys are not read: write the fields out"));
+
   path = dir.write("alias_item.yaml", replaced(kMinimal, "training: {max_steps: 10}",
                                                "training: {max_steps: 10, devices: [&c "
                                                "cpu:0, *c]}"));
@@ -1826,6 +1852,35 @@ TEST_CASE("duplicate layer names, explicit or default", "[model_spec]") {
   CHECK(loadError(path) == path +
                                ":2:30: layers[0].name: expected a name of letters, digits, '_', "
                                "'-' and '.', got the quoted string 'h\xc3\xa9\\x1b'");
+}
+
+TEST_CASE("a path a shell would expand is refused, unless it names what exists", "[model_spec]") {
+  // `~/ckpt` made a directory named '~' beside the spec, and `$HOME/ckpt`
+  // one named '$HOME'.
+  TempDir dir;
+  const std::string path = (dir.path() / "variant.yaml").string();
+  const auto checkpointDir = [&](const std::string& written) {
+    return errorWith(dir, "training: {max_steps: 10}\n",
+                     "training: {max_steps: 10}\ncheckpoint: {dir: " + written + "}\n");
+  };
+  CHECK(checkpointDir("~/ckpt") ==
+        path +
+            ":9:19: checkpoint.dir: expected a path with the home directory written out "
+            "(traind does not expand '~', as a shell does), got '~/ckpt'");
+  for (const std::string written : {"$HOME/ckpt", "\"/srv/${JOB}/ckpt\"", "/srv/$_x"})
+    CHECK_THAT(checkpointDir(written),
+               Catch::Contains("checkpoint.dir: expected a path without environment variables "
+                               "(traind does not expand '$NAME', as a shell does)"));
+  CHECK_THAT(errorWith(dir, "max_steps: 10", "max_steps: 10, summary_dir: ~/summaries"),
+             Catch::Contains("training.summary_dir: expected a path with the home directory"));
+  // A dollar that names no variable, and a file that has such a name, are paths.
+  CHECK(loadVariant(dir, "training: {max_steps: 10}\n",
+                    "training: {max_steps: 10}\ncheckpoint: {dir: ckpt$1}\n")
+            .checkpoint.dir == (dir.path() / "ckpt$1").string());
+  std::filesystem::create_directories(dir.path() / "~" / "ckpt");
+  CHECK(loadVariant(dir, "training: {max_steps: 10}\n",
+                    "training: {max_steps: 10}\ncheckpoint: {dir: ~/ckpt}\n")
+            .checkpoint.dir != "");
 }
 
 TEST_CASE("a path holding a NUL is refused where the spec gives it", "[model_spec]") {

@@ -169,6 +169,12 @@ TEST_CASE("a bad TRAIND_JOB or TRAIND_TASK is named as the variable, not the fla
   r = runTraind(run + " --job ps");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("TRAIND_TASK (for --task): expected an integer"));
+  // What a variable holds reaches no terminal raw: an escape sequence is quoted.
+  setenv("TRAIND_TASK", "\x1b[2J0", 1);
+  r = runTraind(run + " --job ps");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("got '\\x1b[2J0'"));
+  CHECK(r.output.find('\x1b') == std::string::npos);
   // A flag on the command line is named as the flag, whatever the environment holds.
   r = runTraind(run + " --job ps --task=x");
   CHECK(r.exit_code == 2);
