@@ -75,6 +75,11 @@ void renameOrThrow(const fs::path& from, const fs::path& to) {
 
 std::string readSmallFile(const fs::path& path) {
   std::error_code ec;
+  // file_size of a FIFO or a device fails with "Operation not supported".
+  const fs::file_status status = fs::status(path, ec);
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status))
+    throw InputError(path.string() + ": cannot read: expected a regular file" +
+                     (fs::is_directory(status) ? ", got a directory" : ""));
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) throw InputError(path.string() + ": cannot read: " + ec.message());
   if (size > kMaxSmallFileBytes)

@@ -115,6 +115,7 @@ const char* parseAddress(std::string_view text, HostPort& out) {
     if (colon == std::string_view::npos) return "host:port";
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
+    if (text.find(',') != std::string_view::npos) return "one host:port, not several joined by ','";
     if (host.find(':') != std::string_view::npos)
       return "host:port with an IPv6 host in brackets, as \"[::1]:2222\"";
     if (host.empty()) return "host:port with a non-empty host";
@@ -177,13 +178,19 @@ std::vector<HostPort> readJobParallel(const Field& field, size_t tasks, std::str
 
 // An address as two of its spellings compare: host names without case,
 // an IPv6 address's zone (an interface's name, which Linux matches with
-// case: eth0 is not ETH0) with it. Different spellings of one host (a name
-// and its address) differ, since nothing is resolved here.
+// case: eth0 is not ETH0) with it, an IPv4-mapped IPv6 address
+// ([::ffff:127.0.0.1]) as its IPv4 address, which a socket bound to it
+// holds. Different spellings of one host (a name and its address) differ,
+// since nothing is resolved here.
 std::string addressKey(const HostPort& address) {
   std::string key = address.toString();
   const size_t zone = key.find('%');
   std::transform(key.begin(), zone == std::string::npos ? key.end() : key.begin() + zone,
                  key.begin(), [](char c) { return char(std::tolower(uint8_t(c))); });
+  constexpr std::string_view kMapped = "[::ffff:";
+  if (const size_t close = key.find(']'); key.starts_with(kMapped) && zone == std::string::npos &&
+                                          close != std::string::npos && key.find('.') < close)
+    key = key.substr(kMapped.size(), close - kMapped.size()) + key.substr(close + 1);
   return key;
 }
 

@@ -617,6 +617,12 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
                          Catch::Message(latest + " names " + std::string(200, 'c') +
                                         "... (99800 bytes more), which does not exist"));
   }
+  SECTION("a FIFO, whose size cannot be taken") {
+    fs::remove(latest);
+    REQUIRE(mkfifo(latest.c_str(), 0644) == 0);
+    CHECK_THROWS_MATCHES(findLatestCheckpoint(checkpoints), InputError,
+                         Catch::Message(latest + ": cannot read: expected a regular file"));
+  }
   SECTION("no manifest") {
     fs::remove(saved / "manifest.json");
     CHECK_THROWS_MATCHES(

@@ -366,6 +366,16 @@ TEST_CASE("an address used twice names both places", "[cluster_spec]") {
                 "  worker: [127.0.0.1:2223, 127.0.0.1:2222]\n") ==
         "c.yaml:3:28: cluster.worker[1]: duplicate address 127.0.0.1:2222 (cluster.ps[1] at "
         "line 2, column 24 has it too)");
+  // Two joined are no IPv6 address.
+  CHECK(errorOf("cluster:\n  ps: [a:1]\n  worker: [\"b:1,c:2\"]\n") ==
+        "c.yaml:3:12: cluster.worker[0]: expected one host:port, not several joined by ',', got "
+        "the quoted string 'b:1,c:2'");
+  // An IPv4-mapped IPv6 address is its IPv4 address to a socket.
+  CHECK_THAT(errorOf("cluster:\n"
+                     "  ps: [127.0.0.1:2222]\n"
+                     "  worker: [\"[::ffff:127.0.0.1]:2222\"]\n"),
+             Catch::StartsWith("c.yaml:3:12: cluster.worker[0]: duplicate address "
+                               "[::ffff:127.0.0.1]:2222 (cluster.ps[0] at line 2"));
   CHECK(errorOf("cluster:\n"
                 "  ps: [Host:1]\n"
                 "  worker: [b:1, host:1]\n") ==
