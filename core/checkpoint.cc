@@ -78,8 +78,12 @@ std::string readSmallFile(const fs::path& path) {
   // file_size of a FIFO or a device fails with "Operation not supported".
   const fs::file_status status = fs::status(path, ec);
   if (!ec && fs::exists(status) && !fs::is_regular_file(status))
-    throw InputError(path.string() + ": cannot read: expected a regular file" +
-                     (fs::is_directory(status) ? ", got a directory" : ""));
+    throw InputError(path.string() + ": cannot read: expected a regular file, got " +
+                     (fs::is_directory(status) ? "a directory"
+                      : fs::is_fifo(status)    ? "a FIFO"
+                      : fs::is_socket(status)  ? "a socket"
+                      : fs::is_symlink(status) ? "a link"
+                                               : "a device"));
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) throw InputError(path.string() + ": cannot read: " + ec.message());
   if (size > kMaxSmallFileBytes)
@@ -104,7 +108,9 @@ std::string manifestJson(const CheckpointManifest& m) {
          ",\n  \"model_name\": " + jsonQuote(m.model_name) +
          ",\n  \"architecture_hash\": " + jsonQuote(m.architecture_hash) +
          ",\n  \"created\": " + jsonQuote(m.created) +
-         ",\n  \"tensors_file\": " + jsonQuote(m.tensors_file) + "\n}\n";
+         ",\n  \"tensors_file\": " + jsonQuote(m.tensors_file) +
+         (m.training_set.empty() ? "" : ",\n  \"training_set\": " + jsonQuote(m.training_set)) +
+         "\n}\n";
 }
 
 // The digits of a checkpoint directory's name ("0000001200" of
@@ -596,6 +602,9 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
   manifest.architecture_hash = field("architecture_hash", JsonValue::Type::String).text;
   manifest.created = field("created", JsonValue::Type::String).text;
   manifest.tensors_file = field("tensors_file", JsonValue::Type::String).text;
+  if (root.find("training_set"))
+    manifest.training_set =
+        printablePrefix(field("training_set", JsonValue::Type::String).text, 200);
   if (!isPlainFileName(manifest.tensors_file))
     throwInputError(where, "tensors_file",
                     "expected a file name in the checkpoint directory, got '" +

@@ -8,7 +8,10 @@
 // One writer per directory (the chief). manifest.json:
 //   {"format_version": 1, "global_step": 1200, "model_name": "mnist_mlp",
 //    "architecture_hash": "...", "created": "2024-05-01T12:00:00Z",
-//    "tensors_file": "model.safetensors"}
+//    "tensors_file": "model.safetensors",
+//    "training_set": "60000 examples, CRC-32C 0x1a2b3c4d"}
+// (training_set absent where it is not known: checkpoints written before
+// it, or by trainctl import).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,9 @@ struct CheckpointManifest {
   std::string architecture_hash;
   std::string created;  // ISO 8601 UTC
   std::string tensors_file = "model.safetensors";
+  // The training set the run trained on (contentText of core/dataset.h);
+  // empty where not known.
+  std::string training_set;
 };
 
 // "ckpt-0000001200"

@@ -187,6 +187,7 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
   checkAgreesWithManifest(checkpoint, manifest, reader);
   if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
+  restored_training_set_ = manifest.training_set;
   // A moving average turned on after this checkpoint starts from it: a
   // checkpoint with none. One that holds some and lacks one is damaged.
   const bool holds_averages = holdsSlot(reader, layout_, Optimizer::kMovingAverageSlot);
@@ -263,6 +264,7 @@ std::filesystem::path ModelState::save(const std::filesystem::path& dir, int kee
   manifest.model_name = spec_.name;
   manifest.architecture_hash = architectureHash(spec_);
   manifest.created = utcNow();
+  manifest.training_set = training_set_;
   try {
     return saveCheckpoint(dir, manifest, tensors, keep);
   } catch (const std::exception& e) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "core/checkpoint.h"
 #include "core/layer_graph.h"
@@ -63,6 +65,14 @@ class ModelState {
   // Diverged, writing nothing, when a tensor holds a NaN or an infinity.
   std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
 
+  // The training set save() names in each checkpoint's manifest
+  // (contentText of core/dataset.h), and the one the checkpoint restore()
+  // read was trained on (empty where it does not say): a run that resumes
+  // on another set (a file replaced, a pattern that matches one more) is
+  // told so.
+  void setTrainingSet(std::string text) { training_set_ = std::move(text); }
+  const std::string& restoredTrainingSet() const { return restored_training_set_; }
+
   // The bytes of the tensors save() writes: the parameters and each
   // optimizer slot (the manifest and the safetensors header add a little).
   int64_t checkpointBytes() const;
@@ -82,6 +92,8 @@ class ModelState {
   FlatBuffer parameters_;
   Optimizer optimizer_;
   int64_t global_step_ = 0;
+  std::string training_set_;           // setTrainingSet's
+  std::string restored_training_set_;  // of the checkpoint restore() read
 };
 
 }  // namespace traind

@@ -452,14 +452,20 @@ Field childField(const Field& parent, const YAML::Node& node, std::string path,
 // ---------------------------------------------------------------------------
 // Errors.
 
-void fail(const Field& field, std::string_view what) {
+namespace {
+
+// fail(), `written` naming what an alias reached ("the value", "the field").
+[[noreturn]] void failAliased(const Field& field, std::string_view what, std::string_view written) {
   if (field.written_at)
     throwInputError(field.where, field.path,
-                    std::string(what) + " (through an alias: the value is written at line " +
-                        std::to_string(field.written_at->line) + ", column " +
-                        std::to_string(field.written_at->column) + ")");
+                    fmt::format("{} (through an alias: {} is written at line {}, column {})", what,
+                                written, field.written_at->line, field.written_at->column));
   throwInputError(field.where, field.path, what);
 }
+
+}  // namespace
+
+void fail(const Field& field, std::string_view what) { failAliased(field, what, "the value"); }
 
 void failExpected(const Field& field, std::string_view expected) {
   fail(field, "expected " + std::string(expected) + ", got " + describe(field.node));
@@ -551,8 +557,10 @@ Mapping::Mapping(Field field) : field_(std::move(field)) {
     // Hashed: a mapping of 100,000 keys took half a minute compared pairwise.
     if (const auto [seen, added] = first_given.try_emplace(name, entries_.size()); !added) {
       const Field& first = entries_[seen->second].key_field;
-      fail(key_field, "duplicate field " + quoted(name) + " (first given at line " +
-                          std::to_string(first.written_at.value_or(first.where).line) + ")");
+      failAliased(key_field,
+                  "duplicate field " + quoted(name) + " (first given at line " +
+                      std::to_string(first.written_at.value_or(first.where).line) + ")",
+                  "the field");
     }
     entries_.push_back(
         {name, key_field,
@@ -570,7 +578,7 @@ void Mapping::allowOnly(const std::vector<std::string_view>& known, std::string_
       what += " (the fields of " + std::string(owner) + " are " + joined(known) + ")";
     }
     if (entry.key == "<<") what += "; YAML merge keys are not read: write the fields out";
-    fail(entry.key_field, what);
+    failAliased(entry.key_field, what, "the field");
   }
 }
 

@@ -73,10 +73,14 @@ std::string layerPlacement(const ModelSpec& spec, const LayerGraph& graph) {
                          micro_batches, devices.size() == 1 ? "step" : "device's share");
     return out;
   }
-  std::string out = fmt::format("placement: {} stage{} ({}), {} micro-batch{} of {} per step\n",
-                                plan.stages.size(), plan.stages.size() == 1 ? "" : "s",
-                                micro_batches == 1 ? "model parallel" : "pipeline", micro_batches,
-                                micro_batches == 1 ? "" : "es", batch_size / micro_batches);
+  // One stage is neither: every layer placed on one device.
+  const char* kind = plan.stages.size() == 1 ? "every layer on one device"
+                     : micro_batches == 1    ? "model parallel"
+                                             : "pipeline";
+  std::string out =
+      fmt::format("placement: {} stage{} ({}), {} micro-batch{} of {} per step\n",
+                  plan.stages.size(), plan.stages.size() == 1 ? "" : "s", kind, micro_batches,
+                  micro_batches == 1 ? "" : "es", batch_size / micro_batches);
   out += fmt::format("{:<16} {:<10} {}\n", "layer", "device", "stage");
   for (const PipelineStage& stage : plan.stages)
     for (int i = stage.first_layer; i < stage.end_layer; ++i)

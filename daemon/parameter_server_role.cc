@@ -204,9 +204,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   if (server.connections() > 0) {
     server.endConnections(fmt::format(
         "{}: ps {} stopped at global step {}{}", kJobOverReason, task, shard.globalStep(),
-        service.divergence().empty()
-            ? ""
-            : fmt::format(": {}: {}", kChiefDivergedReason, service.divergence())));
+        service.divergence().empty() ? "" : ": " + chiefDivergedText(service.divergence())));
     waitForConnectionsToClose(1 * kj::SECONDS);
   }
   metrics.setState(NodeState::Done);
@@ -233,8 +231,8 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // The job failed: a systemd unit neither restarts this ps nor calls it a
   // success, as with the chief (its parameters may be the diverged ones).
   if (!service.divergence().empty())
-    throw Diverged(fmt::format("stopped at global step {}: {}: {}", shard.globalStep(),
-                               kChiefDivergedReason, service.divergence()));
+    throw Diverged(fmt::format("stopped at global step {}: {}", shard.globalStep(),
+                               chiefDivergedText(service.divergence())));
 }
 
 }  // namespace traind

@@ -47,6 +47,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   const TrainingData data = loadTrainingData(spec, graph);
   if (const auto note = interleaveNote(spec, data.train)) spdlog::warn("{}", *note);
   ModelState state(spec, graph);
+  state.setTrainingSet(contentText(data.train));
 
   const std::filesystem::path checkpoint_dir = spec.checkpoint.dir;
   std::optional<std::filesystem::path> latest;
@@ -60,6 +61,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   if (latest) {
     state.restore(*latest, spec.checkpoint.dir_location);
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
+    if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), data.train, *latest))
+      spdlog::warn("{}", *note);
     metrics.recordExistingCheckpoint(*latest);
   } else {
     spdlog::info("{}", state.initialize());

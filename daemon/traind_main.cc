@@ -306,6 +306,7 @@ int main(int argc, char** argv) {
       if (check_model.empty() && check_cluster.empty())
         throw traind::InputError("check: expected --model m.yaml, --cluster c.yaml, or both");
       std::optional<traind::ModelSpec> checked_spec;
+      int64_t training_examples = 0;  // the whole set's, of checked_spec
       if (!check_model.empty()) {
         traind::ModelSpec& spec = checked_spec.emplace(traind::loadModelSpec(check_model));
         applyFlags(check_flags, spec);
@@ -324,6 +325,7 @@ int main(int argc, char** argv) {
         // Read as a run reads it: what the files hold must fit the model.
         const traind::TrainingData data =
             traind::loadTrainingData(spec, graph, {}, traind::DataMemory::Alone);
+        training_examples = data.train.wholeSize();
         const long long tests = data.test ? data.test->size : 0;
         const std::string train_images =
             data.train.own_sizes ? "their own sizes, each decoded again as it is gathered"
@@ -354,7 +356,11 @@ int main(int argc, char** argv) {
       if (!check_cluster.empty()) {
         const traind::ClusterSpec cluster = traind::loadClusterSpec(check_cluster);
         std::fputs(traind::taskTable(cluster).c_str(), stdout);
-        if (checked_spec) traind::checkModelFitsCluster(*checked_spec, cluster);
+        if (checked_spec) {
+          traind::checkModelFitsCluster(*checked_spec, cluster);
+          // Each worker's share (or turn) of the set holds a batch.
+          traind::checkBatchPerWorker(*checked_spec, training_examples, int(cluster.worker.size()));
+        }
       }
       return 0;
     }

@@ -278,20 +278,33 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
     if (data.test)
       checkFits(graph, *data.test, spec.data.test->location, "data.test", &*spec.data.test);
   }
-  // Judged by the whole set, also where this reader holds its share alone:
-  // every share holds whole / readers examples at least.
-  const int64_t whole = data.train.wholeSize();
+  // Judged by the whole set, also where this reader holds its share alone.
+  checkBatchPerWorker(spec, data.train.wholeSize(), readers);
+  return data;
+}
+
+std::optional<std::string> otherTrainingSetNote(const std::string& restored, const Dataset& train,
+                                                const std::filesystem::path& checkpoint) {
+  const std::string now = contentText(train);
+  if (restored.empty() || restored == now) return std::nullopt;
+  return fmt::format(
+      "{} was trained on another training set ({}; this run's: {}): a data file changed, or a "
+      "pattern matches other files; the run goes on with this one from the checkpoint's step, "
+      "whose place in the epoch now falls on other examples",
+      checkpoint.string(), restored, now);
+}
+
+void checkBatchPerWorker(const ModelSpec& spec, int64_t whole, int workers) {
   if (whole < spec.data.batch_size)
     throwInputError(spec.data.batch_size_location, "data.batch_size",
                     "expected at most the training set's " + std::to_string(whole) +
                         " examples, got " + std::to_string(spec.data.batch_size));
-  // batch_size <= 2^31 and readers a cluster's worker count: no overflow.
-  if (whole < spec.data.batch_size * readers)
+  // batch_size <= 2^31 and workers a cluster's worker count: no overflow.
+  if (whole < spec.data.batch_size * workers)
     throwInputError(spec.data.batch_size_location, "data.batch_size",
                     fmt::format("expected at most {} (the training set's {} examples shared by "
                                 "{} workers, a batch each at least), got {}",
-                                whole / readers, whole, readers, spec.data.batch_size));
-  return data;
+                                whole / workers, whole, workers, spec.data.batch_size));
 }
 
 std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& graph) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +43,20 @@ enum class DataMemory { BesideTheModel, Alone };
 TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
                               const DataReader& reader = {},
                               DataMemory memory = DataMemory::BesideTheModel);
+
+// InputError naming data.batch_size unless a training set of `whole`
+// examples holds a batch for each of `workers` (every share holds whole /
+// workers examples at least): loadTrainingData's check, and `traind
+// check`'s for a cluster's workers.
+void checkBatchPerWorker(const ModelSpec& spec, int64_t whole, int workers);
+
+// What to warn of a run that resumes from `checkpoint`, trained on the
+// training set `restored` (its manifest's contentText), with another set
+// `train` (a file replaced, a pattern that matches one more): the run goes
+// on, but the checkpoint's place in the epoch falls on other examples.
+// nullopt when they agree, or the checkpoint does not say.
+std::optional<std::string> otherTrainingSetNote(const std::string& restored, const Dataset& train,
+                                                const std::filesystem::path& checkpoint);
 
 // What data.interleave cannot do with the training set `train` loaded for
 // `spec`: a set of fewer files than it reads at a time is read from all

@@ -105,7 +105,8 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
       spdlog::warn(
           "{} is set, but this run writes no TensorBoard summaries: give it a summary directory "
           "(--summary-dir, training.summary_dir) or a checkpoint directory",
-          spec.training.summary_every ? "training.summary_every" : "training.histogram_every");
+          spec.training.summary_every ? "training.summary_every (or --summary-every)"
+                                      : "training.histogram_every");
     return nullptr;
   }
   try {

@@ -47,11 +47,12 @@ constexpr double kChiefJobOverAfterSeconds = 120.0;
 // The chief's start (Supervisor semantics): shards that already hold the
 // job's parameters are left alone (a restarted chief); otherwise the latest
 // checkpoint is restored, or the parameters initialised, and sent to every
-// shard. `statuses` are the shards' as the chief found them. Returns whether
-// it joined shards that were already running: what they hold is then in no
-// checkpoint this chief knows of.
+// shard. `statuses` are the shards' as the chief found them; `train` is
+// the training set the job trains on now. Returns whether it joined shards
+// that were already running: what they hold is then in no checkpoint this
+// chief knows of.
 bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps,
-                   const std::vector<ShardStatusView>& statuses) {
+                   const std::vector<ShardStatusView>& statuses, const Dataset& train) {
   bool all_ready = true;
   std::string holding;  // "ps 0 at global step 5230, ..."
   for (size_t i = 0; i < statuses.size(); ++i) {
@@ -80,6 +81,8 @@ bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps,
   if (latest) {
     state.restore(*latest, spec.checkpoint.dir_location);
     done = fmt::format("restored {} at global step {}", latest->string(), state.globalStep());
+    if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), train, *latest))
+      spdlog::warn("{}", *note);
   } else {
     done = state.initialize();
   }
@@ -306,6 +309,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // The ps tasks hold every worker to the first one's training set.
   SpecIdentity identity = specIdentity(spec);
   identity.training_set = contentText(data.train);
+  state.setTrainingSet(identity.training_set);
   io.emplace(kj::setupAsyncIo());
   ShardedClient& ps = shards.emplace(*io, cluster, graph, state.layout(), identity, uint32_t(task));
   // After ps: their buffers may be views into its shared memory region.
@@ -343,7 +347,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
     const std::optional<std::vector<ShardStatusView>> statuses = ps.statuses();
     if (!statuses) return stoppedBeforeTraining(metrics);
-    joined = prepareShards(spec, state, ps, *statuses);
+    joined = prepareShards(spec, state, ps, *statuses, data.train);
     spdlog::info("{}", describeCheckpoints(spec.checkpoint));
     if (!spec.checkpoint.dir.empty())
       if (auto latest = findLatestCheckpoint(spec.checkpoint.dir))
@@ -624,6 +628,8 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     metrics.setState(NodeState::Done);
     spdlog::info("done: {}", e.what());
     return TrainingSummary{};
+  } catch (const JobDiverged&) {
+    throw;  // a ps said so: the job is stopped already
   } catch (const Diverged& e) {
     // A resume with the same learning rate diverges again: the job stops as
     // failed, every node with exit 3, rather than the ps tasks serving

@@ -236,4 +236,16 @@ void ShardServer::endConnections(const std::string& reason) {
   for (Impl::Connection& connection : impl_->connections) connection.stream->endReads(why);
 }
 
+namespace {
+constexpr std::string_view kChiefDivergedReason = "the chief's run diverged: ";
+}  // namespace
+
+std::string chiefDivergedText(std::string_view words) {
+  return std::string(kChiefDivergedReason) + std::string(words);
+}
+
+bool relaysChiefDivergence(std::string_view text) {
+  return text.find(kChiefDivergedReason) != std::string_view::npos;
+}
+
 }  // namespace traind

@@ -59,10 +59,16 @@ class ShardServer {
 // starts: a worker that reads it has seen the job end (sharded_client.h's
 // JobEnded).
 constexpr std::string_view kJobOverReason = "the job is over";
-// What a ps says, after kJobOverReason, of a job whose chief stopped it
-// because its run diverged, before the chief's words: such a worker stops
-// as diverged too (core/error.h).
-constexpr std::string_view kChiefDivergedReason = "the chief's run diverged";
+// A chief whose run diverged stops the job with its words (the stop call),
+// which a ps relays to the other workers (its status, the Abort of a
+// connection it ends) as "the chief's run diverged: <words>": they stop as
+// diverged too (core/error.h). The words are at most kMostDivergenceBytes,
+// cut where the chief sends them and where a ps takes them.
+constexpr size_t kMostDivergenceBytes = 2000;
+std::string chiefDivergedText(std::string_view words);
+// Whether a failure's text (a status call's, an Abort's) relays a chief's
+// divergence.
+bool relaysChiefDivergence(std::string_view text);
 
 // What a ps's refusal of a hello for a worker task it holds a connection of
 // says (OVERLOADED): a worker restarted at once reads it as its own old
@@ -91,7 +97,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // shard's status names the workers connected to it, whom a stopped chief
 // waits for before its final checkpoint; 10: the chief tells the shards
 // the job's last step; 11: hello carries the forward rule (and a TFRecord
-// training set's CRC covers its files' record counts).
-constexpr uint32_t kWireVersion = 11;
+// training set's CRC covers its files' record counts); 12: a chief whose
+// run diverged says so in its stop, and the shard's status passes it on.
+constexpr uint32_t kWireVersion = 12;
 
 }  // namespace traind

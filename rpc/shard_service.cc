@@ -163,15 +163,18 @@ void ServedShard::dropCancelledWaits() {
 }
 
 void ServedShard::beginStopping(const std::string& by, const std::string& diverged) {
+  // The chief's divergence counts also when the ps was stopping already (a
+  // signal, POST /stop): the job failed, and its workers are to hear it.
+  if (!diverged.empty() && diverged_.empty()) {
+    diverged_ = diverged;
+    spdlog::warn("stopping at global step {}: {}", shard_.globalStep(),
+                 chiefDivergedText(diverged));
+  }
   if (stopping_) return;
   stopping_ = true;
-  diverged_ = diverged;
   hold_owner_ = nullptr;  // no expiry to come: the hold's sums are never applied
   if (diverged.empty())
     spdlog::info("stopping at global step {}: stop requested by {}", shard_.globalStep(), by);
-  else
-    spdlog::error("stopping at global step {}: {}: {}", shard_.globalStep(), kChiefDivergedReason,
-                  diverged);
   releasePulls();
   stop_fulfiller_->fulfill();
 }
@@ -590,7 +593,8 @@ kj::Promise<void> ShardService::readState(ReadStateContext context) {
 kj::Promise<void> ShardService::stop(StopContext context) {
   return checked([&]() -> kj::Promise<void> {
     checkChief("stop");
-    served_.beginStopping("the chief", peerText(context.getParams().getDiverged().cStr()));
+    served_.beginStopping("the chief", printablePrefix(context.getParams().getDiverged().cStr(),
+                                                       kMostDivergenceBytes));
     return kj::READY_NOW;
   });
 }

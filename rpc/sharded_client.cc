@@ -60,10 +60,6 @@ int64_t reportedStep(int64_t step) {
   return step;
 }
 
-// The most of a chief's words on its divergence, relayed by a ps, that a
-// worker quotes.
-constexpr size_t kMostDivergenceQuoted = 2000;
-
 // `workers`: the cluster's; a worker task outside it is a lie.
 ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
   ShardStatusView view{s.getReady(),
@@ -71,7 +67,9 @@ ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
                        s.getStopping(),
                        {},
                        reportedStep(s.getLastStep()),
-                       printablePrefix(s.getDiverged().cStr(), kMostDivergenceQuoted)};
+                       // A ps cut the words to kMostDivergenceBytes, and says how
+                       // much it left out: room for that.
+                       printablePrefix(s.getDiverged().cStr(), 2 * kMostDivergenceBytes)};
   for (uint32_t task : s.getWorkers()) {
     if (task >= workers)
       throw std::runtime_error(
@@ -148,14 +146,20 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
   });
 }
 
+// A ps's Abort at the job's end that relays the chief's divergence.
+bool isJobDivergedAbort(std::string_view why) {
+  return why.starts_with(kJobOverReason) && relaysChiefDivergence(why);
+}
+
 // Throws for a failed call to `link`: the shard named, and why.
 [[noreturn]] void throwShardFailure(const ShardLink& link, const kj::Exception& e) {
   const std::string why = failureText(e);
+  // First: the chief's words it relays may be a refusal of a gradient.
+  if (isJobDivergedAbort(why))
+    throw JobDiverged(
+        fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
   if (isGradientNotFinite(why))
     throw Diverged(fmt::format("ps {} at {}: {}", link.index, link.address, why));
-  if (why.starts_with(kJobOverReason) && why.find(kChiefDivergedReason) != std::string::npos)
-    throw Diverged(
-        fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
   if (why.starts_with(kJobOverReason))
     throw JobEnded(
         fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
@@ -338,9 +342,10 @@ struct ShardedClient::Impl {
   std::string long_wait_meaning;  // whatALongWaitMeans(cluster)
 
   // A shard's status, asked now. A failed call throws its kj::Exception, and
-  // so does a ps silent for kPeerSilenceSeconds (silentStatusCall); nullopt
+  // so does a ps silent for `silence_seconds` (silentStatusCall); nullopt
   // once `stop` (when given) has been held for kStopGraceSeconds.
-  std::optional<ShardStatusView> status(ShardLink& link, const std::atomic<bool>* stop) {
+  std::optional<ShardStatusView> status(ShardLink& link, const std::atomic<bool>* stop,
+                                        int silence_seconds = kPeerSilenceSeconds) {
     kj::Timer& timer = io.provider->getTimer();
     std::optional<ShardStatusView> view;
     kj::Promise<void> call =
@@ -351,7 +356,7 @@ struct ShardedClient::Impl {
               view = toView(reply.getStatus(), cluster.worker.size());
             })
             .exclusiveJoin(
-                timer.afterDelay(kPeerSilenceSeconds * kj::SECONDS).then([]() -> kj::Promise<void> {
+                timer.afterDelay(silence_seconds * kj::SECONDS).then([]() -> kj::Promise<void> {
                   return silentStatusCall();
                 }));
     if (stop) call = call.exclusiveJoin(givenUp(timer, stop, nullptr).ignoreResult());
@@ -982,10 +987,19 @@ int ShardedClient::shardsThroughSharedMemory() const {
 void ShardedClient::throwIfChiefDiverged(int index) {
   ShardLink& link = impl_->shards.at(size_t(index));
   std::optional<ShardStatusView> status;
-  if (kj::runCatchingExceptions([&] { status = impl_->status(link, stop_); }) != nullptr) return;
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions(
+                      [&] { status = impl_->status(link, stop_, kJobEndStatusSeconds); })) {
+    // Past the ps's wait for its workers (this one paused, or slow): the
+    // Abort of the connection it ended carries the chief's words.
+    const std::string why = failureText(*e);
+    if (isJobDivergedAbort(why))
+      throw JobDiverged(
+          fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
+    return;
+  }
   if (status && !status->diverged.empty())
-    throw Diverged(fmt::format("ps {} at {} stopped the job: {}: {}", link.index, link.address,
-                               kChiefDivergedReason, status->diverged));
+    throw JobDiverged(fmt::format("ps {} at {} stopped the job: {}", link.index, link.address,
+                                  chiefDivergedText(status->diverged)));
 }
 
 int64_t ShardedClient::jobStep(int64_t min_step) {
@@ -1406,9 +1420,10 @@ void ShardedClient::reportSaved(const std::string& checkpoint) {
 }
 
 void ShardedClient::stopRemaining(const std::string& diverged) {
-  callEveryShardWithin(impl_->io, impl_->shards, 3.0, [&diverged](ShardLink& link) {
+  const std::string words = printablePrefix(diverged, kMostDivergenceBytes);
+  callEveryShardWithin(impl_->io, impl_->shards, 3.0, [&words](ShardLink& link) {
     auto request = link.shard().stopRequest();
-    request.setDiverged(diverged);
+    request.setDiverged(words);
     return request.send().ignoreResult();
   });
 }

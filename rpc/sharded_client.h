@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/error.h"
 #include "core/layer_graph.h"
 #include "core/model_state.h"
 #include "core/placement.h"
@@ -65,6 +66,14 @@ struct JobOverCheck {
 class JobEnded : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// What a call to the ps tasks throws once a ps has said that the chief
+// stopped the job because its run diverged: this worker's job failed as
+// the chief's did (exit 3), though its own numbers may be finite.
+class JobDiverged : public Diverged {
+ public:
+  using Diverged::Diverged;
 };
 
 class ShardedClient {
@@ -147,16 +156,19 @@ class ShardedClient {
   // `parameters` (the model's flat layout). Returns the job's global step,
   // the lowest of the shards' (they may be a step apart); -1 once a shard
   // has said it is stopping (told to by the chief, a signal or POST /stop):
-  // the job is over. When the chief stopped it because its run diverged
-  // (stopRemaining), the first such return throws Diverged instead, with the
-  // chief's words from that shard's status. Once one has (in a reply, or in its status while the
+  // the job is over. Once one has (in a reply, or in its status while the
   // calls wait: see kHeartbeatSeconds), the calls to the others are waited
   // for kStoppingGraceSeconds more, then given up, logged: a sync step they
   // hold may wait for a worker that is paused or gone, while the stopping
   // ps closes its connections 5 s on, and the chief still has to read every
-  // shard for its final checkpoint.
+  // shard for its final checkpoint. When the chief stopped the job because
+  // its run diverged (stopRemaining), the first such return throws
+  // JobDiverged instead, with the chief's words from that shard's status
+  // (asked for kJobEndStatusSeconds at most: a ps keeps its connections 5 s
+  // for its workers to go, then ends them with the same words).
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
   static constexpr int kStoppingGraceSeconds = 1;
+  static constexpr int kJobEndStatusSeconds = 6;
 
   // While a pull or push+pull waits, each shard is asked for its status
   // every kHeartbeatSeconds; one that has not answered for
@@ -285,9 +297,10 @@ class ShardedClient {
   Outcome connectShard(size_t shard, std::chrono::steady_clock::time_point start,
                        double timeout_seconds, const JobOverCheck& job_over);
   int64_t jobStep(int64_t min_step);
-  // Throws Diverged when shard `index`, which said it is stopping, was
+  // Throws JobDiverged when shard `index`, which said it is stopping, was
   // stopped by a chief whose run diverged; a shard that does not say
-  // (gone already, a stop asked here) is taken as the job's plain end.
+  // (gone already, silent, a stop asked here) is taken as the job's plain
+  // end.
   void throwIfChiefDiverged(int index);
   // readState's hold: every shard that holds a chunk at the step returned.
   // `waited_out`: some shard did not get there within holdWaitSeconds().

@@ -620,8 +620,9 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
   SECTION("a FIFO, whose size cannot be taken") {
     fs::remove(latest);
     REQUIRE(mkfifo(latest.c_str(), 0644) == 0);
-    CHECK_THROWS_MATCHES(findLatestCheckpoint(checkpoints), InputError,
-                         Catch::Message(latest + ": cannot read: expected a regular file"));
+    CHECK_THROWS_MATCHES(
+        findLatestCheckpoint(checkpoints), InputError,
+        Catch::Message(latest + ": cannot read: expected a regular file, got a FIFO"));
   }
   SECTION("no manifest") {
     fs::remove(saved / "manifest.json");

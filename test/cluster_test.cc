@@ -1446,12 +1446,11 @@ TEST_CASE("a step whose loss is not finite pushes nothing to the ps, async or sy
   }
 }
 
-TEST_CASE("a chief whose run diverged stops the job: the ps and the other workers exit 3") {
-  // Each worker its own share of the points: the chief's (the even ones)
-  // have targets of 3e38, whose squared error is past float; the other
-  // worker's numbers are finite. Its step waits for the chief's gradient
-  // (sync, both needed) until the chief stops the job.
-  const auto dir = freshTempDir("chief-diverged");
+// A spec of regression.yaml's model on points where each worker reads its
+// own share (shard_by_worker, in order): the chief's (the even ones) have
+// targets of 3e38, whose gradient is past float (the output bias's sums 32
+// terms of 2/32 x -3e38); the other worker's numbers are finite.
+std::filesystem::path divergingChiefSpec(const std::filesystem::path& dir) {
   std::vector<std::pair<float, float>> points;
   for (int i = 0; i < 256; ++i) {
     const float x = float(i) / 128.0f - 1.0f;
@@ -1465,10 +1464,17 @@ TEST_CASE("a chief whose run diverged stops the job: the ps and the other worker
                    ", image_feature: x, label_feature: y}\n  shard_by_worker: true\n"
                    "  shuffle: false");
   writeFile(dir / "points.yaml", spec);
+  return dir / "points.yaml";
+}
+
+TEST_CASE("a chief whose run diverged stops the job: the ps and the other workers exit 3") {
+  // The other worker's step waits for the chief's gradient (sync, both
+  // needed) until the chief stops the job.
+  const auto dir = freshTempDir("chief-diverged");
+  const auto spec = divergingChiefSpec(dir);
   const auto cluster = writeCluster(
       dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 2\n  total_num_replicas: 2\n");
-  Cluster c(dir, cluster,
-            "--model " + (dir / "points.yaml").string() + " --max-steps 100 --eval-every 0", 1, 2);
+  Cluster c(dir, cluster, "--model " + spec.string() + " --max-steps 100 --eval-every 0", 1, 2);
   CHECK(c.workers[0]->wait(kTimeout) == 3);
   CHECK(c.workers[1]->wait(30) == 3);
   CHECK(c.ps[0]->wait(30) == 3);
@@ -1483,6 +1489,35 @@ TEST_CASE("a chief whose run diverged stops the job: the ps and the other worker
                                                      "is not finite"));
   CHECK_THAT(c.ps[0]->output(),
              Catch::Contains("stopping at global step 0: the chief's run diverged: ps 0 at "));
+}
+
+TEST_CASE("a worker paused while the chief's run diverged hears it as the ps tasks end its calls") {
+  // Async, two ps tasks: the other worker, connected and waiting for the
+  // chief to initialise the shards, is paused before the chief starts; the
+  // ps tasks wait 5 s for it, then end its connection with the chief's
+  // words, which it reads once it goes on.
+  const auto dir = freshTempDir("paused-chief-diverged");
+  const auto spec = divergingChiefSpec(dir);
+  const auto cluster = writeCluster(dir, 2, 2, "  mode: async\n");
+  const std::string run = "--model " + spec.string() + " --cluster " + cluster.string() +
+                          " --max-steps 100 --eval-every 0 --threads 1";
+  BackgroundTraind ps0(run + " --job ps --task 0", dir / "ps0.log");
+  BackgroundTraind ps1(run + " --job ps --task 1", dir / "ps1.log");
+  BackgroundTraind other(run + " --job worker --task 1", dir / "worker1.log");
+  REQUIRE(other.waitForOutput("waiting for the chief", 60));
+  other.signal(SIGSTOP);
+  BackgroundTraind chief(run + " --job worker --task 0 --checkpoint-dir " + (dir / "ckpt").string(),
+                         dir / "chief.log");
+  CHECK(chief.wait(kTimeout) == 3);
+  CHECK(ps0.wait(30) == 3);
+  CHECK(ps1.wait(30) == 3);
+  other.signal(SIGCONT);
+  CHECK(other.wait(30) == 3);
+  INFO(chief.output() << other.output() << ps0.output() << ps1.output());
+  CHECK_THAT(other.output(), Catch::Contains("closed the connection: the job is over: ps ") &&
+                                 Catch::Contains(" the chief's run diverged: "));
+  // Diverged before any checkpoint of its own: none is written.
+  CHECK_FALSE(findLatestCheckpoint(dir / "ckpt").has_value());
 }
 
 TEST_CASE("a worker started after its job ended, its ps tasks gone, says so and exits 0") {

@@ -1574,6 +1574,9 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   CHECK(loadError(fifo) == fifo + ": cannot read the model spec: expected a regular file");
   CHECK(loadError("/dev/zero") == "/dev/zero: cannot read the model spec: expected a regular file");
+  // A regular file whose read fails is no empty spec (its first page is not mapped).
+  CHECK(loadError("/proc/self/mem") ==
+        "/proc/self/mem: cannot read the model spec: Input/output error");
   const std::string two = dir.write("two.yaml", "name: a\n---\nname: b\n");
   CHECK(loadError(two) == two + ":3:1: expected one YAML document: another starts here");
   // A stray ',' at the top level: yaml-cpp reads it as endless empty
@@ -1726,7 +1729,7 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
                                               "training: {max_steps: 10}", "training: *o"));
   CHECK_THAT(loadError(path),
              Catch::Contains(":8:1: training: unknown field 'type' (the fields of the training ") &&
-                 Catch::EndsWith("gradient_push) (through an alias: the value is written at "
+                 Catch::EndsWith("gradient_push) (through an alias: the field is written at "
                                  "line 4, column 16)"));
   path = dir.write("alias_twice.yaml",
                    replaced(replaced(kMinimal, "optimizer: {type: sgd, learning_rate: 0.1}",
@@ -1880,7 +1883,7 @@ TEST_CASE("a path a shell would expand is refused, unless it names what exists",
   std::filesystem::create_directories(dir.path() / "~" / "ckpt");
   CHECK(loadVariant(dir, "training: {max_steps: 10}\n",
                     "training: {max_steps: 10}\ncheckpoint: {dir: ~/ckpt}\n")
-            .checkpoint.dir != "");
+            .checkpoint.dir == (dir.path() / "~" / "ckpt").string());
 }
 
 TEST_CASE("a path holding a NUL is refused where the spec gives it", "[model_spec]") {

@@ -393,6 +393,25 @@ TEST_CASE("traind trains a placed fashion_mlp pipeline", "[pipeline][integration
   CHECK_THAT(check.output, Catch::Contains("hidden1") && Catch::Contains("cpu:0") &&
                                Catch::Contains("cpu:1") && Catch::Contains("1F1B") &&
                                Catch::Contains("F0 F1 .. B0"));
+  CHECK_THAT(check.output, Catch::Contains("placement: 2 stages (pipeline), 4 micro-batches"));
+
+  // One stage is no pipeline: every layer on one device, micro-batches one after the other.
+  const auto dir = testing::freshTempDir("one-stage");
+  std::string one = testing::readFile(std::string(TRAIND_SOURCE_DIR) +
+                                      "/configs/models/fashion_mlp_pipeline.yaml");
+  one = testing::replaceAll(
+      one,
+      "  - {name: input, device: \"cpu:0\", layers: [flatten_1, hidden1]}\n"
+      "  - {name: output, device: \"cpu:1\", layers: [hidden2, logits]}\n",
+      "  - {name: all, device: \"cpu:0\", layers: [flatten_1, hidden1, hidden2, "
+      "logits]}\n");
+  one = testing::replaceAll(one, "devices: [cpu:0, cpu:1]", "devices: [cpu:0]");
+  testing::writeFile(dir / "one.yaml", one);
+  const ProcessResult single = runTraind("check --model " + (dir / "one.yaml").string());
+  INFO(single.output);
+  REQUIRE(single.exit_code == 0);
+  CHECK_THAT(single.output,
+             Catch::Contains("placement: 1 stage (every layer on one device), 4 micro-batches"));
 }
 
 TEST_CASE("traind refuses bad placements with exit 2", "[pipeline][integration]") {

@@ -91,8 +91,9 @@ TEST_CASE("summary_every without a summary directory says it does nothing") {
       "--summary-every 2 --checkpoint-dir ''");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("training.summary_every is set, but this run writes no "
-                                       "TensorBoard summaries: give it a summary directory"));
+  CHECK_THAT(r.output, Catch::Contains("training.summary_every (or --summary-every) is set, but "
+                                       "this run writes no TensorBoard summaries: give it a "
+                                       "summary directory"));
 }
 
 TEST_CASE("a flag given twice takes its last value") {
@@ -1060,6 +1061,32 @@ TEST_CASE("an integer flag with leading zeros is decimal") {
   }
 }
 
+TEST_CASE("a run resumed on another training set than its checkpoint's says so") {
+  const auto dir = freshTempDir("other-training-set");
+  const std::string spec = exampleSpec("regression.yaml");
+  writeFile(dir / "a.yaml", spec);
+  writeFile(dir / "b.yaml", replaceAll(spec, "points: 1000", "points: 1200"));
+  const std::string run =
+      " --max-steps 10 --eval-every 0 --checkpoint-dir " + (dir / "ckpt").string();
+  REQUIRE(runTraind("--model " + (dir / "a.yaml").string() + run).exit_code == 0);
+  CHECK_THAT(readFile(dir / "ckpt" / "ckpt-0000000010" / "manifest.json"),
+             Catch::Contains("\"training_set\": \"1000 examples, CRC-32C 0x"));
+  // The same set: nothing said.
+  ProcessResult r =
+      runTraind("--model " + (dir / "a.yaml").string() +
+                " --max-steps 20 --eval-every 0 --checkpoint-dir " + (dir / "ckpt").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, !Catch::Contains("another training set"));
+  r = runTraind("--model " + (dir / "b.yaml").string() +
+                " --max-steps 30 --eval-every 0 --checkpoint-dir " + (dir / "ckpt").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("ckpt-0000000020 was trained on another training set "
+                                       "(1000 examples, CRC-32C 0x") &&
+                           Catch::Contains("; this run's: 1200 examples, CRC-32C 0x"));
+}
+
 TEST_CASE("traind check reads the data as a run would and names the field that does not fit") {
   const auto dir = freshTempDir("check-data");
   const std::string spec = exampleSpec("regression.yaml");
@@ -1072,6 +1099,14 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   CHECK_THAT(r.output, Catch::Contains("big_batch.yaml:15:15: data.batch_size"));
   CHECK_THAT(r.output, Catch::Contains(": data.batch_size: expected at most the training set's "
                                        "1000 examples, got 5000"));
+  // With a cluster, a batch for each of its workers, as each worker checks.
+  writeFile(dir / "half_batch.yaml", replaceAll(spec, "batch_size: 32", "batch_size: 600"));
+  r = runTraind("check --model " + (dir / "half_batch.yaml").string() +
+                " --cluster configs/clusters/local_sync.yaml");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("half_batch.yaml:15:15: data.batch_size: expected at most "
+                                       "500 (the training set's 1000 examples shared by 2 "
+                                       "workers, a batch each at least), got 600"));
   // A data file that refutes itself names the spec's entry and the file.
   const std::string mlp = exampleSpec("fashion_mlp.yaml");
   const std::string images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
