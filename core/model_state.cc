@@ -26,6 +26,40 @@ std::string utcNow() {
   return text;
 }
 
+// What tells `layout`'s variables from those of a checkpoint of another
+// architecture (`reader`), the first few: "'hidden2/kernel' is [300, 100]
+// there, [300, 120] here; 'hidden3/kernel' is not there". A checkpoint's
+// variables are its tensors that extend no other tensor's name (an
+// optimizer slot's is its variable's and "/slot"). Empty when their names
+// and shapes agree (the layers differ in kind or order).
+std::string variableDifferences(const SafetensorsReader& reader, const VariableLayout& layout) {
+  constexpr size_t kMostNamed = 3;
+  std::vector<std::string> differences;
+  for (const VariableView& v : layout.views()) {
+    if (!reader.contains(v.name))
+      differences.push_back(quotedPrintable(v.name) + " is not there");
+    else if (reader.shape(v.name) != v.shape)
+      differences.push_back(fmt::format("{} is {} there, {} here", quotedPrintable(v.name),
+                                        shapeToString(reader.shape(v.name)),
+                                        shapeToString(v.shape)));
+  }
+  const std::vector<std::string> names = reader.names();  // sorted: a slot follows its variable
+  std::string variable;
+  for (const std::string& name : names) {
+    if (!variable.empty() && name.starts_with(variable + "/")) continue;
+    variable = name;
+    const bool here = std::any_of(layout.views().begin(), layout.views().end(),
+                                  [&](const VariableView& v) { return v.name == name; });
+    if (!here) differences.push_back(quotedPrintable(name) + " is there only");
+  }
+  std::string text;
+  for (size_t i = 0; i < std::min(differences.size(), kMostNamed); ++i)
+    text += (i == 0 ? "" : "; ") + differences[i];
+  if (differences.size() > kMostNamed)
+    text += fmt::format("; {} more", differences.size() - kMostNamed);
+  return text;
+}
+
 }  // namespace
 
 ModelState::ModelState(const ModelSpec& spec, const LayerGraph& graph)
@@ -174,19 +208,34 @@ void readSlot(const SafetensorsReader& reader, const std::filesystem::path& file
 
 }  // namespace
 
-void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slots) {
+void ModelState::checkRestorable(const std::filesystem::path& checkpoint) const {
   const CheckpointManifest manifest = readManifest(checkpoint);
+  const SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  checkCheckpoint(checkpoint, manifest, reader, Slots::All);
+}
+
+void ModelState::checkCheckpoint(const std::filesystem::path& checkpoint,
+                                 const CheckpointManifest& manifest,
+                                 const SafetensorsReader& reader, Slots slots) const {
   const std::string hash = architectureHash(spec_);
-  if (manifest.architecture_hash != hash)
+  if (manifest.architecture_hash != hash) {
+    const std::string differences = variableDifferences(reader, layout_);
     throw InputError(
         checkpoint.string() + ": the checkpoint is of another architecture (hash " +
-        printable(manifest.architecture_hash) + ", this spec's is " + hash + ")" +
+        printable(manifest.architecture_hash) + ", this spec's is " + hash +
+        (differences.empty() ? "" : ": " + differences) + ")" +
         (slots == Slots::All
              ? "; point the checkpoint directory elsewhere, or use init_from to reuse layers"
              : ": evaluate it with the model spec it was trained with"));
-  SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  }
   checkAgreesWithManifest(checkpoint, manifest, reader);
   if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
+}
+
+void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slots) {
+  const CheckpointManifest manifest = readManifest(checkpoint);
+  SafetensorsReader reader(checkpoint / manifest.tensors_file);
+  checkCheckpoint(checkpoint, manifest, reader, slots);
   restored_training_set_ = manifest.training_set;
   // A moving average turned on after this checkpoint starts from it: a
   // checkpoint with none. One that holds some and lacks one is damaged.

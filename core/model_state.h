@@ -55,6 +55,11 @@ class ModelState {
   // spec's checkpoint.dir, or the flag): its errors start with it.
   void restore(const std::filesystem::path& checkpoint, const SourceLocation& dir_given_at = {});
 
+  // What restore() checks before it reads a value (the manifest, the
+  // architecture, the optimizer's state), for `traind check`: the same
+  // InputErrors, without dir_given_at.
+  void checkRestorable(const std::filesystem::path& checkpoint) const;
+
   // What evaluation needs of a checkpoint (trainctl eval): the parameters,
   // the moving averages when the spec has them, and the global step; the
   // optimizer's other state is left as initialised, so a checkpoint of any
@@ -80,6 +85,8 @@ class ModelState {
  private:
   enum class Slots { All, MovingAverageOnly };
   void restoreFrom(const std::filesystem::path& checkpoint, Slots slots);
+  void checkCheckpoint(const std::filesystem::path& checkpoint, const CheckpointManifest& manifest,
+                       const SafetensorsReader& reader, Slots slots) const;
   // Returns where the layers came from, for initialize()'s line: "from
   // <checkpoint>", and what of theirs was left (a bias the layer lacks).
   std::string initFrom(const InitFromSpec& init_from);

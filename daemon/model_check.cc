@@ -138,6 +138,27 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
   return out;
 }
 
+std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph) {
+  if (spec.checkpoint.dir.empty()) return "";
+  constexpr const char* kWarning = "warning: a run that starts before this changes stops at once: ";
+  try {
+    const std::optional<std::filesystem::path> latest = findLatestCheckpoint(spec.checkpoint.dir);
+    if (!latest)
+      return fmt::format("resumes: nothing to resume in {}: a run starts afresh\n",
+                         spec.checkpoint.dir);
+    std::string report = fmt::format("resumes: from {} at global step {}\n", latest->string(),
+                                     readManifest(*latest).global_step);
+    try {
+      ModelState(spec, graph).checkRestorable(*latest);
+    } catch (const InputError& e) {
+      report += kWarning + std::string(e.what()) + "\n";
+    }
+    return report;
+  } catch (const InputError& e) {
+    return kWarning + std::string(e.what()) + "\n";
+  }
+}
+
 std::string initFromReport(const ModelSpec& spec) {
   if (!spec.init_from) return "";
   const InitFromSpec& init_from = *spec.init_from;

@@ -30,6 +30,14 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph);
 // without init_from.
 std::string initFromReport(const ModelSpec& spec);
 
+// Where a run of the spec starts, as printed by `traind check --model
+// m.yaml`: "resumes: from <checkpoint> at global step N" when checkpoint.dir
+// holds one, with a warning line when the run would refuse it (another
+// architecture, naming what differs; an optimizer whose state it lacks; a
+// damaged directory), read now as a run would read it as it starts. Empty
+// without checkpoint.dir.
+std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph);
+
 // One line per task, "ps 0 127.0.0.1:2221", as printed by `traind check
 // --cluster c.yaml` (scripts/run-local-cluster reads it).
 std::string taskTable(const ClusterSpec& cluster);

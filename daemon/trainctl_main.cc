@@ -361,9 +361,10 @@ std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_
 // is the one the chief last reported a checkpoint of its shard at (or 0:
 // it has not trained). A line per ps, saying where its state is, goes to
 // `report`; one that cannot be asked counts as not saved, and in
-// `*unreachable` when given.
+// `*unreachable` when given; one that holds no parameters (restarted, it
+// waits for the chief to initialise it) counts in `*empty` when given.
 bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, std::string& report,
-                  int* unreachable = nullptr) {
+                  int* unreachable = nullptr, int* empty = nullptr) {
   bool saved = true;
   for (const Node& node : nodes) {
     if (node.job != "ps") continue;
@@ -371,6 +372,14 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
       const NodeStatus status = queryStatus(node, requestSeconds(deadline));
       const bool held = status.global_step == status.last_checkpoint_step.value_or(0);
       saved = saved && held;
+      if (status.state == "waiting") {
+        if (empty) ++*empty;
+        report += fmt::format(
+            "\n  {}: holds no parameters (restarted? it waits for the chief "
+            "to initialise it)",
+            describe(node));
+        continue;
+      }
       report += fmt::format("\n  {}: at global step {}, ", describe(node), status.global_step);
       report += status.last_checkpoint
                     ? fmt::format("in the chief's checkpoint {} at global step {}",
@@ -480,8 +489,20 @@ int runStop(const NodeFlags& flags) {
     std::string report;
     if (!took && !flags.force) {
       waitForPsStepsToSettle(nodes, deadline);
-      int ps_unreachable = 0;
-      const bool saved = psStateSaved(nodes, deadline, report, &ps_unreachable);
+      int ps_unreachable = 0, ps_empty = 0;
+      const bool saved = psStateSaved(nodes, deadline, report, &ps_unreachable, &ps_empty);
+      if (!saved && ps_empty > 0 && ps_unreachable == 0) {
+        // The chief does not rejoin shards of which one is empty: it
+        // restores the last checkpoint into every one.
+        std::printf(
+            "the ps tasks are left running: the chief (worker 0) did not take the stop, and a "
+            "ps task holds no parameters (restarted), so a chief started again restores the "
+            "last checkpoint into every shard: what the others trained since it is lost "
+            "either way:%s\nStop the ps tasks with --force, or start the chief again (the "
+            "job goes on from its last checkpoint)\n",
+            report.c_str());
+        return 1;
+      }
       if (!saved && ps_unreachable > 0) {
         // A ps that is down lost its shard: no chief can rejoin the job.
         std::printf(

@@ -351,6 +351,7 @@ int main(int argc, char** argv) {
           std::printf("warning: a run on this machine would stop at once: %s\n", e.what());
         }
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
+        std::fputs(traind::resumeReport(spec, graph).c_str(), stdout);
         std::fputs(traind::initFromReport(spec).c_str(), stdout);
       }
       if (!check_cluster.empty()) {

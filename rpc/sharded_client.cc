@@ -146,6 +146,15 @@ kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
   });
 }
 
+// Said of a pull or push+pull abandoned for a stop: the step it waited for
+// (sync), or only the replies (async, `min_step` 0: any step will do).
+void logGivenUpOnStop(int64_t min_step) {
+  if (min_step > 0)
+    spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);
+  else
+    spdlog::info("stop requested: gave up waiting for the ps shards' replies");
+}
+
 // A ps's Abort at the job's end that relays the chief's divergence.
 bool isJobDivergedAbort(std::string_view why) {
   return why.starts_with(kJobOverReason) && relaysChiefDivergence(why);
@@ -1038,7 +1047,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
       });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
   if (!done) {
-    spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);
+    logGivenUpOnStop(min_step);
     return -1;
   }
   return jobStep(min_step);
@@ -1182,7 +1191,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
   }
   last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
   if (!done) {
-    spdlog::info("stop requested: gave up waiting for the ps shards' step {}", min_step);
+    logGivenUpOnStop(min_step);
     return -1;
   }
   shard_steps_ = std::move(steps);

@@ -1061,6 +1061,33 @@ TEST_CASE("an integer flag with leading zeros is decimal") {
   }
 }
 
+TEST_CASE("traind check says where a run resumes, and warns of a checkpoint it would refuse") {
+  const auto dir = freshTempDir("check-resume");
+  const std::string spec =
+      exampleSpec("regression.yaml") + "checkpoint: {dir: " + (dir / "ckpt").string() + "}\n";
+  writeFile(dir / "sgd.yaml", spec);
+  writeFile(dir / "adam.yaml", replaceAll(spec, "type: sgd", "type: adam"));
+  ProcessResult r = runTraind("check --model " + (dir / "sgd.yaml").string());
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("resumes: nothing to resume in " + (dir / "ckpt").string() +
+                                       ": a run starts afresh"));
+  REQUIRE(runTraind("--model " + (dir / "sgd.yaml").string() + " --max-steps 10 --eval-every 0")
+              .exit_code == 0);
+  r = runTraind("check --model " + (dir / "sgd.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("resumes: from " + (dir / "ckpt").string() +
+                                       "/ckpt-0000000010 at global step 10\n") &&
+                           !Catch::Contains("warning"));
+  // Adam's slots are not in an SGD checkpoint: the run would stop at once.
+  r = runTraind("check --model " + (dir / "adam.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: a run that starts before this changes stops at "
+                                       "once: " +
+                                       (dir / "ckpt").string() + "/ckpt-0000000010"));
+}
+
 TEST_CASE("a run resumed on another training set than its checkpoint's says so") {
   const auto dir = freshTempDir("other-training-set");
   const std::string spec = exampleSpec("regression.yaml");
@@ -1339,4 +1366,7 @@ TEST_CASE("a checkpoint of another architecture is refused") {
   CHECK_THAT(r.output, Catch::Contains("--checkpoint-dir: " + dir.string() + "/ckpt-") &&
                            Catch::Contains("the checkpoint is of another architecture") &&
                            Catch::Contains("point the checkpoint directory elsewhere"));
+  // And what differs, the first three, as names and shapes.
+  CHECK_THAT(r.output, Catch::Contains("'hidden2/bias' is [50] there, [100] here; ") &&
+                           Catch::Contains("; 2 more)"));
 }

@@ -561,6 +561,42 @@ TEST_CASE("trainctl refuses bad input with exit code 2") {
   CHECK_THAT(r.output, Catch::StartsWith(nobody + ": unreachable (" + nobody + ": "));
 }
 
+TEST_CASE("trainctl stop says what is lost when a ps restarted empty beside one that trained") {
+  // 2 ps and the chief: ps 1 killed and started again holds nothing, so a
+  // chief started again restores the checkpoint into both; ps 0's steps
+  // since are lost whatever is done, not kept by starting the chief.
+  const auto dir = freshTempDir("stop-ps-empty");
+  const int base = freePortRange(6);
+  const auto cluster = dir / "cluster.yaml";
+  writeFile(cluster, "cluster:\n  ps: " + localAddresses(base, 2) +
+                         "\n  worker: " + localAddresses(base + 2, 1) +
+                         "\nhttp:\n  ps: " + localAddresses(base + 3, 2) + "\n  worker: " +
+                         localAddresses(base + 5, 1) + "\ntraining:\n  mode: async\n");
+  const std::string common = " --cluster " + cluster.string() + " --model " + writeModel(dir) +
+                             " --max-steps 1000000 --threads 1 --eval-every 0 --checkpoint-dir " +
+                             (dir / "ckpt").string();
+  BackgroundTraind ps0("--job ps --task 0" + common, dir / "ps0.log");
+  auto ps1 = std::make_unique<BackgroundTraind>("--job ps --task 1" + common, dir / "ps1.log");
+  BackgroundTraind chief("--job worker --task 0" + common, dir / "worker0.log");
+  REQUIRE(chief.waitForOutput(", loss = ", 60));
+  ps1->signal(SIGKILL);
+  CHECK(ps1->wait(30) == 128 + SIGKILL);
+  CHECK(chief.wait(60) == 1);  // its ps is lost
+  ps1 = std::make_unique<BackgroundTraind>("--job ps --task 1" + common, dir / "ps1-again.log");
+  REQUIRE(ps1->waitForOutput("waiting for the chief", 60));
+  const ProcessResult stop = runTrainctl("stop --cluster " + cluster.string() + " --timeout 30");
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);
+  CHECK_THAT(stop.output,
+             Catch::Contains("ps 1 (" + address(base + 4) + "): holds no parameters (restarted?") &&
+                 Catch::Contains("what the others trained since it is lost either way") &&
+                 !Catch::Contains("it rejoins the job"));
+  const ProcessResult forced = runTrainctl("stop --cluster " + cluster.string() + " --force");
+  INFO(forced.output);
+  CHECK(ps0.wait(30) == 0);
+  CHECK(ps1->wait(30) == 0);
+}
+
 TEST_CASE("trainctl stop does not blame the chief's save for a ps it cannot ask") {
   ChiefAndPs job("stop-ps-unasked");
   REQUIRE(waitHealthy(job.base + 3, 60));
