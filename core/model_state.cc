@@ -186,15 +186,19 @@ void checkInitFromFits(const InitFromSpec& init_from, const LayerGraph& graph) {
 void ModelState::restore(const std::filesystem::path& checkpoint,
                          const SourceLocation& dir_given_at) {
   try {
-    restoreFrom(checkpoint, Slots::All);
+    restoreFrom(checkpoint, Purpose::Resume);
   } catch (const InputError& e) {
     if (dir_given_at.file.empty()) throw;
     throwInputError(dir_given_at, dir_given_at.line > 0 ? "checkpoint.dir" : "", e.what());
   }
 }
 
+void ModelState::restoreForExport(const std::filesystem::path& checkpoint) {
+  restoreFrom(checkpoint, Purpose::Export);
+}
+
 void ModelState::restoreForEvaluation(const std::filesystem::path& checkpoint) {
-  restoreFrom(checkpoint, Slots::MovingAverageOnly);
+  restoreFrom(checkpoint, Purpose::Evaluation);
 }
 
 namespace {
@@ -211,12 +215,12 @@ void readSlot(const SafetensorsReader& reader, const std::filesystem::path& file
 void ModelState::checkRestorable(const std::filesystem::path& checkpoint) const {
   const CheckpointManifest manifest = readManifest(checkpoint);
   const SafetensorsReader reader(checkpoint / manifest.tensors_file);
-  checkCheckpoint(checkpoint, manifest, reader, Slots::All);
+  checkCheckpoint(checkpoint, manifest, reader, Purpose::Resume);
 }
 
 void ModelState::checkCheckpoint(const std::filesystem::path& checkpoint,
                                  const CheckpointManifest& manifest,
-                                 const SafetensorsReader& reader, Slots slots) const {
+                                 const SafetensorsReader& reader, Purpose purpose) const {
   const std::string hash = architectureHash(spec_);
   if (manifest.architecture_hash != hash) {
     const std::string differences = variableDifferences(reader, layout_);
@@ -224,18 +228,19 @@ void ModelState::checkCheckpoint(const std::filesystem::path& checkpoint,
         checkpoint.string() + ": the checkpoint is of another architecture (hash " +
         printable(manifest.architecture_hash) + ", this spec's is " + hash +
         (differences.empty() ? "" : ": " + differences) + ")" +
-        (slots == Slots::All
+        (purpose == Purpose::Resume
              ? "; point the checkpoint directory elsewhere, or use init_from to reuse layers"
-             : ": evaluate it with the model spec it was trained with"));
+         : purpose == Purpose::Export ? ": export it with the model spec it was trained with"
+                                      : ": evaluate it with the model spec it was trained with"));
   }
   checkAgreesWithManifest(checkpoint, manifest, reader);
-  if (slots == Slots::All) checkHoldsOptimizerState(checkpoint, reader);
+  if (purpose != Purpose::Evaluation) checkHoldsOptimizerState(checkpoint, reader, purpose);
 }
 
-void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slots) {
+void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Purpose purpose) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
-  checkCheckpoint(checkpoint, manifest, reader, slots);
+  checkCheckpoint(checkpoint, manifest, reader, purpose);
   restored_training_set_ = manifest.training_set;
   // A moving average turned on after this checkpoint starts from it: a
   // checkpoint with none. One that holds some and lacks one is damaged.
@@ -244,7 +249,7 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
       const bool average = optimizer_.slotNames()[s] == Optimizer::kMovingAverageSlot;
-      if (!average && slots == Slots::MovingAverageOnly) continue;
+      if (!average && purpose == Purpose::Evaluation) continue;
       const std::string name = v.name + "/" + optimizer_.slotNames()[s];
       if (average && !holds_averages)
         optimizer_.startMovingAverage(parameters_, v);
@@ -257,7 +262,8 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Slots slot
 }
 
 void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
-                                          const SafetensorsReader& reader) const {
+                                          const SafetensorsReader& reader, Purpose purpose) const {
+  const bool exporting = purpose == Purpose::Export;
   const std::vector<VariableView>& views = layout_.views();
   if (views.empty()) return;  // nothing to hold state for
   auto holds = [&](const std::string& slot) { return holdsSlot(reader, layout_, slot); };
@@ -268,20 +274,25 @@ void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoin
     throw InputError(checkpoint.string() +
                      ": the checkpoint was written with the rmsprop optimizer (it holds 'rms' "
                      "state), whose 'momentum' state is another quantity than this spec's " +
-                     updateRule(spec_) +
-                     " keeps under that name. Resuming with another optimizer is not supported: "
-                     "train on with rmsprop, or start a new run in another checkpoint directory "
-                     "from these parameters with init_from");
+                     updateRule(spec_) + " keeps under that name. " +
+                     (exporting
+                          ? std::string("Export it with a spec of rmsprop, as it was trained")
+                          : std::string("Resuming with another optimizer is not supported: "
+                                        "train on with rmsprop, or start a new run in another "
+                                        "checkpoint directory from these parameters with "
+                                        "init_from")));
   for (const std::string& slot : optimizer_.slotNames()) {
     if (slot == Optimizer::kMovingAverageSlot) continue;  // restore() starts it
     if (holds(slot)) continue;  // one missing among others is a damaged checkpoint: read() says
     throw InputError(
         checkpoint.string() + ": the checkpoint holds no '" + slot + "' state of this spec's " +
-        updateRule(spec_) +
-        ": it was written with another optimizer, or other settings of it. Resuming so is not "
-        "supported (its state would start from nothing mid-run): train on with the "
-        "checkpoint's optimizer, or start a new run in another checkpoint directory from "
-        "these parameters with init_from");
+        updateRule(spec_) + ": it was written with another optimizer, or other settings of it. " +
+        (exporting ? std::string("Export it with the spec it was trained with (its optimizer "
+                                 "and its settings)")
+                   : std::string("Resuming so is not supported (its state would start from "
+                                 "nothing mid-run): train on with the checkpoint's optimizer, or "
+                                 "start a new run in another checkpoint directory from these "
+                                 "parameters with init_from")));
   }
 }
 

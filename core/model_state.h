@@ -66,6 +66,10 @@ class ModelState {
   // optimizer will do.
   void restoreForEvaluation(const std::filesystem::path& checkpoint);
 
+  // What an export needs (trainctl export): everything restore() reads,
+  // refused as restore() refuses, the advice an export's.
+  void restoreForExport(const std::filesystem::path& checkpoint);
+
   // Writes a checkpoint into `dir` at the current global step; throws
   // Diverged, writing nothing, when a tensor holds a NaN or an infinity.
   std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
@@ -83,15 +87,17 @@ class ModelState {
   int64_t checkpointBytes() const;
 
  private:
-  enum class Slots { All, MovingAverageOnly };
-  void restoreFrom(const std::filesystem::path& checkpoint, Slots slots);
+  // Resume and Export read every slot, Evaluation the moving averages only;
+  // each says what to do instead its own way.
+  enum class Purpose { Resume, Export, Evaluation };
+  void restoreFrom(const std::filesystem::path& checkpoint, Purpose purpose);
   void checkCheckpoint(const std::filesystem::path& checkpoint, const CheckpointManifest& manifest,
-                       const SafetensorsReader& reader, Slots slots) const;
+                       const SafetensorsReader& reader, Purpose purpose) const;
   // Returns where the layers came from, for initialize()'s line: "from
   // <checkpoint>", and what of theirs was left (a bias the layer lacks).
   std::string initFrom(const InitFromSpec& init_from);
   void checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
-                                const SafetensorsReader& reader) const;
+                                const SafetensorsReader& reader, Purpose purpose) const;
 
   const ModelSpec& spec_;
   const LayerGraph& graph_;

@@ -914,7 +914,8 @@ int runExport(const ExportFlags& flags) {
   const TensorflowNames names = tensorflowNames(flags.names, spec, flags.model);
   ModelState state(spec, graph);
   const std::filesystem::path checkpoint = readResolvedCheckpoint(
-      flags.checkpoint, [&](const std::filesystem::path& resolved) { state.restore(resolved); });
+      flags.checkpoint,
+      [&](const std::filesystem::path& resolved) { state.restoreForExport(resolved); });
   const std::vector<TensorflowTensor> tensors = tensorflowState(state, spec, names);
   // What tensorflowState wrote, by kind: "4 variables, their optimizer
   // slots (m, v), their moving averages, Adam's beta1_power and beta2_power".

@@ -722,6 +722,16 @@ TEST_CASE(
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("'hidden/kernel' and 'out/kernel' would both be saved as "
                                        "'net/out/kernel': give each layer a prefix of its own"));
+  // A spec of another optimizer than the checkpoint's: an export's advice, not a resume's.
+  writeFile(dir / "momentum.yaml",
+            replaceAll(readFile(model), "optimizer: {type: adam, learning_rate: 0.01}",
+                       "optimizer: {type: momentum, learning_rate: 0.01, momentum: 0.9}"));
+  r = runTrainctl("export --model " + (dir / "momentum.yaml").string() + " --checkpoint " +
+                  (dir / "ckpt").string() + " " + (dir / "tf3" / "m").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("holds no 'momentum' state of this spec's momentum") &&
+                           Catch::Contains("Export it with the spec it was trained with") &&
+                           !Catch::Contains("Resuming"));
   r = runTrainctl("import --model " + model + " --scope net --checkpoint-dir " +
                   (dir / "again").string() + " " + (dir / "tf").string());
   CHECK(r.exit_code == 0);
