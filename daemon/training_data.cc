@@ -8,6 +8,7 @@
 #include "core/augmentation.h"
 #include "core/example_records.h"
 #include "core/memory_need.h"
+#include "core/printable.h"
 #include "core/random.h"
 
 namespace traind {
@@ -179,9 +180,12 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
   const auto check = [&](const Shape& example_shape, int64_t examples, int value_bytes) {
     checking = true;
     const Shape input = modelInputOf(spec.data.augment, example_shape, field);
+    // An IDX set's shape is its images file's, which the entry names
+    // beside its labels file.
+    const std::string what = idx ? printable(source.images) + ": examples" : "examples";
     checkShapeFits(graph, input, source.location, field,
                    input == example_shape
-                       ? "examples"
+                       ? what
                        : "windows (data.augment.random_crop.size) of its examples of " +
                              shapeToString(example_shape) + ",");
     const double bytes =

@@ -1157,8 +1157,9 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   writeFile(dir / "huge.yaml", replaceAll(mlp, images, (dir / "huge.idx").string()));
   r = runTraind("check --model " + (dir / "huge.yaml").string());
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("huge.yaml:20:5: data.test: examples of shape [40000, "
-                                       "40000, 1] do not fit the model's input"));
+  CHECK_THAT(r.output, Catch::Contains("huge.yaml:20:5: data.test: " + (dir / "huge.idx").string() +
+                                       ": examples of shape [40000, 40000, 1] do not fit the "
+                                       "model's input"));
   writeFile(dir / "many.idx", header(0x80000000u, 28, 28));
   writeFile(dir / "many.yaml", replaceAll(mlp, images, (dir / "many.idx").string()));
   // A run judges the data beside the model; check (which may run on
@@ -1260,8 +1261,9 @@ TEST_CASE("images that do not fit an image input name data.train, even with as m
   const ProcessResult r = runTraind("check --model " + (dir / "m.yaml").string());
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("data.train: examples of shape [28, 28, 1] do not fit the "
-                                       "model's input [14, 56, 1]"));
+  CHECK_THAT(r.output, Catch::Contains("data.train: /usr/share/datasets/fashion-mnist/"
+                                       "train-images-idx3-ubyte.gz: examples of shape [28, 28, 1] "
+                                       "do not fit the model's input [14, 56, 1]"));
 }
 
 TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
