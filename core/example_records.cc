@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "core/example.pb.h"
 #include "core/image_resize.h"
 #include "core/jpeg_image.h"
+#include "core/open_file_limit.h"
 #include "core/pixel_inputs.h"
 #include "core/png_image.h"
 #include "core/printable.h"
@@ -295,15 +295,6 @@ struct RecordPlace {
 };
 static_assert(sizeof(RecordPlace) == kRecordPlaceBytes);
 
-// Raises this process's soft limit on open files to its hard limit; false
-// if it was there already or cannot be raised.
-bool raiseOpenFileLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
-  limit.rlim_cur = limit.rlim_max;
-  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
-}
-
 // A data set's files, open to be read at offsets (pread), closed with it.
 class OpenFiles {
  public:
@@ -325,8 +316,8 @@ class OpenFiles {
     if (fd < 0)
       throw InputError(fmt::format(
           "{}: cannot open: {}{}", path, std::strerror(error),
-          error == EMFILE ? " (in_memory: false keeps every file of the set open: raise the "
-                            "limit, ulimit -Hn or LimitNOFILE=)"
+          error == EMFILE ? fmt::format(" (in_memory: false keeps every file of the set open: {})",
+                                        kRaiseOpenFileLimit)
                           : ""));
     fds_.push_back(fd);
   }

@@ -189,7 +189,10 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   finishStepInProgress(service, shard, timer, io.waitScope, stop.by(),
                        stalls.longestRecentStepSeconds());
   service.beginStopping(stop.by());
-  metrics.setState(NodeState::Stopping);
+  // trainctl status and GET /status say why, while the ps waits for its workers.
+  metrics.setState(NodeState::Stopping, service.divergence().empty()
+                                            ? std::string()
+                                            : chiefDivergedText(service.divergence()));
   // A step that stands while the job stops is no one's fault.
   reporting = kj::READY_NOW;
   auto waitForConnectionsToClose = [&](kj::Duration most) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -98,6 +99,13 @@ void checkLossFinite(const StepResult& result, int64_t global_step) {
   if (!std::isfinite(result.loss))
     throw Diverged(fmt::format("step {}: the loss is {}; lower the learning rate or check the data",
                                global_step, result.loss));
+  // Summed in double, a loss can be finite past what its float32 terms
+  // hold: its gradients have overflowed, or will.
+  if (std::fabs(result.loss) > double(std::numeric_limits<float>::max()))
+    throw Diverged(
+        fmt::format("step {}: the loss is {:g}, past float32's range; lower the "
+                    "learning rate or check the data",
+                    global_step, result.loss));
 }
 
 void StepLog::record(const StepResult& result, int64_t global_step) {

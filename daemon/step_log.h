@@ -26,7 +26,7 @@
 namespace traind {
 
 // Throws Diverged ("step N: the loss is nan; ...") when the step's loss is
-// not finite.
+// not finite, or beyond float32's range (a double's sum of float terms).
 void checkLossFinite(const StepResult& result, int64_t global_step);
 
 class StepLog {

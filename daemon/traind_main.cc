@@ -287,6 +287,10 @@ int main(int argc, char** argv) {
       ->transform(traind::integerFlag(0, traind::kMaxThreads));
   check->add_option("--devices", check_flags.devices, "devices, as a run takes them")
       ->check(deviceListFlag());
+  check
+      ->add_option("--checkpoint-dir", check_flags.checkpoint_dir,
+                   "checkpoint directory, as a run takes it (where it resumes from)")
+      ->check(traind::directoryFlag());
   // The run flags are required only when no subcommand is given.
   app.get_option("--model")->required(false);
 
@@ -307,8 +311,12 @@ int main(int argc, char** argv) {
         throw traind::InputError("check: expected --model m.yaml, --cluster c.yaml, or both");
       std::optional<traind::ModelSpec> checked_spec;
       int64_t training_examples = 0;  // the whole set's, of checked_spec
+      std::optional<traind::ClusterSpec> cluster;
+      if (!check_cluster.empty()) cluster = traind::loadClusterSpec(check_cluster);
       if (!check_model.empty()) {
         traind::ModelSpec& spec = checked_spec.emplace(traind::loadModelSpec(check_model));
+        // As a cluster's node takes them: the cluster spec's section, then the flags.
+        if (cluster && cluster->checkpoint) spec.checkpoint = *cluster->checkpoint;
         applyFlags(check_flags, spec);
         checkOpenMpThreads(spec);
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
@@ -354,13 +362,13 @@ int main(int argc, char** argv) {
         std::fputs(traind::resumeReport(spec, graph).c_str(), stdout);
         std::fputs(traind::initFromReport(spec).c_str(), stdout);
       }
-      if (!check_cluster.empty()) {
-        const traind::ClusterSpec cluster = traind::loadClusterSpec(check_cluster);
-        std::fputs(traind::taskTable(cluster).c_str(), stdout);
+      if (cluster) {
+        std::fputs(traind::taskTable(*cluster).c_str(), stdout);
         if (checked_spec) {
-          traind::checkModelFitsCluster(*checked_spec, cluster);
+          traind::checkModelFitsCluster(*checked_spec, *cluster);
           // Each worker's share (or turn) of the set holds a batch.
-          traind::checkBatchPerWorker(*checked_spec, training_examples, int(cluster.worker.size()));
+          traind::checkBatchPerWorker(*checked_spec, training_examples,
+                                      int(cluster->worker.size()));
         }
       }
       return 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "core/cluster_spec.h"
 #include "core/error.h"
+#include "core/open_file_limit.h"
 #include "core/parameter_shard.h"
 #include "core/printable.h"
 #include "rpc/deadline.h"
@@ -540,6 +542,16 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
     if (stopped) continue;  // said above
     KJ_IF_MAYBE(e, failure) {
       const std::string reason = failureText(*e) + missingZoneNote(link.address);
+      // This process's limit, not a ps that is late: raised once to the
+      // hard limit, then no wait would help (it waited peer_wait_seconds).
+      if (reason.find(std::strerror(EMFILE)) != std::string::npos) {
+        if (raiseOpenFileLimit()) continue;
+        throw InputError(fmt::format(
+            "cannot connect to ps {} at {}: {} (a worker holds a connection to each of the "
+            "cluster's {} ps tasks, beside its data files: {})",
+            link.index, link.address, std::strerror(EMFILE), impl_->cluster.ps.size(),
+            kRaiseOpenFileLimit));
+      }
       // The ps says this task is connected already: another process runs
       // as this task, unless this one was restarted and the ps has not yet
       // seen its old connection close.

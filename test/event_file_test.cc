@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -329,6 +330,18 @@ TEST_CASE("a run's last steps after its last log line get a line and a point", "
   // The last point is the mean of its own steps' losses only.
   const int64_t first = expected[expected.size() - 2] + 1;
   CHECK(last_loss == Approx(double(first + 250) / 2.0));
+}
+
+TEST_CASE("a loss that is not finite, or past float32's range, is a divergence", "[step_log]") {
+  checkLossFinite(StepResult{2.5}, 7);
+  checkLossFinite(StepResult{3.0e38}, 7);
+  CHECK_THROWS_MATCHES(checkLossFinite(StepResult{std::nan("")}, 7), Diverged,
+                       Catch::Message("step 7: the loss is nan; lower the learning rate or check "
+                                      "the data"));
+  // A double's sum of float terms: finite, where the gradients overflowed.
+  CHECK_THROWS_MATCHES(checkLossFinite(StepResult{2.8e76}, 52), Diverged,
+                       Catch::Message("step 52: the loss is 2.8e+76, past float32's range; lower "
+                                      "the learning rate or check the data"));
 }
 
 }  // namespace traind

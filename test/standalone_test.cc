@@ -1086,6 +1086,18 @@ TEST_CASE("traind check says where a run resumes, and warns of a checkpoint it w
   CHECK_THAT(r.output, Catch::Contains("warning: a run that starts before this changes stops at "
                                        "once: " +
                                        (dir / "ckpt").string() + "/ckpt-0000000010"));
+  // The directory as a run takes it: --checkpoint-dir, a cluster spec's section.
+  r = runTraind("check --model configs/models/regression.yaml --checkpoint-dir " +
+                (dir / "ckpt").string());
+  CHECK_THAT(r.output, Catch::Contains("resumes: from " + (dir / "ckpt").string()));
+  writeFile(dir / "cluster.yaml",
+            "cluster:\n  ps: [127.0.0.1:2221]\n  worker: [127.0.0.1:2222]\n"
+            "checkpoint: {dir: " +
+                (dir / "ckpt").string() + "}\n");
+  r = runTraind("check --model configs/models/regression.yaml --cluster " +
+                (dir / "cluster.yaml").string());
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("resumes: from " + (dir / "ckpt").string()));
 }
 
 TEST_CASE("a run resumed on another training set than its checkpoint's says so") {
