@@ -93,7 +93,7 @@ std::optional<int64_t> roomUnderProcessLimits() {
 
 }  // namespace
 
-MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
+MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, bool cluster_worker) {
   MemoryNeed need;
   // Values, gradients, the optimizer's slots.
   const int64_t copies = 2 + int64_t(Optimizer::slotNamesOf(spec.optimizer).size());
@@ -125,6 +125,17 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph) {
       need.activation_bytes += numElements(layer.output_shape) * spec.data.batch_size *
                                int64_t(sizeof(float)) * spec.training.concurrent_steps *
                                (backward ? 2 : 1);
+  }
+  // A worker's steps each hold a gradient and the parameters pulled for
+  // them, of the whole model, beside its own values (counted above with a
+  // gradient): 2K - 1 copies more.
+  if (cluster_worker) {
+    const int64_t model_bytes = int64_t(sizeof(float)) * [&] {
+      int64_t floats = 0;
+      for (const VariableSpec& v : graph.variables) floats += numElements(v.shape);
+      return floats;
+    }();
+    need.state_bytes += model_bytes * (2 * int64_t(spec.training.concurrent_steps) - 1);
   }
   // CPU towers (several devices, no layer placed on one): every tower but
   // the first computes into a gradient buffer of its own (docs/devices.md).

@@ -21,8 +21,10 @@ namespace traind {
 
 struct MemoryNeed {
   // The model's variables, their gradients and the optimizer's slots (and
-  // the moving averages), as a standalone run or a worker holds them; with
-  // CPU towers, each tower's gradients but the first's too.
+  // the moving averages), as a standalone run holds them; with CPU towers,
+  // each tower's gradients but the first's too. A cluster worker holds, beside
+  // the values and slots, each step in flight's gradients and the
+  // parameters it pulled.
   int64_t state_bytes = 0;
   // Every layer's output for the examples of one step, and its gradient
   // where the backward pass reaches it, once per step in flight
@@ -40,7 +42,9 @@ struct MemoryNeed {
   int64_t total() const { return state_bytes + activation_bytes + input_bytes; }
 };
 
-MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph);
+// `cluster_worker`: the need of a worker of a cluster (its steps' buffers
+// of pulled parameters), not a standalone run's.
+MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, bool cluster_worker = false);
 
 // Physical memory and swap, or what the process's cgroup allows (its
 // memory limit and its swap limit, or the host's swap), or what its own

@@ -32,6 +32,9 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 2);  // the outputs and their gradients
   CHECK(need.largest_layer == 0);
   CHECK(need.largest_layer_bytes == (784 * 300 + 300) * 4 * 4);
+  // A cluster worker: the values and slots, and a step's gradients and the
+  // parameters it pulled (5 copies with Adam; it measured 5.1 of them).
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), true).state_bytes == kFloats * 4 * 5);
 
   spec.optimizer.kind = OptimizerSpec::Kind::Sgd;
   spec.optimizer.moving_average = MovingAverageSpec{};
