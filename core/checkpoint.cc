@@ -581,6 +581,14 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
   auto integer = [&](std::string_view key) {
     const JsonValue& value = field(key, JsonValue::Type::Number);
     const std::optional<int64_t> n = value.asInt64();
+    // Digits past int64 are a number too large, not one of another kind.
+    const bool digits =
+        !value.text.empty() && std::all_of(value.text.begin(), value.text.end(),
+                                           [](char c) { return c >= '0' && c <= '9'; });
+    if (!n && digits)
+      throwInputError(where, key,
+                      "expected at most 2^53 (" + std::to_string(kMaxGlobalStep) + "), got " +
+                          printablePrefix(value.text, 200));
     if (!n || *n < 0)
       throwInputError(where, key,
                       "expected a non-negative integer, got " + printablePrefix(value.text, 200));

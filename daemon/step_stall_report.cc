@@ -4,16 +4,29 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace traind {
 namespace {
 
-// "1, 3 and 4"
+// "1, 3 and 4"; runs of three or more in order as ranges ("2..299"), so
+// that a line stays short whatever the cluster's size.
 std::string workerList(const std::vector<uint32_t>& workers) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < workers.size();) {
+    size_t last = i;
+    while (last + 1 < workers.size() && workers[last + 1] == workers[last] + 1) ++last;
+    if (last - i >= 2) {
+      parts.push_back(fmt::format("{}..{}", workers[i], workers[last]));
+      i = last + 1;
+    } else {
+      parts.push_back(std::to_string(workers[i++]));
+    }
+  }
   std::string out;
-  for (size_t i = 0; i < workers.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == workers.size() ? " and " : ", ") + std::to_string(workers[i]);
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
   return out;
 }
 

@@ -303,6 +303,12 @@ void checkBatchPerWorker(const ModelSpec& spec, int64_t whole, int workers) {
     throwInputError(spec.data.batch_size_location, "data.batch_size",
                     "expected at most the training set's " + std::to_string(whole) +
                         " examples, got " + std::to_string(spec.data.batch_size));
+  if (whole < workers)
+    throwInputError(spec.data.batch_size_location, "data.batch_size",
+                    fmt::format("the training set's {} examples are fewer than the cluster's {} "
+                                "workers, each of which takes a batch of them at least: expected "
+                                "a larger training set, or fewer workers",
+                                whole, workers));
   // batch_size <= 2^31 and workers a cluster's worker count: no overflow.
   if (whole < spec.data.batch_size * workers)
     throwInputError(spec.data.batch_size_location, "data.batch_size",

@@ -766,6 +766,9 @@ TEST_CASE("readManifest checks every field", "[checkpoint]") {
           "global_step: expected a non-negative integer, got 5.5");
   rejects("{\"format_version\": 1, \"global_step\": 9223372036854775807, " + tail,
           "global_step: expected at most 2^53 (9007199254740992), got 9223372036854775807");
+  // Past int64 too: too large, not another kind of number.
+  rejects("{\"format_version\": 1, \"global_step\": 9223372036854775813, " + tail,
+          "global_step: expected at most 2^53 (9007199254740992), got 9223372036854775813");
   rejects("{\"format_version\": 2, \"global_step\": 5, " + tail,
           "format_version: expected 1, got 2 (written by another traind version)");
   rejects("{\"format_version\": 1, " + tail, "global_step: missing");

@@ -80,6 +80,21 @@ TEST_CASE("sync: the workers a step still lacks a gradient from, chunk by chunk"
   CHECK(ParameterShard(a.spec, a.graph, a.cluster, 0).workersStepWaitsFor().empty());
 }
 
+TEST_CASE("sync: a standing step names many workers as ranges") {
+  OneShard s(TrainingMode::Sync, 300, 300);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  StepStallReport report(shard, s.cluster);
+  shard.markReady(0);
+  for (uint32_t w : {0u, 1u, 5u}) shard.workerJoined(w);
+  for (const ShardChunk& chunk : shard.chunks())
+    shard.push(0, 0, chunk.shard_offset, std::vector<float>(size_t(chunk.size), 1.0f));
+  CHECK_FALSE(report.check(1.0));
+  const auto line = report.check(16.0);
+  REQUIRE(line);
+  CHECK_THAT(line->text, Catch::Contains("from workers 1 and 5 (connected: ") &&
+                             Catch::Contains("and workers 2..4 and 6..299 (not connected)"));
+}
+
 TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits for") {
   OneShard s(TrainingMode::Sync, 3, 2);  // a backup worker: any of the missing would do
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
