@@ -578,34 +578,31 @@ CheckpointManifest readManifest(const fs::path& checkpoint) {
                           std::string(jsonTypeName(value->type)));
     return *value;
   };
-  auto integer = [&](std::string_view key) {
+  // At most `max`, which `at_most` words: digits past int64 are a number
+  // too large, not one of another kind.
+  auto integer = [&](std::string_view key, int64_t max, const std::string& at_most) {
     const JsonValue& value = field(key, JsonValue::Type::Number);
     const std::optional<int64_t> n = value.asInt64();
-    // Digits past int64 are a number too large, not one of another kind.
     const bool digits =
         !value.text.empty() && std::all_of(value.text.begin(), value.text.end(),
                                            [](char c) { return c >= '0' && c <= '9'; });
-    if (!n && digits)
+    if ((!n && digits) || (n && *n > max))
       throwInputError(where, key,
-                      "expected at most 2^53 (" + std::to_string(kMaxGlobalStep) + "), got " +
-                          printablePrefix(value.text, 200));
+                      "expected at most " + at_most + ", got " + printablePrefix(value.text, 200));
     if (!n || *n < 0)
       throwInputError(where, key,
                       "expected a non-negative integer, got " + printablePrefix(value.text, 200));
     return *n;
   };
 
-  const int64_t version = integer("format_version");
+  const int64_t version = integer("format_version", INT64_MAX, std::to_string(INT64_MAX));
   if (version != layout::kFormatVersion)
     throwInputError(where, "format_version",
                     "expected " + std::to_string(layout::kFormatVersion) + ", got " +
                         std::to_string(version) + " (written by another traind version)");
   CheckpointManifest manifest;
-  manifest.global_step = integer("global_step");
-  if (manifest.global_step > kMaxGlobalStep)
-    throwInputError(where, "global_step",
-                    "expected at most 2^53 (" + std::to_string(kMaxGlobalStep) + "), got " +
-                        std::to_string(manifest.global_step));
+  manifest.global_step =
+      integer("global_step", kMaxGlobalStep, "2^53 (" + std::to_string(kMaxGlobalStep) + ")");
   manifest.model_name = field("model_name", JsonValue::Type::String).text;
   manifest.architecture_hash = field("architecture_hash", JsonValue::Type::String).text;
   manifest.created = field("created", JsonValue::Type::String).text;

@@ -93,7 +93,7 @@ std::optional<int64_t> roomUnderProcessLimits() {
 
 }  // namespace
 
-MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, bool cluster_worker) {
+MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, MemoryOf whose) {
   MemoryNeed need;
   // Values, gradients, the optimizer's slots.
   const int64_t copies = 2 + int64_t(Optimizer::slotNamesOf(spec.optimizer).size());
@@ -129,7 +129,7 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, bool clust
   // A worker's steps each hold a gradient and the parameters pulled for
   // them, of the whole model, beside its own values (counted above with a
   // gradient): 2K - 1 copies more.
-  if (cluster_worker) {
+  if (whose == MemoryOf::ClusterWorker) {
     const int64_t model_bytes = int64_t(sizeof(float)) * [&] {
       int64_t floats = 0;
       for (const VariableSpec& v : graph.variables) floats += numElements(v.shape);

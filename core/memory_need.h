@@ -42,9 +42,10 @@ struct MemoryNeed {
   int64_t total() const { return state_bytes + activation_bytes + input_bytes; }
 };
 
-// `cluster_worker`: the need of a worker of a cluster (its steps' buffers
-// of pulled parameters), not a standalone run's.
-MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, bool cluster_worker = false);
+// Whose need: a standalone run's, or a cluster worker's (its steps'
+// buffers of pulled parameters too).
+enum class MemoryOf { StandaloneRun, ClusterWorker };
+MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, MemoryOf whose);
 
 // Physical memory and swap, or what the process's cgroup allows (its
 // memory limit and its swap limit, or the host's swap), or what its own

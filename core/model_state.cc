@@ -8,6 +8,8 @@
 #include <ctime>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/printable.h"
@@ -29,9 +31,10 @@ std::string utcNow() {
 // What tells `layout`'s variables from those of a checkpoint of another
 // architecture (`reader`), the first few: "'hidden2/kernel' is [300, 100]
 // there, [300, 120] here; 'hidden3/kernel' is not there". A checkpoint's
-// variables are its tensors that extend no other tensor's name (an
-// optimizer slot's is its variable's and "/slot"). Empty when their names
-// and shapes agree (the layers differ in kind or order).
+// variables are its tensors but the optimizer slots, each named as its
+// variable and "/slot". Empty when their names and shapes agree (the
+// layers differ in kind or order). Linear in the tensors: a spec may hold
+// 250,000 layers.
 std::string variableDifferences(const SafetensorsReader& reader, const VariableLayout& layout) {
   constexpr size_t kMostNamed = 3;
   std::vector<std::string> differences;
@@ -43,14 +46,13 @@ std::string variableDifferences(const SafetensorsReader& reader, const VariableL
                                         shapeToString(reader.shape(v.name)),
                                         shapeToString(v.shape)));
   }
-  const std::vector<std::string> names = reader.names();  // sorted: a slot follows its variable
-  std::string variable;
-  for (const std::string& name : names) {
-    if (!variable.empty() && name.starts_with(variable + "/")) continue;
-    variable = name;
-    const bool here = std::any_of(layout.views().begin(), layout.views().end(),
-                                  [&](const VariableView& v) { return v.name == name; });
-    if (!here) differences.push_back(quotedPrintable(name) + " is there only");
+  std::unordered_set<std::string_view> here;
+  for (const VariableView& v : layout.views()) here.insert(v.name);
+  for (const std::string& name : reader.names()) {
+    const size_t slash = name.rfind('/');
+    const bool slot = slash != std::string::npos && reader.contains(name.substr(0, slash));
+    if (!slot && !here.contains(name))
+      differences.push_back(quotedPrintable(name) + " is there only");
   }
   std::string text;
   for (size_t i = 0; i < std::min(differences.size(), kMostNamed); ++i)
@@ -212,18 +214,21 @@ void readSlot(const SafetensorsReader& reader, const std::filesystem::path& file
 
 }  // namespace
 
-void ModelState::checkRestorable(const std::filesystem::path& checkpoint) const {
+void ModelState::checkRestorable(const ModelSpec& spec, const LayerGraph& graph,
+                                 const std::filesystem::path& checkpoint) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   const SafetensorsReader reader(checkpoint / manifest.tensors_file);
-  checkCheckpoint(checkpoint, manifest, reader, Purpose::Resume);
+  checkCheckpoint(spec, VariableLayout(graph.variables), checkpoint, manifest, reader,
+                  Purpose::Resume);
 }
 
-void ModelState::checkCheckpoint(const std::filesystem::path& checkpoint,
+void ModelState::checkCheckpoint(const ModelSpec& spec, const VariableLayout& layout,
+                                 const std::filesystem::path& checkpoint,
                                  const CheckpointManifest& manifest,
-                                 const SafetensorsReader& reader, Purpose purpose) const {
-  const std::string hash = architectureHash(spec_);
+                                 const SafetensorsReader& reader, Purpose purpose) {
+  const std::string hash = architectureHash(spec);
   if (manifest.architecture_hash != hash) {
-    const std::string differences = variableDifferences(reader, layout_);
+    const std::string differences = variableDifferences(reader, layout);
     throw InputError(
         checkpoint.string() + ": the checkpoint is of another architecture (hash " +
         printable(manifest.architecture_hash) + ", this spec's is " + hash +
@@ -234,13 +239,14 @@ void ModelState::checkCheckpoint(const std::filesystem::path& checkpoint,
                                       : ": evaluate it with the model spec it was trained with"));
   }
   checkAgreesWithManifest(checkpoint, manifest, reader);
-  if (purpose != Purpose::Evaluation) checkHoldsOptimizerState(checkpoint, reader, purpose);
+  if (purpose != Purpose::Evaluation)
+    checkHoldsOptimizerState(spec, layout, checkpoint, reader, purpose);
 }
 
 void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Purpose purpose) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
-  checkCheckpoint(checkpoint, manifest, reader, purpose);
+  checkCheckpoint(spec_, layout_, checkpoint, manifest, reader, purpose);
   restored_training_set_ = manifest.training_set;
   // A moving average turned on after this checkpoint starts from it: a
   // checkpoint with none. One that holds some and lacks one is damaged.
@@ -261,32 +267,32 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Purpose pu
   global_step_ = manifest.global_step;
 }
 
-void ModelState::checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
-                                          const SafetensorsReader& reader, Purpose purpose) const {
+void ModelState::checkHoldsOptimizerState(const ModelSpec& spec, const VariableLayout& layout,
+                                          const std::filesystem::path& checkpoint,
+                                          const SafetensorsReader& reader, Purpose purpose) {
   const bool exporting = purpose == Purpose::Export;
-  const std::vector<VariableView>& views = layout_.views();
-  if (views.empty()) return;  // nothing to hold state for
-  auto holds = [&](const std::string& slot) { return holdsSlot(reader, layout_, slot); };
+  if (layout.views().empty()) return;  // nothing to hold state for
+  auto holds = [&](const std::string& slot) { return holdsSlot(reader, layout, slot); };
   // Two optimizers name a slot "momentum" (TensorFlow 1's names): RMSProp's
   // holds steps scaled by the learning rate, Momentum's sums of gradients.
   // Its "rms" tells the first apart.
-  if (spec_.optimizer.kind == OptimizerSpec::Kind::Momentum && holds("rms"))
+  if (spec.optimizer.kind == OptimizerSpec::Kind::Momentum && holds("rms"))
     throw InputError(checkpoint.string() +
                      ": the checkpoint was written with the rmsprop optimizer (it holds 'rms' "
                      "state), whose 'momentum' state is another quantity than this spec's " +
-                     updateRule(spec_) + " keeps under that name. " +
+                     updateRule(spec) + " keeps under that name. " +
                      (exporting
                           ? std::string("Export it with a spec of rmsprop, as it was trained")
                           : std::string("Resuming with another optimizer is not supported: "
                                         "train on with rmsprop, or start a new run in another "
                                         "checkpoint directory from these parameters with "
                                         "init_from")));
-  for (const std::string& slot : optimizer_.slotNames()) {
+  for (const std::string& slot : Optimizer::slotNamesOf(spec.optimizer)) {
     if (slot == Optimizer::kMovingAverageSlot) continue;  // restore() starts it
     if (holds(slot)) continue;  // one missing among others is a damaged checkpoint: read() says
     throw InputError(
         checkpoint.string() + ": the checkpoint holds no '" + slot + "' state of this spec's " +
-        updateRule(spec_) + ": it was written with another optimizer, or other settings of it. " +
+        updateRule(spec) + ": it was written with another optimizer, or other settings of it. " +
         (exporting ? std::string("Export it with the spec it was trained with (its optimizer "
                                  "and its settings)")
                    : std::string("Resuming so is not supported (its state would start from "

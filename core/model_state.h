@@ -57,8 +57,10 @@ class ModelState {
 
   // What restore() checks before it reads a value (the manifest, the
   // architecture, the optimizer's state), for `traind check`: the same
-  // InputErrors, without dir_given_at.
-  void checkRestorable(const std::filesystem::path& checkpoint) const;
+  // InputErrors, without dir_given_at. Allocates no state: `check` may run
+  // on a smaller machine than the training.
+  static void checkRestorable(const ModelSpec& spec, const LayerGraph& graph,
+                              const std::filesystem::path& checkpoint);
 
   // What evaluation needs of a checkpoint (trainctl eval): the parameters,
   // the moving averages when the spec has them, and the global step; the
@@ -91,13 +93,16 @@ class ModelState {
   // each says what to do instead its own way.
   enum class Purpose { Resume, Export, Evaluation };
   void restoreFrom(const std::filesystem::path& checkpoint, Purpose purpose);
-  void checkCheckpoint(const std::filesystem::path& checkpoint, const CheckpointManifest& manifest,
-                       const SafetensorsReader& reader, Purpose purpose) const;
+  static void checkCheckpoint(const ModelSpec& spec, const VariableLayout& layout,
+                              const std::filesystem::path& checkpoint,
+                              const CheckpointManifest& manifest, const SafetensorsReader& reader,
+                              Purpose purpose);
   // Returns where the layers came from, for initialize()'s line: "from
   // <checkpoint>", and what of theirs was left (a bias the layer lacks).
   std::string initFrom(const InitFromSpec& init_from);
-  void checkHoldsOptimizerState(const std::filesystem::path& checkpoint,
-                                const SafetensorsReader& reader, Purpose purpose) const;
+  static void checkHoldsOptimizerState(const ModelSpec& spec, const VariableLayout& layout,
+                                       const std::filesystem::path& checkpoint,
+                                       const SafetensorsReader& reader, Purpose purpose);
 
   const ModelSpec& spec_;
   const LayerGraph& graph_;

@@ -138,9 +138,11 @@ std::string placementReport(const ModelSpec& spec, const LayerGraph& graph) {
   return out;
 }
 
+// The line before what a run that starts now would refuse.
+constexpr const char* kWarning = "warning: a run that starts before this changes stops at once: ";
+
 std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph) {
   if (spec.checkpoint.dir.empty()) return "";
-  constexpr const char* kWarning = "warning: a run that starts before this changes stops at once: ";
   try {
     const std::optional<std::filesystem::path> latest = findLatestCheckpoint(spec.checkpoint.dir);
     if (!latest)
@@ -149,7 +151,7 @@ std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph) {
     std::string report = fmt::format("resumes: from {} at global step {}\n", latest->string(),
                                      readManifest(*latest).global_step);
     try {
-      ModelState(spec, graph).checkRestorable(*latest);
+      ModelState::checkRestorable(spec, graph, *latest);
     } catch (const InputError& e) {
       report += kWarning + std::string(e.what()) + "\n";
     }
@@ -183,8 +185,7 @@ std::string initFromReport(const ModelSpec& spec) {
   try {
     checkInitFromFits(init_from, buildLayerGraph(spec));
   } catch (const InputError& e) {
-    report +=
-        fmt::format("warning: a run that starts before this changes stops at once: {}\n", e.what());
+    report += fmt::format("{}{}\n", kWarning, e.what());
   }
   return report;
 }

@@ -99,8 +99,8 @@ void checkLossFinite(const StepResult& result, int64_t global_step) {
   if (!std::isfinite(result.loss))
     throw Diverged(fmt::format("step {}: the loss is {}; lower the learning rate or check the data",
                                global_step, result.loss));
-  // Summed in double, a loss can be finite past what its float32 terms
-  // hold: its gradients have overflowed, or will.
+  // Summed in double, a loss can be finite past float32's range, where
+  // TensorFlow's float32 loss (and the event file's value) would be inf.
   if (std::fabs(result.loss) > double(std::numeric_limits<float>::max()))
     throw Diverged(
         fmt::format("step {}: the loss is {:g}, past float32's range; lower the "

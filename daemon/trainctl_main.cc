@@ -361,8 +361,8 @@ std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_
 // is the one the chief last reported a checkpoint of its shard at (or 0:
 // it has not trained). A line per ps, saying where its state is, goes to
 // `report`; one that cannot be asked counts as not saved, and in
-// `*unreachable` when given; one that holds no parameters (restarted, it
-// waits for the chief to initialise it) counts in `*empty` when given.
+// `*unreachable` when given; one that holds no parameters (restarted, or
+// never initialised: it waits for the chief) counts in `*empty` when given.
 bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, std::string& report,
                   int* unreachable = nullptr, int* empty = nullptr) {
   bool saved = true;
@@ -375,8 +375,8 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
       if (status.state == "waiting") {
         if (empty) ++*empty;
         report += fmt::format(
-            "\n  {}: holds no parameters (restarted? it waits for the chief "
-            "to initialise it)",
+            "\n  {}: holds no parameters yet (restarted, or never initialised: it waits for the "
+            "chief to initialise it)",
             describe(node));
         continue;
       }
@@ -496,10 +496,10 @@ int runStop(const NodeFlags& flags) {
         // restores the last checkpoint into every one.
         std::printf(
             "the ps tasks are left running: the chief (worker 0) did not take the stop, and a "
-            "ps task holds no parameters (restarted), so a chief started again restores the "
-            "last checkpoint into every shard: what the others trained since it is lost "
-            "either way:%s\nStop the ps tasks with --force, or start the chief again (the "
-            "job goes on from its last checkpoint)\n",
+            "ps task holds no parameters (restarted, or never initialised), so a chief started "
+            "again restores the last checkpoint into every shard: what the others trained "
+            "since it is lost either way:%s\nStop the ps tasks with --force, or start the chief "
+            "again (the job goes on from its last checkpoint)\n",
             report.c_str());
         return 1;
       }

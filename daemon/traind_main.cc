@@ -321,7 +321,9 @@ int main(int argc, char** argv) {
         checkOpenMpThreads(spec);
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
-        const traind::MemoryNeed memory = traind::memoryNeed(spec, graph, cluster.has_value());
+        const traind::MemoryNeed memory = traind::memoryNeed(
+            spec, graph,
+            cluster ? traind::MemoryOf::ClusterWorker : traind::MemoryOf::StandaloneRun);
         const std::optional<int64_t> available = traind::memoryAvailable();
         std::fputs(traind::memoryReport(memory, available).c_str(), stdout);
         // The machine that trains may be another than the one that checks.
@@ -409,7 +411,10 @@ int main(int argc, char** argv) {
     // A ps holds its shard only; the others the whole model and its steps.
     if (job != "ps") {
       const traind::LayerGraph graph = traind::buildLayerGraph(spec);
-      traind::checkMemoryFits(spec, graph, traind::memoryNeed(spec, graph, job == "worker"),
+      traind::checkMemoryFits(spec, graph,
+                              traind::memoryNeed(spec, graph,
+                                                 job == "worker" ? traind::MemoryOf::ClusterWorker
+                                                                 : traind::MemoryOf::StandaloneRun),
                               traind::memoryAvailable());
       // The placement on the run's devices (a stage on a device not listed,
       // micro-batches that do not divide the batch) before the data loads

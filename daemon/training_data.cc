@@ -237,10 +237,11 @@ Dataset syntheticTestSet(const ModelSpec& spec) {
   return makeSyntheticRegression(test, hashCombine(spec.seed, 1));
 }
 
-MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory memory) {
+MemoryHeld heldBeside(const ModelSpec& spec, const LayerGraph& graph, DataMemory memory,
+                      MemoryOf whose) {
   // Beside the model, which a run has checked on its own already.
   if (memory == DataMemory::BesideTheModel)
-    return {double(memoryNeed(spec, graph).total()), "the model and the data before them"};
+    return {double(memoryNeed(spec, graph, whose).total()), "the model and the data before them"};
   return {0.0, "the data before them"};
 }
 
@@ -267,7 +268,7 @@ TrainingData loadTrainingData(const ModelSpec& spec, const LayerGraph& graph,
     data.test = syntheticTestSet(spec);
   } else {
     const std::optional<int64_t> available = memoryAvailable();
-    MemoryHeld held = heldBeside(spec, graph, memory);
+    MemoryHeld held = heldBeside(spec, graph, memory, reader.memory_of);
     const DataShare share =
         spec.data.shard_by_worker ? DataShare{reader.task, readers} : DataShare{};
     data.train = loadDataFiles(spec, spec.data.train, "data.train", graph, available, held, share);
@@ -303,8 +304,11 @@ void checkBatchPerWorker(const ModelSpec& spec, int64_t whole, int workers) {
     throwInputError(spec.data.batch_size_location, "data.batch_size",
                     "expected at most the training set's " + std::to_string(whole) +
                         " examples, got " + std::to_string(spec.data.batch_size));
+  // The set is too small, whatever the batch: said at the set's entry.
+  const bool synthetic = spec.data.kind == DataSpec::Kind::SyntheticRegression;
   if (whole < workers)
-    throwInputError(spec.data.batch_size_location, "data.batch_size",
+    throwInputError(synthetic ? spec.data.synthetic_location : spec.data.train.location,
+                    synthetic ? "data.synthetic" : "data.train",
                     fmt::format("the training set's {} examples are fewer than the cluster's {} "
                                 "workers, each of which takes a batch of them at least: expected "
                                 "a larger training set, or fewer workers",
@@ -324,7 +328,7 @@ std::optional<Dataset> loadTestData(const ModelSpec& spec, const LayerGraph& gra
     return test;
   }
   if (!spec.data.test) return std::nullopt;
-  MemoryHeld held = heldBeside(spec, graph, DataMemory::Alone);
+  MemoryHeld held = heldBeside(spec, graph, DataMemory::Alone, MemoryOf::StandaloneRun);
   Dataset test = loadDataFiles(spec, *spec.data.test, "data.test", graph, memoryAvailable(), held);
   checkFits(graph, test, spec.data.test->location, "data.test", &*spec.data.test);
   return test;

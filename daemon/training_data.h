@@ -10,6 +10,7 @@
 
 #include "core/dataset.h"
 #include "core/layer_graph.h"
+#include "core/memory_need.h"
 
 namespace traind {
 
@@ -26,6 +27,7 @@ struct DataReader {
   int task = 0;
   int workers = 1;
   bool evaluates = true;
+  MemoryOf memory_of = MemoryOf::StandaloneRun;  // whose model the data loads beside
 };
 
 // InputError (naming the data field and both shapes) when the data cannot

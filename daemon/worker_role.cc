@@ -286,7 +286,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const LayerGraph graph = buildLayerGraph(spec);
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
-  const TrainingData data = loadTrainingData(spec, graph, {task, workers, /*evaluates=*/chief});
+  const TrainingData data =
+      loadTrainingData(spec, graph, {task, workers, /*evaluates=*/chief, MemoryOf::ClusterWorker});
   if (const auto note = interleaveNote(spec, data.train)) spdlog::warn("{}", *note);
   // With data.shard_by_worker this worker holds its share alone.
   const bool holds_share = data.train.isShare();

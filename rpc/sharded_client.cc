@@ -543,8 +543,10 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
     KJ_IF_MAYBE(e, failure) {
       const std::string reason = failureText(*e) + missingZoneNote(link.address);
       // This process's limit, not a ps that is late: raised once to the
-      // hard limit, then no wait would help (it waited peer_wait_seconds).
-      if (reason.find(std::strerror(EMFILE)) != std::string::npos) {
+      // hard limit, then no wait would help. (The system's table full,
+      // ENFILE, whose words start the same, may empty: waited for.)
+      if (reason.find(std::strerror(EMFILE)) != std::string::npos &&
+          reason.find(std::strerror(ENFILE)) == std::string::npos) {
         if (raiseOpenFileLimit()) continue;
         throw InputError(fmt::format(
             "cannot connect to ps {} at {}: {} (a worker holds a connection to each of the "

@@ -338,7 +338,7 @@ TEST_CASE("a loss that is not finite, or past float32's range, is a divergence",
   CHECK_THROWS_MATCHES(checkLossFinite(StepResult{std::nan("")}, 7), Diverged,
                        Catch::Message("step 7: the loss is nan; lower the learning rate or check "
                                       "the data"));
-  // A double's sum of float terms: finite, where the gradients overflowed.
+  // Summed in double: finite, where a float32 loss (TensorFlow's) would be inf.
   CHECK_THROWS_MATCHES(checkLossFinite(StepResult{2.8e76}, 52), Diverged,
                        Catch::Message("step 52: the loss is 2.8e+76, past float32's range; lower "
                                       "the learning rate or check the data"));

@@ -26,7 +26,7 @@ constexpr int64_t kFloats = 784 * 300 + 300 + 300 * 10 + 10;
 TEST_CASE("a model needs its variables, gradients and slots, and a step's outputs",
           "[memory_need]") {
   ModelSpec spec = mlp(OptimizerSpec::Kind::Adam);
-  MemoryNeed need = memoryNeed(spec, buildLayerGraph(spec));
+  MemoryNeed need = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun);
   // Values, gradients, Adam's m and v.
   CHECK(need.state_bytes == kFloats * 4 * 4);
   CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 2);  // the outputs and their gradients
@@ -34,17 +34,23 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   CHECK(need.largest_layer_bytes == (784 * 300 + 300) * 4 * 4);
   // A cluster worker: the values and slots, and a step's gradients and the
   // parameters it pulled (5 copies with Adam; it measured 5.1 of them).
-  CHECK(memoryNeed(spec, buildLayerGraph(spec), true).state_bytes == kFloats * 4 * 5);
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker).state_bytes ==
+        kFloats * 4 * 5);
+  // Three steps in flight: three of each.
+  spec.training.concurrent_steps = 3;
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker).state_bytes ==
+        kFloats * 4 * 9);
+  spec.training.concurrent_steps = 1;
 
   spec.optimizer.kind = OptimizerSpec::Kind::Sgd;
   spec.optimizer.moving_average = MovingAverageSpec{};
   spec.training.concurrent_steps = 3;
-  need = memoryNeed(spec, buildLayerGraph(spec));
+  need = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun);
   CHECK(need.state_bytes == kFloats * 3 * 4);  // values, gradients, the averages
   CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 2 * 3);
   CHECK(need.input_bytes == 0);  // prefetch_batches auto: none counted
   spec.data.prefetch_batches = 1024;
-  need = memoryNeed(spec, buildLayerGraph(spec));
+  need = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun);
   CHECK(need.input_bytes == int64_t(1024) * 50 * 784 * 4);
   CHECK(need.total() == need.state_bytes + need.activation_bytes + need.input_bytes);
   CHECK_THAT(memoryReport(need, std::nullopt),
@@ -52,28 +58,31 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
 
   // A frozen first layer runs forward only: its output has no gradient.
   spec.layers[0].trainable = false;
-  CHECK(memoryNeed(spec, buildLayerGraph(spec)).activation_bytes == (300 + 10 * 2) * 50 * 4 * 3);
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun).activation_bytes ==
+        (300 + 10 * 2) * 50 * 4 * 3);
   spec.layers[0].trainable = true;
 
   // Three CPU towers: two more gradient buffers; a pipeline's devices hold
   // each its own layers' only.
-  const int64_t state = memoryNeed(spec, buildLayerGraph(spec)).state_bytes;
+  const int64_t state =
+      memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun).state_bytes;
   spec.training.devices = {"cpu:0", "cpu:1", "cpu:2"};
-  CHECK(memoryNeed(spec, buildLayerGraph(spec)).state_bytes == state + 2 * kFloats * 4);
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun).state_bytes ==
+        state + 2 * kFloats * 4);
   spec.layers[1].device = "cpu:1";
-  CHECK(memoryNeed(spec, buildLayerGraph(spec)).state_bytes == state);
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun).state_bytes == state);
   spec.layers[1].device.clear();
 
   // On GPUs the layer outputs take the GPU's memory, not the host's.
   spec.training.devices = {"cuda:0", "cuda:1"};
-  CHECK(memoryNeed(spec, buildLayerGraph(spec)).activation_bytes == 0);
+  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::StandaloneRun).activation_bytes == 0);
 }
 
 TEST_CASE("a model that needs more than the machine gives is refused at the line to change",
           "[memory_need]") {
   const ModelSpec spec = mlp(OptimizerSpec::Kind::Adam);
   const LayerGraph graph = buildLayerGraph(spec);
-  const MemoryNeed need = memoryNeed(spec, graph);
+  const MemoryNeed need = memoryNeed(spec, graph, MemoryOf::StandaloneRun);
   CHECK_NOTHROW(checkMemoryFits(spec, graph, need, need.total()));
   CHECK_NOTHROW(checkMemoryFits(spec, graph, need, std::nullopt));  // unknown: not refused
   CHECK_THROWS_MATCHES(
@@ -88,7 +97,7 @@ TEST_CASE("a model that needs more than the machine gives is refused at the line
   // Layer outputs take the most: the batch is the field to change.
   ModelSpec big_batch = spec;
   big_batch.data.batch_size = 5000;
-  const MemoryNeed batch_need = memoryNeed(big_batch, graph);
+  const MemoryNeed batch_need = memoryNeed(big_batch, graph, MemoryOf::StandaloneRun);
   CHECK_THROWS_WITH(checkMemoryFits(big_batch, graph, batch_need, int64_t(1) << 20),
                     Catch::StartsWith("m.yaml:20:3: data.batch_size: the model needs at least") &&
                         Catch::EndsWith(": expected a smaller batch"));

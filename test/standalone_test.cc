@@ -1146,6 +1146,16 @@ TEST_CASE("traind check reads the data as a run would and names the field that d
   CHECK_THAT(r.output, Catch::Contains("half_batch.yaml:15:15: data.batch_size: expected at most "
                                        "500 (the training set's 1000 examples shared by 2 "
                                        "workers, a batch each at least), got 600"));
+  // Fewer examples than workers: the set is too small, whatever the batch.
+  writeFile(dir / "one_point.yaml", replaceAll(replaceAll(spec, "batch_size: 32", "batch_size: 1"),
+                                               "points: 1000", "points: 5"));
+  writeFile(dir / "six.yaml",
+            "cluster:\n  ps: [127.0.0.1:2221]\n  worker: " + localAddresses(2222, 6) + "\n");
+  r = runTraind("check --model " + (dir / "one_point.yaml").string() + " --cluster " +
+                (dir / "six.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(": data.synthetic: the training set's 5 examples are fewer "
+                                       "than the cluster's 6 workers"));
   // A data file that refutes itself names the spec's entry and the file.
   const std::string mlp = exampleSpec("fashion_mlp.yaml");
   const std::string images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
@@ -1383,4 +1393,20 @@ TEST_CASE("a checkpoint of another architecture is refused") {
   // And what differs, the first three, as names and shapes.
   CHECK_THAT(r.output, Catch::Contains("'hidden2/bias' is [50] there, [100] here; ") &&
                            Catch::Contains("; 2 more)"));
+  // An optimizer's slots are no variables of their own: an Adam checkpoint
+  // differs in as many.
+  const auto adam = freshTempDir("other-adam");
+  writeFile(adam / "base.yaml",
+            replaceAll(exampleSpec("fashion_base.yaml"), "type: sgd", "type: adam"));
+  REQUIRE(runTraind("--model " + (adam / "base.yaml").string() +
+                    " --max-steps 10 --threads 1 --eval-every 0 --checkpoint-dir " +
+                    (adam / "ckpt").string())
+              .exit_code == 0);
+  const ProcessResult slots = runTraind(
+      "check --model configs/models/fashion_mlp.yaml "
+      "--checkpoint-dir " +
+      (adam / "ckpt").string());
+  INFO(slots.output);
+  CHECK_THAT(slots.output,
+             Catch::Contains("; 2 more)") && !Catch::Contains("/m'") && !Catch::Contains("/v'"));
 }
