@@ -135,7 +135,7 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, MemoryOf w
       for (const VariableSpec& v : graph.variables) floats += numElements(v.shape);
       return floats;
     }();
-    need.state_bytes += model_bytes * (2 * int64_t(spec.training.concurrent_steps) - 1);
+    need.step_buffer_bytes = model_bytes * (2 * int64_t(spec.training.concurrent_steps) - 1);
   }
   // CPU towers (several devices, no layer placed on one): every tower but
   // the first computes into a gradient buffer of its own (docs/devices.md).
@@ -173,11 +173,24 @@ std::string byteSize(int64_t bytes) {
   return unit == 0 ? fmt::format("{} bytes", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
+namespace {
+
+// "606.0 MiB of the steps' pulled parameters and gradients, " for a cluster
+// worker; empty otherwise.
+std::string stepBuffersText(const MemoryNeed& need) {
+  if (need.step_buffer_bytes == 0) return "";
+  return fmt::format("{} of the steps' pulled parameters and gradients, ",
+                     byteSize(need.step_buffer_bytes));
+}
+
+}  // namespace
+
 std::string memoryReport(const MemoryNeed& need, std::optional<int64_t> available) {
   return fmt::format(
-      "memory: at least {} ({} of variables with their gradients and optimizer slots, {} of "
+      "memory: at least {} ({} of variables with their gradients and optimizer slots, {}{} of "
       "layer outputs and their gradients per step{}){}\n",
-      byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
+      byteSize(need.total()), byteSize(need.state_bytes), stepBuffersText(need),
+      byteSize(need.activation_bytes),
       need.input_bytes > 0
           ? fmt::format(", {} of input batches read ahead", byteSize(need.input_bytes))
           : "",
@@ -189,10 +202,10 @@ void checkMemoryFits(const ModelSpec& spec, const LayerGraph& graph, const Memor
   if (!available || need.total() <= *available) return;
   const std::string what = fmt::format(
       "the model needs at least {} of memory ({} of variables with their gradients and "
-      "optimizer slots, {} of layer outputs and their gradients for a batch of {}{}{}), and this "
-      "machine gives a process {} ({})",
-      byteSize(need.total()), byteSize(need.state_bytes), byteSize(need.activation_bytes),
-      spec.data.batch_size,
+      "optimizer slots, {}{} of layer outputs and their gradients for a batch of {}{}{}), and "
+      "this machine gives a process {} ({})",
+      byteSize(need.total()), byteSize(need.state_bytes), stepBuffersText(need),
+      byteSize(need.activation_bytes), spec.data.batch_size,
       spec.training.concurrent_steps > 1
           ? fmt::format(" times {} steps in flight", spec.training.concurrent_steps)
           : "",

@@ -22,10 +22,11 @@ namespace traind {
 struct MemoryNeed {
   // The model's variables, their gradients and the optimizer's slots (and
   // the moving averages), as a standalone run holds them; with CPU towers,
-  // each tower's gradients but the first's too. A cluster worker holds, beside
-  // the values and slots, each step in flight's gradients and the
-  // parameters it pulled.
+  // each tower's gradients but the first's too.
   int64_t state_bytes = 0;
+  // A cluster worker's: each step in flight's gradients and the parameters
+  // pulled for it, beyond the one gradient state_bytes counts.
+  int64_t step_buffer_bytes = 0;
   // Every layer's output for the examples of one step, and its gradient
   // where the backward pass reaches it, once per step in flight
   // (training.concurrent_steps); none on CUDA devices, whose memory they
@@ -39,7 +40,7 @@ struct MemoryNeed {
   int largest_layer = -1;
   int64_t largest_layer_bytes = 0;
 
-  int64_t total() const { return state_bytes + activation_bytes + input_bytes; }
+  int64_t total() const { return state_bytes + step_buffer_bytes + activation_bytes + input_bytes; }
 };
 
 // Whose need: a standalone run's, or a cluster worker's (its steps'

@@ -34,12 +34,16 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   CHECK(need.largest_layer_bytes == (784 * 300 + 300) * 4 * 4);
   // A cluster worker: the values and slots, and a step's gradients and the
   // parameters it pulled (5 copies with Adam; it measured 5.1 of them).
-  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker).state_bytes ==
-        kFloats * 4 * 5);
+  MemoryNeed worker = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker);
+  CHECK(worker.state_bytes + worker.step_buffer_bytes == kFloats * 4 * 5);
+  CHECK_THAT(memoryReport(worker, std::nullopt),
+             Catch::Contains(" of the steps' pulled parameters and gradients, "));
   // Three steps in flight: three of each.
   spec.training.concurrent_steps = 3;
-  CHECK(memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker).state_bytes ==
-        kFloats * 4 * 9);
+  worker = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker);
+  CHECK(worker.state_bytes + worker.step_buffer_bytes == kFloats * 4 * 9);
+  CHECK(worker.total() == worker.state_bytes + worker.step_buffer_bytes + worker.activation_bytes +
+                              worker.input_bytes);
   spec.training.concurrent_steps = 1;
 
   spec.optimizer.kind = OptimizerSpec::Kind::Sgd;
