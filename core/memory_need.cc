@@ -95,8 +95,11 @@ std::optional<int64_t> roomUnderProcessLimits() {
 
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, MemoryOf whose) {
   MemoryNeed need;
-  // Values, gradients, the optimizer's slots.
-  const int64_t copies = 2 + int64_t(Optimizer::slotNamesOf(spec.optimizer).size());
+  // Values, gradients, the optimizer's slots; a worker but the chief holds
+  // a step's gradients and the parameters it pulled.
+  const int64_t copies = whose == MemoryOf::ClusterWorker
+                             ? 2
+                             : 2 + int64_t(Optimizer::slotNamesOf(spec.optimizer).size());
   // Layer outputs on a GPU are its memory, not the host's.
   const bool host_outputs =
       std::none_of(spec.training.devices.begin(), spec.training.devices.end(),
@@ -127,15 +130,17 @@ MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, MemoryOf w
                                (backward ? 2 : 1);
   }
   // A worker's steps each hold a gradient and the parameters pulled for
-  // them, of the whole model, beside its own values (counted above with a
-  // gradient): 2K - 1 copies more.
-  if (whose == MemoryOf::ClusterWorker) {
+  // them, of the whole model: beside the chief's values (counted above with
+  // a gradient), 2K - 1 copies more; beside another worker's first step's
+  // (counted above), 2K - 2.
+  if (whose != MemoryOf::StandaloneRun) {
     const int64_t model_bytes = int64_t(sizeof(float)) * [&] {
       int64_t floats = 0;
       for (const VariableSpec& v : graph.variables) floats += numElements(v.shape);
       return floats;
     }();
-    need.step_buffer_bytes = model_bytes * (2 * int64_t(spec.training.concurrent_steps) - 1);
+    need.step_buffer_bytes = model_bytes * (2 * int64_t(spec.training.concurrent_steps) -
+                                            (whose == MemoryOf::ClusterChief ? 1 : 2));
   }
   // CPU towers (several devices, no layer placed on one): every tower but
   // the first computes into a gradient buffer of its own (docs/devices.md).

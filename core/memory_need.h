@@ -25,7 +25,9 @@ struct MemoryNeed {
   // each tower's gradients but the first's too.
   int64_t state_bytes = 0;
   // A cluster worker's: each step in flight's gradients and the parameters
-  // pulled for it, beyond the one gradient state_bytes counts.
+  // pulled for it, beyond the one gradient state_bytes counts. (A worker
+  // but the chief holds no values or slots of its own: its state_bytes
+  // count one step's gradients and pulled parameters.)
   int64_t step_buffer_bytes = 0;
   // Every layer's output for the examples of one step, and its gradient
   // where the backward pass reaches it, once per step in flight
@@ -43,9 +45,11 @@ struct MemoryNeed {
   int64_t total() const { return state_bytes + step_buffer_bytes + activation_bytes + input_bytes; }
 };
 
-// Whose need: a standalone run's, or a cluster worker's (its steps'
-// buffers of pulled parameters too).
-enum class MemoryOf { StandaloneRun, ClusterWorker };
+// Whose need: a standalone run's; a cluster's chief, which holds the
+// model's values and slots (for checkpoints and evaluations) and its
+// steps' buffers of gradients and pulled parameters; another worker, which
+// holds the steps' buffers only.
+enum class MemoryOf { StandaloneRun, ClusterChief, ClusterWorker };
 MemoryNeed memoryNeed(const ModelSpec& spec, const LayerGraph& graph, MemoryOf whose);
 
 // Physical memory and swap, or what the process's cgroup allows (its

@@ -323,7 +323,8 @@ int main(int argc, char** argv) {
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
         const traind::MemoryNeed memory = traind::memoryNeed(
             spec, graph,
-            cluster ? traind::MemoryOf::ClusterWorker : traind::MemoryOf::StandaloneRun);
+            // The most a worker needs: the chief's.
+            cluster ? traind::MemoryOf::ClusterChief : traind::MemoryOf::StandaloneRun);
         const std::optional<int64_t> available = traind::memoryAvailable();
         std::fputs(traind::memoryReport(memory, available).c_str(), stdout);
         // The machine that trains may be another than the one that checks.
@@ -413,8 +414,9 @@ int main(int argc, char** argv) {
       const traind::LayerGraph graph = traind::buildLayerGraph(spec);
       traind::checkMemoryFits(spec, graph,
                               traind::memoryNeed(spec, graph,
-                                                 job == "worker" ? traind::MemoryOf::ClusterWorker
-                                                                 : traind::MemoryOf::StandaloneRun),
+                                                 job != "worker" ? traind::MemoryOf::StandaloneRun
+                                                 : task == 0     ? traind::MemoryOf::ClusterChief
+                                                                 : traind::MemoryOf::ClusterWorker),
                               traind::memoryAvailable());
       // The placement on the run's devices (a stage on a device not listed,
       // micro-batches that do not divide the batch) before the data loads

@@ -287,7 +287,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
   const TrainingData data =
-      loadTrainingData(spec, graph, {task, workers, /*evaluates=*/chief, MemoryOf::ClusterWorker});
+      loadTrainingData(spec, graph,
+                       {task, workers, /*evaluates=*/chief,
+                        chief ? MemoryOf::ClusterChief : MemoryOf::ClusterWorker});
   if (const auto note = interleaveNote(spec, data.train)) spdlog::warn("{}", *note);
   // With data.shard_by_worker this worker holds its share alone.
   const bool holds_share = data.train.isShare();
@@ -297,7 +299,13 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
         "worker {} holds its share of the training set: {} of its {} examples "
         "(data.shard_by_worker)",
         task, data.train.size, train_examples);
-  ModelState state(spec, graph);
+  const VariableLayout layout(graph.variables);
+  // Only the chief holds the model's state (it initialises or restores the
+  // shards, checkpoints and evaluates): the others' would be the
+  // optimizer's slots, which they never use (two copies of the model with
+  // Adam).
+  std::optional<ModelState> state;
+  if (chief) state.emplace(spec, graph);
 
   const int64_t batch_size = spec.data.batch_size;
   // Worker i takes every workers-th batch of the job's epoch order: in sync
@@ -310,14 +318,14 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // The ps tasks hold every worker to the first one's training set.
   SpecIdentity identity = specIdentity(spec);
   identity.training_set = contentText(data.train);
-  state.setTrainingSet(identity.training_set);
+  if (state) state->setTrainingSet(identity.training_set);
   io.emplace(kj::setupAsyncIo());
-  ShardedClient& ps = shards.emplace(*io, cluster, graph, state.layout(), identity, uint32_t(task));
+  ShardedClient& ps = shards.emplace(*io, cluster, graph, layout, identity, uint32_t(task));
   // After ps: their buffers may be views into its shared memory region.
-  std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, state.layout());
+  std::vector<std::unique_ptr<StepSlot>> slots = createStepSlots(spec, graph, layout);
   std::optional<Evaluator> evaluator;
   if (chief && data.test)
-    evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
+    evaluator.emplace(*devices.front(), graph, layout, *data.test, batch_size, spec.seed);
 
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).
@@ -326,7 +334,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   CheckpointDirLock checkpoint_dir_lock;
   if (chief && !spec.checkpoint.dir.empty()) {
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
-    if (auto shortfall = checkpointRoomShortfall(spec.checkpoint.dir, state.checkpointBytes()))
+    if (auto shortfall = checkpointRoomShortfall(spec.checkpoint.dir, state->checkpointBytes()))
       spdlog::warn("{}", *shortfall);
   }
   metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
@@ -348,7 +356,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     metrics.setState(NodeState::Waiting, "initialising the ps shards");
     const std::optional<std::vector<ShardStatusView>> statuses = ps.statuses();
     if (!statuses) return stoppedBeforeTraining(metrics);
-    joined = prepareShards(spec, state, ps, *statuses, data.train);
+    joined = prepareShards(spec, *state, ps, *statuses, data.train);
     spdlog::info("{}", describeCheckpoints(spec.checkpoint));
     if (!spec.checkpoint.dir.empty())
       if (auto latest = findLatestCheckpoint(spec.checkpoint.dir))
@@ -368,7 +376,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // the shared memory region the ps tasks map: pushes and pulls copy nothing
   // on this side (a chunk goes once the step is done with it). Otherwise
   // each slot computes from the parameters of its own last pull.
-  const int64_t model_size = state.layout().totalSize();
+  const int64_t model_size = layout.totalSize();
   if (const ShardedClient::SharedBuffers shared = ps.sharedBuffers();
       shared.gradients && slots.size() == 1) {
     slots.front()->gradients = FlatBuffer::over(shared.gradients, model_size);
@@ -398,7 +406,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   std::vector<Pulled> pulled(slots.size(), Pulled{step, ps.shardSteps()});
   for (size_t i = 1; i < slots.size(); ++i)
     std::memcpy(slots[i]->parameters.data(), slots.front()->parameters.data(),
-                size_t(state.layout().totalSize()) * sizeof(float));
+                size_t(layout.totalSize()) * sizeof(float));
 
   // A share is this worker's alone: not dealt out among the workers again.
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
@@ -431,16 +439,16 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   int64_t saved_step = joined ? -1 : step;
   auto checkpoint = [&] {
     if (!chief || spec.checkpoint.dir.empty()) return;
-    ps.readState(state);
-    if (state.globalStep() == saved_step) return;
+    ps.readState(*state);
+    if (state->globalStep() == saved_step) return;
     if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
       spdlog::warn("{}", *retaken);
-    const std::filesystem::path path = state.save(spec.checkpoint.dir, spec.checkpoint.keep);
+    const std::filesystem::path path = state->save(spec.checkpoint.dir, spec.checkpoint.keep);
     ps.reportSaved(std::filesystem::absolute(path).string());
-    saved_step = state.globalStep();
+    saved_step = state->globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
     metrics.recordCheckpoint(saved_step, path);
-    spdlog::info("step {}, saved checkpoint {}", state.globalStep(), path.string());
+    spdlog::info("step {}, saved checkpoint {}", state->globalStep(), path.string());
   };
 
   // A slot's step: the next batch (the slots take turns at the pipeline)
@@ -466,8 +474,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       if (const float clip_norm = spec.optimizer.clip_global_norm; clip_norm != 0.0f) {
         checkLossFinite(results[i], pulled[i].step + 1);  // a NaN loss said as such first
         results[i].gradient_norm =
-            clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), state.layout(),
-                             clip_norm, spec.optimizer.weight_decay, pulled[i].step + 1);
+            clipByGlobalNorm(slot.gradients.data(), slot.parameters.data(), layout, clip_norm,
+                             spec.optimizer.weight_decay, pulled[i].step + 1);
       }
       return;
     }
@@ -534,14 +542,13 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       metrics.recordStep(next, results[i].loss, batch_size);
       if (chief) {
         // The parameters pulled at `next`.
-        if (log.histogramsDue(step, next))
-          log.logHistograms(next, state.layout(), slot.parameters.data());
+        if (log.histogramsDue(step, next)) log.logHistograms(next, layout, slot.parameters.data());
         if (evaluator && crossesMultiple(step, next, spec.training.eval_every) &&
             next < total_steps) {
           // The moving averages live on the ps tasks, with the parameters.
-          if (state.optimizer().movingAverage()) ps.readState(state);
-          log.logEvaluation(next, evaluator->evaluate(state.optimizer().movingAverage()
-                                                          ? state.evaluationValues().data()
+          if (state->optimizer().movingAverage()) ps.readState(*state);
+          log.logEvaluation(next, evaluator->evaluate(state->optimizer().movingAverage()
+                                                          ? state->evaluationValues().data()
                                                           : slot.parameters.data()));
         }
         const double since_checkpoint =
@@ -575,11 +582,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     if (summary.stopped && !spec.checkpoint.dir.empty()) ps.waitForOtherWorkersToLeave();
     checkpoint();
     final_checkpoint = true;
-    const int64_t final_step = ps.pull(0, state.parameters());
+    const int64_t final_step = ps.pull(0, state->parameters());
     // A stopping ps answers too (-1 says the job is over): the step of what
     // it sent labels the evaluation.
     step = final_step >= 0 ? final_step : ps.lastPulledStep().value_or(step);
-    if (state.optimizer().movingAverage()) ps.readState(state);
+    if (state->optimizer().movingAverage()) ps.readState(*state);
     // Stopped before the job moved past where this chief started (a sync
     // step waiting for a worker that never came): the test figures would be
     // those of the parameters it started from, as a standalone run's stop
@@ -591,7 +598,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
                    step);
     if (evaluator && !untouched) {
       test = log.finalEvaluation(
-          step, [&] { return evaluator->evaluate(state.evaluationValues().data()); });
+          step, [&] { return evaluator->evaluate(state->evaluationValues().data()); });
       summary.test_loss = test->loss;
       if (spec.loss == LossKind::SoftmaxCrossEntropy) summary.test_accuracy = test->accuracy;
     }

@@ -32,18 +32,24 @@ TEST_CASE("a model needs its variables, gradients and slots, and a step's output
   CHECK(need.activation_bytes == (300 + 10) * 50 * 4 * 2);  // the outputs and their gradients
   CHECK(need.largest_layer == 0);
   CHECK(need.largest_layer_bytes == (784 * 300 + 300) * 4 * 4);
-  // A cluster worker: the values and slots, and a step's gradients and the
-  // parameters it pulled (5 copies with Adam; it measured 5.1 of them).
-  MemoryNeed worker = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker);
-  CHECK(worker.state_bytes + worker.step_buffer_bytes == kFloats * 4 * 5);
-  CHECK_THAT(memoryReport(worker, std::nullopt),
+  // A cluster's chief: the values and slots, and a step's gradients and the
+  // parameters it pulled (5 copies with Adam; a worker measured 5.1 of them
+  // when every worker held the values and slots). Another worker: the
+  // step's buffers alone.
+  MemoryNeed chief = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterChief);
+  CHECK(chief.state_bytes + chief.step_buffer_bytes == kFloats * 4 * 5);
+  CHECK_THAT(memoryReport(chief, std::nullopt),
              Catch::Contains(" of the steps' pulled parameters and gradients, "));
+  MemoryNeed worker = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker);
+  CHECK(worker.state_bytes + worker.step_buffer_bytes == kFloats * 4 * 2);
   // Three steps in flight: three of each.
   spec.training.concurrent_steps = 3;
+  chief = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterChief);
+  CHECK(chief.state_bytes + chief.step_buffer_bytes == kFloats * 4 * 9);
+  CHECK(chief.total() ==
+        chief.state_bytes + chief.step_buffer_bytes + chief.activation_bytes + chief.input_bytes);
   worker = memoryNeed(spec, buildLayerGraph(spec), MemoryOf::ClusterWorker);
-  CHECK(worker.state_bytes + worker.step_buffer_bytes == kFloats * 4 * 9);
-  CHECK(worker.total() == worker.state_bytes + worker.step_buffer_bytes + worker.activation_bytes +
-                              worker.input_bytes);
+  CHECK(worker.state_bytes + worker.step_buffer_bytes == kFloats * 4 * 6);
   spec.training.concurrent_steps = 1;
 
   spec.optimizer.kind = OptimizerSpec::Kind::Sgd;
