@@ -707,8 +707,12 @@ TEST_CASE("sync: a ps stopped alone while a worker is paused: the chief still ch
   const int resumed = c.workers[1]->wait(30);
   INFO(c.logs());
   CHECK(resumed == 0);
-  CHECK_THAT(c.workers[0]->output(),
-             Catch::Contains("did not answer within 1 s of ps 0's word that the job is over"));
+  // Paused between its steps, worker 1 holds none: ps 0 applies the step
+  // the chief computes at once (it says no "was not applied"), and the
+  // chief waits for nothing (CI saw that once in many runs).
+  if (c.ps[0]->output().find("was not applied") != std::string::npos)
+    CHECK_THAT(c.workers[0]->output(),
+               Catch::Contains("did not answer within 1 s of ps 0's word that the job is over"));
   CHECK_THAT(c.logs(), !Catch::Contains("no final checkpoint written"));
   // Worker 1, paused halfway through its push, may have completed some
   // chunks' step and not others': the chief says so, naming the steps its
