@@ -38,7 +38,9 @@ std::string utcNow() {
 std::string variableDifferences(const SafetensorsReader& reader, const VariableLayout& layout) {
   constexpr size_t kMostNamed = 3;
   std::vector<std::string> differences;
+  std::unordered_set<std::string_view> here;
   for (const VariableView& v : layout.views()) {
+    here.insert(v.name);
     if (!reader.contains(v.name))
       differences.push_back(quotedPrintable(v.name) + " is not there");
     else if (reader.shape(v.name) != v.shape)
@@ -46,8 +48,6 @@ std::string variableDifferences(const SafetensorsReader& reader, const VariableL
                                         shapeToString(reader.shape(v.name)),
                                         shapeToString(v.shape)));
   }
-  std::unordered_set<std::string_view> here;
-  for (const VariableView& v : layout.views()) here.insert(v.name);
   for (const std::string& name : reader.names()) {
     const size_t slash = name.rfind('/');
     const bool slot = slash != std::string::npos && reader.contains(name.substr(0, slash));

@@ -157,18 +157,19 @@ void logGivenUpOnStop(int64_t min_step) {
     spdlog::info("stop requested: gave up waiting for the ps shards' replies");
 }
 
-// A ps's Abort at the job's end that relays the chief's divergence.
-bool isJobDivergedAbort(std::string_view why) {
-  return why.starts_with(kJobOverReason) && relaysChiefDivergence(why);
+// Throws JobDiverged when `why`, a failed call's to `link`, is a ps's
+// Abort at the job's end that relays the chief's divergence.
+void throwIfJobDivergedAbort(const ShardLink& link, const std::string& why) {
+  if (why.starts_with(kJobOverReason) && relaysChiefDivergence(why))
+    throw JobDiverged(
+        fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
 }
 
 // Throws for a failed call to `link`: the shard named, and why.
 [[noreturn]] void throwShardFailure(const ShardLink& link, const kj::Exception& e) {
   const std::string why = failureText(e);
   // First: the chief's words it relays may be a refusal of a gradient.
-  if (isJobDivergedAbort(why))
-    throw JobDiverged(
-        fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
+  throwIfJobDivergedAbort(link, why);
   if (isGradientNotFinite(why))
     throw Diverged(fmt::format("ps {} at {}: {}", link.index, link.address, why));
   if (why.starts_with(kJobOverReason))
@@ -1014,10 +1015,7 @@ void ShardedClient::throwIfChiefDiverged(int index) {
                       [&] { status = impl_->status(link, stop_, kJobEndStatusSeconds); })) {
     // Past the ps's wait for its workers (this one paused, or slow): the
     // Abort of the connection it ended carries the chief's words.
-    const std::string why = failureText(*e);
-    if (isJobDivergedAbort(why))
-      throw JobDiverged(
-          fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));
+    throwIfJobDivergedAbort(link, failureText(*e));
     return;
   }
   if (status && !status->diverged.empty())
