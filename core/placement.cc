@@ -5,6 +5,16 @@
 #include <fmt/format.h>
 
 namespace traind {
+namespace {
+
+// A piece's floats as it lies in a shard's buffer, padded to the next
+// variable: a deep model's padding is a good part of it.
+int64_t alignedSize(const VariablePiece& p) {
+  return (p.size + VariableLayout::kVariableAlignment - 1) / VariableLayout::kVariableAlignment *
+         VariableLayout::kVariableAlignment;
+}
+
+}  // namespace
 
 Placement placeVariables(const VariableLayout& layout, int num_shards) {
   const std::vector<VariableView>& views = layout.views();
@@ -32,9 +42,11 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
     }
   }
 
-  // Largest first; ties in layout order, so the answer is the same everywhere.
-  std::vector<size_t> order(pieces.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Big pieces largest first onto the least-loaded shard; ties in layout
+  // order, so the answer is the same everywhere.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i].size >= kSmallPieceFloats) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return pieces[a].size > pieces[b].size; });
 
@@ -46,15 +58,54 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
     for (size_t s = 1; s < placement.shards.size(); ++s)
       if (placement.shards[s].size < placement.shards[least].size) least = s;
     owner[i] = int(least);
-    placement.shards[least].size += pieces[i].size;
+    placement.shards[least].size += alignedSize(pieces[i]);
+  }
+
+  // Small pieces fill the shards below the level that evens them out, in
+  // layout order, one run each: the least-loaded shard takes the first
+  // pieces until it nears the level, the next the following ones, and the
+  // last below it the rest. Each run is few chunks; spread one by one as the
+  // big ones, a deep model's layers would alternate between shards, every
+  // piece a call of its own.
+  int64_t small_total = 0;
+  std::vector<size_t> small;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i].size < kSmallPieceFloats) {
+      small.push_back(i);
+      small_total += alignedSize(pieces[i]);
+    }
+  std::vector<size_t> by_load(placement.shards.size());
+  for (size_t s = 0; s < by_load.size(); ++s) by_load[s] = s;
+  std::stable_sort(by_load.begin(), by_load.end(), [&](size_t a, size_t b) {
+    return placement.shards[a].size < placement.shards[b].size;
+  });
+  // The level L with sum over shards of max(0, L - load) = small_total, and
+  // how many shards lie below it.
+  size_t filled = 0;
+  double level = 0;
+  for (int64_t below = 0; filled < by_load.size(); ++filled) {
+    const int64_t load = placement.shards[by_load[filled]].size;
+    if (filled > 0 && double(load) >= level) break;
+    below += load;
+    level = double(small_total + below) / double(filled + 1);
+  }
+  size_t next = 0;
+  for (size_t k = 0; k < filled; ++k) {
+    ShardPlan& shard = placement.shards[by_load[k]];
+    const bool last = k + 1 == filled;
+    while (next < small.size() &&
+           (last || double(shard.size) + double(alignedSize(pieces[small[next]])) / 2 < level)) {
+      owner[small[next]] = int(by_load[k]);
+      shard.size += alignedSize(pieces[small[next]]);
+      ++next;
+    }
   }
   for (ShardPlan& shard : placement.shards) shard.size = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     ShardPlan& shard = placement.shards[size_t(owner[i])];
     VariablePiece p = pieces[i];
     p.shard_offset = shard.size;
-    shard.size += (p.size + VariableLayout::kVariableAlignment - 1) /
-                  VariableLayout::kVariableAlignment * VariableLayout::kVariableAlignment;
+    shard.size += alignedSize(p);
     shard.pieces.push_back(p);
   }
   return placement;

@@ -8,7 +8,10 @@
 // as TensorFlow's partitioned variables, so that one big dense kernel does
 // not make one shard the bottleneck. Row slices of a row-major variable are
 // contiguous, so every piece is one contiguous range of a worker's flat
-// buffer.
+// buffer. Pieces smaller than kSmallPieceFloats come last: they fill the
+// shards up to an even load in runs of consecutive pieces, one run per
+// shard, so that they share chunks (chunkShard) rather than alternate
+// between shards, each a call of its own.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,9 @@ struct ShardPlan {
 struct Placement {
   std::vector<ShardPlan> shards;
 };
+
+// A piece whose bytes cost a call less than the call itself does (64 KiB).
+constexpr int64_t kSmallPieceFloats = 16 * 1024;
 
 Placement placeVariables(const VariableLayout& layout, int num_shards);
 

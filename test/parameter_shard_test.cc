@@ -828,6 +828,51 @@ TEST_CASE("a chunk covers, in a worker's buffer, only its own shard's pieces and
   }
 }
 
+TEST_CASE("small variables go to the shards in runs: a deep model is a few calls per shard") {
+  // 2000 dense layers of 10 units: 4002 variables of at most 110 floats.
+  ModelSpec spec;
+  spec.input = {10};
+  for (int i = 0; i < 2000; ++i) {
+    LayerSpec dense;
+    dense.kind = LayerKind::Dense;
+    dense.name = "d" + std::to_string(i);
+    dense.units = 10;
+    spec.layers.push_back(dense);
+  }
+  const LayerGraph graph = buildLayerGraph(spec);
+  const VariableLayout layout(graph.variables);
+  for (int shards = 1; shards <= 4; ++shards) {
+    INFO(shards << " shards");
+    const Placement placement = placeVariables(layout, shards);
+    int64_t most = 0, least = std::numeric_limits<int64_t>::max();
+    for (const ShardPlan& shard : placement.shards) {
+      most = std::max(most, shard.size);
+      least = std::min(least, shard.size);
+      // 250 Ki floats of gradient groups of 64 Ki floats: a run of a
+      // shard crosses few of them.
+      CHECK(transferChunks(graph, shard, ParameterShard::kChunkFloats).size() <= 6);
+    }
+    CHECK(most - least <= 2 * 112);  // within a piece, aligned
+  }
+  // A big variable first (100,000 floats, less than an even share): the
+  // greedy pass puts it on ps 0, and the small ones fill ps 1 up to the
+  // level before the rest go to ps 0.
+  spec.input = {100};
+  LayerSpec wide;
+  wide.kind = LayerKind::Dense;
+  wide.name = "wide";
+  wide.units = 1000;
+  wide.use_bias = false;
+  spec.layers.insert(spec.layers.begin(), wide);
+  const LayerGraph deep_wide = buildLayerGraph(spec);
+  const Placement two = placeVariables(VariableLayout(deep_wide.variables), 2);
+  CHECK(two.shards[0].pieces.front().variable == 0);
+  CHECK(two.shards[1].pieces.front().variable == 1);
+  CHECK(std::abs(two.shards[0].size - two.shards[1].size) <= 10016);  // d0's kernel, aligned
+  for (const ShardPlan& shard : two.shards)
+    CHECK(transferChunks(deep_wide, shard, ParameterShard::kChunkFloats).size() <= 6);
+}
+
 TEST_CASE("a chunk of several pieces updates each of them and leaves the gap between") {
   OneShard s(TrainingMode::Sync, 2, 2);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0);
