@@ -243,6 +243,43 @@ void ModelState::checkCheckpoint(const ModelSpec& spec, const VariableLayout& la
     checkHoldsOptimizerState(spec, layout, checkpoint, reader, purpose);
 }
 
+namespace {
+
+// The slots of `reader`'s tensors that are no variable of `layout` and no
+// slot of `slots` ("m", "v"), each named once ("'m' and 'v' state", "the
+// moving averages"), as restoredUnusedState.
+std::string unusedState(const SafetensorsReader& reader, const VariableLayout& layout,
+                        const std::vector<std::string>& slots) {
+  std::unordered_set<std::string> used;
+  for (const VariableView& v : layout.views()) {
+    used.insert(v.name);
+    for (const std::string& slot : slots) used.insert(v.name + "/" + slot);
+  }
+  std::vector<std::string> unused;
+  bool averages = false;
+  for (const std::string& name : reader.names()) {
+    if (used.count(name) != 0) continue;
+    // The architecture agrees: a tensor more is a slot of a variable.
+    const std::string slot = name.substr(name.rfind('/') + 1);
+    if (slot == Optimizer::kMovingAverageSlot)
+      averages = true;
+    else if (std::find(unused.begin(), unused.end(), slot) == unused.end())
+      unused.push_back(slot);
+  }
+  std::string phrase;
+  for (size_t i = 0; i < unused.size(); ++i)
+    phrase += fmt::format("{}'{}'",
+                          i == 0                   ? "the "
+                          : i + 1 == unused.size() ? " and "
+                                                   : ", ",
+                          printable(unused[i]));
+  if (!phrase.empty()) phrase += " state";
+  if (averages) phrase += phrase.empty() ? "the moving averages" : " and the moving averages";
+  return phrase;
+}
+
+}  // namespace
+
 void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Purpose purpose) {
   const CheckpointManifest manifest = readManifest(checkpoint);
   SafetensorsReader reader(checkpoint / manifest.tensors_file);
@@ -264,7 +301,19 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Purpose pu
                  optimizer_.slot(s).view(v));
     }
   }
+  restored_unused_state_ =
+      purpose == Purpose::Evaluation ? "" : unusedState(reader, layout_, optimizer_.slotNames());
   global_step_ = manifest.global_step;
+}
+
+std::optional<std::string> ModelState::unusedStateNote(
+    const std::filesystem::path& checkpoint) const {
+  if (restored_unused_state_.empty()) return std::nullopt;
+  return fmt::format(
+      "{}: {} there is of no use to this spec's optimizer ({}): left behind, and the checkpoints "
+      "from now on hold none of it (the checkpoint was written with another optimizer or "
+      "settings)",
+      checkpoint.string(), restored_unused_state_, updateRule(spec_));
 }
 
 void ModelState::checkHoldsOptimizerState(const ModelSpec& spec, const VariableLayout& layout,

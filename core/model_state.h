@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -84,6 +85,18 @@ class ModelState {
   void setTrainingSet(std::string text) { training_set_ = std::move(text); }
   const std::string& restoredTrainingSet() const { return restored_training_set_; }
 
+  // The state of the checkpoint restore() or restoreForExport() read that
+  // this spec keeps no place for, as a phrase: "the 'm' and 'v' state" (an
+  // adam checkpoint resumed with sgd), "the moving averages" (a spec
+  // without moving_average); empty when none. Not restored, and not in
+  // the checkpoints that follow: the run or the export says so.
+  const std::string& restoredUnusedState() const { return restored_unused_state_; }
+  // What a run resuming from `checkpoint` warns of it: "<checkpoint>: the
+  // 'm' and 'v' state there is of no use to this spec's optimizer (sgd,
+  // learning rate 0.1): left behind, ..."; nullopt when restore() left
+  // nothing.
+  std::optional<std::string> unusedStateNote(const std::filesystem::path& checkpoint) const;
+
   // The bytes of the tensors save() writes: the parameters and each
   // optimizer slot (the manifest and the safetensors header add a little).
   int64_t checkpointBytes() const;
@@ -112,6 +125,7 @@ class ModelState {
   int64_t global_step_ = 0;
   std::string training_set_;           // setTrainingSet's
   std::string restored_training_set_;  // of the checkpoint restore() read
+  std::string restored_unused_state_;  // restoredUnusedState's
 };
 
 }  // namespace traind

@@ -63,6 +63,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
     if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), data.train, *latest))
       spdlog::warn("{}", *note);
+    if (const auto note = state.unusedStateNote(*latest)) spdlog::warn("{}", *note);
     metrics.recordExistingCheckpoint(*latest);
   } else {
     spdlog::info("{}", state.initialize());

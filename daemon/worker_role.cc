@@ -83,6 +83,7 @@ bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps,
     done = fmt::format("restored {} at global step {}", latest->string(), state.globalStep());
     if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), train, *latest))
       spdlog::warn("{}", *note);
+    if (const auto note = state.unusedStateNote(*latest)) spdlog::warn("{}", *note);
   } else {
     done = state.initialize();
   }

@@ -733,6 +733,17 @@ TEST_CASE(
   CHECK_THAT(r.output, Catch::Contains("holds no 'momentum' state of this spec's momentum") &&
                            Catch::Contains("Export it with the spec it was trained with") &&
                            !Catch::Contains("Resuming"));
+  // One of sgd, which keeps no state: exported, Adam's state left out, said.
+  writeFile(dir / "sgd.yaml",
+            replaceAll(readFile(model), "optimizer: {type: adam, learning_rate: 0.01}",
+                       "optimizer: {type: sgd, learning_rate: 0.01}"));
+  r = runTrainctl("export --model " + (dir / "sgd.yaml").string() + " --checkpoint " +
+                  (dir / "ckpt").string() + " " + (dir / "tf4" / "m").string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("(5 tensors: 4 variables, the global step)") &&
+                           Catch::Contains("left out: the 'm' and 'v' state of the checkpoint, "
+                                           "which this spec's optimizer (sgd, learning rate "
+                                           "0.01) does not keep"));
   r = runTrainctl("import --model " + model + " --scope net --checkpoint-dir " +
                   (dir / "again").string() + " " + (dir / "tf").string());
   CHECK(r.exit_code == 0);
