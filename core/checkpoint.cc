@@ -395,7 +395,8 @@ fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
   }
 
   const fs::path checkpoint = dir / name;
-  if (!fs::exists(checkpoint)) {
+  const bool is_new = !fs::exists(checkpoint);
+  if (is_new) {
     renameOrThrow(temp, checkpoint);
   } else {
     // This step was saved before (say, periodically and again at shutdown),
@@ -406,11 +407,20 @@ fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
     syncPath(checkpoint, true);
     fs::remove_all(temp);
   }
-  syncPath(dir, true);
-
   const fs::path latest_temp = dir / (std::string(layout::kTempPrefix) + "latest." + pid);
-  writeSyncedFile(latest_temp, name + "\n");
-  renameOrThrow(latest_temp, dir / layout::kLatestFile);
+  try {
+    syncPath(dir, true);
+    writeSyncedFile(latest_temp, name + "\n");
+    renameOrThrow(latest_temp, dir / layout::kLatestFile);
+  } catch (...) {
+    // `latest` names the checkpoint before (a full disk, most likely): a new
+    // one is taken back out, so that the save failed as a whole, as its
+    // error says, and a retry (an import's) finds the directory as it was.
+    std::error_code ec;
+    fs::remove(latest_temp, ec);
+    if (is_new) fs::remove_all(checkpoint, ec);
+    throw;
+  }
   syncPath(dir, true);
 
   pruneCheckpoints(dir, keep, name, manifest.global_step);

@@ -60,10 +60,11 @@ std::string checkpointDirName(int64_t global_step);
 // dir's name) via temp file + fsync + rename. Then deletes all but the newest
 // `keep` checkpoints (by step; never the one just written; keep <= 0 keeps
 // all) and leftovers of interrupted saves. A crash at any point leaves
-// either the old or the new latest, complete. Saving a step that already has
-// a checkpoint replaces its files one by one, each by an atomic rename, so
-// that it stays complete throughout. Returns the checkpoint's path.
-// std::system_error / std::filesystem::filesystem_error when the disk refuses.
+// either the old or the new latest, complete; a failure to write `latest`
+// takes a new checkpoint back out, so that the directory is as before. Saving a step that already
+// has a checkpoint replaces its files one by one, each by an atomic rename, so that it stays
+// complete throughout. Returns the checkpoint's path. std::system_error /
+// std::filesystem::filesystem_error when the disk refuses.
 std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
                                      const CheckpointManifest& manifest,
                                      const std::vector<TensorRef>& tensors, int keep);

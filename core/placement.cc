@@ -42,11 +42,16 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
     }
   }
 
+  // Small pieces: under 64 KiB, and a small part of a shard's share, so
+  // that a run of them can end near any level.
+  const int64_t small_below = std::min(kSmallPieceFloats, even_share / kSmallPiecesPerShare);
+  const auto is_small = [&](const VariablePiece& p) { return p.size < small_below; };
+
   // Big pieces largest first onto the least-loaded shard; ties in layout
-  // order, so the answer is the same everywhere.
+  // order, so the answer is the same everywhere. The first goes to ps 0.
   std::vector<size_t> order;
   for (size_t i = 0; i < pieces.size(); ++i)
-    if (pieces[i].size >= kSmallPieceFloats) order.push_back(i);
+    if (!is_small(pieces[i])) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return pieces[a].size > pieces[b].size; });
 
@@ -61,42 +66,46 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
     placement.shards[least].size += alignedSize(pieces[i]);
   }
 
-  // Small pieces fill the shards below the level that evens them out, in
-  // layout order, one run each: the least-loaded shard takes the first
-  // pieces until it nears the level, the next the following ones, and the
-  // last below it the rest. Each run is few chunks; spread one by one as the
-  // big ones, a deep model's layers would alternate between shards, every
-  // piece a call of its own.
-  int64_t small_total = 0;
+  // Small pieces fill the shards up to the level that evens them out, in
+  // layout order, a run each: the least-loaded shard (ps 0 when there are
+  // no big pieces) takes the first pieces until it nears the level, the
+  // next the following ones, and the last below it the rest; the level is
+  // taken again for the shards left at each. Each run is few chunks; spread
+  // one by one as the big ones, a deep model's layers would alternate
+  // between shards, every piece a call of its own.
+  int64_t remaining = 0;
   std::vector<size_t> small;
   for (size_t i = 0; i < pieces.size(); ++i)
-    if (pieces[i].size < kSmallPieceFloats) {
+    if (is_small(pieces[i])) {
       small.push_back(i);
-      small_total += alignedSize(pieces[i]);
+      remaining += alignedSize(pieces[i]);
     }
   std::vector<size_t> by_load(placement.shards.size());
   for (size_t s = 0; s < by_load.size(); ++s) by_load[s] = s;
   std::stable_sort(by_load.begin(), by_load.end(), [&](size_t a, size_t b) {
     return placement.shards[a].size < placement.shards[b].size;
   });
-  // The level L with sum over shards of max(0, L - load) = small_total, and
-  // how many shards lie below it.
-  size_t filled = 0;
-  double level = 0;
-  for (int64_t below = 0; filled < by_load.size(); ++filled) {
-    const int64_t load = placement.shards[by_load[filled]].size;
-    if (filled > 0 && double(load) >= level) break;
-    below += load;
-    level = double(small_total + below) / double(filled + 1);
+  // How many shards lie below the level L at which the small pieces would
+  // even them out: sum over shards of max(0, L - load) = their total.
+  size_t below = 1;
+  for (int64_t loads = placement.shards[by_load[0]].size; below < by_load.size(); ++below) {
+    const int64_t load = placement.shards[by_load[below]].size;
+    if (double(load) * double(below) >= double(remaining + loads)) break;
+    loads += load;
   }
   size_t next = 0;
-  for (size_t k = 0; k < filled; ++k) {
+  for (size_t k = 0; k < below; ++k) {
+    int64_t loads = 0;
+    for (size_t j = k; j < below; ++j) loads += placement.shards[by_load[j]].size;
+    const double level = double(remaining + loads) / double(below - k);
     ShardPlan& shard = placement.shards[by_load[k]];
-    const bool last = k + 1 == filled;
-    while (next < small.size() &&
-           (last || double(shard.size) + double(alignedSize(pieces[small[next]])) / 2 < level)) {
+    const bool last = k + 1 == below;
+    while (next < small.size()) {
+      const int64_t size = alignedSize(pieces[small[next]]);
+      if (!last && shard.size > 0 && double(shard.size) + double(size) / 2 >= level) break;
       owner[small[next]] = int(by_load[k]);
-      shard.size += alignedSize(pieces[small[next]]);
+      shard.size += size;
+      remaining -= size;
       ++next;
     }
   }

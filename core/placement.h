@@ -8,10 +8,11 @@
 // as TensorFlow's partitioned variables, so that one big dense kernel does
 // not make one shard the bottleneck. Row slices of a row-major variable are
 // contiguous, so every piece is one contiguous range of a worker's flat
-// buffer. Pieces smaller than kSmallPieceFloats come last: they fill the
+// buffer. Small pieces (kSmallPieceFloats) come last: they fill the
 // shards up to an even load in runs of consecutive pieces, one run per
 // shard, so that they share chunks (chunkShard) rather than alternate
-// between shards, each a call of its own.
+// between shards, each a call of its own. ps 0 holds a piece whenever
+// there is one: the job's global step is ps 0's (ShardedClient::readState).
 #pragma once
 
 #include <cstdint>
@@ -42,8 +43,11 @@ struct Placement {
   std::vector<ShardPlan> shards;
 };
 
-// A piece whose bytes cost a call less than the call itself does (64 KiB).
+// A piece is small under both bounds: its bytes cost a call less than the
+// call itself does (64 KiB), and it is a small part of an even share of
+// the model, so that shards filled with such pieces in runs end even.
 constexpr int64_t kSmallPieceFloats = 16 * 1024;
+constexpr int64_t kSmallPiecesPerShare = 8;
 
 Placement placeVariables(const VariableLayout& layout, int num_shards);
 

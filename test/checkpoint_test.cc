@@ -430,6 +430,20 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
     CHECK(entries(checkpoints) ==
           std::vector<std::string>{"ckpt-0000000300", "ckpt-0000000500", "latest"});
   }
+  SECTION("a latest that cannot be written takes the new checkpoint back out") {
+    // A full disk as `latest` is written; a directory in the way of its
+    // temp file here.
+    const fs::path in_the_way = checkpoints / (".tmp-latest." + std::to_string(::getpid()));
+    fs::create_directories(in_the_way / "x");
+    CHECK_THROWS(saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 2));
+    CHECK(entries(checkpoints) ==
+          std::vector<std::string>{".tmp-latest." + std::to_string(::getpid()), "ckpt-0000000200",
+                                   "ckpt-0000000300", "latest"});
+    CHECK(findLatestCheckpoint(checkpoints) == checkpoints / "ckpt-0000000300");
+    // A step saved before stays: `latest` may name it.
+    CHECK_THROWS(saveCheckpoint(checkpoints, manifestAt(300), sample.refs(), 2));
+    CHECK(fs::exists(checkpoints / "ckpt-0000000300" / "model.safetensors"));
+  }
   SECTION("keep <= 0 keeps them all") {
     saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 0);
     CHECK(entries(checkpoints).size() == 4);

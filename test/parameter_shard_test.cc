@@ -871,6 +871,26 @@ TEST_CASE("small variables go to the shards in runs: a deep model is a few calls
   CHECK(std::abs(two.shards[0].size - two.shards[1].size) <= 10016);  // d0's kernel, aligned
   for (const ShardPlan& shard : two.shards)
     CHECK(transferChunks(deep_wide, shard, ParameterShard::kChunkFloats).size() <= 6);
+
+  // Pieces under 64 KiB but a large part of a share are placed as big
+  // ones: of two kernels of 16,383 floats on 4 ps, the first (one row)
+  // takes ps 0 (which keeps the job's global step), the second's row
+  // slices the others.
+  ModelSpec two_kernels;
+  two_kernels.input = {1};
+  two_kernels.loss = LossKind::MeanSquaredError;
+  for (const int64_t units : {16383, 1}) {
+    LayerSpec dense;
+    dense.kind = LayerKind::Dense;
+    dense.name = "k" + std::to_string(units);
+    dense.units = units;
+    dense.use_bias = false;
+    two_kernels.layers.push_back(dense);
+  }
+  const Placement four = placeVariables(VariableLayout(buildLayerGraph(two_kernels).variables), 4);
+  REQUIRE(four.shards[0].pieces.size() == 1);
+  CHECK(four.shards[0].pieces[0].variable == 0);
+  for (const ShardPlan& shard : four.shards) CHECK(!shard.pieces.empty());
 }
 
 TEST_CASE("a chunk of several pieces updates each of them and leaves the gap between") {
