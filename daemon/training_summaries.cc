@@ -109,6 +109,8 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
                                       : "training.histogram_every");
     return nullptr;
   }
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(dir, ec);
   try {
     return std::make_unique<TrainingSummaries>(spec, dir, start_step);
   } catch (const InputError& e) {
@@ -125,6 +127,9 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
     // Created, but its first write failed (a full disk): as a write that
     // fails later, it ends the summaries, not the run.
     spdlog::warn("{}; no TensorBoard summaries in this run", e.what());
+    // Nothing of this run's in it: gone, as a checkpoint directory that
+    // got nothing goes (core/checkpoint.h).
+    if (!existed) std::filesystem::remove(dir, ec);  // only when empty
     return nullptr;
   }
 }

@@ -1032,6 +1032,25 @@ TEST_CASE("a run past the process's ulimit -v is refused before it allocates, at
                          Catch::Contains("or what its cgroup or ulimit -v and -d allow"));
 }
 
+TEST_CASE("a run that can write no file leaves nothing in the checkpoint directory it made") {
+  // ulimit -f 0 fails every write as a full disk would (EFBIG): the
+  // summaries' first event, the .lock's pid, the first checkpoint.
+  const std::filesystem::path dir = freshTempDir("no-room");
+  const std::string command =
+      "(trap '' XFSZ; ulimit -f 0; exec '" + std::string(TRAIND_BINARY_DIR) +
+      "/daemon/traind' --model '" + TRAIND_SOURCE_DIR +
+      "/configs/models/fashion_mlp.yaml' --threads 1 --max-steps 3 --eval-every 0 "
+      "--checkpoint-dir '" +
+      (dir / "made" / "ckpt").string() + "') 2>&1 | cat > '" + (dir / "output.txt").string() + "'";
+  const int status = std::system(("bash -c \"" + command + "\"").c_str());
+  const std::string output = readFile(dir / "output.txt");
+  INFO(output);
+  CHECK(WIFEXITED(status));
+  CHECK_THAT(output, Catch::Contains("no TensorBoard summaries in this run") &&
+                         Catch::Contains("no checkpoint written into"));
+  CHECK(!std::filesystem::exists(dir / "made"));
+}
+
 TEST_CASE("flags refuse an empty summary directory and an integer past 64 bits") {
   const ProcessResult empty = runTraind("--model configs/models/fashion_mlp.yaml --summary-dir ''");
   CHECK(empty.exit_code == 2);
