@@ -51,6 +51,7 @@
 #include "daemon/node_metrics.h"
 #include "daemon/ops_client.h"
 #include "daemon/release.h"
+#include "daemon/standard_output.h"
 #include "daemon/training_data.h"
 #include "devices/cpu/cpu_device.h"
 
@@ -976,7 +977,10 @@ int runEval(const std::string& model, const std::string& checkpoint_path, int th
 }  // namespace
 }  // namespace traind
 
-int main(int argc, char** argv) {
+namespace {
+
+// The command line's command; main says whether its output got out.
+int runCommand(int argc, char** argv) {
   using namespace traind;
   setupLogging();
   CLI::App app{"trainctl: talk to a running traind job, inspect and evaluate its checkpoints"};
@@ -1101,4 +1105,9 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 1;
   }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return traind::exitAfterOutput(runCommand(argc, argv), "trainctl");
 }

@@ -43,6 +43,7 @@
 #include "daemon/ops_server.h"
 #include "daemon/release.h"
 #include "daemon/standalone.h"
+#include "daemon/standard_output.h"
 #include "daemon/stop_request.h"
 #include "daemon/stop_signals.h"
 #include "daemon/this_host.h"
@@ -301,8 +302,8 @@ int main(int argc, char** argv) {
                  nameTheVariable(app, e.what(), argc, argv).c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    const int code = app.exit(e);  // --help and --version print, exit 0
+    return traind::exitAfterOutput(code == 0 ? 0 : 2, "traind");
   }
 
   try {
@@ -374,7 +375,7 @@ int main(int argc, char** argv) {
                                       int(cluster->worker.size()));
         }
       }
-      return 0;
+      return traind::exitAfterOutput(0, "traind");
     }
     if (run_flags.model.empty()) {
       std::fputs("traind: --model is required (see traind --help)\n", stderr);

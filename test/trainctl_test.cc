@@ -59,6 +59,24 @@ std::string writeModel(const std::filesystem::path& dir) {
 
 }  // namespace
 
+TEST_CASE("a command whose output cannot be written says so and fails") {
+  // `trainctl inspect ... > report.txt` on a full disk: no empty report
+  // taken for the answer.
+  const auto dir = freshTempDir("full-output");
+  for (const std::string command :
+       {"trainctl --version", "trainctl placement --model configs/models/fashion_mlp.yaml --ps 2",
+        "traind --version", "traind check --model configs/models/regression.yaml"}) {
+    INFO(command);
+    const std::string line = std::string("cd '") + TRAIND_SOURCE_DIR + "' && '" +
+                             TRAIND_BINARY_DIR + "/daemon/'" + command + " > /dev/full 2> '" +
+                             (dir / "stderr.txt").string() + "'";
+    const int status = std::system(line.c_str());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(readFile(dir / "stderr.txt"), Catch::Contains("write error on standard output"));
+  }
+}
+
 TEST_CASE("trainctl reads, checkpoints and stops a standalone run") {
   const auto dir = freshTempDir("standalone-ops");
   const std::string model = writeModel(dir);
