@@ -141,7 +141,7 @@ std::optional<std::string> NodeMetrics::stallLocked() const {
   const auto standing = Clock::now() - last_progress_;
   if (stall_limit_.count() == 0 || standing <= stall_limit_) return std::nullopt;
   return fmt::format("{}: the global step has stood at {} for {} s (http.stall_seconds: {})",
-                     nodeStateName(state_), global_step_,
+                     nodeStateName(state_), global_step_.value_or(0),
                      std::chrono::duration_cast<std::chrono::seconds>(standing).count(),
                      stall_limit_.count());
 }
@@ -196,7 +196,9 @@ void NodeMetrics::recordStep(int64_t global_step, double loss, int64_t examples)
 
 void NodeMetrics::setGlobalStep(int64_t global_step) {
   std::lock_guard lock(mutex_);
-  if (global_step != global_step_) last_progress_ = Clock::now();
+  // The first step known is no progress: the clock started as the node
+  // began to train or serve.
+  if (global_step_ && global_step != *global_step_) last_progress_ = Clock::now();
   global_step_ = global_step;
 }
 
@@ -264,7 +266,7 @@ std::string NodeMetrics::prometheusText() const {
   const bool trains = job_ != "ps";
   std::string out;
   family(out, "traind_global_step", "gauge", "The job's global step as this node last saw it.");
-  out += fmt::format("traind_global_step{{{}}} {}\n", l, global_step_);
+  if (global_step_) out += fmt::format("traind_global_step{{{}}} {}\n", l, *global_step_);
   if (trains) {
     family(out, "traind_loss", "gauge",
            "Mean training loss of the last window of log_every steps on this node.");
@@ -330,9 +332,9 @@ std::string NodeMetrics::statusJson() const {
       "{{\"role\":{},\"task\":{},\"state\":\"{}\",\"detail\":{},\"global_step\":{},\"loss\":{},"
       "\"examples_per_sec\":{},\"writes_checkpoints\":{},\"last_checkpoint\":{},"
       "\"last_checkpoint_step\":{},\"stalled\":{},\"version\":\"{}\"}}\n",
-      jsonQuote(job_), task_, nodeStateName(state_), jsonQuote(detail_), global_step_,
-      trains ? jsonNumber(loss_) : "null", trains ? jsonNumber(examples_per_second_) : "null",
-      writes_checkpoints_ ? "true" : "false",
+      jsonQuote(job_), task_, nodeStateName(state_), jsonQuote(detail_),
+      global_step_ ? std::to_string(*global_step_) : "null", trains ? jsonNumber(loss_) : "null",
+      trains ? jsonNumber(examples_per_second_) : "null", writes_checkpoints_ ? "true" : "false",
       last_checkpoint_ ? jsonQuote(last_checkpoint_->string()) : "null",
       last_checkpoint_ ? std::to_string(last_checkpoint_step_) : "null",
       stall ? jsonQuote(*stall) : "null", releaseVersion());

@@ -147,7 +147,10 @@ class NodeMetrics {
   // When the global step last moved, or the node began to train or serve.
   Clock::time_point last_progress_;
   bool writes_checkpoints_ = false;
-  int64_t global_step_ = 0;
+  // Unknown until the node has restored, initialised or pulled (null in
+  // /status, absent from /metrics): a worker starting again mid-job is at
+  // no step 0, and a gauge that fell to 0 would read as a reset.
+  std::optional<int64_t> global_step_;
   // The last complete window's means (the running window's before one
   // completes). A window ends where StepLog's does: when the global step
   // reaches or crosses a multiple of log_every, so the figures are the log

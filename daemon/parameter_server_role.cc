@@ -41,7 +41,8 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
                                  const ServedShard& service, const ShardServer& server,
                                  NodeMetrics& metrics, uint64_t saves_seen = 0) {
   metrics.setShardCounters(shard.staleDropped(), server.connections(), service.pushCounts());
-  metrics.setGlobalStep(shard.globalStep());
+  // A shard the chief has not initialised is at no step yet.
+  if (shard.ready()) metrics.setGlobalStep(shard.globalStep());
   if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
   // A chief restoring the shard again (another ps restarted beside it).
   if (!shard.ready() && metrics.state() == NodeState::Serving)

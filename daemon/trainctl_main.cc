@@ -122,7 +122,7 @@ struct NodeStatus {
   int64_t task = 0;
   std::string state;
   std::string detail;  // what it waits for, while it waits
-  int64_t global_step = 0;
+  std::optional<int64_t> global_step;  // none before it has restored, initialised or pulled
   std::optional<double> loss, examples_per_sec;
   bool writes_checkpoints = false;
   std::optional<std::string> last_checkpoint;
@@ -195,7 +195,7 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   status.task = integer("task").value_or(0);
   status.state = text("state").value_or("?");
   if (json.find("detail")) status.detail = text("detail").value_or("");
-  status.global_step = integer("global_step").value_or(0);
+  status.global_step = integer("global_step");
   status.loss = number("loss", -HUGE_VAL);
   status.examples_per_sec = number("examples_per_sec", 0.0);
   // Nodes before it lack it.
@@ -266,10 +266,10 @@ int runStatus(const NodeFlags& flags) {
       const std::string state = s.stalled          ? *s.stalled
                                 : s.detail.empty() ? s.state
                                                    : s.state + ": " + s.detail;
-      rows.push_back({name, node.address.toString(), state, std::to_string(s.global_step),
-                      s.loss ? lossColumn(*s.loss) : "-",
-                      s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-",
-                      checkpoint});
+      rows.push_back(
+          {name, node.address.toString(), state,
+           s.global_step ? std::to_string(*s.global_step) : "-", s.loss ? lossColumn(*s.loss) : "-",
+           s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-", checkpoint});
     } catch (const std::exception& e) {
       ++failing;
       rows.push_back({node.job.empty() ? "?" : node.name, node.address.toString(),
@@ -371,7 +371,7 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
     if (node.job != "ps") continue;
     try {
       const NodeStatus status = queryStatus(node, requestSeconds(deadline));
-      const bool held = status.global_step == status.last_checkpoint_step.value_or(0);
+      const bool held = status.global_step.value_or(0) == status.last_checkpoint_step.value_or(0);
       saved = saved && held;
       if (status.state == "waiting") {
         if (empty) ++*empty;
@@ -381,7 +381,8 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
             describe(node));
         continue;
       }
-      report += fmt::format("\n  {}: at global step {}, ", describe(node), status.global_step);
+      report += fmt::format("\n  {}: at global step {}, ", describe(node),
+                            status.global_step.value_or(0));
       report += status.last_checkpoint
                     ? fmt::format("in the chief's checkpoint {} at global step {}",
                                   *status.last_checkpoint, *status.last_checkpoint_step)
@@ -627,11 +628,13 @@ int runCheckpoint(const NodeFlags& flags) {
             "%s: stopped answering before it showed a checkpoint at global step %lld or later "
             "(%s): it ended meanwhile (a stop, whose final checkpoint its log names; a failed "
             "save or a crash, whose reason its log gives) or hangs\n",
-            describe(*target).c_str(), static_cast<long long>(before.global_step), e.what());
+            describe(*target).c_str(), static_cast<long long>(before.global_step.value_or(0)),
+            e.what());
         return 1;
       }
     }
-    if (now.last_checkpoint && now.last_checkpoint_step.value_or(-1) >= before.global_step) {
+    if (now.last_checkpoint &&
+        now.last_checkpoint_step.value_or(-1) >= before.global_step.value_or(0)) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
                   now.last_checkpoint->c_str(), static_cast<long long>(*now.last_checkpoint_step));
       return 0;
@@ -647,7 +650,7 @@ int runCheckpoint(const NodeFlags& flags) {
                   flags.timeout,
                   stood ? fmt::format(": its global step stood at {} all along, and it saves "
                                       "between steps",
-                                      now.global_step)
+                                      now.global_step.value_or(0))
                               .c_str()
                         : "");
       if (stood) std::fputs(stepHolders(nodes, *target).c_str(), stdout);

@@ -442,10 +442,12 @@ void ShardService::checkWait(int64_t min_step) const {
   // reported, which no shard is more than one step behind.
   const int64_t step = served_.shard_.globalStep();
   if (min_step > step + 1)
-    throw ProtocolError("a call waits for global step " + std::to_string(min_step) +
-                        ", but ps " + std::to_string(served_.shard_.shardIndex()) +
-                        " is at step " + std::to_string(step) +
-                        ": a worker waits for the next step at most");
+    throw ProtocolError(fmt::format(
+        "{} waits for global step {}, but ps {} is at step {}: a worker waits for the next step "
+        "at most (a worker that trained on before the chief restored the shards from a "
+        "checkpoint, paused meanwhile? It starts again from the checkpoint once it reconnects)",
+        worker_ ? fmt::format("worker {}'s call", *worker_) : std::string("a call"), min_step,
+        served_.shard_.shardIndex(), step));
   if (waiting_calls_ >= kMaxWaitingCalls)
     throw ProtocolError(std::to_string(waiting_calls_) +
                         " calls of this connection wait already; a worker has a few");

@@ -236,6 +236,19 @@ TEST_CASE("status is one line of JSON") {
   CHECK(status.find("stalled")->type == JsonValue::Type::Null);
 }
 
+TEST_CASE("a node that knows no global step yet says none, not 0") {
+  // A worker started again mid-job, before its first pull.
+  OpsNode worker("worker", 2, false);
+  worker.metrics.setState(NodeState::Waiting, "connecting to the ps tasks");
+  CHECK(parseJson(worker.get("/status").body, "status").find("global_step")->type ==
+        JsonValue::Type::Null);
+  CHECK(worker.get("/metrics").body.find("traind_global_step{") == std::string::npos);
+  worker.metrics.setGlobalStep(13000);
+  CHECK(parseJson(worker.get("/status").body, "status").find("global_step")->asInt64() == 13000);
+  CHECK(worker.get("/metrics").body.find("traind_global_step{job=\"worker\",task=\"2\"} 13000") !=
+        std::string::npos);
+}
+
 TEST_CASE("POST /stop and /checkpoint set the flags the training loop polls") {
   OpsNode chief("worker", 0, true);
   CHECK(chief.post("/checkpoint").status == 409);  // no checkpoint dir
