@@ -143,10 +143,10 @@ std::optional<int64_t> stepOfDirName(const std::string& name) {
 // later steps are another run's, abandoned when `latest` was set back to an
 // earlier one: they are neither counted nor deleted (this run's own would go
 // first). Failing to delete an old checkpoint does not make the new one any
-// less saved, so such failures are left for the next save to retry rather
-// than reported as a failed save.
-void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current,
-                      int64_t current_step) {
+// less saved, so such failures are returned (SavedCheckpoint::not_pruned)
+// for the next save to retry, not thrown as a failed save.
+std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, const std::string& current,
+                                          int64_t current_step) {
   std::vector<fs::path> leftovers;
   std::vector<std::pair<int64_t, fs::path>> checkpoints;
   std::error_code ec;
@@ -165,7 +165,11 @@ void pruneCheckpoints(const fs::path& dir, int keep, const std::string& current,
     for (size_t i = size_t(keep) - 1; i < checkpoints.size(); ++i)
       leftovers.push_back(checkpoints[i].second);
   }
-  for (const fs::path& path : leftovers) fs::remove_all(path, ec);
+  std::vector<std::string> not_pruned;
+  for (const fs::path& path : leftovers)
+    if (fs::remove_all(path, ec) == static_cast<std::uintmax_t>(-1) || ec)
+      not_pruned.push_back(path.filename().string() + ": " + ec.message());
+  return not_pruned;
 }
 
 void checkComplete(const fs::path& checkpoint) {
@@ -365,8 +369,8 @@ std::optional<std::string> checkpointRoomShortfall(const fs::path& dir, int64_t 
       dir.string(), byteSize(int64_t(std::min<uint64_t>(free_bytes, INT64_MAX))), byteSize(bytes));
 }
 
-fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
-                        const std::vector<TensorRef>& tensors, int keep) {
+SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
+                               const std::vector<TensorRef>& tensors, int keep) {
   if (manifest.global_step < 0 || manifest.global_step > kMaxGlobalStep)
     throw std::invalid_argument("saveCheckpoint: global step " +
                                 std::to_string(manifest.global_step));  // readManifest refuses it
@@ -423,8 +427,20 @@ fs::path saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
   }
   syncPath(dir, true);
 
-  pruneCheckpoints(dir, keep, name, manifest.global_step);
-  return checkpoint;
+  return {checkpoint, pruneCheckpoints(dir, keep, name, manifest.global_step)};
+}
+
+std::string notPrunedWarning(const SavedCheckpoint& saved, int keep) {
+  constexpr size_t kNamed = 3;
+  std::string named;
+  for (size_t i = 0; i < std::min(kNamed, saved.not_pruned.size()); ++i)
+    named += (i == 0 ? "" : "; ") + printablePrefix(saved.not_pruned[i], 300);
+  if (saved.not_pruned.size() > kNamed)
+    named += fmt::format("; {} more", saved.not_pruned.size() - kNamed);
+  return fmt::format(
+      "checkpoint.keep is {}, but old checkpoints in {} could not be deleted: {}; they stay and "
+      "take room, each save tries again (said once)",
+      keep, saved.path.parent_path().string(), named);
 }
 
 std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {

@@ -63,11 +63,22 @@ std::string checkpointDirName(int64_t global_step);
 // either the old or the new latest, complete; a failure to write `latest`
 // takes a new checkpoint back out, so that the directory is as before. Saving a step that already
 // has a checkpoint replaces its files one by one, each by an atomic rename, so that it stays
-// complete throughout. Returns the checkpoint's path. std::system_error /
+// complete throughout. std::system_error /
 // std::filesystem::filesystem_error when the disk refuses.
-std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
-                                     const CheckpointManifest& manifest,
-                                     const std::vector<TensorRef>& tensors, int keep);
+struct SavedCheckpoint {
+  std::filesystem::path path;
+  // The old checkpoints pruning could not delete, each with why
+  // ("ckpt-0000000100: Operation not permitted"): the save stands, and the
+  // next one tries them again; the run says so, or `keep` fails unseen.
+  std::vector<std::string> not_pruned;
+};
+SavedCheckpoint saveCheckpoint(const std::filesystem::path& dir, const CheckpointManifest& manifest,
+                               const std::vector<TensorRef>& tensors, int keep);
+
+// What a run warns of, once, when a save's pruning failed (not_pruned not
+// empty): "checkpoint.keep is 2, but old checkpoints in DIR could not be
+// deleted: ckpt-0000000100: Operation not permitted; ...".
+std::string notPrunedWarning(const SavedCheckpoint& saved, int keep);
 
 // A run's hold on its checkpoint directory, for as long as it lives: an
 // flock on <dir>/.lock, which the kernel lets go when the process ends,

@@ -356,7 +356,7 @@ int64_t ModelState::checkpointBytes() const {
          int64_t(sizeof(float));
 }
 
-std::filesystem::path ModelState::save(const std::filesystem::path& dir, int keep) const {
+SavedCheckpoint ModelState::save(const std::filesystem::path& dir, int keep) const {
   std::vector<TensorRef> tensors;
   for (const VariableView& v : layout_.views()) {
     tensors.push_back({v.name, v.shape, parameters_.data() + v.offset});

@@ -75,7 +75,7 @@ class ModelState {
 
   // Writes a checkpoint into `dir` at the current global step; throws
   // Diverged, writing nothing, when a tensor holds a NaN or an infinity.
-  std::filesystem::path save(const std::filesystem::path& dir, int keep) const;
+  SavedCheckpoint save(const std::filesystem::path& dir, int keep) const;
 
   // The training set save() names in each checkpoint's manifest
   // (contentText of core/dataset.h), and the one the checkpoint restore()

@@ -120,15 +120,18 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
               openTrainingSummaries(spec, state.globalStep()));
   int64_t saved_step = latest ? state.globalStep() : -1;
   auto last_checkpoint = std::chrono::steady_clock::now();
+  bool not_pruned_said = false;
   auto checkpoint = [&] {
     if (checkpoint_dir.empty() || saved_step == state.globalStep()) return;
     if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
       spdlog::warn("{}", *retaken);
-    const std::filesystem::path path = state.save(checkpoint_dir, spec.checkpoint.keep);
+    const SavedCheckpoint saved = state.save(checkpoint_dir, spec.checkpoint.keep);
     saved_step = state.globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
-    metrics.recordCheckpoint(saved_step, path);
-    spdlog::info("step {}, saved checkpoint {}", state.globalStep(), path.string());
+    metrics.recordCheckpoint(saved_step, saved.path);
+    spdlog::info("step {}, saved checkpoint {}", state.globalStep(), saved.path.string());
+    if (!saved.not_pruned.empty() && !std::exchange(not_pruned_said, true))
+      spdlog::warn("{}", notPrunedWarning(saved, spec.checkpoint.keep));
   };
 
   // The slots share the model state, the input, the log and the schedules

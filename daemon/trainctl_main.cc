@@ -861,7 +861,7 @@ int runImport(const ImportFlags& flags) {
   const CheckpointDirLock lock = createCheckpointDir(
       dir, from_flag ? SourceLocation{"--checkpoint-dir"} : spec.checkpoint.dir_location);
   refuseIfUsed();
-  const std::filesystem::path saved = state.save(dir, spec.checkpoint.keep);
+  const std::filesystem::path saved = state.save(dir, spec.checkpoint.keep).path;
   for (const std::string& line : said) std::printf("%s\n", line.c_str());
   std::printf("wrote %s: `traind --model %s%s` trains on from it\n", saved.string().c_str(),
               flags.model.c_str(), from_flag ? (" --checkpoint-dir " + dir).c_str() : "");

@@ -438,18 +438,21 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // unless the chief joined running shards (it was restarted), whose state
   // its first checkpoint is the first to hold.
   int64_t saved_step = joined ? -1 : step;
+  bool not_pruned_said = false;
   auto checkpoint = [&] {
     if (!chief || spec.checkpoint.dir.empty()) return;
     ps.readState(*state);
     if (state->globalStep() == saved_step) return;
     if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
       spdlog::warn("{}", *retaken);
-    const std::filesystem::path path = state->save(spec.checkpoint.dir, spec.checkpoint.keep);
-    ps.reportSaved(std::filesystem::absolute(path).string());
+    const SavedCheckpoint saved = state->save(spec.checkpoint.dir, spec.checkpoint.keep);
+    ps.reportSaved(std::filesystem::absolute(saved.path).string());
     saved_step = state->globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
-    metrics.recordCheckpoint(saved_step, path);
-    spdlog::info("step {}, saved checkpoint {}", state->globalStep(), path.string());
+    metrics.recordCheckpoint(saved_step, saved.path);
+    spdlog::info("step {}, saved checkpoint {}", state->globalStep(), saved.path.string());
+    if (!saved.not_pruned.empty() && !std::exchange(not_pruned_said, true))
+      spdlog::warn("{}", notPrunedWarning(saved, spec.checkpoint.keep));
   };
 
   // A slot's step: the next batch (the slots take turns at the pipeline)

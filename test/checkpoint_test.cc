@@ -1,10 +1,13 @@
 #include "core/checkpoint.h"
 
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -95,7 +98,7 @@ struct SavedRegression {
   explicit SavedRegression(const std::filesystem::path& dir) {
     ModelState state(spec, graph);
     state.initialize();
-    saved = state.save(dir, 1);
+    saved = state.save(dir, 1).path;
   }
 };
 }  // namespace
@@ -387,7 +390,7 @@ TEST_CASE("a checkpoint is saved with its manifest and named by latest", "[check
   const fs::path checkpoints = dir / "run" / "checkpoints";  // created on the first save
   CHECK(!findLatestCheckpoint(checkpoints));
 
-  const fs::path saved = saveCheckpoint(checkpoints, manifestAt(1200), sample.refs(), 5);
+  const fs::path saved = saveCheckpoint(checkpoints, manifestAt(1200), sample.refs(), 5).path;
   CHECK(saved == checkpoints / "ckpt-0000001200");
   CHECK(checkpointDirName(12345678901) == "ckpt-12345678901");
   CHECK(readFile(checkpoints / "latest") == "ckpt-0000001200\n");
@@ -443,6 +446,42 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
     // A step saved before stays: `latest` may name it.
     CHECK_THROWS(saveCheckpoint(checkpoints, manifestAt(300), sample.refs(), 2));
     CHECK(fs::exists(checkpoints / "ckpt-0000000300" / "model.safetensors"));
+  }
+  SECTION("an old checkpoint that cannot be deleted leaves the save standing, and is said") {
+    // Immutable (root, on a file system that has the flag), or in a
+    // directory this user may not write in.
+    const fs::path old = checkpoints / "ckpt-0000000200";
+    const fs::path file = old / "model.safetensors";
+    const auto immutable = [&](bool on) {
+      const int fd = ::open(file.c_str(), O_RDONLY);
+      int flags = 0;
+      const bool done = fd >= 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+                        (flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL,
+                         ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0);
+      if (fd >= 0) ::close(fd);
+      return done;
+    };
+    const bool root = ::geteuid() == 0;
+    if (root ? !immutable(true) : ::chmod(old.c_str(), 0500) != 0) {
+      WARN("cannot make a checkpoint undeletable here: not checked");
+      return;
+    }
+    const SavedCheckpoint saved = saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 2);
+    if (root)
+      immutable(false);
+    else
+      ::chmod(old.c_str(), 0700);
+    CHECK(saved.path == checkpoints / "ckpt-0000000400");
+    CHECK(findLatestCheckpoint(checkpoints) == saved.path);
+    REQUIRE(saved.not_pruned.size() == 1);
+    CHECK_THAT(saved.not_pruned[0], Catch::StartsWith("ckpt-0000000200: "));
+    CHECK_THAT(
+        notPrunedWarning(saved, 2),
+        Catch::StartsWith("checkpoint.keep is 2, but old checkpoints in " + checkpoints.string() +
+                          " could not be deleted: ckpt-0000000200: "));
+    // The next save deletes it.
+    CHECK(saveCheckpoint(checkpoints, manifestAt(500), sample.refs(), 2).not_pruned.empty());
+    CHECK(!fs::exists(old));
   }
   SECTION("keep <= 0 keeps them all") {
     saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 0);
@@ -591,7 +630,7 @@ TEST_CASE("one checkpoint given as the directory of checkpoints is refused, unto
           "[checkpoint]") {
   TempDir tmp;
   const SampleTensors sample;
-  const fs::path saved = saveCheckpoint(tmp.path() / "ckpt", manifestAt(7), sample.refs(), 3);
+  const fs::path saved = saveCheckpoint(tmp.path() / "ckpt", manifestAt(7), sample.refs(), 3).path;
   for (const fs::path& given : {saved, saved / ""}) {
     CHECK_THROWS_WITH(
         createCheckpointDir(given, SourceLocation{"--checkpoint-dir"}),
@@ -611,7 +650,7 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
   TempDir dir;
   const SampleTensors sample;
   const fs::path checkpoints = dir / "checkpoints";
-  const fs::path saved = saveCheckpoint(checkpoints, manifestAt(7), sample.refs(), 3);
+  const fs::path saved = saveCheckpoint(checkpoints, manifestAt(7), sample.refs(), 3).path;
   const std::string latest = (checkpoints / "latest").string();
 
   SECTION("missing") {
@@ -806,7 +845,7 @@ TEST_CASE("a diverged state is not saved: latest stays the last good checkpoint"
   const LayerGraph graph = buildLayerGraph(spec);
   ModelState state(spec, graph);
   state.initialize();
-  const std::filesystem::path good = state.save(dir.path(), 5);
+  const std::filesystem::path good = state.save(dir.path(), 5).path;
   state.parameters().data()[0] = std::nanf("");  // the first variable's first value
   state.setGlobalStep(7);
   try {
@@ -836,7 +875,7 @@ TEST_CASE("a sum of squares below 0 in a checkpoint is refused as corrupt", "[ch
   REQUIRE(s < slots.size());
   const VariableView& kernel = state.layout().views().front();  // more than 1 value
   state.optimizer().slot(s).view(kernel)[1] = -0.001f;          // finite: save() writes it
-  const std::filesystem::path saved = state.save(dir.path(), 1);
+  const std::filesystem::path saved = state.save(dir.path(), 1).path;
   ModelState target(spec, graph);
   CHECK_THROWS_MATCHES(
       target.restore(saved), InputError,
@@ -855,7 +894,7 @@ TEST_CASE("rmsprop's state is no momentum optimizer's, though both name a slot '
   TempDir dir;
   ModelState written(rmsprop, graph);
   written.initialize();
-  const std::filesystem::path saved = written.save(dir.path(), 1);
+  const std::filesystem::path saved = written.save(dir.path(), 1).path;
 
   ModelSpec momentum = rmsprop;
   momentum.optimizer.kind = Kind::Momentum;
@@ -876,7 +915,7 @@ TEST_CASE("rmsprop's state is no momentum optimizer's, though both name a slot '
   ModelState centered_state(centered, graph);
   centered_state.initialize();
   TempDir other;
-  const std::filesystem::path centered_saved = centered_state.save(other.path(), 1);
+  const std::filesystem::path centered_saved = centered_state.save(other.path(), 1).path;
   ModelState plain(rmsprop, graph);
   CHECK_NOTHROW(plain.restore(centered_saved));
 }
@@ -934,7 +973,7 @@ TEST_CASE("a checkpoint with moving averages of some variables only is refused a
   const LayerGraph graph = buildLayerGraph(spec);
   ModelState state(spec, graph);
   state.initialize();
-  const std::filesystem::path saved = state.save(dir.path(), 1);
+  const std::filesystem::path saved = state.save(dir.path(), 1).path;
   // The file again without one variable's average.
   const std::filesystem::path tensors = saved / "model.safetensors";
   std::vector<std::vector<float>> values;
@@ -963,7 +1002,7 @@ TEST_CASE("a checkpoint with moving averages of some variables only is refused a
   plain.optimizer.moving_average.reset();
   ModelState before(plain, graph);
   before.initialize();
-  const std::filesystem::path without = before.save(dir.path() / "plain", 1);
+  const std::filesystem::path without = before.save(dir.path() / "plain", 1).path;
   ModelState turned_on(spec, graph);
   CHECK_NOTHROW(turned_on.restore(without));
 }

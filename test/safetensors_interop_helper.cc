@@ -44,7 +44,7 @@ int write(const std::string& dir) {
   manifest.model_name = "interop";
   manifest.architecture_hash = "feedc0de";
   manifest.created = "2024-05-01T12:00:00Z";
-  std::printf("%s\n", saveCheckpoint(dir, manifest, refs, 3).c_str());
+  std::printf("%s\n", saveCheckpoint(dir, manifest, refs, 3).path.c_str());
   return 0;
 }
 
