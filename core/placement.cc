@@ -1,8 +1,10 @@
 #include "core/placement.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
-#include <fmt/format.h>
+#include "core/crc32c.h"
 
 namespace traind {
 namespace {
@@ -173,6 +175,16 @@ std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan&
   if (chunks.size() == 1 && shard.size > max_floats / 4 * 3)
     chunks = chunkShard(shard, (shard.size + 1) / 2, groups);
   return chunks;
+}
+
+uint32_t chunksFingerprint(const std::vector<ShardChunk>& chunks) {
+  uint32_t crc = 0;
+  for (const ShardChunk& c : chunks)
+    for (const int64_t field : {c.shard_offset, c.layout_offset, c.size}) {
+      crc = crc32cOfWord(uint32_t(uint64_t(field)), crc);
+      crc = crc32cOfWord(uint32_t(uint64_t(field) >> 32), crc);
+    }
+  return crc;
 }
 
 std::vector<VariableSpec> shardVariables(const LayerGraph& graph, const VariableLayout& layout,

@@ -101,6 +101,12 @@ std::vector<ShardChunk> chunkShard(const ShardPlan& shard, int64_t max_floats,
 std::vector<ShardChunk> transferChunks(const LayerGraph& graph, const ShardPlan& shard,
                                        int64_t max_floats);
 
+// A CRC-32C of the chunks' offsets (in the shard's buffer and a worker's)
+// and sizes, which a worker and its ps compare at hello: nodes that cut a
+// shard another way would apply gradients to other parameters than they
+// were computed for, and through shared memory no length would tell.
+uint32_t chunksFingerprint(const std::vector<ShardChunk>& chunks);
+
 // The variables a shard holds, one per piece ("hidden1/kernel" or
 // "hidden1/kernel:rows=0..392"), so that a VariableLayout of them has the
 // pieces' shard offsets and an Optimizer can run over the shard.

@@ -99,7 +99,8 @@ constexpr uint64_t kTraversalLimitWords = 4 * 1024 * 1024 / 8;
 // the job's last step; 11: hello carries the forward rule (and a TFRecord
 // training set's CRC covers its files' record counts); 12: a chief whose
 // run diverged says so in its stop, and the shard's status passes it on;
-// 13: small variables go to the shards in runs (placeVariables).
+// 13: small variables go to the shards in runs (placeVariables), and hello
+// carries the shard's chunks' fingerprint.
 constexpr uint32_t kWireVersion = 13;
 
 }  // namespace traind

@@ -219,6 +219,12 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
                                       "traind release on every node",
                                       shard().shardIndex(), kWireVersion,
                                       params.getWireVersion()));
+    if (const uint32_t ours = chunksFingerprint(shard().chunks()); params.getChunks() != ours)
+      throw ProtocolError(fmt::format(
+          "ps {} cuts its shard into other chunks than the peer does (fingerprint {:#010x}, the "
+          "peer's {:#010x}): the nodes place the variables differently; run the same traind "
+          "release on every node",
+          shard().shardIndex(), ours, params.getChunks()));
     const std::string forward = params.getForwardRule();
     if (forward != served_.identity_.forward_rule) {
       const auto [ours, theirs] = firstDifference(served_.identity_.forward_rule, forward);

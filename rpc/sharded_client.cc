@@ -411,6 +411,7 @@ struct ShardedClient::Impl {
           hello.setShardIndex(uint32_t(link.index));
           hello.setWorkerTask(worker_task);
           hello.setWireVersion(kWireVersion);
+          hello.setChunks(chunksFingerprint(link.chunks));
           hello.setDataRule(identity.data_rule);
           hello.setTrainingSet(identity.training_set);
           hello.setTrainingRule(trainingRule(cluster));

@@ -36,14 +36,16 @@ interface ParameterShard {
   hello @0 (architectureHash :Text, shardIndex :UInt32, workerTask :UInt32,
             wireVersion :UInt32, sharedRegion :SharedRegionOffer, updateRule :Text,
             dataRule :Text, trainingRule :Text, checkpointDir :Text, trainingSet :Text,
-            forwardRule :Text)
+            forwardRule :Text, chunks :UInt32)
       -> (status :ShardStatus, sharedRegionMapped :Bool, sharedRefusal :Text);
   # Checks that the peer trains the same architecture, computing the same
   # forward pass (forwardRule of core/model_spec.h), with the same update
   # rule (updateRule of core/model_spec.h: the chief initialises the
   # optimizer's slots and checkpoints them), talks to the shard it thinks
   # it does, and cuts the shard into the same chunks (wireVersion:
-  # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it).
+  # kWireVersion of rpc/shard_server.h; 0 from a peer that predates it;
+  # chunks: chunksFingerprint of core/placement.h, which says it of the
+  # chunks themselves: through shared memory no length would tell).
   # A worker may offer a region of shared memory (rpc/shared_region.h);
   # sharedRegionMapped says whether the ps mapped it, sharedRefusal why not.
   # dataRule (core/model_spec.h) and trainingRule (core/cluster_spec.h) must

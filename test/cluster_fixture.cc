@@ -54,8 +54,14 @@ MlpPsTask::MlpPsTask(const std::filesystem::path& dir, const std::string& mode)
 
 capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults> helloAs(
     wire::ParameterShard::Client& shard, const ModelSpec& spec, const ClusterSpec& cluster,
-    uint32_t worker) {
+    uint32_t worker, uint32_t shard_index) {
+  const LayerGraph graph = buildLayerGraph(spec);
+  const Placement placement =
+      placeVariables(VariableLayout(graph.variables), int(cluster.ps.size()));
   auto request = shard.helloRequest();
+  request.setShardIndex(shard_index);
+  request.setChunks(chunksFingerprint(
+      transferChunks(graph, placement.shards.at(shard_index), ParameterShard::kChunkFloats)));
   request.setArchitectureHash(architectureHash(spec));
   request.setForwardRule(forwardRule(spec));
   request.setUpdateRule(updateRule(spec));

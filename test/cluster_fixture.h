@@ -29,11 +29,11 @@ std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int
 // ps does not listen within 10 s.
 kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::string& address);
 
-// A hello to a ps as `worker` of a job of `spec` on `cluster` would say it,
-// ready to send (or to spoil).
+// A hello to ps `shard_index` as `worker` of a job of `spec` on `cluster`
+// would say it, ready to send (or to spoil).
 capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults> helloAs(
     wire::ParameterShard::Client& shard, const ModelSpec& spec, const ClusterSpec& cluster,
-    uint32_t worker);
+    uint32_t worker, uint32_t shard_index = 0);
 
 // A fashion_mlp ps task, the one ps of a cluster with 2 workers in `mode`
 // ("async" or "sync") on free ports, and what a test that speaks its

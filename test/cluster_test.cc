@@ -1859,6 +1859,16 @@ TEST_CASE("a peer that lies about steps cannot make the ps hold calls without bo
                                ", the peer 0"));
   else
     FAIL("a hello without the wire version was accepted");
+  // One that cuts them another way under the same version, as well.
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
+                 auto request = task.hello(shard, 0);
+                 request.setChunks(request.getChunks() + 1);
+                 request.send().wait(io.waitScope);
+               }))
+    CHECK_THAT(e->getDescription().cStr(),
+               Catch::Contains("ps 0 cuts its shard into other chunks than the peer does"));
+  else
+    FAIL("a hello with another chunks fingerprint was accepted");
   hello(kWireVersion);
   auto ready = shard.markReadyRequest();
   ready.setGlobalStep(0);
@@ -2301,8 +2311,7 @@ struct TwoSyncShards {
         connectWithin10s(io, cluster_spec.ps[size_t(shard)].toString());
     capnp::TwoPartyClient client(*stream);
     auto ps = client.bootstrap().castAs<wire::ParameterShard>();
-    auto hello = helloAs(ps, spec, cluster_spec, 1);
-    hello.setShardIndex(uint32_t(shard));
+    auto hello = helloAs(ps, spec, cluster_spec, 1, uint32_t(shard));
     hello.send().wait(io.waitScope);
     for (int64_t step : steps) pushStep(ps, io.waitScope, chunksOf(shard), 1, step);
   }

@@ -478,11 +478,16 @@ TEST_CASE(
       // A stranger that became the chief could stop the job: not this test's.
       request.setWorkerTask(&c == &stranger && worker_task == 0 ? 1 : worker_task);
       request.setWireVersion(dice.coin(0.8) ? kWireVersion : dice.pick({0u, kWireVersion + 1}));
+      const bool same_chunks = dice.coin(0.9);
+      request.setChunks(chunksFingerprint(chunks) + (same_chunks ? 0 : 1));
       request.setForwardRule(dice.coin(0.9) ? forwardRule(spec) : "hidden1 \x1b[2J\xff");
       request.setUpdateRule(dice.coin(0.8) ? updateRule(spec) : dice.pick({"adam", "\x1b[2J\xff"}));
       request.setDataRule(dice.coin(0.9) ? dataRule(spec) : "\x1b[2J\xff");
       request.setTrainingRule(dice.coin(0.9) ? training_rule : "sync\xff");
-      outcome(request, [&](auto& reply) { CHECK(!reply.getSharedRegionMapped()); });
+      outcome(request, [&](auto& reply) {
+        REQUIRE(same_chunks);
+        CHECK(!reply.getSharedRegionMapped());
+      });
     } else if (kind < 19) {  // markReady: the chief may restart the step count
       auto request = c.shard.markReadyRequest();
       const int64_t step = dice.step(now);
