@@ -417,9 +417,10 @@ SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& ma
     writeSyncedFile(latest_temp, name + "\n");
     renameOrThrow(latest_temp, dir / layout::kLatestFile);
   } catch (...) {
-    // `latest` names the checkpoint before (a full disk, most likely): a new
-    // one is taken back out, so that the save failed as a whole, as its
-    // error says, and a retry (an import's) finds the directory as it was.
+    // `latest` still names the checkpoint before, or there is none (a full
+    // disk, most likely): a new one is taken back out, complete though it
+    // is, so that the save failed as a whole, as its error says, and a
+    // retry (an import's) finds the directory as it was.
     std::error_code ec;
     fs::remove(latest_temp, ec);
     if (is_new) fs::remove_all(checkpoint, ec);

@@ -245,9 +245,9 @@ void ModelState::checkCheckpoint(const ModelSpec& spec, const VariableLayout& la
 
 namespace {
 
-// The slots of `reader`'s tensors that are no variable of `layout` and no
-// slot of `slots` ("m", "v"), each named once ("'m' and 'v' state", "the
-// moving averages"), as restoredUnusedState.
+// A phrase naming the slots of `reader`'s tensors that are no variable of
+// `layout` and no slot of `slots`, each once: "the 'm' and 'v' state", "the
+// moving averages" (restoredUnusedState); empty when there are none.
 std::string unusedState(const SafetensorsReader& reader, const VariableLayout& layout,
                         const std::vector<std::string>& slots) {
   std::unordered_set<std::string> used;

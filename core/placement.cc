@@ -45,7 +45,9 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
   }
 
   // Small pieces: under 64 KiB, and a small part of a shard's share, so
-  // that a run of them can end near any level.
+  // that a run of them can end near any level. On more than
+  // kSmallPiecesPerShare shards a variable's row slices can be small too:
+  // placed in runs as the others, they still spread the variable's rows.
   const int64_t small_below = std::min(kSmallPieceFloats, even_share / kSmallPiecesPerShare);
   const auto is_small = [&](const VariablePiece& p) { return p.size < small_below; };
 
@@ -88,24 +90,29 @@ Placement placeVariables(const VariableLayout& layout, int num_shards) {
     return placement.shards[a].size < placement.shards[b].size;
   });
   // How many shards lie below the level L at which the small pieces would
-  // even them out: sum over shards of max(0, L - load) = their total.
-  size_t below = 1;
-  for (int64_t loads = placement.shards[by_load[0]].size; below < by_load.size(); ++below) {
-    const int64_t load = placement.shards[by_load[below]].size;
-    if (double(load) * double(below) >= double(remaining + loads)) break;
+  // even them out: sum over shards of max(0, L - load) = their total. In
+  // integers, multiplied out, so that every node's answer is the same
+  // (floats of a model and shards: far from int64's range).
+  int64_t below = 1;
+  for (int64_t loads = placement.shards[by_load[0]].size; below < num_shards; ++below) {
+    const int64_t load = placement.shards[by_load[size_t(below)]].size;
+    if (load * below >= remaining + loads) break;
     loads += load;
   }
   size_t next = 0;
-  for (size_t k = 0; k < below; ++k) {
+  for (int64_t k = 0; k < below; ++k) {
+    // The level of the shards left, with the pieces left: L = (remaining +
+    // loads) / (below - k), held as 2 (below - k) L.
     int64_t loads = 0;
-    for (size_t j = k; j < below; ++j) loads += placement.shards[by_load[j]].size;
-    const double level = double(remaining + loads) / double(below - k);
-    ShardPlan& shard = placement.shards[by_load[k]];
+    for (int64_t j = k; j < below; ++j) loads += placement.shards[by_load[size_t(j)]].size;
+    const int64_t level_times = 2 * (remaining + loads);
+    ShardPlan& shard = placement.shards[by_load[size_t(k)]];
     const bool last = k + 1 == below;
     while (next < small.size()) {
       const int64_t size = alignedSize(pieces[small[next]]);
-      if (!last && shard.size > 0 && double(shard.size) + double(size) / 2 >= level) break;
-      owner[small[next]] = int(by_load[k]);
+      // Stops once the piece would take it further past L than it is below.
+      if (!last && shard.size > 0 && (2 * shard.size + size) * (below - k) >= level_times) break;
+      owner[small[next]] = int(by_load[size_t(k)]);
       shard.size += size;
       remaining -= size;
       ++next;

@@ -68,6 +68,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   } else {
     spdlog::info("{}", state.initialize());
   }
+  metrics.setGlobalStep(state.globalStep());  // known from here on, while the rest loads
   spdlog::info("{}", describeCheckpoints(spec.checkpoint));
 
   const int64_t batch_size = spec.data.batch_size;

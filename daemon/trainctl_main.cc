@@ -381,8 +381,9 @@ bool psStateSaved(const std::vector<Node>& nodes, Clock::time_point deadline, st
             describe(node));
         continue;
       }
-      report += fmt::format("\n  {}: at global step {}, ", describe(node),
-                            status.global_step.value_or(0));
+      report += status.global_step ? fmt::format("\n  {}: at global step {}, ", describe(node),
+                                                 *status.global_step)
+                                   : fmt::format("\n  {}: at no global step yet, ", describe(node));
       report += status.last_checkpoint
                     ? fmt::format("in the chief's checkpoint {} at global step {}",
                                   *status.last_checkpoint, *status.last_checkpoint_step)
@@ -426,6 +427,7 @@ void waitForPsStepsToSettle(const std::vector<Node>& nodes, Clock::time_point de
     for (const Node& node : nodes) {
       if (node.job != "ps") continue;
       try {
+        // None yet (not initialised) reads as unreachable: neither moves.
         steps.push_back(queryStatus(node, std::min(1.0, requestSeconds(deadline))).global_step);
       } catch (const std::exception&) {
         steps.push_back(std::nullopt);  // psStateSaved asks again, and says why
@@ -633,6 +635,8 @@ int runCheckpoint(const NodeFlags& flags) {
         return 1;
       }
     }
+    // A node at no global step yet holds what its last checkpoint does (it
+    // restored it, and has trained nothing since).
     if (now.last_checkpoint &&
         now.last_checkpoint_step.value_or(-1) >= before.global_step.value_or(0)) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
@@ -648,11 +652,13 @@ int runCheckpoint(const NodeFlags& flags) {
       const bool stood = now.global_step == before.global_step;
       std::printf("%s: no checkpoint within %g s%s\n", nodeName(*target, now).c_str(),
                   flags.timeout,
-                  stood ? fmt::format(": its global step stood at {} all along, and it saves "
-                                      "between steps",
-                                      now.global_step.value_or(0))
-                              .c_str()
-                        : "");
+                  !stood            ? ""
+                  : now.global_step ? fmt::format(": its global step stood at {} all along, "
+                                                  "and it saves between steps",
+                                                  *now.global_step)
+                                          .c_str()
+                                    : ": it is at no global step yet (starting), and saves "
+                                      "between steps");
       if (stood) std::fputs(stepHolders(nodes, *target).c_str(), stdout);
       return 1;
     }

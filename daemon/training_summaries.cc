@@ -127,8 +127,9 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
     // Created, but its first write failed (a full disk): as a write that
     // fails later, it ends the summaries, not the run.
     spdlog::warn("{}; no TensorBoard summaries in this run", e.what());
-    // Nothing of this run's in it: gone, as a checkpoint directory that
-    // got nothing goes (core/checkpoint.h).
+    // Made for this run, and empty when the writer's first event failed (it
+    // removes its file): gone, as a checkpoint directory that got nothing
+    // goes (core/checkpoint.h). Not its parents, nor one left holding a file.
     if (!existed) std::filesystem::remove(dir, ec);  // only when empty
     return nullptr;
   }

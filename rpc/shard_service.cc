@@ -450,8 +450,8 @@ void ShardService::checkWait(int64_t min_step) const {
   if (min_step > step + 1)
     throw ProtocolError(fmt::format(
         "{} waits for global step {}, but ps {} is at step {}: a worker waits for the next step "
-        "at most (a worker that trained on before the chief restored the shards from a "
-        "checkpoint, paused meanwhile? It starts again from the checkpoint once it reconnects)",
+        "at most (was the worker paused while the chief restored the shards from a checkpoint? "
+        "It starts again from that checkpoint once it reconnects)",
         worker_ ? fmt::format("worker {}'s call", *worker_) : std::string("a call"), min_step,
         served_.shard_.shardIndex(), step));
   if (waiting_calls_ >= kMaxWaitingCalls)
