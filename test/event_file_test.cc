@@ -245,25 +245,32 @@ TEST_CASE("summaries whose first write fails (a full disk) end, not the run", "[
   spec.training.summary_dir = (tmp.path() / "summaries").string();
   // In a child: no file may grow past 0 bytes (RLIMIT_FSIZE), as on a full
   // disk; the write then fails with EFBIG instead of a SIGXFSZ.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    signal(SIGXFSZ, SIG_IGN);
-    const rlimit none{0, 0};
-    setrlimit(RLIMIT_FSIZE, &none);
-    int code = 3;
-    try {
-      code = openTrainingSummaries(spec, 0) == nullptr ? 0 : 1;
-    } catch (...) {
-      code = 2;
+  const auto openInChild = [&] {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      signal(SIGXFSZ, SIG_IGN);
+      const rlimit none{0, 0};
+      setrlimit(RLIMIT_FSIZE, &none);
+      int code = 3;
+      try {
+        code = openTrainingSummaries(spec, 0) == nullptr ? 0 : 1;
+      } catch (...) {
+        code = 2;
+      }
+      _exit(code);
     }
-    _exit(code);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);  // no summaries, no exception
-  // Nor an empty event file, which TensorBoard would list with nothing in it.
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // no summaries, no exception
+  };
+  // Nor an empty event file, which TensorBoard would list with nothing in
+  // it; the directory made for it goes too, one that was there stays.
+  openInChild();
+  CHECK(!fs::exists(tmp.path() / "summaries"));
+  fs::create_directory(tmp.path() / "summaries");
+  openInChild();
   CHECK(fs::is_empty(tmp.path() / "summaries"));
 }
 
