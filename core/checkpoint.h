@@ -54,17 +54,7 @@ struct CheckpointManifest {
 // "ckpt-0000001200"
 std::string checkpointDirName(int64_t global_step);
 
-// Writes <dir>/ckpt-<step, 10 digits>/{model.safetensors, manifest.json},
-// atomically: write into a temp dir in <dir>, fsync files and dir, rename into
-// place, then replace <dir>/latest (a small text file holding the checkpoint
-// dir's name) via temp file + fsync + rename. Then deletes all but the newest
-// `keep` checkpoints (by step; never the one just written; keep <= 0 keeps
-// all) and leftovers of interrupted saves. A crash at any point leaves
-// either the old or the new latest, complete; a failure to write `latest`
-// takes a new checkpoint back out, so that the directory is as before. Saving a step that already
-// has a checkpoint replaces its files one by one, each by an atomic rename, so that it stays
-// complete throughout. std::system_error /
-// std::filesystem::filesystem_error when the disk refuses.
+// What saveCheckpoint did: where, and what pruning could not delete.
 struct SavedCheckpoint {
   std::filesystem::path path;
   // The old checkpoints pruning could not delete, each with why
@@ -72,6 +62,19 @@ struct SavedCheckpoint {
   // next one tries them again; the run says so, or `keep` fails unseen.
   std::vector<std::string> not_pruned;
 };
+
+// Writes <dir>/ckpt-<step, 10 digits>/{model.safetensors, manifest.json},
+// atomically: write into a temp dir in <dir>, fsync files and dir, rename into
+// place, then replace <dir>/latest (a small text file holding the checkpoint
+// dir's name) via temp file + fsync + rename. Then deletes all but the newest
+// `keep` checkpoints (by step; never the one just written; keep <= 0 keeps
+// all) and leftovers of interrupted saves. A crash at any point leaves
+// either the old or the new latest, complete; a failure to write `latest`
+// takes a new checkpoint back out, so that the directory is as before.
+// Saving a step that already has a checkpoint replaces its files one by
+// one, each by an atomic rename, so that it stays complete throughout.
+// std::system_error / std::filesystem::filesystem_error when the disk
+// refuses.
 SavedCheckpoint saveCheckpoint(const std::filesystem::path& dir, const CheckpointManifest& manifest,
                                const std::vector<TensorRef>& tensors, int keep);
 
