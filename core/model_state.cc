@@ -310,10 +310,10 @@ std::optional<std::string> ModelState::unusedStateNote(
     const std::filesystem::path& checkpoint) const {
   if (restored_unused_state_.empty()) return std::nullopt;
   return fmt::format(
-      "{}: {} there is of no use to this spec's optimizer ({}): left behind, and the checkpoints "
-      "from now on hold none of it (the checkpoint was written with another optimizer or "
-      "settings)",
-      checkpoint.string(), restored_unused_state_, updateRule(spec_));
+      "{}: this spec's update rule ({}) has no use for {} there: left behind, and the "
+      "checkpoints from now on hold none of it (the checkpoint was written with another "
+      "optimizer, other settings of it, or a moving_average this spec has not)",
+      checkpoint.string(), updateRule(spec_), restored_unused_state_);
 }
 
 void ModelState::checkHoldsOptimizerState(const ModelSpec& spec, const VariableLayout& layout,

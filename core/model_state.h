@@ -91,9 +91,9 @@ class ModelState {
   // without moving_average); empty when none. Not restored, and not in
   // the checkpoints that follow: the run or the export says so.
   const std::string& restoredUnusedState() const { return restored_unused_state_; }
-  // What a run resuming from `checkpoint` warns of it: "<checkpoint>: the
-  // 'm' and 'v' state there is of no use to this spec's optimizer (sgd,
-  // learning rate 0.1): left behind, ..."; nullopt when restore() left
+  // What a run resuming from `checkpoint` warns of it: "<checkpoint>:
+  // this spec's update rule (sgd, learning rate 0.1) has no use for the 'm'
+  // and 'v' state there: left behind, ..."; nullopt when restore() left
   // nothing.
   std::optional<std::string> unusedStateNote(const std::filesystem::path& checkpoint) const;
 

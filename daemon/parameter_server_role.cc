@@ -213,10 +213,13 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   }
   metrics.setState(NodeState::Done);
   const PushCounts& pushes = service.pushCounts();
-  spdlog::info("ps {} done at global step {} ({} stale gradient chunks dropped; gradients in {} "
-               "calls over TCP, {} chunks in {} calls through shared memory)",
-               task, shard.globalStep(), shard.staleDropped(), pushes.tcp_calls,
-               pushes.shared_chunks, pushes.shared_calls);
+  spdlog::info(
+      "ps {} done {} ({} stale gradient chunks dropped; gradients in {} calls over TCP, "
+      "{} chunks in {} calls through shared memory)",
+      task,
+      shard.ready() ? fmt::format("at global step {}", shard.globalStep())
+                    : std::string("before the chief initialised it"),
+      shard.staleDropped(), pushes.tcp_calls, pushes.shared_chunks, pushes.shared_calls);
   // Training that goes with this process: steps applied after the chief's
   // last save, as when every node is signalled at once and another
   // worker's last push lands after the chief read the shards. (At the

@@ -950,8 +950,10 @@ int runExport(const ExportFlags& flags) {
               flags.tensorflow.c_str(), tensors.size(), written.c_str(),
               checkpoint.string().c_str(), static_cast<long long>(state.globalStep()));
   if (!state.restoredUnusedState().empty())
-    std::printf("left out: %s of the checkpoint, which this spec's optimizer (%s) does not keep\n",
-                state.restoredUnusedState().c_str(), updateRule(spec).c_str());
+    std::printf(
+        "left out: %s of the checkpoint, which this spec's update rule (%s) does not "
+        "keep\n",
+        state.restoredUnusedState().c_str(), updateRule(spec).c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -165,16 +165,17 @@ void ServedShard::dropCancelledWaits() {
 void ServedShard::beginStopping(const std::string& by, const std::string& diverged) {
   // The chief's divergence counts also when the ps was stopping already (a
   // signal, POST /stop): the job failed, and its workers are to hear it.
+  // A shard the chief has not initialised is at no step yet.
+  const std::string at = shard_.ready() ? fmt::format("at global step {}", shard_.globalStep())
+                                        : std::string("before the chief initialised the shard");
   if (!diverged.empty() && diverged_.empty()) {
     diverged_ = diverged;
-    spdlog::warn("stopping at global step {}: {}", shard_.globalStep(),
-                 chiefDivergedText(diverged));
+    spdlog::warn("stopping {}: {}", at, chiefDivergedText(diverged));
   }
   if (stopping_) return;
   stopping_ = true;
   hold_owner_ = nullptr;  // no expiry to come: the hold's sums are never applied
-  if (diverged.empty())
-    spdlog::info("stopping at global step {}: stop requested by {}", shard_.globalStep(), by);
+  if (diverged.empty()) spdlog::info("stopping {}: stop requested by {}", at, by);
   releasePulls();
   stop_fulfiller_->fulfill();
 }

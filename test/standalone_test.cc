@@ -1381,9 +1381,9 @@ TEST_CASE(
   CHECK(more.exit_code == 0);
   CHECK_THAT(more.output, Catch::Contains("steps 5..8"));  // resumed, not started afresh
   // ... and says what it leaves behind.
-  CHECK_THAT(more.output, Catch::Contains("ckpt-0000000005: the 'm' and 'v' state there is of no "
-                                          "use to this spec's optimizer (sgd, learning rate 0.1): "
-                                          "left behind"));
+  CHECK_THAT(more.output, Catch::Contains("ckpt-0000000005: this spec's update rule (sgd, "
+                                          "learning rate 0.1) has no use for the 'm' and 'v' "
+                                          "state there: left behind"));
   CHECK_THAT(more.output, !Catch::Contains("ckpt-0000000008: the"));
 }
 

@@ -760,7 +760,7 @@ TEST_CASE(
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("(5 tensors: 4 variables, the global step)") &&
                            Catch::Contains("left out: the 'm' and 'v' state of the checkpoint, "
-                                           "which this spec's optimizer (sgd, learning rate "
+                                           "which this spec's update rule (sgd, learning rate "
                                            "0.01) does not keep"));
   r = runTrainctl("import --model " + model + " --scope net --checkpoint-dir " +
                   (dir / "again").string() + " " + (dir / "tf").string());
