@@ -234,7 +234,7 @@ void NodeMetrics::setStepStanding(double seconds) {
 }
 
 void NodeMetrics::recordCheckpoint(int64_t global_step, const std::filesystem::path& path) {
-  const SystemClock::time_point now = SystemClock::now();
+  const Clock::time_point now = Clock::now();
   std::lock_guard lock(mutex_);
   last_checkpoint_ = path;
   last_checkpoint_step_ = global_step;
@@ -246,13 +246,20 @@ void NodeMetrics::recordExistingCheckpoint(const std::filesystem::path& checkpoi
   std::error_code error;
   const auto written =
       std::filesystem::last_write_time(checkpoint / checkpoint_format::kManifestFile, error);
-  const SystemClock::time_point time = error ? SystemClock::now()
-                                             : std::chrono::time_point_cast<SystemClock::duration>(
-                                                   std::chrono::file_clock::to_sys(written));
+  // Its age by the wall clock now (none for a time in the future, at most
+  // a century: the steady clock's range), counted on from here by the
+  // steady one.
+  constexpr auto kCentury = std::chrono::hours(24 * 36525);
+  const SystemClock::duration age =
+      error ? SystemClock::duration::zero()
+            : std::clamp<SystemClock::duration>(
+                  SystemClock::now() - std::chrono::time_point_cast<SystemClock::duration>(
+                                           std::chrono::file_clock::to_sys(written)),
+                  SystemClock::duration::zero(), kCentury);
   std::lock_guard lock(mutex_);
   last_checkpoint_ = checkpoint;
   last_checkpoint_step_ = manifest.global_step;
-  last_checkpoint_time_ = time;
+  last_checkpoint_time_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(age);
 }
 
 std::string NodeMetrics::labels() const {
@@ -260,7 +267,7 @@ std::string NodeMetrics::labels() const {
 }
 
 std::string NodeMetrics::prometheusText() const {
-  const SystemClock::time_point now = SystemClock::now();
+  const Clock::time_point now = Clock::now();
   std::lock_guard lock(mutex_);
   const std::string l = labels();
   const bool trains = job_ != "ps";
@@ -318,7 +325,7 @@ std::string NodeMetrics::prometheusText() const {
            "Seconds since the latest checkpoint was written.");
     if (last_checkpoint_) {
       const double age = std::chrono::duration<double>(now - last_checkpoint_time_).count();
-      out += fmt::format("traind_checkpoint_age_seconds{{{}}} {}\n", l, number(std::max(0.0, age)));
+      out += fmt::format("traind_checkpoint_age_seconds{{{}}} {}\n", l, number(age));
     }
   }
   return out;

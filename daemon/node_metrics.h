@@ -172,7 +172,10 @@ class NodeMetrics {
   double step_standing_seconds_ = 0.0;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t last_checkpoint_step_ = 0;
-  SystemClock::time_point last_checkpoint_time_;
+  // On the steady clock: a step of the wall clock (NTP, an operator's
+  // date) would make the age jump, firing or hiding the age alert. A
+  // checkpoint found at the start is placed by its manifest's time once.
+  Clock::time_point last_checkpoint_time_;
 };
 
 }  // namespace traind

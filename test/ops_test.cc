@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "core/json.h"
 #include "core/printable.h"
 #include "daemon/ops_client.h"
@@ -234,6 +235,36 @@ TEST_CASE("status is one line of JSON") {
   CHECK(status.find("last_checkpoint")->text == "/tmp/a \"quoted\" dir/ckpt-0000000010");
   CHECK(status.find("last_checkpoint_step")->asInt64() == 10);
   CHECK(status.find("stalled")->type == JsonValue::Type::Null);
+}
+
+TEST_CASE("a checkpoint's age counts on the steady clock from its manifest's time") {
+  const std::filesystem::path dir = testing::freshTempDir("checkpoint-age");
+  CheckpointManifest manifest;
+  manifest.global_step = 12;
+  manifest.model_name = "m";
+  manifest.architecture_hash = "0123abcd";
+  manifest.created = "2026-12-01T00:00:00Z";
+  const std::filesystem::path checkpoint = saveCheckpoint(dir, manifest, {}, 1).path;
+  const auto ageOf = [&](std::chrono::system_clock::duration ago) {
+    std::filesystem::last_write_time(
+        checkpoint / "manifest.json",
+        std::chrono::file_clock::now() -
+            std::chrono::duration_cast<std::chrono::file_clock::duration>(ago));
+    OpsNode chief("standalone", 0, true);
+    chief.metrics.setWritesCheckpoints(true);
+    chief.metrics.recordExistingCheckpoint(checkpoint);
+    return sample(chief.get("/metrics").body,
+                  "traind_checkpoint_age_seconds{job=\"standalone\",task=\"0\"}");
+  };
+  const std::optional<double> hour = ageOf(std::chrono::hours(1));
+  REQUIRE(hour);
+  CHECK(*hour >= 3600);
+  CHECK(*hour < 3660);
+  // Written in the future (a clock set back since): no age yet, counted from now.
+  const std::optional<double> ahead = ageOf(-std::chrono::hours(24));
+  REQUIRE(ahead);
+  CHECK(*ahead >= 0);
+  CHECK(*ahead < 60);
 }
 
 TEST_CASE("a node that knows no global step yet says none, not 0") {
