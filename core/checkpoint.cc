@@ -150,7 +150,9 @@ std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, const s
   std::vector<fs::path> leftovers;
   std::vector<std::pair<int64_t, fs::path>> checkpoints;
   std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator listing(dir, ec);
+  if (ec) return {dir.filename().string() + ": cannot list it: " + ec.message()};
+  for (const fs::directory_entry& entry : listing) {
     const std::string name = entry.path().filename().string();
     if (name.starts_with(layout::kTempPrefix)) {
       leftovers.push_back(entry.path());
@@ -439,8 +441,8 @@ std::string notPrunedWarning(const SavedCheckpoint& saved, int keep) {
   if (saved.not_pruned.size() > kNamed)
     named += fmt::format("; {} more", saved.not_pruned.size() - kNamed);
   return fmt::format(
-      "checkpoint.keep is {}, but old checkpoints in {} could not be deleted: {}; they stay and "
-      "take room, each save tries again (said once)",
+      "checkpoint.keep is {}, but old checkpoints or leftovers of interrupted saves in {} could "
+      "not be deleted: {}; they stay and take room, each save tries again (said once)",
       keep, saved.path.parent_path().string(), named);
 }
 

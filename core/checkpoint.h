@@ -79,8 +79,9 @@ SavedCheckpoint saveCheckpoint(const std::filesystem::path& dir, const Checkpoin
                                const std::vector<TensorRef>& tensors, int keep);
 
 // What a run warns of, once, when a save's pruning failed (not_pruned not
-// empty): "checkpoint.keep is 2, but old checkpoints in DIR could not be
-// deleted: ckpt-0000000100: Operation not permitted; ...".
+// empty): "checkpoint.keep is 2, but old checkpoints or leftovers of
+// interrupted saves in DIR could not be deleted: ckpt-0000000100: Operation
+// not permitted; ...".
 std::string notPrunedWarning(const SavedCheckpoint& saved, int keep);
 
 // A run's hold on its checkpoint directory, for as long as it lives: an

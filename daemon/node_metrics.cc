@@ -325,7 +325,8 @@ std::string NodeMetrics::prometheusText() const {
            "Seconds since the latest checkpoint was written.");
     if (last_checkpoint_) {
       const double age = std::chrono::duration<double>(now - last_checkpoint_time_).count();
-      out += fmt::format("traind_checkpoint_age_seconds{{{}}} {}\n", l, number(age));
+      // A save between `now` and the lock: a moment before it, no age.
+      out += fmt::format("traind_checkpoint_age_seconds{{{}}} {}\n", l, number(std::max(0.0, age)));
     }
   }
   return out;

@@ -218,7 +218,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
       "{} chunks in {} calls through shared memory)",
       task,
       shard.ready() ? fmt::format("at global step {}", shard.globalStep())
-                    : std::string("before the chief initialised it"),
+                    : std::string("while its shard waited for the chief"),
       shard.staleDropped(), pushes.tcp_calls, pushes.shared_chunks, pushes.shared_calls);
   // Training that goes with this process: steps applied after the chief's
   // last save, as when every node is signalled at once and another

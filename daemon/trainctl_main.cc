@@ -359,8 +359,8 @@ std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_
 }
 
 // Whether stopping the ps tasks now loses nothing: each one's global step
-// is the one the chief last reported a checkpoint of its shard at (or 0:
-// it has not trained). A line per ps, saying where its state is, goes to
+// is the one the chief last reported a checkpoint of its shard at (or it
+// has none: it holds no parameters yet). A line per ps, saying where its state is, goes to
 // `report`; one that cannot be asked counts as not saved, and in
 // `*unreachable` when given; one that holds no parameters (restarted, or
 // never initialised: it waits for the chief) counts in `*empty` when given.
@@ -627,18 +627,23 @@ int runCheckpoint(const NodeFlags& flags) {
       // A node slow to answer near the deadline: said as the deadline's.
       if (Clock::now() < deadline) {
         std::printf(
-            "%s: stopped answering before it showed a checkpoint at global step %lld or later "
-            "(%s): it ended meanwhile (a stop, whose final checkpoint its log names; a failed "
-            "save or a crash, whose reason its log gives) or hangs\n",
-            describe(*target).c_str(), static_cast<long long>(before.global_step.value_or(0)),
+            "%s: stopped answering before it showed a checkpoint%s (%s): it ended meanwhile (a "
+            "stop, whose final checkpoint its log names; a failed save or a crash, whose reason "
+            "its log gives) or hangs\n",
+            describe(*target).c_str(),
+            before.global_step
+                ? fmt::format(" at global step {} or later", *before.global_step).c_str()
+                : "",
             e.what());
         return 1;
       }
     }
-    // A node at no global step yet holds what its last checkpoint does (it
-    // restored it, and has trained nothing since).
-    if (now.last_checkpoint &&
-        now.last_checkpoint_step.value_or(-1) >= before.global_step.value_or(0)) {
+    // Asked before it knew its step (starting: a chief may join shards
+    // that trained past its last checkpoint), it saves at the first step
+    // it knows or later.
+    if (!before.global_step) before.global_step = now.global_step;
+    if (now.last_checkpoint && before.global_step &&
+        now.last_checkpoint_step.value_or(-1) >= *before.global_step) {
       std::printf("%s: saved %s at global step %lld\n", nodeName(*target, now).c_str(),
                   now.last_checkpoint->c_str(), static_cast<long long>(*now.last_checkpoint_step));
       return 0;

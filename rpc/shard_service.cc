@@ -165,9 +165,10 @@ void ServedShard::dropCancelledWaits() {
 void ServedShard::beginStopping(const std::string& by, const std::string& diverged) {
   // The chief's divergence counts also when the ps was stopping already (a
   // signal, POST /stop): the job failed, and its workers are to hear it.
-  // A shard the chief has not initialised is at no step yet.
+  // A shard the chief has not initialised (or initialises again) is at no
+  // step yet.
   const std::string at = shard_.ready() ? fmt::format("at global step {}", shard_.globalStep())
-                                        : std::string("before the chief initialised the shard");
+                                        : std::string("while the shard waits for the chief");
   if (!diverged.empty() && diverged_.empty()) {
     diverged_ = diverged;
     spdlog::warn("stopping {}: {}", at, chiefDivergedText(diverged));
@@ -216,16 +217,10 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
                           served_.identity_.architecture_hash + ", the peer trains " +
                           peerText(hash) + ": the nodes read different model specs");
     if (params.getWireVersion() != kWireVersion)
-      throw ProtocolError(fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
-                                      "traind release on every node",
-                                      shard().shardIndex(), kWireVersion,
-                                      params.getWireVersion()));
-    if (const uint32_t ours = chunksFingerprint(shard().chunks()); params.getChunks() != ours)
-      throw ProtocolError(fmt::format(
-          "ps {} cuts its shard into other chunks than the peer does (fingerprint {:#010x}, the "
-          "peer's {:#010x}): the nodes place the variables differently; run the same traind "
-          "release on every node",
-          shard().shardIndex(), ours, params.getChunks()));
+      throw ProtocolError(
+          fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
+                      "traind release on every node",
+                      shard().shardIndex(), kWireVersion, params.getWireVersion()));
     const std::string forward = params.getForwardRule();
     if (forward != served_.identity_.forward_rule) {
       const auto [ours, theirs] = firstDifference(served_.identity_.forward_rule, forward);
@@ -261,6 +256,14 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
       throw ProtocolError("this is ps " + std::to_string(shard().shardIndex()) +
                           ", the peer thinks it is ps " + std::to_string(params.getShardIndex()) +
                           ": the nodes read different cluster specs");
+    // Last of what the specs decide: other specs (another ps count) place
+    // the variables otherwise too, and are better said as such above.
+    if (const uint32_t ours = chunksFingerprint(shard().chunks()); params.getChunks() != ours)
+      throw ProtocolError(fmt::format(
+          "ps {} cuts its shard into other chunks than the peer does (fingerprint {:#010x}, the "
+          "peer's {:#010x}): the nodes place the variables differently; run the same traind "
+          "release on every node",
+          shard().shardIndex(), ours, params.getChunks()));
     const uint32_t task = params.getWorkerTask();
     const std::string dir = params.getCheckpointDir();
     if (!worker_ && task == 0) {

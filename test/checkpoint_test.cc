@@ -466,19 +466,25 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
       WARN("cannot make a checkpoint undeletable here: not checked");
       return;
     }
-    const SavedCheckpoint saved = saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 2);
-    if (root)
-      immutable(false);
-    else
-      ::chmod(old.c_str(), 0700);
+    // Undone whatever the save does: an immutable file would outlive the test.
+    const auto undo = [&] { root ? void(immutable(false)) : void(::chmod(old.c_str(), 0700)); };
+    SavedCheckpoint saved;
+    try {
+      saved = saveCheckpoint(checkpoints, manifestAt(400), sample.refs(), 2);
+    } catch (...) {
+      undo();
+      throw;
+    }
+    undo();
     CHECK(saved.path == checkpoints / "ckpt-0000000400");
     CHECK(findLatestCheckpoint(checkpoints) == saved.path);
     REQUIRE(saved.not_pruned.size() == 1);
     CHECK_THAT(saved.not_pruned[0], Catch::StartsWith("ckpt-0000000200: "));
     CHECK_THAT(
         notPrunedWarning(saved, 2),
-        Catch::StartsWith("checkpoint.keep is 2, but old checkpoints in " + checkpoints.string() +
-                          " could not be deleted: ckpt-0000000200: "));
+        Catch::StartsWith("checkpoint.keep is 2, but old checkpoints or leftovers of interrupted "
+                          "saves in " +
+                          checkpoints.string() + " could not be deleted: ckpt-0000000200: "));
     // The next save deletes it.
     CHECK(saveCheckpoint(checkpoints, manifestAt(500), sample.refs(), 2).not_pruned.empty());
     CHECK(!fs::exists(old));

@@ -1222,6 +1222,15 @@ TEST_CASE("a ps refuses workers of another cluster spec or batch size and anothe
                  Catch::Contains("the peer's cluster spec says sync, replicas_to_aggregate 2 of "
                                  "2") &&
                  Catch::Contains("every node must read the same cluster spec"));
+  // One more ps: the variables are placed otherwise too, which is said as
+  // the cluster spec it comes of, not as another release.
+  const auto more_ps = dir / "more_ps.yaml";
+  writeFile(more_ps,
+            replaceAll(readFile(cluster), "]\n  worker:",
+                       ", 127.0.0.1:" + std::to_string(freePortRange(1)) + "]\n  worker:"));
+  CHECK_THAT(worker(more_ps, model + " --job worker --task 1", "more_ps.log"),
+             Catch::Contains("every node must read the same cluster spec") &&
+                 !Catch::Contains("cuts its shard into other chunks"));
   const auto batch = dir / "batch.yaml";
   writeFile(batch, replaceAll(readFile(modelPath("fashion_mlp.yaml")), "batch_size: 100",
                               "batch_size: 50"));
