@@ -6,6 +6,7 @@ side by side in one invocation per section, with ratios.
   python3 bench/distributed_compare.py --build-dir build mlp    # 1 ps + 2 workers vs PyTorch
   python3 bench/distributed_compare.py --build-dir build wide   # the same, 784-1200-400-10
   python3 bench/distributed_compare.py --build-dir build transport  # shared memory vs TCP
+  python3 bench/distributed_compare.py --build-dir build deep   # many small variables, 2 ps vs 1
   python3 bench/distributed_compare.py --build-dir build rss    # a ps's peak RSS, Adam, 64 MiB
   python3 bench/distributed_compare.py --build-dir build accuracy  # same examples, test accuracy
 
@@ -28,6 +29,13 @@ wide  the same on a 784-1200-400-10 MLP (its model spec is written to a
 transport  traind's 1 ps + 2 workers on both MLPs, async and sync, with
       tensors through shared memory (transport.shared_memory: auto, the
       default on one host) against over TCP (off).
+deep  placement: a model of --deep-layers dense layers of 10 units (many
+      small variables, synthetic data, batch 32), async with one worker, on
+      2 ps against 1 ps, over TCP and through shared memory. Small
+      variables go to the shards in runs of consecutive layers, so a step
+      is a few calls either way (target: 2 ps at >= 0.9 x 1 ps; spread one
+      by one, each variable was a chunk of its own: 0.18 over TCP, 0.67
+      through shared memory).
 rss   the peak RSS (VmHWM) of a ps holding P bytes of parameters trained
       with Adam, after a short run of 1 ps + 1 or 2 workers, async and sync
       (target: <= 3.2 P + 30 MiB).
@@ -321,13 +329,14 @@ def with_training_field(tmp, model, key, value):
   return path
 
 
-def write_cluster(tmp, workers, mode, shared_memory=True):
-  ports = free_ports(1 + workers)
-  path = os.path.join(tmp, f"cluster_{mode}_{workers}{'' if shared_memory else '_tcp'}.yaml")
+def write_cluster(tmp, workers, mode, shared_memory=True, ps_tasks=1):
+  ports = free_ports(ps_tasks + workers)
+  path = os.path.join(tmp, f"cluster_{mode}_{ps_tasks}_{workers}"
+                      f"{'' if shared_memory else '_tcp'}.yaml")
   with open(path, "w") as f:
     f.write("cluster:\n")
-    f.write(f"  ps: [127.0.0.1:{ports[0]}]\n")
-    f.write(f"  worker: [{', '.join(f'127.0.0.1:{p}' for p in ports[1:])}]\n")
+    f.write(f"  ps: [{', '.join(f'127.0.0.1:{p}' for p in ports[:ps_tasks])}]\n")
+    f.write(f"  worker: [{', '.join(f'127.0.0.1:{p}' for p in ports[ps_tasks:])}]\n")
     f.write(f"training:\n  mode: {mode}\n")
     if mode == "sync":
       f.write(f"  replicas_to_aggregate: {workers}\n")
@@ -373,16 +382,20 @@ def run_standalone_pair(args, model, steps, log_every, threads, ps_pushes_per_se
 
 
 def run_cluster(args, tmp, model, workers, mode, steps, log_every, threads, timed=True,
-                shared_memory=True):
-  """A 1 ps + `workers` cluster; returns the job's examples/sec (one worker:
-  its median window; more: job_rate; None unless `timed`), others' CPU, the
-  ps's (VmHWM, RssShmem) as Job.wait gives them, and its ru_maxrss."""
-  cluster = write_cluster(tmp, workers, mode, shared_memory)
+                shared_memory=True, ps_tasks=1):
+  """A `ps_tasks` ps + `workers` cluster; returns the job's examples/sec
+  (one worker: its median window; more: job_rate; None unless `timed`),
+  others' CPU, ps 0's (VmHWM, RssShmem) as Job.wait gives them, and its
+  ru_maxrss."""
+  cluster = write_cluster(tmp, workers, mode, shared_memory, ps_tasks)
   flags = traind_flags(steps, log_every, threads)
-  job = Job(f"traind {mode} 1 ps + {workers} workers {os.path.basename(model)}")
+  job = Job(f"traind {mode} {ps_tasks} ps + {workers} workers {os.path.basename(model)}")
   common = [args.traind, "--cluster", cluster, "--model", model]
   with bench_lock():
     ps = job.start("ps", common + ["--job", "ps", "--task", "0"] + flags, env_with_threads(1))
+    for t in range(1, ps_tasks):
+      job.start(f"ps {t}", common + ["--job", "ps", "--task", str(t)] + flags,
+                env_with_threads(1))
     for w in range(workers):
       job.start(f"worker {w}", common + ["--job", "worker", "--task", str(w)] + flags,
                 env_with_threads(threads))
@@ -592,6 +605,49 @@ def section_transport(args, tmp):
                 others["shared memory"], (results["tcp"], others["tcp"]))
 
 
+def deep_model(tmp, layers):
+  """`layers` dense layers of 10 units on synthetic y = x^2 data, batch 32:
+  many small variables, each far below a chunk."""
+  lines = ["name: deep", "seed: 7", "input: [1]", "layers:"]
+  lines += [f"  - {{type: dense, name: d{i}, units: 10, activation: tanh}}"
+            for i in range(layers)]
+  lines += ["  - {type: dense, name: output, units: 1}", "loss: mse",
+            "optimizer: {type: sgd, learning_rate: 0.001}", "data:",
+            "  synthetic: {type: regression, points: 1000, x_min: -1, x_max: 1, "
+            "noise_stddev: 0.05}",
+            "  batch_size: 32", "training: {max_steps: 300}", ""]
+  path = os.path.join(tmp, f"deep_{layers}.yaml")
+  with open(path, "w") as f:
+    f.write("\n".join(lines))
+  return path
+
+
+def section_deep(args, tmp):
+  """A deep model of small variables, async with one worker: 2 ps against
+  1 ps, over TCP and through shared memory, alternating."""
+  model = deep_model(tmp, args.deep_layers)
+  steps = args.deep_steps
+  sides = ["1 ps", "2 ps"]
+  for shared_memory in (False, True):
+    transport = "through shared memory" if shared_memory else "over TCP"
+    results = {s: [] for s in sides}
+    others = {s: [] for s in sides}
+    for r in range(args.rounds):
+      for side in alternate(r, sides):
+        rate, load, _, _ = measured(args, lambda: run_cluster(
+            args, tmp, model, 1, "async", steps, steps // 6, 1, shared_memory=shared_memory,
+            ps_tasks=int(side.split()[0])))
+        results[side].append(rate)
+        others[side].append(load)
+        print(f"  round {r + 1}: {side} {transport} {rate:.0f} examples/sec (others {load:.2f})",
+              file=sys.stderr)
+    header(f"{args.deep_layers} dense layers of 10 units, traind async, 1 worker, {steps} steps, "
+           f"{transport}: 2 ps against 1 ps (target >= 0.9)", args)
+    print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
+    print_row(args, "1 ps", results["1 ps"], others["1 ps"])
+    print_row(args, "2 ps", results["2 ps"], others["2 ps"], (results["1 ps"], others["1 ps"]))
+
+
 def rss_model(tmp, hidden_units):
   """784 -> hidden_units -> 10 on Fashion-MNIST with Adam, batch 10, no test
   set (the chief's final evaluation of so wide a layer would take longer
@@ -747,13 +803,15 @@ def parse_run_options(parser, script):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("sections", nargs="+",
-                      choices=["cnn", "mlp", "wide", "transport", "rss", "accuracy"])
+                      choices=["cnn", "mlp", "wide", "transport", "deep", "rss", "accuracy"])
   add_run_options(parser)
   parser.add_argument("--threads", type=int, default=2,
                       help="cnn: compute threads of standalone traind and of the worker")
   parser.add_argument("--cnn-steps", type=int, default=300)
   parser.add_argument("--mlp-steps", type=int, default=1200, help="fashion_mlp: steps per worker")
   parser.add_argument("--wide-steps", type=int, default=400, help="wide MLP: steps per worker")
+  parser.add_argument("--deep-layers", type=int, default=2000, help="deep: dense layers")
+  parser.add_argument("--deep-steps", type=int, default=300, help="deep: steps of the worker")
   parser.add_argument("--rss-mib", type=int, default=64, help="rss: the big kernel's MiB")
   parser.add_argument("--rss-steps", type=int, default=10)
   parser.add_argument("--rss-rounds", type=int, default=3)
@@ -772,6 +830,8 @@ def main():
         section_mlp(args, tmp, wide=section == "wide")
       elif section == "transport":
         section_transport(args, tmp)
+      elif section == "deep":
+        section_deep(args, tmp)
       elif section == "rss":
         section_rss(args, tmp)
       else:
