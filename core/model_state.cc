@@ -266,14 +266,8 @@ std::string unusedState(const SafetensorsReader& reader, const VariableLayout& l
     else if (std::find(unused.begin(), unused.end(), slot) == unused.end())
       unused.push_back(slot);
   }
-  std::string phrase;
-  for (size_t i = 0; i < unused.size(); ++i)
-    phrase += fmt::format("{}'{}'",
-                          i == 0                   ? "the "
-                          : i + 1 == unused.size() ? " and "
-                                                   : ", ",
-                          printable(unused[i]));
-  if (!phrase.empty()) phrase += " state";
+  for (std::string& slot : unused) slot = "'" + printable(slot) + "'";
+  std::string phrase = unused.empty() ? "" : "the " + listedInProse(unused) + " state";
   if (averages) phrase += phrase.empty() ? "the moving averages" : " and the moving averages";
   return phrase;
 }

@@ -103,4 +103,11 @@ std::string quotedPrintable(std::string_view text) {
   return out;
 }
 
+std::string listedInProse(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
 }  // namespace traind

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace traind {
 
@@ -30,5 +31,9 @@ std::string printablePrefix(std::string_view text, size_t max_bytes);
 // a byte order mark, zero-width ones) as \uXXXX, since between quotes they
 // would pass for a space or for nothing.
 std::string quotedPrintable(std::string_view text);
+
+// Items as a message lists them: "a", "a and b", "a, b and c" (taken as
+// they are: printable already).
+std::string listedInProse(const std::vector<std::string>& items);
 
 }  // namespace traind

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/printable.h"
+
 namespace traind {
 namespace {
 
@@ -24,10 +26,7 @@ std::string workerList(const std::vector<uint32_t>& workers) {
       parts.push_back(std::to_string(workers[i++]));
     }
   }
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
-  return out;
+  return listedInProse(parts);
 }
 
 std::string workers(const std::vector<uint32_t>& list) {
