@@ -18,6 +18,7 @@
 #include "daemon/evaluation.h"
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
+#include "daemon/training_checkpoints.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
 #include "devices/model_replica.h"
@@ -59,11 +60,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     latest = findLatestCheckpoint(checkpoint_dir);
   }
   if (latest) {
-    state.restore(*latest, spec.checkpoint.dir_location);
-    spdlog::info("restored {} at global step {}", latest->string(), state.globalStep());
-    if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), data.train, *latest))
-      spdlog::warn("{}", *note);
-    if (const auto note = state.unusedStateNote(*latest)) spdlog::warn("{}", *note);
+    spdlog::info("{}", restoreToTrain(state, *latest, spec.checkpoint.dir_location, data.train));
     metrics.recordExistingCheckpoint(*latest);
   } else {
     spdlog::info("{}", state.initialize());
@@ -121,18 +118,13 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
               openTrainingSummaries(spec, state.globalStep()));
   int64_t saved_step = latest ? state.globalStep() : -1;
   auto last_checkpoint = std::chrono::steady_clock::now();
-  bool not_pruned_said = false;
+  CheckpointWriter writer(spec.checkpoint, checkpoint_dir_lock, metrics);
   auto checkpoint = [&] {
     if (checkpoint_dir.empty() || saved_step == state.globalStep()) return;
-    if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
-      spdlog::warn("{}", *retaken);
-    const SavedCheckpoint saved = state.save(checkpoint_dir, spec.checkpoint.keep);
+    const SavedCheckpoint saved = writer.save(state);
     saved_step = state.globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
-    metrics.recordCheckpoint(saved_step, saved.path);
-    spdlog::info("step {}, saved checkpoint {}", state.globalStep(), saved.path.string());
-    if (!saved.not_pruned.empty() && !std::exchange(not_pruned_said, true))
-      spdlog::warn("{}", notPrunedWarning(saved, spec.checkpoint.keep));
+    writer.report(saved, saved_step);
   };
 
   // The slots share the model state, the input, the log and the schedules

@@ -27,6 +27,7 @@
 #include "daemon/gradient_stream.h"
 #include "daemon/logging.h"
 #include "daemon/step_log.h"
+#include "daemon/training_checkpoints.h"
 #include "daemon/training_data.h"
 #include "devices/device_list.h"
 #include "rpc/sharded_client.h"
@@ -79,11 +80,7 @@ bool prepareShards(const ModelSpec& spec, ModelState& state, ShardedClient& ps,
   // Said once the shards hold it: a chief killed before would leave them empty.
   std::string done;
   if (latest) {
-    state.restore(*latest, spec.checkpoint.dir_location);
-    done = fmt::format("restored {} at global step {}", latest->string(), state.globalStep());
-    if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), train, *latest))
-      spdlog::warn("{}", *note);
-    if (const auto note = state.unusedStateNote(*latest)) spdlog::warn("{}", *note);
+    done = restoreToTrain(state, *latest, spec.checkpoint.dir_location, train);
   } else {
     done = state.initialize();
   }
@@ -438,21 +435,16 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // unless the chief joined running shards (it was restarted), whose state
   // its first checkpoint is the first to hold.
   int64_t saved_step = joined ? -1 : step;
-  bool not_pruned_said = false;
+  CheckpointWriter writer(spec.checkpoint, checkpoint_dir_lock, metrics);
   auto checkpoint = [&] {
     if (!chief || spec.checkpoint.dir.empty()) return;
     ps.readState(*state);
     if (state->globalStep() == saved_step) return;
-    if (const std::optional<std::string> retaken = checkpoint_dir_lock.retakeIfLost())
-      spdlog::warn("{}", *retaken);
-    const SavedCheckpoint saved = state->save(spec.checkpoint.dir, spec.checkpoint.keep);
+    const SavedCheckpoint saved = writer.save(*state);
     ps.reportSaved(std::filesystem::absolute(saved.path).string());
     saved_step = state->globalStep();
     last_checkpoint = std::chrono::steady_clock::now();
-    metrics.recordCheckpoint(saved_step, saved.path);
-    spdlog::info("step {}, saved checkpoint {}", state->globalStep(), saved.path.string());
-    if (!saved.not_pruned.empty() && !std::exchange(not_pruned_said, true))
-      spdlog::warn("{}", notPrunedWarning(saved, spec.checkpoint.keep));
+    writer.report(saved, saved_step);
   };
 
   // A slot's step: the next batch (the slots take turns at the pipeline)
