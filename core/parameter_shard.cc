@@ -339,7 +339,11 @@ void ParameterShard::workerJoined(uint32_t worker) {
     if (connections_[w] > 0 && (slowest < 0 || clock_[w] < slowest)) slowest = clock_[w];
   if (connections_[worker]++ > 0) return;
   ++sessions_[worker];
-  if (slowest >= 0) clock_[worker] = std::max(clock_[worker], slowest);
+  // With nobody connected, the highest clock: one left behind long ago (a
+  // worker that died early) would otherwise be the floor the others,
+  // rejoining, wait on until it had caught up.
+  clock_[worker] = slowest >= 0 ? std::max(clock_[worker], slowest)
+                                : *std::max_element(clock_.begin(), clock_.end());
 }
 
 void ParameterShard::workerLeft(uint32_t worker) {

@@ -168,11 +168,11 @@ class ParameterShard {
   uint64_t chunkChanges(size_t chunk) const { return chunk_changes_.at(chunk); }
 
   // Connected workers, for bounded staleness. A worker that (re)joins starts
-  // at the slowest connected worker's clock, so it never holds the others
-  // back. A worker that left (its last connection closed) leaves behind no
-  // unfinished push: its next counts from its first chunk; in sync, what it
-  // pushed of the open step stays in the step's sums, and what it pushes of
-  // that step again (restarted) is dropped as stale.
+  // at the slowest connected worker's clock (with none connected, at the
+  // highest clock of any), so it never holds the others back. A worker that left (its last
+  // connection closed) leaves behind no unfinished push: its next counts from its first chunk; in
+  // sync, what it pushed of the open step stays in the step's sums, and what it pushes of that step
+  // again (restarted) is dropped as stale.
   void workerJoined(uint32_t worker);
   void workerLeft(uint32_t worker);
   // False while `worker` is more than max_staleness pushes ahead of the

@@ -132,20 +132,26 @@ enum class GivenUp {
 };
 
 // Resolves once the wait is to be given up, one poll for both reasons:
-// `stop` and `stopping` may each be null (not watched).
+// `stop` and `stopping` may each be null (not watched). `answers`, when
+// given, counts the calls answered so far: the stop's grace counts only
+// while it stands still, so that calls merely slow (a big model's pull,
+// a reply every tick) finish.
 kj::Promise<GivenUp> givenUp(kj::Timer& timer, const std::atomic<bool>* stop,
-                             const std::optional<int>* stopping,
-                             kj::Duration held = 0 * kj::SECONDS) {
-  return timer.afterDelay(kStopTick).then([&timer, stop, stopping, held]() -> kj::Promise<GivenUp> {
-    if (stopping && *stopping)
-      return timer.afterDelay(ShardedClient::kStoppingGraceSeconds * kj::SECONDS).then([] {
-        return GivenUp::JobEnding;
+                             const std::optional<int>* stopping, const size_t* answers = nullptr,
+                             size_t answers_seen = 0, kj::Duration held = 0 * kj::SECONDS) {
+  return timer.afterDelay(kStopTick).then(
+      [&timer, stop, stopping, answers, answers_seen, held]() -> kj::Promise<GivenUp> {
+        if (stopping && *stopping)
+          return timer.afterDelay(ShardedClient::kStoppingGraceSeconds * kj::SECONDS).then([] {
+            return GivenUp::JobEnding;
+          });
+        const size_t answered = answers ? *answers : 0;
+        const bool waiting = stop && stop->load() && answered == answers_seen;
+        const kj::Duration now_held = waiting ? held + kStopTick : 0 * kj::SECONDS;
+        if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
+          return GivenUp::Stop;
+        return givenUp(timer, stop, stopping, answers, answered, now_held);
       });
-    const kj::Duration now_held = stop && stop->load() ? held + kStopTick : 0 * kj::SECONDS;
-    if (now_held >= int64_t(ShardedClient::kStopGraceSeconds * 1000) * kj::MILLISECONDS)
-      return GivenUp::Stop;
-    return givenUp(timer, stop, stopping, now_held);
-  });
 }
 
 // Said of a pull or push+pull abandoned for a stop: the step it waited for
@@ -219,7 +225,20 @@ class FirstFailure {
     KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
       if (cleanup) cleanup();
       KJ_IF_MAYBE (first, first_) throwShardFailure(*first->link, first->exception);
-      kj::throwFatalException(kj::mv(*e));
+      throw std::runtime_error(failureText(*e));  // thrown by this side's code in a callback
+    }
+  }
+  // After a wait that ended otherwise (given up on a stop, or at the job's
+  // end): throws as wait() does for a call that failed meanwhile, unless
+  // its shard's connection was lost or closed at the job's end without a
+  // divergence, which a stopping ps may do first.
+  void throwIfRefused() const {
+    KJ_IF_MAYBE (first, first_) {
+      const std::string why = failureText(first->exception);
+      if (why.starts_with(kJobOverReason)
+              ? relaysChiefDivergence(why)
+              : first->exception.getType() != kj::Exception::Type::DISCONNECTED)
+        throwShardFailure(*first->link, first->exception);
     }
   }
 
@@ -367,10 +386,8 @@ struct ShardedClient::Impl {
             .then([this, &view](auto&& reply) {
               view = toView(reply.getStatus(), cluster.worker.size());
             })
-            .exclusiveJoin(
-                timer.afterDelay(silence_seconds * kj::SECONDS).then([]() -> kj::Promise<void> {
-                  return silentStatusCall();
-                }));
+            .exclusiveJoin(timer.atTime(deadlineIn(silence_seconds * kj::SECONDS))
+                               .then([]() -> kj::Promise<void> { return silentStatusCall(); }));
     if (stop) call = call.exclusiveJoin(givenUp(timer, stop, nullptr).ignoreResult());
     call.wait(io.waitScope);
     return view;
@@ -507,7 +524,8 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
   ShardLink& link = impl_->shards[shard];
   double delay = 0.05;
   Clock::time_point last_log{};
-  std::optional<Clock::time_point> busy_since;  // since the ps said the task is connected
+  // Since the ps has said that the task is connected already; {} otherwise.
+  Clock::time_point busy_since{};
   int foreign_answers = 0;  // hellos answered in a row by bytes not Cap'n Proto's
   for (;;) {
     if (stop_ && stop_->load()) {
@@ -559,10 +577,15 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
       // The ps says this task is connected already: another process runs
       // as this task, unless this one was restarted and the ps has not yet
       // seen its old connection close.
-      if (e->getType() == kj::Exception::Type::OVERLOADED && !busy_since)
+      // Counted while the ps says so without a break: not from a ps that
+      // said it once, then restarted.
+      const bool busy = e->getType() == kj::Exception::Type::OVERLOADED;
+      if (!busy)
+        busy_since = {};
+      else if (busy_since == Clock::time_point{})
         busy_since = Clock::now();
       if (e->getType() == kj::Exception::Type::FAILED ||
-          (busy_since && Clock::now() - *busy_since > std::chrono::seconds(kBusySeconds)))
+          (busy && Clock::now() - busy_since > std::chrono::seconds(kBusySeconds)))
         throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
                          " refused this worker: " + reason);
       // Not a ps that is late or gone: another program answers there, and
@@ -895,6 +918,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     size_t next = 0;       // the first run not called yet
     size_t in_flight = 0;  // chunks of the calls not answered yet
   };
+  size_t answered = 0;            // calls, for givenUp
   std::vector<ShardCalls> calls;  // whole before the first call: they hold references into it
   calls.reserve(shards.size());
   for (ShardLink& link : shards) {
@@ -911,10 +935,13 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
            (s.in_flight == 0 || s.in_flight + s.runs[s.next].count <= s.budget)) {
       const ChunkRun run = s.runs[s.next++];
       s.in_flight += run.count;
-      started.add(call(s.link, run).catch_(failure.of(s.link)).then([&callWhileTheyFit, &s, run] {
-        s.in_flight -= run.count;
-        return callWhileTheyFit(s);
-      }));
+      started.add(call(s.link, run)
+                      .catch_(failure.of(s.link))
+                      .then([&callWhileTheyFit, &s, &answered, run] {
+                        s.in_flight -= run.count;
+                        ++answered;
+                        return callWhileTheyFit(s);
+                      }));
     }
     return kj::joinPromises(started.releaseAsArray());
   };
@@ -982,7 +1009,7 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
   // are not waited for long.
   std::optional<GivenUp> given_up;
   all =
-      all.exclusiveJoin(givenUp(timer, stop, &stopping_shard).then([&](GivenUp why) {
+      all.exclusiveJoin(givenUp(timer, stop, &stopping_shard, &answered).then([&](GivenUp why) {
         given_up = why;
         if (why == GivenUp::JobEnding)
           spdlog::info(
@@ -997,7 +1024,14 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     for (ShardLink& link : shards) link.shared = false;
   };
   failure.wait(kj::mv(all), io.waitScope, stopSharing);
-  if (given_up) stopSharing();
+  if (given_up) {
+    stopSharing();
+    // The calls joined report a failure only once all have ended: one that
+    // failed while the others waited is reported all the same (a ps's
+    // refusal of this worker's gradient is its divergence, not a stop), but
+    // for a connection lost or closed at the job's end.
+    failure.throwIfRefused();
+  }
   return given_up != GivenUp::Stop;
 }
 

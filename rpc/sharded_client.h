@@ -5,9 +5,9 @@
 // which runs the kj event loop of `io` while it waits; use it from that
 // thread only.
 //
-//   ShardedClient ps(io, cluster, graph, layout, hash, /*worker_task=*/1);
-//   ps.connect();                                  // retries until every ps answers
-//   ps.waitUntilReady();                           // the chief has initialised them
+//   ShardedClient ps(io, cluster, graph, layout, specIdentity(spec), /*worker_task=*/1);
+//   if (ps.connect(cluster.peer_wait_seconds) != ShardedClient::Outcome::Connected) return;
+//   if (!ps.waitUntilReady(cluster.peer_wait_seconds)) return;  // the chief initialised them
 //   int64_t step = ps.pull(0, params);             // every shard, in parallel
 //   replica.trainStep(batch, params.data(), grads.data(), step);
 //   step = ps.pushAndPull(grads, step + 1, params);   // sync: waits for the next step
@@ -96,7 +96,8 @@ class ShardedClient {
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
-  // choice is logged with its reason. Once per client.
+  // choice is logged with its reason. Called again (waitUntilReady does, for
+  // a ps restarted), it connects anew and keeps the region it offered.
   //
   // Once a ps has not answered (its connection refused or its hello
   // unanswered) for `job_over.after_seconds`, `job_over.reason`, when
@@ -165,7 +166,9 @@ class ShardedClient {
   // its run diverged (stopRemaining), the first such return throws
   // JobDiverged instead, with the chief's words from that shard's status
   // (asked for kJobEndStatusSeconds at most: a ps keeps its connections 5 s
-  // for its workers to go, then ends them with the same words).
+  // for its workers to go, then ends them with the same words). -1 too when
+  // the wait was given up on a stop (abandonWaitsOnStop): `parameters` may
+  // then hold some chunks new and others as they were.
   int64_t pull(int64_t min_step, FlatBuffer& parameters);
   static constexpr int kStoppingGraceSeconds = 1;
   static constexpr int kJobEndStatusSeconds = 6;
@@ -253,7 +256,9 @@ class ShardedClient {
   // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
   // waiting kStopGrace later is abandoned and returns -1, as when the shards
   // stop: it waits for a step that workers stopping too will not finish (a
-  // sync step). A call that is merely slow finishes first. connect(),
+  // sync step). A call that is merely slow finishes first: the grace counts
+  // only while no reply arrives, and the heartbeat gives up a silent ps
+  // (kPeerSilenceSeconds). connect(),
   // statuses() and waitUntilReady() give up their waits for peers too.
   static constexpr double kStopGraceSeconds = 1.0;
   void abandonWaitsOnStop(const std::atomic<bool>& stop) { stop_ = &stop; }
@@ -279,6 +284,8 @@ class ShardedClient {
   // nullopt when no shard answered with one.
   std::optional<int64_t> lastPulledStep() const;
 
+  // How many of this worker's pushes had chunks dropped as stale (a sync
+  // step the ps had completed without them).
   int64_t gradientsDropped() const { return dropped_; }
 
   // What the last pull() or pushAndPull() moved: tensor bytes, and the time

@@ -514,6 +514,26 @@ TEST_CASE("async: every chunk applies at once, complete pushes advance the step 
   CHECK(shard.withinStaleness(0));
 }
 
+TEST_CASE("async: a worker left behind, rejoining first, does not hold back those after it") {
+  OneShard s(TrainingMode::Async, 2, 2, /*max_staleness=*/1);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  shard.markReady(0);
+  shard.workerJoined(0);
+  shard.workerJoined(1);
+  const std::vector<float> g{0.0f, 0.0f}, b{0.0f};
+  auto pushAll = [&](uint32_t worker) {
+    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[0].shard_offset, g));
+    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[1].shard_offset, b));
+  };
+  shard.workerLeft(1);  // dies at clock 0
+  for (int i = 0; i < 5; ++i) pushAll(0);
+  shard.workerLeft(0);    // every connection lost (a link cut, both restarted)
+  shard.workerJoined(1);  // the one left behind comes back first
+  shard.workerJoined(0);
+  CHECK(shard.withinStaleness(0));
+  CHECK(shard.withinStaleness(1));
+}
+
 TEST_CASE(
     "sync: a worker restarted within a step it pushed has its new gradient dropped as stale") {
   OneShard s(TrainingMode::Sync, 3, 2);
