@@ -14,7 +14,8 @@
 //   trainctl export --model m.yaml --checkpoint /tmp/ckpt /tf/model.ckpt   and back
 //
 // Exit codes: 0 done, 2 bad configuration or input (stop and checkpoint:
-// nodes that say they are other tasks than the http section lists them as),
+// nodes that say they are other tasks than the http section lists them as,
+// or addresses where another program answers),
 // 1 runtime failure (a node unreachable, refusing, misplaced or stalled in
 // status, a stop or checkpoint that did not happen in time).
 #include <fmt/format.h>
@@ -145,7 +146,7 @@ std::string lossColumn(double loss) {
 }
 
 // Throws OpsUnreachable when the node cannot be asked, runtime_error when
-// its answer is not a status.
+// its answer is not a traind node's status (queryFailure tells them apart).
 NodeStatus queryStatus(const Node& node, double timeout) {
   const OpsReply reply = requestOps(node.address, "GET", "/status", timeout);
   const std::string where = node.address.toString() + "/status";
@@ -190,6 +191,14 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   };
   if (json.type != JsonValue::Type::Object)
     throw std::runtime_error(where + ": expected a JSON object");
+  // Every traind node's status says what it is and does: without them the
+  // answer is another program's (a JSON API on a port listed by mistake).
+  auto required = [&](const char* key) {
+    if (!json.find(key))
+      throw std::runtime_error(
+          fmt::format("{}: expected a traind node's status, with '{}'", where, key));
+  };
+  for (const char* key : {"role", "task", "state"}) required(key);
   NodeStatus status;
   status.role = text("role").value_or("?");
   status.task = integer("task").value_or(0);
@@ -206,6 +215,15 @@ NodeStatus queryStatus(const Node& node, double timeout) {
   status.last_checkpoint_step = integer("last_checkpoint_step");
   if (json.find("stalled")) status.stalled = text("stalled");  // nodes before it lack it
   return status;
+}
+
+// Why queryStatus failed, for a node's line: "unreachable (why)" when it
+// could not be asked; "no traind node answers there (why)" when another
+// program answered (an address in the http section that is wrong).
+std::string queryFailure(const std::exception& e) {
+  const bool unreachable = dynamic_cast<const OpsUnreachable*>(&e) != nullptr;
+  return fmt::format("{} ({})", unreachable ? "unreachable" : "no traind node answers there",
+                     e.what());
 }
 
 // "worker 0 (10.0.0.3:9100)"; a --node is named by its address alone.
@@ -272,8 +290,8 @@ int runStatus(const NodeFlags& flags) {
            s.examples_per_sec ? fmt::format("{:.1f}", *s.examples_per_sec) : "-", checkpoint});
     } catch (const std::exception& e) {
       ++failing;
-      rows.push_back({node.job.empty() ? "?" : node.name, node.address.toString(),
-                      std::string("unreachable (") + e.what() + ")"});
+      rows.push_back(
+          {node.job.empty() ? "?" : node.name, node.address.toString(), queryFailure(e)});
     }
   }
   std::fputs(table(rows).c_str(), stdout);
@@ -336,23 +354,33 @@ double requestSeconds(Clock::time_point deadline) {
 
 // The cluster spec's http section says which node is which; stop and
 // checkpoint act on that order, so a node that says it is another task (the
-// section lists them out of order) is an error before anything is asked of
-// any. Returns a line for each node that does not answer ("worker 1
-// (addr): unreachable (why)"), for the command to report.
+// section lists them out of order), or an address where another program
+// answers, is an error before anything is asked of any: a stop would take
+// that program's word for the chief's checkpoint. Returns a line for each
+// node that does not answer ("worker 1 (addr): unreachable (why)"), for the
+// command to report.
 std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_point deadline) {
-  std::string wrong;
+  std::string wrong, foreign;
   std::vector<std::string> unreachable;
   for (const Node& node : nodes) {
     NodeStatus status;
     try {
       status = queryStatus(node, requestSeconds(deadline));
+    } catch (const OpsUnreachable& e) {
+      unreachable.push_back(fmt::format("{}: {}", describe(node), queryFailure(e)));
+      continue;
     } catch (const std::exception& e) {
-      unreachable.push_back(fmt::format("{}: unreachable ({})", describe(node), e.what()));
+      foreign += fmt::format("\n  {}: {}", describe(node), queryFailure(e));
       continue;
     }
     if (misplaced(node, status))
       wrong += fmt::format("\n  {} says it is {}", describe(node), nodeName(Node{}, status));
   }
+  if (!foreign.empty())
+    throw InputError(
+        "the http section lists addresses where no traind node answers (another program on "
+        "the port: a wrong port or host?); nothing was asked of any node:" +
+        foreign + wrong);
   if (!wrong.empty())
     throw InputError("the http section lists nodes as other tasks than they are:" + wrong);
   return unreachable;
@@ -577,7 +605,7 @@ std::string stepHolders(const std::vector<Node>& nodes, const Node& chief) {
       const NodeStatus status = queryStatus(node, 1.0);
       if (status.stalled) lines += fmt::format("  {}: {}\n", describe(node), *status.stalled);
     } catch (const std::exception& e) {
-      lines += fmt::format("  {}: unreachable ({})\n", describe(node), e.what());
+      lines += fmt::format("  {}: {}\n", describe(node), queryFailure(e));
     }
   }
   return lines.empty() ? lines
@@ -609,7 +637,7 @@ int runCheckpoint(const NodeFlags& flags) {
     before = queryStatus(*target, requestSeconds(deadline));
     reply = requestOps(target->address, "POST", "/checkpoint", requestSeconds(deadline));
   } catch (const std::exception& e) {
-    std::printf("%s: unreachable (%s)\n", describe(*target).c_str(), e.what());
+    std::printf("%s: %s\n", describe(*target).c_str(), queryFailure(e).c_str());
     return 1;
   }
   if (reply.status / 100 != 2) {

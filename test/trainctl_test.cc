@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -634,6 +635,69 @@ TEST_CASE("trainctl stop does not blame the chief's save for a ps it cannot ask"
   CHECK(job.chief->wait(30) == 0);
   CHECK_THAT(job.chief->output(), Catch::Contains("saved checkpoint"));
   job.ps->signal(SIGTERM);
+  CHECK(job.ps->wait(30) == 0);
+}
+
+TEST_CASE("trainctl stop asks nothing of a job whose http section lists another program's port") {
+  ChiefAndPs job("stop-foreign");
+  REQUIRE(waitHealthy(job.base + 3, 60));
+  // A web server where the chief's ops endpoint should be: it answers every
+  // request with a page and 200, and keeps the connection open after it.
+  const int port = freePortRange(1);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  const int on = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr = loopbackAddress(port);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(listener, 8) == 0);
+  std::atomic<bool> done{false};
+  std::string requests;  // what it was asked, the server thread's until joined
+  std::thread server([&] {
+    const std::string page = "<html>it works</html>";
+    const std::string answer =
+        fmt::format("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n{}",
+                    page.size(), page);
+    std::vector<int> open;
+    while (!done) {
+      pollfd incoming{listener, POLLIN, 0};
+      if (poll(&incoming, 1, 100) != 1) continue;
+      const int peer = accept(listener, nullptr, nullptr);
+      if (peer < 0) continue;
+      char request[4096];
+      const ssize_t n = read(peer, request, sizeof request);
+      if (n > 0) requests.append(request, size_t(n));
+      (void)!write(peer, answer.data(), answer.size());
+      open.push_back(peer);
+    }
+    for (const int peer : open) close(peer);
+  });
+  const std::filesystem::path wrong = job.dir / "wrong.yaml";
+  writeFile(wrong, replaceAll(readFile(job.cluster), address(job.base + 3), address(port)));
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult stop = runTrainctl("stop --cluster " + wrong.string() + " --timeout 30");
+  const ProcessResult status = runTrainctl("status --cluster " + wrong.string());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  done = true;
+  server.join();
+  close(listener);
+  INFO(stop.output + status.output + requests);
+  CHECK(stop.exit_code == 2);
+  CHECK_THAT(
+      stop.output,
+      Catch::Contains("the http section lists addresses where no traind node answers") &&
+          Catch::Contains("worker 0 (" + address(port) + "): no traind node answers there (") &&
+          Catch::Contains("nothing was asked of any node"));
+  CHECK(requests.find("POST") == std::string::npos);
+  CHECK(status.exit_code == 1);
+  CHECK_THAT(status.output, Catch::Contains("no traind node answers there ("));
+  CHECK(seconds < 20);  // answers heard at their length, not at a close that never came
+  // Nothing was stopped: the job, asked where it is, stops as it should.
+  CHECK(job.ps->wait(0) == -1);
+  CHECK(job.chief->wait(0) == -1);
+  CHECK(runTrainctl(job.stop("--timeout 60")).exit_code == 0);
+  CHECK(job.chief->wait(30) == 0);
   CHECK(job.ps->wait(30) == 0);
 }
 
