@@ -626,9 +626,11 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
     // The job ended while this worker could not hear it (paused, or slow).
     clearProgress();
     if (task == 0 && !spec.checkpoint.dir.empty() && !final_checkpoint)
-      spdlog::warn("no final checkpoint written: the ps tasks stopped before the chief read them");
+      spdlog::warn(
+          "no final checkpoint written: a ps task ended the job before the chief read the "
+          "shards");
     else if (task == 0)
-      spdlog::warn("no final evaluation: the ps tasks stopped before the chief read them");
+      spdlog::warn("no final evaluation: a ps task ended the job before the chief read the shards");
     metrics.setState(NodeState::Done);
     spdlog::info("done: {}", e.what());
     return TrainingSummary{};

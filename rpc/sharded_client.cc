@@ -1477,11 +1477,30 @@ void ShardedClient::reportSaved(const std::string& checkpoint) {
 
 void ShardedClient::stopRemaining(const std::string& diverged) {
   const std::string words = printablePrefix(diverged, kMostDivergenceBytes);
-  callEveryShardWithin(impl_->io, impl_->shards, 3.0, [&words](ShardLink& link) {
-    auto request = link.shard().stopRequest();
-    request.setDiverged(words);
-    return request.send().ignoreResult();
-  });
+  // A shard whose call neither answered nor failed (its ps paused, or its
+  // host cut off) may never hear that the job is over: said, for someone
+  // to stop it.
+  std::vector<bool> ended(impl_->shards.size(), false);
+  callEveryShardWithin(
+      impl_->io, impl_->shards, kStopRemainingSeconds, [&words, &ended](ShardLink& link) {
+        auto request = link.shard().stopRequest();
+        request.setDiverged(words);
+        return request.send().ignoreResult().then(
+            [&ended, &link] { ended[size_t(link.index)] = true; },
+            [&ended, &link](kj::Exception&&) { ended[size_t(link.index)] = true; });
+      });
+  std::vector<std::string> silent;
+  for (const ShardLink& link : impl_->shards)
+    // The shard that said it is stopping ends by itself (its call may hang
+    // on the connection it closed).
+    if (!ended[size_t(link.index)] && stopping_shard_ != link.index)
+      silent.push_back(fmt::format("ps {} at {}", link.index, link.address));
+  if (!silent.empty())
+    spdlog::warn(
+        "{} did not answer the word that the job is over within {:g} s (paused, or its host cut "
+        "off): it may serve on, waiting for workers that are gone; stop it (trainctl stop "
+        "--force, or its service)",
+        listedInProse(silent), kStopRemainingSeconds);
 }
 
 void ShardedClient::stopAll() {

@@ -251,7 +251,10 @@ class ShardedClient {
   // workers forever; as diverged, they and the other workers stop as failed
   // (exit 3), as the chief does. Shards gone or silent are skipped; at most
   // a few seconds.
+  // A shard that answers within kStopRemainingSeconds neither way is named
+  // in a warning: it may serve on.
   void stopRemaining(const std::string& diverged = "");
+  static constexpr double kStopRemainingSeconds = 3.0;
 
   // Once *stop has been set (SIGTERM, POST /stop), a pull or push+pull still
   // waiting kStopGrace later is abandoned and returns -1, as when the shards
