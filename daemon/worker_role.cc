@@ -431,10 +431,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
 
   StepLog log(spec, step, total_steps, chief ? openTrainingSummaries(spec, step) : nullptr);
   auto last_checkpoint = std::chrono::steady_clock::now();
-  // The state at the start step is a checkpoint already, or a fresh start;
-  // unless the chief joined running shards (it was restarted), whose state
-  // its first checkpoint is the first to hold.
-  int64_t saved_step = joined ? -1 : step;
+  // The state the chief restored is a checkpoint already (or a fresh start),
+  // at its own step: the first pull may be steps past it, other workers'
+  // pushes since, which its first checkpoint is the first to hold. So is all
+  // a chief that joined running shards (it was restarted) finds there.
+  int64_t saved_step = chief && !joined ? state->globalStep() : -1;
   CheckpointWriter writer(spec.checkpoint, checkpoint_dir_lock, metrics);
   auto checkpoint = [&] {
     if (!chief || spec.checkpoint.dir.empty()) return;

@@ -188,8 +188,17 @@ void ServedShard::stopAfterStep(int64_t step, const std::string& by) {
 }
 
 ShardService::~ShardService() {
-  // A chief gone while it read the shards (killed, or its link lost).
-  if (served_.hold_owner_ == this) served_.liftHold();
+  // A chief gone while it read the shards (killed, or its link lost). The
+  // sums held back are applied, which may take memory: a failure is said,
+  // not let out of a destructor.
+  if (served_.hold_owner_ == this) {
+    try {
+      served_.liftHold();
+    } catch (const std::exception& e) {
+      spdlog::error("ps {}: lifting the hold of a chief that left: {}", shard().shardIndex(),
+                    e.what());
+    }
+  }
   if (worker_) {
     shard().workerLeft(*worker_);
     // The slowest worker may have gone: the others need not wait for it.
@@ -211,16 +220,17 @@ void ShardService::fillStatus(wire::ShardStatus::Builder status) const {
 kj::Promise<void> ShardService::hello(HelloContext context) {
   return checked([&]() -> kj::Promise<void> {
     auto params = context.getParams();
-    const std::string hash = params.getArchitectureHash();
-    if (hash != served_.identity_.architecture_hash)
-      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " serves architecture " +
-                          served_.identity_.architecture_hash + ", the peer trains " +
-                          peerText(hash) + ": the nodes read different model specs");
+    // First: another release may compute the rest otherwise.
     if (params.getWireVersion() != kWireVersion)
       throw ProtocolError(
           fmt::format("ps {} speaks wire version {}, the peer {}: run the same "
                       "traind release on every node",
                       shard().shardIndex(), kWireVersion, params.getWireVersion()));
+    const std::string hash = params.getArchitectureHash();
+    if (hash != served_.identity_.architecture_hash)
+      throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " serves architecture " +
+                          served_.identity_.architecture_hash + ", the peer trains " +
+                          peerText(hash) + ": the nodes read different model specs");
     const std::string forward = params.getForwardRule();
     if (forward != served_.identity_.forward_rule) {
       const auto [ours, theirs] = firstDifference(served_.identity_.forward_rule, forward);
@@ -272,7 +282,7 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
             "ps {} holds the state of a job whose chief checkpoints {}; this chief checkpoints "
             "{}: is it another job's, on the same ps ports? (stop the running job first, or "
             "give this one other ports)",
-            shard().shardIndex(), describeDir(*served_.chief_checkpoint_dir_),
+            shard().shardIndex(), describeDir(peerText(*served_.chief_checkpoint_dir_)),
             describeDir(peerText(dir))));
     }
     // What the rule cannot say: the examples the spec's files hold on the
