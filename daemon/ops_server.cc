@@ -31,6 +31,7 @@ struct Request {
   std::string method;
   std::string path;  // the target without its query
   size_t content_length = 0;
+  bool from_web_page = false;  // it carries an Origin: a browser sent it
 };
 
 struct Response {
@@ -51,6 +52,8 @@ const char* reasonPhrase(int status) {
       return "Bad Request";
     case 404:
       return "Not Found";
+    case 403:
+      return "Forbidden";
     case 405:
       return "Method Not Allowed";
     case 409:
@@ -169,6 +172,7 @@ std::optional<std::string> parseHead(std::string_view head, Request& out) {
       value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     const std::string_view name = header.substr(0, colon);
+    if (equalsLowercase(name, "origin")) out.from_web_page = true;
     if (equalsLowercase(name, "transfer-encoding"))
       return "request bodies must have a Content-Length";
     if (equalsLowercase(name, "content-length")) {
@@ -447,6 +451,14 @@ Response Endpoints::route(const Request& request, const std::string& peer) {
       r.allow = "POST";
       return r;
     }
+    // A browser sends a web page's POST anywhere it is told, with the page's
+    // Origin, and a loopback or private address is no guard against a page
+    // open on a host that reaches the node: the controls are trainctl's and
+    // curl's, which send none.
+    if (request.from_web_page)
+      return plain(403, "POST " + path +
+                            " from a web page (the request has an Origin) is refused: use "
+                            "trainctl or curl");
     if (path == "/stop") {
       controls.stop->request("POST /stop from " + peer);
       return plain(202, "stopping: a clean stop, as on SIGTERM");

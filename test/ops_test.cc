@@ -298,6 +298,23 @@ TEST_CASE("POST /stop and /checkpoint set the flags the training loop polls") {
   CHECK_THAT(r.body, Catch::Contains("the chief (worker 0)"));
 }
 
+TEST_CASE("a web page's POST, which carries an Origin, is refused") {
+  OpsNode chief("worker", 0, true);
+  chief.metrics.setWritesCheckpoints(true);
+  for (const std::string path : {"/stop", "/checkpoint"}) {
+    // As a browser sends a page's form or fetch(), with no preflight.
+    const std::string answer = chief.raw("POST " + path +
+                                         " HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: "
+                                         "http://example.com\r\nContent-Type: text/plain\r\n"
+                                         "Content-Length: 0\r\n\r\n");
+    CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 403 Forbidden") &&
+                           Catch::Contains("from a web page (the request has an Origin) is "
+                                           "refused: use trainctl or curl"));
+  }
+  CHECK_FALSE(chief.stop.requested());
+  CHECK_FALSE(chief.checkpoint.load());
+}
+
 TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   OpsNode node("ps", 0, false);
   OpsReply r = node.get("/nope");
