@@ -371,6 +371,12 @@ std::optional<std::string> checkpointRoomShortfall(const fs::path& dir, int64_t 
       dir.string(), byteSize(int64_t(std::min<uint64_t>(free_bytes, INT64_MAX))), byteSize(bytes));
 }
 
+std::map<std::string, std::string> tensorsFileMetadata(const CheckpointManifest& manifest) {
+  return {{"global_step", std::to_string(manifest.global_step)},
+          {"model_name", manifest.model_name},
+          {"architecture_hash", manifest.architecture_hash}};
+}
+
 SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& manifest,
                                const std::vector<TensorRef>& tensors, int keep) {
   if (manifest.global_step < 0 || manifest.global_step > kMaxGlobalStep)
@@ -386,10 +392,7 @@ SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& ma
   fs::remove_all(temp);
   fs::create_directory(temp);
   try {
-    writeSafetensors(temp / manifest.tensors_file, tensors,
-                     {{"global_step", std::to_string(manifest.global_step)},
-                      {"model_name", manifest.model_name},
-                      {"architecture_hash", manifest.architecture_hash}});
+    writeSafetensors(temp / manifest.tensors_file, tensors, tensorsFileMetadata(manifest));
     syncPath(temp / manifest.tensors_file, false);
     writeSyncedFile(temp / layout::kManifestFile, manifestJson(manifest));
     syncPath(temp, true);

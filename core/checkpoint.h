@@ -78,6 +78,10 @@ struct SavedCheckpoint {
 SavedCheckpoint saveCheckpoint(const std::filesystem::path& dir, const CheckpointManifest& manifest,
                                const std::vector<TensorRef>& tensors, int keep);
 
+// The metadata saveCheckpoint gives the tensors file (global step, model
+// name, architecture hash), for safetensorsHeader's question beforehand.
+std::map<std::string, std::string> tensorsFileMetadata(const CheckpointManifest& manifest);
+
 // What a run warns of, once, when a save's pruning failed (not_pruned not
 // empty): "checkpoint.keep is 2, but old checkpoints or leftovers of
 // interrupted saves in DIR could not be deleted: ckpt-0000000100: Operation

@@ -350,14 +350,52 @@ int64_t ModelState::checkpointBytes() const {
          int64_t(sizeof(float));
 }
 
-SavedCheckpoint ModelState::save(const std::filesystem::path& dir, int keep) const {
+namespace {
+
+// The tensors of a checkpoint, in its order: each variable, then its
+// optimizer slots ("<variable>/<slot>"), the values at `parameters` and
+// `slots` (each in the layout's flat order; none given: no values, for a
+// header's size).
+std::vector<TensorRef> checkpointTensors(const VariableLayout& layout,
+                                         const std::vector<std::string>& slot_names,
+                                         const float* parameters = nullptr,
+                                         const std::vector<const float*>& slots = {}) {
   std::vector<TensorRef> tensors;
-  for (const VariableView& v : layout_.views()) {
-    tensors.push_back({v.name, v.shape, parameters_.data() + v.offset});
-    for (size_t s = 0; s < optimizer_.slotNames().size(); ++s)
-      tensors.push_back({v.name + "/" + optimizer_.slotNames()[s], v.shape,
-                         optimizer_.slot(s).data() + v.offset});
+  for (const VariableView& v : layout.views()) {
+    tensors.push_back({v.name, v.shape, parameters ? parameters + v.offset : nullptr});
+    for (size_t s = 0; s < slot_names.size(); ++s)
+      tensors.push_back(
+          {v.name + "/" + slot_names[s], v.shape, slots.empty() ? nullptr : slots[s] + v.offset});
   }
+  return tensors;
+}
+
+}  // namespace
+
+void ModelState::checkSavable(const ModelSpec& spec, const LayerGraph& graph,
+                              const SourceLocation& dir_location) {
+  CheckpointManifest manifest;
+  manifest.global_step = kMaxGlobalStep;  // the most digits a step takes
+  manifest.model_name = spec.name;
+  manifest.architecture_hash = architectureHash(spec);
+  try {
+    safetensorsHeader(
+        checkpointTensors(VariableLayout(graph.variables), Optimizer::slotNamesOf(spec.optimizer)),
+        tensorsFileMetadata(manifest));
+  } catch (const std::invalid_argument& e) {
+    throwInputError(dir_location, dir_location.line > 0 ? "checkpoint.dir" : "",
+                    fmt::format("this model's checkpoints could not be read back: {}: train "
+                                "without checkpoints, or with fewer or shorter-named layers",
+                                e.what()));
+  }
+}
+
+SavedCheckpoint ModelState::save(const std::filesystem::path& dir, int keep) const {
+  std::vector<const float*> slots;
+  for (size_t s = 0; s < optimizer_.slotNames().size(); ++s)
+    slots.push_back(optimizer_.slot(s).data());
+  const std::vector<TensorRef> tensors =
+      checkpointTensors(layout_, optimizer_.slotNames(), parameters_.data(), slots);
   // A diverged run's state is no checkpoint: it would become the latest,
   // and every resume would start from it.
   for (const TensorRef& t : tensors) {

@@ -63,6 +63,14 @@ class ModelState {
   static void checkRestorable(const ModelSpec& spec, const LayerGraph& graph,
                               const std::filesystem::path& checkpoint);
 
+  // InputError naming `dir_location` (checkpoint.dir, or --checkpoint-dir)
+  // when this model's checkpoints could not be read back: a safetensors
+  // header over what the reader takes (tens of thousands of layers), or a
+  // variable's name too long. A run asks before it makes the directory,
+  // `traind check` as well; allocates no state, as checkRestorable.
+  static void checkSavable(const ModelSpec& spec, const LayerGraph& graph,
+                           const SourceLocation& dir_location);
+
   // What evaluation needs of a checkpoint (trainctl eval): the parameters,
   // the moving averages when the spec has them, and the global step; the
   // optimizer's other state is left as initialised, so a checkpoint of any

@@ -1,5 +1,6 @@
 #include "core/safetensors.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,8 +51,8 @@ std::string offsetsToString(uint64_t begin, uint64_t end) {
 
 }  // namespace
 
-void writeSafetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::string safetensorsHeader(const std::vector<TensorRef>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += jsonQuote(sf::kMetadataKey) + ":{";
@@ -67,6 +68,11 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Tenso
     if (t.name == sf::kMetadataKey || !names.insert(t.name).second)
       throw std::invalid_argument("writeSafetensors: duplicate or reserved tensor name '" + t.name +
                                   "'");
+    if (t.name.size() > sf::kMaxNameBytes || t.shape.size() > sf::kMaxRank)
+      throw std::invalid_argument(fmt::format(
+          "tensor '{}': a name of {} bytes and {} dimensions, where a checkpoint's reader takes "
+          "at most {} and {}",
+          t.name.substr(0, 100), t.name.size(), t.shape.size(), sf::kMaxNameBytes, sf::kMaxRank));
     std::string shape;
     for (int64_t d : t.shape) {
       if (d < 0)
@@ -85,7 +91,17 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Tenso
   header += "}";
   // Readers may map the data section and use it in place; keep it aligned.
   while ((sf::kHeaderSizeBytes + header.size()) % sf::kDataAlignment != 0) header += ' ';
+  if (header.size() > sf::kMaxHeaderBytes)
+    throw std::invalid_argument(fmt::format(
+        "{} tensors make a safetensors header of {} bytes, where a checkpoint's reader takes at "
+        "most {} ({} MiB)",
+        tensors.size(), header.size(), sf::kMaxHeaderBytes, sf::kMaxHeaderBytes >> 20));
+  return header;
+}
 
+void writeSafetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string header = safetensorsHeader(tensors, metadata);
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   if (!file)
     throw std::system_error(errno, std::generic_category(), "cannot create " + path.string());

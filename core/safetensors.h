@@ -33,7 +33,7 @@ namespace safetensors_format {
 inline constexpr size_t kHeaderSizeBytes = 8;           // the u64 before the JSON header
 inline constexpr size_t kDataAlignment = 8;             // the data section starts on it
 // The library's own limit is 100 MB; read as JSON values, a header takes up
-// to 20 times its size in memory. traind's headers take about 80 bytes a
+// to 22 times its size in memory. traind's headers take about 80 bytes a
 // tensor: 16 MiB holds 200,000 of them.
 inline constexpr uint64_t kMaxHeaderBytes = uint64_t(16) << 20;
 inline constexpr size_t kMaxRank = 32;         // a shape's dimensions
@@ -48,11 +48,19 @@ struct TensorRef {
   const float* data;  // numElements(shape) floats
 };
 
+// The JSON header writeSafetensors writes for `tensors` (their data is not
+// read), padded so that the data starts aligned. std::invalid_argument on
+// duplicate or reserved names, a negative dimension, and what the reader
+// refuses: a header over kMaxHeaderBytes, a name over kMaxNameBytes, a
+// shape over kMaxRank dimensions (what is written must read back).
+std::string safetensorsHeader(const std::vector<TensorRef>& tensors,
+                              const std::map<std::string, std::string>& metadata);
+
 // Writes `tensors` in the given order, with `metadata` as "__metadata__"
 // (left out when empty). A plain write: callers that need the file complete
 // or absent write it under a temporary name, fsync and rename it.
-// std::invalid_argument on duplicate or reserved names; std::system_error
-// when the file cannot be written.
+// std::invalid_argument as safetensorsHeader; std::system_error when the
+// file cannot be written.
 void writeSafetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
                       const std::map<std::string, std::string>& metadata);
 

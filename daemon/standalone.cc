@@ -54,6 +54,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   std::optional<std::filesystem::path> latest;
   CheckpointDirLock checkpoint_dir_lock;
   if (!checkpoint_dir.empty()) {
+    ModelState::checkSavable(spec, graph, spec.checkpoint.dir_location);
     checkpoint_dir_lock = createCheckpointDir(checkpoint_dir, spec.checkpoint.dir_location);
     if (auto shortfall = checkpointRoomShortfall(checkpoint_dir, state.checkpointBytes()))
       spdlog::warn("{}", *shortfall);

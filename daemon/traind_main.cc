@@ -31,6 +31,7 @@
 #include "core/float_environment.h"
 #include "core/layer_graph.h"
 #include "core/memory_need.h"
+#include "core/model_state.h"
 #include "core/printable.h"
 #include "core/stage_plan.h"
 #include "daemon/cluster_fit.h"
@@ -362,6 +363,9 @@ int main(int argc, char** argv) {
         } catch (const traind::InputError& e) {
           std::printf("warning: a run on this machine would stop at once: %s\n", e.what());
         }
+        // A run would refuse its checkpoint directory at once.
+        if (!spec.checkpoint.dir.empty())
+          traind::ModelState::checkSavable(spec, graph, spec.checkpoint.dir_location);
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
         std::fputs(traind::resumeReport(spec, graph).c_str(), stdout);
         std::fputs(traind::initFromReport(spec).c_str(), stdout);

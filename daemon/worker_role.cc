@@ -331,6 +331,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   ps.setLastStep(total_steps);
   CheckpointDirLock checkpoint_dir_lock;
   if (chief && !spec.checkpoint.dir.empty()) {
+    ModelState::checkSavable(spec, graph, spec.checkpoint.dir_location);
     checkpoint_dir_lock = createCheckpointDir(spec.checkpoint.dir, spec.checkpoint.dir_location);
     if (auto shortfall = checkpointRoomShortfall(spec.checkpoint.dir, state->checkpointBytes()))
       spdlog::warn("{}", *shortfall);

@@ -371,6 +371,29 @@ TEST_CASE("a safetensors header claiming huge tensors costs nothing until one is
       Catch::Message(path.string() + ": file ended early while reading it (is it being written?)"));
 }
 
+TEST_CASE("what the safetensors writer writes the reader reads: no header over its limits",
+          "[safetensors]") {
+  TempDir dir;
+  const float value = 1.0f;
+  // Names of 4000 bytes: 4,300 tensors make a header over 16 MiB.
+  std::vector<TensorRef> tensors;
+  for (int i = 0; i < 4300; ++i)
+    tensors.push_back({std::to_string(i) + std::string(4000, 'x'), {1}, &value});
+  CHECK_THROWS_WITH(writeSafetensors(dir / "big.safetensors", tensors, {}),
+                    Catch::Contains("4300 tensors make a safetensors header of") &&
+                        Catch::Contains("where a checkpoint's reader takes at most 16777216"));
+  CHECK_FALSE(fs::exists(dir / "big.safetensors"));  // refused before the file is made
+  tensors.resize(100);
+  writeSafetensors(dir / "fits.safetensors", tensors, {});
+  CHECK(SafetensorsReader(dir / "fits.safetensors").names().size() == 100);
+  CHECK_THROWS_WITH(
+      safetensorsHeader({{std::string(4097, 'n'), {1}, &value}}, {}),
+      Catch::Contains("a name of 4097 bytes and 1 dimensions, where a checkpoint's reader takes "
+                      "at most 4096 and 32"));
+  CHECK_THROWS_WITH(safetensorsHeader({{"deep", Shape(33, 1), &value}}, {}),
+                    Catch::Contains("33 dimensions"));
+}
+
 TEST_CASE("a file replaced durably is whole or not there, no part of it left beside",
           "[checkpoint]") {
   TempDir dir;
