@@ -139,20 +139,20 @@ std::optional<int64_t> stepOfDirName(const std::string& name) {
 }
 
 // Deletes leftovers of interrupted saves and all but the newest `keep`
-// checkpoints other than `current`, of step `current_step`. Checkpoints of
+// checkpoints, counting the one of step `current_step` just saved. Checkpoints of
 // later steps are another run's, abandoned when `latest` was set back to an
 // earlier one: they are neither counted nor deleted (this run's own would go
 // first). Failing to delete an old checkpoint does not make the new one any
 // less saved, so such failures are returned (SavedCheckpoint::not_pruned)
 // for the next save to retry, not thrown as a failed save.
-std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, const std::string& current,
-                                          int64_t current_step) {
+std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, int64_t current_step) {
   std::vector<fs::path> leftovers;
   std::vector<std::pair<int64_t, fs::path>> checkpoints;
   std::error_code ec;
-  fs::directory_iterator listing(dir, ec);
-  if (ec) return {dir.filename().string() + ": cannot list it: " + ec.message()};
-  for (const fs::directory_entry& entry : listing) {
+  // Stepped with increment(ec): a listing that fails midway is said, not
+  // thrown as a failed save.
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& entry = *it;
     const std::string name = entry.path().filename().string();
     if (name.starts_with(layout::kTempPrefix)) {
       leftovers.push_back(entry.path());
@@ -161,6 +161,7 @@ std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, const s
       checkpoints.emplace_back(*step, entry.path());
     }
   }
+  if (ec) return {dir.filename().string() + ": cannot list it: " + ec.message()};
   if (keep > 0 && checkpoints.size() >= size_t(keep)) {
     std::sort(checkpoints.begin(), checkpoints.end(), std::greater<>());
     // `current` is one of the `keep` kept.
@@ -172,6 +173,22 @@ std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, const s
     if (fs::remove_all(path, ec) == static_cast<std::uintmax_t>(-1) || ec)
       not_pruned.push_back(path.filename().string() + ": " + ec.message());
   return not_pruned;
+}
+
+// Before a save: the checkpoints interrupted saves left half-written (a
+// process killed while it wrote, a rename that failed), which would
+// otherwise keep a checkpoint's worth of space until the next save's
+// pruning, and make a tight disk refuse that save. Quietly: pruning says
+// what it cannot delete, and takes the small leftovers too.
+void removeLeftovers(const fs::path& dir) {
+  const std::string half_written =
+      std::string(layout::kTempPrefix) + std::string(layout::kDirPrefix);
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().starts_with(half_written)) {
+      std::error_code ignored;
+      fs::remove_all(it->path(), ignored);
+    }
 }
 
 void checkComplete(const fs::path& checkpoint) {
@@ -322,7 +339,9 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
     const fs::path probe =
         dir / (std::string(layout::kTempPrefix) + "probe." + std::to_string(getpid()));
     fs::remove_all(probe, error);
-    fs::create_directory(probe, error);
+    // create_directory clears `error` when the probe is there still.
+    if (!error && !fs::create_directory(probe, error) && !error)
+      error = std::make_error_code(std::errc::file_exists);
     if (error)
       throwInputError(
           where, where.line > 0 ? "checkpoint.dir" : "",
@@ -386,6 +405,7 @@ SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& ma
     throw std::invalid_argument("saveCheckpoint: tensors_file '" + manifest.tensors_file + "'");
 
   fs::create_directories(dir);
+  removeLeftovers(dir);
   const std::string name = checkpointDirName(manifest.global_step);
   const std::string pid = std::to_string(::getpid());
   const fs::path temp = dir / (std::string(layout::kTempPrefix) + name + "." + pid);
@@ -433,7 +453,7 @@ SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& ma
   }
   syncPath(dir, true);
 
-  return {checkpoint, pruneCheckpoints(dir, keep, name, manifest.global_step)};
+  return {checkpoint, pruneCheckpoints(dir, keep, manifest.global_step)};
 }
 
 std::string notPrunedWarning(const SavedCheckpoint& saved, int keep) {

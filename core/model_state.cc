@@ -122,7 +122,15 @@ std::string copyLayers(const Reader& reader, const std::filesystem::path& checkp
                             "' does not fit the checkpoint's: " + checkpoint.string() + " holds " +
                             quotedPrintable(key) + " of shape " + shapeToString(reader.shape(key)) +
                             ", this model's '" + v.name + "' is " + shapeToString(v.shape));
-      if (parameters) reader.read(key, v.shape, parameters->view(v));
+      // A damaged tensor (cut short, a value not finite) is said at the
+      // spec's line too: the one that named the checkpoint.
+      if (parameters) {
+        try {
+          reader.read(key, v.shape, parameters->view(v));
+        } catch (const InputError& e) {
+          throwInputError(init_from.checkpoint_location, "init_from.checkpoint", e.what());
+        }
+      }
       has_bias = has_bias || v.name == layer.name + "/bias";
     }
     if (!found)

@@ -32,10 +32,6 @@ namespace sf = safetensors_format;
   throw InputError(path.string() + ": " + what);
 }
 
-struct FileCloser {
-  void operator()(std::FILE* file) const { std::fclose(file); }
-};
-
 void writeAll(std::FILE* file, const void* data, size_t bytes, const std::filesystem::path& path) {
   if (bytes != 0 && std::fwrite(data, 1, bytes, file) != bytes)
     throw std::system_error(errno, std::generic_category(), "cannot write " + path.string());
@@ -229,7 +225,15 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                                          : std::to_string(uint64_t(bytes))) +
                      " bytes of F32 but data_offsets " + offsets_text + " span " +
                      std::to_string(entry.end - entry.begin));
-    const auto [it, inserted] = tensors_.emplace(name, std::move(entry));
+    // Its count of values an int64 holds, as every caller counts them: a
+    // dimension of 0 lets the others claim anything in the bytes above.
+    unsigned __int128 values = 1;
+    for (int64_t d : entry.shape)
+      if (d > 0) values = std::min(values * uint64_t(d), saturated);
+    if (values > uint64_t(INT64_MAX))
+      fail(path,
+           where + "shape " + shapeToString(entry.shape) + ": its dimensions multiply past 2^63");
+    const auto it = tensors_.emplace(name, std::move(entry)).first;
     if (it->second.end > it->second.begin)
       spans.push_back({it->second.begin, it->second.end, &it->first});
   }

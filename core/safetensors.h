@@ -42,6 +42,11 @@ inline constexpr std::string_view kMetadataKey = "__metadata__";
 inline constexpr std::string_view kFloat32 = "F32";
 }  // namespace safetensors_format
 
+// Closes a FILE held by a unique_ptr (the reader's and the writer's).
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
 struct TensorRef {
   std::string name;
   Shape shape;
@@ -98,9 +103,6 @@ class SafetensorsReader {
     Shape shape;
     uint64_t begin = 0;  // byte offsets into the data section
     uint64_t end = 0;
-  };
-  struct FileCloser {
-    void operator()(std::FILE* file) const { std::fclose(file); }
   };
   const Entry& entry(const std::string& name) const;
   // `size` bytes at `offset` of the file into dst; InputError naming the

@@ -394,6 +394,18 @@ TEST_CASE("what the safetensors writer writes the reader reads: no header over i
                     Catch::Contains("33 dimensions"));
 }
 
+TEST_CASE("a shape whose dimensions multiply past int64 is refused, though a 0 makes it empty",
+          "[safetensors]") {
+  TempDir dir;
+  const fs::path path = dir / "lying.safetensors";
+  writeFile(path, safetensorsBytes("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4,0],"
+                                   "\"data_offsets\":[0,0]}}",
+                                   ""));
+  CHECK_THROWS_WITH(SafetensorsReader(path),
+                    Catch::Contains("shape [4611686018427387904, 4, 0]: its dimensions multiply "
+                                    "past 2^63"));
+}
+
 TEST_CASE("a file replaced durably is whole or not there, no part of it left beside",
           "[checkpoint]") {
   TempDir dir;
