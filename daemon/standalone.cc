@@ -136,6 +136,13 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   std::mutex mutex;
   int64_t next_step = state.globalStep();  // the step the next batch is for
   std::exception_ptr error;                // the first slot's failure; the others stop
+  // The batches being computed (by the step each is for), and a checkpoint
+  // that came due while one before the global step was: steps finish out
+  // of order with K > 1, and a checkpoint at global step G must hold the
+  // updates of batches 0 to G - 1, as a resume reads on from batch G. It is
+  // taken at the first step where none before it is in flight.
+  std::set<int64_t> in_flight;
+  bool checkpoint_waits = false;
 
   // What is due once the step of global step `step` is applied.
   auto evaluationDue = [&](int64_t step) {
@@ -174,6 +181,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
         std::lock_guard lock(mutex);
         if (next_step >= total_steps || stop_requested.load() || error) return;
         started = next_step++;
+        in_flight.insert(started);
         batch = &slot.take(input);
         if (snapshot)
           std::memcpy(slot.parameters.data(), state.parameters().data(),
@@ -203,7 +211,12 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
         state.optimizer().apply(state.parameters(), slot.gradients,
                                 learningRateAt(spec.learning_rate, step), step + 1);
       finishStep(r, step, evaluationDue(step));
-      if (checkpointDue(step)) checkpoint();
+      in_flight.erase(started);
+      checkpoint_waits = checkpointDue(step) || checkpoint_waits;
+      if (checkpoint_waits && (in_flight.empty() || *in_flight.begin() > step)) {
+        checkpoint();
+        checkpoint_waits = false;
+      }
     }
   };
 
