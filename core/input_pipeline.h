@@ -76,10 +76,11 @@ class InputPipeline {
   InputPipeline& operator=(const InputPipeline&) = delete;
 
   // The batch of the next step; blocks until it is ready. Valid until the
-  // next call. One consumer thread. Throws what gathering it threw
-  // (InputError from examples left in their files), on whichever thread it
-  // was gathered, and again at every later call: the step's batch is never
-  // skipped.
+  // next call. Calls must not overlap (several threads take turns under
+  // their own lock). Throws what gathering it threw (InputError from
+  // examples left in their files), on whichever thread it was gathered;
+  // with read-ahead again at every later call, without it the next call
+  // gathers the same batch again: the step's batch is never skipped.
   const Batch& next();
 
   // Steps of this shard per epoch of the job's data.

@@ -278,7 +278,6 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
     if (input_failure) std::rethrow_exception(input_failure);
   };
 
-  metrics.setGlobalStep(state.globalStep());
   metrics.setState(NodeState::Training);
   try {
     if (resident) {

@@ -34,8 +34,9 @@ struct TrainingSummary {
 // spec.checkpoint.dir if there is one (else initialises, with init_from),
 // logs every log_every steps, evaluates every eval_every steps and at the
 // end, checkpoints every every_steps steps / every_seconds seconds and at the
-// end. When `stop_requested` becomes true it checkpoints and returns early
-// (a stop before this process's first step saves and evaluates nothing);
+// end. When `stop_requested` becomes true it checkpoints, evaluates and
+// returns early (a stop before this process's first step saves and
+// evaluates nothing);
 // when `checkpoint_requested` is set it checkpoints at the next step boundary
 // and clears it. Reports its state and steps in `metrics`.
 //

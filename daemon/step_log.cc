@@ -58,6 +58,7 @@ StepLog::StepLog(const ModelSpec& spec, int64_t start_step, int64_t total_steps,
                  std::unique_ptr<TrainingSummaries> summaries)
     : spec_(spec),
       total_steps_(total_steps),
+      start_step_(start_step),
       log_every_(std::max<int64_t>(1, spec.training.log_every)),
       start_(Clock::now()),
       last_progress_(start_),
@@ -122,10 +123,15 @@ void StepLog::record(const StepResult& result, int64_t global_step) {
   const int64_t batch = spec_.data.batch_size;
   if (progressEnabled() && secondsSince(last_progress_) >= 0.25) {
     last_progress_ = Clock::now();
-    const double steps_per_sec = double(steps_run_) / secondsRunning();
+    const double seconds = secondsRunning();
+    // The job's steps, for its time left: an async worker's global step
+    // moves with every worker's pushes, not with its own alone.
+    const double own_steps_per_sec = double(steps_run_) / seconds;
+    const double job_steps_per_sec =
+        global_step > start_step_ ? double(global_step - start_step_) / seconds : own_steps_per_sec;
     showProgress(progressLine(global_step, total_steps_, result.loss,
-                              steps_per_sec * double(batch),
-                              double(total_steps_ - global_step) / steps_per_sec));
+                              own_steps_per_sec * double(batch),
+                              double(total_steps_ - global_step) / job_steps_per_sec));
   }
 }
 

@@ -85,6 +85,7 @@ class StepLog {
 
   const ModelSpec& spec_;
   int64_t total_steps_;
+  int64_t start_step_;  // the global step the run started at
   int64_t log_every_;
   Clock::time_point start_, last_progress_;
   Window log_window_;
