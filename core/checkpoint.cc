@@ -154,10 +154,11 @@ std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, int64_t
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::directory_entry& entry = *it;
     const std::string name = entry.path().filename().string();
+    std::error_code entry_error;  // its own: an entry gone meanwhile is no checkpoint
     if (name.starts_with(layout::kTempPrefix)) {
       leftovers.push_back(entry.path());
     } else if (const std::optional<int64_t> step = stepOfDirName(name);
-               step && *step < current_step && entry.is_directory(ec)) {
+               step && *step < current_step && entry.is_directory(entry_error)) {
       checkpoints.emplace_back(*step, entry.path());
     }
   }

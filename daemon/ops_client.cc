@@ -162,9 +162,11 @@ AnswerHead answerHead(const std::string& raw) {
     std::string_view value = line.substr(kName.size());
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
       value.remove_prefix(1);
+    // Digits alone, and no more than an answer may hold: else none.
     size_t length = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), length);
-    if (error == std::errc()) head.content_length = length;
+    if (error == std::errc() && end == value.data() + value.size() && length <= kMaxReplyBytes)
+      head.content_length = length;
   }
   return head;
 }
@@ -198,7 +200,10 @@ OpsReply requestOps(const HostPort& address, std::string_view method, std::strin
   if (status < 100 || status > 599)
     throw OpsUnreachable(address.toString() + ": the answer is not HTTP");
   std::string body = raw.substr(head.end);
-  if (head.content_length && body.size() > *head.content_length) body.resize(*head.content_length);
+  if (head.content_length && body.size() < *head.content_length)
+    throw OpsUnreachable(fmt::format("{}: the answer was cut short ({} of its {} bytes)",
+                                     address.toString(), body.size(), *head.content_length));
+  if (head.content_length) body.resize(*head.content_length);
   return {status, std::move(body)};
 }
 

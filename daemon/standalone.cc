@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -140,9 +141,12 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   // that came due while one before the global step was: steps finish out
   // of order with K > 1, and a checkpoint at global step G must hold the
   // updates of batches 0 to G - 1, as a resume reads on from batch G. It is
-  // taken at the first step where none before it is in flight.
+  // taken at the first step where none before it is in flight; meanwhile
+  // no batch is handed out (`handing_out` waits), so it waits for the steps
+  // in flight at most.
   std::set<int64_t> in_flight;
   bool checkpoint_waits = false;
+  std::condition_variable handing_out;
 
   // What is due once the step of global step `step` is applied.
   auto evaluationDue = [&](int64_t step) {
@@ -178,7 +182,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       const Batch* batch = nullptr;
       int64_t started = 0;
       {
-        std::lock_guard lock(mutex);
+        std::unique_lock lock(mutex);
+        handing_out.wait(lock, [&] { return !checkpoint_waits || error; });
         if (next_step >= total_steps || stop_requested.load() || error) return;
         started = next_step++;
         in_flight.insert(started);
@@ -216,6 +221,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       if (checkpoint_waits && (in_flight.empty() || *in_flight.begin() > step)) {
         checkpoint();
         checkpoint_waits = false;
+        handing_out.notify_all();
       }
     }
   };
@@ -288,12 +294,13 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
       {
         std::vector<std::jthread> threads;
         for (auto& slot : slots)
-          threads.emplace_back([&runSlot, &mutex, &error, &slot] {
+          threads.emplace_back([&runSlot, &mutex, &error, &handing_out, &slot] {
             try {
               runSlot(*slot);
             } catch (...) {
               std::lock_guard lock(mutex);
               if (!error) error = std::current_exception();
+              handing_out.notify_all();  // the others stop, waiting or not
             }
           });
       }  // joined: every step started has been applied

@@ -150,6 +150,12 @@ std::string lossColumn(double loss) {
 NodeStatus queryStatus(const Node& node, double timeout) {
   const OpsReply reply = requestOps(node.address, "GET", "/status", timeout);
   const std::string where = node.address.toString() + "/status";
+  // A traind node answers its status with 200 only: a 502, 503 or 504 is a
+  // proxy's in front of a node it cannot reach; anything else, another
+  // program's.
+  if (reply.status == 502 || reply.status == 503 || reply.status == 504)
+    throw OpsUnreachable(
+        fmt::format("{} answered {}: {}", where, reply.status, nodeSaid(reply.body)));
   if (reply.status != 200)
     throw std::runtime_error(
         fmt::format("{} answered {}: {}", where, reply.status, nodeSaid(reply.body)));

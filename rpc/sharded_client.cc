@@ -215,6 +215,7 @@ class FirstFailure {
   auto of(ShardLink& link) {
     return [this, &link](kj::Exception&& e) {
       if (first_ == nullptr) first_ = Failure{&link, kj::cp(e)};
+      if (refusal_ == nullptr && isRefusal(e)) refusal_ = Failure{&link, kj::cp(e)};
       return kj::Promise<void>(kj::mv(e));
     };
   }
@@ -225,7 +226,9 @@ class FirstFailure {
     KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
       if (cleanup) cleanup();
       KJ_IF_MAYBE (first, first_) throwShardFailure(*first->link, first->exception);
-      throw std::runtime_error(failureText(*e));  // thrown by this side's code in a callback
+      // This side's code threw in a callback: said in words, as every
+      // failure of a call is, not as kj's own exception.
+      throw std::runtime_error(failureText(*e));
     }
   }
   // After a wait that ended otherwise (given up on a stop, or at the job's
@@ -233,13 +236,7 @@ class FirstFailure {
   // its shard's connection was lost or closed at the job's end without a
   // divergence, which a stopping ps may do first.
   void throwIfRefused() const {
-    KJ_IF_MAYBE (first, first_) {
-      const std::string why = failureText(first->exception);
-      if (why.starts_with(kJobOverReason)
-              ? relaysChiefDivergence(why)
-              : first->exception.getType() != kj::Exception::Type::DISCONNECTED)
-        throwShardFailure(*first->link, first->exception);
-    }
+    KJ_IF_MAYBE (refusal, refusal_) throwShardFailure(*refusal->link, refusal->exception);
   }
 
  private:
@@ -247,7 +244,14 @@ class FirstFailure {
     const ShardLink* link;
     kj::Exception exception;
   };
+  // Not a connection lost, nor closed at the job's end without a divergence.
+  static bool isRefusal(const kj::Exception& e) {
+    const std::string why = failureText(e);
+    return why.starts_with(kJobOverReason) ? relaysChiefDivergence(why)
+                                           : e.getType() != kj::Exception::Type::DISCONNECTED;
+  }
   kj::Maybe<Failure> first_;
+  kj::Maybe<Failure> refusal_;  // the first failure that isRefusal
 };
 
 // A call for one chunk of a shard and one slot of the state (0: the

@@ -96,8 +96,9 @@ class ShardedClient {
   // transport.shared_memory off, hello offers each ps a shared memory
   // region (rpc/shared_region.h); the calls to a ps that maps it (one on
   // this host) move their tensors through it, the others over TCP. Each
-  // choice is logged with its reason. Called again (waitUntilReady does, for
-  // a ps restarted), it connects anew and keeps the region it offered.
+  // choice is logged with its reason. Called again, it connects anew and
+  // keeps the region it offered while a ps maps it (waitUntilReady
+  // connects to a restarted ps the same way, one shard at a time).
   //
   // Once a ps has not answered (its connection refused or its hello
   // unanswered) for `job_over.after_seconds`, `job_over.reason`, when

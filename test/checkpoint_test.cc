@@ -468,6 +468,15 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
     CHECK(entries(checkpoints) ==
           std::vector<std::string>{"ckpt-0000000300", "ckpt-0000000500", "latest"});
   }
+  SECTION("an entry that goes as it is listed does not stop the pruning") {
+    // A link to nowhere named as a checkpoint: its status fails as the
+    // listing reads it, as an entry deleted meanwhile does.
+    fs::create_symlink(dir / "gone", checkpoints / "ckpt-0000000150");
+    const SavedCheckpoint saved = saveCheckpoint(checkpoints, manifestAt(500), sample.refs(), 2);
+    CHECK(saved.not_pruned.empty());
+    CHECK(entries(checkpoints) == std::vector<std::string>{"ckpt-0000000150", "ckpt-0000000300",
+                                                           "ckpt-0000000500", "latest"});
+  }
   SECTION("a latest that cannot be written takes the new checkpoint back out") {
     // A full disk as `latest` is written; a directory in the way of its
     // temp file here.

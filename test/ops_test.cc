@@ -298,6 +298,36 @@ TEST_CASE("POST /stop and /checkpoint set the flags the training loop polls") {
   CHECK_THAT(r.body, Catch::Contains("the chief (worker 0)"));
 }
 
+TEST_CASE("an answer cut short of its Content-Length is no answer") {
+  // A node that dies mid-answer: its status would be JSON cut short, which
+  // trainctl would take for another program's.
+  const int port = testing::freePortRange(1);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  const int on = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr = testing::loopbackAddress(port);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  std::thread server([listener] {
+    pollfd incoming{listener, POLLIN, 0};
+    if (poll(&incoming, 1, 10000) != 1) return;
+    const int peer = accept(listener, nullptr, nullptr);
+    if (peer < 0) return;
+    char request[4096];
+    (void)!read(peer, request, sizeof request);
+    const std::string cut = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"role\":";
+    (void)!write(peer, cut.data(), cut.size());
+    close(peer);
+  });
+  const HostPort address{"127.0.0.1", uint16_t(port)};
+  CHECK_THROWS_MATCHES(requestOps(address, "GET", "/status", 5.0), OpsUnreachable,
+                       Catch::Message("127.0.0.1:" + std::to_string(port) +
+                                      ": the answer was cut short (8 of its 100 bytes)"));
+  server.join();
+  close(listener);
+}
+
 TEST_CASE("a web page's POST, which carries an Origin, is refused") {
   OpsNode chief("worker", 0, true);
   chief.metrics.setWritesCheckpoints(true);
