@@ -228,8 +228,11 @@ NodeStatus queryStatus(const Node& node, double timeout) {
 // program answered (an address in the http section that is wrong).
 std::string queryFailure(const std::exception& e) {
   const bool unreachable = dynamic_cast<const OpsUnreachable*>(&e) != nullptr;
-  return fmt::format("{} ({})", unreachable ? "unreachable" : "no traind node answers there",
-                     e.what());
+  // Another program's page may be long: enough of it to know it by.
+  constexpr size_t kMostShown = 300;
+  std::string why = e.what();
+  if (why.size() > kMostShown) why = why.substr(0, kMostShown) + " ...";
+  return fmt::format("{} ({})", unreachable ? "unreachable" : "no traind node answers there", why);
 }
 
 // "worker 0 (10.0.0.3:9100)"; a --node is named by its address alone.
@@ -384,8 +387,9 @@ std::vector<std::string> checkRoles(const std::vector<Node>& nodes, Clock::time_
   }
   if (!foreign.empty())
     throw InputError(
-        "the http section lists addresses where no traind node answers (another program on "
-        "the port: a wrong port or host?); nothing was asked of any node:" +
+        "no traind node answers at some of the addresses given (the http section's, or "
+        "--node): another program is on the port (a wrong port or host?); nothing was asked "
+        "of any node:" +
         foreign + wrong);
   if (!wrong.empty())
     throw InputError("the http section lists nodes as other tasks than they are:" + wrong);
@@ -634,6 +638,7 @@ int runCheckpoint(const NodeFlags& flags) {
     if (target) checkRoles({*target}, deadline);
   } else if (nodes.size() == 1) {
     target = &nodes[0];
+    checkRoles({*target}, deadline);
   } else {
     throw InputError("checkpoint: name one node (the chief or a standalone run) with --node");
   }

@@ -524,7 +524,7 @@ TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on
   INFO(error.output + odd.output);
   CHECK(error.exit_code == 1);
   CHECK_THAT(error.output, Catch::Contains("answered 500: \\x1b[2J\\x1b[31mred\\xff"));
-  CHECK_THAT(error.output, Catch::Contains("... (3013 bytes more)"));
+  CHECK_THAT(error.output, Catch::Contains("xxx ...)"));  // a long answer cut in the table
   CHECK(odd.exit_code == 0);
   CHECK_THAT(odd.output, Catch::Contains("tr\\x1b[2Jaining"));
   for (const ProcessResult* r : {&error, &odd}) CHECK(r->output.find('\x1b') == std::string::npos);
@@ -686,7 +686,7 @@ TEST_CASE("trainctl stop asks nothing of a job whose http section lists another 
   CHECK(stop.exit_code == 2);
   CHECK_THAT(
       stop.output,
-      Catch::Contains("the http section lists addresses where no traind node answers") &&
+      Catch::Contains("no traind node answers at some of the addresses given") &&
           Catch::Contains("worker 0 (" + address(port) + "): no traind node answers there (") &&
           Catch::Contains("nothing was asked of any node"));
   CHECK(requests.find("POST") == std::string::npos);
