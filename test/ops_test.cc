@@ -302,13 +302,8 @@ TEST_CASE("an answer cut short of its Content-Length is no answer") {
   // A node that dies mid-answer: its status would be JSON cut short, which
   // trainctl would take for another program's.
   const int port = testing::freePortRange(1);
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = testing::listenOnLoopback(port, 1);
   REQUIRE(listener >= 0);
-  const int on = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in addr = testing::loopbackAddress(port);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(listen(listener, 1) == 0);
   std::thread server([listener] {
     pollfd incoming{listener, POLLIN, 0};
     if (poll(&incoming, 1, 10000) != 1) return;

@@ -486,6 +486,14 @@ TEST_CASE("the shard refuses what breaks the protocol and changes nothing") {
                   ProtocolError);  // sgd: no slots
 }
 
+// One whole push of `worker` to a shard of kSmallChunks (the kernel's chunk
+// and the bias's) at the shard's step: it advances the worker's clock.
+void pushWhole(ParameterShard& shard, uint32_t worker, const std::vector<float>& kernel,
+               const std::vector<float>& bias) {
+  CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[0].shard_offset, kernel));
+  CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[1].shard_offset, bias));
+}
+
 TEST_CASE("async: every chunk applies at once, complete pushes advance the step and the clock") {
   OneShard s(TrainingMode::Async, 2, 2, /*max_staleness=*/1);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
@@ -493,10 +501,7 @@ TEST_CASE("async: every chunk applies at once, complete pushes advance the step 
   shard.workerJoined(0);
   shard.workerJoined(1);
   const std::vector<float> g{2.0f, 2.0f}, b{0.0f};
-  auto pushAll = [&](uint32_t worker) {
-    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[0].shard_offset, g));
-    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[1].shard_offset, b));
-  };
+  auto pushAll = [&](uint32_t worker) { pushWhole(shard, worker, g, b); };
   pushAll(0);
   CHECK(shard.globalStep() == 1);
   CHECK(read(shard, shard.chunks()[0].shard_offset, 2) == std::vector<float>{-1.0f, -1.0f});
@@ -520,13 +525,8 @@ TEST_CASE("async: a worker left behind, rejoining first, does not hold back thos
   shard.markReady(0);
   shard.workerJoined(0);
   shard.workerJoined(1);
-  const std::vector<float> g{0.0f, 0.0f}, b{0.0f};
-  auto pushAll = [&](uint32_t worker) {
-    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[0].shard_offset, g));
-    CHECK(shard.push(worker, shard.globalStep(), shard.chunks()[1].shard_offset, b));
-  };
   shard.workerLeft(1);  // dies at clock 0
-  for (int i = 0; i < 5; ++i) pushAll(0);
+  for (int i = 0; i < 5; ++i) pushWhole(shard, 0, {0.0f, 0.0f}, {0.0f});
   shard.workerLeft(0);    // every connection lost (a link cut, both restarted)
   shard.workerJoined(1);  // the one left behind comes back first
   shard.workerJoined(0);

@@ -470,13 +470,8 @@ TEST_CASE("trainctl stop names the step a ps ends at when a worker trained until
 TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on its port") {
   // A server that answers each of `replies` connections with the next one.
   const int port = freePortRange(1);
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = listenOnLoopback(port, 4);
   REQUIRE(listener >= 0);
-  const int on = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in addr = loopbackAddress(port);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(listen(listener, 4) == 0);
   auto http = [](const std::string& status, const std::string& body) {
     return fmt::format("HTTP/1.1 {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", status,
                        body.size(), body);
@@ -644,13 +639,8 @@ TEST_CASE("trainctl stop asks nothing of a job whose http section lists another 
   // A web server where the chief's ops endpoint should be: it answers every
   // request with a page and 200, and keeps the connection open after it.
   const int port = freePortRange(1);
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = listenOnLoopback(port, 8);
   REQUIRE(listener >= 0);
-  const int on = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in addr = loopbackAddress(port);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(listen(listener, 8) == 0);
   std::atomic<bool> done{false};
   std::string requests;  // what it was asked, the server thread's until joined
   std::thread server([&] {

@@ -192,6 +192,20 @@ sockaddr_in loopbackAddress(int port) {
   return addr;
 }
 
+int listenOnLoopback(int port, int backlog) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) return -1;
+  const int on = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const sockaddr_in addr = loopbackAddress(port);
+  if (bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listener, backlog) != 0) {
+    close(listener);
+    return -1;
+  }
+  return listener;
+}
+
 namespace {
 
 bool portFree(int port) {

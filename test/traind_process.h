@@ -82,6 +82,10 @@ class BackgroundTraind {
 // 127.0.0.1:port, for the tests' raw sockets.
 sockaddr_in loopbackAddress(int port);
 
+// A socket listening on 127.0.0.1:port (SO_REUSEADDR), for a test's fake
+// server; -1 when it cannot be made.
+int listenOnLoopback(int port, int backlog);
+
 // A base port such that base .. base + count - 1 on 127.0.0.1 are free now.
 int freePortRange(int count);
 
