@@ -486,10 +486,12 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
     // target's disk is gone) counts too: passed over, the run would start
     // afresh and later save over the checkpoint it names.
     std::optional<std::pair<int64_t, fs::path>> newest;
-    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
-      if (const auto step = stepOfDirName(entry.path().filename().string());
-          step && (!newest || *step > newest->first))
-        newest.emplace(*step, entry.path());
+    int named = 0;  // entries of a checkpoint's name
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (const auto step = stepOfDirName(it->path().filename().string())) {
+        ++named;
+        if (!newest || *step > newest->first) newest.emplace(*step, it->path());
+      }
     if (!newest) return std::nullopt;
     try {
       if (!fs::is_directory(newest->second, ec))
@@ -501,8 +503,8 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + " (" + dir.string() + " has no " +
                        std::string(layout::kLatestFile) +
-                       " file: this is its checkpoint of the highest step; remove it to resume "
-                       "from the one before it)");
+                       " file: this is its checkpoint of the highest step; remove it to " +
+                       (named > 1 ? "resume from the one before it)" : "start afresh)"));
     }
     return newest->second;
   }

@@ -781,6 +781,15 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
                        " has no latest file: this is its checkpoint of the highest step; remove "
                        "it to resume from the one before it)"));
   }
+  SECTION("no latest, and the only checkpoint a link to nowhere") {
+    fs::remove(checkpoints / "latest");
+    fs::remove_all(saved);
+    fs::create_directory_symlink(dir / "unmounted" / "ckpt-0000000012",
+                                 checkpoints / "ckpt-0000000012");
+    CHECK_THROWS_WITH(findLatestCheckpoint(checkpoints),
+                      Catch::EndsWith("this is its checkpoint of the highest step; remove it to "
+                                      "start afresh)"));
+  }
   SECTION("no latest, no checkpoint") {
     fs::remove(checkpoints / "latest");
     fs::remove_all(saved);
