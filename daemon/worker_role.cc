@@ -580,16 +580,17 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     if (summary.stopped && !spec.checkpoint.dir.empty()) ps.waitForOtherWorkersToLeave();
     checkpoint();
     final_checkpoint = true;
-    const int64_t final_step = ps.pull(0, state->parameters());
-    // A stopping ps answers too (-1 says the job is over): the step of what
-    // it sent labels the evaluation.
-    step = final_step >= 0 ? final_step : ps.lastPulledStep().value_or(step);
+    // A stopping ps answers too (the pull returns -1: the job is over). The
+    // step of what the shards sent labels the evaluation as it does the
+    // final checkpoint: ps 0's, not the lowest shard's.
+    ps.pull(0, state->parameters());
+    step = ps.lastPulledJobStep().value_or(step);
     if (state->optimizer().movingAverage()) ps.readState(*state);
     // Stopped before the job moved past where this chief started (a sync
     // step waiting for a worker that never came): the test figures would be
     // those of the parameters it started from, as a standalone run's stop
     // before its first step.
-    const bool untouched = summary.stopped && step == start_step;
+    const bool untouched = summary.stopped && ps.lastPulledStep() == start_step;
     if (untouched)
       spdlog::info("stop requested before the job moved past global step {}: nothing to "
                    "evaluate",

@@ -1084,6 +1084,11 @@ std::optional<int64_t> ShardedClient::lastPulledStep() const {
   return lowest;
 }
 
+std::optional<int64_t> ShardedClient::lastPulledJobStep() const {
+  if (!shard_steps_.empty() && shard_steps_[0] != INT64_MAX) return shard_steps_[0];
+  return lastPulledStep();
+}
+
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   impl_->refuseRegionAfterGivingUp(parameters);
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);

@@ -288,6 +288,13 @@ class ShardedClient {
   // nullopt when no shard answered with one.
   std::optional<int64_t> lastPulledStep() const;
 
+  // The job's global step as of the last pull, as a checkpoint names it:
+  // ps 0's (TensorFlow's global_step lives on ps 0), or the lowest when ps 0
+  // holds nothing. Async shards count their own pushes, so it may be a few
+  // steps past lastPulledStep(); the chief labels its final evaluation with
+  // it, the step of its final checkpoint.
+  std::optional<int64_t> lastPulledJobStep() const;
+
   // How many of this worker's pushes had chunks dropped as stale (a sync
   // step the ps had completed without them).
   int64_t gradientsDropped() const { return dropped_; }
