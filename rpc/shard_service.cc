@@ -31,6 +31,10 @@ constexpr size_t kMostPeerTextQuoted = 2000;
 
 std::string peerText(std::string_view text) { return printablePrefix(text, kMostPeerTextQuoted); }
 
+constexpr std::string_view kDifferentTrainingData =
+    "the nodes read different training data (data.train's files must hold the same examples "
+    "on every node)";
+
 // The first layers where two forward rules (forwardRule of core/model_spec.h:
 // "hidden1 relu, hidden2 tanh") differ, ours and theirs; "no more layers"
 // for the side whose rule ends first. A rule holds every layer, so the
@@ -287,14 +291,16 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     }
     // What the rule cannot say: the examples the spec's files hold on the
     // peer's host.
+    // The chief's set overrides another worker's; a chief restarted with
+    // another set than its first is refused, as any worker is.
     const std::string set = params.getTrainingSet();
-    if (!set.empty() && served_.training_set_ && served_.training_set_->text != set)
+    const bool overrides = task == 0 && served_.training_set_ && served_.training_set_->worker != 0;
+    if (!set.empty() && served_.training_set_ && served_.training_set_->text != set && !overrides)
       throw ProtocolError(fmt::format(
           "ps {} trains workers whose training set holds {} (worker {}'s); this worker's "
-          "holds {}: the nodes read different training data (data.train's files must hold "
-          "the same examples on every node)",
+          "holds {}: {}",
           shard().shardIndex(), peerText(served_.training_set_->text),
-          served_.training_set_->worker, peerText(set)));
+          served_.training_set_->worker, peerText(set), kDifferentTrainingData));
     if (!worker_ && shard().workerConnected(task))
       // Retried by the peer: a restarted worker may come before the ps has
       // seen its old connection close.
@@ -331,7 +337,16 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     if (joins && task == 0) checkpoint_dir_ = dir;
     connection_->markIdentified();
     // Only a hello taken sets the training set the others are held to.
-    if (!set.empty() && !served_.training_set_) served_.training_set_ = {set, task};
+    training_set_ = set;
+    if (!set.empty() && (!served_.training_set_ || overrides)) {
+      if (served_.training_set_ && served_.training_set_->text != set)
+        spdlog::warn(
+            "ps {}: the chief's training set holds {}, where worker {}'s, which came "
+            "first, holds {}: the workers reading that are refused from now on",
+            shard().shardIndex(), peerText(set), served_.training_set_->worker,
+            peerText(served_.training_set_->text));
+      served_.training_set_ = {set, task};
+    }
     return kj::READY_NOW;
   });
 }
@@ -345,6 +360,15 @@ kj::Promise<void> ShardService::status(StatusContext context) {
 uint32_t ShardService::connectedWorker(const char* call) const {
   if (!worker_) throw ProtocolError(fmt::format("{} before hello", call));
   return *worker_;
+}
+
+void ShardService::checkTrainingSet() const {
+  if (!training_set_.empty() && served_.training_set_ &&
+      served_.training_set_->text != training_set_)
+    throw ProtocolError(fmt::format(
+        "ps {} now trains the chief's training set, which holds {}; this worker's holds {}: {}",
+        served_.shard_.shardIndex(), peerText(served_.training_set_->text), peerText(training_set_),
+        kDifferentTrainingData));
 }
 
 void ShardService::checkChief(const char* call) const {
@@ -479,6 +503,7 @@ kj::Promise<void> ShardService::pushAndPull(PushAndPullContext context) {
     if (params.getWorkerTask() != connectedWorker("pushAndPull"))
       throw ProtocolError(fmt::format("a push as worker {} on the connection of worker {}",
                                       params.getWorkerTask(), *worker_));
+    checkTrainingSet();
     checkWait(params.getMinStep());
     const int64_t offset = int64_t(params.getOffset());
     const bool shared = params.getSharedFloats() > 0;

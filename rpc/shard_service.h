@@ -120,8 +120,9 @@ class ServedShard {
   // The checkpoint dir of the chief that initialised the shard; a chief
   // that says another is not this job's.
   std::optional<std::string> chief_checkpoint_dir_;
-  // The training set of the first worker that said one, and that worker:
-  // every other must read the same.
+  // The training set every worker must read, and the worker that said it:
+  // the chief's once it has said one, before that the first worker's (a
+  // misconfigured worker that came first must not lock the chief out).
   struct TrainingSet {
     std::string text;
     uint32_t worker;
@@ -170,6 +171,9 @@ class ShardService final : public wire::ParameterShard::Server {
   // The worker that said hello on this connection; ProtocolError naming
   // `call` when none has. Every call but hello and status needs one.
   uint32_t connectedWorker(const char* call) const;
+  // ProtocolError when this worker's training set is not the one the shard
+  // trains: a chief that came after it said another.
+  void checkTrainingSet() const;
   // ProtocolError unless the chief (worker 0) said hello: initialize,
   // markReady, readState, stop, saved, holdAt and releaseHold are its calls.
   void checkChief(const char* call) const;
@@ -210,6 +214,7 @@ class ShardService final : public wire::ParameterShard::Server {
   kj::Own<PinningStream> connection_;
   std::optional<uint32_t> worker_;  // set by hello
   std::string checkpoint_dir_;      // the chief's, from its hello
+  std::string training_set_;        // as its hello said (empty: none said)
   std::optional<SharedRegion> region_;  // mapped at hello
   int waiting_calls_ = 0;
 };

@@ -1027,6 +1027,56 @@ TEST_CASE("a refused hello changes nothing the next worker is held to") {
   CHECK(shard.statusRequest().send().wait(io.waitScope).getStatus().getWorkers().size() == 1);
 }
 
+TEST_CASE("the chief's training set overrides another worker's that came first") {
+  const auto dir = freshTempDir("chief-training-set");
+  MlpPsTask task(dir, "async");
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  const auto refusal = [&](auto&& request) {
+    std::string why;
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); }))
+      why = e->getDescription().cStr();
+    return why;
+  };
+  struct Peer {
+    kj::Own<kj::AsyncIoStream> stream;
+    capnp::TwoPartyClient client;
+    wire::ParameterShard::Client shard;
+    explicit Peer(kj::Own<kj::AsyncIoStream> s)
+        : stream(kj::mv(s)),
+          client(*stream),
+          shard(client.bootstrap().castAs<wire::ParameterShard>()) {}
+  };
+  const std::string wrong = "10000 examples, CRC-32C 0x0000000a";
+  const std::string right = "60000 examples, CRC-32C 0x00000001";
+  // A misconfigured worker comes first; the chief, with the set it reads,
+  // is taken all the same (it used to be refused until the ps restarted).
+  Peer misread(connectWithin10s(io, task.address));
+  auto first = task.hello(misread.shard, 1);
+  first.setTrainingSet(wrong);
+  REQUIRE(refusal(first).empty());
+  Peer chief(connectWithin10s(io, task.address));
+  auto chief_hello = task.hello(chief.shard, 0);
+  chief_hello.setTrainingSet(right);
+  CHECK(refusal(chief_hello).empty());
+  // The worker that read the other set is refused its gradients from now on.
+  auto push = misread.shard.pushAndPullRequest();
+  push.setWorkerTask(1);
+  push.setOffset(uint64_t(task.chunks.front().shard_offset));
+  push.initData(size_t(task.chunks.front().size) * sizeof(float));
+  CHECK_THAT(refusal(push),
+             Catch::Contains("ps 0 now trains the chief's training set, which holds " + right +
+                             "; this worker's holds " + wrong) &&
+                 Catch::Contains("the nodes read different training data"));
+  // Later workers are held to the chief's, and so is a restarted chief.
+  Peer late(connectWithin10s(io, task.address));
+  auto late_hello = task.hello(late.shard, 1);
+  late_hello.setTrainingSet(wrong);
+  CHECK_THAT(refusal(late_hello), Catch::Contains("(worker 0's); this worker's holds " + wrong));
+  CHECK_THAT(task.ps.output(),
+             Catch::Contains("the chief's training set holds " + right +
+                             ", where worker 1's, which came first, holds " + wrong));
+}
+
 TEST_CASE("a peer that keeps its answers unreleased is ended, the ps serves on") {
   const auto dir = freshTempDir("kept-answers");
   MlpPsTask task(dir, "async");
