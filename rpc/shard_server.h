@@ -75,6 +75,13 @@ bool relaysChiefDivergence(std::string_view text);
 // connection not yet seen closed.
 constexpr std::string_view kConnectedAlready = "is connected already";
 
+// What a ps's refusal of a worker whose training set is not the job's says
+// (at its hello, or at a push once the chief said another): the worker ends
+// as for bad input, exit 2, whichever call it was.
+constexpr std::string_view kDifferentTrainingData =
+    "the nodes read different training data (data.train's files must hold the same examples "
+    "on every node)";
+
 // The most connections a ps of a cluster of `workers` takes at once: a
 // worker holds one to each ps, and a restarted one a second until the first
 // is noticed gone; the rest is room for tools and probes.

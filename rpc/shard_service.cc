@@ -31,10 +31,6 @@ constexpr size_t kMostPeerTextQuoted = 2000;
 
 std::string peerText(std::string_view text) { return printablePrefix(text, kMostPeerTextQuoted); }
 
-constexpr std::string_view kDifferentTrainingData =
-    "the nodes read different training data (data.train's files must hold the same examples "
-    "on every node)";
-
 // The first layers where two forward rules (forwardRule of core/model_spec.h:
 // "hidden1 relu, hidden2 tanh") differ, ours and theirs; "no more layers"
 // for the side whose rule ends first. A rule holds every layer, so the

@@ -178,6 +178,9 @@ void throwIfJobDivergedAbort(const ShardLink& link, const std::string& why) {
   throwIfJobDivergedAbort(link, why);
   if (isGradientNotFinite(why))
     throw Diverged(fmt::format("ps {} at {}: {}", link.index, link.address, why));
+  if (why.find(kDifferentTrainingData) != std::string::npos)
+    throw InputError(
+        fmt::format("ps {} at {} refused this worker: {}", link.index, link.address, why));
   if (why.starts_with(kJobOverReason))
     throw JobEnded(
         fmt::format("ps {} at {} closed the connection: {}", link.index, link.address, why));

@@ -1029,52 +1029,41 @@ TEST_CASE("a refused hello changes nothing the next worker is held to") {
 
 TEST_CASE("the chief's training set overrides another worker's that came first") {
   const auto dir = freshTempDir("chief-training-set");
-  MlpPsTask task(dir, "async");
-  kj::AsyncIoContext io = kj::setupAsyncIo();
-  const auto refusal = [&](auto&& request) {
-    std::string why;
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { request.send().wait(io.waitScope); }))
-      why = e->getDescription().cStr();
-    return why;
-  };
-  struct Peer {
-    kj::Own<kj::AsyncIoStream> stream;
-    capnp::TwoPartyClient client;
-    wire::ParameterShard::Client shard;
-    explicit Peer(kj::Own<kj::AsyncIoStream> s)
-        : stream(kj::mv(s)),
-          client(*stream),
-          shard(client.bootstrap().castAs<wire::ParameterShard>()) {}
-  };
-  const std::string wrong = "10000 examples, CRC-32C 0x0000000a";
-  const std::string right = "60000 examples, CRC-32C 0x00000001";
-  // A misconfigured worker comes first; the chief, with the set it reads,
-  // is taken all the same (it used to be refused until the ps restarted).
-  Peer misread(connectWithin10s(io, task.address));
-  auto first = task.hello(misread.shard, 1);
-  first.setTrainingSet(wrong);
-  REQUIRE(refusal(first).empty());
-  Peer chief(connectWithin10s(io, task.address));
-  auto chief_hello = task.hello(chief.shard, 0);
-  chief_hello.setTrainingSet(right);
-  CHECK(refusal(chief_hello).empty());
-  // The worker that read the other set is refused its gradients from now on.
-  auto push = misread.shard.pushAndPullRequest();
-  push.setWorkerTask(1);
-  push.setOffset(uint64_t(task.chunks.front().shard_offset));
-  push.initData(size_t(task.chunks.front().size) * sizeof(float));
-  CHECK_THAT(refusal(push),
-             Catch::Contains("ps 0 now trains the chief's training set, which holds " + right +
-                             "; this worker's holds " + wrong) &&
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string args = " --threads 1 --eval-every 0 --max-steps 1000000";
+  BackgroundTraind ps("--cluster " + cluster.string() + " --model " +
+                          modelPath("fashion_mlp.yaml") + " --job ps --task 0",
+                      dir / "ps.log");
+  // A worker whose host's files hold the test set under the training set's
+  // names says hello first; the chief, with the job's set, is taken all the
+  // same (it used to be refused until the ps restarted), and the other
+  // worker is refused its gradients as a refused hello is: exit 2.
+  const std::string fashion = "/usr/share/datasets/fashion-mnist/";
+  const auto test_set = dir / "test-set.yaml";
+  writeFile(test_set, replaceAll(readFile(modelPath("fashion_mlp.yaml")), fashion + "train-",
+                                 fashion + "t10k-"));
+  BackgroundTraind misread("--cluster " + cluster.string() + " --model " + test_set.string() +
+                               " --job worker --task 1" + args,
+                           dir / "worker1.log");
+  REQUIRE(misread.waitForOutput("waiting for the chief", 60));
+  BackgroundTraind chief("--cluster " + cluster.string() + " --model " +
+                             modelPath("fashion_mlp.yaml") + " --job worker --task 0" + args,
+                         dir / "chief.log");
+  CHECK(misread.wait(kTimeout) == 2);
+  INFO(misread.output() << ps.output());
+  CHECK_THAT(misread.output(),
+             Catch::Contains("refused this worker: ps 0 now trains the chief's training set, which "
+                             "holds 60000 examples, CRC-32C 0x") &&
+                 Catch::Contains("; this worker's holds 10000 examples, CRC-32C 0x") &&
                  Catch::Contains("the nodes read different training data"));
-  // Later workers are held to the chief's, and so is a restarted chief.
-  Peer late(connectWithin10s(io, task.address));
-  auto late_hello = task.hello(late.shard, 1);
-  late_hello.setTrainingSet(wrong);
-  CHECK_THAT(refusal(late_hello), Catch::Contains("(worker 0's); this worker's holds " + wrong));
-  CHECK_THAT(task.ps.output(),
-             Catch::Contains("the chief's training set holds " + right +
-                             ", where worker 1's, which came first, holds " + wrong));
+  CHECK_THAT(ps.output(), Catch::Contains("ps 0: the chief's training set holds 60000 examples") &&
+                              Catch::Contains("where worker 1's, which came first, holds 10000 "
+                                              "examples"));
+  REQUIRE(chief.waitForOutput(", loss = ", 60));  // it trains on
+  chief.signal(SIGTERM);
+  CHECK(chief.wait(30) == 0);
+  ps.signal(SIGTERM);
+  CHECK(ps.wait(30) == 0);
 }
 
 TEST_CASE("a peer that keeps its answers unreleased is ended, the ps serves on") {
