@@ -115,8 +115,9 @@ the same to users):
 
   - tf.compat.v1.train.AdagradOptimizer has no epsilon: var -= rate * g /
     sqrt(accumulator).
-  - Keras 3's Adagrad (tf.keras.optimizers.Adagrad since TensorFlow 2.16)
-    divides by sqrt(accumulator + epsilon).
+  - The Keras 2 optimizer's Adagrad of TensorFlow 2.11 on (tf_keras; the
+    legacy one keeps the kernel's rule) and Keras 3's (tf.keras since
+    TensorFlow 2.16) divide by sqrt(accumulator + epsilon).
   - tf.compat.v1.train.AdamOptimizer's default epsilon is 1e-8; Keras' and
     traind's 1e-7.
   - Keras' SGD(momentum) under a decaying rate keeps accumulator =
