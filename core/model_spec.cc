@@ -908,7 +908,10 @@ void readRandomCrop(const Field& field, const Shape& input, Augmentation& augmen
   Mapping crop(field);
   crop.allowOnly({"padding", "size", "area", "aspect_ratio", "shorter_side"},
                  "data.augment.random_crop");
-  if (auto f = crop.find("padding")) augment.crop_padding = readInt(*f, 1, kMaxDimension);
+  if (auto f = crop.find("padding")) {
+    augment.crop_padding = readInt(*f, 1, kMaxDimension);
+    augment.crop_padding_location = f->where;
+  }
   if (auto f = crop.find("size")) {
     std::tie(augment.crop_height, augment.crop_width) = readHeightWidth(*f);
     augment.crop_size_location = f->where;
@@ -918,7 +921,8 @@ void readRandomCrop(const Field& field, const Shape& input, Augmentation& augmen
                            input[0], input[1], augment.crop_height, augment.crop_width));
   }
   // Padding of a window's side or more would leave some windows holding
-  // padding alone, zeros the model would learn nothing from.
+  // padding alone, zeros the model would learn nothing from. (A flat input
+  // says no window: the data's images do, checked as they load.)
   if (auto f = crop.find("padding");
       f && input.size() == 3 &&
       (augment.crop_padding >= input[0] || augment.crop_padding >= input[1]))

@@ -166,6 +166,7 @@ struct Augmentation {
   // Zero-pad this many pixels on every side (resize_image_with_crop_or_pad
   // to h + 2p, w + 2p); 0 = none
   int64_t crop_padding = 0;
+  SourceLocation crop_padding_location;  // data.augment.random_crop.padding
   // then take a window of this size at a uniform offset (random_crop); 0 =
   // the image's own size. Evaluation takes the window from the image's
   // centre (resize_image_with_crop_or_pad to it), and the model's input is

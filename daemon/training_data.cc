@@ -122,12 +122,25 @@ Shape modelInputOf(const Augmentation& augment, const Shape& example_shape,
         augment.saturation_upper > 0.0f ? "data.augment.saturation" : "data.augment.hue",
         "saturation and hue change RGB images: expected images of 3 channels, got " +
             shapeToString(example_shape));
+  // Padding of a window's side or more leaves some windows holding padding
+  // alone (the spec says so where the model's input is an image).
+  const int64_t padding = augment.crop_padding;
+  if (training && padding > 0) {
+    const int64_t window_height = augment.crop_height > 0 ? augment.crop_height : example_shape[0];
+    const int64_t window_width = augment.crop_width > 0 ? augment.crop_width : example_shape[1];
+    if (padding >= window_height || padding >= window_width)
+      throwInputError(
+          augment.crop_padding_location, "data.augment.random_crop.padding",
+          fmt::format("expected padding less than the window's height and width [{}, "
+                      "{}] (the training images' of {}), so that every window holds "
+                      "some of the image, got {}",
+                      window_height, window_width, shapeToString(example_shape), padding));
+  }
   if (augment.crop_height == 0) return example_shape;
   if (example_shape.size() != 3)
     throwInputError(augment.crop_size_location, "data.augment.random_crop.size",
                     "expected images of [height, width, channels] to take a window of, got " +
                         std::string(field) + " examples of shape " + shapeToString(example_shape));
-  const int64_t padding = augment.crop_padding;
   if (training && (augment.crop_height > example_shape[0] + 2 * padding ||
                    augment.crop_width > example_shape[1] + 2 * padding))
     throwInputError(augment.crop_size_location, "data.augment.random_crop.size",

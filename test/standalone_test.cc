@@ -1307,6 +1307,27 @@ TEST_CASE("images that do not fit an image input name data.train, even with as m
                                        "do not fit the model's input [14, 56, 1]"));
 }
 
+TEST_CASE("random_crop padding of a flat input is held to the images' sides as they load") {
+  // A flat input names no window: the spec cannot check the padding, the
+  // images can (padding of a side or more trained on windows of zeros).
+  const auto dir = freshTempDir("flat-crop-padding");
+  const std::string mlp = exampleSpec("fashion_mlp.yaml");
+  REQUIRE(mlp.find("  batch_size: 100\n") != std::string::npos);
+  REQUIRE(mlp.find("input: [28, 28, 1]\nlayers:\n  - {type: flatten}\n") != std::string::npos);
+  const std::string flat = replaceAll(mlp, "input: [28, 28, 1]\nlayers:\n  - {type: flatten}\n",
+                                      "input: [784]\nlayers:\n");
+  writeFile(dir / "m.yaml",
+            replaceAll(flat, "  batch_size: 100\n",
+                       "  batch_size: 100\n  augment: {random_crop: {padding: 28}}\n"));
+  const ProcessResult r = runTraind("check --model " + (dir / "m.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("data.augment.random_crop.padding: expected padding less "
+                                       "than the window's height and width [28, 28] (the "
+                                       "training images' of [28, 28, 1])") &&
+                           Catch::Contains("got 28"));
+}
+
 TEST_CASE("an init_from checkpoint that is not there names the spec's line") {
   const auto dir = freshTempDir("init-from-missing");
   const std::string spec = exampleSpec("fashion_mlp.yaml") +
