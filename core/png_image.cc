@@ -43,6 +43,10 @@ void onWarning(png_structp, png_const_charp) {}  // a warning changes nothing de
 // time) is not counted and is inflated too.
 constexpr size_t kMostIdatAfterRows = 1024;
 constexpr size_t kIdatReadBytes = 1024;
+// The most libpng allocates for an ancillary chunk it reads (a palette, a
+// gamma: bytes; libpng's default is 8 MB); image data is bounded by the
+// image's size instead.
+constexpr png_alloc_size_t kMostAncillaryChunkBytes = 1 << 20;
 
 // The bytes of IDAT data from `source->offset` on, to the first IEND.
 size_t idatBytesAfterOffset(const PngSource& source) {
@@ -77,6 +81,12 @@ bool readPng(PngSource* source, ImageHeader* header, uint8_t* out) {
     return false;
   }
   png_set_read_fn(png, source, readFromMemory);
+  // Chunks traind never reads are skipped, not inflated and kept: by
+  // libpng's defaults a PNG of a few MB may hold a thousand compressed text
+  // chunks of 8 MB each, seconds and gigabytes for every record read.
+  static constexpr png_byte kSkipped[] = "tEXt\0zTXt\0iTXt\0iCCP\0sPLT\0eXIf";
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, kSkipped, int(sizeof kSkipped / 5));
+  png_set_chunk_malloc_max(png, kMostAncillaryChunkBytes);
   png_set_compression_buffer_size(png, kIdatReadBytes);  // a read struct's IDAT read size
   png_read_info(png, info);
   const int color_type = png_get_color_type(png, info);
