@@ -65,11 +65,25 @@ inline std::string_view jsonTypeName(JsonValue::Type type) {
   return "?";
 }
 
-// `s` as a JSON string literal, quotes included.
+// `s` as a JSON string literal, quotes included. JSON text is UTF-8: a
+// byte that is not (a path's, say) is written as the text \xNN, as
+// printable() shows it, where a reader would refuse the whole text.
 inline std::string jsonQuote(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (uint8_t(c) >= 0x80) {
+      if (const size_t n = utf8SequenceLength(s, i); n > 0) {
+        out += s.substr(i, n);
+        i += n - 1;
+      } else {
+        out += "\\\\x";
+        out += kHex[uint8_t(c) >> 4];
+        out += kHex[uint8_t(c) & 15];
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";

@@ -121,6 +121,10 @@ TEST_CASE("the JSON reader takes JSON and only JSON", "[json]") {
   CHECK(v.find("missing") == nullptr);
   CHECK(!parseJson("99999999999999999999", "t").asInt64());
   CHECK(parseJson(jsonQuote("a\"b\\c\n\x01"), "t").text == "a\"b\\c\n\x01");
+  // A path's bytes that are not UTF-8 (a status's checkpoint) are written as
+  // printable() shows them: the reader refused the whole status.
+  CHECK(parseJson(jsonQuote("/tmp/ck\xe9x-\xc3\xa9\xf0\x9f\x98\x80\xc3"), "t").text ==
+        "/tmp/ck\\xe9x-\xc3\xa9\xf0\x9f\x98\x80\\xc3");
 
   auto error = [](const std::string& text) {
     try {
