@@ -289,7 +289,8 @@ std::string NodeMetrics::prometheusText() const {
     family(out, "traind_pull_bytes_total", "counter", "Parameter bytes pulled from the ps tasks.");
     out += fmt::format("traind_pull_bytes_total{{{}}} {}\n", l, pull_bytes_);
     family(out, "traind_push_seconds", "histogram",
-           "Time to push one step's gradients to every ps task.");
+           "Time to push one step's gradients to every ps task (sync: includes waiting for the "
+           "step, as a chunk's reply acknowledges it).");
     out += push_seconds_.render("traind_push_seconds", l);
     family(out, "traind_pull_seconds", "histogram",
            "Time to pull the parameters from every ps task (sync: includes waiting for the step).");

@@ -548,11 +548,11 @@ int runStop(const NodeFlags& flags) {
       if (!saved && ps_unreachable > 0) {
         // A ps that is down lost its shard: no chief can rejoin the job.
         std::printf(
-            "the ps tasks are left running, but the chief (worker 0) did not take the stop and "
-            "some ps tasks cannot be asked (down? then they lost their shards, and a chief "
-            "started again restores the last checkpoint into every shard):%s\nStart the ps "
-            "tasks that are down and the chief again (the job goes on from its last "
-            "checkpoint), or stop the rest with --force\n",
+            "no ps task was stopped: the chief (worker 0) did not take the stop and some ps "
+            "tasks cannot be asked (down? then they lost their shards, and a chief started "
+            "again restores the last checkpoint into every shard):%s\nStart the ps tasks that "
+            "are down and the chief again (the job goes on from its last checkpoint), or stop "
+            "the rest with --force\n",
             report.c_str());
         return 1;
       }
@@ -574,9 +574,10 @@ int runStop(const NodeFlags& flags) {
       if (ps_unreachable > 0) {
         // Not the chief's save to blame: what they hold is not known.
         std::printf(
-            "the ps tasks are left running: the chief (worker 0) stopped, but some ps tasks "
-            "cannot be asked whether its last checkpoint holds what they do:%s\nCheck them "
-            "(their ops endpoints, their logs) and stop them then, or stop them with --force\n",
+            "no ps task was stopped: the chief (worker 0) stopped, but some ps tasks cannot be "
+            "asked whether its last checkpoint holds what they do (down, or their ops "
+            "endpoints cannot be reached from here):%s\nCheck them (their ops endpoints, their "
+            "logs) and stop them then, or stop them with --force\n",
             report.c_str());
         return 1;
       }
