@@ -2213,8 +2213,21 @@ TEST_CASE("the last layer under softmax_cross_entropy stays linear", "[model_spe
                              "  - {type: dropout, rate: 0.2}\n"),
                Catch::Contains("layers[0].activation: the layer that gives the logits under "
                                "softmax_cross_entropy stays linear (the layers after it only pass "
-                               "its values on)"));
+                               "its values on, or pool them)"));
     CHECK(loadVariant(dir, layer, layer + after).layers.size() == 2);
+  }
+  // Nor does pooling: the logits of an all-convolutional net.
+  const std::string image = "input: [4]\nlayers:\n" + layer;
+  for (const char* pool : {"max_pool", "avg_pool"}) {
+    INFO(pool);
+    const std::string conv = "input: [4, 4, 1]\nlayers:\n  - {type: conv2d, filters: 3, kernel: 3";
+    const std::string after =
+        std::string("}\n  - {type: ") + pool + ", size: 2}\n  - {type: flatten}\n";
+    CHECK_THAT(errorWith(dir, image, conv + ", activation: sigmoid" + after),
+               Catch::Contains("layers[0].activation: the layer that gives the logits under "
+                               "softmax_cross_entropy stays linear (the layers after it only pass "
+                               "its values on, or pool them)"));
+    CHECK(loadVariant(dir, image, conv + after).layers.size() == 3);
   }
   // Under mse the outputs are the predictions: an activation is the model's.
   CHECK(loadVariant(dir, layer, "  - {type: dense, units: 3, activation: sigmoid}\nloss: mse\n")
