@@ -1,7 +1,11 @@
 #include "daemon/model_check.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "core/checkpoint.h"
@@ -16,6 +20,22 @@
 
 namespace traind {
 namespace {
+
+// Why a run could not create `dir` or write in it, or nullopt, as far as
+// can be told without creating anything: the nearest of it and its parents
+// that exists must be a directory this process may write in.
+std::optional<std::string> whyNotCreatable(const std::filesystem::path& dir) {
+  std::error_code error;
+  std::filesystem::path at = std::filesystem::absolute(dir, error);
+  while (!error && at.has_relative_path() && !std::filesystem::exists(at, error) && !error)
+    at = at.parent_path();
+  if (error) return error.message();
+  if (!std::filesystem::is_directory(at, error))
+    return fmt::format("{} is not a directory", at.string());
+  if (access(at.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("{}: {}", at.string(), std::strerror(errno));
+  return std::nullopt;
+}
 
 std::string optimizerSummary(const ModelSpec& spec) {
   const OptimizerSpec& optimizer = spec.optimizer;
@@ -143,6 +163,9 @@ constexpr const char* kWarning = "warning: a run that starts before this changes
 
 std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph) {
   if (spec.checkpoint.dir.empty()) return "";
+  if (const auto why = whyNotCreatable(spec.checkpoint.dir))
+    return fmt::format("{}checkpoint directory {}: cannot create it or write in it: {}\n", kWarning,
+                       spec.checkpoint.dir, *why);
   try {
     const std::optional<std::filesystem::path> latest = findLatestCheckpoint(spec.checkpoint.dir);
     if (!latest)
@@ -159,6 +182,15 @@ std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph) {
   } catch (const InputError& e) {
     return kWarning + std::string(e.what()) + "\n";
   }
+}
+
+std::string summaryReport(const ModelSpec& spec) {
+  const std::string dir = summaryDirectory(spec);
+  if (dir.empty()) return "";
+  if (const auto why = whyNotCreatable(dir))
+    return fmt::format("{}summary directory {}: cannot create it or write in it: {}\n", kWarning,
+                       dir, *why);
+  return fmt::format("summaries: TensorBoard event files in {}\n", dir);
 }
 
 std::string initFromReport(const ModelSpec& spec) {

@@ -34,9 +34,15 @@ std::string initFromReport(const ModelSpec& spec);
 // m.yaml`: "resumes: from <checkpoint> at global step N" when checkpoint.dir
 // holds one, with a warning line when the run would refuse it (another
 // architecture, naming what differs; an optimizer whose state it lacks; a
-// damaged directory), read now as a run would read it as it starts. Empty
-// without checkpoint.dir.
+// damaged directory), read now as a run would read it as it starts; only
+// a warning when the run could not create the directory or write in it (a
+// file in its place, a read-only mount). Empty without checkpoint.dir.
 std::string resumeReport(const ModelSpec& spec, const LayerGraph& graph);
+
+// Where a run of the spec writes TensorBoard summaries, as printed by
+// `traind check --model m.yaml`, or a warning line when it could not create
+// that directory or write in it. Empty when it writes none.
+std::string summaryReport(const ModelSpec& spec);
 
 // One line per task, "ps 0 127.0.0.1:2221", as printed by `traind check
 // --cluster c.yaml` (scripts/run-local-cluster reads it).

@@ -289,10 +289,8 @@ int main(int argc, char** argv) {
       ->transform(traind::integerFlag(0, traind::kMaxThreads));
   check->add_option("--devices", check_flags.devices, "devices, as a run takes them")
       ->check(deviceListFlag());
-  check
-      ->add_option("--checkpoint-dir", check_flags.checkpoint_dir,
-                   "checkpoint directory, as a run takes it (where it resumes from)")
-      ->check(traind::directoryFlag());
+  check->add_option("--checkpoint-dir", check_flags.checkpoint_dir,
+                    "checkpoint directory, as a run takes it (where it resumes from; '': none)");
   // The run flags are required only when no subcommand is given.
   app.get_option("--model")->required(false);
 
@@ -368,6 +366,7 @@ int main(int argc, char** argv) {
           traind::ModelState::checkSavable(spec, graph, spec.checkpoint.dir_location);
         std::fputs(traind::placementReport(spec, graph).c_str(), stdout);
         std::fputs(traind::resumeReport(spec, graph).c_str(), stdout);
+        std::fputs(traind::summaryReport(spec).c_str(), stdout);
         std::fputs(traind::initFromReport(spec).c_str(), stdout);
       }
       if (cluster) {

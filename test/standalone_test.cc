@@ -1117,6 +1117,24 @@ TEST_CASE("traind check says where a run resumes, and warns of a checkpoint it w
                 (dir / "cluster.yaml").string());
   INFO(r.output);
   CHECK_THAT(r.output, Catch::Contains("resumes: from " + (dir / "ckpt").string()));
+  // A directory the run could not create: a file in the way. Nothing is made.
+  writeFile(dir / "afile", "");
+  r = runTraind("check --model configs/models/regression.yaml --checkpoint-dir " +
+                (dir / "afile" / "ckpt").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output,
+             Catch::Contains("warning: a run that starts before this changes stops at once: "
+                             "checkpoint directory " +
+                             (dir / "afile" / "ckpt").string() +
+                             ": cannot create it or write in it: " + (dir / "afile").string() +
+                             " is not a directory") &&
+                 Catch::Contains("summary directory " + (dir / "afile" / "ckpt").string() +
+                                 "/summaries: cannot create it or write in it"));
+  // No checkpoints, as a run takes --checkpoint-dir '' too.
+  r = runTraind("check --model configs/models/regression.yaml --checkpoint-dir ''");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, !Catch::Contains("resumes:") && !Catch::Contains("summaries:"));
 }
 
 TEST_CASE("a run resumed on another training set than its checkpoint's says so") {
