@@ -125,6 +125,8 @@ void readVariableOptions(const Mapping& fields, LayerSpec& layer) {
   if (auto f = fields.find("kernel_initializer")) layer.kernel_initializer = readInitializer(*f);
   if (auto f = fields.find("weight_decay"))
     layer.weight_decay = readFloat(*f, "a non-negative number", isNonNegative);
+  if (auto f = fields.find("weight_decay"); f && !layer.trainable)
+    fail(*f, "only meaningful on a layer that trains (this one is trainable: false)");
   if (auto f = fields.find("bias_initializer")) {
     // A layer with no bias would ignore it without a word.
     if (!layer.use_bias) fail(*f, "only meaningful with use_bias: true (this layer has no bias)");
@@ -1188,6 +1190,13 @@ ModelSpec loadModelSpec(const std::string& path, SpecFiles files) {
   if (auto f = fields.find("seed")) spec.seed = uint64_t(readInt(*f, 0));
   spec.input = readInput(fields.get("input"));
   spec.layers = readLayers(fields.get("layers"));
+  if (std::none_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& layer) {
+        return (layer.kind == LayerKind::Dense || layer.kind == LayerKind::Conv2D) &&
+               layer.trainable;
+      }))
+    fail(fields.get("layers"),
+         "expected a layer that trains (a dense or conv2d layer without trainable: false): "
+         "this model would train nothing");
   if (auto f = fields.find("stages")) spec.stages = readStages(*f, spec.layers);
   if (auto f = fields.find("loss")) readLoss(*f, spec);
   // The loss applies the softmax to the last layer's outputs: an activation

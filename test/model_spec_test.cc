@@ -1663,6 +1663,18 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, use_bias: false, bias_initializer: zeros}"),
              Catch::EndsWith("layers[0].bias_initializer: only meaningful with use_bias: true "
                              "(this layer has no bias)"));
+  // Nor does a frozen layer take a weight decay, nor a model train with
+  // nothing to train (it ran its steps, silently).
+  CHECK_THAT(errorWith(dir, "  - {type: dense, units: 3}\n",
+                       "  - {type: dense, units: 3}\n  - {type: dense, units: 3, trainable: false, "
+                       "weight_decay: 0.5}\n"),
+             Catch::EndsWith("layers[1].weight_decay: only meaningful on a layer that trains (this "
+                             "one is trainable: false)"));
+  for (const std::string nothing :
+       {"  - {type: dense, units: 3, trainable: false}\n", "  - {type: dropout, rate: 0.1}\n"})
+    CHECK_THAT(errorWith(dir, "  - {type: dense, units: 3}\n", nothing),
+               Catch::EndsWith("layers: expected a layer that trains (a dense or conv2d layer "
+                               "without trainable: false): this model would train nothing"));
   CHECK(loadVariant(dir, "type: sgd", "type: !!str sgd").optimizer.kind ==
         OptimizerSpec::Kind::Sgd);
   const std::string mac = dir.write("mac.yaml", "name: a\rinput: [4]\r");
