@@ -1,5 +1,7 @@
 #include "daemon/evaluation.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace traind {
@@ -30,6 +32,14 @@ EvalResult Evaluator::evaluate(const float* parameters) {
   result.loss = loss_sum / double(data_.size);
   result.accuracy = double(correct) / double(data_.size);
   return result;
+}
+
+void warnIfNothingToEvaluate(const ModelSpec& spec, bool has_test_set) {
+  if (has_test_set || spec.training.eval_every <= 0) return;
+  spdlog::warn(
+      "training.eval_every (or --eval-every) is {}, but the spec names no test set (data.test): "
+      "this run evaluates nothing",
+      spec.training.eval_every);
 }
 
 }  // namespace traind

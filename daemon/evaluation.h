@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dataset.h"
+#include "core/model_spec.h"
 #include "devices/device.h"
 
 namespace traind {
@@ -30,5 +31,11 @@ class Evaluator {
   std::unique_ptr<Replica> full_;
   std::unique_ptr<Replica> tail_;  // null when the batch size divides the data set
 };
+
+// Warns that nothing is evaluated before the end when training.eval_every
+// (or --eval-every) asks for evaluations and the spec names no test set
+// (data.test): the run evaluates nothing at all then, which the field's
+// silence would hide.
+void warnIfNothingToEvaluate(const ModelSpec& spec, bool has_test_set);
 
 }  // namespace traind

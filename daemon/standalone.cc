@@ -97,6 +97,7 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
   std::optional<Evaluator> evaluator;
   if (data.test)
     evaluator.emplace(*devices.front(), graph, state.layout(), *data.test, batch_size, spec.seed);
+  warnIfNothingToEvaluate(spec, data.test.has_value());
 
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, state.globalStep(),
                       readAheadBatches(spec.data, /*cluster_worker=*/false), /*shard_index=*/0,

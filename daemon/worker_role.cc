@@ -324,6 +324,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   std::optional<Evaluator> evaluator;
   if (chief && data.test)
     evaluator.emplace(*devices.front(), graph, layout, *data.test, batch_size, spec.seed);
+  if (chief) warnIfNothingToEvaluate(spec, data.test.has_value());
 
   // A stop while this worker waits for a sync step that the others, stopping
   // too, will not finish ends the wait (trainctl stop asks every worker).

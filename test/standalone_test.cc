@@ -1137,6 +1137,20 @@ TEST_CASE("traind check says where a run resumes, and warns of a checkpoint it w
   CHECK_THAT(r.output, !Catch::Contains("resumes:") && !Catch::Contains("summaries:"));
 }
 
+TEST_CASE("eval_every without a test set is said, not silently ignored") {
+  // The synthetic regression set has no test set: nothing is evaluated.
+  ProcessResult r = runTraind(
+      "--model configs/models/regression.yaml --max-steps 2 "
+      "--eval-every 1 --checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("training.eval_every (or --eval-every) is 1, but the spec "
+                                       "names no test set (data.test): this run evaluates "
+                                       "nothing"));
+  r = runTraind("--model configs/models/regression.yaml --max-steps 2 --checkpoint-dir ''");
+  CHECK_THAT(r.output, !Catch::Contains("evaluates nothing"));
+}
+
 TEST_CASE("a run resumed on another training set than its checkpoint's says so") {
   const auto dir = freshTempDir("other-training-set");
   const std::string spec = exampleSpec("regression.yaml");
