@@ -1145,7 +1145,7 @@ TEST_CASE("eval_every without a test set is said, not silently ignored") {
             "optimizer: {type: sgd, learning_rate: 0.1}\n"
             "data:\n  train: {images: " +
                 fashion + "images-idx3-ubyte.gz, labels: " + fashion +
-                "labels-idx1-ubyte.gz}\n  batch_size: 32\n");
+                "labels-idx1-ubyte.gz}\n  batch_size: 32\ntraining: {epochs: 1}\n");
   const std::string run =
       "--model " + (dir / "m.yaml").string() + " --max-steps 2 --checkpoint-dir ''";
   ProcessResult r = runTraind(run + " --eval-every 1");
