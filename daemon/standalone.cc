@@ -42,8 +42,8 @@ TrainingSummary runStandalone(const ModelSpec& spec, const std::atomic<bool>& st
                               std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics,
                               const ResidentTrainerFactory& resident_trainer) {
   const LayerGraph graph = buildLayerGraph(spec);
-  // Evaluations run on these, with all the compute threads; steps run on
-  // their slots' devices.
+  // Evaluations run on the first of these (with its share of the compute
+  // threads, as docs/devices.md says); steps run on their slots' devices.
   const std::vector<std::unique_ptr<Device>> devices =
       createDevices(spec.training.devices, spec.training.threads, spec.training.devices_location);
   const TrainingData data = loadTrainingData(spec, graph);

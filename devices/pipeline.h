@@ -20,7 +20,9 @@
 // caller's gradients, the later ones add to them. The loss reported is the
 // mean over the micro-batches, `correct` their sum. trainStepAndUpdate
 // updates each stage's variables from the stage's thread as soon as its last
-// backward is done, while earlier stages still work.
+// backward is done, while earlier stages still work: a step that fails in
+// an earlier stage (a device's error) may leave the later stages' variables
+// updated, the step's count not.
 //
 // Dropout: with M = 1 step s draws the masks a single device draws for it
 // (a placed run is the same as an unplaced one); with M > 1 micro-batch m
