@@ -757,6 +757,14 @@ class ExampleLoader {
     const std::optional<int64_t> width = dimension(found.width, "width");
     if (!height || !width) return;
     const Shape shape{*height, *width, dimension(found.depth, "depth").value_or(1)};
+    // No record holds more values than bytes, nor decodes to more than an
+    // image to be resized may: sizes past that lie (and overflowed int64).
+    const uint64_t most = std::max<uint64_t>(max_record_bytes_, kMaxDecodedImageBytes);
+    if (uint64_t(numElementsSaturated(shape)) > most)
+      fail(
+          fmt::format("height, width and depth give an image of {}, more values than a record "
+                      "holds ({} at most): the size features are wrong",
+                      shapeToString(shape), most));
     if (examples_ == 0 && shape_source_ == kShapeFromModel) {
       shape_ = shape;
       shape_source_ = kShapeFromRecords;
@@ -781,7 +789,7 @@ class ExampleLoader {
     const std::optional<ImageFormat> format = imageFormatOf(bytes);
     if (!format) return ImageKind::Pixels;
     return readHeader(*format, bytes).channels > 0 ||
-                   double(bytes.size()) != double(numElements(shape_))
+                   double(bytes.size()) != double(numElementsSaturated(shape_))
                ? ImageKind::Encoded
                : ImageKind::Pixels;
   }

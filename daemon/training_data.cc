@@ -194,8 +194,11 @@ Dataset loadDataFiles(const ModelSpec& spec, const DataFiles& source, std::strin
     checking = true;
     const Shape input = modelInputOf(spec.data.augment, example_shape, field);
     // An IDX set's shape is its images file's, which the entry names
-    // beside its labels file.
-    const std::string what = idx ? printable(source.images) + ": examples" : "examples";
+    // beside its labels file; a TFRecord set's its first record's.
+    const std::string what = idx ? printable(source.images) + ": examples"
+                                 : printable(filesOf(source)) +
+                                       ": examples (as its first record "
+                                       "read gives them)";
     checkShapeFits(graph, input, source.location, field,
                    input == example_shape
                        ? what

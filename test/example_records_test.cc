@@ -1270,6 +1270,11 @@ TEST_CASE("bad TFRecord data sets are refused, naming file, record, feature and 
     CHECK_THAT(errorOf({sized(0, 4)}),
                Contains("feature 'height' is 0; expected an image's size in it, from 1 to "
                         "2147483647"));
+    // Sizes no record could hold lie (their product overflowed int64).
+    CHECK_THAT(errorOf({sized(INT32_MAX, INT32_MAX)}),
+               Contains("record 0 at byte 0: height, width and depth give an image of "
+                        "[2147483647, 2147483647, 1], more values than a record holds (") &&
+                   Contains("the size features are wrong"));
   }
   SECTION("a record that is no Example") {
     CHECK_THAT(errorOf({good, "\xff\xff\xff"}),
