@@ -1087,8 +1087,9 @@ TEST_CASE("the memory check sees each block of examples before it is taken, and 
   asked.clear();
   CHECK_THROWS_WITH(
       loadExampleRecords(recordFiles({dir / "huge"}), {4}, note),
-      Contains("feature 'image_raw' holds 4 bytes; expected the 1.152921504606847e+18 "
-               "raw pixels (bytes) of an image of [1073741824, 1073741824, 1]"));
+      Contains("record 0 at byte 0: height, width and depth give an image of [1073741824, "
+               "1073741824, 1], more values than a record holds (268435456 at most): the size "
+               "features are wrong"));
   CHECK(asked.empty());
 }
 
