@@ -8,6 +8,7 @@
 #include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -670,8 +671,13 @@ float readFloat(const Field& field, std::string_view expected, bool (*ok)(double
     failExpected(field, "a number of magnitude at most 3.4e38 (float32's range)");
   // Below float32's smallest normal number a value is 0 to traind, which
   // flushes denormal floats to zero (so does the conversion above, under
-  // its flags): an epsilon of 1e-40 would divide by 0.
-  if (value != 0 && std::fabs(narrowed) < std::numeric_limits<float>::min() && ok(value))
+  // its flags): an epsilon of 1e-40 would divide by 0. Its bits tell a
+  // value from 0: under those flags a denormal double compares as 0 too
+  // (1e-310 passed as 0, and ok() says nothing true of it).
+  const uint64_t bits = std::bit_cast<uint64_t>(value) << 1;  // without the sign
+  const bool denormal_double = bits != 0 && (bits >> 53) == 0;
+  if (bits != 0 && std::fabs(narrowed) < std::numeric_limits<float>::min() &&
+      (denormal_double || ok(value)))
     failExpected(field,
                  "a number of magnitude at least 1.17549435e-38 (float32's smallest normal "
                  "number; traind takes smaller ones as 0)");

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "core/float_environment.h"
 #include "core/layer_graph.h"
 #include "core/yaml_fields.h"
 #include "test/temp_dir.h"
@@ -625,6 +626,19 @@ TEST_CASE("moving_average: decay, num_updates, and its mistakes", "[model_spec]"
   CHECK(
       loadVariant(dir, optimizer, "optimizer: {type: adam, learning_rate: 0.1, epsilon: 1.2e-38}\n")
           .optimizer.epsilon == 1.2e-38f);
+  // As traind reads it: with denormals flushed, 1e-310 compares as 0 (a
+  // weight_decay of it passed as 0). This thread flushes them from here on.
+  flushDenormalsToZero();
+  for (const char* tiny : {"1e-310", "-1e-310"})
+    CHECK_THAT(errorWith(dir, optimizer,
+                         "optimizer: {type: sgd, learning_rate: 0.1, weight_decay: " +
+                             std::string(tiny) + "}\n"),
+               Catch::EndsWith("optimizer.weight_decay: expected a number of magnitude at least "
+                               "1.17549435e-38 (float32's smallest normal number; traind takes "
+                               "smaller ones as 0), got " +
+                               std::string(tiny)));
+  CHECK(loadVariant(dir, optimizer, "optimizer: {type: sgd, learning_rate: 0.1, weight_decay: 0}\n")
+            .optimizer.weight_decay == 0.0f);
 }
 
 TEST_CASE("relative paths resolve against the spec's directory", "[model_spec]") {
@@ -2099,8 +2113,14 @@ TEST_CASE("architectureHash covers what decides variable shapes, and only that",
     text.replace(text.find(layer), layer.size(), last_layer);
     return architectureHash(loadModelSpec(dir.write("mse.yaml", text)));
   };
-  CHECK(mseHash("{type: dense, units: 3, activation: relu, trainable: false, kernel_initializer: "
-                "zeros}") == mseHash(layer));
+  CHECK(mseHash("{type: dense, units: 3, activation: relu, kernel_initializer: zeros}") ==
+        mseHash(layer));
+  const auto twoLayers = [&](const std::string& first_options) {
+    return architectureHash(loadVariant(
+        dir, layer,
+        "{type: dense, units: 3, name: a" + first_options + "}\n  - {type: dense, units: 3}"));
+  };
+  CHECK(twoLayers(", trainable: false") == twoLayers(""));
   CHECK(architectureHash(loadVariant(dir, layer, "{type: dense, name: dense_1, units: 3}")) ==
         base);
   // Changed by the input, any layer's shape-deciding fields, names and the loss.
