@@ -32,6 +32,16 @@ std::variant<DirectoryLock, DirectoryLockRefusal> lockDirectory(const std::files
   if (!plain) {
     const int why = errno;
     if (fd >= 0) close(fd);
+    // A .lock this user may not open is another user's, whose run may hold
+    // it: removing it would let two runs save into one directory.
+    if (fd < 0 && (why == EACCES || why == EPERM)) {
+      struct stat owner {};
+      const bool known = lstat(lock_path.c_str(), &owner) == 0;
+      return DirectoryLockRefusal{
+          false, std::string(": cannot open ") + kDirectoryLockFile + ": " + std::strerror(why) +
+                     (known ? " (it is uid " + std::to_string(owner.st_uid) + "'s)" : "") +
+                     "; a run of another user may hold it: give this run a directory of its own"};
+    }
     return DirectoryLockRefusal{
         false, std::string(": cannot open ") + kDirectoryLockFile + ": " +
                    (fd >= 0        ? std::string("it is not a plain file")

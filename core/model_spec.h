@@ -384,6 +384,11 @@ struct ModelSpec {
 // Whether a layer of this kind has variables (a kernel and a bias): dense, conv2d.
 bool hasVariables(LayerKind kind);
 
+// Whether no layer of `spec` trains: every dense and conv2d layer frozen
+// (trainable: false), or none there. A run of it trains nothing, which it
+// says (a model imported only to be evaluated may mean it).
+bool trainsNothing(const ModelSpec& spec);
+
 // Whether `prefix` can name a TensorFlow variable scope, or where a layer's
 // variables are in a checkpoint: not empty, no '/' first or last, none
 // doubled (TensorFlow's names have no empty scope: "net//a" is none of them).

@@ -603,14 +603,17 @@ std::vector<Field> listItems(const Field& field, std::string_view expected) {
   // An item written in place comes after every item before it: one that
   // does not was reached through an alias (of an earlier item, say).
   SourceLocation latest = field.where;
-  std::optional<std::vector<SourceLocation>> dashes;  // read at the first empty item
+  std::optional<std::vector<SourceLocation>> dashes;  // read at the first that needs them
   for (size_t i = 0; i < field.node.size(); ++i) {
     const YAML::Node item = field.node[i];
     items.push_back(
         childField(field, item, field.path + "[" + std::to_string(i) + "]", latest, i > 0));
-    const bool empty_in_block = item.IsNull() && field.text && !field.written_at &&
-                                field.node.Style() == YAML::EmitterStyle::Block;
-    if (empty_in_block) {
+    // yaml-cpp places neither a bare `-` nor an alias (it gives the item
+    // the place of what it reached): the item's own `-` says where it is
+    // written, instead of the item before it.
+    const bool in_block =
+        field.text && !field.written_at && field.node.Style() == YAML::EmitterStyle::Block;
+    if (in_block && (item.IsNull() || items.back().written_at)) {
       if (!dashes) dashes = blockItemDashes(field);
       if (!dashes->empty()) items.back().where = (*dashes)[i];
     }

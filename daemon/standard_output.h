@@ -11,4 +11,12 @@ namespace traind {
 // no command's output, and a log written nowhere does not stop a run.
 int exitAfterOutput(int code, const char* program);
 
+// Opens /dev/null onto each of standard input, output and error that is
+// closed (`traind ... 2>&-`, a supervisor that closes them): the next file
+// opened would take that descriptor, and the log's lines would go into it
+// (a checkpoint directory's .lock, whose pid they overwrote). First thing in
+// main, before any file is opened. A command's output written to a closed
+// standard output is lost all the same: exitAfterOutput says so, exit 1.
+void openClosedStandardStreams();
+
 }  // namespace traind

@@ -1,6 +1,12 @@
 #include "daemon/systemd_notify.h"
 
-#include <systemd/sd-daemon.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 
 namespace traind {
 namespace {
@@ -12,9 +18,26 @@ std::string oneLine(std::string text) {
   return text;
 }
 
+// One datagram to $NOTIFY_SOCKET (a path, or '@' for the abstract
+// namespace), as sd_notify sends it, but never waiting: libsystemd's blocks
+// while the socket's queue is full, and so held a training thread, and its
+// stop, for as long as the reader did not read (10 datagrams queue by
+// default). A message the queue has no room for is dropped.
 void send(const std::string& message) {
-  // unset_environment = 0: the node's children (none today) may notify too.
-  sd_notify(0, message.c_str());
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (path == nullptr || (path[0] != '/' && path[0] != '@')) return;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const size_t length = std::strlen(path);
+  if (length < 2 || length >= sizeof address.sun_path) return;
+  std::memcpy(address.sun_path, path, length);
+  if (address.sun_path[0] == '@') address.sun_path[0] = '\0';
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return;
+  (void)sendto(fd, message.data(), message.size(), MSG_NOSIGNAL,
+               reinterpret_cast<const sockaddr*>(&address),
+               socklen_t(offsetof(sockaddr_un, sun_path) + length));
+  close(fd);
 }
 
 }  // namespace

@@ -3,9 +3,10 @@
 // line as it goes ("step 1200, loss = 0.4100 (5312.0 examples/sec)"), and
 // STOPPING=1 when it begins a clean stop.
 //
-// Each call is one datagram to $NOTIFY_SOCKET through libsystemd's
-// sd_notify; without NOTIFY_SOCKET (a shell, a container, a test) every call
-// does nothing. Failures to send are ignored: systemd's view of a node must
+// Each call is one datagram to $NOTIFY_SOCKET, sent as sd_notify sends it
+// but without waiting: a datagram the socket has no room for is dropped.
+// Without NOTIFY_SOCKET (a shell, a container, a test) every call does
+// nothing. Failures to send are ignored: systemd's view of a node must
 // never stop it from training.
 #pragma once
 

@@ -1165,5 +1165,6 @@ int runCommand(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  traind::openClosedStandardStreams();
   return traind::exitAfterOutput(runCommand(argc, argv), "trainctl");
 }

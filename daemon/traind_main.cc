@@ -238,6 +238,23 @@ void warnIfUnreachable(const traind::ClusterSpec& cluster, const traind::HostPor
     spdlog::warn("{}", *why);
 }
 
+// What a run or a check says of a spec in which no layer trains.
+std::string nothingTrains(const std::string& spec_path) {
+  return spec_path +
+         ": no layer trains (every dense and conv2d layer is trainable: false, or there is "
+         "none): a run of it trains nothing";
+}
+
+// Whether `flag` ("--job") is on the command line, not only in its
+// environment variable.
+bool typedOnCommandLine(const std::string& flag, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == flag || arg.starts_with(flag + "=")) return true;
+  }
+  return false;
+}
+
 // CLI11 reports a bad TRAIND_JOB or TRAIND_TASK under the flag it stands in
 // for ("--job: expected ...", as checkTask does: "--task 5: the cluster
 // has ..."), a flag that a unit's or a container's user never typed: where
@@ -249,12 +266,8 @@ std::string nameTheVariable(const CLI::App& app, std::string message, int argc, 
       continue;
     const std::string flag = "--" + option->get_lnames().front();
     if (!message.starts_with(flag + ":") && !message.starts_with(flag + " ")) continue;
-    bool typed = false;
-    for (int i = 1; i < argc; ++i) {
-      const std::string_view arg = argv[i];
-      typed = typed || arg == flag || arg.starts_with(flag + "=");
-    }
-    if (!typed) message.replace(0, flag.size(), variable + " (for " + flag + ")");
+    if (!typedOnCommandLine(flag, argc, argv))
+      message.replace(0, flag.size(), variable + " (for " + flag + ")");
   }
   return message;
 }
@@ -262,6 +275,7 @@ std::string nameTheVariable(const CLI::App& app, std::string message, int argc, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  traind::openClosedStandardStreams();
   keepFreedMemory();
   traind::flushDenormalsToZero();  // before any thread starts: they inherit it
   // A run whose log reader has gone (`traind ... | head`, the pipe of a
@@ -321,6 +335,8 @@ int main(int argc, char** argv) {
         checkOpenMpThreads(spec);
         const traind::LayerGraph graph = traind::buildLayerGraph(spec);
         std::fputs(traind::layerTable(spec, graph).c_str(), stdout);
+        if (traind::trainsNothing(spec))
+          std::printf("warning: %s\n", nothingTrains(check_model).c_str());
         const traind::MemoryNeed memory = traind::memoryNeed(
             spec, graph,
             // The most a worker needs: the chief's.
@@ -384,12 +400,21 @@ int main(int argc, char** argv) {
       std::fputs("traind: --model is required (see traind --help)\n", stderr);
       return 2;
     }
+    // A run asked for with --standalone in a container or unit whose
+    // environment names its cluster task (TRAIND_JOB, TRAIND_TASK) trains
+    // alone all the same: `docker compose exec worker0 traind --standalone`.
+    if (standalone && !typedOnCommandLine("--job", argc, argv) &&
+        !typedOnCommandLine("--task", argc, argv)) {
+      run_flags.job.clear();
+      run_flags.task.reset();
+    }
     // A node whose --cluster was forgotten must not train alone.
     if (run_flags.cluster.empty() && (!run_flags.job.empty() || run_flags.task))
       throw traind::InputError(
           "--job and --task (or TRAIND_JOB and TRAIND_TASK) name a task of a cluster: give "
           "--cluster c.yaml as well, or neither for a standalone run");
     traind::ModelSpec spec = traind::loadModelSpec(run_flags.model);
+    if (traind::trainsNothing(spec)) spdlog::warn("{}", nothingTrains(run_flags.model));
     std::optional<traind::ClusterSpec> cluster;
     if (!run_flags.cluster.empty()) {
       if (standalone) throw traind::InputError("--standalone and --cluster exclude each other");

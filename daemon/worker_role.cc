@@ -237,6 +237,7 @@ bool pushesDuringBackward(const ModelSpec& spec, bool sync) {
 // A worker asked to stop while it still waited for its peers: a clean stop,
 // with nothing trained.
 TrainingSummary stoppedBeforeTraining(NodeMetrics& metrics) {
+  metrics.setState(NodeState::Stopping);  // systemd hears STOPPING=1 of every clean stop
   metrics.setState(NodeState::Done);
   spdlog::info("done: stopped before training");
   TrainingSummary summary;

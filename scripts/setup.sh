@@ -16,7 +16,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev capnproto libcapnp-dev libdnnl-dev ocl-icd-opencl-dev
   libyaml-cpp-dev libspdlog-dev
-  catch2 libcli11-dev libsystemd-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libprotobuf-dev protobuf-compiler
+  catch2 libcli11-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
   python3 python3-numpy python3-pip
 )

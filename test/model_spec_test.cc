@@ -1677,8 +1677,8 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
   CHECK_THAT(errorWith(dir, "units: 3}", "units: 3, use_bias: false, bias_initializer: zeros}"),
              Catch::EndsWith("layers[0].bias_initializer: only meaningful with use_bias: true "
                              "(this layer has no bias)"));
-  // Nor does a frozen layer take a weight decay, nor a model train with
-  // nothing to train (it ran its steps, silently).
+  // Nor does a frozen layer take a weight decay. A model with nothing to
+  // train is said to be so (a run of it says so too).
   CHECK_THAT(errorWith(dir, "  - {type: dense, units: 3}\n",
                        "  - {type: dense, units: 3}\n  - {type: dense, units: 3, trainable: false, "
                        "weight_decay: 0.5}\n"),
@@ -1686,9 +1686,8 @@ TEST_CASE("a missing, empty or non-mapping spec file", "[model_spec]") {
                              "one is trainable: false)"));
   for (const std::string nothing :
        {"  - {type: dense, units: 3, trainable: false}\n", "  - {type: dropout, rate: 0.1}\n"})
-    CHECK_THAT(errorWith(dir, "  - {type: dense, units: 3}\n", nothing),
-               Catch::EndsWith("layers: expected a layer that trains (a dense or conv2d layer "
-                               "without trainable: false): this model would train nothing"));
+    CHECK(trainsNothing(loadVariant(dir, "  - {type: dense, units: 3}\n", nothing)));
+  CHECK_FALSE(trainsNothing(loadModelSpec(dir.write("trains.yaml", kMinimal))));
   CHECK(loadVariant(dir, "type: sgd", "type: !!str sgd").optimizer.kind ==
         OptimizerSpec::Kind::Sgd);
   const std::string mac = dir.write("mac.yaml", "name: a\rinput: [4]\r");
@@ -1777,6 +1776,20 @@ TEST_CASE("missing, empty and duplicate fields", "[model_spec]") {
   CHECK_THAT(loadError(path),
              Catch::EndsWith("training.devices[1]: device cpu:0 is listed twice (through an alias: "
                              "the value is written at line 8, column 37)"));
+
+  // So is an item of a block list that is an alias, at its own `-`: it was
+  // named at the item before it.
+  path = dir.write("alias_block_item.yaml",
+                   "input: [1]\n"
+                   "layers:\n"
+                   "  - &L {type: dense, name: output, units: 1}\n"
+                   "  - {type: dense, name: h2, units: 4}\n"
+                   "  # a comment\n"
+                   "\n"
+                   "  - *L\n");
+  CHECK_THAT(loadError(path),
+             Catch::StartsWith(path + ":7:3: layers[2]: duplicate layer name 'output'") &&
+                 Catch::EndsWith("(through an alias: the value is written at line 3, column 5)"));
 
   // An empty item (a bare `-`) is named at its own `-`, which yaml-cpp does
   // not give: not at the item before it, nor at the one after.
