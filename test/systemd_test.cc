@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "test/traind_process.h"
 
@@ -138,6 +139,37 @@ TEST_CASE("a task that ends without having served tells systemd READY before it 
   CHECK(ready != std::string::npos);
   CHECK(ready < seen.find("STOPPING=1"));
   CHECK(ps.wait(20) == 0);
+}
+
+TEST_CASE("a notification socket nobody reads does not hold the run") {
+  // 10 datagrams fill an unread socket's queue by default: libsystemd's
+  // sd_notify then waited, and training with it, for as long as nobody read.
+  const auto dir = freshTempDir("systemd_deaf");
+  NotifySocket notify(dir / "notify");
+  const ProcessResult r =
+      runShell("NOTIFY_SOCKET='" + (dir / "notify").string() + "' '" + TRAIND_BINARY_DIR +
+               "/daemon/traind' --model configs/models/regression.yaml "
+               "--max-steps 200 --log-every 1 --threads 1 --checkpoint-dir ''");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("done: global step 200"));
+}
+
+TEST_CASE("a run started with its standard streams closed keeps its log out of its files") {
+  // The checkpoint directory's .lock took descriptor 2, and the log's lines
+  // went into it over the pid.
+  const auto dir = freshTempDir("closed_streams");
+  const ProcessResult r =
+      runShell("'" + std::string(TRAIND_BINARY_DIR) +
+               "/daemon/traind' --model configs/models/regression.yaml --max-steps 20 "
+               "--threads 1 --checkpoint-dir '" +
+               (dir / "ckpt").string() + "' <&- >&- 2>&-; echo \"exit $?\"");
+  CHECK_THAT(r.output, Catch::Contains("exit 0"));
+  std::ifstream lock(dir / "ckpt" / ".lock");
+  std::string pid((std::istreambuf_iterator<char>(lock)), std::istreambuf_iterator<char>());
+  INFO(pid);
+  CHECK(!pid.empty());
+  CHECK(pid.find_first_not_of("0123456789\n") == std::string::npos);
 }
 
 TEST_CASE("without NOTIFY_SOCKET the notifications are no-ops") {
