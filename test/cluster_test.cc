@@ -1395,20 +1395,23 @@ TEST_CASE("a worker waiting for the chief waits on when its ps restarts before t
   const std::string node = "--cluster " + cluster.string() + " --model " +
                            modelPath("fashion_mlp.yaml") + " --threads 1 --eval-every 0 ";
   auto ps = std::make_unique<BackgroundTraind>(node + "--job ps --task 0", dir / "ps.log");
-  BackgroundTraind other(node + "--job worker --task 1 --max-steps 100", dir / "worker.log");
+  BackgroundTraind other(node + "--job worker --task 1 --max-steps 3000", dir / "worker.log");
   REQUIRE(other.waitForOutput("waiting for the chief (worker 0) to initialise ps 0", 60));
   ps->signal(SIGKILL);  // it held nothing of the job yet
   REQUIRE(ps->wait(30) == 128 + SIGKILL);
   ps = std::make_unique<BackgroundTraind>(node + "--job ps --task 0", dir / "ps2.log");
-  BackgroundTraind chief(node + "--job worker --task 0 --max-steps 100 --checkpoint-dir " +
-                             (dir / "ckpt").string(),
-                         dir / "chief.log");
+  // Long enough for the other worker to see the shard ready (it asks every
+  // 200 ms) and train: a quiet machine ran 100 steps in 0.14 s.
+  BackgroundTraind chief(
+      node + "--job worker --task 0 --max-steps 3000 --checkpoint-dir " + (dir / "ckpt").string(),
+      dir / "chief.log");
   const int chief_exit = chief.wait(kTimeout), other_exit = other.wait(kTimeout);
   const int ps_exit = ps->wait(60);
   INFO(other.output() << chief.output() << ps->output());
   CHECK(other_exit == 0);
   CHECK_THAT(other.output(), Catch::Contains("went away before the chief initialised it") &&
-                                 Catch::Contains("done: global step 10"));
+                                 Catch::Contains("training fashion_mlp") &&
+                                 Catch::Contains("done: global step "));
   CHECK(chief_exit == 0);
   CHECK(ps_exit == 0);
 }
