@@ -140,19 +140,19 @@ class SlotSteps {
       : compute_(std::move(compute)), started_(slots, false), failures_(slots) {
     if (!threaded && slots != 1)
       throw std::logic_error("several step slots need threads of their own");
-    if (threaded)
+    if (!threaded) return;
+    try {
       for (size_t i = 0; i < slots; ++i) threads_.emplace_back([this, i] { serve(i); });
+    } catch (...) {
+      // A thread that could not start (std::system_error): the ones that
+      // did end first, or destroying them joinable would terminate.
+      stopAll();
+      throw;
+    }
   }
 
   // Steps in flight finish; their gradients are dropped.
-  ~SlotSteps() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    slots_wake_.notify_all();
-    for (std::thread& thread : threads_) thread.join();
-  }
+  ~SlotSteps() { stopAll(); }
 
   // Slot i's parameters are ready: it computes its next step.
   void start(size_t i) {
@@ -179,6 +179,15 @@ class SlotSteps {
   }
 
  private:
+  void stopAll() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    slots_wake_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
   void serve(size_t i) {
     for (;;) {
       {
