@@ -248,6 +248,16 @@ std::vector<fs::path> makeDirectories(const fs::path& dir, std::error_code& erro
     else if (errno != EEXIST)
       error = std::error_code(errno, std::generic_category());
   }
+  // Each new directory's entry in its parent is on disk before a checkpoint
+  // is: a save fsyncs the checkpoint and the directory it is in, not that
+  // directory's parents, which a crash could leave without it. Best effort:
+  // a file system that cannot fsync a directory saves no less for it.
+  for (const fs::path& at : made) {
+    const int fd = ::open(at.parent_path().c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY);
+    if (fd < 0) continue;
+    (void)::fsync(fd);
+    ::close(fd);
+  }
   return made;
 }
 
