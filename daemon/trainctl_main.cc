@@ -513,7 +513,11 @@ int runStop(const NodeFlags& flags) {
       other_workers = true;
       stop(node);
     }
-  stopping = waitUntilGone(stopping, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
+  // At most a third of the time left: the chief's stop and final
+  // checkpoint need the rest (a paused worker spent a short --timeout whole).
+  const Clock::time_point now = Clock::now();
+  stopping = waitUntilGone(
+      stopping, now + std::min<Clock::duration>(std::chrono::seconds(10), (deadline - now) / 3));
   const bool other_workers_stopped = other_workers && all_stopped && stopping.empty();
   const auto chief = std::find_if(nodes.begin(), nodes.end(), isChief);
   if (chief != nodes.end()) {
