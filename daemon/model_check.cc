@@ -25,13 +25,16 @@ namespace {
 // can be told without creating anything: the nearest of it and its parents
 // that exists must be a directory this process may write in.
 std::optional<std::string> whyNotCreatable(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
   std::error_code error;
-  std::filesystem::path at = std::filesystem::absolute(dir, error);
-  while (!error && at.has_relative_path() && !std::filesystem::exists(at, error) && !error)
+  fs::path at = fs::absolute(dir, error);
+  if (error) return fmt::format("{}: {}", dir.string(), error.message());
+  // A link to nowhere is there: creating the directory in its place fails.
+  while (at.has_relative_path() && !fs::exists(fs::symlink_status(at, error)))
     at = at.parent_path();
-  if (error) return error.message();
-  if (!std::filesystem::is_directory(at, error))
-    return fmt::format("{} is not a directory", at.string());
+  if (fs::is_symlink(fs::symlink_status(at, error)) && !fs::exists(at, error))
+    return fmt::format("{} is a symbolic link to nothing", at.string());
+  if (!fs::is_directory(at, error)) return fmt::format("{} is not a directory", at.string());
   if (access(at.c_str(), W_OK | X_OK) != 0)
     return fmt::format("{}: {}", at.string(), std::strerror(errno));
   return std::nullopt;

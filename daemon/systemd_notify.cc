@@ -1,9 +1,11 @@
 #include "daemon/systemd_notify.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -19,11 +21,15 @@ std::string oneLine(std::string text) {
 }
 
 // One datagram to $NOTIFY_SOCKET (a path, or '@' for the abstract
-// namespace), as sd_notify sends it, but never waiting: libsystemd's blocks
-// while the socket's queue is full, and so held a training thread, and its
-// stop, for as long as the reader did not read (10 datagrams queue by
-// default). A message the queue has no room for is dropped.
-void send(const std::string& message) {
+// namespace), as sd_notify sends it, but never waiting long: libsystemd's
+// blocks while the socket's queue is full, and so held a training thread,
+// and its stop, for as long as the reader did not read (10 datagrams queue
+// by default). A STATUS line the queue has no room for is dropped; READY
+// and STOPPING wait up to kStateChangeWaitMs for room, as a lost READY
+// leaves the unit starting for good.
+constexpr int kStateChangeWaitMs = 1000;
+
+void notify(const std::string& message, bool state_change) {
   const char* path = std::getenv("NOTIFY_SOCKET");
   if (path == nullptr || (path[0] != '/' && path[0] != '@')) return;
   sockaddr_un address{};
@@ -34,20 +40,29 @@ void send(const std::string& message) {
   if (address.sun_path[0] == '@') address.sun_path[0] = '\0';
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return;
-  (void)sendto(fd, message.data(), message.size(), MSG_NOSIGNAL,
-               reinterpret_cast<const sockaddr*>(&address),
-               socklen_t(offsetof(sockaddr_un, sun_path) + length));
+  // Connected, a datagram socket polls writable once the reader's queue
+  // has room.
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address),
+              socklen_t(offsetof(sockaddr_un, sun_path) + length)) == 0 &&
+      ::send(fd, message.data(), message.size(), MSG_NOSIGNAL) < 0 && errno == EAGAIN &&
+      state_change) {
+    pollfd room{fd, POLLOUT, 0};
+    if (poll(&room, 1, kStateChangeWaitMs) > 0)
+      (void)::send(fd, message.data(), message.size(), MSG_NOSIGNAL);
+  }
   close(fd);
 }
 
 }  // namespace
 
-void notifySystemdReady(const std::string& status) { send("READY=1\nSTATUS=" + oneLine(status)); }
+void notifySystemdReady(const std::string& status) {
+  notify("READY=1\nSTATUS=" + oneLine(status), true);
+}
 
-void notifySystemdStatus(const std::string& status) { send("STATUS=" + oneLine(status)); }
+void notifySystemdStatus(const std::string& status) { notify("STATUS=" + oneLine(status), false); }
 
 void notifySystemdStopping(const std::string& status) {
-  send("STOPPING=1\nSTATUS=" + oneLine(status));
+  notify("STOPPING=1\nSTATUS=" + oneLine(status), true);
 }
 
 }  // namespace traind

@@ -4,7 +4,8 @@
 // STOPPING=1 when it begins a clean stop.
 //
 // Each call is one datagram to $NOTIFY_SOCKET, sent as sd_notify sends it
-// but without waiting: a datagram the socket has no room for is dropped.
+// but without waiting for a reader that does not read: a STATUS line the
+// socket has no room for is dropped, READY and STOPPING wait a second.
 // Without NOTIFY_SOCKET (a shell, a container, a test) every call does
 // nothing. Failures to send are ignored: systemd's view of a node must
 // never stop it from training.

@@ -129,12 +129,14 @@ Shape modelInputOf(const Augmentation& augment, const Shape& example_shape,
     const int64_t window_height = augment.crop_height > 0 ? augment.crop_height : example_shape[0];
     const int64_t window_width = augment.crop_width > 0 ? augment.crop_width : example_shape[1];
     if (padding >= window_height || padding >= window_width)
-      throwInputError(
-          augment.crop_padding_location, "data.augment.random_crop.padding",
-          fmt::format("expected padding less than the window's height and width [{}, "
-                      "{}] (the training images' of {}), so that every window holds "
-                      "some of the image, got {}",
-                      window_height, window_width, shapeToString(example_shape), padding));
+      throwInputError(augment.crop_padding_location, "data.augment.random_crop.padding",
+                      fmt::format("expected padding less than the window's height and width [{}, "
+                                  "{}] ({}), so that every window holds some of the image, got {}",
+                                  window_height, window_width,
+                                  augment.crop_height > 0
+                                      ? std::string("data.augment.random_crop.size")
+                                      : "the training images' of " + shapeToString(example_shape),
+                                  padding));
   }
   if (augment.crop_height == 0) return example_shape;
   if (example_shape.size() != 3)

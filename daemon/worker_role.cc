@@ -323,7 +323,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   const int64_t steps_per_epoch = train_examples / examples_per_step;
   const int64_t total_steps = spec.training.max_steps > 0 ? spec.training.max_steps
                                                           : spec.training.epochs * steps_per_epoch;
-  // The ps tasks hold every worker to the first one's training set.
+  // The ps tasks hold every worker to the chief's training set.
   SpecIdentity identity = specIdentity(spec);
   identity.training_set = contentText(data.train);
   if (state) state->setTrainingSet(identity.training_set);

@@ -286,17 +286,17 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
             describeDir(peerText(dir))));
     }
     // What the rule cannot say: the examples the spec's files hold on the
-    // peer's host.
-    // The chief's set overrides another worker's; a chief restarted with
-    // another set than its first is refused, as any worker is.
+    // peer's host. The chief's set is the job's: a worker that says hello
+    // before it is held to it at its pushes (checkTrainingSet), which wait
+    // for the chief's initialisation anyway, so that a misconfigured worker
+    // that came first locks out neither the chief nor the other workers.
     const std::string set = params.getTrainingSet();
-    const bool overrides = task == 0 && served_.training_set_ && served_.training_set_->worker != 0;
-    if (!set.empty() && served_.training_set_ && served_.training_set_->text != set && !overrides)
+    if (!set.empty() && served_.chief_training_set_ && *served_.chief_training_set_ != set)
       throw ProtocolError(fmt::format(
-          "ps {} trains workers whose training set holds {} (worker {}'s); this worker's "
+          "ps {} trains workers whose training set holds {} (the chief's); this worker's "
           "holds {}: {}",
-          shard().shardIndex(), peerText(served_.training_set_->text),
-          served_.training_set_->worker, peerText(set), kDifferentTrainingData));
+          shard().shardIndex(), peerText(*served_.chief_training_set_), peerText(set),
+          kDifferentTrainingData));
     if (!worker_ && shard().workerConnected(task))
       // Retried by the peer: a restarted worker may come before the ps has
       // seen its old connection close.
@@ -334,15 +334,7 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     connection_->markIdentified();
     // Only a hello taken sets the training set the others are held to.
     training_set_ = set;
-    if (!set.empty() && (!served_.training_set_ || overrides)) {
-      if (served_.training_set_ && served_.training_set_->text != set)
-        spdlog::warn(
-            "ps {}: the chief's training set holds {}, where worker {}'s, which came "
-            "first, holds {}: the workers reading that are refused from now on",
-            shard().shardIndex(), peerText(set), served_.training_set_->worker,
-            peerText(served_.training_set_->text));
-      served_.training_set_ = {set, task};
-    }
+    if (task == 0 && !set.empty()) served_.chief_training_set_ = set;
     return kj::READY_NOW;
   });
 }
@@ -359,12 +351,12 @@ uint32_t ShardService::connectedWorker(const char* call) const {
 }
 
 void ShardService::checkTrainingSet() const {
-  if (!training_set_.empty() && served_.training_set_ &&
-      served_.training_set_->text != training_set_)
+  if (!training_set_.empty() && served_.chief_training_set_ &&
+      *served_.chief_training_set_ != training_set_)
     throw ProtocolError(fmt::format(
         "ps {} now trains the chief's training set, which holds {}; this worker's holds {}: {}",
-        served_.shard_.shardIndex(), peerText(served_.training_set_->text), peerText(training_set_),
-        kDifferentTrainingData));
+        served_.shard_.shardIndex(), peerText(*served_.chief_training_set_),
+        peerText(training_set_), kDifferentTrainingData));
 }
 
 void ShardService::checkChief(const char* call) const {

@@ -120,14 +120,9 @@ class ServedShard {
   // The checkpoint dir of the chief that initialised the shard; a chief
   // that says another is not this job's.
   std::optional<std::string> chief_checkpoint_dir_;
-  // The training set every worker must read, and the worker that said it:
-  // the chief's once it has said one, before that the first worker's (a
-  // misconfigured worker that came first must not lock the chief out).
-  struct TrainingSet {
-    std::string text;
-    uint32_t worker;
-  };
-  std::optional<TrainingSet> training_set_;
+  // The training set every worker must read: the chief's, once it has said
+  // one (a chief restarted with another is refused).
+  std::optional<std::string> chief_training_set_;
   int64_t job_last_step_ = 0;  // as that chief said; 0 before it did
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
@@ -171,8 +166,8 @@ class ShardService final : public wire::ParameterShard::Server {
   // The worker that said hello on this connection; ProtocolError naming
   // `call` when none has. Every call but hello and status needs one.
   uint32_t connectedWorker(const char* call) const;
-  // ProtocolError when this worker's training set is not the one the shard
-  // trains: a chief that came after it said another.
+  // ProtocolError when this worker's training set is not the chief's (a
+  // worker that said hello before the chief did is held to it here).
   void checkTrainingSet() const;
   // ProtocolError unless the chief (worker 0) said hello: initialize,
   // markReady, readState, stop, saved, holdAt and releaseHold are its calls.

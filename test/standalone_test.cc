@@ -125,6 +125,28 @@ TEST_CASE("a task of a cluster without --cluster is refused, not trained alone")
                                        "task of a cluster: give --cluster c.yaml as well"));
 }
 
+TEST_CASE("a run with --standalone trains alone where the environment names a cluster task") {
+  // docker compose exec worker0 traind --standalone ...: the container's
+  // TRAIND_JOB and TRAIND_TASK say its cluster task, which no flag asked for.
+  struct Unset {
+    ~Unset() {
+      unsetenv("TRAIND_JOB");
+      unsetenv("TRAIND_TASK");
+    }
+  } unset;
+  setenv("TRAIND_JOB", "worker", 1);
+  setenv("TRAIND_TASK", "0", 1);
+  const std::string run =
+      "--model configs/models/regression.yaml --max-steps 2 --checkpoint-dir ''";
+  ProcessResult r = runTraind(run + " --standalone");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("done: global step 2"));
+  // Without --standalone, or with --job typed, a task without its cluster.
+  CHECK(runTraind(run).exit_code == 2);
+  CHECK(runTraind(run + " --standalone --job worker").exit_code == 2);
+}
+
 TEST_CASE("a GPU this machine lacks: a run names the spec's line, check warns") {
   const auto dir = freshTempDir("no-such-gpu");
   const std::filesystem::path spec = dir / "gpu.yaml";

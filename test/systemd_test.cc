@@ -143,13 +143,14 @@ TEST_CASE("a task that ends without having served tells systemd READY before it 
 
 TEST_CASE("a notification socket nobody reads does not hold the run") {
   // 10 datagrams fill an unread socket's queue by default: libsystemd's
-  // sd_notify then waited, and training with it, for as long as nobody read.
+  // sd_notify then waited, and training with it, for as long as nobody read
+  // (bounded here: a held run would hang the suite, not fail it).
   const auto dir = freshTempDir("systemd_deaf");
   NotifySocket notify(dir / "notify");
-  const ProcessResult r =
-      runShell("NOTIFY_SOCKET='" + (dir / "notify").string() + "' '" + TRAIND_BINARY_DIR +
-               "/daemon/traind' --model configs/models/regression.yaml "
-               "--max-steps 200 --log-every 1 --threads 1 --checkpoint-dir ''");
+  const ProcessResult r = runShell("NOTIFY_SOCKET='" + (dir / "notify").string() +
+                                   "' timeout 60 '" + TRAIND_BINARY_DIR +
+                                   "/daemon/traind' --model configs/models/regression.yaml "
+                                   "--max-steps 200 --log-every 1 --threads 1 --checkpoint-dir ''");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("done: global step 200"));
