@@ -1052,9 +1052,9 @@ TEST_CASE("a worker that reads another training set and came first locks nobody 
       "--cluster " + cluster.string() + job_spec + " --job worker --task 2" + args,
       dir / "worker2.log");
   REQUIRE(other.waitForOutput("waiting for the chief", 60));
-  BackgroundTraind chief(
-      "--cluster " + cluster.string() + job_spec + " --job worker --task 0" + args,
-      dir / "chief.log");
+  BackgroundTraind chief("--cluster " + cluster.string() + job_spec + " --job worker --task 0" +
+                             args + " --checkpoint-dir " + (dir / "ckpt").string(),
+                         dir / "chief.log");
   CHECK(misread.wait(kTimeout) == 2);
   CHECK(other.wait(kTimeout) == 0);
   CHECK(chief.wait(kTimeout) == 0);
@@ -1127,9 +1127,12 @@ TEST_CASE("a worker paused while the job ends hears it once it goes on: exit 0")
 TEST_CASE("training.peer_wait_seconds: a worker gives up its absent ps, then its absent chief") {
   const auto dir = freshTempDir("peer-wait");
   const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n  peer_wait_seconds: 2\n");
-  const std::string worker1 = "--cluster " + cluster.string() + " --model " +
-                              modelPath("fashion_mlp.yaml") +
-                              " --max-steps 10 --threads 1 --job worker --task 1";
+  // A checkpoint directory of its own: one under the spec's default that
+  // another run left past step 10 would say the job is over instead.
+  const std::string worker1 =
+      "--cluster " + cluster.string() + " --model " + modelPath("fashion_mlp.yaml") +
+      " --max-steps 10 --threads 1 --job worker --task 1 --checkpoint-dir " +
+      (dir / "ckpt").string();
   {
     BackgroundTraind alone(worker1, dir / "alone.log");
     const int exit_code = alone.wait(60);
