@@ -681,6 +681,17 @@ std::string pngChunk(const std::string& type, const std::string& data) {
   return chunk;
 }
 
+// `bytes` as a zlib stream, compressed at `level`.
+std::string zlibStream(const std::string& bytes, int level) {
+  std::string stream(compressBound(uLong(bytes.size())), '\0');
+  uLongf size = uLongf(stream.size());
+  REQUIRE(compress2(reinterpret_cast<Bytef*>(stream.data()), &size,
+                    reinterpret_cast<const Bytef*>(bytes.data()), uLong(bytes.size()),
+                    level) == Z_OK);
+  stream.resize(size);
+  return stream;
+}
+
 // A grey 8-bit PNG of `height` x `width` whose pixel i is i % 256, its
 // zlib stream going on for `trailing` bytes past the rows, in IDAT chunks
 // of at most `idat_bytes`.
@@ -696,12 +707,7 @@ std::string greyPng(uint32_t height, uint32_t width, const std::string& trailing
     for (uint32_t x = 0; x < width; ++x) filtered += char((y * width + x) % 256);
   }
   filtered += trailing;
-  std::string stream(compressBound(uLong(filtered.size())), '\0');
-  uLongf size = uLongf(stream.size());
-  REQUIRE(compress2(reinterpret_cast<Bytef*>(stream.data()), &size,
-                    reinterpret_cast<const Bytef*>(filtered.data()), uLong(filtered.size()),
-                    Z_BEST_SPEED) == Z_OK);
-  stream.resize(size);
+  const std::string stream = zlibStream(filtered, Z_BEST_SPEED);
   std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + pngChunk("IHDR", ihdr);
   for (size_t at = 0; at < stream.size(); at += idat_bytes)
     png += pngChunk("IDAT", stream.substr(at, idat_bytes));
@@ -743,13 +749,7 @@ TEST_CASE("a PNG whose compressed data goes on past its pixels is read, a few by
 TEST_CASE("a PNG's compressed text chunks are skipped, not inflated", "[example_records]") {
   // libpng inflates each zTXt or iTXt of up to 8 MB and keeps a thousand:
   // a PNG of 1.4 MB with 200 cost 1.4 GB and 18 s, at every record read.
-  const std::string text(7'000'000, 'a');
-  std::string stream(compressBound(uLong(text.size())), '\0');
-  uLongf size = uLongf(stream.size());
-  REQUIRE(compress2(reinterpret_cast<Bytef*>(stream.data()), &size,
-                    reinterpret_cast<const Bytef*>(text.data()), uLong(text.size()),
-                    Z_BEST_COMPRESSION) == Z_OK);
-  stream.resize(size);
+  const std::string stream = zlibStream(std::string(7'000'000, 'a'), Z_BEST_COMPRESSION);
   std::string chunks;
   for (int i = 0; i < 20; ++i) {
     chunks += pngChunk("zTXt", std::string("k\0\0", 3) + stream);  // keyword, method

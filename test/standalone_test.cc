@@ -72,6 +72,15 @@ std::string photoSpec(const std::string& train_resize, const std::string& test_r
          augment + "\ntraining: {epochs: 2}\n";
 }
 
+// Unsets TRAIND_JOB and TRAIND_TASK as a test that set them ends (the
+// traind processes it starts inherit its environment).
+struct TaskVariablesUnsetAtEnd {
+  ~TaskVariablesUnsetAtEnd() {
+    unsetenv("TRAIND_JOB");
+    unsetenv("TRAIND_TASK");
+  }
+};
+
 }  // namespace
 
 TEST_CASE("fashion_mlp learns on a slice") {
@@ -128,12 +137,7 @@ TEST_CASE("a task of a cluster without --cluster is refused, not trained alone")
 TEST_CASE("a run with --standalone trains alone where the environment names a cluster task") {
   // docker compose exec worker0 traind --standalone ...: the container's
   // TRAIND_JOB and TRAIND_TASK say its cluster task, which no flag asked for.
-  struct Unset {
-    ~Unset() {
-      unsetenv("TRAIND_JOB");
-      unsetenv("TRAIND_TASK");
-    }
-  } unset;
+  const TaskVariablesUnsetAtEnd unset;
   setenv("TRAIND_JOB", "worker", 1);
   setenv("TRAIND_TASK", "0", 1);
   const std::string run =
@@ -174,12 +178,7 @@ TEST_CASE("a bad TRAIND_JOB or TRAIND_TASK is named as the variable, not the fla
       "--model configs/models/fashion_mlp.yaml --cluster configs/clusters/local_sync.yaml "
       "--max-steps 1 --checkpoint-dir ''";
   // The children inherit this process's environment.
-  struct Unset {
-    ~Unset() {
-      unsetenv("TRAIND_JOB");
-      unsetenv("TRAIND_TASK");
-    }
-  } unset;
+  const TaskVariablesUnsetAtEnd unset;
   setenv("TRAIND_JOB", "chief", 1);
   setenv("TRAIND_TASK", "0", 1);
   ProcessResult r = runTraind(run);
