@@ -538,13 +538,18 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
         throw;
       }
       if (streamed) steps.nextFinished();
+      const int64_t computed_at = pulled[i].step;
       pulled[i] = {next, ps.shardSteps()};
       const ShardedClient::Transfer& transfer = ps.lastTransfer();
       metrics.recordPush(transfer.push_bytes, transfer.push_seconds);
       metrics.recordPull(transfer.pull_bytes, transfer.pull_seconds);
       if (next < 0) {  // the shards are stopping: the job is done
-        // What the stopping shards sent is at the job's last step.
+        // What the stopping shards sent is at the job's last step. A sync
+        // step they completed past the one this gradient was computed at
+        // took it (or dropped it as stale, as any push may be): it counts
+        // among this worker's steps, as the steps before it did.
         step = ps.lastPulledStep().value_or(step);
+        if (sync && step > computed_at) log.record(results[i], step);
         break;
       }
       log.record(results[i], next);
