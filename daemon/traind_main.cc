@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include <system_error>
 
 #include "core/cluster_spec.h"
+#include "core/device_name.h"
 #include "core/float_environment.h"
 #include "core/layer_graph.h"
 #include "core/memory_need.h"
@@ -192,6 +194,27 @@ void checkOpenMpThreads(const traind::ModelSpec& spec) {
 // shared among the cluster's workers there (daemon/host_threads.h). Threads
 // chosen otherwise that oversubscribe the host's cores get a warning. A ps
 // starts no compute threads.
+// The compute threads of a run of `threads`: each CPU device of each step
+// slot computes with a team of its own, threads / (K x CPU devices), one at
+// least (daemon/concurrent_steps.cc, devices/device_list.cc). A team of one
+// has nothing to spin-wait for; the teams together are the threads busy.
+struct ComputeTeams {
+  int team;
+  int busy;
+};
+
+ComputeTeams computeTeams(const traind::ModelSpec& spec, int threads) {
+  int cpu_devices = 0;
+  for (const std::string& name : spec.training.devices)
+    if (const auto device = traind::parseDeviceName(name);
+        device && device->kind == traind::DeviceName::Kind::Cpu)
+      ++cpu_devices;
+  cpu_devices = std::max(1, cpu_devices);
+  const int k = std::max(1, spec.training.concurrent_steps);
+  const int team = std::max(1, std::max(1, threads / k) / cpu_devices);
+  return {team, team * cpu_devices * k};
+}
+
 void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, int task,
                    traind::ModelSpec& spec) {
   if (job == "ps") return;
@@ -204,19 +227,24 @@ void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, i
   checkOpenMpThreads(spec);
   if (cluster && spec.training.threads == 0 && !omp_threads) {
     spec.training.threads = share.threads;
+    const int busy = computeTeams(spec, share.threads).busy;
     if (share.workers > 1)
       spdlog::info(
-          "{} compute thread{} of this host's {} cores: {} workers of the cluster run "
+          "{} compute thread{} of this host's {} cores{}: {} workers of the cluster run "
           "here (training.threads, --threads or OMP_NUM_THREADS to choose)",
-          share.threads, share.threads == 1 ? "" : "s", cores, share.workers);
+          busy, busy == 1 ? "" : "s", cores,
+          busy > share.threads ? " (one at least for each device and step slot)" : "",
+          share.workers);
     return;
   }
-  const int threads = spec.training.threads > 0 ? spec.training.threads : default_threads;
+  const ComputeTeams teams =
+      computeTeams(spec, spec.training.threads > 0 ? spec.training.threads : default_threads);
+  const int threads = teams.busy;
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const bool passive = wait_policy && std::string_view(wait_policy) == "passive";
-  // One compute thread has no team to spin-wait for: workers of one thread
-  // each share the cores as any processes do.
-  if (threads * share.workers <= cores || passive || threads == 1) return;
+  // Teams of one thread have nothing to spin-wait for: they share the cores
+  // as any processes' threads do.
+  if (threads * share.workers <= cores || passive || teams.team == 1) return;
   if (share.workers > 1)
     spdlog::warn(
         "{} workers of the cluster run on this host with {} compute threads each, more "
