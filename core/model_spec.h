@@ -454,9 +454,9 @@ std::string dataRule(const ModelSpec& spec);
 // checkpoints the job (absolute; empty: nowhere), by which a ps tells a
 // chief of another job on its ports from its own; and, from a worker, its
 // training set as it read it (contentText of core/dataset.h, added once
-// loaded; empty from specIdentity), which a ps takes from the first worker
-// and holds every other to: the spec names files, and another host's
-// files of those names may hold other examples.
+// loaded; empty from specIdentity), which a ps takes from the chief that
+// initialises it and holds every worker to: the spec names files, and
+// another host's files of those names may hold other examples.
 struct SpecIdentity {
   std::string architecture_hash;
   std::string forward_rule;

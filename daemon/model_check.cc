@@ -32,8 +32,10 @@ std::optional<std::string> whyNotCreatable(const std::filesystem::path& dir) {
   // A link to nowhere is there: creating the directory in its place fails.
   while (at.has_relative_path() && !fs::exists(fs::symlink_status(at, error)))
     at = at.parent_path();
-  if (fs::is_symlink(fs::symlink_status(at, error)) && !fs::exists(at, error))
-    return fmt::format("{} is a symbolic link to nothing", at.string());
+  if (std::error_code follow;
+      fs::is_symlink(fs::symlink_status(at, error)) && !fs::exists(at, follow))
+    return follow ? fmt::format("{}: {}", at.string(), follow.message())
+                  : fmt::format("{} is a symbolic link to nothing", at.string());
   if (!fs::is_directory(at, error)) return fmt::format("{} is not a directory", at.string());
   if (access(at.c_str(), W_OK | X_OK) != 0)
     return fmt::format("{}: {}", at.string(), std::strerror(errno));

@@ -109,11 +109,7 @@ void NodeMetrics::setState(NodeState state, std::string detail) {
   // chief initialised it) says READY first: systemd takes a Type=notify
   // service that exits 0 without it as failed ("protocol") and restarts it.
   const bool ready = serves || (ends && never_ready);
-  if (ready) notifySystemdReady(status);
-  if (state == NodeState::Stopping)
-    notifySystemdStopping(status);
-  else if (!ready)
-    notifySystemdStatus(status);
+  notifySystemd(ready, state == NodeState::Stopping, status);
 }
 
 NodeState NodeMetrics::state() const {

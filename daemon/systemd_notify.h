@@ -5,7 +5,8 @@
 //
 // Each call is one datagram to $NOTIFY_SOCKET, sent as sd_notify sends it
 // but without waiting for a reader that does not read: a STATUS line the
-// socket has no room for is dropped, READY and STOPPING wait a second.
+// socket has no room for is dropped, READY and STOPPING wait a moment: the
+// ps sends them from its event loop, which every worker's call waits on.
 // Without NOTIFY_SOCKET (a shell, a container, a test) every call does
 // nothing. Failures to send are ignored: systemd's view of a node must
 // never stop it from training.
@@ -15,13 +16,14 @@
 
 namespace traind {
 
-// READY=1 together with STATUS=`status`.
-void notifySystemdReady(const std::string& status);
+// STATUS=`status` with READY=1 when `ready`, and with STOPPING=1 when
+// `stopping` (a node that stops without having served sends both, READY
+// first). A state change waits kStateChangeWaitMs at most, in all, for room
+// on the socket; a STATUS line alone does not wait.
+void notifySystemd(bool ready, bool stopping, const std::string& status);
+constexpr int kStateChangeWaitMs = 250;
 
 // STATUS=`status`: the one line `systemctl status` shows.
-void notifySystemdStatus(const std::string& status);
-
-// STOPPING=1 together with STATUS=`status`.
-void notifySystemdStopping(const std::string& status);
+inline void notifySystemdStatus(const std::string& status) { notifySystemd(false, false, status); }
 
 }  // namespace traind

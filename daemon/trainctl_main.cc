@@ -488,7 +488,15 @@ void waitForPsStepsToSettle(const std::vector<Node>& nodes, Clock::time_point de
 int runStop(const NodeFlags& flags) {
   const std::vector<Node> nodes = nodesOf(flags);
   const Clock::time_point deadline = deadlineIn(flags.timeout);
-  const std::vector<std::string> unreachable = checkRoles(nodes, deadline);
+  // A node that does not answer (paused) takes each request's whole time:
+  // the role checks, and then the other workers' stops and the wait for
+  // them to go, take a part of the time left at most, so that the chief's
+  // stop and final checkpoint have the rest of a short --timeout.
+  const auto partLeft = [deadline](int parts) {
+    const Clock::time_point now = Clock::now();
+    return now + (deadline - now) / parts;
+  };
+  const std::vector<std::string> unreachable = checkRoles(nodes, partLeft(4));
   if (unreachable.size() == nodes.size()) {
     std::printf(
         "no node of the job answers: it has stopped already, or its ops endpoints "
@@ -499,8 +507,8 @@ int runStop(const NodeFlags& flags) {
   const auto isChief = [](const Node& node) { return node.job == "worker" && node.task == 0; };
   bool all_stopped = true;
   std::vector<const Node*> stopping;
-  auto stop = [&](const Node& node) {
-    const bool took = postStop(node, requestSeconds(deadline));
+  auto stop = [&](const Node& node, Clock::time_point by) {
+    const bool took = postStop(node, requestSeconds(by));
     if (took)
       stopping.push_back(&node);
     else
@@ -508,16 +516,14 @@ int runStop(const NodeFlags& flags) {
     return took;
   };
   bool other_workers = false;
+  const Clock::time_point workers_by = partLeft(4);
   for (const Node& node : nodes)
     if (node.job != "ps" && !isChief(node)) {
       other_workers = true;
-      stop(node);
+      stop(node, workers_by);
     }
-  // At most a third of the time left: the chief's stop and final
-  // checkpoint need the rest (a paused worker spent a short --timeout whole).
-  const Clock::time_point now = Clock::now();
-  stopping = waitUntilGone(
-      stopping, now + std::min<Clock::duration>(std::chrono::seconds(10), (deadline - now) / 3));
+  stopping =
+      waitUntilGone(stopping, std::min(partLeft(3), Clock::now() + std::chrono::seconds(10)));
   const bool other_workers_stopped = other_workers && all_stopped && stopping.empty();
   const auto chief = std::find_if(nodes.begin(), nodes.end(), isChief);
   if (chief != nodes.end()) {
@@ -527,7 +533,7 @@ int runStop(const NodeFlags& flags) {
     } catch (const std::exception&) {
       // Unreachable: the stop below says so.
     }
-    const bool took = stop(*chief);
+    const bool took = stop(*chief, deadline);
     if (took && !waitUntilGone({&*chief}, deadline).empty()) {
       std::printf("%s did not stop within %g s\n", chief->name.c_str(), flags.timeout);
       return 1;
@@ -599,7 +605,7 @@ int runStop(const NodeFlags& flags) {
     std::printf("--force: stopping the ps tasks, and what they hold that no checkpoint does:%s\n",
                 report.c_str());
   for (const Node& node : nodes)
-    if (node.job == "ps") stop(node);
+    if (node.job == "ps") stop(node, deadline);
   const std::vector<const Node*> left = waitUntilGone(stopping, deadline);
   for (const Node* node : left)
     std::printf("%s did not stop within %g s\n", node->name.c_str(), flags.timeout);

@@ -286,10 +286,11 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
             describeDir(peerText(dir))));
     }
     // What the rule cannot say: the examples the spec's files hold on the
-    // peer's host. The chief's set is the job's: a worker that says hello
-    // before it is held to it at its pushes (checkTrainingSet), which wait
-    // for the chief's initialisation anyway, so that a misconfigured worker
-    // that came first locks out neither the chief nor the other workers.
+    // peer's host. The set of the chief that initialised the shard is the
+    // job's (markReady): a worker that says hello before that is held to it
+    // at its pushes (checkTrainingSet), which wait for the initialisation
+    // anyway, so that a misconfigured worker that came first locks out
+    // neither the chief nor the other workers.
     const std::string set = params.getTrainingSet();
     if (!set.empty() && served_.chief_training_set_ && *served_.chief_training_set_ != set)
       throw ProtocolError(fmt::format(
@@ -334,7 +335,6 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     connection_->markIdentified();
     // Only a hello taken sets the training set the others are held to.
     training_set_ = set;
-    if (task == 0 && !set.empty()) served_.chief_training_set_ = set;
     return kj::READY_NOW;
   });
 }
@@ -386,6 +386,9 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
     shard().markReady(context.getParams().getGlobalStep());
     served_.hold_owner_ = nullptr;  // a restore starts afresh, unheld
     served_.chief_checkpoint_dir_ = checkpoint_dir_;
+    // The set of the chief that initialised the shard, as its checkpoint
+    // directory: one that said hello and went was no job's.
+    if (!training_set_.empty()) served_.chief_training_set_ = training_set_;
     served_.job_last_step_ = last_step;
     spdlog::info("initialised by the chief at global step {}", shard().globalStep());
     served_.releasePulls();

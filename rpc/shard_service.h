@@ -120,8 +120,8 @@ class ServedShard {
   // The checkpoint dir of the chief that initialised the shard; a chief
   // that says another is not this job's.
   std::optional<std::string> chief_checkpoint_dir_;
-  // The training set every worker must read: the chief's, once it has said
-  // one (a chief restarted with another is refused).
+  // The training set every worker must read: that of the chief that
+  // initialised the shard (a chief restarted with another is refused).
   std::optional<std::string> chief_training_set_;
   int64_t job_last_step_ = 0;  // as that chief said; 0 before it did
   bool shared_memory_;
