@@ -1152,6 +1152,13 @@ TEST_CASE("traind check says where a run resumes, and warns of a checkpoint it w
                              " is not a directory") &&
                  Catch::Contains("summary directory " + (dir / "afile" / "ckpt").string() +
                                  "/summaries: cannot create it or write in it"));
+  // A link to nothing where the directory would be: the run could not
+  // create it there either.
+  std::filesystem::create_symlink(dir / "nowhere" / "x", dir / "dangling");
+  r = runTraind("check --model configs/models/regression.yaml --checkpoint-dir " +
+                (dir / "dangling").string());
+  CHECK_THAT(r.output,
+             Catch::Contains((dir / "dangling").string() + " is a symbolic link to nothing"));
   // No checkpoints, as a run takes --checkpoint-dir '' too.
   r = runTraind("check --model configs/models/regression.yaml --checkpoint-dir ''");
   CHECK(r.exit_code == 0);
