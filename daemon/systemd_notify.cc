@@ -60,8 +60,8 @@ void notify(const std::string& message, bool state_change,
 
 void notifySystemd(bool ready, bool stopping, const std::string& status) {
   // READY and STOPPING in datagrams of their own, in that order: systemd
-  // takes the last state a datagram names, and a unit that stops without
-  // having been READY has failed to it. One wait for both.
+  // may take only the last state one datagram names, and a unit that stops
+  // without having been READY has failed to it. One wait for both.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(kStateChangeWaitMs);
   const std::string line = "STATUS=" + oneLine(status);
