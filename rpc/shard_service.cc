@@ -333,7 +333,8 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     }
     if (joins && task == 0) checkpoint_dir_ = dir;
     connection_->markIdentified();
-    // Only a hello taken sets the training set the others are held to.
+    // This connection's set, held to the job's at each push; the chief's
+    // becomes the job's as it initialises the shard (markReady).
     training_set_ = set;
     return kj::READY_NOW;
   });
