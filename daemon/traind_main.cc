@@ -336,6 +336,15 @@ int main(int argc, char** argv) {
   // The run flags are required only when no subcommand is given.
   app.get_option("--model")->required(false);
 
+  // A run asked for with --standalone in a container or unit whose
+  // environment names its cluster task (TRAIND_JOB, TRAIND_TASK) trains
+  // alone all the same, whatever the variables hold: `docker compose exec
+  // worker0 traind --standalone`.
+  if (typedOnCommandLine("--standalone", argc, argv) && !typedOnCommandLine("--job", argc, argv) &&
+      !typedOnCommandLine("--task", argc, argv)) {
+    unsetenv("TRAIND_JOB");
+    unsetenv("TRAIND_TASK");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ValidationError& e) {
@@ -427,14 +436,6 @@ int main(int argc, char** argv) {
     if (run_flags.model.empty()) {
       std::fputs("traind: --model is required (see traind --help)\n", stderr);
       return 2;
-    }
-    // A run asked for with --standalone in a container or unit whose
-    // environment names its cluster task (TRAIND_JOB, TRAIND_TASK) trains
-    // alone all the same: `docker compose exec worker0 traind --standalone`.
-    if (standalone && !typedOnCommandLine("--job", argc, argv) &&
-        !typedOnCommandLine("--task", argc, argv)) {
-      run_flags.job.clear();
-      run_flags.task.reset();
     }
     // A node whose --cluster was forgotten must not train alone.
     if (run_flags.cluster.empty() && (!run_flags.job.empty() || run_flags.task))

@@ -146,6 +146,10 @@ TEST_CASE("a run with --standalone trains alone where the environment names a cl
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("done: global step 2"));
+  // Whatever they hold: they are not read.
+  setenv("TRAIND_JOB", "bogus", 1);
+  CHECK(runTraind(run + " --standalone").exit_code == 0);
+  setenv("TRAIND_JOB", "worker", 1);
   // Without --standalone, or with --job typed, a task without its cluster.
   CHECK(runTraind(run).exit_code == 2);
   CHECK(runTraind(run + " --standalone --job worker").exit_code == 2);
