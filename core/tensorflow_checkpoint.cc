@@ -502,6 +502,12 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                      ": expected a checkpoint prefix ending in a file name "
                      "without quotes, backslashes or line breaks, such as "
                      "/models/exported/model.ckpt-1200");
+  // A directory's name as the prefix wrote the files beside it, and its
+  // name then read as the new checkpoint, not as the directory.
+  if (std::error_code error; std::filesystem::is_directory(prefix, error))
+    throw InputError(prefix.string() +
+                     ": a directory; expected a checkpoint prefix inside it, such as " +
+                     (prefix / "model.ckpt").string());
   std::sort(tensors.begin(), tensors.end(),
             [](const TensorflowTensor& a, const TensorflowTensor& b) { return a.name < b.name; });
   std::string data;

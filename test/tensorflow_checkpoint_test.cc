@@ -560,6 +560,14 @@ TEST_CASE("a checkpoint written is read back, listed beside the directory's othe
         (dir / "out" / "a\"b").string() +
             ": expected a checkpoint prefix ending in a file name without quotes, backslashes "
             "or line breaks, such as /models/exported/model.ckpt-1200");
+  // A directory's name: the files went beside it, which then read as that name.
+  std::filesystem::create_directories(dir / "a-directory");
+  CHECK(errorOf([&] { writeTensorflowCheckpoint(dir / "a-directory", {}); }) ==
+        (dir / "a-directory").string() +
+            ": a directory; expected a checkpoint prefix inside it, "
+            "such as " +
+            (dir / "a-directory" / "model.ckpt").string());
+  CHECK(!std::filesystem::exists(dir / "a-directory.index"));
   const std::filesystem::path other = dir / "other" / "m";
   CHECK_THROWS_AS(writeTensorflowCheckpoint(other, {{"x", {1}, {NAN}, std::nullopt}}),
                   std::invalid_argument);
