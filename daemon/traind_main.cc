@@ -38,6 +38,7 @@
 #include "core/stage_plan.h"
 #include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
+#include "daemon/concurrent_steps.h"
 #include "daemon/flag_checks.h"
 #include "daemon/host_threads.h"
 #include "daemon/logging.h"
@@ -190,10 +191,6 @@ void checkOpenMpThreads(const traind::ModelSpec& spec) {
         traind::printable(omp_threads), traind::kMaxThreads));
 }
 
-// A worker's compute threads when nothing chose them: its host's cores
-// shared among the cluster's workers there (daemon/host_threads.h). Threads
-// chosen otherwise that oversubscribe the host's cores get a warning. A ps
-// starts no compute threads.
 // The compute threads of a run of `threads`: each CPU device of each step
 // slot computes with a team of its own, threads / (K x CPU devices), one at
 // least (daemon/concurrent_steps.cc, devices/device_list.cc). A team of one
@@ -211,10 +208,14 @@ ComputeTeams computeTeams(const traind::ModelSpec& spec, int threads) {
       ++cpu_devices;
   cpu_devices = std::max(1, cpu_devices);
   const int k = std::max(1, spec.training.concurrent_steps);
-  const int team = std::max(1, std::max(1, threads / k) / cpu_devices);
+  const int team = std::max(1, traind::threadsPerStep(threads, k) / cpu_devices);
   return {team, team * cpu_devices * k};
 }
 
+// A worker's compute threads when nothing chose them: its host's cores
+// shared among the cluster's workers there (daemon/host_threads.h). Threads
+// chosen otherwise that oversubscribe the host's cores get a warning. A ps
+// starts no compute threads.
 void chooseThreads(const traind::ClusterSpec* cluster, const std::string& job, int task,
                    traind::ModelSpec& spec) {
   if (job == "ps") return;
