@@ -290,6 +290,8 @@ void ModelState::restoreFrom(const std::filesystem::path& checkpoint, Purpose pu
   // A moving average turned on after this checkpoint starts from it: a
   // checkpoint with none. One that holds some and lacks one is damaged.
   const bool holds_averages = holdsSlot(reader, layout_, Optimizer::kMovingAverageSlot);
+  averages_started_from_parameters_ =
+      optimizer_.movingAverage() != nullptr && !holds_averages && !layout_.views().empty();
   for (const VariableView& v : layout_.views()) {
     reader.read(v.name, v.shape, parameters_.view(v));
     for (size_t s = 0; s < optimizer_.slotNames().size(); ++s) {
@@ -316,6 +318,15 @@ std::optional<std::string> ModelState::unusedStateNote(
       "checkpoints from now on hold none of it (the checkpoint was written with another "
       "optimizer, other settings of it, or a moving_average this spec has not)",
       checkpoint.string(), updateRule(spec_), restored_unused_state_);
+}
+
+std::optional<std::string> ModelState::startedAveragesNote(const std::filesystem::path& checkpoint,
+                                                           const std::string& consequence) const {
+  if (!averages_started_from_parameters_) return std::nullopt;
+  return fmt::format(
+      "{}: the checkpoint holds no moving averages (it was written without this spec's "
+      "moving_average): {}",
+      checkpoint.string(), consequence);
 }
 
 void ModelState::checkHoldsOptimizerState(const ModelSpec& spec, const VariableLayout& layout,

@@ -99,6 +99,15 @@ class ModelState {
   // without moving_average); empty when none. Not restored, and not in
   // the checkpoints that follow: the run or the export says so.
   const std::string& restoredUnusedState() const { return restored_unused_state_; }
+  // Whether the checkpoint restore(), restoreForEvaluation() or
+  // restoreForExport() read held no moving averages for this spec's
+  // moving_average (written before it was turned on): they start from its
+  // parameters, and an evaluation or export of it is of the parameters.
+  bool averagesStartedFromParameters() const { return averages_started_from_parameters_; }
+  // What each of those says of it: "<checkpoint>: the checkpoint holds no
+  // moving averages ..."; nullopt when it held them or the spec has none.
+  std::optional<std::string> startedAveragesNote(const std::filesystem::path& checkpoint,
+                                                 const std::string& consequence) const;
   // What a run resuming from `checkpoint` warns of it: "<checkpoint>:
   // this spec's update rule (sgd, learning rate 0.1) has no use for the 'm'
   // and 'v' state there: left behind, ..."; nullopt when restore() left
@@ -134,6 +143,7 @@ class ModelState {
   std::string training_set_;           // setTrainingSet's
   std::string restored_training_set_;  // of the checkpoint restore() read
   std::string restored_unused_state_;  // restoredUnusedState's
+  bool averages_started_from_parameters_ = false;
 };
 
 }  // namespace traind

@@ -213,8 +213,15 @@ std::string describePlacement(const VariableLayout& layout, const Placement& pla
   std::string out;
   for (size_t s = 0; s < placement.shards.size(); ++s) {
     const ShardPlan& shard = placement.shards[s];
-    out += fmt::format("ps {}: {} floats ({:.2f} MiB)\n", s, shard.size,
-                       double(shard.size) * 4.0 / (1 << 20));
+    int64_t floats = 0;
+    for (const VariablePiece& p : shard.pieces) floats += p.size;
+    // The shard's buffer is what a ps allocates: each piece starts on a
+    // 64-byte line, so it can hold more than the pieces' floats.
+    out += fmt::format(
+        "ps {}: {} floats ({:.2f} MiB{})\n", s, floats, double(shard.size) * 4.0 / (1 << 20),
+        shard.size == floats
+            ? ""
+            : fmt::format(", {} floats with each piece aligned to 64 bytes", shard.size));
     for (const VariablePiece& p : shard.pieces) {
       const VariableView& v = layout.views()[size_t(p.variable)];
       const bool whole = p.size == v.size;

@@ -1009,6 +1009,9 @@ int runExport(const ExportFlags& flags) {
         "left out: %s of the checkpoint, which this spec's update rule (%s) does not "
         "keep\n",
         state.restoredUnusedState().c_str(), updateRule(spec).c_str());
+  if (const auto note =
+          state.startedAveragesNote(checkpoint, "the moving averages written are its parameters"))
+    std::printf("%s\n", note->c_str());
   std::fflush(stdout);
   return 0;
 }
@@ -1037,6 +1040,9 @@ int runEval(const std::string& model, const std::string& checkpoint_path, int th
   std::printf("%s (global step %lld): test loss = %.4f%s (%lld examples)\n",
               checkpoint.string().c_str(), static_cast<long long>(state.globalStep()), r.loss,
               accuracy.c_str(), static_cast<long long>(r.examples));
+  if (const auto note = state.startedAveragesNote(
+          checkpoint, "evaluated with its parameters, not with averages of them"))
+    std::printf("%s\n", note->c_str());
   return 0;
 }
 

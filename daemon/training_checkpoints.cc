@@ -15,6 +15,8 @@ std::string restoreToTrain(ModelState& state, const std::filesystem::path& check
   if (const auto note = otherTrainingSetNote(state.restoredTrainingSet(), train, checkpoint))
     spdlog::warn("{}", *note);
   if (const auto note = state.unusedStateNote(checkpoint)) spdlog::warn("{}", *note);
+  if (const auto note = state.startedAveragesNote(checkpoint, "they start from its parameters"))
+    spdlog::info("{}", *note);
   return fmt::format("restored {} at global step {}", checkpoint.string(), state.globalStep());
 }
 

@@ -1068,6 +1068,19 @@ TEST_CASE("a checkpoint with moving averages of some variables only is refused a
   const std::filesystem::path without = before.save(dir.path() / "plain", 1).path;
   ModelState turned_on(spec, graph);
   CHECK_NOTHROW(turned_on.restore(without));
+  CHECK(turned_on.averagesStartedFromParameters());
+  CHECK(turned_on.startedAveragesNote(without, "they start from its parameters") ==
+        without.string() +
+            ": the checkpoint holds no moving averages (it was written without this spec's "
+            "moving_average): they start from its parameters");
+  ModelState evaluated(spec, graph);
+  evaluated.restoreForEvaluation(without);
+  CHECK(evaluated.averagesStartedFromParameters());
+  const std::filesystem::path whole = state.save(dir.path() / "whole", 1).path;
+  ModelState averaged(spec, graph);
+  averaged.restoreForEvaluation(whole);
+  CHECK_FALSE(averaged.averagesStartedFromParameters());
+  CHECK_FALSE(averaged.startedAveragesNote(whole, "-"));
 }
 
 TEST_CASE("a manifest edited apart from its checkpoint is refused", "[checkpoint]") {

@@ -533,6 +533,19 @@ TEST_CASE("trainctl prints what a node says escaped and cut, whatever answers on
   CHECK_THAT(huge_loss.output, Catch::Contains(" 1e+308 "));
 }
 
+TEST_CASE("trainctl placement counts each ps task's parameters, and its padding apart") {
+  const ProcessResult r = runTrainctl("placement --model configs/models/fashion_mlp.yaml --ps 2");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  // ps 1 holds 119010 parameters in pieces that each start on a 64-byte
+  // line; the two figures add up to the model's 266610 only without it.
+  CHECK_THAT(r.output,
+             Catch::Contains("fashion_mlp: 266610 parameters on 2 ps tasks\n"
+                             "ps 0: 147600 floats (0.56 MiB)\n") &&
+                 Catch::Contains("ps 1: 119010 floats (0.45 MiB, 119040 floats with each piece "
+                                 "aligned to 64 bytes)\n"));
+}
+
 TEST_CASE("trainctl refuses bad input with exit code 2") {
   const std::string no_http = std::string(TRAIND_SOURCE_DIR) + "/configs/clusters/local_async.yaml";
   ProcessResult r = runTrainctl("status --cluster " + no_http);
