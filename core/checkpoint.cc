@@ -532,15 +532,39 @@ std::optional<fs::path> findLatestCheckpoint(const fs::path& dir) {
   return checkpoint;
 }
 
+namespace {
+
+// What to do with a TensorFlow checkpoint given where traind's is read.
+constexpr std::string_view kTensorflowAdvice =
+    "trainctl import converts it, init_from and trainctl inspect take it as it is";
+
+}  // namespace
+
 fs::path resolveCheckpoint(const fs::path& path) {
   std::error_code ec;
-  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec)) {
+    // One of a TensorFlow checkpoint's files (P.index, P.data-00000-of-00001).
+    const std::string extension = path.extension().string();
+    const std::string tensorflow =
+        extension == ".index" || extension.starts_with(".data-")
+            ? "; it looks like a file of the TensorFlow checkpoint " +
+                  printable((path.parent_path() / path.stem()).string()) + ": " +
+                  std::string(kTensorflowAdvice)
+            : "";
     throw InputError(path.string() + ": a file, not a checkpoint: expected a checkpoint's " +
                      "directory (" + std::string(layout::kDirPrefix) +
                      "N) or a checkpoint directory (with a " + std::string(layout::kLatestFile) +
-                     " file)");
-  if (!fs::is_directory(path, ec))
+                     " file)" + tensorflow);
+  }
+  if (!fs::is_directory(path, ec)) {
+    fs::path index = path;
+    index += ".index";
+    if (fs::is_regular_file(index, ec))
+      throw InputError(path.string() + ": a TensorFlow checkpoint's prefix (" +
+                       printable(index.filename().string()) +
+                       " is there), not traind's: " + std::string(kTensorflowAdvice));
     throw InputError(path.string() + ": no such checkpoint or checkpoint directory");
+  }
   if (fs::exists(path / layout::kManifestFile, ec)) {
     checkComplete(path);
     return path;
@@ -561,8 +585,8 @@ fs::path resolveCheckpoint(const fs::path& path) {
   }
   const std::string tensorflow =
       index ? "; it holds TensorFlow's " + printable(index->filename().string()) +
-                  ", a TensorFlow checkpoint: init_from and trainctl inspect take its prefix, " +
-                  printable((path / index->stem()).string()) + ", and trainctl import converts it"
+                  ", a TensorFlow checkpoint, whose prefix is " +
+                  printable((path / index->stem()).string()) + ": " + std::string(kTensorflowAdvice)
             : "";
   throw InputError(path.string() + ": neither a checkpoint (no " +
                    std::string(layout::kManifestFile) + ") nor a checkpoint directory (no " +

@@ -641,11 +641,46 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
   }
 }
 
+namespace {
+
+// P for P.index or P.data-00000-of-00001, when P.index is a file there:
+// the checkpoint a user named by one of its files.
+std::optional<std::filesystem::path> prefixOfCheckpointFile(const std::filesystem::path& path) {
+  std::string name = path.filename().string();
+  if (name.ends_with(tc::kIndexSuffix)) {
+    name.resize(name.size() - tc::kIndexSuffix.size());
+  } else {
+    // ".data-" NNNNN "-of-" NNNNN, dataSuffix's form.
+    constexpr std::string_view data = ".data-", of = "-of-";
+    constexpr size_t digits = 5, suffix = data.size() + digits + of.size() + digits;
+    if (name.size() <= suffix) return std::nullopt;
+    const std::string_view tail = std::string_view(name).substr(name.size() - suffix);
+    auto digitsAt = [&](size_t at) {
+      return std::all_of(tail.begin() + long(at), tail.begin() + long(at + digits),
+                         [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (!tail.starts_with(data) || tail.substr(data.size() + digits, of.size()) != of ||
+        !digitsAt(data.size()) || !digitsAt(suffix - digits))
+      return std::nullopt;
+    name.resize(name.size() - suffix);
+  }
+  if (name.empty()) return std::nullopt;
+  const std::filesystem::path prefix = path.parent_path() / name;
+  std::filesystem::path index = prefix;
+  index += tc::kIndexSuffix;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(index, ec)) return std::nullopt;
+  return prefix;
+}
+
+}  // namespace
+
 std::optional<std::filesystem::path> findTensorflowCheckpoint(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::path with_index = path;
   with_index += tc::kIndexSuffix;
   if (std::filesystem::exists(with_index, ec)) return path;
+  if (const auto prefix = prefixOfCheckpointFile(path)) return prefix;
   const std::filesystem::path state = path / tc::kStateFile;
   if (!std::filesystem::is_directory(path, ec) || !std::filesystem::is_regular_file(state, ec))
     return std::nullopt;

@@ -104,7 +104,8 @@ void writeTensorflowCheckpoint(const std::filesystem::path& prefix,
                                const std::function<void()>& stop_point = {});
 
 // The checkpoint prefix `path` names: `path` itself when `path`.index is
-// there, else, for a directory holding TensorFlow's `checkpoint` file, the
+// there, P for one of its files (P.index, P.data-00000-of-00001) when
+// P.index is there, else, for a directory holding TensorFlow's `checkpoint` file, the
 // checkpoint that file names (relative to the directory unless absolute).
 // nullopt when `path` is neither (a traind checkpoint, or nothing).
 // InputError naming the state file when it is unreadable or names a

@@ -1109,8 +1109,11 @@ int runCommand(int argc, char** argv) {
       "a TensorFlow 1 job's checkpoint (parameters, optimizer state, moving "
       "averages, global step), or a Keras model's with its optimizer's state, as a model's "
       "first checkpoint, to train on in traind");
-  import->add_option("tensorflow", import_flags.tensorflow,
-                     "the TensorFlow checkpoint: its prefix (model.ckpt-1200), or its directory")
+  import
+      ->add_option(
+          "tensorflow", import_flags.tensorflow,
+          "the TensorFlow checkpoint: its prefix (model.ckpt-1200), one of its files, or its "
+          "directory")
       ->required();
   import->add_option("--model,-m", import_flags.model, "model spec (YAML)")
       ->required()

@@ -806,10 +806,25 @@ TEST_CASE("a latest that names a missing or incomplete checkpoint is an error, n
     writeFile(checkpoints / "model.ckpt-200.index", "");
     CHECK_THROWS_WITH(resolveCheckpoint(checkpoints),
                       Catch::EndsWith("(no latest file, no ckpt-N); it holds TensorFlow's "
-                                      "model.ckpt-200.index, a TensorFlow checkpoint: init_from "
-                                      "and trainctl inspect take its prefix, " +
+                                      "model.ckpt-200.index, a TensorFlow checkpoint, whose "
+                                      "prefix is " +
                                       (checkpoints / "model.ckpt-200").string() +
-                                      ", and trainctl import converts it"));
+                                      ": trainctl import converts it, init_from and trainctl "
+                                      "inspect take it as it is"));
+    // Named by its prefix or by one of its files (trainctl eval, export).
+    CHECK_THROWS_MATCHES(resolveCheckpoint(checkpoints / "model.ckpt-200"), InputError,
+                         Catch::Message((checkpoints / "model.ckpt-200").string() +
+                                        ": a TensorFlow checkpoint's prefix (model.ckpt-200.index "
+                                        "is there), not traind's: trainctl import converts it, "
+                                        "init_from and trainctl inspect take it as it is"));
+    writeFile(checkpoints / "model.ckpt-200.data-00000-of-00001", "");
+    for (const char* file : {"model.ckpt-200.index", "model.ckpt-200.data-00000-of-00001"})
+      CHECK_THROWS_WITH(resolveCheckpoint(checkpoints / file),
+                        Catch::EndsWith("(with a latest file); it looks like a file of the "
+                                        "TensorFlow checkpoint " +
+                                        (checkpoints / "model.ckpt-200").string() +
+                                        ": trainctl import converts it, init_from and trainctl "
+                                        "inspect take it as it is"));
     CHECK_THROWS_MATCHES(resolveCheckpoint(dir / "elsewhere"), InputError,
                          Catch::Message((dir / "elsewhere").string() +
                                         ": no such checkpoint or checkpoint directory"));

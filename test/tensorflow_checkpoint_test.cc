@@ -182,8 +182,19 @@ TEST_CASE("a directory names its TensorFlow checkpoint in its checkpoint file",
           "[tensorflow_checkpoint]") {
   CHECK(findTensorflowCheckpoint(kFixture) == kPrefix);
   CHECK(findTensorflowCheckpoint(kPrefix) == kPrefix);
+  // Named by one of its files, as a shell's completion gives them.
+  std::filesystem::path file = kPrefix;
+  CHECK(findTensorflowCheckpoint(file += ".index") == kPrefix);
+  file = kPrefix;
+  CHECK(findTensorflowCheckpoint(file += ".data-00000-of-00001") == kPrefix);
+  file = kPrefix;
+  CHECK(findTensorflowCheckpoint(file += ".data-0000x-of-00001") == std::nullopt);
   TempDir dir;
   CHECK(findTensorflowCheckpoint(dir.path()) == std::nullopt);  // a traind one, or nothing
+  dir.write("model.ckpt-1.data-00000-of-00001", "");            // without its index
+  CHECK(findTensorflowCheckpoint(dir / "model.ckpt-1.data-00000-of-00001") == std::nullopt);
+  dir.write(".index", "");  // no prefix before the suffix
+  CHECK(findTensorflowCheckpoint(dir / ".index") == std::nullopt);
   CHECK(findTensorflowCheckpoint(dir / "model.ckpt-1") == std::nullopt);
   dir.write("checkpoint", "model_checkpoint_path: \"model.ckpt-7\"\n");
   CHECK(errorOf([&] { findTensorflowCheckpoint(dir.path()); }) ==
