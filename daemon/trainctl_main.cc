@@ -924,8 +924,21 @@ int runImport(const ImportFlags& flags) {
   refuseIfUsed();
   const std::filesystem::path saved = state.save(dir, spec.checkpoint.keep).path;
   for (const std::string& line : said) std::printf("%s\n", line.c_str());
-  std::printf("wrote %s: `traind --model %s%s` trains on from it\n", saved.string().c_str(),
-              flags.model.c_str(), from_flag ? (" --checkpoint-dir " + dir).c_str() : "");
+  const std::string run =
+      "traind --model " + flags.model + (from_flag ? " --checkpoint-dir " + dir : "");
+  // The run named reads the spec's data first: one that would refuse them
+  // (files not there yet, of another shape) is said, the import kept.
+  std::optional<std::string> data_refused;
+  try {
+    (void)loadTrainingData(spec, graph, {}, DataMemory::Alone);
+  } catch (const InputError& e) {
+    data_refused = e.what();
+  }
+  if (data_refused)
+    std::printf("wrote %s\nwarning: `%s` would stop at once: %s\n", saved.string().c_str(),
+                run.c_str(), data_refused->c_str());
+  else
+    std::printf("wrote %s: `%s` trains on from it\n", saved.string().c_str(), run.c_str());
   return 0;
 }
 

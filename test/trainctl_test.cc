@@ -781,6 +781,23 @@ TEST_CASE(
   r = runTrainctl("import --model " + model + " --scope net --global-step 0 " + tensorflow);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("already holds checkpoints (ckpt-0000000000)"));
+  // A spec whose data a run would refuse (3x3 images for 4 inputs): the
+  // import is written, and the run it names is not said to train on.
+  writeFile(dir / "images3.idx", idx({0x803, 16, 3, 3}, std::string(16 * 9, char(20))));
+  const std::string other_images = (dir / "other_images.yaml").string();
+  writeFile(other_images, replaceAll(readFile(model), (dir / "images.idx").string(),
+                                     (dir / "images3.idx").string()));
+  const std::string other = (dir / "other").string();
+  r = runTrainctl("import --model " + other_images +
+                  " --scope net --global-step 0 --checkpoint-dir " + other + " " + tensorflow);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("wrote " + other +
+                                       "/ckpt-0000000000\nwarning: `traind "
+                                       "--model " +
+                                       other_images + " --checkpoint-dir " + other +
+                                       "` would stop at once: ") &&
+                           Catch::Contains("images3.idx"));
+  CHECK_THAT(r.output, !Catch::Contains("trains on from it"));
 
   r = runTraind("--model " + model);
   CHECK(r.exit_code == 0);
