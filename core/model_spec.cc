@@ -1254,11 +1254,11 @@ ModelSpec loadModelSpec(const std::string& path, SpecFiles files) {
 
 std::string describeCheckpoints(const CheckpointSpec& checkpoint) {
   if (checkpoint.dir.empty()) {
-    // What turned them off: the flag, the field, or neither given.
-    const std::string& from = checkpoint.dir_location.file;
-    const std::string why = from == "--checkpoint-dir" ? "--checkpoint-dir is empty"
-                            : from.empty() ? "no checkpoint section, no --checkpoint-dir"
-                                           : "checkpoint.dir is empty";
+    // What turned them off: the flag, or neither it nor a checkpoint
+    // section (whose dir cannot be empty) given.
+    const std::string why = checkpoint.dir_location.file == "--checkpoint-dir"
+                                ? "--checkpoint-dir is empty"
+                                : "no checkpoint section, no --checkpoint-dir";
     return "no checkpoints (" + why + "): a stop or a crash loses what this run trains";
   }
   std::string when;

@@ -100,12 +100,23 @@ bool equalsLowercase(std::string_view s, std::string_view lower) {
 
 // A request head's lines end in CRLF, or in a bare LF, which RFC 9112 §2.2
 // lets a server take as a line's end (printf into nc sends them).
+// A byte no request head holds: a control character other than CR, LF and
+// HT (a binary protocol's bytes, as a Cap'n Proto peer's hello sent to this
+// port by a worker given it as a ps address).
+bool neverInHead(char c) {
+  const auto byte = uint8_t(c);
+  return (byte < 0x20 && c != '\r' && c != '\n' && c != '\t') || byte == 0x7f;
+}
+
 struct HeadEnd {
   // asio's match condition: the end of the empty line that ends the head,
-  // or where to look again once more has arrived.
+  // or just past a byte no head holds (answered with a 400 at once rather
+  // than at the request deadline), or where to look again once more has
+  // arrived.
   template <typename Iterator>
   std::pair<Iterator, bool> operator()(Iterator begin, Iterator end) const {
     for (Iterator i = begin; i != end; ++i) {
+      if (neverInHead(*i)) return {std::next(i), true};
       if (*i != '\n') continue;
       Iterator next = std::next(i);
       if (next != end && *next == '\r') ++next;
@@ -281,6 +292,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            asio::buffers_begin(head_.data()) + std::ptrdiff_t(bytes));
     head_.consume(bytes);
     head_request_ = head.starts_with(kHeadMethod);
+    if (neverInHead(head.back())) {
+      respond(plain(400, "the request holds a control character: not HTTP"));
+      return;
+    }
     if (std::optional<std::string> problem = parseHead(head, request_)) {
       respond(plain(400, *problem));
       return;

@@ -99,9 +99,10 @@ TEST_CASE("a run without checkpoints says what turned them off", "[model_spec]")
   none.dir_location = SourceLocation{"--checkpoint-dir"};
   CHECK_THAT(describeCheckpoints(none), Catch::StartsWith("no checkpoints (--checkpoint-dir is "
                                                           "empty): "));
-  none.dir_location = SourceLocation{"spec.yaml", 30, 8};
-  CHECK_THAT(describeCheckpoints(none),
-             Catch::StartsWith("no checkpoints (checkpoint.dir is empty): "));
+  // The field cannot turn them off: only the flag can.
+  TempDir dir;
+  CHECK_THAT(errorWith(dir, "\ntraining:", "\ncheckpoint: {dir: ''}\ntraining:"),
+             Catch::Contains("checkpoint.dir: expected a path, got the quoted string ''"));
 }
 
 TEST_CASE("a checkpoint directory without a cadence saves every 600 s, TensorFlow 1's default",

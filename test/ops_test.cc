@@ -410,6 +410,13 @@ TEST_CASE("malformed requests get 400 and the server lives on") {
     CHECK_THAT(node.raw(request), Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n"));
   }
   CHECK_FALSE(node.stop.requested());
+  // A binary protocol's bytes, no line end in them (a worker's Cap'n Proto
+  // hello, this port given as a ps address): answered at once, not at the
+  // 5 s request deadline, so that the worker sees a port that is no ps's.
+  const std::string hello("\0\0\0\0\x03\0\0\0\0\0\0\0\x01\0\x01\0", 16);
+  CHECK_THAT(exchangeRaw(node.address(), hello, 2.0),
+             Catch::StartsWith("HTTP/1.1 400 Bad Request\r\n") &&
+                 Catch::Contains("the request holds a control character: not HTTP"));
   // A request with a small body is fine; the body is read and ignored.
   CHECK_THAT(node.raw("POST /stop HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
              Catch::StartsWith("HTTP/1.1 202"));
