@@ -32,17 +32,27 @@ DirectoryLock lockSummaryDirectory(const std::filesystem::path& dir) {
 }  // namespace
 
 TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
-                                     int64_t start_step)
+                                     int64_t start_step, bool made_dir)
     : classification_(spec.loss == LossKind::SoftmaxCrossEntropy),
       dir_(dir),
       lock_(lockSummaryDirectory(dir)),
       start_step_(start_step),
+      made_dir_(made_dir),
       events_(std::make_unique<EventFileWriter>(dir)) {
   // An event at step S describes training up to global step S, which the
   // checkpoint at S holds; a crashed run's events past S are orphans, and
   // TensorBoard drops those at steps >= the START's.
   events_->writeSessionStart(start_step + 1);
   spdlog::info("writing TensorBoard summaries to {}", events_->path().string());
+}
+
+TrainingSummaries::~TrainingSummaries() {
+  if (!made_dir_ || wrote_past_start_ || !events_) return;
+  const std::filesystem::path file = events_->path();
+  events_.reset();
+  std::error_code ec;
+  std::filesystem::remove(file, ec);
+  std::filesystem::remove(dir_, ec);  // only when empty
 }
 
 void TrainingSummaries::logWindow(int64_t step, const Window& window) {
@@ -91,6 +101,7 @@ void TrainingSummaries::write(int64_t step, const std::function<void(EventFileWr
           gone.string(), step, events_->path().string());
     }
     event(*events_);
+    wrote_past_start_ = true;
   } catch (const std::runtime_error& e) {  // InputError too: a directory not created again
     spdlog::warn("{}; no more TensorBoard summaries in this run", e.what());
     events_.reset();
@@ -110,9 +121,9 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
     return nullptr;
   }
   std::error_code ec;
-  const bool existed = std::filesystem::exists(dir, ec);
+  const bool existed = std::filesystem::exists(dir, ec) || ec;
   try {
-    return std::make_unique<TrainingSummaries>(spec, dir, start_step);
+    return std::make_unique<TrainingSummaries>(spec, dir, start_step, !existed);
   } catch (const InputError& e) {
     // The directory named, or the checkpoint directory it defaults under.
     const bool named = !spec.training.summary_dir.empty();

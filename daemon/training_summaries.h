@@ -35,7 +35,16 @@ class TrainingSummaries {
   // run's mark would make TensorBoard drop this one's points. Throws
   // InputError when the directory or the file cannot be created, or
   // another run holds the directory.
-  TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step);
+  // `made_dir`: the directory was made for this run, and nothing was in it.
+  TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step,
+                    bool made_dir);
+  // A run that wrote nothing past the start (stopped before its first
+  // step) in a directory made for it leaves nothing there: the event file
+  // goes, and the directory, as a checkpoint directory that got nothing
+  // goes (core/checkpoint.h). TensorBoard would list an empty run.
+  ~TrainingSummaries();
+  TrainingSummaries(const TrainingSummaries&) = delete;
+  TrainingSummaries& operator=(const TrainingSummaries&) = delete;
 
   // The figures of a window of steps (a log line's, or summary_every's).
   struct Window {
@@ -65,6 +74,8 @@ class TrainingSummaries {
   std::filesystem::path dir_;
   DirectoryLock lock_;
   int64_t start_step_;
+  bool made_dir_;
+  bool wrote_past_start_ = false;
   std::unique_ptr<EventFileWriter> events_;  // null once a write has failed
 };
 

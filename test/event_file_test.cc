@@ -184,7 +184,7 @@ TEST_CASE("a resumed run writes no evaluation at the step it resumed from", "[ev
   fs::path path;
   {
     // A rerun of a finished run at step 40 evaluates the checkpoint again.
-    TrainingSummaries summaries(spec, tmp.path(), 40);
+    TrainingSummaries summaries(spec, tmp.path(), 40, false);
     summaries.logEvaluation(40, EvalResult{0.5, 0.0, 10});
     summaries.logEvaluation(41, EvalResult{0.25, 0.0, 10});
   }
@@ -196,13 +196,41 @@ TEST_CASE("a resumed run writes no evaluation at the step it resumed from", "[ev
   CHECK(events[2].summary().value(0).tag() == "test/loss");
 }
 
+TEST_CASE("a run that wrote nothing past its start leaves no summaries in a directory made for it",
+          "[event_file]") {
+  TempDir tmp;
+  ModelSpec spec;
+  spec.loss = LossKind::MeanSquaredError;
+  const fs::path made = tmp.path() / "ckpt" / "summaries";
+  {
+    // Stopped before its first step: its evaluation at the start is none.
+    TrainingSummaries summaries(spec, made, 40, true);
+    summaries.logEvaluation(40, EvalResult{0.5, 0.0, 10});
+    CHECK(fs::exists(made));
+  }
+  CHECK_FALSE(fs::exists(made));
+  CHECK(fs::exists(tmp.path() / "ckpt"));  // not its parents: the checkpoint lock's
+  // In a directory that was there, the file stays (a START among others'
+  // files hides a crashed run's orphans); one step's window keeps it too.
+  { TrainingSummaries summaries(spec, tmp.path(), 40, false); }
+  size_t files = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(tmp.path()))
+    files += entry.is_regular_file();
+  CHECK(files == 1);
+  {
+    TrainingSummaries summaries(spec, made, 0, true);
+    summaries.logWindow(10, {0.5, std::nullopt, 0.1, 1000, 10, std::nullopt});
+  }
+  CHECK_FALSE(fs::is_empty(made));
+}
+
 TEST_CASE("summaries whose directory is deleted under the run go on in a new file there",
           "[event_file]") {
   TempDir tmp;
   ModelSpec spec;
   spec.loss = LossKind::MeanSquaredError;
   const fs::path dir = tmp.path() / "ckpt" / "summaries";
-  TrainingSummaries summaries(spec, dir, 0);
+  TrainingSummaries summaries(spec, dir, 0, true);
   summaries.logWindow(10, {0.5, std::nullopt, 0.1, 1000, 10, std::nullopt});
   fs::remove_all(tmp.path() / "ckpt");  // a /tmp cleaner
   summaries.logWindow(20, {0.25, std::nullopt, 0.1, 1000, 10, std::nullopt});
@@ -316,7 +344,7 @@ TEST_CASE("a run's last steps after its last log line get a line and a point", "
     expected = {125, 250};
   }
   {
-    StepLog log(spec, 0, 250, std::make_unique<TrainingSummaries>(spec, tmp.path(), 0));
+    StepLog log(spec, 0, 250, std::make_unique<TrainingSummaries>(spec, tmp.path(), 0, false));
     for (int64_t step = 1; step <= 250; ++step) log.record(StepResult{double(step)}, step);
     log.closeWindows();
     log.closeWindows();  // nothing since
