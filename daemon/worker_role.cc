@@ -419,10 +419,19 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
                 size_t(layout.totalSize()) * sizeof(float));
 
   // A share is this worker's alone: not dealt out among the workers again.
-  InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed,
-                      sync ? step : step / workers,
-                      readAheadBatches(spec.data, /*cluster_worker=*/true), holds_share ? 0 : task,
-                      holds_share ? 1 : workers, spec.data.augment, spec.data.shuffle_buffer);
+  // Sync, the batch of a step is the one of the global step it computes at
+  // (docs/distributed.md): a push dropped as stale (backup workers) can
+  // leave the job steps ahead of this worker's pipeline, which then starts
+  // again there. Async, each worker goes through its own order.
+  std::optional<InputPipeline> input;
+  int64_t input_step = sync ? step : step / workers;  // the step input gives a batch of next
+  auto startInput = [&] {
+    input.reset();  // its read-ahead thread joined before another starts
+    input.emplace(data.train, batch_size, spec.data.shuffle, spec.seed, input_step,
+                  readAheadBatches(spec.data, /*cluster_worker=*/true), holds_share ? 0 : task,
+                  holds_share ? 1 : workers, spec.data.augment, spec.data.shuffle_buffer);
+  };
+  startInput();
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   // Towers and pipelines tell that a gradient is final only as the step
@@ -471,7 +480,12 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     const Batch* batch = nullptr;
     {
       std::lock_guard lock(input_mutex);
-      batch = &slot.take(input);
+      if (sync && pulled[i].step != input_step) {  // sync runs one step slot
+        input_step = pulled[i].step;
+        startInput();
+      }
+      batch = &slot.take(*input);
+      ++input_step;
     }
     // A seed, not a count: unsigned, so that no step a ps reports can overflow it.
     const uint64_t worker_step = uint64_t(pulled[i].step) * uint64_t(workers) + uint64_t(task);
