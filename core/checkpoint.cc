@@ -34,6 +34,10 @@ namespace layout = checkpoint_format;
 // is not one, and is not read into memory.
 constexpr uintmax_t kMaxSmallFileBytes = 1 << 20;
 
+// The directory a start makes and removes to see that a save could
+// (createCheckpointDir), under kTempPrefix as a save's.
+constexpr std::string_view kProbeName = "probe";
+
 [[noreturn]] void throwErrno(int error, const std::string& what, const fs::path& path) {
   throw std::system_error(error, std::generic_category(), what + " " + path.string());
 }
@@ -138,6 +142,23 @@ std::optional<int64_t> stepOfDirName(const std::string& name) {
   return step;
 }
 
+// Whether `name` is one a save or a start's probe writes under before its
+// rename (".tmp-ckpt-0000000005.4242", ".tmp-latest.4242", ".tmp-probe.4242"):
+// what an interrupted one leaves. Nothing else in the directory is traind's
+// to delete (a summary directory of the user's called .tmp-tb).
+bool isSaveLeftover(std::string_view name, bool checkpoints_only) {
+  if (!name.starts_with(layout::kTempPrefix)) return false;
+  name.remove_prefix(layout::kTempPrefix.size());
+  const size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || dot + 1 == name.size() ||
+      !std::all_of(name.begin() + long(dot) + 1, name.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const std::string_view base = name.substr(0, dot);
+  if (stepOfDirName(std::string(base))) return true;
+  return !checkpoints_only && (base == layout::kLatestFile || base == kProbeName);
+}
+
 // Deletes leftovers of interrupted saves and all but the newest `keep`
 // checkpoints, counting the one of step `current_step` just saved. Checkpoints of
 // later steps are another run's, abandoned when `latest` was set back to an
@@ -155,7 +176,7 @@ std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, int64_t
     const fs::directory_entry& entry = *it;
     const std::string name = entry.path().filename().string();
     std::error_code entry_error;  // its own: an entry gone meanwhile is no checkpoint
-    if (name.starts_with(layout::kTempPrefix)) {
+    if (isSaveLeftover(name, /*checkpoints_only=*/false)) {
       leftovers.push_back(entry.path());
     } else if (const std::optional<int64_t> step = stepOfDirName(name);
                step && *step < current_step && entry.is_directory(entry_error)) {
@@ -182,11 +203,9 @@ std::vector<std::string> pruneCheckpoints(const fs::path& dir, int keep, int64_t
 // pruning, and make a tight disk refuse that save. Quietly: pruning says
 // what it cannot delete, and takes the small leftovers too.
 void removeLeftovers(const fs::path& dir) {
-  const std::string half_written =
-      std::string(layout::kTempPrefix) + std::string(layout::kDirPrefix);
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().filename().string().starts_with(half_written)) {
+    if (isSaveLeftover(it->path().filename().string(), /*checkpoints_only=*/true)) {
       std::error_code ignored;
       fs::remove_all(it->path(), ignored);
     }
@@ -347,17 +366,33 @@ CheckpointDirLock createCheckpointDir(const fs::path& dir, const SourceLocation&
     // after the steps before it had trained.
     // A probe left by a process of this pid that was killed (pid 1 in a
     // container, every start) goes first.
-    const fs::path probe =
-        dir / (std::string(layout::kTempPrefix) + "probe." + std::to_string(getpid()));
+    // Its file's path is as long as the longest a save writes (a path
+    // near PATH_MAX fails only there).
+    const std::string pid = std::to_string(getpid());
+    const std::string probe_name =
+        std::string(layout::kTempPrefix) + std::string(kProbeName) + "." + pid;
+    const fs::path probe = dir / probe_name;
+    const size_t longest_save = layout::kTempPrefix.size() +
+                                checkpointDirName(kMaxGlobalStep).size() + 1 + pid.size() + 1 +
+                                CheckpointManifest{}.tensors_file.size();
+    const fs::path probe_file = probe / std::string(longest_save - probe_name.size() - 1, 'p');
     fs::remove_all(probe, error);
     // create_directory clears `error` when the probe is there still.
     if (!error && !fs::create_directory(probe, error) && !error)
       error = std::make_error_code(std::errc::file_exists);
+    if (!error) {
+      const int fd = ::open(probe_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0)
+        error = std::error_code(errno, std::generic_category());
+      else
+        ::close(fd);
+      std::error_code ignored;
+      fs::remove_all(probe, ignored);
+    }
     if (error)
       throwInputError(
           where, where.line > 0 ? "checkpoint.dir" : "",
           "checkpoint directory " + dir.string() + ": cannot write in it: " + error.message());
-    fs::remove(probe, error);
 
     auto locked = lockDirectory(dir);
     const auto* refusal = std::get_if<DirectoryLockRefusal>(&locked);
@@ -447,7 +482,8 @@ SavedCheckpoint saveCheckpoint(const fs::path& dir, const CheckpointManifest& ma
     syncPath(checkpoint, true);
     fs::remove_all(temp);
   }
-  const fs::path latest_temp = dir / (std::string(layout::kTempPrefix) + "latest." + pid);
+  const fs::path latest_temp =
+      dir / (std::string(layout::kTempPrefix) + std::string(layout::kLatestFile) + "." + pid);
   try {
     syncPath(dir, true);
     writeSyncedFile(latest_temp, name + "\n");

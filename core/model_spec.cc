@@ -1456,11 +1456,24 @@ std::string forwardRule(const ModelSpec& spec) {
   return rule;
 }
 
+namespace {
+
+// One spelling of a directory for every path to it: absolute, through no
+// link, with no trailing separator (a chief restarted with `ckpt/` or a
+// link's name is the same job's).
+std::string directoryIdentity(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) resolved = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (!resolved.has_filename() && resolved.has_relative_path()) resolved = resolved.parent_path();
+  return resolved.string();
+}
+
+}  // namespace
+
 SpecIdentity specIdentity(const ModelSpec& spec) {
   const std::string dir =
-      spec.checkpoint.dir.empty()
-          ? std::string()
-          : std::filesystem::absolute(spec.checkpoint.dir).lexically_normal().string();
+      spec.checkpoint.dir.empty() ? std::string() : directoryIdentity(spec.checkpoint.dir);
   return {architectureHash(spec), forwardRule(spec), updateRule(spec), dataRule(spec), dir,
           /*training_set=*/{}};
 }

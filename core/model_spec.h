@@ -451,7 +451,8 @@ std::string dataRule(const ModelSpec& spec);
 
 // What every node of a job must agree on: a ps refuses a worker whose spec
 // differs in any (rpc/shard_service.h); and, from the chief, where it
-// checkpoints the job (absolute; empty: nowhere), by which a ps tells a
+// checkpoints the job (absolute, through no link, without a trailing
+// separator: one spelling of the directory; empty: nowhere), by which a ps tells a
 // chief of another job on its ports from its own; and, from a worker, its
 // training set as it read it (contentText of core/dataset.h, added once
 // loaded; empty from specIdentity), which a ps takes from the chief that

@@ -472,6 +472,18 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
     CHECK(entries(checkpoints) ==
           std::vector<std::string>{"ckpt-0000000300", "ckpt-0000000500", "latest"});
   }
+  SECTION("a name like a leftover's that no save writes is the user's, and stays") {
+    // A summary directory given as .tmp-tb in the checkpoint directory.
+    for (const char* name :
+         {".tmp-tb", ".tmp-ckpt-0000000400", ".tmp-latest.9x", ".tmp-probe.", ".tmp-ckpt-4x.12"})
+      fs::create_directories(checkpoints / name);
+    fs::create_directories(checkpoints / ".tmp-probe.77");  // a start killed as it probed
+    saveCheckpoint(checkpoints, manifestAt(500), sample.refs(), 2);
+    CHECK(entries(checkpoints) ==
+          std::vector<std::string>{".tmp-ckpt-0000000400", ".tmp-ckpt-4x.12", ".tmp-latest.9x",
+                                   ".tmp-probe.", ".tmp-tb", "ckpt-0000000300", "ckpt-0000000500",
+                                   "latest"});
+  }
   SECTION("an entry that goes as it is listed does not stop the pruning") {
     // A link to nowhere named as a checkpoint: its status fails as the
     // listing reads it, as an entry deleted meanwhile does.
@@ -609,6 +621,14 @@ TEST_CASE("a checkpoint directory refused as it is made leaves nothing made for 
   CHECK_THROWS_WITH(createCheckpointDir(tmp.path() / "new" / std::string(300, 'n'), where),
                     Catch::Contains("cannot create it"));
   CHECK_FALSE(fs::exists(tmp.path() / "new"));
+  // A path so long that a save's files would pass PATH_MAX (4096) where
+  // the directory does not: refused as it is made, not at the first save.
+  fs::path deep = tmp.path() / "deep";
+  while (deep.string().size() < 4050)
+    deep /= std::string(std::min<size_t>(200, 4050 - deep.string().size()), 'd');
+  CHECK_THROWS_WITH(createCheckpointDir(deep, where),
+                    Catch::Contains("cannot write in it: File name too long"));
+  CHECK_FALSE(fs::exists(tmp.path() / "deep"));
 }
 
 TEST_CASE("a run that saved nothing leaves nothing in its checkpoint directory", "[checkpoint]") {

@@ -2188,6 +2188,28 @@ TEST_CASE("forwardRule holds the activations and dropout rates the architecture 
   CHECK(specIdentity(changed).forward_rule == forwardRule(changed));
 }
 
+TEST_CASE("a chief names its checkpoint directory one way however it is spelled", "[model_spec]") {
+  // A chief restarted with `ckpt/` or through a link is the same job's
+  // to its ps tasks.
+  TempDir dir;
+  std::filesystem::create_directories(dir / "real" / "ckpt");
+  std::filesystem::create_directory_symlink(dir / "real", dir / "link");
+  ModelSpec spec;
+  auto identity = [&](const std::string& path) {
+    spec.checkpoint.dir = path;
+    return specIdentity(spec).checkpoint_dir;
+  };
+  const std::string real = std::filesystem::canonical(dir / "real" / "ckpt").string();
+  CHECK(identity((dir / "real" / "ckpt").string()) == real);
+  CHECK(identity((dir / "real" / "ckpt").string() + "/") == real);
+  CHECK(identity((dir / "link" / "ckpt").string()) == real);
+  CHECK(identity((dir / "real" / "." / "ckpt" / "..").string() + "/ckpt//") == real);
+  // Not made yet: as it will be.
+  CHECK(identity((dir / "link" / "new").string() + "/") ==
+        std::filesystem::canonical(dir / "real").string() + "/new");
+  CHECK(identity("").empty());
+}
+
 TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]") {
   TempDir dir;
   const ModelSpec spec = loadVariant(
