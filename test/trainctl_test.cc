@@ -437,6 +437,34 @@ TEST_CASE("trainctl stop stops the ps of a chief that stopped alone after its ch
   CHECK(job.ps->wait(30) == 0);
 }
 
+TEST_CASE("trainctl stop with a paused worker still stops the chief and the ps in time") {
+  ChiefAndPs job("stop-paused-worker", 1);
+  for (const int port : {job.base + 2, job.base + 3, job.base + 5}) REQUIRE(waitHealthy(port, 60));
+  REQUIRE(job.others[0]->waitForOutput(", loss = ", 60));
+  // A paused worker answers nothing: its stop takes a share of the time,
+  // not all of it, and the chief and the ps are asked in what is left.
+  job.others[0]->signal(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult stop = runTrainctl(job.stop("--timeout 20"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(stop.output);
+  CHECK(stop.exit_code == 1);  // worker 1 did not answer
+  CHECK_THAT(stop.output,
+             Catch::Contains("worker 1: unreachable") && Catch::Contains("the stop went out") &&
+                 Catch::Contains("worker 0 (" + address(job.base + 3) + "): stopping") &&
+                 Catch::Contains("ps 0 (" + address(job.base + 2) + "): stopping") &&
+                 Catch::Contains("stopped, but for the nodes above") &&
+                 !Catch::Contains("did not stop"));
+  CHECK(seconds < 20);
+  CHECK(job.chief->wait(30) == 0);
+  CHECK_THAT(job.chief->output(), Catch::Contains("saved checkpoint"));
+  // Let go, the worker hears the stop it was sent and ends cleanly, as the ps does.
+  job.others[0]->signal(SIGCONT);
+  CHECK(job.others[0]->wait(30) == 0);
+  CHECK(job.ps->wait(30) == 0);
+}
+
 TEST_CASE("trainctl stop names the step a ps ends at when a worker trained until just before") {
   ChiefAndPs job("stop-fresh-ps-step", 1);
   REQUIRE(waitHealthy(job.base + 5, 60));
