@@ -70,9 +70,18 @@ std::optional<StepStallReport::Line> StepStallReport::check(double now) {
   // A shard that holds nothing gets no gradients and keeps its step.
   if (shard_.chunks().empty()) return std::nullopt;
   if (!shard_.ready()) {
+    // Waiting from the start, or again (a chief restoring the shard after
+    // its ps restarted).
+    if (step_ != -1 || !waiting_since_) {
+      waiting_since_ = now;
+      next_wait_report_ = now + kChiefWaitSeconds;
+    }
     step_ = -1;
-    return std::nullopt;
+    if (now < next_wait_report_) return std::nullopt;
+    next_wait_report_ = now + kChiefWaitRepeatSeconds;
+    return chiefWaitLine(int(now - *waiting_since_));
   }
+  waiting_since_.reset();
   if (shard_.globalStep() != step_) {
     last_step_ = step_ >= 0 ? now - since_ : 0.0;
     if (stood > 0.0) recent_.push_back({now, stood});
@@ -92,6 +101,24 @@ double StepStallReport::longestRecentStepSeconds() const {
   double longest = 0.0;
   for (const StepTime& step : recent_) longest = std::max(longest, step.seconds);
   return longest;
+}
+
+StepStallReport::Line StepStallReport::chiefWaitLine(int waited) const {
+  const std::string what = fmt::format(
+      "this ps has waited {} s for the chief (worker 0) to initialise its shard", waited);
+  std::vector<uint32_t> connected = shard_.connectedWorkers();
+  if (std::erase(connected, 0u) > 0)
+    return {false, what +
+                       ": it is connected, and restoring a checkpoint, initialising the "
+                       "parameters or waiting for another ps"};
+  if (connected.empty())
+    return {false, what +
+                       ": no worker is connected (not started yet, or they stopped: a worker "
+                       "that cannot run the spec or flags it was given exits at once, and its "
+                       "log says why)"};
+  return {false, what + fmt::format(": {} connected, the chief not (not started yet, or it "
+                                    "stopped: its log says why)",
+                                    workers(connected))};
 }
 
 StepStallReport::Line StepStallReport::syncLine(int waited) const {

@@ -27,6 +27,12 @@ class StepStallReport {
   // often while it still stands. The chief's evaluations and checkpoints
   // hold a step for seconds.
   static constexpr double kMinSeconds = 15.0;
+  // A shard the chief has not initialised yet is reported after this long,
+  // and again as often as kChiefWaitRepeatSeconds: a chief that never
+  // comes (not started, or it refused its spec and exited) leaves the ps
+  // serving nobody, and a log that said so once at the start.
+  static constexpr double kChiefWaitSeconds = 60.0;
+  static constexpr double kChiefWaitRepeatSeconds = 600.0;
 
   StepStallReport(const ParameterShard& shard, const ClusterSpec& cluster)
       : shard_(shard), cluster_(cluster) {}
@@ -36,7 +42,8 @@ class StepStallReport {
     // of the step came and others are missing; async, workers are held at
     // max_staleness ahead of the slowest. Otherwise no worker has pushed
     // the step yet (they wait for another ps's step, for the chief, or the
-    // job is ending) and the text says so.
+    // job is ending) and the text says so. Before the shard is
+    // initialised, it says whether the chief is connected.
     bool suspects = false;
     std::string text;
   };
@@ -59,6 +66,7 @@ class StepStallReport {
   double threshold() const;
   Line syncLine(int waited) const;
   Line asyncLine(int waited) const;
+  Line chiefWaitLine(int waited) const;
 
   const ParameterShard& shard_;
   const ClusterSpec& cluster_;
@@ -67,6 +75,8 @@ class StepStallReport {
   double last_step_ = 0.0;    // how long the step before it took; 0: not known
   double next_report_ = 0.0;
   double standing_ = 0.0;
+  std::optional<double> waiting_since_;  // for the chief, while the shard is not ready
+  double next_wait_report_ = 0.0;
   struct StepTime {
     double seen;  // when check saw it
     double seconds;

@@ -95,13 +95,45 @@ TEST_CASE("sync: a standing step names many workers as ranges") {
                              Catch::Contains("and workers 2..4 and 6..299 (not connected)"));
 }
 
+TEST_CASE("a shard the chief has not initialised is reported after a minute, then every 10") {
+  OneShard s(TrainingMode::Sync, 3, 3);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  StepStallReport report(shard, s.cluster);
+  CHECK_FALSE(report.check(5.0));
+  CHECK_FALSE(report.check(64.0));
+  auto line = report.check(65.0);
+  REQUIRE(line);
+  CHECK_FALSE(line->suspects);
+  CHECK(line->text ==
+        "this ps has waited 60 s for the chief (worker 0) to initialise its shard: no worker is "
+        "connected (not started yet, or they stopped: a worker that cannot run the spec or flags "
+        "it was given exits at once, and its log says why)");
+  shard.workerJoined(1);
+  shard.workerJoined(2);
+  CHECK_FALSE(report.check(664.0));
+  line = report.check(665.0);
+  REQUIRE(line);
+  CHECK_THAT(line->text, Catch::EndsWith("waited 660 s for the chief (worker 0) to initialise its "
+                                         "shard: workers 1 and 2 connected, the chief not (not "
+                                         "started yet, or it stopped: its log says why)"));
+  shard.workerJoined(0);
+  line = report.check(1265.0);
+  REQUIRE(line);
+  CHECK_THAT(line->text, Catch::EndsWith(": it is connected, and restoring a checkpoint, "
+                                         "initialising the parameters or waiting for another ps"));
+  // Initialised: steps are reported as before; not again until it waits anew.
+  shard.markReady(0);
+  CHECK_FALSE(report.check(1266.0));
+  CHECK(report.check(1281.0));  // global step 0 has stood 15 s
+}
+
 TEST_CASE("sync: a standing step is reported after 15 s, naming whom it waits for") {
   OneShard s(TrainingMode::Sync, 3, 2);  // a backup worker: any of the missing would do
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
   const ShardChunk kernel = shard.chunks()[0], bias = shard.chunks()[1];
   const std::vector<float> two{1.0f, 1.0f}, one{1.0f};
   StepStallReport report(shard, s.cluster);
-  CHECK_FALSE(report.check(0.0));  // not initialised yet: nothing to say
+  CHECK_FALSE(report.check(0.0));  // not initialised yet: nothing to say for a minute
   shard.markReady(0);
   shard.workerJoined(0);
   shard.workerJoined(1);
