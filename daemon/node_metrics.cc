@@ -299,7 +299,8 @@ std::string NodeMetrics::prometheusText() const {
     family(out, "traind_stale_gradients_total", "counter",
            "Gradient chunks this shard dropped as stale.");
     out += fmt::format("traind_stale_gradients_total{{{}}} {}\n", l, stale_gradients_);
-    family(out, "traind_connected_workers", "gauge", "Open connections to this shard.");
+    family(out, "traind_connected_workers", "gauge",
+           "Workers connected to this shard (connections that said hello as a worker).");
     out += fmt::format("traind_connected_workers{{{}}} {}\n", l, connected_workers_);
     auto byTransport = [&](const char* name, const char* help, int64_t tcp, int64_t shared) {
       family(out, name, "counter", help);

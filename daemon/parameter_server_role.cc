@@ -38,9 +38,10 @@ constexpr const char* kWaitingForTheChief =
 // (`saves_seen` of them before) is logged and becomes the node's last
 // checkpoint.
 kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
-                                 const ServedShard& service, const ShardServer& server,
-                                 NodeMetrics& metrics, uint64_t saves_seen = 0) {
-  metrics.setShardCounters(shard.staleDropped(), server.connections(), service.pushCounts());
+                                 const ServedShard& service, NodeMetrics& metrics,
+                                 uint64_t saves_seen = 0) {
+  // Workers that said hello: a connection that never does (a port scan) is none.
+  metrics.setShardCounters(shard.staleDropped(), shard.workersConnected(), service.pushCounts());
   // A shard the chief has not initialised is at no step yet.
   if (shard.ready()) metrics.setGlobalStep(shard.globalStep());
   if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
@@ -54,8 +55,8 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
     saves_seen = saved->count;
   }
   return timer.afterDelay(kShardPublishPeriod.count() * kj::MILLISECONDS)
-      .then([&timer, &shard, &service, &server, &metrics, saves_seen]() {
-        return publishMetrics(timer, shard, service, server, metrics, saves_seen);
+      .then([&timer, &shard, &service, &metrics, saves_seen]() {
+        return publishMetrics(timer, shard, service, metrics, saves_seen);
       });
 }
 
@@ -176,7 +177,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
       [](kj::Exception&& e) { spdlog::error("the listener failed: {}", failureText(e)); });
   kj::Timer& timer = io.provider->getTimer();
   kj::Promise<void> publishing =
-      publishMetrics(timer, shard, service, server, metrics).eagerlyEvaluate(nullptr);
+      publishMetrics(timer, shard, service, metrics).eagerlyEvaluate(nullptr);
   kj::Promise<void> trimming = trimAfterDepartures(timer, server).eagerlyEvaluate(nullptr);
   StepStallReport stalls(shard, cluster);
   kj::Promise<void> reporting =
