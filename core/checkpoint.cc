@@ -142,10 +142,13 @@ std::optional<int64_t> stepOfDirName(const std::string& name) {
   return step;
 }
 
-// Whether `name` is one a save or a start's probe writes under before its
-// rename (".tmp-ckpt-0000000005.4242", ".tmp-latest.4242", ".tmp-probe.4242"):
-// what an interrupted one leaves. Nothing else in the directory is traind's
-// to delete (a summary directory of the user's called .tmp-tb).
+// Whether `name` is one a save writes under before its rename
+// (".tmp-ckpt-0000000005.4242", ".tmp-latest.4242"): what an interrupted
+// one leaves. Nothing else in the directory is traind's to delete (a
+// summary directory of the user's called .tmp-tb); nor is a start's probe
+// (".tmp-probe.4242"), which another process may be making as this one
+// prunes, and which a start killed as it probed leaves empty (the next
+// start of its pid removes it).
 bool isSaveLeftover(std::string_view name, bool checkpoints_only) {
   if (!name.starts_with(layout::kTempPrefix)) return false;
   name.remove_prefix(layout::kTempPrefix.size());
@@ -156,7 +159,7 @@ bool isSaveLeftover(std::string_view name, bool checkpoints_only) {
     return false;
   const std::string_view base = name.substr(0, dot);
   if (stepOfDirName(std::string(base))) return true;
-  return !checkpoints_only && (base == layout::kLatestFile || base == kProbeName);
+  return !checkpoints_only && base == layout::kLatestFile;
 }
 
 // Deletes leftovers of interrupted saves and all but the newest `keep`

@@ -1462,9 +1462,13 @@ namespace {
 // link, with no trailing separator (a chief restarted with `ckpt/` or a
 // link's name is the same job's).
 std::string directoryIdentity(const std::filesystem::path& dir) {
+  // Absolute first: weakly_canonical leaves a relative path whose first
+  // part is not there yet relative (a chief's first start, before it made
+  // the directory, and its restart would differ).
   std::error_code ec;
-  std::filesystem::path resolved = std::filesystem::weakly_canonical(dir, ec);
-  if (ec) resolved = std::filesystem::absolute(dir, ec).lexically_normal();
+  const std::filesystem::path absolute = std::filesystem::absolute(dir, ec);
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, ec);
+  if (ec) resolved = absolute.lexically_normal();
   if (!resolved.has_filename() && resolved.has_relative_path()) resolved = resolved.parent_path();
   return resolved.string();
 }

@@ -927,10 +927,12 @@ int runImport(const ImportFlags& flags) {
   const std::string run =
       "traind --model " + flags.model + (from_flag ? " --checkpoint-dir " + dir : "");
   // The run named reads the spec's data first: one that would refuse them
-  // (files not there yet, of another shape) is said, the import kept.
+  // (files of another shape than the model's input, damaged, too big for
+  // this machine's memory beside the model) is said, the import kept. The
+  // spec's loading refused files that are not there.
   std::optional<std::string> data_refused;
   try {
-    (void)loadTrainingData(spec, graph, {}, DataMemory::Alone);
+    (void)loadTrainingData(spec, graph);
   } catch (const InputError& e) {
     data_refused = e.what();
   }

@@ -425,6 +425,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // again there. Async, each worker goes through its own order.
   std::optional<InputPipeline> input;
   int64_t input_step = sync ? step : step / workers;  // the step input gives a batch of next
+  int64_t input_moves = 0;                            // restarts at the job's step
   auto startInput = [&] {
     input.reset();  // its read-ahead thread joined before another starts
     input.emplace(data.train, batch_size, spec.data.shuffle, spec.seed, input_step,
@@ -483,6 +484,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       if (sync && pulled[i].step != input_step) {  // sync runs one step slot
         input_step = pulled[i].step;
         startInput();
+        ++input_moves;
       }
       batch = &slot.take(*input);
       ++input_step;
@@ -636,6 +638,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   summary.global_step = step;
   if (ps.gradientsDropped() > 0)
     spdlog::info("{} of this worker's pushes had chunks dropped as stale", ps.gradientsDropped());
+  if (input_moves > 0)
+    spdlog::info(
+        "this worker's input moved on to the job's step {} time{}, after pushes that "
+        "came too late for theirs",
+        input_moves, input_moves == 1 ? "" : "s");
   logSummary(spec, summary.global_step, summary.steps_run, summary.seconds, test);
   metrics.setState(NodeState::Done);
   return summary;

@@ -477,12 +477,13 @@ TEST_CASE("saving keeps the newest checkpoints and cleans up after crashes", "[c
     for (const char* name :
          {".tmp-tb", ".tmp-ckpt-0000000400", ".tmp-latest.9x", ".tmp-probe.", ".tmp-ckpt-4x.12"})
       fs::create_directories(checkpoints / name);
-    fs::create_directories(checkpoints / ".tmp-probe.77");  // a start killed as it probed
+    // Another start's probe, which it may be making now.
+    fs::create_directories(checkpoints / ".tmp-probe.77");
     saveCheckpoint(checkpoints, manifestAt(500), sample.refs(), 2);
     CHECK(entries(checkpoints) ==
           std::vector<std::string>{".tmp-ckpt-0000000400", ".tmp-ckpt-4x.12", ".tmp-latest.9x",
-                                   ".tmp-probe.", ".tmp-tb", "ckpt-0000000300", "ckpt-0000000500",
-                                   "latest"});
+                                   ".tmp-probe.", ".tmp-probe.77", ".tmp-tb", "ckpt-0000000300",
+                                   "ckpt-0000000500", "latest"});
   }
   SECTION("an entry that goes as it is listed does not stop the pruning") {
     // A link to nowhere named as a checkpoint: its status fails as the

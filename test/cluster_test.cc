@@ -26,6 +26,7 @@
 #include "core/parameter_shard.h"
 #include "core/placement.h"
 #include "core/safetensors.h"
+#include "daemon/node_metrics.h"
 #include "daemon/ops_client.h"
 #include "rpc/push_counts.h"
 #include "rpc/shard_server.h"
@@ -487,6 +488,32 @@ TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 300"));
+}
+
+TEST_CASE("sync with a backup worker: a worker held back takes the batches of the job's step") {
+  // A step's batches are those of its global step whoever computes them
+  // (docs/distributed.md): worker 1, paused while worker 0 makes the steps
+  // alone, pulls a step far past the one its pipeline was at, and starts
+  // its input there.
+  const auto dir = freshTempDir("backup-input");
+  const auto cluster = writeCluster(
+      dir, 1, 2, "  mode: sync\n  replicas_to_aggregate: 1\n  total_num_replicas: 2\n");
+  Cluster c(dir, cluster,
+            "--model " + modelPath("fashion_mlp.yaml") +
+                " --max-steps 3000 --threads 1 --eval-every 0 --log-every 20",
+            1, 2);
+  REQUIRE(c.workers[1]->waitForOutput(", loss = "));
+  c.workers[1]->signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  c.workers[1]->signal(SIGCONT);
+  CHECK(c.workers[0]->wait(kTimeout) == 0);
+  CHECK(c.workers[1]->wait(kTimeout) == 0);
+  CHECK(c.ps[0]->wait(30) == 0);
+  INFO(c.logs());
+  CHECK_THAT(c.workers[1]->output(),
+             Catch::Matches("(.|\n)*this worker's input moved on to the job's step [0-9]+ "
+                            "times?, after pushes that came too late for theirs(.|\n)*"));
+  CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 3000"));
 }
 
 TEST_CASE("sync with a backup worker: every checkpoint holds every shard at one step") {
@@ -1787,7 +1814,11 @@ TEST_CASE("a chief that finds one ps restarted empty restarts every shard from t
 
 TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   const auto dir = freshTempDir("garbage");
-  const auto cluster = writeCluster(dir, 1, 1, "  mode: async\n");
+  const int http = freePortRange(2);
+  const auto cluster =
+      writeCluster(dir, 1, 1,
+                   "  mode: async\nhttp:\n  ps: [127.0.0.1:" + std::to_string(http) +
+                       "]\n  worker: [127.0.0.1:" + std::to_string(http + 1) + "]\n");
   const int ps_port = loadClusterSpec(cluster.string()).ps[0].port;
   Cluster c(dir, cluster,
             "--model " + modelPath("fashion_mlp.yaml") +
@@ -1809,6 +1840,15 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
     close(fd);
     return closed;
   };
+  // A connection that says nothing is no worker: the ps counts its one.
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopbackAddress(ps_port);
+  REQUIRE(connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const HostPort ps_ops{"127.0.0.1", uint16_t(http), {}};
+  std::this_thread::sleep_for(5 * kShardPublishPeriod);  // published again since
+  CHECK_THAT(requestOps(ps_ops, "GET", "/metrics", 5.0).body,
+             Catch::Contains("traind_connected_workers{job=\"ps\",task=\"0\"} 1\n"));
+  close(silent);
   std::string garbage(4096, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char((i * 7919 + 13) % 251);
   CHECK(psHangsUpAfter(garbage));

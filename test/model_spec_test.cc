@@ -2208,6 +2208,14 @@ TEST_CASE("a chief names its checkpoint directory one way however it is spelled"
   CHECK(identity((dir / "link" / "new").string() + "/") ==
         std::filesystem::canonical(dir / "real").string() + "/new");
   CHECK(identity("").empty());
+  // Relative (--checkpoint-dir ckpt), before and after the chief made it.
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const std::string relative = identity("made");
+  std::filesystem::create_directory(dir / "made");
+  CHECK(identity("made/") == relative);
+  std::filesystem::current_path(before);
+  CHECK(relative == std::filesystem::canonical(dir / "made").string());
 }
 
 TEST_CASE("placement, stages, micro-batches and concurrent steps", "[model_spec]") {
