@@ -98,8 +98,6 @@ bool equalsLowercase(std::string_view s, std::string_view lower) {
                     [](char a, char b) { return std::tolower(uint8_t(a)) == b; });
 }
 
-// A request head's lines end in CRLF, or in a bare LF, which RFC 9112 §2.2
-// lets a server take as a line's end (printf into nc sends them).
 // A byte no request head holds: a control character other than CR, LF and
 // HT (a binary protocol's bytes, as a Cap'n Proto peer's hello sent to this
 // port by a worker given it as a ps address).
@@ -108,6 +106,8 @@ bool neverInHead(char c) {
   return (byte < 0x20 && c != '\r' && c != '\n' && c != '\t') || byte == 0x7f;
 }
 
+// A request head's lines end in CRLF, or in a bare LF, which RFC 9112 §2.2
+// lets a server take as a line's end (printf into nc sends them).
 struct HeadEnd {
   // asio's match condition: the end of the empty line that ends the head,
   // or just past a byte no head holds (answered with a 400 at once rather
