@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/made_directories.h"
 #include "core/memory_need.h"
 #include "core/model_spec.h"
 #include "core/printable.h"
@@ -250,47 +251,6 @@ CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexc
   }
   return *this;
 }
-
-namespace {
-
-// Makes `dir` and whichever of its parents are missing, as
-// create_directories does, and lists those this call made (mkdir answered
-// 0, not EEXIST: another process may make one meanwhile), outermost first.
-std::vector<fs::path> makeDirectories(const fs::path& dir, std::error_code& error) {
-  std::vector<fs::path> chain;  // dir and its parents, innermost first
-  for (fs::path at = fs::absolute(dir, error).lexically_normal(); !error && !at.empty();
-       at = at.parent_path()) {
-    if (at.has_filename()) chain.push_back(at);  // "a/b/" names "a/b" again
-    if (at == at.parent_path()) break;           // the root
-  }
-  std::vector<fs::path> made;
-  for (auto at = chain.rbegin(); !error && at != chain.rend(); ++at) {
-    if (mkdir(at->c_str(), 0777) == 0)
-      made.push_back(*at);
-    else if (errno != EEXIST)
-      error = std::error_code(errno, std::generic_category());
-  }
-  // Each new directory's entry in its parent is on disk before a checkpoint
-  // is: a save fsyncs the checkpoint and the directory it is in, not that
-  // directory's parents, which a crash could leave without it. Best effort:
-  // a file system that cannot fsync a directory saves no less for it.
-  for (const fs::path& at : made) {
-    const int fd = ::open(at.parent_path().c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY);
-    if (fd < 0) continue;
-    (void)::fsync(fd);
-    ::close(fd);
-  }
-  return made;
-}
-
-// Removes what makeDirectories made, innermost first, while each is empty:
-// for a directory createCheckpointDir then refused.
-void removeMadeDirectories(const std::vector<fs::path>& made) {
-  for (auto at = made.rbegin(); at != made.rend(); ++at)
-    if (rmdir(at->c_str()) != 0) return;
-}
-
-}  // namespace
 
 std::optional<std::string> CheckpointDirLock::retakeIfLost() {
   if (dir_.empty()) return std::nullopt;  // a default-made lock holds nothing

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/made_directories.h"
 
 namespace traind {
 namespace {
@@ -32,12 +33,12 @@ DirectoryLock lockSummaryDirectory(const std::filesystem::path& dir) {
 }  // namespace
 
 TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir,
-                                     int64_t start_step, bool made_dir)
+                                     int64_t start_step, std::vector<std::filesystem::path> made)
     : classification_(spec.loss == LossKind::SoftmaxCrossEntropy),
       dir_(dir),
       lock_(lockSummaryDirectory(dir)),
       start_step_(start_step),
-      made_dir_(made_dir),
+      made_(std::move(made)),
       events_(std::make_unique<EventFileWriter>(dir)) {
   // An event at step S describes training up to global step S, which the
   // checkpoint at S holds; a crashed run's events past S are orphans, and
@@ -47,12 +48,16 @@ TrainingSummaries::TrainingSummaries(const ModelSpec& spec, const std::filesyste
 }
 
 TrainingSummaries::~TrainingSummaries() {
-  if (!made_dir_ || wrote_past_start_ || !events_) return;
+  // Only the file of a directory made for this run: one that was there may
+  // hold other runs' files, among which this START hides a crashed run's
+  // orphans.
+  std::error_code ec;
+  const bool made_dir = !made_.empty() && std::filesystem::equivalent(made_.back(), dir_, ec);
+  if (!made_dir || wrote_past_start_ || !events_) return;
   const std::filesystem::path file = events_->path();
   events_.reset();
-  std::error_code ec;
   std::filesystem::remove(file, ec);
-  std::filesystem::remove(dir_, ec);  // only when empty
+  removeMadeDirectories(made_);
 }
 
 void TrainingSummaries::logWindow(int64_t step, const Window& window) {
@@ -120,11 +125,16 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
                                       : "training.histogram_every");
     return nullptr;
   }
-  std::error_code ec;
-  const bool existed = std::filesystem::exists(dir, ec) || ec;
+  std::error_code error;
+  const std::vector<std::filesystem::path> made = makeDirectories(dir, error);
   try {
-    return std::make_unique<TrainingSummaries>(spec, dir, start_step, !existed);
+    if (error) {
+      removeMadeDirectories(made);
+      throw InputError("summary directory " + dir + ": cannot create it: " + error.message());
+    }
+    return std::make_unique<TrainingSummaries>(spec, dir, start_step, made);
   } catch (const InputError& e) {
+    removeMadeDirectories(made);  // another run holds it: then made none
     // The directory named, or the checkpoint directory it defaults under.
     const bool named = !spec.training.summary_dir.empty();
     const SourceLocation& where =
@@ -140,8 +150,9 @@ std::unique_ptr<TrainingSummaries> openTrainingSummaries(const ModelSpec& spec,
     spdlog::warn("{}; no TensorBoard summaries in this run", e.what());
     // Made for this run, and empty when the writer's first event failed (it
     // removes its file): gone, as a checkpoint directory that got nothing
-    // goes (core/checkpoint.h). Not its parents, nor one left holding a file.
-    if (!existed) std::filesystem::remove(dir, ec);  // only when empty
+    // goes (core/checkpoint.h), with the parents made for it; not one left
+    // holding a file.
+    removeMadeDirectories(made);
     return nullptr;
   }
 }

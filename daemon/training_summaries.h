@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/directory_lock.h"
 #include "core/event_file.h"
@@ -35,13 +36,14 @@ class TrainingSummaries {
   // run's mark would make TensorBoard drop this one's points. Throws
   // InputError when the directory or the file cannot be created, or
   // another run holds the directory.
-  // `made_dir`: the directory was made for this run, and nothing was in it.
+  // `made`: the directories made for this run (makeDirectories of
+  // core/made_directories.h), `dir` among them when it was.
   TrainingSummaries(const ModelSpec& spec, const std::filesystem::path& dir, int64_t start_step,
-                    bool made_dir);
+                    std::vector<std::filesystem::path> made);
   // A run that wrote nothing past the start (stopped before its first
   // step) in a directory made for it leaves nothing there: the event file
-  // goes, and the directory, as a checkpoint directory that got nothing
-  // goes (core/checkpoint.h). TensorBoard would list an empty run.
+  // goes, and the directories made for it, as a checkpoint directory that
+  // got nothing goes (core/checkpoint.h). TensorBoard would list an empty run.
   ~TrainingSummaries();
   TrainingSummaries(const TrainingSummaries&) = delete;
   TrainingSummaries& operator=(const TrainingSummaries&) = delete;
@@ -74,7 +76,7 @@ class TrainingSummaries {
   std::filesystem::path dir_;
   DirectoryLock lock_;
   int64_t start_step_;
-  bool made_dir_;
+  std::vector<std::filesystem::path> made_;  // outermost first
   bool wrote_past_start_ = false;
   std::unique_ptr<EventFileWriter> events_;  // null once a write has failed
 };

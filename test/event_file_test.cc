@@ -12,6 +12,7 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/made_directories.h"
 #include "core/summary.pb.h"
 #include "core/tfrecord.h"
 #include "daemon/step_log.h"
@@ -184,7 +185,7 @@ TEST_CASE("a resumed run writes no evaluation at the step it resumed from", "[ev
   fs::path path;
   {
     // A rerun of a finished run at step 40 evaluates the checkpoint again.
-    TrainingSummaries summaries(spec, tmp.path(), 40, false);
+    TrainingSummaries summaries(spec, tmp.path(), 40, {});
     summaries.logEvaluation(40, EvalResult{0.5, 0.0, 10});
     summaries.logEvaluation(41, EvalResult{0.25, 0.0, 10});
   }
@@ -204,21 +205,31 @@ TEST_CASE("a run that wrote nothing past its start leaves no summaries in a dire
   const fs::path made = tmp.path() / "ckpt" / "summaries";
   {
     // Stopped before its first step: its evaluation at the start is none.
-    TrainingSummaries summaries(spec, made, 40, true);
+    std::error_code error;
+    fs::create_directories(tmp.path() / "ckpt");  // the checkpoint lock's
+    TrainingSummaries summaries(spec, made, 40, makeDirectories(made, error));
     summaries.logEvaluation(40, EvalResult{0.5, 0.0, 10});
     CHECK(fs::exists(made));
   }
   CHECK_FALSE(fs::exists(made));
-  CHECK(fs::exists(tmp.path() / "ckpt"));  // not its parents: the checkpoint lock's
+  CHECK(fs::exists(tmp.path() / "ckpt"));  // not made for the summaries
+  {
+    // Elsewhere (--summary-dir), with parents made for it: all go.
+    std::error_code error;
+    const fs::path deep = tmp.path() / "s" / "x" / "y";
+    TrainingSummaries summaries(spec, deep, 0, makeDirectories(deep, error));
+  }
+  CHECK_FALSE(fs::exists(tmp.path() / "s"));
   // In a directory that was there, the file stays (a START among others'
   // files hides a crashed run's orphans); one step's window keeps it too.
-  { TrainingSummaries summaries(spec, tmp.path(), 40, false); }
+  { TrainingSummaries summaries(spec, tmp.path(), 40, {}); }
   size_t files = 0;
   for (const fs::directory_entry& entry : fs::directory_iterator(tmp.path()))
     files += entry.is_regular_file();
   CHECK(files == 1);
   {
-    TrainingSummaries summaries(spec, made, 0, true);
+    std::error_code error;
+    TrainingSummaries summaries(spec, made, 0, makeDirectories(made, error));
     summaries.logWindow(10, {0.5, std::nullopt, 0.1, 1000, 10, std::nullopt});
   }
   CHECK_FALSE(fs::is_empty(made));
@@ -230,7 +241,7 @@ TEST_CASE("summaries whose directory is deleted under the run go on in a new fil
   ModelSpec spec;
   spec.loss = LossKind::MeanSquaredError;
   const fs::path dir = tmp.path() / "ckpt" / "summaries";
-  TrainingSummaries summaries(spec, dir, 0, true);
+  TrainingSummaries summaries(spec, dir, 0, {dir});
   summaries.logWindow(10, {0.5, std::nullopt, 0.1, 1000, 10, std::nullopt});
   fs::remove_all(tmp.path() / "ckpt");  // a /tmp cleaner
   summaries.logWindow(20, {0.25, std::nullopt, 0.1, 1000, 10, std::nullopt});
@@ -344,7 +355,8 @@ TEST_CASE("a run's last steps after its last log line get a line and a point", "
     expected = {125, 250};
   }
   {
-    StepLog log(spec, 0, 250, std::make_unique<TrainingSummaries>(spec, tmp.path(), 0, false));
+    StepLog log(spec, 0, 250,
+                std::make_unique<TrainingSummaries>(spec, tmp.path(), 0, std::vector<fs::path>{}));
     for (int64_t step = 1; step <= 250; ++step) log.record(StepResult{double(step)}, step);
     log.closeWindows();
     log.closeWindows();  // nothing since
