@@ -54,6 +54,14 @@ bool isInvisible(uint32_t cp) {
          cp == 0xfeff;
 }
 
+// Controls of the direction text shows in (embeddings, overrides,
+// isolates, marks): they reorder the rest of a line on a terminal, so that
+// a log line or a message could show other text than it holds.
+bool isBidiControl(uint32_t cp) {
+  return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
 // printable(text) appended to `out`; with `invisible`, the characters
 // isInvisible names as \uXXXX too (quotedPrintable).
 void appendPrintable(std::string_view text, bool invisible, std::string& out) {
@@ -64,8 +72,11 @@ void appendPrintable(std::string_view text, bool invisible, std::string& out) {
       ++i;
     } else if (const size_t length =
                    c >= 0x80 && !isC1Control(text, i) ? utf8SequenceLength(text, i) : 0) {
-      // Decoded only when asked: printable() runs on every logged peer's text.
-      if (const uint32_t cp = invisible ? codePoint(text, i, length) : 0; isInvisible(cp)) {
+      // Decoded only when asked, or when it may be a bidi control (U+061C,
+      // U+2xxx): printable() runs on every logged peer's text.
+      const bool decode = invisible || (length == 2 && c == 0xd8) || (length == 3 && c == 0xe2);
+      if (const uint32_t cp = decode ? codePoint(text, i, length) : 0;
+          isBidiControl(cp) || (invisible && isInvisible(cp))) {
         out += "\\u";
         for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
       } else {

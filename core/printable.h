@@ -1,7 +1,10 @@
 // Text read from a file or a peer, as it may appear in a message or a log
 // line. Well-formed UTF-8 passes as it is; control characters (C0, DEL, C1)
-// and bytes that are not UTF-8 become \xNN, so that a corrupt file cannot write raw bytes
-// (or a terminal's escape sequences) to a user's screen.
+// and bytes that are not UTF-8 become \xNN, and the controls of text
+// direction (U+202E and its kin, which reorder what a terminal shows)
+// \uXXXX, so that a corrupt file cannot write raw bytes (or a terminal's
+// escape sequences) to a user's screen, nor make a line show other text
+// than it holds.
 #pragma once
 
 #include <cstddef>

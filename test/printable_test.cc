@@ -28,6 +28,14 @@ TEST_CASE("printable keeps text and well-formed UTF-8, and escapes everything el
   CHECK(printable("\xe2\x82") == "\\xe2\\x82");
   CHECK(printable("\xe2\x82z") == "\\xe2\\x82z");
   CHECK(printable("\xff\xfe") == "\\xff\\xfe");
+  // Direction controls, which would reorder the rest of the line on a
+  // terminal ("Trojan Source"): an override, an isolate, a mark.
+  CHECK(printable("ckpt\xe2\x80\xae"
+                  "txt.exe") == "ckpt\\u202etxt.exe");
+  CHECK(printable("a\xe2\x81\xa6"
+                  "b\xe2\x81\xa9") == "a\\u2066b\\u2069");
+  CHECK(printable("\xd8\x9c\xe2\x80\x8f") == "\\u061c\\u200f");
+  CHECK(printable("\xd8\xa7\xe2\x80\x94") == "\xd8\xa7\xe2\x80\x94");  // Alef, an em dash: shown
 }
 
 TEST_CASE("utf8SequenceLength measures one well-formed sequence") {
