@@ -510,9 +510,10 @@ TEST_CASE("sync with a backup worker: a worker held back takes the batches of th
   CHECK(c.workers[1]->wait(kTimeout) == 0);
   CHECK(c.ps[0]->wait(30) == 0);
   INFO(c.logs());
+  // Not a regex over the whole log: std::regex recurses per character.
   CHECK_THAT(c.workers[1]->output(),
-             Catch::Matches("(.|\n)*this worker's input moved on to the job's step [0-9]+ "
-                            "times?, after pushes that came too late for theirs(.|\n)*"));
+             Catch::Contains("this worker's input moved on to the job's step ") &&
+                 Catch::Contains(", after pushes that came too late for theirs"));
   CHECK_THAT(c.workers[0]->output(), Catch::Contains("done: global step 3000"));
 }
 
