@@ -91,6 +91,20 @@ bool isIpv4OtherThanWritten(std::string_view host) {
 // Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
 // when `text` is not one. Names are not resolved here: a name that does not
 // resolve is a connection failure later, reported with its address.
+// Whether `host` is an IPv4 or IPv6 literal of a multicast or broadcast
+// address, where nothing listens and no connection goes (a ps "listened"
+// on 224.0.0.1, and its workers waited out peer_wait_seconds).
+bool isMulticastOrBroadcast(const std::string& host) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    const uint32_t address = ntohl(v4.s_addr);
+    return (address >> 28) == 0xe || address == 0xffffffffu;
+  }
+  in6_addr v6{};
+  const std::string address = host.substr(0, host.find('%'));
+  return inet_pton(AF_INET6, address.c_str(), &v6) == 1 && IN6_IS_ADDR_MULTICAST(&v6);
+}
+
 const char* parseAddress(std::string_view text, HostPort& out) {
   std::optional<std::string> ipv6;  // what host views for "[...]"
   std::string_view host;
@@ -137,6 +151,8 @@ const char* parseAddress(std::string_view text, HostPort& out) {
       value > 65535) {
     return "host:port with a port in 1..65535";
   }
+  if (isMulticastOrBroadcast(std::string(host)))
+    return "host:port with a unicast address (a multicast or broadcast one is no task's)";
   out.host = std::string(host);
   out.port = uint16_t(value);
   return nullptr;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -53,7 +54,9 @@ const std::vector<std::string>& interfaceAddresses() {
   return addresses;
 }
 
-// The addresses `host` resolves to here, empty when it does not resolve.
+// The addresses `host` resolves to here, empty when it does not resolve;
+// an IPv4-mapped IPv6 address (::ffff:127.0.0.1) as the IPv4 one it is,
+// which its socket takes the port of.
 std::vector<sockaddr_storage> resolve(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -65,6 +68,15 @@ std::vector<sockaddr_storage> resolve(const std::string& host) {
     sockaddr_storage address{};
     std::copy_n(reinterpret_cast<const char*>(a->ai_addr),
                 std::min<size_t>(a->ai_addrlen, sizeof address), reinterpret_cast<char*>(&address));
+    if (const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+        address.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      sockaddr_in in{};
+      in.sin_family = AF_INET;
+      in.sin_port = in6->sin6_port;
+      std::memcpy(&in.sin_addr, &in6->sin6_addr.s6_addr[12], sizeof in.sin_addr);
+      address = {};
+      std::memcpy(&address, &in, sizeof in);
+    }
     addresses.push_back(address);
   }
   freeaddrinfo(found);
@@ -120,8 +132,9 @@ bool sameAddress(const sockaddr* a, const sockaddr* b) {
 bool isThisHost(const std::string& host) {
   const std::vector<std::string>& own = interfaceAddresses();
   const std::vector<sockaddr_storage> addresses = resolve(host);
+  // A wildcard (0.0.0.0, [::]) means every address of the host that reads it.
   return std::any_of(addresses.begin(), addresses.end(), [&](const sockaddr_storage& a) {
-    return isLoopback(asSockaddr(a)) ||
+    return isLoopback(asSockaddr(a)) || isWildcard(asSockaddr(a)) ||
            std::find(own.begin(), own.end(), addressBytes(asSockaddr(a))) != own.end();
   });
 }

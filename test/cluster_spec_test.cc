@@ -224,9 +224,11 @@ TEST_CASE("an IPv6 zone goes with a link-local address only", "[cluster_spec]") 
                                  "only (fe80::/10)"));
   }
   TempDir dir;
-  CHECK(load(dir, "cluster:\n  ps: ['[fe80::1%eth0]:1', '[ff02::1%eth0]:2']\n  worker: [b:1]\n")
-            .ps[1]
-            .host == "ff02::1%eth0");
+  CHECK(load(dir, "cluster:\n  ps: ['[fe80::1%eth0]:1']\n  worker: [b:1]\n").ps[0].host ==
+        "fe80::1%eth0");
+  // A link-local multicast address takes a zone, but no task listens there.
+  CHECK_THAT(errorOf("cluster:\n  ps: ['[ff02::1%eth0]:2']\n  worker: [b:1]\n"),
+             Catch::Contains("expected host:port with a unicast address"));
 }
 
 TEST_CASE("a socket address prints as a spec writes it, a link-local one with its zone",
@@ -314,6 +316,12 @@ TEST_CASE("address syntax", "[cluster_spec]") {
   CHECK(addressError("\"h:\"") ==
         "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got the "
         "quoted string 'h:'");
+  for (const std::string multicast :
+       {"224.0.0.1:2221", "239.255.255.250:2221", "255.255.255.255:2221", "\"[ff02::1]:2221\"",
+        "\"[ff02::1%lo]:2221\""})
+    CHECK_THAT(addressError(multicast),
+               Catch::Contains("cluster.worker[0]: expected host:port with a unicast address (a "
+                               "multicast or broadcast one is no task's)"));
   CHECK(addressError("h:+80") ==
         "c.yaml:3:12: cluster.worker[0]: expected host:port with a port in 1..65535, got 'h:+80'");
   CHECK(addressError("h:99999999999999999999") ==

@@ -15,6 +15,11 @@ TEST_CASE("loopback and this machine's names are this host, others are not", "[t
   CHECK(isThisHost("localhost"));
   CHECK_FALSE(isThisHost("192.0.2.77"));  // TEST-NET-1: no machine's interface
   CHECK_FALSE(isThisHost("no-such-host.invalid"));
+  // A wildcard is the host that reads it; a mapped address the IPv4 one.
+  CHECK(isThisHost("0.0.0.0"));
+  CHECK(isThisHost("::"));
+  CHECK(isThisHost("::ffff:127.0.0.1"));
+  CHECK_FALSE(isThisHost("::ffff:192.0.2.77"));
 }
 
 TEST_CASE("a node listening on loopback only is unreachable from a task on another host",
@@ -73,6 +78,10 @@ TEST_CASE("two listeners of a node take one port when their addresses are one or
   CHECK(same("0.0.0.0", "127.0.0.1") == "0.0.0.0 takes this port of every IPv4 address");
   CHECK(same("127.0.0.1", "::") == "[::] takes this port of every address");
   CHECK(same("::", "::1") == "[::] takes this port of every address");
+  // An IPv4-mapped address is the IPv4 one to the kernel's ports.
+  CHECK(same("0.0.0.0", "::ffff:127.0.0.1") ==
+        "::ffff:127.0.0.1 is 127.0.0.1 here; 0.0.0.0 takes this port of every IPv4 address");
+  CHECK(same("::ffff:127.0.0.1", "127.0.0.1") == "::ffff:127.0.0.1 is 127.0.0.1 here");
   // Whatever localhost is first here, 127.0.0.1 or ::1, the wildcard of
   // both families covers it, and the reason says what it resolved to.
   CHECK_THAT(*same("localhost", "::"), Catch::StartsWith("localhost is "));
