@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -366,6 +367,19 @@ HostPort hostPortOf(const sockaddr& address) {
   }
   found.host = host;
   return found;
+}
+
+std::vector<HostPort> resolvedAddresses(const HostPort& address) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::vector<HostPort> addresses;
+  if (getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found) != 0)
+    return addresses;
+  for (const addrinfo* a = found; a; a = a->ai_next) addresses.push_back(hostPortOf(*a->ai_addr));
+  freeaddrinfo(found);
+  return addresses;
 }
 
 std::string missingZoneNote(std::string_view address) {

@@ -100,6 +100,12 @@ HostPort parseHostPort(const std::string& text, const std::string& what);
 // another family.
 HostPort hostPortOf(const sockaddr& address);
 
+// The addresses `address`'s host resolves to on this host, in the
+// resolver's order, each with `address`'s port: one for an address, and
+// for a name as many as it has (a task listens on the first; a peer
+// connecting tries each in turn). Empty when it does not resolve.
+std::vector<HostPort> resolvedAddresses(const HostPort& address);
+
 // Why `address` ("[fe80::1%eth0]:2221") cannot resolve on this host when its
 // zone names no interface here, to append to a failure that otherwise has
 // only the resolver's "Name or service not known": " (this host has no

@@ -199,10 +199,23 @@ ShardServer::ShardServer(kj::AsyncIoContext& io, const std::string& address,
                          size_t most_connections, NewSession new_session)
     : impl_(std::make_unique<Impl>(io.provider->getTimer(), most_connections,
                                    std::move(new_session))) {
+  // A name of several addresses is listened on at its first only: said in
+  // the log's own form (kj's listen would print a bare line of its own),
+  // and that address given to kj.
+  std::string listen_at = address;
+  if (const std::vector<HostPort> resolved =
+          resolvedAddresses(parseHostPort(address, "the ps address"));
+      resolved.size() > 1) {
+    listen_at = resolved.front().toString();
+    spdlog::warn(
+        "{} resolves to {} addresses; the ps listens on the first only, {} (a worker tries each "
+        "in turn, and may reach another task on another: give each task a name of one address)",
+        address, resolved.size(), listen_at);
+  }
   kj::Own<kj::NetworkAddress> addr;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
-                addr = io.provider->getNetwork().parseAddress(address).wait(io.waitScope);
-              })) {
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                 addr = io.provider->getNetwork().parseAddress(listen_at).wait(io.waitScope);
+               })) {
     throw InputError(address + ": cannot resolve the address: " + failureText(*e) +
                      missingZoneNote(address));
   }

@@ -51,6 +51,21 @@ struct ShardLink {
   }
 };
 
+// What to add to a ps's refusal or a foreign answer when its name resolves
+// to several addresses here: a worker tries each in turn, and the one that
+// answered may be another task's (the ps listens on the first only). Empty
+// otherwise.
+std::string severalAddressesNote(const HostPort& address) {
+  const std::vector<HostPort> resolved = resolvedAddresses(address);
+  if (resolved.size() < 2) return {};
+  std::vector<std::string> listed;
+  for (const HostPort& each : resolved) listed.push_back(each.toString());
+  return fmt::format(
+      " ({} resolves to {} here, tried in turn: the answer may be another task's, on another "
+      "address than the ps listens on; give each task a name of one address)",
+      address.host, listedInProse(listed));
+}
+
 // A global step from a ps's reply. An honest ps starts at most at
 // kMaxGlobalStep (ParameterShard::markReady, a checkpoint's manifest) and
 // runs to at most max_steps (kMaxSteps, half as far) and a few steps past,
@@ -594,17 +609,18 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
       if (e->getType() == kj::Exception::Type::FAILED ||
           (busy && Clock::now() - busy_since > std::chrono::seconds(kBusySeconds)))
         throw InputError("ps " + std::to_string(link.index) + " at " + link.address +
-                         " refused this worker: " + reason);
+                         " refused this worker: " + reason +
+                         severalAddressesNote(impl_->cluster.ps[size_t(link.index)]));
       // Not a ps that is late or gone: another program answers there, and
       // would for as long as the worker waited.
       foreign_answers = isForeignFraming(reason) ? foreign_answers + 1 : 0;
       if (foreign_answers == kForeignAnswers)
         throwInputError(impl_->cluster.ps[size_t(link.index)].location,
                         "cluster.ps[" + std::to_string(link.index) + "]",
-                        link.address + " is not a traind ps: " +
-                            std::to_string(kForeignAnswers) +
+                        link.address + " is not a traind ps: " + std::to_string(kForeignAnswers) +
                             " answers in a row were not Cap'n Proto RPC (" + reason +
-                            "): another program listens on that port, or this is the wrong one");
+                            "): another program listens on that port, or this is the wrong one" +
+                            severalAddressesNote(impl_->cluster.ps[size_t(link.index)]));
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       // Asked before giving up too: a peer_wait_seconds shorter than the
       // job-over delay must not turn a job that is over into a failure.

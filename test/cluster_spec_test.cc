@@ -231,6 +231,19 @@ TEST_CASE("an IPv6 zone goes with a link-local address only", "[cluster_spec]") 
              Catch::Contains("expected host:port with a unicast address"));
 }
 
+TEST_CASE("a task's address resolves to what a peer connects to, each with its port",
+          "[cluster_spec]") {
+  auto resolved = [](const std::string& host, uint16_t port) {
+    std::vector<std::string> found;
+    for (const HostPort& address : resolvedAddresses({host, port, {}}))
+      found.push_back(address.toString());
+    return found;
+  };
+  CHECK(resolved("127.0.0.1", 2221) == std::vector<std::string>{"127.0.0.1:2221"});
+  CHECK(resolved("::1", 2222) == std::vector<std::string>{"[::1]:2222"});
+  CHECK(resolved("no-such-host.invalid", 2221).empty());
+}
+
 TEST_CASE("a socket address prints as a spec writes it, a link-local one with its zone",
           "[cluster_spec]") {
   sockaddr_in6 address{};
