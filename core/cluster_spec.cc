@@ -121,8 +121,10 @@ const char* parseAddress(std::string_view text, HostPort& out) {
     if (!ipv6)
       return inside.find('%') == std::string_view::npos
                  ? "[ipv6]:port with an IPv6 address in brackets"
-                 : "[ipv6%zone]:port with a zone (an interface, as %eth0) on a link-local IPv6 "
-                   "address only (fe80::/10)";
+             : inside.ends_with('%')
+                 ? "[ipv6%zone]:port with a zone after the '%' (an interface, as %eth0)"
+                 : "[ipv6%zone]:port with a zone (an interface, as %eth0) on a "
+                   "link-local IPv6 address only (fe80::/10)";
     host = *ipv6;
     port = text.substr(close + 2);
   } else {

@@ -223,6 +223,9 @@ TEST_CASE("an IPv6 zone goes with a link-local address only", "[cluster_spec]") 
                                  "zone (an interface, as %eth0) on a link-local IPv6 address "
                                  "only (fe80::/10)"));
   }
+  CHECK_THAT(errorOf("cluster:\n  ps: ['[fe80::1%]:1']\n  worker: [b:1]\n"),
+             Catch::StartsWith("c.yaml:2:8: cluster.ps[0]: expected [ipv6%zone]:port with a zone "
+                               "after the '%' (an interface, as %eth0)"));
   TempDir dir;
   CHECK(load(dir, "cluster:\n  ps: ['[fe80::1%eth0]:1']\n  worker: [b:1]\n").ps[0].host ==
         "fe80::1%eth0");
