@@ -89,9 +89,6 @@ bool isIpv4OtherThanWritten(std::string_view host) {
   return true;
 }
 
-// Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
-// when `text` is not one. Names are not resolved here: a name that does not
-// resolve is a connection failure later, reported with its address.
 // Whether `host` is an IPv4 or IPv6 literal of a multicast or broadcast
 // address, where nothing listens and no connection goes (a ps "listened"
 // on 224.0.0.1, and its workers waited out peer_wait_seconds).
@@ -106,6 +103,9 @@ bool isMulticastOrBroadcast(const std::string& host) {
   return inet_pton(AF_INET6, address.c_str(), &v6) == 1 && IN6_IS_ADDR_MULTICAST(&v6);
 }
 
+// Parses "host:port" or "[ipv6]:port" into `out`; returns what was expected
+// when `text` is not one. Names are not resolved here: a name that does not
+// resolve is a connection failure later, reported with its address.
 const char* parseAddress(std::string_view text, HostPort& out) {
   std::optional<std::string> ipv6;  // what host views for "[...]"
   std::string_view host;
