@@ -167,13 +167,29 @@ InputPipeline::InputPipeline(const Dataset& data, int64_t batch_size, bool shuff
   if (prefetch_batches > 0) thread_ = std::thread([this] { produce(); });
 }
 
-InputPipeline::~InputPipeline() {
+InputPipeline::~InputPipeline() { stopReadingAhead(); }
+
+bool InputPipeline::stopReadingAhead() {
+  if (!thread_.joinable()) return false;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   slot_free_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
+  return true;
+}
+
+void InputPipeline::seek(int64_t step) {
+  if (step < 0)
+    throw std::invalid_argument("InputPipeline: a seek to step " + std::to_string(step));
+  const bool reading_ahead = stopReadingAhead();
+  // The thread is gone: nothing else reads these now.
+  first_step_ = step;
+  produced_ = handed_out_ = released_ = 0;
+  stopping_ = false;
+  failure_ = nullptr;
+  if (reading_ahead) thread_ = std::thread([this] { produce(); });
 }
 
 const Batch& InputPipeline::next() {

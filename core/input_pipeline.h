@@ -83,6 +83,13 @@ class InputPipeline {
   // gathers the same batch again: the step's batch is never skipped.
   const Batch& next();
 
+  // Goes on at global step `step`, as a pipeline started there would: the
+  // batches read ahead are dropped, the batch of the last next() is no
+  // longer valid, and an epoch's order already drawn is kept (a cluster
+  // worker that the job left behind moves on to the job's step without
+  // drawing its epoch again). std::invalid_argument for a negative step.
+  void seek(int64_t step);
+
   // Steps of this shard per epoch of the job's data.
   int64_t stepsPerEpoch() const { return batches_per_epoch_ / num_shards_; }
 
@@ -97,12 +104,14 @@ class InputPipeline {
 
   void produce();
   void fill(Slot& slot, int64_t step);
+  // Stops and joins the read-ahead thread; true if there was one.
+  bool stopReadingAhead();
 
   const Dataset& data_;
   const int64_t batch_size_;
   const bool shuffle_;
   const uint64_t seed_;
-  const int64_t first_step_;
+  int64_t first_step_;  // where the pipeline started, or was last sought
   const int shard_index_;
   const int num_shards_;
   const int64_t batches_per_epoch_;  // of the whole job, a multiple of num_shards_
@@ -121,9 +130,9 @@ class InputPipeline {
   std::vector<float> image_;
   std::vector<uint8_t> decoded_;
 
-  // Batches are numbered from first_step_. Batch i lives in slots_[i % size]
-  // and may be filled once batch i - size is released, so the producer never
-  // writes the slot the consumer holds.
+  // Batches are numbered from first_step_ (counted again at a seek). Batch i lives in slots_[i %
+  // size] and may be filled once batch i - size is released, so the producer never writes the slot
+  // the consumer holds.
   std::mutex mutex_;
   std::condition_variable batch_ready_;
   std::condition_variable slot_free_;

@@ -423,16 +423,11 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // (docs/distributed.md): a push dropped as stale (backup workers) can
   // leave the job steps ahead of this worker's pipeline, which then starts
   // again there. Async, each worker goes through its own order.
-  std::optional<InputPipeline> input;
   int64_t input_step = sync ? step : step / workers;  // the step input gives a batch of next
-  int64_t input_moves = 0;                            // restarts at the job's step
-  auto startInput = [&] {
-    input.reset();  // its read-ahead thread joined before another starts
-    input.emplace(data.train, batch_size, spec.data.shuffle, spec.seed, input_step,
-                  readAheadBatches(spec.data, /*cluster_worker=*/true), holds_share ? 0 : task,
-                  holds_share ? 1 : workers, spec.data.augment, spec.data.shuffle_buffer);
-  };
-  startInput();
+  int64_t input_moves = 0;                            // seeks to the job's step
+  InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, input_step,
+                      readAheadBatches(spec.data, /*cluster_worker=*/true), holds_share ? 0 : task,
+                      holds_share ? 1 : workers, spec.data.augment, spec.data.shuffle_buffer);
   // With one step in flight its gradient may be sent while it is computed.
   const bool streamed = slots.size() == 1 && pushesDuringBackward(spec, sync);
   // Towers and pipelines tell that a gradient is final only as the step
@@ -483,10 +478,10 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       std::lock_guard lock(input_mutex);
       if (sync && pulled[i].step != input_step) {  // sync runs one step slot
         input_step = pulled[i].step;
-        startInput();
+        input.seek(input_step);
         ++input_moves;
       }
-      batch = &slot.take(*input);
+      batch = &slot.take(input);
       ++input_step;
     }
     // A seed, not a count: unsigned, so that no step a ps reports can overflow it.

@@ -750,6 +750,33 @@ TEST_CASE("a pipeline started at step s yields what an uninterrupted one did", "
   }
 }
 
+TEST_CASE("a seek goes on as a pipeline started at its step", "[pipeline]") {
+  const Dataset data = indexedDataset(64);  // 16 steps of 4 an epoch
+  const auto uninterrupted = readSteps(data, 4, /*shuffle=*/true, 9, 0, 60);
+  for (int prefetch : {0, 2}) {
+    for (int sharded : {0, 1}) {
+      INFO("prefetch " << prefetch << ", dealt out among " << (sharded ? 2 : 1));
+      const int shards = sharded ? 2 : 1;
+      InputPipeline moved(data, 4, true, 9, 0, prefetch, shards - 1, shards);
+      moved.next();
+      // Ahead within the epoch, into the next ones, back (a pipeline may
+      // be sought anywhere), and to where it stands.
+      for (int64_t step : {3, 5, 7, 20, 2, 2, 29}) {
+        moved.seek(step);
+        InputPipeline started(data, 4, true, 9, step, prefetch, shards - 1, shards);
+        for (int k = 0; k < 3; ++k) {
+          const std::vector<int64_t> batch = exampleIndices(moved.next());
+          CHECK(batch == exampleIndices(started.next()));
+          if (!sharded) CHECK(batch == uninterrupted[size_t(step + k)]);
+        }
+      }
+    }
+  }
+  InputPipeline pipeline(data, 4, true, 9, 0, 1);
+  CHECK_THROWS_AS(pipeline.seek(-1), std::invalid_argument);
+  CHECK(exampleIndices(pipeline.next()) == uninterrupted[0]);  // unmoved by the refusal
+}
+
 TEST_CASE("a batch stays intact while the pipeline reads ahead", "[pipeline]") {
   const Dataset data = indexedDataset(64);
   InputPipeline pipeline(data, 4, true, 5, 0, 2);
