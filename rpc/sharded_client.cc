@@ -77,6 +77,20 @@ int64_t reportedStep(int64_t step) {
   return step;
 }
 
+// The step of a reply to a call that waited for `min_step`: an honest ps
+// answers once the chunks reached it, or as it stops, which it says. A
+// lower step unsaid is a lie; taken as the job's end, the worker ended
+// without a word.
+int64_t answeredStep(int64_t step, int64_t min_step, bool stopping) {
+  reportedStep(step);
+  if (step < min_step && !stopping)
+    throw std::runtime_error(fmt::format(
+        "answered global step {} to a call that waits for step {}, without saying it is "
+        "stopping",
+        step, min_step));
+  return step;
+}
+
 // `workers`: the cluster's; a worker task outside it is a lie.
 ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
   ShardStatusView view{s.getReady(),
@@ -823,12 +837,13 @@ kj::Promise<void> pullChunk(ShardLink& link, const ShardChunk& c, int64_t min_st
   request.setIntoSharedRegion(shared != nullptr);
   const int64_t size = c.size;
   pulls.sent(0);
-  return request.send().then([&link, step, shared, out, size, &stopping_shard, &pulls](auto reply) {
-    if (reply.getStopping()) stopping_shard = link.index;
-    copyChunk(reply.getData(), shared, out, size);
-    *step = std::min(*step, reportedStep(reply.getGlobalStep()));
-    pulls.answered(size * int64_t(sizeof(float)));
-  });
+  return request.send().then(
+      [&link, step, shared, out, size, min_step, &stopping_shard, &pulls](auto reply) {
+        if (reply.getStopping()) stopping_shard = link.index;
+        copyChunk(reply.getData(), shared, out, size);
+        *step = std::min(*step, answeredStep(reply.getGlobalStep(), min_step, reply.getStopping()));
+        pulls.answered(size * int64_t(sizeof(float)));
+      });
 }
 
 // The most chunks one call through shared memory takes. In sync training
@@ -1228,7 +1243,7 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
             pulls.sent(0);
             int64_t* step = &steps[size_t(link.index)];
             return request.send().then([this, &link, run, &parameters, &dropped, &pushes, &pulls,
-                                        step, sync, shared, floats](auto reply) {
+                                        step, sync, shared, floats, min_step](auto reply) {
               // A stopping ps applies no more gradients: not a stale one.
               if (!reply.getAccepted() && !reply.getStopping()) ++dropped;
               if (reply.getStopping()) stopping_shard_ = link.index;
@@ -1238,7 +1253,8 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
                           shared ? impl_->region->parameters() + c.layout_offset : nullptr,
                           parameters.data() + c.layout_offset, c.size);
               }
-              const int64_t answered = reportedStep(reply.getGlobalStep());
+              const int64_t answered =
+                  answeredStep(reply.getGlobalStep(), min_step, reply.getStopping());
               if (sync || *step == INT64_MAX)
                 *step = std::min(*step, answered);
               else

@@ -615,11 +615,19 @@ TEST_CASE(
 
 namespace {
 
-enum class Lie { ShortChunk, StepPast2To53, NegativeStatusStep, WorkerOutsideCluster };
+enum class Lie {
+  ShortChunk,
+  StepPast2To53,
+  NegativeStatusStep,
+  WorkerOutsideCluster,
+  SyncStepNeverMoves
+};
 
 // A ps that answers like an honest one, ready at global step 0, but for one
-// lie: a pull reply a float short, a global step no ps reports, or a
-// worker connected that the cluster has not.
+// lie: a pull reply a float short, a global step no ps reports, a worker
+// connected that the cluster has not, or a sync push answered at once with
+// the step it was pushed at (an honest ps answers once the step is applied,
+// or says it is stopping).
 class LyingShard final : public wire::ParameterShard::Server {
  public:
   explicit LyingShard(Lie lie) : lie_(lie) {}
@@ -642,6 +650,14 @@ class LyingShard final : public wire::ParameterShard::Server {
     results.initData((floats - (lie_ == Lie::ShortChunk ? 1 : 0)) * sizeof(float));
     return kj::READY_NOW;
   }
+  kj::Promise<void> pushAndPull(PushAndPullContext context) override {
+    const size_t bytes = context.getParams().getData().size();
+    auto results = context.getResults();
+    results.setAccepted(true);
+    results.setGlobalStep(context.getParams().getStep());
+    results.initData(bytes);
+    return kj::READY_NOW;
+  }
 
  private:
   void fillStatus(wire::ShardStatus::Builder status) const {
@@ -660,10 +676,14 @@ TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
       {{Lie::ShortChunk, "answered a pull of 235500 floats with 941996 bytes"},
        {Lie::StepPast2To53, "reported global step 9007199254740993, outside [0, 2^53]"},
        {Lie::NegativeStatusStep, "reported global step -1, outside [0, 2^53]"},
-       {Lie::WorkerOutsideCluster, "reported worker 7 connected, in a cluster of 2"}}));
+       {Lie::WorkerOutsideCluster, "reported worker 7 connected, in a cluster of 2"},
+       {Lie::SyncStepNeverMoves,
+        "answered global step 0 to a call that waits for step 1, without saying it is "
+        "stopping"}}));
   INFO("the lie: " << said);
   const auto dir = freshTempDir("lying-ps");
-  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const auto cluster = writeCluster(
+      dir, 1, 2, lie == Lie::SyncStepNeverMoves ? "  mode: sync\n" : "  mode: async\n");
   const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
 
   kj::AsyncIoContext io = kj::setupAsyncIo();
