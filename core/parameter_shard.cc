@@ -245,10 +245,9 @@ float* ParameterShard::writableChunk(size_t chunk) {
   return v.current->data;
 }
 
-void ParameterShard::applyChunk(size_t chunk, const float* gradient, int64_t update,
+void ParameterShard::applyChunk(size_t chunk, float* values, const float* gradient, int64_t update,
                                 float* values_out) {
   const ShardChunk& c = chunks_[chunk];
-  float* values = writableChunk(chunk);
   ++chunk_changes_[chunk];
   const float learning_rate = learningRateAt(spec_.learning_rate, global_step_);
   const bool around_caches = copiesAroundCaches();
@@ -303,18 +302,19 @@ bool ParameterShard::applyHeldSums() {
   // Kept sums are all of the current step; the last one applied advances it.
   for (size_t c = 0; c < held_sums_.size(); ++c)
     if (held_sums_[c] && (!hold_ || global_step_ + 1 <= *hold_)) {
-      held_sums_[c] = 0;
       applySum(c, nullptr);
+      held_sums_[c] = 0;
       applied = true;
     }
   return applied;
 }
 
 void ParameterShard::applySum(size_t chunk, float* values_out) {
+  float* values = writableChunk(chunk);
   float* sum = sums_[chunk].get();
   const float scale = 1.0f / float(cluster_.replicas_to_aggregate);
   for (int64_t i = 0; i < chunks_[chunk].size; ++i) sum[i] *= scale;
-  applyChunk(chunk, sum, global_step_ + 1, values_out);
+  applyChunk(chunk, values, sum, global_step_ + 1, values_out);
   free_sums_.push_back(std::move(sums_[chunk]));
   if (++chunks_applied_ == chunks_.size()) {
     chunks_applied_ = 0;
@@ -456,7 +456,8 @@ bool ParameterShard::push(uint32_t worker, int64_t step, int64_t offset,
 bool ParameterShard::pushChecked(uint32_t worker, int64_t step, size_t chunk,
                                  std::span<const float> gradient, float* values_out) {
   if (cluster_.mode == TrainingMode::Async) {
-    applyChunk(chunk, gradient.data(), ++chunk_updates_[chunk], values_out);
+    float* values = writableChunk(chunk);
+    applyChunk(chunk, values, gradient.data(), ++chunk_updates_[chunk], values_out);
     if (++chunks_from_worker_[worker] == int64_t(chunks_.size())) {
       chunks_from_worker_[worker] = 0;
       ++clock_[worker];
@@ -473,21 +474,23 @@ bool ParameterShard::pushChecked(uint32_t worker, int64_t step, size_t chunk,
     ++stale_dropped_;
     return false;
   }
+  // What can run out of memory first (the sum's buffer; the chunk's copy
+  // when the push completes the sum), so that a push that fails changes
+  // nothing and counts when pushed again.
+  const bool completes = contributions_[chunk] + 1 == cluster_.replicas_to_aggregate;
+  const bool held = hold_ && global_step_ + 1 > *hold_;  // applied when the hold allows
+  if (contributions_[chunk] == 0) sums_[chunk] = takeSum();
+  if (completes && !held) writableChunk(chunk);
   contributed_step_[chunk][worker] = step;
   contributed_session_[chunk][worker] = sessions_[worker];
   const ShardChunk& c = chunks_[chunk];
-  if (contributions_[chunk] == 0) sums_[chunk] = takeSum();
   float* sum = sums_[chunk].get();
-  if (contributions_[chunk] == 0)
+  if (contributions_[chunk]++ == 0)
     std::memcpy(sum, gradient.data(), gradient.size_bytes());
   else
     for (int64_t i = 0; i < c.size; ++i) sum[i] += gradient[size_t(i)];
-  if (++contributions_[chunk] == cluster_.replicas_to_aggregate) {
-    if (hold_ && global_step_ + 1 > *hold_)
-      held_sums_[chunk] = 1;  // applied when the hold allows
-    else
-      applySum(chunk, values_out);
-  }
+  if (completes && held) held_sums_[chunk] = 1;
+  if (completes && !held) applySum(chunk, values_out);
   return true;
 }
 

@@ -249,13 +249,17 @@ class ParameterShard {
   FlatBuffer& buffer(uint32_t slot);
   const FlatBuffer& buffer(uint32_t slot) const;
   // The chunk's values, for writing: in place when nobody holds them, else a
-  // copy in a free buffer, which becomes the current version.
+  // copy in a free buffer, which becomes the current version. The one part
+  // of an update that can fail (std::bad_alloc): taken before anything else
+  // changes, so that a push out of memory leaves the shard as it was.
   float* writableChunk(size_t chunk);
   // A chunk away from home whose versions nobody holds any more goes back.
   void settleChunk(size_t chunk);
-  void applyChunk(size_t chunk, const float* gradient, int64_t update, float* values_out);
+  // `values`: writableChunk(chunk)'s.
+  void applyChunk(size_t chunk, float* values, const float* gradient, int64_t update,
+                  float* values_out);
   // Sync: averages and applies a chunk's complete sum, and advances the
-  // global step once every chunk has been.
+  // global step once every chunk has been. Changes nothing when it throws.
   void applySum(size_t chunk, float* values_out);
   // Sync: applies the sums the hold kept that it now allows.
   bool applyHeldSums();

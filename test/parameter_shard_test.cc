@@ -3,6 +3,12 @@
 // a sync ps says of a step that stands still.
 #include "core/parameter_shard.h"
 
+#include <fmt/format.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -393,6 +399,96 @@ TEST_CASE("a shard of 4 MiB or more writes its values out around the caches: the
     CHECK(values[7] == -0.5f);  // 0 - 0.5 * (7 % 13 - 6): the update happened
   }
 }
+
+namespace {
+
+// Lowers this process's address space to what it uses now and a little
+// more, so that the next big allocation fails; restored as it goes.
+class AddressSpaceLimit {
+ public:
+  AddressSpaceLimit() {
+    getrlimit(RLIMIT_AS, &old_);
+    malloc_trim(0);  // no free heap to take the next allocation from
+    long pages = 0;
+    if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(statm, "%ld", &pages) != 1) pages = 0;
+      std::fclose(statm);
+    }
+    const rlimit lowered{rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (1 << 20), old_.rlim_max};
+    setrlimit(RLIMIT_AS, &lowered);
+  }
+  ~AddressSpaceLimit() { setrlimit(RLIMIT_AS, &old_); }
+
+ private:
+  rlimit old_{};
+};
+
+// In a child process (its address space is lowered): what a sync push that
+// runs out of memory leaves. 0 when the push changed nothing and counts
+// when pushed again; else which check failed.
+int outOfMemoryPushes(ParameterShard& shard, const ShardChunk& half, const std::vector<float>& g,
+                      float expected_first) {
+  // The chunk's first gradient of the step takes a sum buffer of 8 MiB.
+  try {
+    AddressSpaceLimit limit;
+    shard.push(0, 0, half.shard_offset, g);
+    return 10;  // the limit did not bite: no test
+  } catch (const std::bad_alloc&) {
+  }
+  // Counted without its gradient in the sum, it was dropped as a repeat.
+  if (!shard.push(0, 0, half.shard_offset, g)) return 11;
+  // The gradient that completes the sum, while a reply holds the chunk: its
+  // update needs a copy of 8 MiB.
+  std::shared_ptr<const float> held = shard.pinChunk(0);
+  try {
+    AddressSpaceLimit limit;
+    shard.push(1, 0, half.shard_offset, g);
+    return 12;
+  } catch (const std::bad_alloc&) {
+  }
+  if (shard.chunkStep(0) != 0) return 13;  // applied, or so it said
+  if (!shard.push(1, 0, half.shard_offset, g)) return 14;
+  if (shard.chunkStep(0) != 1) return 15;
+  std::vector<float> first(1);
+  shard.read(0, half.shard_offset, first);
+  // The mean of two equal gradients, once: its sum was not scaled twice.
+  if (first[0] != expected_first) return 16;
+  if (held.get()[0] != 1.0f) return 17;  // the reply's values stayed
+  return 0;
+}
+
+}  // namespace
+
+// No sanitizer build: they reserve address space, which the limit is of.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST_CASE("sync: a push that runs out of memory changes nothing, and counts when pushed again") {
+  OneShard s(TrainingMode::Sync, 2, 2);
+  s.spec.input = {4096};
+  s.spec.layers[0].units = 1024;  // a kernel of 16 MiB: two chunks of 8 MiB
+  s.graph = buildLayerGraph(s.spec);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, 2048 * 1024);
+  const ShardChunk half = shard.chunks()[0];
+  REQUIRE(half.size == 2048 * 1024);
+  shard.initialize(0, half.shard_offset, std::vector<float>(size_t(half.size), 1.0f));
+  shard.markReady(0);
+  const std::vector<float> g(size_t(half.size), 2.0f);
+
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 20;  // a refusal: the shard took the failed push for one made
+    try {
+      code = outOfMemoryPushes(shard, half, g, 1.0f - 0.5f * 2.0f);
+    } catch (...) {
+    }
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
 
 TEST_CASE("a run of chunks: consecutive from its offset, their floats in all, checkPush changes nothing") {
   OneShard s(TrainingMode::Sync, 2, 2);
@@ -887,7 +983,7 @@ TEST_CASE("small variables go to the shards in runs: a deep model is a few calls
   for (int i = 0; i < 2000; ++i) {
     LayerSpec dense;
     dense.kind = LayerKind::Dense;
-    dense.name = "d" + std::to_string(i);
+    dense.name = fmt::format("d{}", i);
     dense.units = 10;
     spec.layers.push_back(dense);
   }
