@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <asio.hpp>
 #include <cctype>
 #include <cerrno>
@@ -146,6 +147,24 @@ std::string_view nextLine(std::string_view head, size_t& start) {
   return line;
 }
 
+// The path of a request target: an origin-form one as it is, an
+// absolute-form one ("http://host:port/metrics", as a client sends through
+// a proxy, and which RFC 9112 has servers accept) from its authority's end.
+std::string_view originForm(std::string_view target) {
+  for (const std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() < scheme.size() ||
+        !std::equal(scheme.begin(), scheme.end(), target.begin(), [](char a, char b) {
+          return a == std::tolower(static_cast<unsigned char>(b));
+        }))
+      continue;
+    const std::string_view rest = target.substr(scheme.size());
+    const size_t end = rest.find_first_of("/?");
+    return end != std::string_view::npos && rest[end] == '/' ? rest.substr(end)
+                                                             : std::string_view("/");
+  }
+  return target;
+}
+
 // Parses a request head (request line, header lines, the empty line) into
 // `out`; returns what is wrong with it instead, for the 400's body.
 std::optional<std::string> parseHead(std::string_view head, Request& out) {
@@ -157,7 +176,7 @@ std::optional<std::string> parseHead(std::string_view head, Request& out) {
   const size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
   if (second == std::string_view::npos) return "expected a request line 'METHOD /path HTTP/1.1'";
   const std::string_view method = line.substr(0, first);
-  const std::string_view target = line.substr(first + 1, second - first - 1);
+  const std::string_view target = originForm(line.substr(first + 1, second - first - 1));
   const std::string_view version = line.substr(second + 1);
   if (!isToken(method)) return "the method is not a token";
   if (target.empty() || target[0] != '/' ||

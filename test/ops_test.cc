@@ -315,7 +315,7 @@ TEST_CASE("an answer cut short of its Content-Length is no answer") {
     (void)!write(peer, cut.data(), cut.size());
     close(peer);
   });
-  const HostPort address{"127.0.0.1", uint16_t(port)};
+  const HostPort address{"127.0.0.1", uint16_t(port), {}};
   CHECK_THROWS_MATCHES(requestOps(address, "GET", "/status", 5.0), OpsUnreachable,
                        Catch::Message("127.0.0.1:" + std::to_string(port) +
                                       ": the answer was cut short (8 of its 100 bytes)"));
@@ -351,6 +351,13 @@ TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   CHECK_FALSE(node.stop.requested());
   CHECK(node.post("/metrics").status == 405);
   CHECK(node.get("/healthz?verbose=1").status == 503);  // the query is not part of the path
+  // A target in absolute form, as through a proxy: its path.
+  CHECK_THAT(node.raw("GET http://127.0.0.1:1/status HTTP/1.1\r\n\r\n"),
+             Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
+  CHECK_THAT(node.raw("GET HTTP://h/healthz?x=1 HTTP/1.1\r\n\r\n"),
+             Catch::StartsWith("HTTP/1.1 503 "));
+  CHECK_THAT(node.raw("GET http://h?x HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 404 "));
+  CHECK_THAT(node.raw("GET ftp://h/status HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 400 "));
   const std::string head = node.raw("HEAD /status HTTP/1.1\r\n\r\n");
   CHECK_THAT(head, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
   CHECK_THAT(head, Catch::EndsWith("\r\n\r\n"));
