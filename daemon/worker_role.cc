@@ -407,6 +407,17 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   }
   metrics.setGlobalStep(step);
   const int64_t start_step = step;
+  // Joined mid-step (sync): no ps holds the step's values of the chunks it
+  // applied already, so the parameters are of two steps, and so is the
+  // gradient computed from them.
+  if (const auto& half = ps.halfAppliedStep())
+    spdlog::warn(
+        "ps {} had applied global step {} to some of its chunks, the others still waiting for "
+        "its gradients (this worker's earlier process, if it was restarted, pushed part of the "
+        "step before it stopped): the parameters pulled are of steps {} and {}, and so is this "
+        "worker's first gradient, as an async one may be; the job will not repeat an "
+        "uninterrupted run exactly",
+        half->shard, half->step, half->step, half->step + 1);
   // What each slot's parameters were pulled at: the global step, and each
   // shard's, which its push is tagged with. Every slot starts from the first pull.
   struct Pulled {

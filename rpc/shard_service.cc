@@ -599,7 +599,7 @@ kj::Promise<void> ShardService::pull(PullContext context) {
     return whenPullMayProceed(params.getMinStep(), std::nullopt,
                               [this, context, chunk, shared]() mutable {
       auto results = context.getResults();
-      results.setGlobalStep(shard().globalStep());
+      results.setGlobalStep(shard().chunkStep(chunk));  // its values', which may be a step ahead
       results.setStopping(served_.stopping_);
       if (shared)
         writeToRegion({chunk, 1}, {});

@@ -826,10 +826,12 @@ void copyChunk(capnp::Data::Reader data, const float* shared, float* out, int64_
 
 // One chunk's pull: its parameters into `out` (through `shared`, its place
 // in the region, when the ps maps it), the step its shard answered with
-// lowering *step, and a shard that says it is stopping named.
+// lowering *step (and raising *highest, when given), and a shard that says
+// it is stopping named.
 kj::Promise<void> pullChunk(ShardLink& link, const ShardChunk& c, int64_t min_step,
                             const float* shared, float* out, int64_t* step,
-                            std::optional<int>& stopping_shard, TransferTally& pulls) {
+                            std::optional<int>& stopping_shard, TransferTally& pulls,
+                            int64_t* highest = nullptr) {
   auto request = link.shard().pullRequest();
   request.setMinStep(min_step);
   request.setOffset(uint64_t(c.shard_offset));
@@ -838,10 +840,12 @@ kj::Promise<void> pullChunk(ShardLink& link, const ShardChunk& c, int64_t min_st
   const int64_t size = c.size;
   pulls.sent(0);
   return request.send().then(
-      [&link, step, shared, out, size, min_step, &stopping_shard, &pulls](auto reply) {
+      [&link, step, shared, out, size, min_step, &stopping_shard, &pulls, highest](auto reply) {
         if (reply.getStopping()) stopping_shard = link.index;
         copyChunk(reply.getData(), shared, out, size);
-        *step = std::min(*step, answeredStep(reply.getGlobalStep(), min_step, reply.getStopping()));
+        const int64_t answered = answeredStep(reply.getGlobalStep(), min_step, reply.getStopping());
+        *step = std::min(*step, answered);
+        if (highest) *highest = std::max(*highest, answered);
         pulls.answered(size * int64_t(sizeof(float)));
       });
 }
@@ -1126,6 +1130,7 @@ std::optional<int64_t> ShardedClient::lastPulledJobStep() const {
 int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   impl_->refuseRegionAfterGivingUp(parameters);
   shard_steps_.assign(impl_->shards.size(), INT64_MAX);
+  std::vector<int64_t> highest(impl_->shards.size(), -1);
   TransferTally pulls;
   const bool done = callEveryRun(
       impl_->io, stop_, stopping_shard_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning,
@@ -1133,9 +1138,13 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
         const ShardChunk& c = link.chunks[run.first];
         return pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
                          parameters.data() + c.layout_offset, &shard_steps_[size_t(link.index)],
-                         stopping_shard_, pulls);
+                         stopping_shard_, pulls, &highest[size_t(link.index)]);
       });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
+  half_applied_.reset();
+  for (size_t i = 0; i < highest.size() && !half_applied_; ++i)
+    if (shard_steps_[i] != INT64_MAX && highest[i] > shard_steps_[i])
+      half_applied_ = HalfAppliedStep{int(i), shard_steps_[i]};
   if (!done) {
     logGivenUpOnStop(min_step);
     return -1;

@@ -295,6 +295,17 @@ class ShardedClient {
   // it, the step of its final checkpoint.
   std::optional<int64_t> lastPulledJobStep() const;
 
+  // A shard whose chunks the last pull() found at two steps: a sync step
+  // it had applied to some of its chunks and not yet to the others (their
+  // gradients still to come). Parameters pulled then are of both steps: a
+  // worker that starts, or starts again after its earlier process pushed
+  // part of a step, computes its first gradient from them.
+  struct HalfAppliedStep {
+    int shard = 0;
+    int64_t step = 0;  // the step the other chunks hold: step + 1
+  };
+  const std::optional<HalfAppliedStep>& halfAppliedStep() const { return half_applied_; }
+
   // How many of this worker's pushes had chunks dropped as stale (a sync
   // step the ps had completed without them).
   int64_t gradientsDropped() const { return dropped_; }
@@ -335,6 +346,7 @@ class ShardedClient {
 
   int64_t dropped_ = 0;
   std::vector<int64_t> shard_steps_;  // each shard's step at the last pull
+  std::optional<HalfAppliedStep> half_applied_;  // at the last pull()
   std::optional<int64_t> last_step_;  // setLastStep's
   // Each shard's step in the state last read from it or written to it.
   std::vector<int64_t> state_steps_;

@@ -96,8 +96,10 @@ interface ParameterShard {
   # Parameters [offset, offset + length) once the shard's global step has
   # reached minStep (sync training waits here for the next step); with
   # intoSharedRegion into the shared region's parameter buffer (at the
-  # chunk's place in the worker's layout), data empty. stopping as for
-  # pushAndPull.
+  # chunk's place in the worker's layout), data empty. globalStep is the
+  # step of the values sent, as for pushAndPull: a chunk applied while
+  # others of its shard wait for gradients is a step ahead of them.
+  # stopping as for pushAndPull.
 
   readState @6 (slot :UInt32, offset :UInt64, length :UInt64)
       -> (globalStep :Int64, data :Data);

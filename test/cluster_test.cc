@@ -1031,6 +1031,73 @@ TEST_CASE("a worker that joins as the job ends says so and exits 0") {
   CHECK_THAT(late.output(), Catch::Contains("done: the job ended before this worker trained"));
 }
 
+TEST_CASE(
+    "sync: a worker that pulls a step applied to part of a shard says its gradient mixes two") {
+  // Worker 1's earlier process pushed the first chunk of step 0 and died;
+  // with the chief's gradient that chunk was applied, the others wait for
+  // worker 1's. Started again, it pulls parameters of steps 0 and 1.
+  const auto dir = freshTempDir("half-applied");
+  MlpPsTask task(dir, "sync");
+  REQUIRE(task.chunks.size() >= 2);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  struct Peer {
+    kj::Own<kj::AsyncIoStream> stream;
+    capnp::TwoPartyClient client;
+    wire::ParameterShard::Client shard;
+    Peer(kj::AsyncIoContext& io, const std::string& address)
+        : stream(connectWithin10s(io, address)),
+          client(*stream),
+          shard(client.bootstrap().castAs<wire::ParameterShard>()) {}
+  };
+  Peer chief(io, task.address);
+  task.hello(chief.shard, 0).send().wait(io.waitScope);
+  for (const ShardChunk& c : task.chunks) {
+    const std::vector<float> zeros(size_t(c.size));
+    auto request = chief.shard.initializeRequest();
+    request.setOffset(uint64_t(c.shard_offset));
+    request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(zeros.data()),
+                                        zeros.size() * sizeof(float)));
+    request.send().wait(io.waitScope);
+  }
+  {
+    auto ready = chief.shard.markReadyRequest();
+    ready.setLastStep(100);
+    ready.send().wait(io.waitScope);
+  }
+  const ShardChunk& first = task.chunks.front();
+  const std::vector<float> gradient(size_t(first.size), 0.5f);
+  auto pushFirstChunk = [&](wire::ParameterShard::Client& shard, uint32_t worker) {
+    auto request = shard.pushAndPullRequest();
+    request.setWorkerTask(worker);
+    request.setStep(0);
+    request.setOffset(uint64_t(first.shard_offset));
+    request.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(gradient.data()),
+                                        gradient.size() * sizeof(float)));
+    return request.send();
+  };
+  {
+    Peer earlier(io, task.address);
+    task.hello(earlier.shard, 1).send().wait(io.waitScope);
+    auto from_worker = pushFirstChunk(earlier.shard, 1);
+    auto from_chief = pushFirstChunk(chief.shard, 0);
+    CHECK(from_worker.wait(io.waitScope).getGlobalStep() == 1);  // applied
+    CHECK(from_chief.wait(io.waitScope).getGlobalStep() == 1);
+  }  // its connection closes: the process died
+
+  BackgroundTraind worker("--cluster " + task.cluster.string() + " --model " +
+                              modelPath("fashion_mlp.yaml") +
+                              " --job worker --task 1 --threads 1 --max-steps 100 "
+                              "--checkpoint-dir ''",
+                          dir / "worker1.log");
+  const bool said = worker.waitForOutput(
+      "ps 0 had applied global step 0 to some of its chunks, the others still waiting", 60);
+  worker.signal(SIGTERM);  // its step waits for the chief's gradients, which never come
+  CHECK(worker.wait(kTimeout) == 0);
+  INFO(worker.output());
+  CHECK(said);
+  CHECK_THAT(worker.output(), Catch::Contains("the parameters pulled are of steps 0 and 1"));
+}
+
 TEST_CASE("a refused hello changes nothing the next worker is held to") {
   const auto dir = freshTempDir("refused-hello");
   MlpPsTask task(dir, "async");
