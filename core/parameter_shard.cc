@@ -408,6 +408,9 @@ void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk,
   if (step > global_step_)
     throw ProtocolError(fmt::format("ps {}: a gradient of step {} from worker {}, but the global "
                                     "step is only {}", shard_index_, step, worker, global_step_));
+  if (step < 0)
+    throw ProtocolError(
+        fmt::format("ps {}: a gradient of step {} from worker {}", shard_index_, step, worker));
   if (cluster_.mode == TrainingMode::Sync && !staleInSync(step, chunk) &&
       contributed_step_[chunk][worker] == step &&
       contributed_session_[chunk][worker] == sessions_[worker])
@@ -461,6 +464,7 @@ bool ParameterShard::pushChecked(uint32_t worker, int64_t step, size_t chunk,
     if (++chunks_from_worker_[worker] == int64_t(chunks_.size())) {
       chunks_from_worker_[worker] = 0;
       ++clock_[worker];
+      staleness_.record(global_step_ - step);
       ++global_step_;
     }
     return true;

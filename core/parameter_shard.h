@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/gradient_staleness.h"
 #include "core/layer_graph.h"
 #include "core/optimizer.h"
 #include "core/placement.h"
@@ -96,6 +97,9 @@ class ParameterShard {
   // sync mode the next one once the chunk has been applied for this step.
   int64_t chunkStep(size_t chunk) const;
   int64_t staleDropped() const { return stale_dropped_; }
+  // Async: how stale the whole pushes applied so far were (the step a
+  // push's last chunk is tagged with against the global step it completes).
+  const GradientStaleness& staleness() const { return staleness_; }
   // The highest step a chunk holds the values of: the global step, or in
   // sync mode the next one once some chunk has been applied for this step.
   int64_t highestChunkStep() const;
@@ -284,6 +288,7 @@ class ParameterShard {
   int64_t stale_dropped_ = 0;
 
   // async
+  GradientStaleness staleness_;
   std::vector<int64_t> chunk_updates_;        // Adam's t, per chunk
   std::vector<int64_t> chunks_from_worker_;   // chunks of the current push, per worker
   std::vector<int64_t> clock_;                // complete pushes, per worker

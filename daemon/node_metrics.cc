@@ -216,11 +216,12 @@ void NodeMetrics::setSharedMemoryShards(int shards) {
 }
 
 void NodeMetrics::setShardCounters(int64_t stale_gradients, int connected_workers,
-                                   const PushCounts& pushes) {
+                                   const PushCounts& pushes, const GradientStaleness* staleness) {
   std::lock_guard lock(mutex_);
   stale_gradients_ = stale_gradients;
   connected_workers_ = connected_workers;
   pushes_ = pushes;
+  if (staleness) staleness_ = *staleness;
 }
 
 void NodeMetrics::setStepStanding(double seconds) {
@@ -299,6 +300,13 @@ std::string NodeMetrics::prometheusText() const {
     family(out, "traind_stale_gradients_total", "counter",
            "Gradient chunks this shard dropped as stale.");
     out += fmt::format("traind_stale_gradients_total{{{}}} {}\n", l, stale_gradients_);
+    if (staleness_) {
+      family(out, "traind_gradient_staleness_steps", "summary",
+             "Async: per push this shard applied, the global steps it had taken since the pull "
+             "the gradient was computed from.");
+      out += fmt::format("traind_gradient_staleness_steps_sum{{{}}} {}\n", l, staleness_->steps);
+      out += fmt::format("traind_gradient_staleness_steps_count{{{}}} {}\n", l, staleness_->pushes);
+    }
     family(out, "traind_connected_workers", "gauge",
            "Workers connected to this shard (connections that said hello as a worker).");
     out += fmt::format("traind_connected_workers{{{}}} {}\n", l, connected_workers_);

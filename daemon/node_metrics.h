@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gradient_staleness.h"
 #include "rpc/push_counts.h"
 
 namespace traind {
@@ -108,9 +109,11 @@ class NodeMetrics {
   // connected (the others over TCP; rpc/shared_region.h).
   void setSharedMemoryShards(int shards);
 
-  // ps: its counters, as copied from the shard by the event loop.
-  void setShardCounters(int64_t stale_gradients, int connected_workers,
-                        const PushCounts& pushes);
+  // ps: its counters, as copied from the shard by the event loop; an async
+  // shard's staleness too (null in sync training, which applies no stale
+  // gradient).
+  void setShardCounters(int64_t stale_gradients, int connected_workers, const PushCounts& pushes,
+                        const GradientStaleness* staleness);
   // ps: how long its global step has stood still.
   void setStepStanding(double seconds);
 
@@ -169,6 +172,7 @@ class NodeMetrics {
   int64_t stale_gradients_ = 0;
   int connected_workers_ = 0;
   PushCounts pushes_;
+  std::optional<GradientStaleness> staleness_;
   double step_standing_seconds_ = 0.0;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t last_checkpoint_step_ = 0;

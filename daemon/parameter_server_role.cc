@@ -41,7 +41,9 @@ kj::Promise<void> publishMetrics(kj::Timer& timer, const ParameterShard& shard,
                                  const ServedShard& service, NodeMetrics& metrics,
                                  uint64_t saves_seen = 0) {
   // Workers that said hello: a connection that never does (a port scan) is none.
-  metrics.setShardCounters(shard.staleDropped(), shard.workersConnected(), service.pushCounts());
+  metrics.setShardCounters(
+      shard.staleDropped(), shard.workersConnected(), service.pushCounts(),
+      shard.cluster().mode == TrainingMode::Async ? &shard.staleness() : nullptr);
   // A shard the chief has not initialised is at no step yet.
   if (shard.ready()) metrics.setGlobalStep(shard.globalStep());
   if (shard.ready() && metrics.state() == NodeState::Waiting) metrics.setState(NodeState::Serving);
@@ -214,13 +216,19 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   }
   metrics.setState(NodeState::Done);
   const PushCounts& pushes = service.pushCounts();
+  // Sync drops stale gradients; async applies them, how stale they were.
+  const GradientStaleness& staleness = shard.staleness();
   spdlog::info(
-      "ps {} done {} ({} stale gradient chunks dropped; gradients in {} calls over TCP, "
-      "{} chunks in {} calls through shared memory)",
+      "ps {} done {} ({}; gradients in {} calls over TCP, {} chunks in {} calls through shared "
+      "memory)",
       task,
       shard.ready() ? fmt::format("at global step {}", shard.globalStep())
                     : std::string("while its shard waited for the chief"),
-      shard.staleDropped(), pushes.tcp_calls, pushes.shared_chunks, pushes.shared_calls);
+      shard.cluster().mode == TrainingMode::Sync
+          ? fmt::format("{} stale gradient chunks dropped", shard.staleDropped())
+          : fmt::format("{} pushes applied, {:.2f} steps stale on average, at most {}",
+                        staleness.pushes, staleness.mean(), staleness.most),
+      pushes.tcp_calls, pushes.shared_chunks, pushes.shared_calls);
   // Training that goes with this process: steps applied after the chief's
   // last save, as when every node is signalled at once and another
   // worker's last push lands after the chief read the shards. (At the

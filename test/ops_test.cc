@@ -180,7 +180,7 @@ TEST_CASE("metrics are Prometheus text with job and task labels") {
   }
 
   OpsNode ps("ps", 1, false);
-  ps.metrics.setShardCounters(7, 3, PushCounts{40, 12, 30});
+  ps.metrics.setShardCounters(7, 3, PushCounts{40, 12, 30}, nullptr);
   ps.metrics.setStepStanding(16.5);
   ps.metrics.setGlobalStep(120);
   const std::string ps_page = ps.get("/metrics").body;
@@ -201,6 +201,18 @@ TEST_CASE("metrics are Prometheus text with job and task labels") {
   CHECK(sample(ps_page, "traind_global_step{job=\"ps\",task=\"1\"}") == 120);
   CHECK_THAT(ps_page, !Catch::Contains("traind_loss"));
   CHECK_THAT(ps_page, !Catch::Contains("traind_checkpoint_age_seconds"));
+  CHECK_THAT(ps_page, !Catch::Contains("traind_gradient_staleness"));  // sync applies none
+
+  OpsNode async_ps("ps", 2, false);
+  GradientStaleness staleness;
+  staleness.record(1);
+  staleness.record(4);
+  async_ps.metrics.setShardCounters(0, 2, PushCounts{}, &staleness);
+  const std::string async_page = async_ps.get("/metrics").body;
+  INFO(async_page);
+  CHECK_THAT(async_page, Catch::Contains("# TYPE traind_gradient_staleness_steps summary\n"));
+  CHECK(sample(async_page, "traind_gradient_staleness_steps_sum{job=\"ps\",task=\"2\"}") == 5);
+  CHECK(sample(async_page, "traind_gradient_staleness_steps_count{job=\"ps\",task=\"2\"}") == 2);
 }
 
 TEST_CASE("the loss metric is the log line's: its windows end at multiples of the global step") {

@@ -647,6 +647,31 @@ TEST_CASE("async: every chunk applies at once, complete pushes advance the step 
   CHECK(shard.withinStaleness(0));
 }
 
+TEST_CASE("async: a push's staleness is the steps taken since the pull it was computed from") {
+  OneShard s(TrainingMode::Async, 2, 2);
+  ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
+  shard.markReady(10);
+  shard.workerJoined(0);
+  shard.workerJoined(1);
+  const std::vector<float> g{1.0f, 1.0f}, b{1.0f};
+  auto push = [&](uint32_t worker, int64_t step) {
+    CHECK(shard.push(worker, step, shard.chunks()[0].shard_offset, g));
+    CHECK(shard.push(worker, step, shard.chunks()[1].shard_offset, b));
+  };
+  push(0, 10);  // nothing came between: 0
+  push(0, 11);
+  push(1, 10);  // computed at 10, applied as step 12: 2
+  CHECK(shard.globalStep() == 13);
+  CHECK(shard.staleness().pushes == 3);
+  CHECK(shard.staleness().steps == 2.0);
+  CHECK(shard.staleness().most == 2);
+  CHECK(shard.staleness().mean() == Approx(2.0 / 3.0));
+  // A step below 0 is no pull's: refused, not counted as 13 stale.
+  CHECK_THROWS_WITH(shard.push(1, -1, shard.chunks()[0].shard_offset, g),
+                    Catch::Contains("a gradient of step -1 from worker 1"));
+  CHECK(shard.staleness().pushes == 3);
+}
+
 TEST_CASE("async: a worker left behind, rejoining first, does not hold back those after it") {
   OneShard s(TrainingMode::Async, 2, 2, /*max_staleness=*/1);
   ParameterShard shard(s.spec, s.graph, s.cluster, 0, kSmallChunks);
