@@ -87,7 +87,9 @@ class InputPipeline {
   // batches read ahead are dropped, the batch of the last next() is no
   // longer valid, and an epoch's order already drawn is kept (a cluster
   // worker that the job left behind moves on to the job's step without
-  // drawing its epoch again). std::invalid_argument for a negative step.
+  // drawing its epoch again). std::invalid_argument for a negative step;
+  // std::system_error when the read-ahead thread cannot start again (the
+  // pipeline then gathers each batch in next(), as without read-ahead).
   void seek(int64_t step);
 
   // Steps of this shard per epoch of the job's data.
@@ -130,9 +132,9 @@ class InputPipeline {
   std::vector<float> image_;
   std::vector<uint8_t> decoded_;
 
-  // Batches are numbered from first_step_ (counted again at a seek). Batch i lives in slots_[i %
-  // size] and may be filled once batch i - size is released, so the producer never writes the slot
-  // the consumer holds.
+  // Batches are numbered from first_step_ (from 0 again at a seek). Batch i
+  // lives in slots_[i % size] and may be filled once batch i - size is
+  // released, so the producer never writes the slot the consumer holds.
   std::mutex mutex_;
   std::condition_variable batch_ready_;
   std::condition_variable slot_free_;

@@ -410,7 +410,8 @@ void ParameterShard::checkPush(uint32_t worker, int64_t step, size_t chunk,
                                     "step is only {}", shard_index_, step, worker, global_step_));
   if (step < 0)
     throw ProtocolError(
-        fmt::format("ps {}: a gradient of step {} from worker {}", shard_index_, step, worker));
+        fmt::format("ps {}: a gradient of step {} from worker {}: no pull answers a step below 0",
+                    shard_index_, step, worker));
   if (cluster_.mode == TrainingMode::Sync && !staleInSync(step, chunk) &&
       contributed_step_[chunk][worker] == step &&
       contributed_session_[chunk][worker] == sessions_[worker])

@@ -150,19 +150,21 @@ std::string_view nextLine(std::string_view head, size_t& start) {
 // The path of a request target: an origin-form one as it is, an
 // absolute-form one ("http://host:port/metrics", as a client sends through
 // a proxy, and which RFC 9112 has servers accept) from its authority's end.
+// An authority that is empty or holds user information ('@', which RFC 9110
+// has recipients refuse) or a fragment leaves the target as it is, which
+// no path starts like: a 400. So does https, which this port does not speak.
 std::string_view originForm(std::string_view target) {
-  for (const std::string_view scheme : {"http://", "https://"}) {
-    if (target.size() < scheme.size() ||
-        !std::equal(scheme.begin(), scheme.end(), target.begin(), [](char a, char b) {
-          return a == std::tolower(static_cast<unsigned char>(b));
-        }))
-      continue;
-    const std::string_view rest = target.substr(scheme.size());
-    const size_t end = rest.find_first_of("/?");
-    return end != std::string_view::npos && rest[end] == '/' ? rest.substr(end)
-                                                             : std::string_view("/");
-  }
-  return target;
+  constexpr std::string_view scheme = "http://";
+  if (target.size() <= scheme.size() ||
+      !std::equal(scheme.begin(), scheme.end(), target.begin(),
+                  [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); }))
+    return target;
+  const std::string_view rest = target.substr(scheme.size());
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?"));
+  if (authority.empty() || authority.find_first_of("@#") != std::string_view::npos) return target;
+  return authority.size() < rest.size() && rest[authority.size()] == '/'
+             ? rest.substr(authority.size())
+             : std::string_view("/");
 }
 
 // Parses a request head (request line, header lines, the empty line) into
@@ -176,11 +178,13 @@ std::optional<std::string> parseHead(std::string_view head, Request& out) {
   const size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
   if (second == std::string_view::npos) return "expected a request line 'METHOD /path HTTP/1.1'";
   const std::string_view method = line.substr(0, first);
-  const std::string_view target = originForm(line.substr(first + 1, second - first - 1));
+  const std::string_view raw_target = line.substr(first + 1, second - first - 1);
+  const std::string_view target = originForm(raw_target);
   const std::string_view version = line.substr(second + 1);
   if (!isToken(method)) return "the method is not a token";
   if (target.empty() || target[0] != '/' ||
-      !std::all_of(target.begin(), target.end(), [](char c) { return c > 0x20 && c < 0x7f; }))
+      !std::all_of(raw_target.begin(), raw_target.end(),
+                   [](char c) { return c > 0x20 && c < 0x7f; }))
     return "expected a target path starting with '/'";
   if (version != "HTTP/1.1" && version != "HTTP/1.0") return "expected HTTP/1.0 or HTTP/1.1";
   out.method = std::string(method);

@@ -412,12 +412,12 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // gradient computed from them.
   if (const auto& half = ps.halfAppliedStep())
     spdlog::warn(
-        "ps {} had applied global step {} to some of its chunks, the others still waiting for "
-        "its gradients (this worker's earlier process, if it was restarted, pushed part of the "
-        "step before it stopped): the parameters pulled are of steps {} and {}, and so is this "
-        "worker's first gradient, as an async one may be; the job will not repeat an "
-        "uninterrupted run exactly",
-        half->shard, half->step, half->step, half->step + 1);
+        "the parameters pulled from ps {} are of global steps {} and {}: it had applied step {} "
+        "to some of its chunks, the others waiting for gradients (a worker restarted after its "
+        "earlier process pushed part of the step, or one that joins mid-step with backup "
+        "workers); this worker's first gradient is computed from both, as an async one may be, "
+        "and the job will not repeat an uninterrupted run exactly",
+        half->shard, half->step, half->step + 1, half->step);
   // What each slot's parameters were pulled at: the global step, and each
   // shard's, which its push is tagged with. Every slot starts from the first pull.
   struct Pulled {
@@ -432,8 +432,8 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // A share is this worker's alone: not dealt out among the workers again.
   // Sync, the batch of a step is the one of the global step it computes at
   // (docs/distributed.md): a push dropped as stale (backup workers) can
-  // leave the job steps ahead of this worker's pipeline, which then starts
-  // again there. Async, each worker goes through its own order.
+  // leave the job steps ahead of this worker's pipeline, which then seeks
+  // there. Async, each worker goes through its own order.
   int64_t input_step = sync ? step : step / workers;  // the step input gives a batch of next
   int64_t input_moves = 0;                            // seeks to the job's step
   InputPipeline input(data.train, batch_size, spec.data.shuffle, spec.seed, input_step,

@@ -455,6 +455,12 @@ kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step,
                                                    kj::Function<void()> reply) {
   if (!shard().ready() && !served_.stopping_)
     throw ProtocolError("ps " + std::to_string(shard().shardIndex()) + " is not initialised yet");
+  return replyWhenPullMayProceed(min_step, chunks, kj::mv(reply));
+}
+
+kj::Promise<void> ShardService::replyWhenPullMayProceed(int64_t min_step,
+                                                        std::optional<ChunkRun> chunks,
+                                                        kj::Function<void()> reply) {
   if (served_.pullMayProceed(min_step, worker_, chunks)) {
     reply();
     return kj::READY_NOW;
@@ -463,11 +469,14 @@ kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step,
   served_.dropCancelledWaits();
   served_.waiting_pulls_.push_back({min_step, worker_, chunks, kj::mv(paf.fulfiller)});
   ++waiting_calls_;
+  // Released, the call is answered on a later turn of the event loop: a
+  // chief's restore over running shards (markReady) may have taken the
+  // step back below min_step meanwhile, and the answer would be one no
+  // honest ps gives. It waits again then.
   return paf.promise
-      .then([reply = kj::mv(reply)]() mutable {
+      .then([this, min_step, chunks, reply = kj::mv(reply)]() mutable {
         return checked([&]() -> kj::Promise<void> {
-          reply();
-          return kj::READY_NOW;
+          return replyWhenPullMayProceed(min_step, chunks, kj::mv(reply));
         });
       })
       .attach(kj::defer([this] { --waiting_calls_; }));

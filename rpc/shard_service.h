@@ -177,6 +177,9 @@ class ShardService final : public wire::ParameterShard::Server {
   // worker allows (ServedShard::releasePulls).
   kj::Promise<void> whenPullMayProceed(int64_t min_step, std::optional<ChunkRun> chunks,
                                        kj::Function<void()> reply);
+  // The same for a shard known to be initialised, or waited for again.
+  kj::Promise<void> replyWhenPullMayProceed(int64_t min_step, std::optional<ChunkRun> chunks,
+                                            kj::Function<void()> reply);
   // Sets `data` to reference chunk `chunk`'s parameters as they are now,
   // pinned until the reply is written.
   template <typename Results>

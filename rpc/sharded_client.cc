@@ -1141,8 +1141,11 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
                          stopping_shard_, pulls, &highest[size_t(link.index)]);
       });
   last_transfer_ = {0, pulls.bytes, 0.0, pulls.seconds};
+  // Async chunks are all at the shard's step, which moves with every push
+  // between the replies: no step is half applied there.
   half_applied_.reset();
-  for (size_t i = 0; i < highest.size() && !half_applied_; ++i)
+  const bool sync = impl_->cluster.mode == TrainingMode::Sync;
+  for (size_t i = 0; sync && i < highest.size() && !half_applied_; ++i)
     if (shard_steps_[i] != INT64_MAX && highest[i] > shard_steps_[i])
       half_applied_ = HalfAppliedStep{int(i), shard_steps_[i]};
   if (!done) {

@@ -295,11 +295,13 @@ class ShardedClient {
   // it, the step of its final checkpoint.
   std::optional<int64_t> lastPulledJobStep() const;
 
-  // A shard whose chunks the last pull() found at two steps: a sync step
-  // it had applied to some of its chunks and not yet to the others (their
-  // gradients still to come). Parameters pulled then are of both steps: a
-  // worker that starts, or starts again after its earlier process pushed
-  // part of a step, computes its first gradient from them.
+  // Sync: a shard whose chunks the last pull() found at two steps, one it
+  // had applied to some of its chunks and not yet to the others (their
+  // gradients still to come, or the step completed between two replies).
+  // Parameters pulled then are of both steps: a worker that starts, or
+  // starts again after its earlier process pushed part of a step, computes
+  // its first gradient from them. Never in async training, whose chunks
+  // are all at the shard's step.
   struct HalfAppliedStep {
     int shard = 0;
     int64_t step = 0;  // the step the other chunks hold: step + 1

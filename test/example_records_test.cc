@@ -1175,7 +1175,7 @@ TEST_CASE("features the data set does not take are not judged", "[example_record
   // features it is not asked for.
   Features features{{"width", floatsFeature({0.5f})}, {"label", int64Feature({4})}};
   for (int i = 0; i < 100000; ++i)
-    features.push_back({"f" + std::to_string(i % 1000), int64Feature({i})});
+    features.push_back({fmt::format("f{}", i % 1000), int64Feature({i})});
   features.push_back({"image_raw", bytesFeature("abcd")});
   features.push_back({"width", floatsFeature({0.25f})});
   const std::string path = dir.write("many", framed({exampleMessage(features)}));

@@ -369,7 +369,10 @@ TEST_CASE("unknown paths are 404, other methods 405, HEAD has no body") {
   CHECK_THAT(node.raw("GET HTTP://h/healthz?x=1 HTTP/1.1\r\n\r\n"),
              Catch::StartsWith("HTTP/1.1 503 "));
   CHECK_THAT(node.raw("GET http://h?x HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 404 "));
-  CHECK_THAT(node.raw("GET ftp://h/status HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 400 "));
+  for (const char* target : {"ftp://h/status", "https://h/status", "http://", "http:///status",
+                             "http://user@h/status", "http://h#/status", "http://h\xc3\xa9/status"})
+    CHECK_THAT(node.raw(std::string("GET ") + target + " HTTP/1.1\r\n\r\n"),
+               Catch::StartsWith("HTTP/1.1 400 "));
   const std::string head = node.raw("HEAD /status HTTP/1.1\r\n\r\n");
   CHECK_THAT(head, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
   CHECK_THAT(head, Catch::EndsWith("\r\n\r\n"));

@@ -435,7 +435,8 @@ int outOfMemoryPushes(ParameterShard& shard, const ShardChunk& half, const std::
     return 10;  // the limit did not bite: no test
   } catch (const std::bad_alloc&) {
   }
-  // Counted without its gradient in the sum, it was dropped as a repeat.
+  // Counted without its gradient in the sum, it would be refused as a
+  // repeat within the connection (a ProtocolError: exit 20) or dropped.
   if (!shard.push(0, 0, half.shard_offset, g)) return 11;
   // The gradient that completes the sum, while a reply holds the chunk: its
   // update needs a copy of 8 MiB.
