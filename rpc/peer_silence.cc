@@ -4,6 +4,9 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstddef>
+
 #include "rpc/failure_text.h"
 
 namespace traind {
@@ -24,6 +27,18 @@ std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream) {
     return failureText(*e);
   }
   return std::nullopt;
+}
+
+std::optional<double> secondsSinceDataMoved(kj::AsyncIoStream& stream) {
+  tcp_info info{};
+  uint length = sizeof info;
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions(
+                      [&] { stream.getsockopt(IPPROTO_TCP, TCP_INFO, &info, &length); })) {
+    return std::nullopt;
+  }
+  if (length < offsetof(tcp_info, tcpi_last_data_recv) + sizeof info.tcpi_last_data_recv)
+    return std::nullopt;
+  return std::min(info.tcpi_last_data_sent, info.tcpi_last_data_recv) / 1000.0;
 }
 
 }  // namespace traind

@@ -28,4 +28,11 @@ constexpr int kPeerSilenceSeconds = 20;
 // unguarded), nullopt when all are set.
 std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream);
 
+// Seconds since data last moved on a TCP stream either way, as its kernel
+// counts (TCP_INFO): data that came from the peer, read or not, or data of
+// this side's the peer's window let go out, which it opens only as its
+// process reads. Acknowledgements do not count: a stopped process's kernel
+// sends them. nullopt when the stream is not a TCP socket's.
+std::optional<double> secondsSinceDataMoved(kj::AsyncIoStream& stream);
+
 }  // namespace traind

@@ -384,14 +384,16 @@ std::string whatALongWaitMeans(const ClusterSpec& cluster) {
          "for the chief's first initialisation";
 }
 
-// What a ps that leaves a status call unanswered for kPeerSilenceSeconds
-// fails with: its process is stopped or hung (its kernel still takes what is
-// sent, so the connection itself never fails).
+// What a ps that leaves a status call unanswered, and moves no byte either
+// way, for kPeerSilenceSeconds fails with: its process is stopped or hung
+// (its kernel still takes what is sent, so the connection itself never
+// fails).
 constexpr const char* kSilentStatusCall = "no answer to a status call for ";
 kj::Exception silentStatusCall() {
-  return kj::Exception(
-      kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-      kj::str(kSilentStatusCall, kPeerSilenceSeconds, " s: is its process stopped or hung?"));
+  return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                       kj::str(kSilentStatusCall, kPeerSilenceSeconds,
+                               " s, and no data moved on its connection: is its process stopped "
+                               "or hung?"));
 }
 
 }  // namespace
@@ -871,19 +873,37 @@ constexpr int kMaxLongWaitNoticeSeconds = 300;
 // sync bound.
 static_assert(2 * kMaxSyncRunChunks <= kSyncCallsInFlight);
 
-// Rejects once `link` leaves a status call unanswered for kPeerSilenceSeconds;
-// never resolves otherwise. One status call at a time, every
+// Rejects (OVERLOADED, as a timeout) once kPeerSilenceSeconds have passed
+// since `since` and no data has moved on `link`'s connection for as long;
+// never resolves otherwise. Checked every kHeartbeatSeconds.
+kj::Promise<void> silence(kj::Timer& timer, ShardLink& link, kj::TimePoint since) {
+  return timer.afterDelay(ShardedClient::kHeartbeatSeconds * kj::SECONDS)
+      .then([&timer, &link, since]() -> kj::Promise<void> {
+        constexpr kj::Duration kSilence = kPeerSilenceSeconds * kj::SECONDS;
+        const std::optional<double> moved = secondsSinceDataMoved(*link.stream);
+        if (timer.now() - since < kSilence || (moved && *moved < kPeerSilenceSeconds))
+          return silence(timer, link, since);
+        return KJ_EXCEPTION(OVERLOADED, "no data moved on the connection");
+      });
+}
+
+// Rejects once `link` leaves a status call unanswered for kPeerSilenceSeconds
+// while no data moves on its connection; never resolves otherwise. The
+// answer may queue behind chunks on a slow link (1 MiB at 1 Mbit/s is 8 s):
+// data still moving says the ps is there. One status call at a time, every
 // kHeartbeatSeconds. A status that says the shard is stopping names it in
 // `*stopping`, when given: a worker waiting on other shards learns that the
 // job is over from it, though it has no call of its own there to answer.
 kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link, std::optional<int>* stopping) {
   return timer.afterDelay(ShardedClient::kHeartbeatSeconds * kj::SECONDS)
       .then([&timer, &link, stopping] {
-        return timer.timeoutAfter(
-            kPeerSilenceSeconds * kj::SECONDS,
-            link.shard().statusRequest().send().then([&link, stopping](auto reply) {
+        return link.shard()
+            .statusRequest()
+            .send()
+            .then([&link, stopping](auto reply) {
               if (stopping && reply.getStatus().getStopping() && !*stopping) *stopping = link.index;
-            }));
+            })
+            .exclusiveJoin(silence(timer, link, timer.now()));
       })
       .then([&timer, &link, stopping] { return heartbeat(timer, link, stopping); },
             [](kj::Exception&& e) -> kj::Promise<void> {

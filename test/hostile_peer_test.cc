@@ -11,7 +11,9 @@
 // serving.
 //
 // A ps whose replies lie to a real worker process: the worker must stop
-// with an error that names the ps and the lie, not act on it.
+// with an error that names the ps and the lie, not act on it. And the same
+// fake ps honest but behind a slow link: the worker must not take it for a
+// stopped one.
 #include <capnp/rpc-twoparty.h>
 #include <capnp/rpc.capnp.h>
 #include <capnp/schema.h>
@@ -25,6 +27,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <random>
@@ -38,6 +41,7 @@
 #include "core/parameter_shard.h"
 #include "core/placement.h"
 #include "core/printable.h"
+#include "rpc/forwarding_stream.h"
 #include "rpc/shard_server.h"
 #include "rpc/shared_region.h"
 #include "rpc/traind.capnp.h"
@@ -616,6 +620,7 @@ TEST_CASE(
 namespace {
 
 enum class Lie {
+  None,  // the honest answers alone
   ShortChunk,
   StepPast2To53,
   NegativeStatusStep,
@@ -706,6 +711,102 @@ TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
   INFO(output);
   CHECK(code == 1);
   CHECK_THAT(output, Catch::Contains("ps 0 at " + address + ": " + said));
+}
+
+namespace {
+
+// A ps's end of a slow link: every write goes out 4 KiB at a time, one
+// piece every 100 ms (40 KiB/s), and the next write waits for it, as replies
+// queue behind each other over a WAN link that many workers share.
+class SlowWrites final : public ForwardingStream {
+ public:
+  SlowWrites(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer)
+      : ForwardingStream(kj::mv(inner)), timer_(timer) {}
+
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    auto copy = kj::heapArray(static_cast<const kj::byte*>(buffer), size);
+    auto sent = trickle(copy.asPtr());
+    return sent.attach(kj::mv(copy));
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    size_t size = 0;
+    for (auto piece : pieces) size += piece.size();
+    auto copy = kj::heapArray<kj::byte>(size);
+    size_t at = 0;
+    for (auto piece : pieces) {
+      std::memcpy(copy.begin() + at, piece.begin(), piece.size());
+      at += piece.size();
+    }
+    auto sent = trickle(copy.asPtr());
+    return sent.attach(kj::mv(copy));
+  }
+
+ private:
+  kj::Promise<void> trickle(kj::ArrayPtr<const kj::byte> bytes) {
+    const size_t n = std::min(bytes.size(), size_t(4096));
+    return inner_->write(bytes.begin(), n).then([this, bytes, n]() -> kj::Promise<void> {
+      if (n == bytes.size()) return kj::READY_NOW;
+      return timer_.afterDelay(100 * kj::MILLISECONDS).then([this, bytes, n] {
+        return trickle(bytes.slice(n, bytes.size()));
+      });
+    });
+  }
+
+  kj::Timer& timer_;
+};
+
+}  // namespace
+
+TEST_CASE("a worker takes a ps whose answers queue behind data on a slow link for a live one") {
+  // fashion_mlp's 1 MiB pull takes 26 s at 40 KiB/s, and the status calls
+  // that watch the ps are answered after it: unanswered for more than 20 s
+  // (kPeerSilenceSeconds), while the pull's bytes keep coming.
+  const auto dir = freshTempDir("slow-link-ps");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Timer& timer = io.provider->getTimer();
+  kj::Own<kj::ConnectionReceiver> listener =
+      io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->listen();
+  struct Served {
+    kj::Own<kj::AsyncIoStream> stream;
+    capnp::TwoPartyVatNetwork network;
+    capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+    explicit Served(kj::Own<kj::AsyncIoStream> socket)
+        : stream(kj::mv(socket)),
+          network(*stream, capnp::rpc::twoparty::Side::SERVER),
+          rpc(capnp::makeRpcServer(network, kj::heap<LyingShard>(Lie::None))) {}
+  };
+  std::vector<kj::Own<Served>> served;
+  std::function<kj::Promise<void>()> acceptNext = [&]() {
+    return listener->accept().then([&](kj::Own<kj::AsyncIoStream> socket) {
+      served.push_back(kj::heap<Served>(kj::heap<SlowWrites>(kj::mv(socket), timer)));
+      return acceptNext();
+    });
+  };
+  kj::Promise<void> serving = acceptNext().eagerlyEvaluate(nullptr);
+
+  BackgroundTraind worker("--cluster " + cluster.string() + " --model " +
+                              modelPath("fashion_mlp.yaml") +
+                              " --job worker --task 1 --max-steps 10 --checkpoint-dir ''",
+                          dir / "worker.log");
+  bool trained = false;
+  int code = -1;
+  for (int i = 0; i < 600 && code < 0 && !trained; ++i) {  // 60 s, serving the worker meanwhile
+    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    code = worker.wait(0);
+    trained = worker.output().find("worker 1 training fashion_mlp") != std::string::npos;
+  }
+  worker.signal(SIGTERM);
+  for (int i = 0; i < 300 && code < 0; ++i) {
+    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    code = worker.wait(0);
+  }
+  const std::string output = worker.output();
+  INFO(output);
+  CHECK(trained);  // its first pull came whole
+  CHECK_THAT(output, !Catch::Contains("no answer to a status call"));
 }
 
 namespace {
