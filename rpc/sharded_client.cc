@@ -586,7 +586,8 @@ ShardedClient::Outcome ShardedClient::connectShard(size_t shard, Clock::time_poi
                 return kj::Exception(
                     kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
                     kj::str(fmt::format("no answer within {:g} s (its host or process is down, "
-                                        "stopped or hung, or the port is another program's)",
+                                        "stopped or hung, the port is another program's, or "
+                                        "the link's round trip takes seconds)",
                                         hello_seconds)
                                 .c_str()));
               }));
