@@ -29,14 +29,13 @@ std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream) {
   return std::nullopt;
 }
 
-std::optional<double> secondsSinceDataMoved(kj::AsyncIoStream& stream) {
+std::optional<double> secondsSinceDataMoved(const kj::AsyncIoStream& stream) {
+  int fd = -1;
+  KJ_IF_MAYBE (f, stream.getFd()) fd = *f;
   tcp_info info{};
-  uint length = sizeof info;
-  KJ_IF_MAYBE (e, kj::runCatchingExceptions(
-                      [&] { stream.getsockopt(IPPROTO_TCP, TCP_INFO, &info, &length); })) {
-    return std::nullopt;
-  }
-  if (length < offsetof(tcp_info, tcpi_last_data_recv) + sizeof info.tcpi_last_data_recv)
+  socklen_t length = sizeof info;
+  if (fd < 0 || ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0 ||
+      length < offsetof(tcp_info, tcpi_last_data_recv) + sizeof info.tcpi_last_data_recv)
     return std::nullopt;
   return std::min(info.tcpi_last_data_sent, info.tcpi_last_data_recv) / 1000.0;
 }

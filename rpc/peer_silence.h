@@ -33,6 +33,6 @@ std::optional<std::string> limitPeerSilence(kj::AsyncIoStream& stream);
 // this side's the peer's window let go out, which it opens only as its
 // process reads. Acknowledgements do not count: a stopped process's kernel
 // sends them. nullopt when the stream is not a TCP socket's.
-std::optional<double> secondsSinceDataMoved(kj::AsyncIoStream& stream);
+std::optional<double> secondsSinceDataMoved(const kj::AsyncIoStream& stream);
 
 }  // namespace traind

@@ -11,6 +11,7 @@
 
 #include "core/printable.h"
 #include "core/rate_limited_log.h"
+#include "rpc/peer_silence.h"
 #include "rpc/shard_server.h"
 
 namespace traind {
@@ -140,7 +141,7 @@ void ServedShard::expireHold() {
   if (!hold_owner_) return;
   const auto now = std::chrono::steady_clock::now();
   const double held = std::chrono::duration<double>(now - hold_since_).count();
-  const double silent = std::chrono::duration<double>(now - hold_owner_->lastCall()).count();
+  const double silent = hold_owner_->secondsSilent();
   if (held >= ParameterShard::kMaxHoldSeconds)
     spdlog::warn(
         "lifted the chief's hold at global step {} after {:.0f} s: the chief read the "
@@ -149,9 +150,9 @@ void ServedShard::expireHold() {
         shard_.heldAt().value_or(-1), held);
   else if (silent >= kHoldSilenceSeconds)
     spdlog::warn(
-        "lifted the chief's hold at global step {}: the chief has made no call for {:.0f} s "
-        "while it held the shard for a checkpoint (stopped or hung?); it reads again when it "
-        "goes on",
+        "lifted the chief's hold at global step {}: the chief has made no call, and no data "
+        "moved on its connection, for {:.0f} s while it held the shard for a checkpoint "
+        "(stopped or hung?); it reads again when it goes on",
         shard_.heldAt().value_or(-1), silent);
   else
     return;
@@ -448,6 +449,13 @@ void ShardService::attachChunk(Results results, size_t chunk) {
   auto orphanage = capnp::Orphanage::getForMessageContaining(results);
   results.adoptData(orphanage.referenceExternalData(bytes));
   connection_->holdUntilWritten(bytes.begin(), std::move(values));
+}
+
+double ShardService::secondsSilent() const {
+  const double since_call =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_call_).count();
+  const std::optional<double> since_data = secondsSinceDataMoved(*connection_);
+  return since_data ? std::min(since_call, *since_data) : since_call;
 }
 
 kj::Promise<void> ShardService::whenPullMayProceed(int64_t min_step,

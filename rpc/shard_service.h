@@ -66,7 +66,8 @@ class ServedShard {
 
   // Lifts the chief's hold (ParameterShard::holdAt, the holdAt call) once
   // it has stood ParameterShard::kMaxHoldSeconds, or once the chief has
-  // made no call on its connection for kHoldSilenceSeconds, saying so.
+  // made no call on its connection, and no data has moved on it, for
+  // kHoldSilenceSeconds (ShardService::secondsSilent), saying so.
   // Called about every second on the ps's event-loop thread.
   void expireHold();
   // While the chief holds the shards its waits ask each for its status
@@ -147,6 +148,10 @@ class ShardService final : public wire::ParameterShard::Server {
   // When the peer last called status, holdAt, readState or releaseHold:
   // what a chief holding the shard keeps calling (ServedShard::expireHold).
   std::chrono::steady_clock::time_point lastCall() const { return last_call_; }
+  // Seconds since that call, or since data last moved on the connection
+  // when that was later: on a slow link a chief's next call waits for the
+  // answers before it, whose bytes still moving say it reads them.
+  double secondsSilent() const;
 
  protected:
   kj::Promise<void> hello(HelloContext context) override;

@@ -2403,7 +2403,8 @@ TEST_CASE(
   CHECK(seconds < 10.0);
   CHECK(held.parameters.data()[0] != held.state.parameters().data()[0]);  // applied
   CHECK_THAT(held.ps.output(), Catch::Contains("lifted the chief's hold at global step 0: the "
-                                               "chief has made no call for"));
+                                               "chief has made no call, and no data moved on "
+                                               "its connection, for"));
 
   held.worker.reset();
   held.ps.signal(SIGTERM);
