@@ -53,10 +53,13 @@ StepStallReport::Line nobodyPushed(const ParameterShard& shard, const ClusterSpe
   return {false, fmt::format("global step {} has waited {} s: no worker has pushed a gradient of "
                              "it to this ps yet ({})",
                              step, waited,
-                             cluster.mode == TrainingMode::Sync
+                             cluster.mode == TrainingMode::Async
+                                 ? "they are stopped, hung or slow, or the job is ending"
+                             : cluster.ps.size() > 1
                                  ? "they wait for another ps's step or for the chief, or the job "
                                    "is ending"
-                                 : "they are stopped, hung or slow, or the job is ending")};
+                                 : "they wait for the chief, are stopped, hung or slow, or their "
+                                   "link to this ps is down, or the job is ending")};
 }
 
 }  // namespace
