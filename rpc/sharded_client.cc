@@ -79,8 +79,7 @@ int64_t reportedStep(int64_t step) {
 
 // The step of a reply to a call that waited for `min_step`: an honest ps
 // answers once the chunks reached it, or as it stops, which it says. A
-// lower step unsaid is a lie; taken as the job's end, the worker ended
-// without a word.
+// lower step unsaid is a lie, not the job's end.
 int64_t answeredStep(int64_t step, int64_t min_step, bool stopping) {
   reportedStep(step);
   if (step < min_step && !stopping)
@@ -384,10 +383,10 @@ std::string whatALongWaitMeans(const ClusterSpec& cluster) {
          "for the chief's first initialisation";
 }
 
-// What a ps that leaves a status call unanswered, and moves no byte either
-// way, for kPeerSilenceSeconds fails with: its process is stopped or hung
-// (its kernel still takes what is sent, so the connection itself never
-// fails).
+// What a ps that leaves a status call unanswered, while no data moves
+// either way, for kPeerSilenceSeconds fails with: its process is stopped or
+// hung (its kernel still takes what is sent, so the connection itself
+// never fails).
 constexpr const char* kSilentStatusCall = "no answer to a status call for ";
 kj::Exception silentStatusCall() {
   return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
