@@ -52,6 +52,11 @@ MlpPsTask::MlpPsTask(const std::filesystem::path& dir, const std::string& mode)
       plan(placeVariables(VariableLayout(graph.variables), 1).shards[0]),
       chunks(transferChunks(graph, plan, ParameterShard::kChunkFloats)) {}
 
+PsPeer::PsPeer(kj::AsyncIoContext& io, const std::string& address)
+    : stream(connectWithin10s(io, address)),
+      client(*stream),
+      shard(client.bootstrap().castAs<wire::ParameterShard>()) {}
+
 capnp::Request<wire::ParameterShard::HelloParams, wire::ParameterShard::HelloResults> helloAs(
     wire::ParameterShard::Client& shard, const ModelSpec& spec, const ClusterSpec& cluster,
     uint32_t worker, uint32_t shard_index) {

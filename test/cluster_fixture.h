@@ -2,6 +2,7 @@
 // specs on free ports, and raw connections to a ps for calls no worker makes.
 #pragma once
 
+#include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
 #include <filesystem>
@@ -28,6 +29,16 @@ std::filesystem::path writeCluster(const std::filesystem::path& dir, int ps, int
 // A raw connection to `address` (a ps starting up); fails the test when the
 // ps does not listen within 10 s.
 kj::Own<kj::AsyncIoStream> connectWithin10s(kj::AsyncIoContext& io, const std::string& address);
+
+// A test's own connection to the ps at `address`, to speak the protocol on
+// as a worker or the chief would (it says no hello of its own).
+struct PsPeer {
+  PsPeer(kj::AsyncIoContext& io, const std::string& address);
+
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyClient client;
+  wire::ParameterShard::Client shard;
+};
 
 // A hello to ps `shard_index` as `worker` of a job of `spec` on `cluster`
 // would say it, ready to send (or to spoil).

@@ -497,7 +497,7 @@ TEST_CASE("sync with a backup worker survives a worker killed mid-run") {
 TEST_CASE("sync with a backup worker: a worker held back takes the batches of the job's step") {
   // A step's batches are those of its global step whoever computes them
   // (docs/distributed.md): worker 1, paused while worker 0 makes the steps
-  // alone, pulls a step far past the one its pipeline was at, and starts
+  // alone, pulls a step far past the one its pipeline was at, and seeks
   // its input there.
   const auto dir = freshTempDir("backup-input");
   const auto cluster = writeCluster(
@@ -1044,16 +1044,7 @@ TEST_CASE(
   MlpPsTask task(dir, "sync");
   REQUIRE(task.chunks.size() >= 2);
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  struct Peer {
-    kj::Own<kj::AsyncIoStream> stream;
-    capnp::TwoPartyClient client;
-    wire::ParameterShard::Client shard;
-    Peer(kj::AsyncIoContext& io, const std::string& address)
-        : stream(connectWithin10s(io, address)),
-          client(*stream),
-          shard(client.bootstrap().castAs<wire::ParameterShard>()) {}
-  };
-  Peer chief(io, task.address);
+  PsPeer chief(io, task.address);
   task.hello(chief.shard, 0).send().wait(io.waitScope);
   for (const ShardChunk& c : task.chunks) {
     const std::vector<float> zeros(size_t(c.size));
@@ -1080,7 +1071,7 @@ TEST_CASE(
     return request.send();
   };
   {
-    Peer earlier(io, task.address);
+    PsPeer earlier(io, task.address);
     task.hello(earlier.shard, 1).send().wait(io.waitScope);
     auto from_worker = pushFirstChunk(earlier.shard, 1);
     auto from_chief = pushFirstChunk(chief.shard, 0);

@@ -227,17 +227,11 @@ int64_t peakRssKib(int pid) {
   return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6));
 }
 
-struct Connection {
-  kj::Own<kj::AsyncIoStream> stream;
-  capnp::TwoPartyClient client;
-  wire::ParameterShard::Client shard;
+struct Connection : PsPeer {
   uint32_t worker;  // what its hellos say, mostly
 
   Connection(kj::AsyncIoContext& io, const std::string& address, uint32_t worker_task)
-      : stream(connectWithin10s(io, address)),
-        client(*stream),
-        shard(client.bootstrap().castAs<wire::ParameterShard>()),
-        worker(worker_task) {}
+      : PsPeer(io, address), worker(worker_task) {}
 };
 
 }  // namespace
