@@ -163,6 +163,24 @@ class SlotSteps {
     slots_wake_.notify_all();
   }
 
+  // A started slot whose step is done, without waiting: the failure of its
+  // step thrown, as nextFinished() does; nullopt when none is.
+  std::optional<size_t> takeFinished() {
+    std::lock_guard lock(mutex_);
+    if (finished_.empty()) return std::nullopt;
+    return popFinished();
+  }
+
+  // For the kj loop of this thread, which waits for other things too:
+  // resolves once a started slot's step is done (at once when one is).
+  kj::Promise<void> whenFinished() {
+    std::lock_guard lock(mutex_);
+    if (!finished_.empty()) return kj::READY_NOW;
+    auto [promise, fulfiller] = kj::newPromiseAndCrossThreadFulfiller<void>();
+    finished_waiter_ = kj::mv(fulfiller);
+    return kj::mv(promise);
+  }
+
   // Waits until a started slot's step is done and returns the slot.
   size_t nextFinished() {
     if (threads_.empty()) {
@@ -172,13 +190,17 @@ class SlotSteps {
     }
     std::unique_lock lock(mutex_);
     finished_wakes_.wait(lock, [this] { return !finished_.empty(); });
+    return popFinished();
+  }
+
+ private:
+  size_t popFinished() {  // under mutex_
     const size_t i = finished_.front();
     finished_.pop_front();
     if (failures_[i]) std::rethrow_exception(failures_[i]);
     return i;
   }
 
- private:
   void stopAll() {
     {
       std::lock_guard lock(mutex_);
@@ -202,12 +224,15 @@ class SlotSteps {
       } catch (...) {
         failure = std::current_exception();
       }
+      kj::Own<kj::CrossThreadPromiseFulfiller<void>> waiter;
       {
         std::lock_guard lock(mutex_);
         failures_[i] = failure;
         finished_.push_back(i);
+        waiter = kj::mv(finished_waiter_);
       }
       finished_wakes_.notify_one();
+      if (waiter) waiter->fulfill();  // outside the lock: it takes the loop's own
     }
   }
 
@@ -217,6 +242,7 @@ class SlotSteps {
   std::vector<bool> started_;  // under mutex_, as everything below
   std::vector<std::exception_ptr> failures_;
   std::deque<size_t> finished_;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> finished_waiter_;  // whenFinished()'s
   bool stopping_ = false;
   std::vector<std::thread> threads_;  // last: they use the members above
 };
@@ -529,37 +555,72 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     }
   };
   auto running = [&] { return step >= 0 && step < total_steps && !stop_requested.load(); };
+  // Several slots of an async worker whose ps tasks are all over TCP: their
+  // push+pulls overlap, so that a long round trip holds back each step but
+  // not the others' exchanges. Through shared memory a round trip is short,
+  // and a slot's chunks go through the region one call at a time.
+  const bool overlapping = slots.size() > 1 && !sync && ps.shardsThroughSharedMemory() == 0;
+  std::deque<size_t> computed;  // overlapping: slots whose push+pull is still to start
+  // Stopped, the push+pulls already in flight end (their gradients are sent).
+  auto draining = [&] {
+    return overlapping && step >= 0 && stop_requested.load() && ps.pushAndPullsInFlight() > 0;
+  };
 
   metrics.setState(NodeState::Training);
   try {
     SlotSteps steps(slots.size(), slots.size() > 1 || streamed, compute);
+    // Before `steps` and the slots go: the calls of push+pulls in flight use their buffers.
+    KJ_DEFER(ps.abandonPushAndPulls());
     if (!streamed)
       for (size_t i = 0; i < slots.size(); ++i) steps.start(i);
-    while (running()) {
+    while (running() || draining()) {
       size_t i = 0;
-      if (streamed) {
-        gradient_stream.begin();
-        steps.start(0);
+      int64_t next = -1;
+      if (overlapping) {
+        while (const std::optional<size_t> done = steps.takeFinished()) computed.push_back(*done);
+        // No more steps in flight than the job has left: one worker's own
+        // steps do not carry it past its end (other workers' may, as in
+        // any async job).
+        if (running() && !computed.empty() &&
+            step + int64_t(ps.pushAndPullsInFlight()) < total_steps) {
+          i = computed.front();
+          computed.pop_front();
+          checkLossFinite(results[i], pulled[i].step + 1);
+          ps.startPushAndPull(i, slots[i]->gradients, pulled[i].shard_steps, slots[i]->parameters);
+          continue;
+        }
+        const std::optional<ShardedClient::PushAndPullEnd> end =
+            ps.nextPushAndPull(running() ? steps.whenFinished() : kj::NEVER_DONE);
+        if (!end) continue;
+        i = end->id;
+        // Push+pulls may end out of order: the job's step as this worker
+        // knows it only grows.
+        next = end->step < 0 ? -1 : std::max(step, end->step);
       } else {
-        i = steps.nextFinished();
+        if (streamed) {
+          gradient_stream.begin();
+          steps.start(0);
+        } else {
+          i = steps.nextFinished();
+        }
+        // A step whose loss is not finite pushes nothing: its gradients would
+        // leave the shards' parameters NaN for every worker, and for a chief
+        // restarted to join them. A streamed step is still running (its chunks
+        // go during pushAndPull): LossCheckedProgress checks it.
+        if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
+        ps.setShardSteps(pulled[i].shard_steps);
+        StepSlot& slot = *slots[i];
+        try {
+          next = ps.pushAndPull(slot.gradients, sync ? pulled[i].step + 1 : 0, slot.parameters,
+                                streamed ? &gradient_stream : nullptr);
+        } catch (...) {
+          // A failed step ends the push as well: its failure is the one to report.
+          if (streamed) steps.nextFinished();
+          throw;
+        }
+        if (streamed) steps.nextFinished();
       }
       StepSlot& slot = *slots[i];
-      // A step whose loss is not finite pushes nothing: its gradients would
-      // leave the shards' parameters NaN for every worker, and for a chief
-      // restarted to join them. A streamed step is still running (its chunks
-      // go during pushAndPull): LossCheckedProgress checks it.
-      if (!streamed) checkLossFinite(results[i], pulled[i].step + 1);
-      ps.setShardSteps(pulled[i].shard_steps);
-      int64_t next = -1;
-      try {
-        next = ps.pushAndPull(slot.gradients, sync ? pulled[i].step + 1 : 0, slot.parameters,
-                              streamed ? &gradient_stream : nullptr);
-      } catch (...) {
-        // A failed step ends the push as well: its failure is the one to report.
-        if (streamed) steps.nextFinished();
-        throw;
-      }
-      if (streamed) steps.nextFinished();
       const int64_t computed_at = pulled[i].step;
       pulled[i] = {next, ps.shardSteps()};
       const ShardedClient::Transfer& transfer = ps.lastTransfer();

@@ -254,13 +254,15 @@ class FirstFailure {
   // throws as throwShardFailure() for the first shard whose call failed.
   void wait(kj::Promise<void> all, kj::WaitScope& scope,
             const std::function<void()>& cleanup = {}) {
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { all.wait(scope); })) {
-      if (cleanup) cleanup();
-      KJ_IF_MAYBE (first, first_) throwShardFailure(*first->link, first->exception);
-      // This side's code threw in a callback: said in words, as every
-      // failure of a call is, not as kj's own exception.
-      throw std::runtime_error(failureText(*e));
-    }
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { all.wait(scope); })) fail(*e, cleanup);
+  }
+  // The calls joined failed with `e`: as wait() after it.
+  [[noreturn]] void fail(const kj::Exception& e, const std::function<void()>& cleanup = {}) {
+    if (cleanup) cleanup();
+    KJ_IF_MAYBE (first, first_) throwShardFailure(*first->link, first->exception);
+    // This side's code threw in a callback: said in words, as every
+    // failure of a call is, not as kj's own exception.
+    throw std::runtime_error(failureText(e));
   }
   // After a wait that ended otherwise (given up on a stop, or at the job's
   // end): throws as wait() does for a call that failed meanwhile, unless
@@ -948,13 +950,13 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
   return runs;
 }
 
-// Makes `call` for each run of chunks `runs_of` gives for every shard, in
-// the order given, and waits for all of them. A shard's calls share a budget
-// of chunks in flight, max(in_flight, twice its longest run), so that two
-// calls of any run fit (a reply comes back while the next call goes out):
-// the next run goes out as soon as its chunks fit beside those not yet
-// answered. In sync training the budget is in_flight (kSyncCallsInFlight),
-// the partial sums its ps holds for this worker.
+// The calls of one pull or push+pull: `call` for each run of chunks
+// `runs_of` gives for every shard, in the order given. A shard's calls share
+// a budget of chunks in flight, max(in_flight, twice its longest run), so
+// that two calls of any run fit (a reply comes back while the next call
+// goes out): the next run goes out as soon as its chunks fit beside those
+// not yet answered. In sync training the budget is in_flight
+// (kSyncCallsInFlight), the partial sums its ps holds for this worker.
 // While calls wait long, the worker logs which ps tasks have not answered
 // and `long_wait`, what such a wait means: its log should not go silent
 // while a step waits for another worker. With `gradient_final` (a gradient
@@ -962,17 +964,94 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // set, once the whole gradient is final: the pass itself is no ps's wait.
 // Once `stopping_shard` names a shard that said the job is over (in a
 // reply, or in its status while the calls wait: set here), the calls left
-// are given up kStoppingGraceSeconds later (cancelled, logged), and it
-// returns true. Returns false when it gave up on them because *stop was
-// held (the calls are cancelled; see ShardedClient::abandonWaitsOnStop).
-// Throws as throwShardFailure() for the first shard whose call failed.
-bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
-                  std::optional<int>& stopping_shard, std::vector<ShardLink>& shards,
-                  size_t in_flight, std::string_view long_wait,
-                  const std::optional<Clock::time_point>* gradient_final,
-                  const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
-                  const std::function<kj::Promise<void>(ShardLink&, ChunkRun)>& call) {
-  FirstFailure failure;
+// are given up kStoppingGraceSeconds later (cancelled, logged). *stop held
+// gives them up too (see ShardedClient::abandonWaitsOnStop).
+//
+// Several rounds may wait on one event loop at once (overlapping
+// push+pulls): each watches the shards and the time for itself.
+class CallRound {
+ public:
+  using Call = std::function<kj::Promise<void>(ShardLink&, ChunkRun)>;
+
+  CallRound(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
+            std::optional<int>& stopping_shard, std::vector<ShardLink>& shards, size_t in_flight,
+            std::string_view long_wait, const std::optional<Clock::time_point>* gradient_final,
+            const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of, Call call)
+      : timer_(io.provider->getTimer()),
+        stop_(stop),
+        stopping_shard_(stopping_shard),
+        shards_(shards),
+        long_wait_(long_wait),
+        gradient_final_(gradient_final),
+        call_(std::move(call)) {
+    calls_.reserve(shards.size());  // whole before the first call: they hold references into it
+    for (ShardLink& link : shards) {
+      std::vector<ChunkRun> runs = runs_of(link);
+      size_t longest = 1;
+      for (const ChunkRun& run : runs) longest = std::max(longest, run.count);
+      calls_.push_back({link, std::move(runs), std::max(in_flight, 2 * longest)});
+    }
+  }
+  CallRound(const CallRound&) = delete;
+  CallRound& operator=(const CallRound&) = delete;
+
+  // Makes the calls: resolves once all have been answered or the wait was
+  // given up, rejects when one failed (see end()). This round must outlive
+  // the promise.
+  kj::Promise<void> run() {
+    start_ = Clock::now();
+    kj::Vector<kj::Promise<void>> every_shard;
+    for (ShardCalls& s : calls_) every_shard.add(callWhileTheyFit(s));
+    kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
+    all = watched(kj::mv(all), shards_, timer_, failure_, &stopping_shard_);
+    all = all.exclusiveJoin(tick(start_ + std::chrono::seconds(1)));
+    all = all.exclusiveJoin(
+        noticeLongWait(kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, kLongWaitNoticeSeconds));
+    // A stop held, or a ps's word that the job is over: the others' calls
+    // are not waited for long.
+    return all.exclusiveJoin(
+        givenUp(timer_, stop_, &stopping_shard_, &answered_).then([this](GivenUp why) {
+          given_up_ = why;
+          if (why == GivenUp::JobEnding)
+            spdlog::info(
+                "{} did not answer within {} s of ps {}'s word that the "
+                "job is over: not waited for",
+                unanswered(), ShardedClient::kStoppingGraceSeconds, *stopping_shard_);
+        }));
+  }
+
+  // Once run()'s promise has ended, `failed` when it rejected: throws as
+  // throwShardFailure() for the first shard whose call failed. Returns
+  // false when the calls were given up because *stop was held (the calls
+  // are cancelled), true otherwise: every call answered, or given up at the
+  // job's end.
+  bool end(kj::Maybe<kj::Exception> failed) {
+    KJ_IF_MAYBE (e, failed) failure_.fail(*e, [this] { stopSharing(); });
+    if (given_up_) {
+      stopSharing();
+      // The calls joined report a failure only once all have ended: one that
+      // failed while the others waited is reported all the same (a ps's
+      // refusal of this worker's gradient is its divergence, not a stop), but
+      // for a connection lost or closed at the job's end.
+      failure_.throwIfRefused();
+    }
+    return given_up_ != GivenUp::Stop;
+  }
+
+  // Waits for the calls on the loop: end()'s result.
+  bool wait(kj::WaitScope& scope) {
+    kj::Promise<void> calls = run();
+    return end(kj::runCatchingExceptions([&] { calls.wait(scope); }));
+  }
+
+  // A call given up may still be answered by the ps, which then writes its
+  // chunk's parameters into the shared region: later calls go over TCP, and
+  // a worker that computes in the region may make none (sharedBuffers).
+  void stopSharing() {
+    for (ShardLink& link : shards_) link.shared = false;
+  }
+
+ private:
   struct ShardCalls {
     ShardLink& link;
     std::vector<ChunkRun> runs;
@@ -980,121 +1059,100 @@ bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
     size_t next = 0;       // the first run not called yet
     size_t in_flight = 0;  // chunks of the calls not answered yet
   };
-  size_t answered = 0;            // calls, for givenUp
-  std::vector<ShardCalls> calls;  // whole before the first call: they hold references into it
-  calls.reserve(shards.size());
-  for (ShardLink& link : shards) {
-    std::vector<ChunkRun> runs = runs_of(link);
-    size_t longest = 1;
-    for (const ChunkRun& run : runs) longest = std::max(longest, run.count);
-    calls.push_back({link, std::move(runs), std::max(in_flight, 2 * longest)});
-  }
+
   // Calls the shard's next runs while they fit its budget; resolves once
   // they and the calls their replies make room for have ended.
-  std::function<kj::Promise<void>(ShardCalls&)> callWhileTheyFit = [&](ShardCalls& s) {
+  kj::Promise<void> callWhileTheyFit(ShardCalls& s) {
     kj::Vector<kj::Promise<void>> started;
     while (s.next < s.runs.size() &&
            (s.in_flight == 0 || s.in_flight + s.runs[s.next].count <= s.budget)) {
       const ChunkRun run = s.runs[s.next++];
       s.in_flight += run.count;
-      started.add(call(s.link, run)
-                      .catch_(failure.of(s.link))
-                      .then([&callWhileTheyFit, &s, &answered, run] {
-                        s.in_flight -= run.count;
-                        ++answered;
-                        return callWhileTheyFit(s);
-                      }));
+      started.add(call_(s.link, run).catch_(failure_.of(s.link)).then([this, &s, run] {
+        s.in_flight -= run.count;
+        ++answered_;
+        return callWhileTheyFit(s);
+      }));
     }
     return kj::joinPromises(started.releaseAsArray());
-  };
-  kj::Vector<kj::Promise<void>> every_shard;
-  for (ShardCalls& s : calls) every_shard.add(callWhileTheyFit(s));
-  kj::Promise<void> all = kj::joinPromises(every_shard.releaseAsArray());
-  all = watched(kj::mv(all), shards, io.provider->getTimer(), failure, &stopping_shard);
-  const Clock::time_point start = Clock::now();
+  }
+
   // "ps 0 at HOST:PORT, ps 1 at ...": the shards whose calls have not all been answered.
-  auto unanswered = [&calls] {
+  std::string unanswered() const {
     std::string shards;
-    for (const ShardCalls& s : calls)
+    for (const ShardCalls& s : calls_)
       if (s.in_flight > 0 || s.next < s.runs.size())
         shards +=
             fmt::format("{}ps {} at {}", shards.empty() ? "" : ", ", s.link.index, s.link.address);
     return shards;
-  };
+  }
+
   // Time this process itself lost meanwhile (stopped with SIGSTOP, or
   // starved), which is no ps's doing: a tick every second while the calls
   // wait, each tick late by more than a second adding its delay.
-  kj::Timer& timer = io.provider->getTimer();
-  double own_pause = 0;
-  std::function<kj::Promise<void>(Clock::time_point)> tick = [&](Clock::time_point due) {
-    return timer.afterDelay(1 * kj::SECONDS).then([&, due] {
+  kj::Promise<void> tick(Clock::time_point due) {
+    return timer_.afterDelay(1 * kj::SECONDS).then([this, due] {
       const Clock::time_point now = Clock::now();
       const double late = std::chrono::duration<double>(now - due).count();
-      if (late > 1.0) own_pause += late;
+      if (late > 1.0) own_pause_ += late;
       return tick(now + std::chrono::seconds(1));
     });
-  };
-  all = all.exclusiveJoin(tick(start + std::chrono::seconds(1)));
+  }
+
   // A notice is due once the calls have waited `target` seconds; `gap`
   // doubles after each, up to kMaxLongWaitNoticeSeconds. Once due, the
   // event loop first takes what has arrived: after this process was
   // stopped, the answers may be waiting in its sockets.
-  std::function<kj::Promise<void>(long, long, long)> noticeLongWait = [&](long delay, long target,
-                                                                          long gap) {
-    return timer.afterDelay(delay * kj::SECONDS)
-        .then([&timer] { return timer.afterDelay(200 * kj::MILLISECONDS); })
-        .then([&, target, gap] {
+  kj::Promise<void> noticeLongWait(long delay, long target, long gap) {
+    return timer_.afterDelay(delay * kj::SECONDS)
+        .then([this] { return timer_.afterDelay(200 * kj::MILLISECONDS); })
+        .then([this, target, gap] {
           const Clock::time_point now = Clock::now();
           const auto secondsSince = [now](Clock::time_point then) {
             return std::lround(std::chrono::duration<double>(now - then).count());
           };
-          const bool computing = gradient_final && !gradient_final->has_value();
-          const long waited = !gradient_final ? secondsSince(start)
-                              : computing     ? 0
-                                              : secondsSince(std::max(start, **gradient_final));
+          const bool computing = gradient_final_ && !gradient_final_->has_value();
+          const long waited = !gradient_final_ ? secondsSince(start_)
+                              : computing      ? 0
+                                               : secondsSince(std::max(start_, **gradient_final_));
           if (waited < target)
             return noticeLongWait(computing ? target : target - waited, target, gap);
-          const long paused = std::lround(own_pause);
+          const long paused = std::lround(own_pause_);
           spdlog::info("waited {} s for {} to answer{}: {}", waited, unanswered(),
                        paused > 5 ? fmt::format(" (this process itself was stopped or starved "
                                                 "for about {} s of it)",
                                                 paused)
                                   : "",
-                       long_wait);
+                       long_wait_);
           const long next_gap = std::min<long>(2 * gap, kMaxLongWaitNoticeSeconds);
           return noticeLongWait(next_gap, waited + next_gap, next_gap);
         });
-  };
-  all = all.exclusiveJoin(
-      noticeLongWait(kLongWaitNoticeSeconds, kLongWaitNoticeSeconds, kLongWaitNoticeSeconds));
-  // A stop held, or a ps's word that the job is over: the others' calls
-  // are not waited for long.
-  std::optional<GivenUp> given_up;
-  all =
-      all.exclusiveJoin(givenUp(timer, stop, &stopping_shard, &answered).then([&](GivenUp why) {
-        given_up = why;
-        if (why == GivenUp::JobEnding)
-          spdlog::info(
-              "{} did not answer within {} s of ps {}'s word that the "
-              "job is over: not waited for",
-              unanswered(), ShardedClient::kStoppingGraceSeconds, *stopping_shard);
-      }));
-  // A call given up may still be answered by the ps, which then writes its
-  // chunk's parameters into the shared region: later calls go over TCP, and
-  // a worker that computes in the region may make none (sharedBuffers).
-  auto stopSharing = [&shards] {
-    for (ShardLink& link : shards) link.shared = false;
-  };
-  failure.wait(kj::mv(all), io.waitScope, stopSharing);
-  if (given_up) {
-    stopSharing();
-    // The calls joined report a failure only once all have ended: one that
-    // failed while the others waited is reported all the same (a ps's
-    // refusal of this worker's gradient is its divergence, not a stop), but
-    // for a connection lost or closed at the job's end.
-    failure.throwIfRefused();
   }
-  return given_up != GivenUp::Stop;
+
+  kj::Timer& timer_;
+  const std::atomic<bool>* stop_;
+  std::optional<int>& stopping_shard_;
+  std::vector<ShardLink>& shards_;
+  std::string_view long_wait_;
+  const std::optional<Clock::time_point>* gradient_final_;
+  Call call_;
+  FirstFailure failure_;
+  std::vector<ShardCalls> calls_;
+  size_t answered_ = 0;  // calls, for givenUp
+  Clock::time_point start_;
+  double own_pause_ = 0;
+  std::optional<GivenUp> given_up_;
+};
+
+// The calls of a round, waited for: CallRound::wait's result.
+bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
+                  std::optional<int>& stopping_shard, std::vector<ShardLink>& shards,
+                  size_t in_flight, std::string_view long_wait,
+                  const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
+                  CallRound::Call call) {
+  CallRound round(io, stop, stopping_shard, shards, in_flight, long_wait, nullptr, runs_of,
+                  std::move(call));
+  return round.wait(io.waitScope);
 }
 
 }  // namespace
@@ -1154,7 +1212,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   TransferTally pulls;
   const bool done = callEveryRun(
       impl_->io, stop_, stopping_shard_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning,
-      nullptr, eachChunk, [&](ShardLink& link, ChunkRun run) {
+      eachChunk, [&](ShardLink& link, ChunkRun run) {
         const ShardChunk& c = link.chunks[run.first];
         return pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
                          parameters.data() + c.layout_offset, &shard_steps_[size_t(link.index)],
@@ -1175,8 +1233,54 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   return jobStep(min_step);
 }
 
-int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
-                                   FlatBuffer& parameters, GradientGate* gate) {
+// One push+pull's calls and what their replies bring (pushAndPull,
+// startPushAndPull).
+struct ShardedClient::PushAndPull {
+  PushAndPull(const FlatBuffer& gradients, FlatBuffer& parameters, int64_t min_step,
+              std::vector<int64_t> tags)
+      : gradients(gradients),
+        parameters(parameters),
+        min_step(min_step),
+        tags(std::move(tags)),
+        steps(this->tags.size(), INT64_MAX) {}
+
+  const FlatBuffer& gradients;
+  FlatBuffer& parameters;
+  const int64_t min_step;
+  // Each shard's step of the pull the gradient was computed from: its
+  // part is tagged with it, as shards may be a step apart, and each
+  // judges staleness by its own clock.
+  const std::vector<int64_t> tags;
+  // The steps answered. Sync: each chunk answers once it has been applied,
+  // in any order, with the step of its values, and one chunk may be a step
+  // ahead of another: the shard's step is the lowest, the step every
+  // chunk's values have reached (the shard's global step by then). Async:
+  // a chunk is applied as it arrives and the global step only grows, so
+  // the highest step answered is the one after every chunk of this push
+  // was applied. A shard that holds nothing answers nothing and keeps
+  // INT64_MAX, which jobStep skips.
+  std::vector<int64_t> steps;
+  TransferTally pushes, pulls;
+  int64_t dropped = 0;  // chunks dropped as stale
+  // A gate that fails (the step computing the gradient failed) ends the
+  // push with its own error: no ps is to blame.
+  kj::Maybe<kj::Exception> gate_failure;
+  // When the whole gradient is final (its first variable is the last), for
+  // the long-wait notices: the backward pass is no ps's wait.
+  std::optional<Clock::time_point> gradient_final;
+  kj::Promise<void> watching_gradient = kj::READY_NOW;
+  std::optional<CallRound> round;
+  // Overlapping (startPushAndPull): the slot's id, and the round running
+  // until `ended`, with its failure. Last: what it runs uses the above.
+  size_t id = 0;
+  bool ended = false;
+  kj::Maybe<kj::Exception> failure;
+  kj::Promise<void> running = nullptr;
+};
+
+std::unique_ptr<ShardedClient::PushAndPull> ShardedClient::preparePushAndPull(
+    const FlatBuffer& gradients, int64_t min_step, std::vector<int64_t> tags,
+    FlatBuffer& parameters, GradientGate* gate) {
   impl_->refuseRegionAfterGivingUp(parameters);
   const Clock::time_point start = Clock::now();
   if (last_push_start_ != Clock::time_point{})
@@ -1184,142 +1288,193 @@ int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step
         0.0, std::chrono::duration<double>(start - last_push_start_).count() - read_seconds_);
   last_push_start_ = start;
   read_seconds_ = 0.0;
-  int64_t dropped = 0;
+  auto p = std::make_unique<PushAndPull>(gradients, parameters, min_step, std::move(tags));
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
-  // Sync: each chunk answers once it has been applied, in any order, with
-  // the step of its values, and one chunk may be a step ahead of another:
-  // the shard's step is the lowest, the step every chunk's values have
-  // reached (the shard's global step by then). Async: a chunk is applied as
-  // it arrives and the global step only grows, so the highest step answered
-  // is the one after every chunk of this push was applied. A shard that
-  // holds nothing answers nothing and keeps INT64_MAX, which jobStep skips.
-  std::vector<int64_t> steps(impl_->shards.size(), INT64_MAX);
-  const std::optional<int64_t> lowest_pulled = lastPulledStep();
-  TransferTally pushes, pulls;
-  // A gate that fails (the step computing the gradient failed) ends the
-  // push with its own error: no ps is to blame.
-  kj::Maybe<kj::Exception> gate_failure;
-  // When the whole gradient is final (its first variable is the last), for
-  // the long-wait notices: the backward pass is no ps's wait. A failed gate
-  // fails the calls themselves.
-  std::optional<Clock::time_point> gradient_final;
-  kj::Promise<void> watching_gradient =
-      gate ? gate->ready(0)
-                 .then([&gradient_final] { gradient_final = Clock::now(); }, [](kj::Exception&&) {})
-                 .eagerlyEvaluate(nullptr)
-           : kj::Promise<void>(kj::READY_NOW);
-  bool done = false;
-  try {
-    done = callEveryRun(
-        impl_->io, stop_, stopping_shard_, impl_->shards,
-        sync ? kSyncCallsInFlight : kCallsInFlight, impl_->long_wait_meaning,
-        gate ? &gradient_final : nullptr,
-        [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
-            const ShardLink& link) { return pushCalls(link, gated, max_run); },
-        [&](ShardLink& link, ChunkRun run) {
-          // Sync: a shard ahead of the others takes no gradient; its
-          // parameters are pulled, and it waits at its step until the others
-          // get there. With backup workers a pull may find shards a step
-          // apart (each takes the gradients tagged with its own step); were
-          // it pushed, what a pause or a lost gradient drove apart would
-          // stay apart, and each checkpoint's hold would wait in vain for a
-          // shard to reach the others' step. So no shard applies a step
-          // another has not reached: they stay within a step. A shard at
-          // the job's last step likewise: it would go past it while another
-          // ends there.
-          const int64_t shard_step = shard_steps_[size_t(link.index)];
-          const bool pull_instead = sync && ((last_step_ && shard_step >= *last_step_) ||
-                                             (lowest_pulled && shard_step > *lowest_pulled));
-          auto send = [this, &link, run, &gradients, &parameters, &steps, &pushes, &pulls, &dropped,
-                       min_step, sync, pull_instead]() -> kj::Promise<void> {
-            if (pull_instead) {
-              kj::Vector<kj::Promise<void>> chunks;
-              for (size_t i = run.first; i < run.first + run.count; ++i) {
-                const ShardChunk& c = link.chunks[i];
-                chunks.add(pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
-                                     parameters.data() + c.layout_offset,
-                                     &steps[size_t(link.index)], stopping_shard_, pulls));
-              }
-              return kj::joinPromises(chunks.releaseAsArray());
-            }
-            const ShardChunk& first = link.chunks[run.first];
-            auto request = link.shard().pushAndPullRequest();
-            request.setWorkerTask(impl_->worker_task);
-            // The step of the parameters this shard gave: shards may be a step
-            // apart, and each judges staleness by its own clock.
-            request.setStep(shard_steps_[size_t(link.index)]);
-            request.setOffset(uint64_t(first.shard_offset));
-            request.setMinStep(min_step);
-            const bool shared = impl_->sharedParameters(link, first) != nullptr;
-            int64_t floats = 0;
-            for (size_t i = run.first; i < run.first + run.count; ++i) {
-              const ShardChunk& c = link.chunks[i];
-              floats += c.size;
-              // The chunk is the ps's from this request to its reply. No copy
-              // when the worker computes in the region (sharedBuffers).
-              float* in_region = shared ? impl_->region->gradients() + c.layout_offset : nullptr;
-              if (shared && gradients.data() + c.layout_offset != in_region)
-                std::memcpy(in_region, gradients.data() + c.layout_offset,
-                            size_t(c.size) * sizeof(float));
-            }
-            if (shared) {
-              request.setSharedFloats(uint64_t(floats));
-              request.setSharedChunks(uint32_t(run.count));
-            } else if (run.count == 1) {
-              attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
-                  request, gradients.data() + first.layout_offset, first.size);
-            } else {
-              throw std::logic_error("a push of several chunks over TCP");
-            }
-            pushes.sent(floats * int64_t(sizeof(float)));
-            pulls.sent(0);
-            int64_t* step = &steps[size_t(link.index)];
-            return request.send().then([this, &link, run, &parameters, &dropped, &pushes, &pulls,
-                                        step, sync, shared, floats, min_step](auto reply) {
-              // A stopping ps applies no more gradients: not a stale one.
-              if (!reply.getAccepted() && !reply.getStopping()) ++dropped;
-              if (reply.getStopping()) stopping_shard_ = link.index;
-              for (size_t i = run.first; i < run.first + run.count; ++i) {
-                const ShardChunk& c = link.chunks[i];
-                copyChunk(reply.getData(),
-                          shared ? impl_->region->parameters() + c.layout_offset : nullptr,
-                          parameters.data() + c.layout_offset, c.size);
-              }
-              const int64_t answered =
-                  answeredStep(reply.getGlobalStep(), min_step, reply.getStopping());
-              if (sync || *step == INT64_MAX)
-                *step = std::min(*step, answered);
-              else
-                *step = std::max(*step, answered);
-              pushes.answered(0);
-              pulls.answered(floats * int64_t(sizeof(float)));
-            });
-          };
-          if (!gate) return send();
-          // Every chunk's gradient final (a gated run keeps to one variable's
-          // chunks): the backward pass is done with its parameters, which
-          // the reply overwrites, also where no gradient is sent.
-          kj::Vector<kj::Promise<void>> ready;
-          for (size_t i = run.first; i < run.first + run.count; ++i)
-            ready.add(gate->ready(link.first_variables[i]));
-          return kj::joinPromises(ready.releaseAsArray())
-              .then(kj::mv(send), [&gate_failure](kj::Exception&& e) -> kj::Promise<void> {
-                if (gate_failure == nullptr) gate_failure = kj::cp(e);
-                return kj::mv(e);
-              });
+  // The lowest step pulled, as lastPulledStep() says of the tags.
+  std::optional<int64_t> lowest_pulled;
+  for (int64_t s : p->tags)
+    if (s != INT64_MAX) lowest_pulled = std::min(lowest_pulled.value_or(INT64_MAX), s);
+  // A failed gate fails the calls themselves.
+  if (gate)
+    p->watching_gradient =
+        gate->ready(0)
+            .then([p = p.get()] { p->gradient_final = Clock::now(); }, [](kj::Exception&&) {})
+            .eagerlyEvaluate(nullptr);
+  auto call = [this, p = p.get(), gate, sync, lowest_pulled](ShardLink& link, ChunkRun run) {
+    // Sync: a shard ahead of the others takes no gradient; its
+    // parameters are pulled, and it waits at its step until the others
+    // get there. With backup workers a pull may find shards a step
+    // apart (each takes the gradients tagged with its own step); were
+    // it pushed, what a pause or a lost gradient drove apart would
+    // stay apart, and each checkpoint's hold would wait in vain for a
+    // shard to reach the others' step. So no shard applies a step
+    // another has not reached: they stay within a step. A shard at
+    // the job's last step likewise: it would go past it while another
+    // ends there.
+    const int64_t shard_step = p->tags[size_t(link.index)];
+    const bool pull_instead = sync && ((last_step_ && shard_step >= *last_step_) ||
+                                       (lowest_pulled && shard_step > *lowest_pulled));
+    auto send = [this, p, &link, run, sync, pull_instead]() -> kj::Promise<void> {
+      int64_t* step = &p->steps[size_t(link.index)];
+      if (pull_instead) {
+        kj::Vector<kj::Promise<void>> chunks;
+        for (size_t i = run.first; i < run.first + run.count; ++i) {
+          const ShardChunk& c = link.chunks[i];
+          chunks.add(pullChunk(link, c, p->min_step, impl_->sharedParameters(link, c),
+                               p->parameters.data() + c.layout_offset, step, stopping_shard_,
+                               p->pulls));
+        }
+        return kj::joinPromises(chunks.releaseAsArray());
+      }
+      const ShardChunk& first = link.chunks[run.first];
+      auto request = link.shard().pushAndPullRequest();
+      request.setWorkerTask(impl_->worker_task);
+      request.setStep(p->tags[size_t(link.index)]);
+      request.setOffset(uint64_t(first.shard_offset));
+      request.setMinStep(p->min_step);
+      const bool shared = impl_->sharedParameters(link, first) != nullptr;
+      int64_t floats = 0;
+      for (size_t i = run.first; i < run.first + run.count; ++i) {
+        const ShardChunk& c = link.chunks[i];
+        floats += c.size;
+        // The chunk is the ps's from this request to its reply. No copy
+        // when the worker computes in the region (sharedBuffers).
+        float* in_region = shared ? impl_->region->gradients() + c.layout_offset : nullptr;
+        if (shared && p->gradients.data() + c.layout_offset != in_region)
+          std::memcpy(in_region, p->gradients.data() + c.layout_offset,
+                      size_t(c.size) * sizeof(float));
+      }
+      if (shared) {
+        request.setSharedFloats(uint64_t(floats));
+        request.setSharedChunks(uint32_t(run.count));
+      } else if (run.count == 1) {
+        attachFloats<wire::ParameterShard::PushAndPullParams::Builder>(
+            request, p->gradients.data() + first.layout_offset, first.size);
+      } else {
+        throw std::logic_error("a push of several chunks over TCP");
+      }
+      p->pushes.sent(floats * int64_t(sizeof(float)));
+      p->pulls.sent(0);
+      return request.send().then([this, p, &link, run, step, sync, shared, floats](auto reply) {
+        // A stopping ps applies no more gradients: not a stale one.
+        if (!reply.getAccepted() && !reply.getStopping()) ++p->dropped;
+        if (reply.getStopping()) stopping_shard_ = link.index;
+        for (size_t i = run.first; i < run.first + run.count; ++i) {
+          const ShardChunk& c = link.chunks[i];
+          copyChunk(reply.getData(),
+                    shared ? impl_->region->parameters() + c.layout_offset : nullptr,
+                    p->parameters.data() + c.layout_offset, c.size);
+        }
+        const int64_t answered =
+            answeredStep(reply.getGlobalStep(), p->min_step, reply.getStopping());
+        if (sync || *step == INT64_MAX)
+          *step = std::min(*step, answered);
+        else
+          *step = std::max(*step, answered);
+        p->pushes.answered(0);
+        p->pulls.answered(floats * int64_t(sizeof(float)));
+      });
+    };
+    if (!gate) return send();
+    // Every chunk's gradient final (a gated run keeps to one variable's
+    // chunks): the backward pass is done with its parameters, which
+    // the reply overwrites, also where no gradient is sent.
+    kj::Vector<kj::Promise<void>> ready;
+    for (size_t i = run.first; i < run.first + run.count; ++i)
+      ready.add(gate->ready(link.first_variables[i]));
+    return kj::joinPromises(ready.releaseAsArray())
+        .then(kj::mv(send), [p](kj::Exception&& e) -> kj::Promise<void> {
+          if (p->gate_failure == nullptr) p->gate_failure = kj::cp(e);
+          return kj::mv(e);
         });
-  } catch (...) {
-    KJ_IF_MAYBE(e, gate_failure) throw std::runtime_error(e->getDescription().cStr());
-    throw;
-  }
-  last_transfer_ = {pushes.bytes, pulls.bytes, pushes.seconds, pulls.seconds};
+  };
+  p->round.emplace(
+      impl_->io, stop_, stopping_shard_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
+      impl_->long_wait_meaning, gate ? &p->gradient_final : nullptr,
+      [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
+          const ShardLink& link) { return pushCalls(link, gated, max_run); },
+      std::move(call));
+  return p;
+}
+
+int64_t ShardedClient::endPushAndPull(PushAndPull& p, bool done) {
+  last_transfer_ = {p.pushes.bytes, p.pulls.bytes, p.pushes.seconds, p.pulls.seconds};
   if (!done) {
-    logGivenUpOnStop(min_step);
+    logGivenUpOnStop(p.min_step);
     return -1;
   }
-  shard_steps_ = std::move(steps);
-  if (dropped > 0) ++dropped_;
-  return jobStep(min_step);
+  shard_steps_ = std::move(p.steps);
+  if (p.dropped > 0) ++dropped_;
+  return jobStep(p.min_step);
+}
+
+int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
+                                   FlatBuffer& parameters, GradientGate* gate) {
+  const std::unique_ptr<PushAndPull> p =
+      preparePushAndPull(gradients, min_step, shard_steps_, parameters, gate);
+  bool done = false;
+  try {
+    done = p->round->wait(impl_->io.waitScope);
+  } catch (...) {
+    KJ_IF_MAYBE (e, p->gate_failure) throw std::runtime_error(e->getDescription().cStr());
+    throw;
+  }
+  return endPushAndPull(*p, done);
+}
+
+void ShardedClient::startPushAndPull(size_t id, const FlatBuffer& gradients,
+                                     std::vector<int64_t> shard_steps, FlatBuffer& parameters) {
+  if (impl_->cluster.mode == TrainingMode::Sync || shardsThroughSharedMemory() > 0)
+    throw std::logic_error("overlapping push+pulls in sync training or through shared memory");
+  std::unique_ptr<PushAndPull> p =
+      preparePushAndPull(gradients, 0, std::move(shard_steps), parameters, nullptr);
+  p->id = id;
+  p->running = p->round->run()
+                   .then([this, p = p.get()] { ended(*p, nullptr); },
+                         [this, p = p.get()](kj::Exception&& e) { ended(*p, kj::mv(e)); })
+                   .eagerlyEvaluate(nullptr);
+  overlapping_.push_back(std::move(p));
+}
+
+void ShardedClient::ended(PushAndPull& p, kj::Maybe<kj::Exception> failure) {
+  p.ended = true;
+  p.failure = kj::mv(failure);
+  if (one_ended_) {
+    one_ended_->fulfill();
+    one_ended_ = nullptr;
+  }
+}
+
+std::optional<ShardedClient::PushAndPullEnd> ShardedClient::nextPushAndPull(
+    kj::Promise<void> wake) {
+  auto firstEnded = [this] {
+    return std::find_if(overlapping_.begin(), overlapping_.end(),
+                        [](const std::unique_ptr<PushAndPull>& p) { return p->ended; });
+  };
+  if (firstEnded() == overlapping_.end()) {
+    auto [one, fulfiller] = kj::newPromiseAndFulfiller<void>();
+    one_ended_ = kj::mv(fulfiller);
+    // A wake that fails (its fulfiller gone) wakes all the same.
+    one.exclusiveJoin(wake.catch_([](kj::Exception&&) {})).wait(impl_->io.waitScope);
+    one_ended_ = nullptr;
+  }
+  const auto it = firstEnded();
+  if (it == overlapping_.end()) return std::nullopt;  // woken
+  const std::unique_ptr<PushAndPull> p = std::move(*it);
+  overlapping_.erase(it);
+  kj::Maybe<kj::Exception> failure = kj::mv(p->failure);
+  // A failure ends the others: the caller leaves with it.
+  if (failure != nullptr) abandonPushAndPulls();
+  const int64_t step = endPushAndPull(*p, p->round->end(kj::mv(failure)));
+  return PushAndPullEnd{p->id, step};
+}
+
+void ShardedClient::abandonPushAndPulls() {
+  if (overlapping_.empty()) return;
+  // A call given up may still be answered into the shared region (none is
+  // in flight there now; later calls go over TCP all the same).
+  for (const std::unique_ptr<PushAndPull>& p : overlapping_) p->round->stopSharing();
+  overlapping_.clear();
 }
 
 double ShardedClient::holdWaitSeconds() const {

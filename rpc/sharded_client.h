@@ -196,6 +196,37 @@ class ShardedClient {
   int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters,
                       GradientGate* gate = nullptr);
 
+  // Async training with several steps in flight (training.concurrent_steps)
+  // and no ps mapping the region: push+pulls that overlap, so that a long
+  // round trip to the ps tasks holds back each step, not the exchanges of
+  // the others (docs/distributed.md, "Concurrent steps").
+  //
+  //   ps.startPushAndPull(slot, grads, shard_steps, params);  // returns at once
+  //   if (auto end = ps.nextPushAndPull(slots.whenFinished())) ...   // or woken
+  //
+  // startPushAndPull makes the calls of pushAndPull(gradients, 0,
+  // parameters), the gradient's parts tagged with `shard_steps` (the
+  // shardSteps() of the pull it was computed from), and returns; `id` names
+  // it in its end. The buffers are the calls' until then. Throws
+  // logic_error in sync training or when a ps maps the region.
+  void startPushAndPull(size_t id, const FlatBuffer& gradients, std::vector<int64_t> shard_steps,
+                        FlatBuffer& parameters);
+  // Runs the event loop until a push+pull started has ended: its id, and
+  // `step` as pushAndPull returns it; shardSteps() and lastTransfer() are
+  // then its own. nullopt once `wake` resolves first (with none in flight,
+  // it waits for `wake` alone). One that failed throws as pushAndPull does,
+  // the others abandoned first.
+  struct PushAndPullEnd {
+    size_t id = 0;
+    int64_t step = 0;
+  };
+  std::optional<PushAndPullEnd> nextPushAndPull(kj::Promise<void> wake);
+  size_t pushAndPullsInFlight() const { return overlapping_.size(); }
+  // Gives up the push+pulls in flight: their calls are cancelled, and a
+  // gradient may have reached some chunks and not others. Before their
+  // buffers go.
+  void abandonPushAndPulls();
+
   // Chief: parameters and optimizer slots of every shard into `state`, for a
   // checkpoint; state's global step becomes shard 0's. In sync training
   // every shard is held at one step while it is read (holdAt), so that the
@@ -324,6 +355,15 @@ class ShardedClient {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  struct PushAndPull;
+  // A push+pull's calls, made ready to run: pushAndPull's and startPushAndPull's.
+  std::unique_ptr<PushAndPull> preparePushAndPull(const FlatBuffer& gradients, int64_t min_step,
+                                                  std::vector<int64_t> tags, FlatBuffer& parameters,
+                                                  GradientGate* gate);
+  // What a push+pull returns once its calls ended (`done`: not given up on a stop).
+  int64_t endPushAndPull(PushAndPull& p, bool done);
+  // An overlapping push+pull's calls ended, with `failure` when they failed.
+  void ended(PushAndPull& p, kj::Maybe<kj::Exception> failure);
   // connect()'s work for one shard, its waits counted from `start`.
   Outcome connectShard(size_t shard, std::chrono::steady_clock::time_point start,
                        double timeout_seconds, const JobOverCheck& job_over);
@@ -356,6 +396,8 @@ class ShardedClient {
   bool stop_logged_ = false;
   const std::atomic<bool>* stop_ = nullptr;
   Transfer last_transfer_;
+  std::vector<std::unique_ptr<PushAndPull>> overlapping_;  // startPushAndPull's, not yet ended
+  kj::Own<kj::PromiseFulfiller<void>> one_ended_;          // while nextPushAndPull waits
   std::chrono::steady_clock::time_point last_push_start_{};
   // Between the last two pushAndPull calls, less the state reads between
   // them: a checkpoint's wait must not lengthen the next one's.

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -627,7 +628,7 @@ enum class Lie {
 // connected that the cluster has not, or a sync push answered at once with
 // the step it was pushed at (an honest ps answers once the step is applied,
 // or says it is stopping).
-class LyingShard final : public wire::ParameterShard::Server {
+class LyingShard : public wire::ParameterShard::Server {
  public:
   explicit LyingShard(Lie lie) : lie_(lie) {}
 
@@ -801,6 +802,78 @@ TEST_CASE("a worker takes a ps whose answers queue behind data on a slow link fo
   INFO(output);
   CHECK(trained);  // its first pull came whole
   CHECK_THAT(output, !Catch::Contains("no answer to a status call"));
+}
+
+namespace {
+
+// An honest ps behind a long round trip: each push+pull answered 500 ms
+// after it came. It notes a call for a chunk that comes while another for
+// the same chunk waits: two push+pulls of one worker in flight at once.
+class DistantShard final : public LyingShard {
+ public:
+  explicit DistantShard(kj::Timer& timer) : LyingShard(Lie::None), timer_(timer) {}
+
+  bool overlapped() const { return overlapped_; }
+
+ protected:
+  kj::Promise<void> pushAndPull(PushAndPullContext context) override {
+    const uint64_t offset = context.getParams().getOffset();
+    if (waiting_[offset]++ > 0) overlapped_ = true;
+    return timer_.afterDelay(500 * kj::MILLISECONDS).then([this, context, offset]() mutable {
+      --waiting_[offset];
+      return LyingShard::pushAndPull(context);
+    });
+  }
+
+ private:
+  kj::Timer& timer_;
+  std::map<uint64_t, int> waiting_;  // calls per chunk offset not answered yet
+  bool overlapped_ = false;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "an async worker with 2 steps in flight overlaps their push+pulls over a long round trip") {
+  const auto dir = freshTempDir("distant-ps");
+  const auto cluster = writeCluster(dir, 1, 2, "  mode: async\n");
+  const std::string address = loadClusterSpec(cluster.string()).ps[0].toString();
+  writeFile(dir / "mlp.yaml",
+            replaceAll(readFile(modelPath("fashion_mlp.yaml")), "  log_every: 100\n",
+                       "  log_every: 100\n  concurrent_steps: 2\n"));
+
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Timer& timer = io.provider->getTimer();
+  auto shard = kj::heap<DistantShard>(timer);
+  const DistantShard& distant = *shard;
+  capnp::TwoPartyServer server(kj::mv(shard));
+  kj::Own<kj::ConnectionReceiver> listener =
+      io.provider->getNetwork().parseAddress(address).wait(io.waitScope)->listen();
+  kj::Promise<void> serving = server.listen(*listener).eagerlyEvaluate(nullptr);
+
+  // Worker 1: it waits for no chief. The fake ps's step stays 0: stopped below.
+  BackgroundTraind worker("--cluster " + cluster.string() + " --model " +
+                              (dir / "mlp.yaml").string() +
+                              " --job worker --task 1 --max-steps 100 --threads 2 "
+                              "--checkpoint-dir ''",
+                          dir / "worker.log");
+  int code = -1;
+  for (int i = 0; i < 300 && code < 0 && !distant.overlapped(); ++i) {  // 30 s
+    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    code = worker.wait(0);
+  }
+  const bool overlapped = distant.overlapped();
+  // Stopped, it waits for the push+pulls in flight to end, then exits 0.
+  worker.signal(SIGTERM);
+  for (int i = 0; i < 300 && code < 0; ++i) {
+    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    code = worker.wait(0);
+  }
+  const std::string output = worker.output();
+  INFO(output);
+  CHECK_THAT(output, Catch::Contains("2 steps in flight"));
+  CHECK(overlapped);
+  CHECK(code == 0);
 }
 
 namespace {
