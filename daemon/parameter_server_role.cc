@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parameter_shard.h"
+#include "core/printable.h"
 #include "daemon/cluster_fit.h"
 #include "daemon/cluster_roles.h"
 #include "daemon/step_stall_report.h"
@@ -234,16 +235,27 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
   // worker's last push lands after the chief read the shards. (At the
   // job's end, the chief's stop, async workers' last pushes after its read
   // are the documented overshoot of max_steps.)
+  auto stepsAfter = [&](int64_t step) {
+    return shard.globalStep() - step == 1
+               ? std::string("the step after it is")
+               : fmt::format("the {} steps after it are", shard.globalStep() - step);
+  };
+  const std::optional<ServedShard::Initialised> initialised = service.initialised();
   if (const auto& saved = service.lastSaved();
       stop.requested() && saved && saved->global_step < shard.globalStep())
     spdlog::warn(
         "the chief's last checkpoint {} holds this shard at global step {}: {} in no "
         "checkpoint (a worker pushed after the chief's last read, or the chief stopped "
         "before the others, or failed or was killed before its final checkpoint)",
-        saved->path, saved->global_step,
-        shard.globalStep() - saved->global_step == 1
-            ? std::string("the step after it is")
-            : fmt::format("the {} steps after it are", shard.globalStep() - saved->global_step));
+        saved->path, saved->global_step, stepsAfter(saved->global_step));
+  else if (stop.requested() && !saved && initialised && !initialised->checkpoint_dir.empty() &&
+           initialised->global_step < shard.globalStep())
+    spdlog::warn(
+        "the chief has reported no checkpoint of this shard since it started it at global "
+        "step {}: {} in no checkpoint of {} (the chief failed, was killed or was stopped "
+        "for good before its first checkpoint; with this process they are lost)",
+        initialised->global_step, stepsAfter(initialised->global_step),
+        printable(initialised->checkpoint_dir));
   // The job failed: a systemd unit neither restarts this ps nor calls it a
   // success, as with the chief (its parameters may be the diverged ones).
   if (!service.divergence().empty())

@@ -388,6 +388,7 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
     shard().markReady(context.getParams().getGlobalStep());
     served_.hold_owner_ = nullptr;  // a restore starts afresh, unheld
     served_.chief_checkpoint_dir_ = checkpoint_dir_;
+    served_.initialised_step_ = shard().globalStep();
     // The set of the chief that initialised the shard, as its checkpoint
     // directory: one that said hello and went was no job's.
     if (!training_set_.empty()) served_.chief_training_set_ = training_set_;

@@ -90,6 +90,18 @@ class ServedShard {
   };
   const std::optional<SavedCheckpoint>& lastSaved() const { return last_saved_; }
 
+  // The chief that made the shard ready (markReady): the global step it
+  // started the shard at (restored or fresh) and its checkpoint directory
+  // (empty: it writes none). nullopt before.
+  struct Initialised {
+    int64_t global_step = 0;
+    std::string checkpoint_dir;
+  };
+  std::optional<Initialised> initialised() const {
+    if (!initialised_step_ || !chief_checkpoint_dir_) return std::nullopt;
+    return Initialised{*initialised_step_, *chief_checkpoint_dir_};
+  }
+
  private:
   friend class ShardService;
 
@@ -125,6 +137,7 @@ class ServedShard {
   // initialised the shard (a chief restarted with another is refused).
   std::optional<std::string> chief_training_set_;
   int64_t job_last_step_ = 0;  // as that chief said; 0 before it did
+  std::optional<int64_t> initialised_step_;  // the step that chief made the shard ready at
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;

@@ -1961,6 +1961,36 @@ TEST_CASE("a ps that stops past the chief's last checkpoint says what no checkpo
                              "shard at global step 0: the step after it is in no checkpoint"));
 }
 
+TEST_CASE("a ps that stops before the chief's first checkpoint says its steps are in none") {
+  MlpPsTask task(freshTempDir("before-checkpoint"), "async");
+  {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    PsPeer chief(io, task.address);
+    auto hello = task.hello(chief.shard, 0);
+    hello.setCheckpointDir("/srv/ckpt");
+    hello.send().wait(io.waitScope);
+    auto ready = chief.shard.markReadyRequest();
+    ready.setGlobalStep(5);
+    ready.send().wait(io.waitScope);
+    // Two async steps, then the chief is gone without a checkpoint.
+    for (int step = 0; step < 2; ++step)
+      for (const ShardChunk& chunk : task.chunks) {
+        auto push = chief.shard.pushAndPullRequest();
+        push.setWorkerTask(0);
+        push.setStep(5 + step);
+        push.setOffset(uint64_t(chunk.shard_offset));
+        push.initData(size_t(chunk.size) * sizeof(float));
+        push.send().wait(io.waitScope);
+      }
+  }
+  task.ps.signal(SIGTERM);
+  CHECK(task.ps.wait(30) == 0);
+  CHECK_THAT(task.ps.output(),
+             Catch::Contains("the chief has reported no checkpoint of this shard since it started "
+                             "it at global step 5: the 2 steps after it are in no checkpoint of "
+                             "/srv/ckpt"));
+}
+
 TEST_CASE(
     "sync: a push is answered once its chunk is applied, whatever step the worker waits for") {
   // With backup workers one shard can run a step ahead of another, and a
