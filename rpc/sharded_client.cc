@@ -1178,7 +1178,7 @@ void ShardedClient::throwIfChiefDiverged(int index) {
                                   chiefDivergedText(status->diverged)));
 }
 
-int64_t ShardedClient::jobStep(int64_t min_step) {
+int64_t ShardedClient::jobStep() {
   if (stopping_shard_) {
     if (!stop_logged_) {
       stop_logged_ = true;
@@ -1187,9 +1187,9 @@ int64_t ShardedClient::jobStep(int64_t min_step) {
     }
     return -1;
   }
-  // No step from any shard (each holds nothing) does not hold the job back.
-  const int64_t job = lastPulledStep().value_or(INT64_MAX);
-  return job < min_step ? -1 : job;
+  // Every reply reached the step its call waited for (answeredStep); no
+  // step from any shard (each holds nothing) does not hold the job back.
+  return lastPulledStep().value_or(INT64_MAX);
 }
 
 std::optional<int64_t> ShardedClient::lastPulledStep() const {
@@ -1230,7 +1230,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
     logGivenUpOnStop(min_step);
     return -1;
   }
-  return jobStep(min_step);
+  return jobStep();
 }
 
 // One push+pull's calls and what their replies bring (pushAndPull,
@@ -1405,7 +1405,7 @@ int64_t ShardedClient::endPushAndPull(PushAndPull& p, bool done) {
   }
   shard_steps_ = std::move(p.steps);
   if (p.dropped > 0) ++dropped_;
-  return jobStep(p.min_step);
+  return jobStep();
 }
 
 int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,

@@ -367,7 +367,10 @@ class ShardedClient {
   // connect()'s work for one shard, its waits counted from `start`.
   Outcome connectShard(size_t shard, std::chrono::steady_clock::time_point start,
                        double timeout_seconds, const JobOverCheck& job_over);
-  int64_t jobStep(int64_t min_step);
+  // What a pull or push+pull returns once its replies are in: the job's
+  // step, the lowest the shards answered with; -1 once a shard said it is
+  // stopping (logged once, or JobDiverged thrown: throwIfChiefDiverged).
+  int64_t jobStep();
   // Throws JobDiverged when shard `index`, which said it is stopping, was
   // stopped by a chief whose run diverged; a shard that does not say
   // (gone already, silent, a stop asked here) is taken as the job's plain
