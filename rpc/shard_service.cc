@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <new>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -696,10 +697,26 @@ kj::Promise<void> ShardService::holdAt(HoldAtContext context) {
     if (asked >= 0) checkWait(step);  // counted with the pulls that wait
     // A stopping shard applies nothing more: it needs no hold.
     if (!served_.stopping_) {
-      const bool applied = shard().holdAt(step);
-      // The bound runs from the hold's start: raising it does not renew it.
-      if (served_.hold_owner_ != this) served_.hold_since_ = std::chrono::steady_clock::now();
-      served_.hold_owner_ = this;
+      auto own = [this] {
+        // The bound runs from the hold's start: raising it does not renew it.
+        if (served_.hold_owner_ != this) served_.hold_since_ = std::chrono::steady_clock::now();
+        served_.hold_owner_ = this;
+      };
+      bool applied = false;
+      try {
+        applied = shard().holdAt(step);
+      } catch (const std::bad_alloc&) {
+        // Out of memory partway through the kept sums it applies (a chunk
+        // that a reply pins takes a copy): the hold stands, some chunks
+        // moved on. It keeps its owner, whose silence, the bound or its
+        // connection's end lifts it, and the pulls those chunks allow go on.
+        if (shard().heldAt()) {
+          own();
+          served_.applied();
+        }
+        throw;
+      }
+      own();
       if (applied) served_.applied();
     }
     if (asked == -1) {
