@@ -118,6 +118,7 @@ def two_hosts(tmp, delay_ms):
     subprocess.run(["ip", *argv], check=True, stderr=subprocess.PIPE, text=True)
 
   try:
+    setting_up = True
     ip("netns", "add", ps_ns)
     ip("netns", "add", worker_ns)
     ip("link", "add", f"{tag}a", "type", "veth", "peer", "name", f"{tag}b")
@@ -139,17 +140,22 @@ def two_hosts(tmp, delay_ms):
               "training:\n  mode: async\ntransport:\n  shared_memory: off\n")
     forwarder = [sys.executable, os.path.join(dc.REPO, "bench", "delay_forwarder.py"),
                  f"127.0.0.1:{ps_port}", f"{net}.2:{ps_port}", str(delay_ms)]
+    setting_up = False
     yield (cluster, ["ip", "netns", "exec", ps_ns], ["ip", "netns", "exec", worker_ns],
            ["ip", "netns", "exec", worker_ns] + forwarder)
   except subprocess.CalledProcessError as e:
+    if not setting_up:
+      raise
     sys.exit(f"concurrent_compare.py distant: {' '.join(e.cmd)} failed (needs root and `ip` "
              f"with network namespaces): {e.stderr.strip()}")
   finally:
+    # A veth pair still in this namespace (its move failed) goes with its end.
+    subprocess.run(["ip", "link", "del", f"{tag}a"], stderr=subprocess.DEVNULL)
     for ns in (ps_ns, worker_ns):
       subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
-      with contextlib.suppress(OSError):
-        os.remove(f"/etc/netns/{ns}/hosts")
-        os.rmdir(f"/etc/netns/{ns}")
+      for remove, path in ((os.remove, f"/etc/netns/{ns}/hosts"), (os.rmdir, f"/etc/netns/{ns}")):
+        with contextlib.suppress(OSError):
+          remove(path)
 
 
 def run_distant(args, hosts, model, steps, log_every, threads):

@@ -25,11 +25,16 @@ async def delayed(reader, writer, delay):
   queue = asyncio.Queue()
 
   async def read():
-    while True:
-      data = await reader.read(1 << 20)
-      await queue.put((time.monotonic() + delay, data))
-      if not data:
-        return
+    data = b""
+    try:
+      while True:
+        data = await reader.read(1 << 20)
+        await queue.put((time.monotonic() + delay, data))
+        if not data:
+          return
+    finally:
+      if data:  # a reset or a cancel: the writer still ends, on time
+        queue.put_nowait((time.monotonic() + delay, b""))
 
   async def write():
     while True:
@@ -56,14 +61,18 @@ async def main():
     except OSError:
       client_writer.close()
       return
-    await asyncio.gather(delayed(client_reader, target_writer, delay),
-                         delayed(target_reader, client_writer, delay), return_exceptions=True)
+    try:
+      await asyncio.gather(delayed(client_reader, target_writer, delay),
+                           delayed(target_reader, client_writer, delay), return_exceptions=True)
+    finally:
+      client_writer.close()
+      target_writer.close()
 
   server = await asyncio.start_server(forward, listen_host, listen_port)
   stop = asyncio.Event()
   asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-  async with server:
-    await stop.wait()
+  await stop.wait()
+  server.close()  # the connections still open end with the process
 
 
 if __name__ == "__main__":

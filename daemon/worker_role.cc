@@ -306,11 +306,16 @@ std::optional<std::string> jobOverByCheckpoint(const ModelSpec& spec, int64_t la
 
 // `final_checkpoint` is set once the chief has written its final checkpoint.
 // `io` and `shards` are the caller's, so that they outlive a JobEnded thrown
-// from here: the chief then stops the shards still serving.
+// from here: the chief then stops the shards still serving. So are the step
+// slots' gradient and parameter buffers (`slot_buffers`, when not in the
+// shared region), which outlive `shards`: a push sends its gradient without
+// a copy, and one given up on the way out may still sit in a connection's
+// queue of writes, which the chief's last calls let out.
 TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster, int task,
                               const std::atomic<bool>& stop_requested,
                               std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics,
-                              bool& final_checkpoint, std::optional<kj::AsyncIoContext>& io,
+                              bool& final_checkpoint, std::vector<FlatBuffer>& slot_buffers,
+                              std::optional<kj::AsyncIoContext>& io,
                               std::optional<ShardedClient>& shards) {
   checkModelFitsCluster(spec, cluster);
   const bool chief = task == 0;
@@ -418,9 +423,10 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
     slots.front()->gradients = FlatBuffer::over(shared.gradients, model_size);
     slots.front()->parameters = FlatBuffer::over(shared.parameters, model_size);
   } else {
+    slot_buffers.reserve(2 * slots.size());
     for (auto& slot : slots) {
-      slot->gradients = FlatBuffer(model_size);
-      slot->parameters = FlatBuffer(model_size);
+      slot->gradients = FlatBuffer::over(slot_buffers.emplace_back(model_size).data(), model_size);
+      slot->parameters = FlatBuffer::over(slot_buffers.emplace_back(model_size).data(), model_size);
     }
   }
   int64_t step = ps.pull(0, slots.front()->parameters);
@@ -577,20 +583,23 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
       size_t i = 0;
       int64_t next = -1;
       if (overlapping) {
+        const bool go_on = running();  // once: a stop may come at any moment
         while (const std::optional<size_t> done = steps.takeFinished()) computed.push_back(*done);
         // No more steps in flight than the job has left: one worker's own
         // steps do not carry it past its end (other workers' may, as in
         // any async job).
-        if (running() && !computed.empty() &&
-            step + int64_t(ps.pushAndPullsInFlight()) < total_steps) {
+        if (go_on && !computed.empty() && step + int64_t(ps.pushAndPullsInFlight()) < total_steps) {
           i = computed.front();
           computed.pop_front();
           checkLossFinite(results[i], pulled[i].step + 1);
           ps.startPushAndPull(i, slots[i]->gradients, pulled[i].shard_steps, slots[i]->parameters);
           continue;
         }
+        // Stopped with none in flight; else the next push+pull to end, or a
+        // slot's step done (the slots compute while none is in flight).
+        if (!go_on && ps.pushAndPullsInFlight() == 0) break;
         const std::optional<ShardedClient::PushAndPullEnd> end =
-            ps.nextPushAndPull(running() ? steps.whenFinished() : kj::NEVER_DONE);
+            ps.nextPushAndPull(steps.whenFinished());
         if (!end) continue;
         i = end->id;
         // Push+pulls may end out of order: the job's step as this worker
@@ -631,7 +640,10 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
         // step they completed past the one this gradient was computed at
         // took it (or dropped it as stale, as any push may be): it counts
         // among this worker's steps, as the steps before it did.
-        step = ps.lastPulledStep().value_or(step);
+        // (Overlapping, the push+pull that ended last may have pulled an
+        // earlier step than one before it: the step only grows.)
+        const int64_t pulled_at = ps.lastPulledStep().value_or(step);
+        step = overlapping ? std::max(step, pulled_at) : pulled_at;
         if (sync && step > computed_at) log.record(results[i], step);
         break;
       }
@@ -721,11 +733,12 @@ TrainingSummary runWorker(const ModelSpec& spec, const ClusterSpec& cluster, int
                           const std::atomic<bool>& stop_requested,
                           std::atomic<bool>& checkpoint_requested, NodeMetrics& metrics) {
   bool final_checkpoint = false;
+  std::vector<FlatBuffer> slot_buffers;  // before shards, whose calls send from them
   std::optional<kj::AsyncIoContext> io;  // before shards, which use it
   std::optional<ShardedClient> shards;
   try {
     return trainAsWorker(spec, cluster, task, stop_requested, checkpoint_requested, metrics,
-                         final_checkpoint, io, shards);
+                         final_checkpoint, slot_buffers, io, shards);
   } catch (const JobEnded& e) {
     // One ps ended the job before the chief could: the others still
     // serve, waiting for workers that are gone.

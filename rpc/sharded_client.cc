@@ -233,7 +233,7 @@ constexpr size_t kCallsInFlight = 4;
 // worker and shard a ps of P = 65 MiB and 2 workers peaks at 3.37 P
 // (bench/distributed_compare.py rss; 3.32 P with 4, 4.3 P with all at once).
 // Calls of several chunks (through shared memory) count as their chunks:
-// see callEveryRun. Every call not yet released counts against the ps's
+// see CallRound. Every call not yet released counts against the ps's
 // most open answers per connection (rpc/open_answers_stream.h, 512).
 constexpr size_t kSyncCallsInFlight = 8;
 
@@ -517,32 +517,6 @@ struct ShardedClient::Impl {
     }
   }
 };
-
-ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
-                             const LayerGraph& graph, const VariableLayout& layout,
-                             SpecIdentity identity, uint32_t worker_task)
-    : impl_(std::make_unique<Impl>(Impl{io,
-                                        cluster,
-                                        std::move(identity),
-                                        worker_task,
-                                        layout.totalSize(),
-                                        std::nullopt,
-                                        {},
-                                        whatALongWaitMeans(cluster)})) {
-  const Placement placement = placeVariables(layout, int(cluster.ps.size()));
-  for (size_t i = 0; i < cluster.ps.size(); ++i) {
-    ShardLink link;
-    link.index = int(i);
-    link.address = cluster.ps[i].toString();
-    link.chunks = transferChunks(graph, placement.shards[i], ParameterShard::kChunkFloats);
-    for (const ShardChunk& c : link.chunks)
-      link.first_variables.push_back(
-          size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
-    impl_->shards.push_back(std::move(link));
-  }
-}
-
-ShardedClient::~ShardedClient() = default;
 
 ShardedClient::Outcome ShardedClient::connect(double timeout_seconds,
                                               const JobOverCheck& job_over) {
@@ -871,7 +845,7 @@ constexpr size_t kMaxAsyncRunChunks = 16;
 constexpr int kLongWaitNoticeSeconds = 30;
 constexpr int kMaxLongWaitNoticeSeconds = 300;
 
-// callEveryRun lets two calls of the longest run be in flight: within the
+// CallRound lets two calls of the longest run be in flight: within the
 // sync bound.
 static_assert(2 * kMaxSyncRunChunks <= kSyncCallsInFlight);
 
@@ -892,8 +866,9 @@ kj::Promise<void> silence(kj::Timer& timer, ShardLink& link, kj::TimePoint since
 // Rejects once `link` leaves a status call unanswered for kPeerSilenceSeconds
 // while no data moves on its connection; never resolves otherwise. The
 // answer may queue behind chunks on a slow link (1 MiB at 1 Mbit/s is 8 s):
-// data still moving says the ps is there. One status call at a time, every
-// kHeartbeatSeconds. A status that says the shard is stopping names it in
+// data still moving says the ps is there. One status call at a time (per
+// waiting round of calls), every kHeartbeatSeconds. A status that says the shard is stopping names
+// it in
 // `*stopping`, when given: a worker waiting on other shards learns that the
 // job is over from it, though it has no call of its own there to answer.
 kj::Promise<void> heartbeat(kj::Timer& timer, ShardLink& link, std::optional<int>* stopping) {
@@ -1277,6 +1252,34 @@ struct ShardedClient::PushAndPull {
   kj::Maybe<kj::Exception> failure;
   kj::Promise<void> running = nullptr;
 };
+
+// Here, where PushAndPull is complete: destroying the client (and a
+// constructor that fails) destroys the push+pulls it holds.
+ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
+                             const LayerGraph& graph, const VariableLayout& layout,
+                             SpecIdentity identity, uint32_t worker_task)
+    : impl_(std::make_unique<Impl>(Impl{io,
+                                        cluster,
+                                        std::move(identity),
+                                        worker_task,
+                                        layout.totalSize(),
+                                        std::nullopt,
+                                        {},
+                                        whatALongWaitMeans(cluster)})) {
+  const Placement placement = placeVariables(layout, int(cluster.ps.size()));
+  for (size_t i = 0; i < cluster.ps.size(); ++i) {
+    ShardLink link;
+    link.index = int(i);
+    link.address = cluster.ps[i].toString();
+    link.chunks = transferChunks(graph, placement.shards[i], ParameterShard::kChunkFloats);
+    for (const ShardChunk& c : link.chunks)
+      link.first_variables.push_back(
+          size_t(placement.shards[i].pieces[size_t(c.first_piece)].variable));
+    impl_->shards.push_back(std::move(link));
+  }
+}
+
+ShardedClient::~ShardedClient() = default;
 
 std::unique_ptr<ShardedClient::PushAndPull> ShardedClient::preparePushAndPull(
     const FlatBuffer& gradients, int64_t min_step, std::vector<int64_t> tags,

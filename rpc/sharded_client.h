@@ -192,7 +192,10 @@ class ShardedClient {
   // sync training once that chunk has its replicas_to_aggregate gradients).
   // Chunks go last first, the order a backward pass finishes them in; with
   // a `gate`, each once the gate says its gradient is final, and its reply
-  // is written over its parameters while the rest is computed.
+  // is written over its parameters while the rest is computed. Over TCP a
+  // chunk's request references `gradients`, which must outlive this
+  // client: one queued behind others on a connection still goes out after a
+  // failure gave the call up.
   int64_t pushAndPull(const FlatBuffer& gradients, int64_t min_step, FlatBuffer& parameters,
                       GradientGate* gate = nullptr);
 
@@ -207,24 +210,28 @@ class ShardedClient {
   // startPushAndPull makes the calls of pushAndPull(gradients, 0,
   // parameters), the gradient's parts tagged with `shard_steps` (the
   // shardSteps() of the pull it was computed from), and returns; `id` names
-  // it in its end. The buffers are the calls' until then. Throws
-  // logic_error in sync training or when a ps maps the region.
+  // it in its end. The buffers are the calls' until then, and `gradients`
+  // must outlive this client: requests go out without a copy, and one
+  // queued on a connection still goes out after its call was given up (as
+  // with pushAndPull). Throws logic_error in sync training or when a ps maps
+  // the region.
   void startPushAndPull(size_t id, const FlatBuffer& gradients, std::vector<int64_t> shard_steps,
                         FlatBuffer& parameters);
   // Runs the event loop until a push+pull started has ended: its id, and
   // `step` as pushAndPull returns it; shardSteps() and lastTransfer() are
   // then its own. nullopt once `wake` resolves first (with none in flight,
   // it waits for `wake` alone). One that failed throws as pushAndPull does,
-  // the others abandoned first.
+  // and abandons the others (abandonPushAndPulls) when it is its calls'
+  // failure.
   struct PushAndPullEnd {
     size_t id = 0;
     int64_t step = 0;
   };
   std::optional<PushAndPullEnd> nextPushAndPull(kj::Promise<void> wake);
   size_t pushAndPullsInFlight() const { return overlapping_.size(); }
-  // Gives up the push+pulls in flight: their calls are cancelled, and a
-  // gradient may have reached some chunks and not others. Before their
-  // buffers go.
+  // Gives up the push+pulls in flight: their calls are cancelled (replies
+  // are no longer written into their parameters), and a gradient may have
+  // reached some chunks and not others.
   void abandonPushAndPulls();
 
   // Chief: parameters and optimizer slots of every shard into `state`, for a

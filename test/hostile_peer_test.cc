@@ -874,6 +874,8 @@ TEST_CASE(
   CHECK_THAT(output, Catch::Contains("2 steps in flight"));
   CHECK(overlapped);
   CHECK(code == 0);
+  // The push+pulls in flight at the stop ended with their replies.
+  CHECK_THAT(output, !Catch::Contains("gave up waiting for the ps shards' replies"));
 }
 
 namespace {
