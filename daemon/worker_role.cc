@@ -567,10 +567,9 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
   // and a slot's chunks go through the region one call at a time.
   const bool overlapping = slots.size() > 1 && !sync && ps.shardsThroughSharedMemory() == 0;
   std::deque<size_t> computed;  // overlapping: slots whose push+pull is still to start
-  // Stopped, the push+pulls already in flight end (their gradients are sent).
-  auto draining = [&] {
-    return overlapping && step >= 0 && stop_requested.load() && ps.pushAndPullsInFlight() > 0;
-  };
+  // At the job's last step, or stopped, the push+pulls already in flight
+  // end: their gradients are sent, and count among this worker's steps.
+  auto draining = [&] { return overlapping && step >= 0 && ps.pushAndPullsInFlight() > 0; };
 
   metrics.setState(NodeState::Training);
   try {
@@ -595,7 +594,7 @@ TrainingSummary trainAsWorker(const ModelSpec& spec, const ClusterSpec& cluster,
           ps.startPushAndPull(i, slots[i]->gradients, pulled[i].shard_steps, slots[i]->parameters);
           continue;
         }
-        // Stopped with none in flight; else the next push+pull to end, or a
+        // Done with none in flight; else the next push+pull to end, or a
         // slot's step done (the slots compute while none is in flight).
         if (!go_on && ps.pushAndPullsInFlight() == 0) break;
         const std::optional<ShardedClient::PushAndPullEnd> end =
