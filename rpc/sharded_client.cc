@@ -385,6 +385,14 @@ std::string whatALongWaitMeans(const ClusterSpec& cluster) {
          "for the chief's first initialisation";
 }
 
+// The notices of calls that wait long: what such a wait means, and when a
+// notice last said so. Push+pulls in flight together wait for the same ps
+// tasks: one notice speaks for them all.
+struct LongWaitNotices {
+  std::string meaning;  // whatALongWaitMeans(cluster)
+  Clock::time_point last{};
+};
+
 // What a ps that leaves a status call unanswered, while no data moves
 // either way, for kPeerSilenceSeconds fails with: its process is stopped or
 // hung (its kernel still takes what is sent, so the connection itself
@@ -409,7 +417,7 @@ struct ShardedClient::Impl {
   // hello; kept while a ps maps it. Outlives the connections.
   std::optional<SharedRegion> region;
   std::vector<ShardLink> shards;
-  std::string long_wait_meaning;  // whatALongWaitMeans(cluster)
+  LongWaitNotices long_waits;
 
   // A shard's status, asked now. A failed call throws its kj::Exception, and
   // so does a ps silent for `silence_seconds` (silentStatusCall); nullopt
@@ -933,7 +941,7 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // not yet answered. In sync training the budget is in_flight
 // (kSyncCallsInFlight), the partial sums its ps holds for this worker.
 // While calls wait long, the worker logs which ps tasks have not answered
-// and `long_wait`, what such a wait means: its log should not go silent
+// and what such a wait means (`long_waits`): its log should not go silent
 // while a step waits for another worker. With `gradient_final` (a gradient
 // sent as its backward pass finishes it), the wait counts from when it is
 // set, once the whole gradient is final: the pass itself is no ps's wait.
@@ -943,20 +951,21 @@ std::vector<ChunkRun> pushCalls(const ShardLink& link, bool gated, size_t max_ru
 // gives them up too (see ShardedClient::abandonWaitsOnStop).
 //
 // Several rounds may wait on one event loop at once (overlapping
-// push+pulls): each watches the shards and the time for itself.
+// push+pulls): each watches the shards and the time for itself, and they
+// share `long_waits`, whose notice speaks for them all.
 class CallRound {
  public:
   using Call = std::function<kj::Promise<void>(ShardLink&, ChunkRun)>;
 
   CallRound(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
             std::optional<int>& stopping_shard, std::vector<ShardLink>& shards, size_t in_flight,
-            std::string_view long_wait, const std::optional<Clock::time_point>* gradient_final,
+            LongWaitNotices& long_waits, const std::optional<Clock::time_point>* gradient_final,
             const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of, Call call)
       : timer_(io.provider->getTimer()),
         stop_(stop),
         stopping_shard_(stopping_shard),
         shards_(shards),
-        long_wait_(long_wait),
+        long_waits_(long_waits),
         gradient_final_(gradient_final),
         call_(std::move(call)) {
     calls_.reserve(shards.size());  // whole before the first call: they hold references into it
@@ -1093,12 +1102,18 @@ class CallRound {
           if (waited < target)
             return noticeLongWait(computing ? target : target - waited, target, gap);
           const long paused = std::lround(own_pause_);
-          spdlog::info("waited {} s for {} to answer{}: {}", waited, unanswered(),
-                       paused > 5 ? fmt::format(" (this process itself was stopped or starved "
-                                                "for about {} s of it)",
-                                                paused)
-                                  : "",
-                       long_wait_);
+          // A round in flight beside this one said it lately (a round's
+          // first notice comes kLongWaitNoticeSeconds after it began, later
+          // than any notice of the rounds before it).
+          if (now - long_waits_.last >= std::chrono::seconds(kLongWaitNoticeSeconds)) {
+            long_waits_.last = now;
+            spdlog::info("waited {} s for {} to answer{}: {}", waited, unanswered(),
+                         paused > 5 ? fmt::format(" (this process itself was stopped or starved "
+                                                  "for about {} s of it)",
+                                                  paused)
+                                    : "",
+                         long_waits_.meaning);
+          }
           const long next_gap = std::min<long>(2 * gap, kMaxLongWaitNoticeSeconds);
           return noticeLongWait(next_gap, waited + next_gap, next_gap);
         });
@@ -1108,7 +1123,7 @@ class CallRound {
   const std::atomic<bool>* stop_;
   std::optional<int>& stopping_shard_;
   std::vector<ShardLink>& shards_;
-  std::string_view long_wait_;
+  LongWaitNotices& long_waits_;
   const std::optional<Clock::time_point>* gradient_final_;
   Call call_;
   FirstFailure failure_;
@@ -1122,10 +1137,10 @@ class CallRound {
 // The calls of a round, waited for: CallRound::wait's result.
 bool callEveryRun(kj::AsyncIoContext& io, const std::atomic<bool>* stop,
                   std::optional<int>& stopping_shard, std::vector<ShardLink>& shards,
-                  size_t in_flight, std::string_view long_wait,
+                  size_t in_flight, LongWaitNotices& long_waits,
                   const std::function<std::vector<ChunkRun>(const ShardLink&)>& runs_of,
                   CallRound::Call call) {
-  CallRound round(io, stop, stopping_shard, shards, in_flight, long_wait, nullptr, runs_of,
+  CallRound round(io, stop, stopping_shard, shards, in_flight, long_waits, nullptr, runs_of,
                   std::move(call));
   return round.wait(io.waitScope);
 }
@@ -1186,7 +1201,7 @@ int64_t ShardedClient::pull(int64_t min_step, FlatBuffer& parameters) {
   std::vector<int64_t> highest(impl_->shards.size(), -1);
   TransferTally pulls;
   const bool done = callEveryRun(
-      impl_->io, stop_, stopping_shard_, impl_->shards, kCallsInFlight, impl_->long_wait_meaning,
+      impl_->io, stop_, stopping_shard_, impl_->shards, kCallsInFlight, impl_->long_waits,
       eachChunk, [&](ShardLink& link, ChunkRun run) {
         const ShardChunk& c = link.chunks[run.first];
         return pullChunk(link, c, min_step, impl_->sharedParameters(link, c),
@@ -1265,7 +1280,7 @@ ShardedClient::ShardedClient(kj::AsyncIoContext& io, const ClusterSpec& cluster,
                                         layout.totalSize(),
                                         std::nullopt,
                                         {},
-                                        whatALongWaitMeans(cluster)})) {
+                                        {whatALongWaitMeans(cluster)}})) {
   const Placement placement = placeVariables(layout, int(cluster.ps.size()));
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ShardLink link;
@@ -1393,7 +1408,7 @@ std::unique_ptr<ShardedClient::PushAndPull> ShardedClient::preparePushAndPull(
   };
   p->round.emplace(
       impl_->io, stop_, stopping_shard_, impl_->shards, sync ? kSyncCallsInFlight : kCallsInFlight,
-      impl_->long_wait_meaning, gate ? &p->gradient_final : nullptr,
+      impl_->long_waits, gate ? &p->gradient_final : nullptr,
       [gated = gate != nullptr, max_run = sync ? kMaxSyncRunChunks : kMaxAsyncRunChunks](
           const ShardLink& link) { return pushCalls(link, gated, max_run); },
       std::move(call));
