@@ -61,6 +61,16 @@ def run_sides(args, sides):
   return results
 
 
+def print_against_k1(args, title, results):
+  """The table of run_sides' results, each side against the one named "... K = 1"."""
+  dc.header(title, args)
+  print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
+  base = next(r for name, r in results.items() if name.endswith("K = 1"))
+  for name, (rates, others) in results.items():
+    dc.print_row(args, name, rates, others, None if name.endswith("K = 1") else base)
+  print("  ratio: against K = 1")
+
+
 def section_mlp(args, tmp):
   steps, log_every, threads = args.mlp_steps, args.mlp_steps // 6, args.threads
   models = {k: with_concurrent_steps(tmp, dc.FASHION_MLP, k) for k in (1, 2, 4)}
@@ -68,14 +78,9 @@ def section_mlp(args, tmp):
                                                                  threads))
            for k, m in models.items()}
   results = run_sides(args, sides)
-  dc.header(f"fashion_mlp, batch 100, {steps} steps, windows of {log_every} steps: standalone "
-            f"--threads {threads}, concurrent_steps K (each step max(1, {threads} / K) threads)",
-            args)
-  print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
-  base = results["standalone K = 1"]
-  for name, (rates, others) in results.items():
-    dc.print_row(args, name, rates, others, None if name.endswith("K = 1") else base)
-  print("  ratio: against K = 1")
+  print_against_k1(args, f"fashion_mlp, batch 100, {steps} steps, windows of {log_every} steps: "
+                   f"standalone --threads {threads}, concurrent_steps K (each step max(1, "
+                   f"{threads} / K) threads)", results)
 
 
 def section_cnn(args, tmp):
@@ -183,15 +188,10 @@ def section_distant(args, tmp):
                                                                   log_every, threads))
              for k, m in models.items()}
     results = run_sides(args, sides)
-  dc.header(f"fashion_mlp, batch 100, {steps} steps, windows of {log_every} steps: 1 ps + 1 "
-            f"async worker (--threads {threads}) across a link of {2 * args.delay_ms} ms round "
-            f"trip (bench/delay_forwarder.py between network namespaces), concurrent_steps K",
-            args)
-  print(f"  {'':44s} {'examples/sec':24s} {'ratio':6s}")
-  base = results["1 ps + 1 worker K = 1"]
-  for name, (rates, others) in results.items():
-    dc.print_row(args, name, rates, others, None if name.endswith("K = 1") else base)
-  print("  ratio: against K = 1")
+  print_against_k1(args, f"fashion_mlp, batch 100, {steps} steps, windows of {log_every} steps: "
+                   f"1 ps + 1 async worker (--threads {threads}) across a link of "
+                   f"{2 * args.delay_ms} ms round trip (bench/delay_forwarder.py between network "
+                   "namespaces), concurrent_steps K", results)
 
 
 def main():

@@ -1930,6 +1930,24 @@ TEST_CASE("garbage and an oversized message on a ps port do not stop the job") {
   CHECK_THAT(c.ps[0]->output(), Catch::Contains("disconnected: Message is too large."));
 }
 
+namespace {
+
+// Worker 0's gradient of zeros for every chunk of `chunks`, computed at
+// `step`: one async step.
+void pushEveryChunk(kj::AsyncIoContext& io, wire::ParameterShard::Client& shard,
+                    const std::vector<ShardChunk>& chunks, int64_t step) {
+  for (const ShardChunk& chunk : chunks) {
+    auto push = shard.pushAndPullRequest();
+    push.setWorkerTask(0);
+    push.setStep(step);
+    push.setOffset(uint64_t(chunk.shard_offset));
+    push.initData(size_t(chunk.size) * sizeof(float));
+    push.send().wait(io.waitScope);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("a ps that stops past the chief's last checkpoint says what no checkpoint holds") {
   MlpPsTask task(freshTempDir("past-checkpoint"), "async");
   {
@@ -1946,13 +1964,7 @@ TEST_CASE("a ps that stops past the chief's last checkpoint says what no checkpo
     saved.setCheckpoint("/srv/ckpt/ckpt-0000000000");
     saved.send().wait(io.waitScope);
     // One async step after the save: every chunk pushed once.
-    for (const ShardChunk& chunk : task.chunks) {
-      auto push = shard.pushAndPullRequest();
-      push.setWorkerTask(0);
-      push.setOffset(uint64_t(chunk.shard_offset));
-      push.initData(size_t(chunk.size) * sizeof(float));
-      push.send().wait(io.waitScope);
-    }
+    pushEveryChunk(io, shard, task.chunks, 0);
   }
   task.ps.signal(SIGTERM);
   CHECK(task.ps.wait(30) == 0);
@@ -1973,15 +1985,8 @@ TEST_CASE("a ps that stops before the chief's first checkpoint says its steps ar
     ready.setGlobalStep(5);
     ready.send().wait(io.waitScope);
     // Two async steps, then the chief is gone without a checkpoint.
-    for (int step = 0; step < 2; ++step)
-      for (const ShardChunk& chunk : task.chunks) {
-        auto push = chief.shard.pushAndPullRequest();
-        push.setWorkerTask(0);
-        push.setStep(5 + step);
-        push.setOffset(uint64_t(chunk.shard_offset));
-        push.initData(size_t(chunk.size) * sizeof(float));
-        push.send().wait(io.waitScope);
-      }
+    pushEveryChunk(io, chief.shard, task.chunks, 5);
+    pushEveryChunk(io, chief.shard, task.chunks, 6);
   }
   task.ps.signal(SIGTERM);
   CHECK(task.ps.wait(30) == 0);

@@ -614,6 +614,20 @@ TEST_CASE(
 
 namespace {
 
+// Runs the event loop, which serves the test's fake ps, for up to
+// `seconds`, until `worker` exits (its exit code) or `done()` holds (-1
+// while it runs).
+int serveUntil(
+    kj::AsyncIoContext& io, BackgroundTraind& worker, int seconds,
+    const std::function<bool()>& done = [] { return false; }) {
+  int code = -1;
+  for (int i = 0; i < seconds * 10 && code < 0 && !done(); ++i) {
+    io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+    code = worker.wait(0);
+  }
+  return code;
+}
+
 enum class Lie {
   None,  // the honest answers alone
   ShortChunk,
@@ -697,11 +711,7 @@ TEST_CASE("a worker stops with an error naming the ps when the ps lies") {
                               modelPath("fashion_mlp.yaml") +
                               " --job worker --task 1 --max-steps 10 --checkpoint-dir ''",
                           dir / "worker.log");
-  int code = -1;
-  for (int i = 0; i < 600 && code < 0; ++i) {  // 60 s, serving the worker meanwhile
-    io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
-    code = worker.wait(0);
-  }
+  const int code = serveUntil(io, worker, 60);
   const std::string output = worker.output();
   INFO(output);
   CHECK(code == 1);
@@ -786,21 +796,15 @@ TEST_CASE("a worker takes a ps whose answers queue behind data on a slow link fo
                               modelPath("fashion_mlp.yaml") +
                               " --job worker --task 1 --max-steps 10 --checkpoint-dir ''",
                           dir / "worker.log");
-  bool trained = false;
-  int code = -1;
-  for (int i = 0; i < 600 && code < 0 && !trained; ++i) {  // 60 s, serving the worker meanwhile
-    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
-    code = worker.wait(0);
-    trained = worker.output().find("worker 1 training fashion_mlp") != std::string::npos;
-  }
+  auto trained = [&] {
+    return worker.output().find("worker 1 training fashion_mlp") != std::string::npos;
+  };
+  int code = serveUntil(io, worker, 60, trained);
   worker.signal(SIGTERM);
-  for (int i = 0; i < 300 && code < 0; ++i) {
-    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
-    code = worker.wait(0);
-  }
+  if (code < 0) code = serveUntil(io, worker, 30);
   const std::string output = worker.output();
   INFO(output);
-  CHECK(trained);  // its first pull came whole
+  CHECK(trained());  // its first pull came whole
   CHECK_THAT(output, !Catch::Contains("no answer to a status call"));
 }
 
@@ -857,18 +861,11 @@ TEST_CASE(
                               " --job worker --task 1 --max-steps 100 --threads 2 "
                               "--checkpoint-dir ''",
                           dir / "worker.log");
-  int code = -1;
-  for (int i = 0; i < 300 && code < 0 && !distant.overlapped(); ++i) {  // 30 s
-    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
-    code = worker.wait(0);
-  }
+  int code = serveUntil(io, worker, 30, [&] { return distant.overlapped(); });
   const bool overlapped = distant.overlapped();
   // Stopped, it waits for the push+pulls in flight to end, then exits 0.
   worker.signal(SIGTERM);
-  for (int i = 0; i < 300 && code < 0; ++i) {
-    timer.afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
-    code = worker.wait(0);
-  }
+  if (code < 0) code = serveUntil(io, worker, 30);
   const std::string output = worker.output();
   INFO(output);
   CHECK_THAT(output, Catch::Contains("2 steps in flight"));
