@@ -35,13 +35,22 @@ std::filesystem::path writeModel(const std::filesystem::path& dir, int concurren
   return path;
 }
 
-// A cluster of one ps and one worker on free ports, mode `mode`.
-std::filesystem::path writeCluster(const std::filesystem::path& dir, const std::string& mode) {
-  const int base = freePortRange(2);
+// A cluster of one ps and `workers` workers on free ports, mode `mode`;
+// `extra`: more of the spec (a transport section).
+std::filesystem::path writeCluster(const std::filesystem::path& dir, const std::string& mode,
+                                   int workers = 1, const std::string& extra = "") {
+  const int base = freePortRange(1 + workers);
   writeFile(dir / "cluster.yaml", "cluster:\n  ps: " + localAddresses(base, 1) +
-                                      "\n  worker: " + localAddresses(base + 1, 1) +
-                                      "\ntraining:\n  mode: " + mode + "\n");
+                                      "\n  worker: " + localAddresses(base + 1, workers) +
+                                      "\ntraining:\n  mode: " + mode + "\n" + extra);
   return dir / "cluster.yaml";
+}
+
+// The number after `key` in `output`'s last line that has it; -1 without one.
+int64_t numberAfter(const std::string& output, const std::string& key) {
+  const size_t at = output.rfind(key);
+  if (at == std::string::npos) return -1;
+  return std::stoll(output.substr(at + key.size()));
 }
 
 }  // namespace
@@ -135,4 +144,35 @@ TEST_CASE("an async worker with K = 2 trains against a ps and all exit 0") {
   CHECK_THAT(worker.output(), Catch::Contains("done: global step 600"));
   CHECK(summaryValue(worker.output(), "test accuracy") > 0.78);
   CHECK(findLatestCheckpoint(dir / "ckpt").has_value());
+}
+
+TEST_CASE("async workers with K = 4 over TCP count every step the ps applied, to the job's end") {
+  // Their push+pulls overlap; at the job's end those in flight were applied
+  // by the ps, and each worker waits for them rather than dropping them.
+  const auto dir = freshTempDir("concurrent_overlap_end");
+  const auto cluster = writeCluster(dir, "async", 2, "transport:\n  shared_memory: off\n");
+  const std::string common = "--cluster " + cluster.string() + " --model " +
+                             writeModel(dir, 4).string() +
+                             " --max-steps 300 --threads 1 --eval-every 0 --checkpoint-dir ";
+  BackgroundTraind ps(common + "'' --job ps --task 0", dir / "ps0.log");
+  BackgroundTraind worker1(common + "'' --job worker --task 1", dir / "worker1.log");
+  BackgroundTraind chief(common + (dir / "ckpt").string() + " --job worker --task 0",
+                         dir / "worker0.log");
+  CHECK(chief.wait(kTimeout) == 0);
+  CHECK(worker1.wait(kTimeout) == 0);
+  CHECK(ps.wait(30) == 0);
+  INFO(chief.output() + worker1.output() + ps.output());
+  CHECK_THAT(chief.output(), Catch::Contains("4 steps in flight"));
+  // "done: global step 303, 227 steps in ...", and "ps 0 done at global
+  // step 303 (303 pushes applied, ...": one ps from step 0, a push a step.
+  const auto stepsRun = [](const std::string& output) {
+    const size_t done = output.rfind("done: global step ");
+    const size_t comma = output.find(", ", done);
+    return done == std::string::npos || comma == std::string::npos
+               ? int64_t(-1)
+               : int64_t(std::stoll(output.substr(comma + 2)));
+  };
+  const int64_t applied = numberAfter(ps.output(), "done at global step ");
+  CHECK(applied >= 300);
+  CHECK(stepsRun(chief.output()) + stepsRun(worker1.output()) == applied);
 }
