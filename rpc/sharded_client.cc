@@ -1298,13 +1298,13 @@ ShardedClient::~ShardedClient() = default;
 
 std::unique_ptr<ShardedClient::PushAndPull> ShardedClient::preparePushAndPull(
     const FlatBuffer& gradients, int64_t min_step, std::vector<int64_t> tags,
-    FlatBuffer& parameters, GradientGate* gate) {
+    FlatBuffer& parameters, GradientGate* gate, Clock::time_point& last_start) {
   impl_->refuseRegionAfterGivingUp(parameters);
   const Clock::time_point start = Clock::now();
-  if (last_push_start_ != Clock::time_point{})
-    step_seconds_ = std::max(
-        0.0, std::chrono::duration<double>(start - last_push_start_).count() - read_seconds_);
-  last_push_start_ = start;
+  if (last_start != Clock::time_point{})
+    step_seconds_ =
+        std::max(0.0, std::chrono::duration<double>(start - last_start).count() - read_seconds_);
+  last_start = start;
   read_seconds_ = 0.0;
   auto p = std::make_unique<PushAndPull>(gradients, parameters, min_step, std::move(tags));
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
@@ -1429,7 +1429,7 @@ int64_t ShardedClient::endPushAndPull(PushAndPull& p, bool done) {
 int64_t ShardedClient::pushAndPull(const FlatBuffer& gradients, int64_t min_step,
                                    FlatBuffer& parameters, GradientGate* gate) {
   const std::unique_ptr<PushAndPull> p =
-      preparePushAndPull(gradients, min_step, shard_steps_, parameters, gate);
+      preparePushAndPull(gradients, min_step, shard_steps_, parameters, gate, last_push_start_);
   bool done = false;
   try {
     done = p->round->wait(impl_->io.waitScope);
@@ -1444,8 +1444,11 @@ void ShardedClient::startPushAndPull(size_t id, const FlatBuffer& gradients,
                                      std::vector<int64_t> shard_steps, FlatBuffer& parameters) {
   if (impl_->cluster.mode == TrainingMode::Sync || shardsThroughSharedMemory() > 0)
     throw std::logic_error("overlapping push+pulls in sync training or through shared memory");
-  std::unique_ptr<PushAndPull> p =
-      preparePushAndPull(gradients, 0, std::move(shard_steps), parameters, nullptr);
+  // A step of this slot runs from its last push+pull to this one, as a
+  // worker's with one step in flight: the others' starts come between.
+  if (slot_push_starts_.size() <= id) slot_push_starts_.resize(id + 1);
+  std::unique_ptr<PushAndPull> p = preparePushAndPull(gradients, 0, std::move(shard_steps),
+                                                      parameters, nullptr, slot_push_starts_[id]);
   p->id = id;
   p->running = p->round->run()
                    .then([this, p = p.get()] { ended(*p, nullptr); },

@@ -249,7 +249,8 @@ class ShardedClient {
   void readState(ModelState& state);
   // How long a sync checkpoint waits for a shard to reach the step the
   // others hold: three times as long as this worker's last step took (from
-  // one pushAndPull to the next, its state reads left out),
+  // one pushAndPull to the next, or of one step slot's push+pulls when they
+  // overlap, its state reads left out),
   // kHoldWaitMinSeconds to kHoldWaitMaxSeconds.
   // The shard a step behind lacks gradients that the other workers send
   // as their backward passes finish them (gradient_push: during_backward),
@@ -363,10 +364,14 @@ class ShardedClient {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   struct PushAndPull;
-  // A push+pull's calls, made ready to run: pushAndPull's and startPushAndPull's.
-  std::unique_ptr<PushAndPull> preparePushAndPull(const FlatBuffer& gradients, int64_t min_step,
-                                                  std::vector<int64_t> tags, FlatBuffer& parameters,
-                                                  GradientGate* gate);
+  // A push+pull's calls, made ready to run: pushAndPull's and
+  // startPushAndPull's. `last_start`: when the push+pull before it in the
+  // same step slot started, which times the step (holdWaitSeconds); now
+  // this one's.
+  std::unique_ptr<PushAndPull> preparePushAndPull(
+      const FlatBuffer& gradients, int64_t min_step, std::vector<int64_t> tags,
+      FlatBuffer& parameters, GradientGate* gate,
+      std::chrono::steady_clock::time_point& last_start);
   // What a push+pull returns once its calls ended (`done`: not given up on a stop).
   int64_t endPushAndPull(PushAndPull& p, bool done);
   // An overlapping push+pull's calls ended, with `failure` when they failed.
@@ -409,6 +414,7 @@ class ShardedClient {
   std::vector<std::unique_ptr<PushAndPull>> overlapping_;  // startPushAndPull's, not yet ended
   kj::Own<kj::PromiseFulfiller<void>> one_ended_;          // while nextPushAndPull waits
   std::chrono::steady_clock::time_point last_push_start_{};
+  std::vector<std::chrono::steady_clock::time_point> slot_push_starts_;  // startPushAndPull's
   // Between the last two pushAndPull calls, less the state reads between
   // them: a checkpoint's wait must not lengthen the next one's.
   double step_seconds_ = 0.0;
