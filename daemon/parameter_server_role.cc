@@ -240,7 +240,7 @@ void runParameterServer(const ModelSpec& spec, const ClusterSpec& cluster, int t
                ? std::string("the step after it is")
                : fmt::format("the {} steps after it are", shard.globalStep() - step);
   };
-  const std::optional<ServedShard::Initialised> initialised = service.initialised();
+  const std::optional<ServedShard::Initialised>& initialised = service.initialised();
   if (const auto& saved = service.lastSaved();
       stop.requested() && saved && saved->global_step < shard.globalStep())
     spdlog::warn(

@@ -279,12 +279,12 @@ kj::Promise<void> ShardService::hello(HelloContext context) {
     const uint32_t task = params.getWorkerTask();
     const std::string dir = params.getCheckpointDir();
     if (!worker_ && task == 0) {
-      if (served_.chief_checkpoint_dir_ && *served_.chief_checkpoint_dir_ != dir)
+      if (served_.initialised_ && served_.initialised_->checkpoint_dir != dir)
         throw ProtocolError(fmt::format(
             "ps {} holds the state of a job whose chief checkpoints {}; this chief checkpoints "
             "{}: is it another job's, on the same ps ports? (stop the running job first, or "
             "give this one other ports)",
-            shard().shardIndex(), describeDir(peerText(*served_.chief_checkpoint_dir_)),
+            shard().shardIndex(), describeDir(peerText(served_.initialised_->checkpoint_dir)),
             describeDir(peerText(dir))));
     }
     // What the rule cannot say: the examples the spec's files hold on the
@@ -388,8 +388,7 @@ kj::Promise<void> ShardService::markReady(MarkReadyContext context) {
                                       shard().shardIndex(), last_step));
     shard().markReady(context.getParams().getGlobalStep());
     served_.hold_owner_ = nullptr;  // a restore starts afresh, unheld
-    served_.chief_checkpoint_dir_ = checkpoint_dir_;
-    served_.initialised_step_ = shard().globalStep();
+    served_.initialised_ = ServedShard::Initialised{shard().globalStep(), checkpoint_dir_};
     // The set of the chief that initialised the shard, as its checkpoint
     // directory: one that said hello and went was no job's.
     if (!training_set_.empty()) served_.chief_training_set_ = training_set_;

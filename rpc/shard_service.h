@@ -97,10 +97,7 @@ class ServedShard {
     int64_t global_step = 0;
     std::string checkpoint_dir;
   };
-  std::optional<Initialised> initialised() const {
-    if (!initialised_step_ || !chief_checkpoint_dir_) return std::nullopt;
-    return Initialised{*initialised_step_, *chief_checkpoint_dir_};
-  }
+  const std::optional<Initialised>& initialised() const { return initialised_; }
 
  private:
   friend class ShardService;
@@ -130,14 +127,13 @@ class ServedShard {
   ParameterShard& shard_;
   SpecIdentity identity_;
   std::string training_rule_;  // of the shard's cluster spec
-  // The checkpoint dir of the chief that initialised the shard; a chief
-  // that says another is not this job's.
-  std::optional<std::string> chief_checkpoint_dir_;
+  // The chief that initialised the shard: a chief whose checkpoint dir is
+  // another is not this job's.
+  std::optional<Initialised> initialised_;
   // The training set every worker must read: that of the chief that
   // initialised the shard (a chief restarted with another is refused).
   std::optional<std::string> chief_training_set_;
   int64_t job_last_step_ = 0;  // as that chief said; 0 before it did
-  std::optional<int64_t> initialised_step_;  // the step that chief made the shard ready at
   bool shared_memory_;
   std::vector<PullWaiter> waiting_pulls_;
   bool stopping_ = false;
@@ -158,10 +154,9 @@ class ShardService final : public wire::ParameterShard::Server {
       : served_(served), connection_(kj::mv(connection)) {}
   ~ShardService();
 
-  // When the peer last called status, holdAt, readState or releaseHold:
-  // what a chief holding the shard keeps calling (ServedShard::expireHold).
-  std::chrono::steady_clock::time_point lastCall() const { return last_call_; }
-  // Seconds since that call, or since data last moved on the connection
+  // Seconds since the peer last called status, holdAt, readState or
+  // releaseHold (what a chief holding the shard keeps calling:
+  // ServedShard::expireHold), or since data last moved on the connection
   // when that was later: on a slow link a chief's next call waits for the
   // answers before it, whose bytes still moving say it reads them.
   double secondsSilent() const;

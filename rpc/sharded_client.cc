@@ -90,6 +90,15 @@ int64_t answeredStep(int64_t step, int64_t min_step, bool stopping) {
   return step;
 }
 
+// The lowest of each shard's step at a pull; nullopt when no shard answered
+// with one (a shard that holds nothing answers nothing and keeps INT64_MAX).
+std::optional<int64_t> lowestStep(const std::vector<int64_t>& shard_steps) {
+  int64_t lowest = INT64_MAX;
+  for (int64_t s : shard_steps) lowest = std::min(lowest, s);
+  if (lowest == INT64_MAX) return std::nullopt;
+  return lowest;
+}
+
 // `workers`: the cluster's; a worker task outside it is a lie.
 ShardStatusView toView(wire::ShardStatus::Reader s, size_t workers) {
   ShardStatusView view{s.getReady(),
@@ -1182,13 +1191,7 @@ int64_t ShardedClient::jobStep() {
   return lastPulledStep().value_or(INT64_MAX);
 }
 
-std::optional<int64_t> ShardedClient::lastPulledStep() const {
-  // A shard that holds nothing answers nothing and keeps INT64_MAX.
-  int64_t lowest = INT64_MAX;
-  for (int64_t s : shard_steps_) lowest = std::min(lowest, s);
-  if (lowest == INT64_MAX) return std::nullopt;
-  return lowest;
-}
+std::optional<int64_t> ShardedClient::lastPulledStep() const { return lowestStep(shard_steps_); }
 
 std::optional<int64_t> ShardedClient::lastPulledJobStep() const {
   if (!shard_steps_.empty() && shard_steps_[0] != INT64_MAX) return shard_steps_[0];
@@ -1308,10 +1311,7 @@ std::unique_ptr<ShardedClient::PushAndPull> ShardedClient::preparePushAndPull(
   read_seconds_ = 0.0;
   auto p = std::make_unique<PushAndPull>(gradients, parameters, min_step, std::move(tags));
   const bool sync = impl_->cluster.mode == TrainingMode::Sync;
-  // The lowest step pulled, as lastPulledStep() says of the tags.
-  std::optional<int64_t> lowest_pulled;
-  for (int64_t s : p->tags)
-    if (s != INT64_MAX) lowest_pulled = std::min(lowest_pulled.value_or(INT64_MAX), s);
+  const std::optional<int64_t> lowest_pulled = lowestStep(p->tags);
   // A failed gate fails the calls themselves.
   if (gate)
     p->watching_gradient =
